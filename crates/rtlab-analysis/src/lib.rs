@@ -1,0 +1,1 @@
+//! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.

@@ -1,0 +1,299 @@
+//! The latency histogram: an HdrHistogram plus exact running sums.
+//!
+//! HdrHistogram is what the field exchanges (its V2 compressed, base64 form is readable by every
+//! implementation), and recording into it never allocates once it is built, so the probe can use it
+//! on the sample path. Mean and standard deviation are kept exactly from integer sums beside it,
+//! because the histogram's own are bucket approximations.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+
+/// The percentile keys every series carries, in order.
+pub const PERCENTILE_KEYS: [(&str, f64); 6] = [
+    ("50", 0.50),
+    ("90", 0.90),
+    ("99", 0.99),
+    ("99.9", 0.999),
+    ("99.99", 0.9999),
+    ("99.999", 0.99999),
+];
+
+/// Largest latency the histogram resolves: 60 s. Anything longer is recorded as 60 s and counted
+/// in `saturated`.
+pub const HIGHEST_TRACKABLE_NS: u64 = 60_000_000_000;
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("hdr payload is not base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("hdr payload is not an HdrHistogram V2 histogram: {0}")]
+    Decode(String),
+    #[error("could not encode histogram: {0}")]
+    Encode(String),
+}
+
+/// A latency distribution in nanoseconds, 3 significant digits, 1 ns to 60 s.
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram {
+    histogram: Histogram<u64>,
+    sum: u128,
+    sum_of_squares: u128,
+    exact_sums: bool,
+    saturated: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The numbers a series reports, all derived from one histogram.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub count: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    pub stddev_ns: f64,
+    pub percentiles: BTreeMap<String, u64>,
+}
+
+impl LatencyHistogram {
+    pub fn new() -> Self {
+        let histogram = Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_NS, SIGNIFICANT_DIGITS)
+            .expect("constant histogram bounds are valid");
+        LatencyHistogram {
+            histogram,
+            sum: 0,
+            sum_of_squares: 0,
+            exact_sums: true,
+            saturated: 0,
+        }
+    }
+
+    /// Records one value. Never allocates; values above 60 s are clamped and counted as saturated.
+    #[inline]
+    pub fn record(&mut self, value_ns: u64) {
+        self.record_n(value_ns, 1);
+    }
+
+    /// Records `count` occurrences of one value (used by importers of bucketed histograms).
+    #[inline]
+    pub fn record_n(&mut self, value_ns: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        let clamped = if value_ns > HIGHEST_TRACKABLE_NS {
+            self.saturated += count;
+            HIGHEST_TRACKABLE_NS
+        } else {
+            value_ns
+        };
+        // Values of 0 ns are legal (a wake-up exactly on time); hdrhistogram records them in bucket 0.
+        self.histogram.saturating_record_n(clamped, count);
+        let value = u128::from(clamped);
+        self.sum += value * u128::from(count);
+        self.sum_of_squares += value * value * u128::from(count);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    pub fn saturated(&self) -> u64 {
+        self.saturated
+    }
+
+    pub fn max(&self) -> u64 {
+        self.histogram.max()
+    }
+
+    pub fn min(&self) -> u64 {
+        if self.histogram.is_empty() {
+            0
+        } else {
+            self.histogram.min()
+        }
+    }
+
+    /// Value at quantile `q` in [0, 1] (the highest value equivalent to the bucket holding it).
+    pub fn value_at_quantile(&self, quantile: f64) -> u64 {
+        if self.histogram.is_empty() {
+            return 0;
+        }
+        self.histogram.value_at_quantile(quantile)
+    }
+
+    /// Number of recorded values strictly greater than `threshold_ns` (to histogram precision).
+    pub fn count_above(&self, threshold_ns: u64) -> u64 {
+        if self.histogram.is_empty() || threshold_ns >= self.histogram.max() {
+            return 0;
+        }
+        self.count() - self.histogram.count_between(0, threshold_ns)
+    }
+
+    pub fn mean(&self) -> f64 {
+        let count = self.count();
+        if count == 0 {
+            0.0
+        } else if self.exact_sums {
+            self.sum as f64 / count as f64
+        } else {
+            self.histogram.mean()
+        }
+    }
+
+    /// Population standard deviation.
+    pub fn stddev(&self) -> f64 {
+        let count = self.count();
+        if count == 0 {
+            return 0.0;
+        }
+        if !self.exact_sums {
+            return self.histogram.stdev();
+        }
+        let count = count as f64;
+        let mean = self.sum as f64 / count;
+        let variance = (self.sum_of_squares as f64 / count - mean * mean).max(0.0);
+        variance.sqrt()
+    }
+
+    pub fn summary(&self) -> Summary {
+        let percentiles = PERCENTILE_KEYS
+            .iter()
+            .map(|(key, quantile)| ((*key).to_owned(), self.value_at_quantile(*quantile)))
+            .collect();
+        Summary {
+            count: self.count(),
+            min_ns: self.min(),
+            max_ns: self.max(),
+            mean_ns: self.mean(),
+            stddev_ns: self.stddev(),
+            percentiles,
+        }
+    }
+
+    /// Adds another histogram's counts to this one (pooling series over CPUs).
+    pub fn add(&mut self, other: &LatencyHistogram) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("histograms share bounds");
+        self.sum += other.sum;
+        self.sum_of_squares += other.sum_of_squares;
+        self.exact_sums &= other.exact_sums;
+        self.saturated += other.saturated;
+    }
+
+    /// `(value, count)` for every non-empty bucket, in ascending order of value.
+    pub fn buckets(&self) -> Vec<(u64, u64)> {
+        self.histogram
+            .iter_recorded()
+            .map(|bucket| {
+                (
+                    bucket.value_iterated_to(),
+                    bucket.count_at_value(),
+                )
+            })
+            .collect()
+    }
+
+    /// The underlying HdrHistogram, for analyses that need its iterators.
+    pub fn inner(&self) -> &Histogram<u64> {
+        &self.histogram
+    }
+
+    /// HdrHistogram V2 compressed (deflate) encoding, base64: the form stored in every series.
+    pub fn to_base64(&self) -> Result<String, HistogramError> {
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.histogram, &mut bytes)
+            .map_err(|error| HistogramError::Encode(format!("{error:?}")))?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    /// Decodes a V2 (compressed or not) base64 histogram. Mean and stddev then come from buckets.
+    pub fn from_base64(text: &str) -> Result<Self, HistogramError> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
+        let decoded: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut std::io::Cursor::new(bytes))
+            .map_err(|error| HistogramError::Decode(format!("{error:?}")))?;
+        let mut histogram = LatencyHistogram::new();
+        for bucket in decoded.iter_recorded() {
+            histogram.record_n(bucket.value_iterated_to(), bucket.count_at_value());
+        }
+        histogram.exact_sums = false;
+        Ok(histogram)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_matches_hand_computed_values() {
+        // 1..=100 µs in ns: mean 50.5 µs, population stddev sqrt((100^2-1)/12) µs = 28.866 µs.
+        let mut histogram = LatencyHistogram::new();
+        for micros in 1..=100u64 {
+            histogram.record(micros * 1_000);
+        }
+        let summary = histogram.summary();
+        assert_eq!(summary.count, 100);
+        assert_eq!(summary.min_ns, 1_000);
+        assert!(summary.max_ns >= 100_000 && summary.max_ns <= 100_100);
+        assert!((summary.mean_ns - 50_500.0).abs() < 1e-6);
+        assert!((summary.stddev_ns - 28_866.07).abs() < 0.5, "{}", summary.stddev_ns);
+        // 50th value is 50 µs; hdr returns the highest equivalent value of its bucket (≤ 0.1 % above).
+        let p50 = summary.percentiles["50"];
+        assert!((50_000..=50_050).contains(&p50), "p50 {p50}");
+        let p99 = summary.percentiles["99"];
+        assert!((99_000..=99_100).contains(&p99), "p99 {p99}");
+    }
+
+    #[test]
+    fn small_values_are_exact() {
+        let mut histogram = LatencyHistogram::new();
+        for value in [3u64, 1, 4, 1, 5, 9, 2, 6, 5, 3] {
+            histogram.record(value);
+        }
+        assert_eq!(histogram.min(), 1);
+        assert_eq!(histogram.max(), 9);
+        assert_eq!(histogram.value_at_quantile(0.5), 3);
+        assert_eq!(histogram.count_above(5), 2);
+        assert!((histogram.mean() - 3.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn base64_round_trip_keeps_counts() {
+        let mut histogram = LatencyHistogram::new();
+        for value in 0..10_000u64 {
+            histogram.record(value * 37 % 5_000_000);
+        }
+        histogram.record(HIGHEST_TRACKABLE_NS + 5);
+        assert_eq!(histogram.saturated(), 1);
+        let encoded = histogram.to_base64().unwrap();
+        let decoded = LatencyHistogram::from_base64(&encoded).unwrap();
+        assert_eq!(decoded.count(), histogram.count());
+        assert_eq!(decoded.max(), histogram.max());
+        assert_eq!(decoded.value_at_quantile(0.99), histogram.value_at_quantile(0.99));
+    }
+
+    #[test]
+    fn rejects_garbage_payloads() {
+        assert!(LatencyHistogram::from_base64("not base64!!").is_err());
+        assert!(LatencyHistogram::from_base64("aGVsbG8gd29ybGQ=").is_err());
+    }
+
+    #[test]
+    fn empty_histogram_is_all_zero() {
+        let summary = LatencyHistogram::new().summary();
+        assert_eq!(summary.count, 0);
+        assert_eq!(summary.min_ns, 0);
+        assert_eq!(summary.max_ns, 0);
+        assert_eq!(summary.percentiles["99.999"], 0);
+    }
+}

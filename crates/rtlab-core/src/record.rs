@@ -1,0 +1,295 @@
+//! The Run record (schema `rtlab.run/1`): the one hand-off between measuring and analysing.
+//!
+//! Field names and meanings are the contract in DESIGN.md; tags are strings, times are integer
+//! nanoseconds. Readers reject a record whose `schema` they do not know instead of guessing.
+
+use crate::histogram::{HistogramError, LatencyHistogram};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub const RUN_SCHEMA: &str = "rtlab.run/1";
+
+/// What a series measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Actual − intended wake time of a timer thread.
+    Wakeup,
+    /// Time between consecutive wake-ups (paper 000's metric).
+    Interval,
+    /// Signalling thread → first instruction of the woken thread (paper 002's thread latency).
+    Handoff,
+}
+
+impl Metric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Wakeup => "wakeup",
+            Metric::Interval => "interval",
+            Metric::Handoff => "handoff",
+        }
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Metric {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "wakeup" => Ok(Metric::Wakeup),
+            "interval" => Ok(Metric::Interval),
+            "handoff" => Ok(Metric::Handoff),
+            other => Err(format!(
+                "unknown metric '{other}' (expected wakeup, interval or handoff)"
+            )),
+        }
+    }
+}
+
+/// One of the largest samples of a series, with when it happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peak {
+    /// Time of the sample since the start of measurement (after warm-up), ns.
+    pub at_ns: u64,
+    pub value_ns: u64,
+}
+
+/// One measured distribution: one (metric, class, cpu).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub metric: Metric,
+    pub class: String,
+    pub cpu: u32,
+    /// `SCHED_FIFO`, `SCHED_OTHER`, `SCHED_DEADLINE`, …
+    pub policy: String,
+    /// RT priority for FIFO/RR, nice value for OTHER.
+    pub priority: i32,
+    pub period_ns: u64,
+    pub count: u64,
+    /// Periods in which no wake-up happened at all because an earlier one ran so late.
+    pub missed: u64,
+    /// Samples measured but not stored (should be 0; counted, never silently dropped).
+    #[serde(default)]
+    pub lost: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    pub stddev_ns: f64,
+    pub percentiles: BTreeMap<String, u64>,
+    /// HdrHistogram V2 compressed, base64.
+    pub hdr: String,
+    /// Largest sample in each second of measurement.
+    pub max_per_second: Vec<u64>,
+    /// The largest samples with their times (kept for tail projection and cause analysis).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peaks: Vec<Peak>,
+    /// Tail projection (expected worst case per hour/day/week), when computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<serde_json::Value>,
+}
+
+impl Series {
+    /// `class/metric@cpu`, the name used in tables and in `--series` selectors.
+    pub fn label(&self) -> String {
+        format!("{}/{}@{}", self.class, self.metric, self.cpu)
+    }
+
+    pub fn histogram(&self) -> Result<LatencyHistogram, HistogramError> {
+        LatencyHistogram::from_base64(&self.hdr)
+    }
+}
+
+/// The machine a run was made on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub hostname: String,
+    pub kernel: String,
+    /// `none`, `voluntary`, `full`, `rt`, `lazy`, or what uname says.
+    pub preemption: String,
+    pub cpu_model: String,
+    pub cpu_count: u32,
+    /// `none` on bare metal, else the hypervisor's name (`kvm`, `vmware`, `microsoft`, …).
+    pub virtualization: String,
+    pub clocksource: String,
+    /// The /dev/cpu_dma_latency value rtlab held during the run, µs; None when not held.
+    pub cpu_dma_latency_us: Option<i32>,
+}
+
+/// What kind of thing took time from a late wake-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CauseKind {
+    Irq,
+    Softirq,
+    Task,
+    Timer,
+    Switch,
+    Unaccounted,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kind: CauseKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub ns: u64,
+    /// Free-form details (policy and priority of a task, whether it outranked the probe, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A late wake-up and what the CPU did instead.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// The series label (`class/metric@cpu`).
+    pub series: String,
+    pub cpu: u32,
+    /// Intended wake time, ns since the start of measurement.
+    pub at_ns: u64,
+    pub latency_ns: u64,
+    pub causes: Vec<Cause>,
+    /// Steal time /proc/stat reported on that CPU around the episode, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<Vec<String>>,
+}
+
+/// One run: everything measured, with what is needed to repeat and to judge it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub id: String,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub duration_ns: u64,
+    pub tool_version: String,
+    #[serde(default)]
+    pub cmdline: Vec<String>,
+    pub host: Host,
+    /// Every setting of the run after defaults, enough to repeat it.
+    pub config: serde_json::Value,
+    pub series: Vec<Series>,
+    /// What load ran, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<serde_json::Value>,
+    #[serde(default)]
+    pub episodes: Vec<Episode>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// True when the run ended early (SIGINT/SIGTERM); the record then holds what was measured.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("not JSON or not a Run record: at '{path}': {message}")]
+    Parse { path: String, message: String },
+    #[error("unknown schema '{0}' (this rtlab reads {RUN_SCHEMA})")]
+    Schema(String),
+    #[error("series {index} ({label}): {message}")]
+    Series {
+        index: usize,
+        label: String,
+        message: String,
+    },
+}
+
+impl RunRecord {
+    /// Parses and validates a record; errors name the JSON path of the offending field.
+    pub fn from_json(text: &str) -> Result<RunRecord, RecordError> {
+        let deserializer = &mut serde_json::Deserializer::from_str(text);
+        let record: RunRecord =
+            serde_path_to_error::deserialize(deserializer).map_err(|error| RecordError::Parse {
+                path: error.path().to_string(),
+                message: error.inner().to_string(),
+            })?;
+        record.validate()?;
+        Ok(record)
+    }
+
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a Run record always serialises")
+    }
+
+    /// Checks the invariants every consumer relies on.
+    pub fn validate(&self) -> Result<(), RecordError> {
+        if self.schema != RUN_SCHEMA {
+            return Err(RecordError::Schema(self.schema.clone()));
+        }
+        for (index, series) in self.series.iter().enumerate() {
+            let fail = |message: String| RecordError::Series {
+                index,
+                label: series.label(),
+                message,
+            };
+            if series.count > 0 {
+                let p50 = series.percentiles.get("50").copied().unwrap_or(0);
+                let p99 = series.percentiles.get("99").copied().unwrap_or(0);
+                if !(series.min_ns <= p50 && p50 <= p99 && p99 <= series.max_ns) {
+                    return Err(fail(format!(
+                        "percentiles out of order: min {} p50 {} p99 {} max {}",
+                        series.min_ns, p50, p99, series.max_ns
+                    )));
+                }
+            }
+            let histogram = series
+                .histogram()
+                .map_err(|error| fail(format!("field 'hdr': {error}")))?;
+            if histogram.count() != series.count {
+                return Err(fail(format!(
+                    "field 'hdr' holds {} samples but 'count' says {}",
+                    histogram.count(),
+                    series.count
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds a series' statistics fields from a histogram.
+    #[allow(clippy::too_many_arguments)]
+    pub fn series_from_histogram(
+        metric: Metric,
+        class: &str,
+        cpu: u32,
+        policy: &str,
+        priority: i32,
+        period_ns: u64,
+        histogram: &LatencyHistogram,
+        missed: u64,
+        lost: u64,
+        max_per_second: Vec<u64>,
+        peaks: Vec<Peak>,
+    ) -> Result<Series, HistogramError> {
+        let summary = histogram.summary();
+        Ok(Series {
+            metric,
+            class: class.to_owned(),
+            cpu,
+            policy: policy.to_owned(),
+            priority,
+            period_ns,
+            count: summary.count,
+            missed,
+            lost,
+            min_ns: summary.min_ns,
+            max_ns: summary.max_ns,
+            mean_ns: summary.mean_ns,
+            stddev_ns: summary.stddev_ns,
+            percentiles: summary.percentiles,
+            hdr: histogram.to_base64()?,
+            max_per_second,
+            peaks,
+            tail: None,
+        })
+    }
+}

@@ -1,0 +1,1 @@
+//! rtlab-probe: Measuring threads, hand-off chains, stress loads and competitor threads.

@@ -1,0 +1,1 @@
+//! rtlab-sched: CPU Reservations and Time Constraints: the planner, admission control.

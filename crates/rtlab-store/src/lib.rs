@@ -1,0 +1,1 @@
+//! rtlab-store: Run history in an embedded SQLite database.

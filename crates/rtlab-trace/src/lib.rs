@@ -1,0 +1,1 @@
+//! rtlab-trace: tracefs recording, trace parsing and cause attribution of late wake-ups.
