@@ -43,6 +43,9 @@ pub struct LatencyHistogram {
     sum_of_squares: u128,
     exact_sums: bool,
     saturated: u64,
+    /// Exact extremes of what was recorded (the histogram's own are bucket edges).
+    exact_min: u64,
+    exact_max: u64,
 }
 
 impl Default for LatencyHistogram {
@@ -72,6 +75,8 @@ impl LatencyHistogram {
             sum_of_squares: 0,
             exact_sums: true,
             saturated: 0,
+            exact_min: u64::MAX,
+            exact_max: 0,
         }
     }
 
@@ -95,6 +100,8 @@ impl LatencyHistogram {
         };
         // Values of 0 ns are legal (a wake-up exactly on time); hdrhistogram records them in bucket 0.
         self.histogram.saturating_record_n(clamped, count);
+        self.exact_min = self.exact_min.min(clamped);
+        self.exact_max = self.exact_max.max(clamped);
         let value = u128::from(clamped);
         self.sum += value * u128::from(count);
         self.sum_of_squares += value * value * u128::from(count);
@@ -108,15 +115,17 @@ impl LatencyHistogram {
         self.saturated
     }
 
+    /// Largest recorded value, exact.
     pub fn max(&self) -> u64 {
-        self.histogram.max()
+        self.exact_max
     }
 
+    /// Smallest recorded value, exact (0 when empty).
     pub fn min(&self) -> u64 {
         if self.histogram.is_empty() {
             0
         } else {
-            self.histogram.min()
+            self.exact_min
         }
     }
 
@@ -125,12 +134,15 @@ impl LatencyHistogram {
         if self.histogram.is_empty() {
             return 0;
         }
-        self.histogram.value_at_quantile(quantile)
+        // Clamped to the exact extremes so that min <= every percentile <= max always holds.
+        self.histogram
+            .value_at_quantile(quantile)
+            .clamp(self.min(), self.max())
     }
 
     /// Number of recorded values strictly greater than `threshold_ns` (to histogram precision).
     pub fn count_above(&self, threshold_ns: u64) -> u64 {
-        if self.histogram.is_empty() || threshold_ns >= self.histogram.max() {
+        if self.histogram.is_empty() || threshold_ns >= self.exact_max {
             return 0;
         }
         self.count() - self.histogram.count_between(0, threshold_ns)
@@ -186,6 +198,8 @@ impl LatencyHistogram {
         self.sum_of_squares += other.sum_of_squares;
         self.exact_sums &= other.exact_sums;
         self.saturated += other.saturated;
+        self.exact_min = self.exact_min.min(other.exact_min);
+        self.exact_max = self.exact_max.max(other.exact_max);
     }
 
     /// `(value, count)` for every non-empty bucket, in ascending order of value.
@@ -225,7 +239,12 @@ impl LatencyHistogram {
         for bucket in decoded.iter_recorded() {
             histogram.record_n(bucket.value_iterated_to(), bucket.count_at_value());
         }
+        // The payload only knows bucket edges: min/max become the bucket-equivalent values.
         histogram.exact_sums = false;
+        if !decoded.is_empty() {
+            histogram.exact_min = decoded.min();
+            histogram.exact_max = decoded.max();
+        }
         Ok(histogram)
     }
 }
@@ -244,7 +263,7 @@ mod tests {
         let summary = histogram.summary();
         assert_eq!(summary.count, 100);
         assert_eq!(summary.min_ns, 1_000);
-        assert!(summary.max_ns >= 100_000 && summary.max_ns <= 100_100);
+        assert_eq!(summary.max_ns, 100_000);
         assert!((summary.mean_ns - 50_500.0).abs() < 1e-6);
         assert!((summary.stddev_ns - 28_866.07).abs() < 0.5, "{}", summary.stddev_ns);
         // 50th value is 50 µs; hdr returns the highest equivalent value of its bucket (≤ 0.1 % above).
@@ -278,7 +297,9 @@ mod tests {
         let encoded = histogram.to_base64().unwrap();
         let decoded = LatencyHistogram::from_base64(&encoded).unwrap();
         assert_eq!(decoded.count(), histogram.count());
-        assert_eq!(decoded.max(), histogram.max());
+        // Decoded extremes are bucket edges: within the 3-significant-digit precision.
+        let relative = decoded.max().abs_diff(histogram.max()) as f64 / histogram.max() as f64;
+        assert!(relative < 1e-3, "{} vs {}", decoded.max(), histogram.max());
         assert_eq!(decoded.value_at_quantile(0.99), histogram.value_at_quantile(0.99));
     }
 

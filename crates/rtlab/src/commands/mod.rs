@@ -1,0 +1,69 @@
+//! One module per subcommand, each with `fn run(args) -> anyhow::Result<ExitCode>`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub mod history;
+pub mod run;
+pub mod show;
+
+/// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
+/// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
+#[derive(Debug, Parser)]
+#[command(name = "rtlab", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure wake-up, interval and hand-off latency per CPU and priority class
+    Run(run::Args),
+    /// List stored runs, newest first
+    History(history::Args),
+    /// Print a stored run (by id, id prefix or `latest`) or a Run record file
+    Show(show::Args),
+}
+
+pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::History(args) => history::run(args),
+        Command::Show(args) => show::run(args),
+    }
+}
+
+/// Loads a Run record from a file path or from the store (id, unique prefix, or `latest`).
+/// A path that exists wins over an id.
+pub fn load_record(run_or_file: &str) -> anyhow::Result<rtlab_core::RunRecord> {
+    use anyhow::Context as _;
+    let path = std::path::Path::new(run_or_file);
+    if run_or_file == "-" || path.exists() {
+        let text = if run_or_file == "-" {
+            std::io::read_to_string(std::io::stdin()).context("reading a Run record from stdin")?
+        } else {
+            std::fs::read_to_string(path).with_context(|| format!("reading {run_or_file}"))?
+        };
+        return rtlab_core::RunRecord::from_json(&text)
+            .map_err(|error| crate::exit::input(format!("{run_or_file}: {error}")));
+    }
+    let store = rtlab_store::Store::open_default()?;
+    store.get(run_or_file).map_err(|error| match error {
+        rtlab_store::StoreError::NotFound(_) | rtlab_store::StoreError::Ambiguous { .. } => {
+            crate::exit::input(format!("'{run_or_file}' is neither a file nor a stored run: {error}"))
+        }
+        other => anyhow::Error::new(other),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
