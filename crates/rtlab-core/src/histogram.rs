@@ -206,12 +206,7 @@ impl LatencyHistogram {
     pub fn buckets(&self) -> Vec<(u64, u64)> {
         self.histogram
             .iter_recorded()
-            .map(|bucket| {
-                (
-                    bucket.value_iterated_to(),
-                    bucket.count_at_value(),
-                )
-            })
+            .map(|bucket| (bucket.value_iterated_to(), bucket.count_at_value()))
             .collect()
     }
 
@@ -265,7 +260,11 @@ mod tests {
         assert_eq!(summary.min_ns, 1_000);
         assert_eq!(summary.max_ns, 100_000);
         assert!((summary.mean_ns - 50_500.0).abs() < 1e-6);
-        assert!((summary.stddev_ns - 28_866.07).abs() < 0.5, "{}", summary.stddev_ns);
+        assert!(
+            (summary.stddev_ns - 28_866.07).abs() < 0.5,
+            "{}",
+            summary.stddev_ns
+        );
         // 50th value is 50 µs; hdr returns the highest equivalent value of its bucket (≤ 0.1 % above).
         let p50 = summary.percentiles["50"];
         assert!((50_000..=50_050).contains(&p50), "p50 {p50}");
@@ -300,7 +299,10 @@ mod tests {
         // Decoded extremes are bucket edges: within the 3-significant-digit precision.
         let relative = decoded.max().abs_diff(histogram.max()) as f64 / histogram.max() as f64;
         assert!(relative < 1e-3, "{} vs {}", decoded.max(), histogram.max());
-        assert_eq!(decoded.value_at_quantile(0.99), histogram.value_at_quantile(0.99));
+        assert_eq!(
+            decoded.value_at_quantile(0.99),
+            histogram.value_at_quantile(0.99)
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! no system dependencies is what lets the probe, the tracer, the analyses and the store evolve
 //! independently.
 
+pub mod export;
 pub mod histogram;
 pub mod record;
 pub mod units;

@@ -59,7 +59,10 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Store").field("path", &self.path).finish()
+        formatter
+            .debug_struct("Store")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -80,7 +83,10 @@ impl Store {
     }
 
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
             std::fs::create_dir_all(parent).map_err(|source| StoreError::Directory {
                 path: parent.to_owned(),
                 source,

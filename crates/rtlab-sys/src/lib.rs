@@ -11,6 +11,7 @@ pub mod dma_latency;
 pub mod futex;
 pub mod host;
 pub mod memory;
+pub mod output_file;
 pub mod proc_stat;
 pub mod sched;
 pub mod signals;

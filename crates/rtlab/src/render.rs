@@ -25,7 +25,9 @@ fn percentile(series: &Series, key: &str) -> String {
 /// What each metric means, in plain words, printed above its table.
 pub fn metric_explanation(metric: Metric) -> &'static str {
     match metric {
-        Metric::Wakeup => "wake-up latency: how late a periodic timer thread ran after its deadline",
+        Metric::Wakeup => {
+            "wake-up latency: how late a periodic timer thread ran after its deadline"
+        }
         Metric::Interval => "interval: time between consecutive wake-ups (ideal = the period)",
         Metric::Handoff => {
             "hand-off latency: from one thread signalling another to the woken thread running"
@@ -42,7 +44,11 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
         record.id,
         record.started_at,
         rtlab_core::Nanos(record.duration_ns),
-        if record.interrupted { "  (interrupted)" } else { "" }
+        if record.interrupted {
+            "  (interrupted)"
+        } else {
+            ""
+        }
     )?;
     writeln!(
         out,
@@ -68,7 +74,17 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
         writeln!(
             out,
             "{:<8} {:>3} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}",
-            "class", "cpu", "count", "missed", "min", "p50", "p99", "p99.9", "p99.99", "max", "stddev"
+            "class",
+            "cpu",
+            "count",
+            "missed",
+            "min",
+            "p50",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max",
+            "stddev"
         )?;
         for series in rows {
             writeln!(
@@ -93,6 +109,43 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
         for warning in &record.warnings {
             writeln!(out, "warning: {warning}")?;
         }
+    }
+    Ok(())
+}
+
+/// Paper 000's Tables 2-3: times between wake-ups in 100 µs bins, one column per series.
+pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+    let mut columns = Vec::new();
+    for series in record.series.iter().filter(|series| series.metric == Metric::Interval) {
+        match series.histogram() {
+            Ok(histogram) => columns.push((series, histogram)),
+            Err(error) => writeln!(out, "warning: {}: {error}", series.label())?,
+        }
+    }
+    if columns.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "times between wake-ups, 100 µs bins (period {}; paper 000, Tables 2-3)",
+        rtlab_core::Nanos(columns[0].0.period_ns)
+    )?;
+    write!(out, "{:<16}", "interval")?;
+    for (series, _) in &columns {
+        write!(out, " {:>12}", format!("{}@{}", series.class, series.cpu))?;
+    }
+    writeln!(out)?;
+    for (bin, counts) in rtlab_core::export::interval_table(&columns) {
+        write!(out, "{bin:<16}")?;
+        for count in counts {
+            if count == 0 {
+                write!(out, " {:>12}", "")?;
+            } else {
+                write!(out, " {count:>12}")?;
+            }
+        }
+        writeln!(out)?;
     }
     Ok(())
 }

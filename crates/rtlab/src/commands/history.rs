@@ -41,7 +41,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             micros(listing.worst_wakeup_ns),
             listing.hostname,
             listing.summary,
-            if listing.interrupted { " (interrupted)" } else { "" }
+            if listing.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            }
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -51,7 +51,9 @@ pub fn load_record(run_or_file: &str) -> anyhow::Result<rtlab_core::RunRecord> {
     let store = rtlab_store::Store::open_default()?;
     store.get(run_or_file).map_err(|error| match error {
         rtlab_store::StoreError::NotFound(_) | rtlab_store::StoreError::Ambiguous { .. } => {
-            crate::exit::input(format!("'{run_or_file}' is neither a file nor a stored run: {error}"))
+            crate::exit::input(format!(
+                "'{run_or_file}' is neither a file nor a stored run: {error}"
+            ))
         }
         other => anyhow::Error::new(other),
     })

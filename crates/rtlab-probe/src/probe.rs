@@ -1,0 +1,723 @@
+//! The measuring engine: pinned periodic timer threads per (CPU, class), hand-off waiter threads
+//! they wake, and the controller that starts them, watches them and collects their recorders.
+//!
+//! Timeline (CLOCK_MONOTONIC): `start` (threads set up) → `measure_start` (= start + warm-up;
+//! samples before it are discarded) → `end` (= measure_start + duration). Every thread stops on
+//! its own at `end`, or within one period (hand-off waiters: 50 ms) of a stop request: nothing
+//! the probe starts can outlive the run.
+
+use crate::class::Class;
+use crate::recorder::{LiveCounters, Recorder};
+use crate::schedule::PeriodicSchedule;
+use rtlab_core::{Metric, Nanos, Peak};
+use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
+use rtlab_sys::sched::Policy;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// How long a hand-off waiter blocks before re-checking whether the run is over.
+const WAITER_POLL_NS: u64 = 50_000_000;
+/// Time given to threads to pin themselves and set their policy before the first deadline.
+const SETUP_NS: u64 = 50_000_000;
+/// Capacity of each thread's late-sample queue (drained by the tracer several times a second).
+const LATE_QUEUE_CAPACITY: usize = 4096;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeConfig {
+    pub cpus: Vec<usize>,
+    pub classes: Vec<Class>,
+    pub period: Nanos,
+    pub duration: Nanos,
+    pub warmup: Nanos,
+    /// Run hand-off waiters (the `handoff` series).
+    pub handoff: bool,
+    /// How many of the largest samples each series keeps with their times.
+    pub peaks_per_series: usize,
+    /// Hold /dev/cpu_dma_latency at this value (µs) during the run.
+    pub cpu_dma_latency_us: Option<i32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("--cpus: CPU {0} is not online (online: {1})")]
+    CpuOffline(usize, String),
+    #[error("--cpus: no CPU selected")]
+    NoCpus,
+    #[error("--classes: no class selected")]
+    NoClasses,
+    #[error("--period: {0} is too short (the minimum is 10us)")]
+    PeriodTooShort(Nanos),
+    #[error("--duration must be longer than 0")]
+    ZeroDuration,
+    #[error("nothing to measure: every selected class needs real-time permission (run as root or grant CAP_SYS_NICE), or add --classes normal")]
+    NothingPermitted,
+    #[error("--cpu-dma-latency: cannot hold {path}: {source}")]
+    DmaLatency {
+        path: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read online CPUs: {0}")]
+    OnlineCpus(#[source] std::io::Error),
+    #[error("measuring thread {thread}: {message}")]
+    ThreadSetup { thread: String, message: String },
+    #[error("cannot start measuring thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// Which series a sample or a thread belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeriesKey {
+    pub metric: Metric,
+    pub class: Class,
+    pub cpu: usize,
+}
+
+/// A sample above its series' late threshold, for the tracer to explain. Times are
+/// CLOCK_MONOTONIC absolute ns (the tracefs `mono` clock). For hand-off, `intended_ns` is the
+/// signal time and `actual_ns` the time the woken thread ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LateSample {
+    pub metric: Metric,
+    pub class: Class,
+    pub cpu: usize,
+    pub intended_ns: u64,
+    pub actual_ns: u64,
+    pub latency_ns: u64,
+}
+
+/// One finished series.
+#[derive(Debug)]
+pub struct SeriesResult {
+    pub key: SeriesKey,
+    pub policy: Policy,
+    pub histogram: rtlab_core::LatencyHistogram,
+    pub missed: u64,
+    pub max_per_second: Vec<u64>,
+    pub peaks: Vec<Peak>,
+}
+
+/// Everything the probe measured.
+#[derive(Debug)]
+pub struct ProbeResult {
+    pub series: Vec<SeriesResult>,
+    /// Measuring time actually covered (shorter than planned when stopped early), ns.
+    pub measured_ns: u64,
+    pub stopped_early: bool,
+    pub warnings: Vec<String>,
+    /// Absolute CLOCK_MONOTONIC time at which measurement started.
+    pub measure_start_ns: u64,
+}
+
+/// A snapshot for the progress display.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub measured_ns: u64,
+    pub samples: u64,
+    pub max_wakeup_ns: u64,
+    pub warming_up: bool,
+}
+
+struct HandoffSlot {
+    sequence: AtomicU32,
+    signal_ns: AtomicU64,
+}
+
+struct Shared {
+    stop: Arc<AtomicBool>,
+    measure_start_ns: u64,
+    end_ns: u64,
+    late_dropped: AtomicU64,
+}
+
+/// A series' late threshold plus the queue its thread pushes late samples into.
+struct LateChannel {
+    threshold_ns: Arc<AtomicU64>,
+    producer: rtrb::Producer<LateSample>,
+}
+
+struct ThreadOutput {
+    recorders: Vec<(SeriesKey, Recorder)>,
+}
+
+pub struct Probe;
+
+pub struct RunningProbe {
+    shared: Arc<Shared>,
+    start_ns: u64,
+    threads: Vec<JoinHandle<ThreadOutput>>,
+    live: Vec<(SeriesKey, Arc<LiveCounters>)>,
+    thread_ids: Vec<(SeriesKey, u32)>,
+    thresholds: Vec<(SeriesKey, Arc<AtomicU64>)>,
+    late_consumers: Mutex<Vec<rtrb::Consumer<LateSample>>>,
+    policies: Vec<(SeriesKey, Policy)>,
+    warnings: Vec<String>,
+    _memory_lock: Option<rtlab_sys::memory::MemoryLock>,
+    _dma_latency: Option<rtlab_sys::dma_latency::DmaLatencyGuard>,
+}
+
+impl std::fmt::Debug for RunningProbe {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RunningProbe")
+            .field("start_ns", &self.start_ns)
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+fn short_class(class: Class) -> &'static str {
+    match class {
+        Class::RtHigh => "rthi",
+        Class::RtMid => "rtmid",
+        Class::Normal => "norm",
+    }
+}
+
+impl Probe {
+    /// Checks the configuration, sets the machine up (memory lock, cpu_dma_latency), starts every
+    /// measuring thread and returns once they are all pinned and at their policy.
+    pub fn start(config: &ProbeConfig, stop: Arc<AtomicBool>) -> Result<RunningProbe, ProbeError> {
+        let online = rtlab_sys::cpu::online_cpus().map_err(ProbeError::OnlineCpus)?;
+        if config.cpus.is_empty() {
+            return Err(ProbeError::NoCpus);
+        }
+        if let Some(cpu) = config.cpus.iter().find(|cpu| !online.contains(cpu)) {
+            let online_text = online.iter().map(|cpu| cpu.to_string()).collect::<Vec<_>>().join(",");
+            return Err(ProbeError::CpuOffline(*cpu, online_text));
+        }
+        if config.classes.is_empty() {
+            return Err(ProbeError::NoClasses);
+        }
+        if config.period < Nanos::from_micros(10) {
+            return Err(ProbeError::PeriodTooShort(config.period));
+        }
+        if config.duration == Nanos::ZERO {
+            return Err(ProbeError::ZeroDuration);
+        }
+        let mut warnings = Vec::new();
+        let mut classes: Vec<Class> = config.classes.clone();
+        classes.sort();
+        classes.dedup();
+        if classes.iter().any(|class| class.is_realtime()) && !rtlab_sys::sched::realtime_permitted() {
+            let skipped: Vec<&str> = classes
+                .iter()
+                .filter(|class| class.is_realtime())
+                .map(|class| class.name())
+                .collect();
+            warnings.push(format!(
+                "no permission for real-time scheduling (run as root or grant CAP_SYS_NICE): skipped {}",
+                skipped.join(", ")
+            ));
+            classes.retain(|class| !class.is_realtime());
+            if classes.is_empty() {
+                return Err(ProbeError::NothingPermitted);
+            }
+        }
+        let memory_lock = match rtlab_sys::memory::MemoryLock::lock_all() {
+            Ok(lock) => Some(lock),
+            Err(error) => {
+                warnings.push(format!(
+                    "could not lock memory (mlockall: {error}): page faults may show up as latency"
+                ));
+                None
+            }
+        };
+        let dma_latency = match config.cpu_dma_latency_us {
+            Some(microseconds) => Some(
+                rtlab_sys::dma_latency::DmaLatencyGuard::hold(microseconds).map_err(|source| {
+                    ProbeError::DmaLatency {
+                        path: rtlab_sys::dma_latency::PATH,
+                        source,
+                    }
+                })?,
+            ),
+            None => None,
+        };
+
+        let start_ns = monotonic_ns() + SETUP_NS;
+        let measure_start_ns = start_ns + config.warmup.as_u64();
+        let end_ns = measure_start_ns + config.duration.as_u64();
+        let shared = Arc::new(Shared {
+            stop,
+            measure_start_ns,
+            end_ns,
+            late_dropped: AtomicU64::new(0),
+        });
+        let seconds = config.duration.as_u64().div_ceil(1_000_000_000) as usize;
+        let period_ns = config.period.as_u64();
+        let n_slots = (config.cpus.len() * classes.len()) as u64;
+
+        let mut running = RunningProbe {
+            shared: Arc::clone(&shared),
+            start_ns,
+            threads: Vec::new(),
+            live: Vec::new(),
+            thread_ids: Vec::new(),
+            thresholds: Vec::new(),
+            late_consumers: Mutex::new(Vec::new()),
+            policies: Vec::new(),
+            warnings,
+            _memory_lock: memory_lock,
+            _dma_latency: dma_latency,
+        };
+        let (setup_sender, setup_receiver) = mpsc::channel::<Result<(Vec<SeriesKey>, u32), ProbeError>>();
+        let mut n_threads = 0usize;
+
+        let make_recorder = |running: &mut RunningProbe, key: SeriesKey, policy: Policy| {
+            let live = Arc::new(LiveCounters::default());
+            running.live.push((key, Arc::clone(&live)));
+            running.policies.push((key, policy));
+            Recorder::new(seconds, config.peaks_per_series, live)
+        };
+        let make_late_channel = |running: &mut RunningProbe, key: SeriesKey| {
+            let threshold_ns = Arc::new(AtomicU64::new(u64::MAX));
+            running.thresholds.push((key, Arc::clone(&threshold_ns)));
+            let (producer, consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
+            running.late_consumers.lock().expect("not poisoned").push(consumer);
+            LateChannel {
+                threshold_ns,
+                producer,
+            }
+        };
+
+        for (cpu_index, &cpu) in config.cpus.iter().enumerate() {
+            // Hand-off waiters of this CPU, woken by its highest-class timer thread.
+            let mut slots: Vec<Arc<HandoffSlot>> = Vec::new();
+            if config.handoff {
+                for &class in &classes {
+                    let slot = Arc::new(HandoffSlot {
+                        sequence: AtomicU32::new(0),
+                        signal_ns: AtomicU64::new(0),
+                    });
+                    slots.push(Arc::clone(&slot));
+                    let key = SeriesKey {
+                        metric: Metric::Handoff,
+                        class,
+                        cpu,
+                    };
+                    let recorder = make_recorder(&mut running, key, class.policy());
+                    let late = make_late_channel(&mut running, key);
+                    let thread = WaiterThread {
+                        key,
+                        slot,
+                        recorder,
+                        late,
+                        shared: Arc::clone(&shared),
+                    };
+                    let sender = setup_sender.clone();
+                    let handle = std::thread::Builder::new()
+                        .name(format!("rtlab-h-{}-{cpu}", short_class(class)))
+                        .spawn(move || thread.run(sender))
+                        .map_err(ProbeError::Spawn)?;
+                    running.threads.push(handle);
+                    n_threads += 1;
+                }
+            }
+            for (class_index, &class) in classes.iter().enumerate() {
+                let slot_index = (cpu_index * classes.len() + class_index) as u64;
+                let offset_ns = slot_index * period_ns / n_slots;
+                let wakeup_key = SeriesKey {
+                    metric: Metric::Wakeup,
+                    class,
+                    cpu,
+                };
+                let interval_key = SeriesKey {
+                    metric: Metric::Interval,
+                    class,
+                    cpu,
+                };
+                let wakeup = make_recorder(&mut running, wakeup_key, class.policy());
+                let interval = make_recorder(&mut running, interval_key, class.policy());
+                let late = make_late_channel(&mut running, wakeup_key);
+                let thread = TimerThread {
+                    class,
+                    cpu,
+                    first_deadline_ns: start_ns + offset_ns,
+                    period_ns,
+                    wakeup,
+                    interval,
+                    late,
+                    handoff_slots: if class_index == 0 { std::mem::take(&mut slots) } else { Vec::new() },
+                    shared: Arc::clone(&shared),
+                };
+                let sender = setup_sender.clone();
+                let handle = std::thread::Builder::new()
+                    .name(format!("rtlab-t-{}-{cpu}", short_class(class)))
+                    .spawn(move || thread.run(sender))
+                    .map_err(ProbeError::Spawn)?;
+                running.threads.push(handle);
+                n_threads += 1;
+            }
+        }
+        drop(setup_sender);
+        let mut failure = None;
+        for _ in 0..n_threads {
+            match setup_receiver.recv() {
+                Ok(Ok((keys, tid))) => {
+                    for key in keys {
+                        running.thread_ids.push((key, tid));
+                    }
+                }
+                Ok(Err(error)) => {
+                    failure.get_or_insert(error);
+                }
+                Err(_) => break,
+            }
+        }
+        if let Some(error) = failure {
+            running.request_stop();
+            let _ = running.join_all();
+            return Err(error);
+        }
+        running.thread_ids.sort();
+        Ok(running)
+    }
+}
+
+/// Pins, sets the policy and the timer slack of the calling (measuring) thread.
+fn set_up_thread(cpu: usize, policy: Policy, name: &str) -> Result<u32, ProbeError> {
+    let fail = |what: &str, error: std::io::Error| ProbeError::ThreadSetup {
+        thread: name.to_owned(),
+        message: format!("{what}: {error}"),
+    };
+    rtlab_sys::cpu::pin_current_thread(cpu).map_err(|error| fail("pinning", error))?;
+    rtlab_sys::sched::set_current_thread_policy(policy)
+        .map_err(|error| fail(&format!("setting {} {}", policy.name(), policy.priority_or_nice()), error))?;
+    // 1 ns slack: measure the scheduler, not the default 50 µs coalescing of SCHED_OTHER timers.
+    // Per thread, so nothing is left changed when the thread ends.
+    rtlab_sys::clock::set_timer_slack_ns(1).map_err(|error| fail("timer slack", error))?;
+    Ok(rtlab_sys::cpu::current_tid())
+}
+
+#[inline]
+fn publish_late(late: &mut LateChannel, shared: &Shared, sample: LateSample) {
+    if sample.latency_ns > late.threshold_ns.load(Ordering::Relaxed)
+        && late.producer.push(sample).is_err()
+    {
+        shared.late_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+struct TimerThread {
+    class: Class,
+    cpu: usize,
+    first_deadline_ns: u64,
+    period_ns: u64,
+    wakeup: Recorder,
+    interval: Recorder,
+    late: LateChannel,
+    handoff_slots: Vec<Arc<HandoffSlot>>,
+    shared: Arc<Shared>,
+}
+
+impl TimerThread {
+    fn run(mut self, setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>) -> ThreadOutput {
+        let wakeup_key = SeriesKey {
+            metric: Metric::Wakeup,
+            class: self.class,
+            cpu: self.cpu,
+        };
+        let interval_key = SeriesKey {
+            metric: Metric::Interval,
+            ..wakeup_key
+        };
+        let name = std::thread::current().name().unwrap_or("rtlab-timer").to_owned();
+        match set_up_thread(self.cpu, self.class.policy(), &name) {
+            Ok(tid) => {
+                let _ = setup.send(Ok((vec![wakeup_key, interval_key], tid)));
+            }
+            Err(error) => {
+                let _ = setup.send(Err(error));
+                return self.output(wakeup_key, interval_key);
+            }
+        }
+        drop(setup);
+        let shared = Arc::clone(&self.shared);
+        let mut schedule = PeriodicSchedule::new(self.first_deadline_ns, self.period_ns);
+        let mut previous_wake_ns: Option<u64> = None;
+        // ---- the sample path: no allocation, lock, log or syscall beyond clock, futex, sleep ----
+        loop {
+            let deadline_ns = schedule.next_deadline_ns();
+            if deadline_ns >= shared.end_ns || shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            sleep_until_ns(deadline_ns);
+            let now_ns = monotonic_ns();
+            for slot in &self.handoff_slots {
+                slot.signal_ns.store(monotonic_ns(), Ordering::Relaxed);
+                slot.sequence.fetch_add(1, Ordering::Release);
+                rtlab_sys::futex::wake(&slot.sequence, 1);
+            }
+            let latency_ns = now_ns.saturating_sub(deadline_ns);
+            let skipped = schedule.advance(now_ns);
+            if deadline_ns >= shared.measure_start_ns {
+                let at_ns = deadline_ns - shared.measure_start_ns;
+                self.wakeup.record(latency_ns, at_ns);
+                self.wakeup.missed += skipped;
+                if let Some(previous) = previous_wake_ns.filter(|previous| *previous >= shared.measure_start_ns) {
+                    self.interval.record(now_ns - previous, at_ns);
+                    self.interval.missed += skipped;
+                }
+                publish_late(
+                    &mut self.late,
+                    &shared,
+                    LateSample {
+                        metric: Metric::Wakeup,
+                        class: self.class,
+                        cpu: self.cpu,
+                        intended_ns: deadline_ns,
+                        actual_ns: now_ns,
+                        latency_ns,
+                    },
+                );
+            }
+            previous_wake_ns = Some(now_ns);
+        }
+        // ---- end of the sample path ----
+        self.output(wakeup_key, interval_key)
+    }
+
+    fn output(self, wakeup_key: SeriesKey, interval_key: SeriesKey) -> ThreadOutput {
+        ThreadOutput {
+            recorders: vec![(wakeup_key, self.wakeup), (interval_key, self.interval)],
+        }
+    }
+}
+
+struct WaiterThread {
+    key: SeriesKey,
+    slot: Arc<HandoffSlot>,
+    recorder: Recorder,
+    late: LateChannel,
+    shared: Arc<Shared>,
+}
+
+impl WaiterThread {
+    fn run(mut self, setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>) -> ThreadOutput {
+        let name = std::thread::current().name().unwrap_or("rtlab-handoff").to_owned();
+        match set_up_thread(self.key.cpu, self.key.class.policy(), &name) {
+            Ok(tid) => {
+                let _ = setup.send(Ok((vec![self.key], tid)));
+            }
+            Err(error) => {
+                let _ = setup.send(Err(error));
+                return ThreadOutput {
+                    recorders: vec![(self.key, self.recorder)],
+                };
+            }
+        }
+        drop(setup);
+        let shared = Arc::clone(&self.shared);
+        let mut seen = self.slot.sequence.load(Ordering::Acquire);
+        // ---- the sample path ----
+        loop {
+            if shared.stop.load(Ordering::Relaxed) || monotonic_ns() >= shared.end_ns {
+                break;
+            }
+            rtlab_sys::futex::wait(&self.slot.sequence, seen, WAITER_POLL_NS);
+            let now_ns = monotonic_ns();
+            let sequence = self.slot.sequence.load(Ordering::Acquire);
+            if sequence == seen {
+                continue; // timeout or spurious wake-up
+            }
+            // Seqlock-style read: the signal time belongs to `sequence` only if it did not move.
+            let signal_ns = self.slot.signal_ns.load(Ordering::Relaxed);
+            let confirmed = self.slot.sequence.load(Ordering::Acquire);
+            let coalesced = confirmed.wrapping_sub(seen).saturating_sub(1);
+            seen = confirmed;
+            if confirmed != sequence || signal_ns < shared.measure_start_ns {
+                continue;
+            }
+            let latency_ns = now_ns.saturating_sub(signal_ns);
+            self.recorder.record(latency_ns, signal_ns - shared.measure_start_ns);
+            // Signals that arrived while this thread had not run yet: hand-offs that never happened.
+            self.recorder.missed += u64::from(coalesced);
+            publish_late(
+                &mut self.late,
+                &shared,
+                LateSample {
+                    metric: Metric::Handoff,
+                    class: self.key.class,
+                    cpu: self.key.cpu,
+                    intended_ns: signal_ns,
+                    actual_ns: now_ns,
+                    latency_ns,
+                },
+            );
+        }
+        // ---- end of the sample path ----
+        ThreadOutput {
+            recorders: vec![(self.key, self.recorder)],
+        }
+    }
+}
+
+impl RunningProbe {
+    /// CLOCK_MONOTONIC time at which warm-up ends and samples start counting.
+    pub fn measure_start_ns(&self) -> u64 {
+        self.shared.measure_start_ns
+    }
+
+    /// CLOCK_MONOTONIC time at which every thread stops on its own.
+    pub fn end_ns(&self) -> u64 {
+        self.shared.end_ns
+    }
+
+    /// Warnings gathered while starting (skipped classes, memory not locked, …).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The measuring threads' kernel thread ids, with the series each one feeds.
+    pub fn thread_ids(&self) -> Vec<(SeriesKey, u32)> {
+        self.thread_ids.clone()
+    }
+
+    /// The series this run will produce.
+    pub fn series_keys(&self) -> Vec<SeriesKey> {
+        let mut keys: Vec<SeriesKey> = self.live.iter().map(|(key, _)| *key).collect();
+        keys.sort();
+        keys
+    }
+
+    /// Sets the late threshold of one series (`Some(key)`) or of all wake-up and hand-off series.
+    /// Samples above it are queued for `drain_late`. `u64::MAX` turns it off (the default).
+    pub fn set_late_threshold(&self, key: Option<SeriesKey>, threshold_ns: u64) {
+        for (series, threshold) in &self.thresholds {
+            if key.is_none_or(|wanted| wanted == *series) {
+                threshold.store(threshold_ns, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Moves queued late samples into `out`.
+    pub fn drain_late(&self, out: &mut Vec<LateSample>) {
+        let mut consumers = self.late_consumers.lock().expect("not poisoned");
+        for consumer in consumers.iter_mut() {
+            while let Ok(sample) = consumer.pop() {
+                out.push(sample);
+            }
+        }
+    }
+
+    /// Late samples that could not be queued because the tracer fell behind.
+    pub fn late_dropped(&self) -> u64 {
+        self.shared.late_dropped.load(Ordering::Relaxed)
+    }
+
+    /// The live histogram of one series so far is not readable without locking; instead the
+    /// controller can read each series' sample count and running maximum.
+    pub fn live_counters(&self, key: SeriesKey) -> Option<(u64, u64)> {
+        self.live.iter().find(|(series, _)| *series == key).map(|(_, live)| {
+            (
+                live.samples.load(Ordering::Relaxed),
+                live.max_ns.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    pub fn progress(&self) -> Progress {
+        let now_ns = monotonic_ns();
+        let mut progress = Progress {
+            warming_up: now_ns < self.shared.measure_start_ns,
+            measured_ns: now_ns
+                .min(self.shared.end_ns)
+                .saturating_sub(self.shared.measure_start_ns),
+            ..Progress::default()
+        };
+        for (key, live) in &self.live {
+            if key.metric == Metric::Wakeup {
+                progress.samples += live.samples.load(Ordering::Relaxed);
+                progress.max_wakeup_ns = progress.max_wakeup_ns.max(live.max_ns.load(Ordering::Relaxed));
+            }
+        }
+        progress
+    }
+
+    /// Asks every thread to stop at its next wake-up.
+    pub fn request_stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// True once every measuring thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|handle| handle.is_finished())
+    }
+
+    fn join_all(&mut self) -> Vec<(SeriesKey, Recorder)> {
+        let mut recorders = Vec::new();
+        for handle in self.threads.drain(..) {
+            match handle.join() {
+                Ok(output) => recorders.extend(output.recorders),
+                Err(_) => self
+                    .warnings
+                    .push("a measuring thread panicked; its series are missing".to_owned()),
+            }
+        }
+        recorders
+    }
+
+    /// Waits for every thread to end and collects the series.
+    pub fn finish(mut self) -> ProbeResult {
+        let mut recorders = self.join_all();
+        let finished_ns = monotonic_ns().min(self.shared.end_ns);
+        let stopped_early = self.stop_requested() && finished_ns < self.shared.end_ns;
+        let measured_ns = finished_ns.saturating_sub(self.shared.measure_start_ns);
+        recorders.sort_by_key(|(key, _)| *key);
+        let mut warnings = std::mem::take(&mut self.warnings);
+        let dropped = self.late_dropped();
+        if dropped > 0 {
+            warnings.push(format!(
+                "{dropped} late samples could not be handed to the tracer (its queue was full); they are still in the histograms"
+            ));
+        }
+        let series = recorders
+            .into_iter()
+            .map(|(key, recorder)| {
+                if recorder.beyond_table > 0 {
+                    warnings.push(format!(
+                        "{}/{}@{}: {} samples fell beyond the per-second table",
+                        key.class, key.metric, key.cpu, recorder.beyond_table
+                    ));
+                }
+                let policy = self
+                    .policies
+                    .iter()
+                    .find(|(series, _)| *series == key)
+                    .map(|(_, policy)| *policy)
+                    .unwrap_or(key.class.policy());
+                SeriesResult {
+                    key,
+                    policy,
+                    missed: recorder.missed,
+                    max_per_second: recorder.max_per_second(measured_ns),
+                    peaks: recorder.peaks(),
+                    histogram: recorder.histogram,
+                }
+            })
+            .collect();
+        ProbeResult {
+            series,
+            measured_ns,
+            stopped_early,
+            warnings,
+            measure_start_ns: self.shared.measure_start_ns,
+        }
+    }
+}
+
+impl Drop for RunningProbe {
+    /// A probe dropped without `finish` (an error path) still stops and joins its threads.
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.request_stop();
+            let _ = self.join_all();
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! `rtlab run` end to end: the record it writes, the non-root path, and what a signal leaves
+//! behind. These assert behaviour (counts, schema, cleanup), never timings.
+
+use rtlab_core::{Metric, RunRecord};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn rtlab() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
+    command.env("RTLAB_HOME", std::env::temp_dir().join("rtlab-test-home"));
+    command
+}
+
+fn is_root() -> bool {
+    rtlab_sys::sched::realtime_permitted()
+}
+
+fn read_record(path: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(path).expect("record written");
+    RunRecord::from_json(&text).expect("record validates")
+}
+
+/// A tag put in the environment of one test's rtlab, inherited by anything it starts, so the scan
+/// below finds that run's leftovers and not those of tests running in parallel.
+fn unique_tag() -> String {
+    format!("RTLAB_TEST_TAG=run-{}-{}", std::process::id(), rtlab_sys::clock::monotonic_ns())
+}
+
+/// Every thread on the machine, of a process carrying `tag` in its environment, that runs at a
+/// real-time policy.
+fn tagged_threads_at_realtime(tag: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(processes) = std::fs::read_dir("/proc") else { return found };
+    for process in processes.flatten() {
+        let Ok(pid) = process.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let environment = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if !environment.split(|byte| *byte == 0).any(|entry| entry == tag.as_bytes()) {
+            continue;
+        }
+        let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) else { continue };
+        for tid in tids {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+            if let Ok(policy) = rtlab_sys::sched::thread_policy(tid) {
+                if policy.is_realtime() {
+                    found.push(format!("{pid}/{tid} {}", comm.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn run_writes_a_complete_valid_record() {
+    let directory = tempfile::tempdir().unwrap();
+    let json = directory.path().join("run.json");
+    let histfile = directory.path().join("run.hist");
+    let output = rtlab()
+        .args(["run", "--duration", "3s", "--warmup", "200ms", "--no-store", "--json"])
+        .arg(&json)
+        .arg("--histfile")
+        .arg(&histfile)
+        .arg("--intervals")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("wake-up latency"), "{stdout}");
+    assert!(stdout.contains("times between wake-ups"), "{stdout}");
+    let record = read_record(&json);
+    let cpus = rtlab_sys::cpu::online_cpus().unwrap();
+    let classes: Vec<&str> = if is_root() {
+        vec!["rt-high", "rt-mid", "normal"]
+    } else {
+        eprintln!("note: not root, only the normal class is expected");
+        vec!["normal"]
+    };
+    let expected_per_series = 3_000_000_000u64 / 1_000_000;
+    for class in &classes {
+        for cpu in &cpus {
+            for metric in [Metric::Wakeup, Metric::Interval, Metric::Handoff] {
+                let series = record
+                    .series
+                    .iter()
+                    .find(|series| series.class == *class && series.cpu == *cpu as u32 && series.metric == metric)
+                    .unwrap_or_else(|| panic!("missing series {class}/{metric}@{cpu}"));
+                // Every period is either a sample or counted as missed: nothing silently dropped.
+                let accounted = series.count + series.missed;
+                let low = expected_per_series * 98 / 100;
+                let high = expected_per_series * 102 / 100;
+                assert!(
+                    (low..=high).contains(&accounted),
+                    "{}: count {} + missed {} not within 2 % of {expected_per_series}",
+                    series.label(),
+                    series.count,
+                    series.missed
+                );
+                let p50 = series.percentiles["50"];
+                let p99 = series.percentiles["99"];
+                assert!(series.min_ns <= p50 && p50 <= p99 && p99 <= series.max_ns, "{}", series.label());
+                let histogram = series.histogram().expect("valid HDR payload");
+                assert_eq!(histogram.count(), series.count);
+                assert!(!series.max_per_second.is_empty());
+                assert_eq!(series.period_ns, 1_000_000);
+                if metric == Metric::Interval {
+                    // Intervals cluster around the period.
+                    assert!(p50 > 500_000 && p50 < 1_500_000, "{} p50 {p50}", series.label());
+                }
+            }
+        }
+    }
+    assert_eq!(record.series.len(), classes.len() * cpus.len() * 3);
+    let histogram_text = std::fs::read_to_string(&histfile).unwrap();
+    assert!(histogram_text.starts_with("# Histogram\n000000 "));
+    assert!(histogram_text.contains("# Max Latencies:"));
+    // No temporary files left beside the outputs.
+    let leftovers: Vec<_> = std::fs::read_dir(directory.path())
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn without_realtime_permission_warns_once_and_still_records() {
+    if !is_root() {
+        eprintln!("skip: needs root to drop to an unprivileged user with setpriv");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skip: setpriv (util-linux) is not installed");
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(directory.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let json = directory.path().join("run.json");
+    let output = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"])
+        .arg(env!("CARGO_BIN_EXE_rtlab"))
+        .args(["run", "--duration", "1s", "--warmup", "100ms", "--no-store", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        stdout.matches("no permission for real-time scheduling").count(),
+        1,
+        "the warning appears exactly once: {stdout}"
+    );
+    let record = read_record(&json);
+    assert!(!record.series.is_empty());
+    assert!(record.series.iter().all(|series| series.class == "normal"));
+    assert_eq!(
+        record
+            .warnings
+            .iter()
+            .filter(|warning| warning.contains("no permission for real-time scheduling"))
+            .count(),
+        1
+    );
+}
+
+fn wait_for_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("rtlab did not exit within {limit:?} of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_for_realtime_threads(pid: u32) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let count = rtlab_sys::sched::process_thread_ids(pid)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|tid| rtlab_sys::sched::thread_policy(*tid).is_ok_and(|policy| policy.is_realtime()))
+            .count();
+        if count > 0 || Instant::now() > deadline {
+            return count;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
+    if !is_root() {
+        eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let json = directory.path().join("partial.json");
+    let dma_before = rtlab_sys::dma_latency::current().ok();
+    let tag = unique_tag();
+    let (tag_name, tag_value) = tag.split_once('=').unwrap();
+    let mut child = rtlab()
+        .env(tag_name, tag_value)
+        .args(["run", "--duration", "60s", "--warmup", "100ms", "--no-store", "--cpu-dma-latency", "0", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(wait_for_realtime_threads(pid) > 0, "the run should have real-time threads while measuring");
+    // The scan used after exit does see this run's threads while it runs.
+    assert!(!tagged_threads_at_realtime(&tag).is_empty());
+    if dma_before.is_some() {
+        assert_eq!(rtlab_sys::dma_latency::current().ok(), Some(0), "cpu_dma_latency held during the run");
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGINT).unwrap();
+    let status = wait_for_exit(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130));
+    let record = read_record(&json);
+    assert!(record.interrupted);
+    assert!(record.series.iter().any(|series| series.count > 0));
+    assert!(record.duration_ns < 60_000_000_000);
+    let leftovers = tagged_threads_at_realtime(&tag);
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(rtlab_sys::dma_latency::current().ok(), dma_before, "cpu_dma_latency released");
+}
+
+#[test]
+fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
+    if !is_root() {
+        eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let json = directory.path().join("killed.json");
+    let dma_before = rtlab_sys::dma_latency::current().ok();
+    let tag = unique_tag();
+    let (tag_name, tag_value) = tag.split_once('=').unwrap();
+    let mut child = rtlab()
+        .env(tag_name, tag_value)
+        .args(["run", "--duration", "60s", "--warmup", "100ms", "--no-store", "--cpu-dma-latency", "0", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for_realtime_threads(child.id()) > 0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let leftovers = tagged_threads_at_realtime(&tag);
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(rtlab_sys::dma_latency::current().ok(), dma_before);
+    let entries: Vec<_> = std::fs::read_dir(directory.path()).unwrap().flatten().collect();
+    assert!(entries.is_empty(), "nothing half-written: {:?}", entries.iter().map(|entry| entry.file_name()).collect::<Vec<_>>());
+}
+
+#[test]
+fn bad_flags_are_usage_errors_naming_the_flag() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["run", "--duration", "10"], "--duration"),
+        (&["run", "--cpus", "999", "--no-store"], "--cpus"),
+        (&["run", "--period", "1us", "--no-store"], "--period"),
+        (&["run", "--classes", "rt-low"], "--classes"),
+    ];
+    for (args, flag) in cases {
+        let output = rtlab().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn unwritable_output_fails_before_measuring() {
+    let output = rtlab()
+        .args(["run", "--duration", "1h", "--no-store", "--json", "/nonexistent-dir/run.json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("rtlab: error: --json"), "{stderr}");
+}
+
+#[test]
+fn show_and_history_read_back_a_stored_run() {
+    let home = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .env("RTLAB_HOME", home.path())
+        .args(["run", "--duration", "1s", "--warmup", "100ms", "--classes", "normal", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let record = RunRecord::from_json(&String::from_utf8_lossy(&run.stdout)).expect("--json - is the record alone");
+    let history = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .env("RTLAB_HOME", home.path())
+        .arg("history")
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&history.stdout);
+    assert!(listing.contains(&record.id[..8]), "{listing}");
+    let show = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .env("RTLAB_HOME", home.path())
+        .args(["show", &record.id[..8], "--json"])
+        .output()
+        .unwrap();
+    assert!(show.status.success());
+    let shown = RunRecord::from_json(&String::from_utf8_lossy(&show.stdout)).unwrap();
+    assert_eq!(shown.id, record.id);
+    assert_eq!(shown.series.len(), record.series.len());
+    let missing = Command::new(env!("CARGO_BIN_EXE_rtlab"))
+        .env("RTLAB_HOME", home.path())
+        .args(["show", "ffffffff"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}
