@@ -15,3 +15,4 @@ pub mod output_file;
 pub mod proc_stat;
 pub mod sched;
 pub mod signals;
+pub mod tracefs;

@@ -1,1 +1,24 @@
 //! rtlab-trace: tracefs recording, trace parsing and cause attribution of late wake-ups.
+//!
+//! The probe says *that* a wake-up was late; this crate says *why*. It records the kernel's
+//! scheduling, interrupt and timer events through a private tracefs instance (binary ring-buffer
+//! pages, decoded with the kernel's own `format` descriptions), keeps a bounded window of them per
+//! CPU, and for each late sample decomposes [intended, actual] into named causes that add up to
+//! the measured latency (paper 002's latency cause tool, with names and durations).
+
+pub mod attribution;
+pub mod event;
+pub mod format;
+pub mod offenders;
+pub mod page;
+pub mod recorder;
+pub mod symbols;
+pub mod window;
+
+pub use attribution::{attribute, AttributionContext, LateWakeup};
+pub use event::{Comm, EventDecoder, EventKind, TraceEvent};
+pub use offenders::{top_offenders, Offender};
+pub use recorder::{
+    Explainer, ExplainerConfig, ExplainerReport, Recorder, RecorderConfig, TraceError,
+};
+pub use symbols::KernelSymbols;

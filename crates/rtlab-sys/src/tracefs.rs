@@ -1,0 +1,409 @@
+//! tracefs: finding (or mounting) the tracing file system and owning a private trace instance.
+//!
+//! rtlab records through its own instance (`instances/rtlab-<pid>`) so it never touches the global
+//! buffer another tool may be using, and so that an instance left behind by a killed rtlab is
+//! recognisable and removable (its pid is dead). The [`Instance`] guard disables tracing and removes
+//! the directory on drop, which covers normal exit, errors and panics; instances of processes that
+//! died harder are removed by [`remove_stale_instances`] at the next start.
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where tracefs lives on current kernels.
+pub const TRACEFS_PATH: &str = "/sys/kernel/tracing";
+/// Where it lived before 4.1, through debugfs.
+const LEGACY_TRACEFS_PATH: &str = "/sys/kernel/debug/tracing";
+/// Name prefix of rtlab's instances; the suffix is the owning process id.
+pub const INSTANCE_PREFIX: &str = "rtlab-";
+
+/// A tracefs mount: either found already mounted, or mounted by us (then unmounted on drop).
+#[derive(Debug)]
+pub struct Tracefs {
+    root: PathBuf,
+    mounted_by_us: bool,
+}
+
+fn is_tracefs(path: &Path) -> bool {
+    path.join("instances").is_dir() && path.join("events").is_dir()
+}
+
+impl Tracefs {
+    /// Finds tracefs, mounting it at /sys/kernel/tracing when it is not mounted anywhere.
+    pub fn open() -> io::Result<Tracefs> {
+        for candidate in [TRACEFS_PATH, LEGACY_TRACEFS_PATH] {
+            if is_tracefs(Path::new(candidate)) {
+                return Ok(Tracefs {
+                    root: PathBuf::from(candidate),
+                    mounted_by_us: false,
+                });
+            }
+        }
+        mount_tracefs(Path::new(TRACEFS_PATH))?;
+        if !is_tracefs(Path::new(TRACEFS_PATH)) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("mounted tracefs at {TRACEFS_PATH} but it has no instances/ or events/"),
+            ));
+        }
+        Ok(Tracefs {
+            root: PathBuf::from(TRACEFS_PATH),
+            mounted_by_us: true,
+        })
+    }
+
+    /// A tracefs tree at an arbitrary path (tests point this at a fake directory).
+    pub fn at(root: impl Into<PathBuf>) -> Tracefs {
+        Tracefs {
+            root: root.into(),
+            mounted_by_us: false,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// True when rtlab mounted tracefs itself (and will unmount it).
+    pub fn mounted_by_us(&self) -> bool {
+        self.mounted_by_us
+    }
+
+    /// Reads a file below the root, e.g. `events/header_page`.
+    pub fn read(&self, relative: &str) -> io::Result<String> {
+        read_control_file(&self.root.join(relative))
+    }
+
+    /// Creates `instances/<name>`; the guard removes it again.
+    pub fn create_instance(&self, name: &str) -> io::Result<Instance> {
+        let path = self.root.join("instances").join(name);
+        std::fs::create_dir(&path).map_err(|error| with_path(error, &path))?;
+        Ok(Instance { path })
+    }
+
+    /// Removes `instances/rtlab-<pid>` directories whose process is gone. Returns their names.
+    pub fn remove_stale_instances(&self) -> io::Result<Vec<String>> {
+        remove_stale_instances(&self.root.join("instances"))
+    }
+}
+
+impl Drop for Tracefs {
+    fn drop(&mut self) {
+        if self.mounted_by_us {
+            if let Ok(path) = CString::new(self.root.as_os_str().as_encoded_bytes()) {
+                // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+                unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
+}
+
+fn mount_tracefs(target: &Path) -> io::Result<()> {
+    let source = CString::new("nodev").expect("literal has no NUL");
+    let fstype = CString::new("tracefs").expect("literal has no NUL");
+    let target_c = CString::new(target.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "tracefs path contains NUL"))?;
+    // SAFETY: all three strings are valid and NUL-terminated for the duration of the call; the
+    // data pointer may be null for tracefs.
+    let result = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target_c.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        let error = io::Error::last_os_error();
+        Err(io::Error::new(
+            error.kind(),
+            format!("mounting tracefs at {}: {error}", target.display()),
+        ))
+    }
+}
+
+fn with_path(error: io::Error, path: &Path) -> io::Error {
+    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// Reads a tracefs file with large reads. Some of them (`events/header_page`) answer a small first
+/// read with a truncated text and then end-of-file, so `read_to_string`'s 32-byte probe read would
+/// lose most of the file.
+pub fn read_control_file(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path).map_err(|error| with_path(error, path))?;
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let length = file
+            .read(&mut chunk)
+            .map_err(|error| with_path(error, path))?;
+        if length == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..length]);
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not UTF-8", path.display()),
+        )
+    })
+}
+
+/// Writes to a control file that must already exist (never creates one); errors are ignored
+/// because this runs on clean-up paths.
+fn write_existing(path: &Path, value: &str) {
+    if let Ok(mut file) = OpenOptions::new().write(true).open(path) {
+        let _ = file.write_all(value.as_bytes());
+    }
+}
+
+/// The pid encoded in an rtlab instance name (`rtlab-<pid>` or `rtlab-<pid>-<n>`), if it is one.
+pub fn instance_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(INSTANCE_PREFIX)?;
+    let pid = rest.split('-').next()?;
+    pid.parse().ok()
+}
+
+/// The text of /proc/kallsyms (kernel symbol addresses; zeros unless root or kptr_restrict=0).
+pub fn read_kallsyms() -> io::Result<String> {
+    std::fs::read_to_string("/proc/kallsyms")
+        .map_err(|error| with_path(error, Path::new("/proc/kallsyms")))
+}
+
+fn process_alive(pid: u32) -> bool {
+    Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Removes rtlab instances (below `instances_dir`) whose owning process no longer exists.
+pub fn remove_stale_instances(instances_dir: &Path) -> io::Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let entries =
+        std::fs::read_dir(instances_dir).map_err(|error| with_path(error, instances_dir))?;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = instance_owner(&name) else {
+            continue;
+        };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        write_existing(&entry.path().join("tracing_on"), "0");
+        std::fs::remove_dir(entry.path()).map_err(|error| with_path(error, &entry.path()))?;
+        removed.push(name);
+    }
+    Ok(removed)
+}
+
+/// A private trace instance; tracing is switched off and the directory removed on drop.
+///
+/// Open files inside the instance (per-CPU readers, the marker) keep it busy: drop them first.
+#[derive(Debug)]
+pub struct Instance {
+    path: PathBuf,
+}
+
+impl Instance {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `value` to a control file of the instance (`trace_clock`, `events/sched/enable`, …).
+    pub fn write(&self, relative: &str, value: &str) -> io::Result<()> {
+        let path = self.path.join(relative);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|error| with_path(error, &path))?;
+        file.write_all(value.as_bytes())
+            .map_err(|error| with_path(error, &path))
+    }
+
+    pub fn read(&self, relative: &str) -> io::Result<String> {
+        read_control_file(&self.path.join(relative))
+    }
+
+    pub fn exists(&self, relative: &str) -> bool {
+        self.path.join(relative).exists()
+    }
+
+    /// Opens `per_cpu/cpuN/trace_pipe_raw` non-blocking: reads return whole (or partial) ring
+    /// buffer pages and `WouldBlock` when the CPU has nothing new.
+    pub fn open_cpu_raw(&self, cpu: usize) -> io::Result<RawPipe> {
+        let path = self.path.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(|error| with_path(error, &path))?;
+        Ok(RawPipe { file, cpu })
+    }
+
+    /// Opens the instance's `trace_marker` for writing markers into its buffer.
+    pub fn open_marker(&self) -> io::Result<Marker> {
+        let path = self.path.join("trace_marker");
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|error| with_path(error, &path))?;
+        Ok(Marker { file })
+    }
+
+    /// Per-CPU ring buffer statistics (`per_cpu/cpuN/stats`): overrun and dropped counts.
+    pub fn cpu_stats(&self, cpu: usize) -> io::Result<CpuBufferStats> {
+        Ok(parse_cpu_stats(
+            &self.read(&format!("per_cpu/cpu{cpu}/stats"))?,
+        ))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        write_existing(&self.path.join("tracing_on"), "0");
+        write_existing(&self.path.join("events/enable"), "0");
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// Counters from `per_cpu/cpuN/stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuBufferStats {
+    /// Events overwritten because the buffer was full before we read it.
+    pub overrun: u64,
+    /// Events dropped because the buffer was full (non-overwrite mode).
+    pub dropped: u64,
+    pub entries: u64,
+}
+
+/// Parses the text of a `per_cpu/cpuN/stats` file; unknown lines are ignored.
+pub fn parse_cpu_stats(text: &str) -> CpuBufferStats {
+    let mut stats = CpuBufferStats::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<u64>() else {
+            continue;
+        };
+        match key.trim() {
+            "overrun" => stats.overrun = value,
+            "dropped events" => stats.dropped = value,
+            "entries" => stats.entries = value,
+            _ => {}
+        }
+    }
+    stats
+}
+
+/// A non-blocking reader of one CPU's binary ring buffer pages.
+#[derive(Debug)]
+pub struct RawPipe {
+    file: File,
+    cpu: usize,
+}
+
+impl RawPipe {
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// Reads one page into `page` (which must be one ring-buffer page long). Returns `Ok(None)`
+    /// when nothing is available now, `Ok(Some(length))` otherwise.
+    pub fn read_page(&mut self, page: &mut [u8]) -> io::Result<Option<usize>> {
+        match self.file.read(page) {
+            Ok(0) => Ok(None),
+            Ok(length) => Ok(Some(length)),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// The instance's `trace_marker`: each write becomes one `ftrace/print` event in the buffer.
+#[derive(Debug)]
+pub struct Marker {
+    file: File,
+}
+
+impl Marker {
+    pub fn write(&mut self, text: &str) -> io::Result<()> {
+        self.file.write_all(text.as_bytes())
+    }
+}
+
+/// The size of one ring buffer page (sub-buffer) as trace_pipe_raw returns it.
+pub fn ring_page_size(tracefs: &Tracefs) -> usize {
+    if let Ok(text) = tracefs.read("buffer_subbuf_size_kb") {
+        if let Ok(kib) = text.trim().parse::<usize>() {
+            if kib > 0 {
+                return kib * 1024;
+            }
+        }
+    }
+    // SAFETY: sysconf takes a constant and has no side effects.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page).unwrap_or(4096).max(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_names_carry_their_owner() {
+        assert_eq!(instance_owner("rtlab-1234"), Some(1234));
+        assert_eq!(instance_owner("rtlab-"), None);
+        assert_eq!(instance_owner("rtlab-12x"), None);
+        assert_eq!(instance_owner("rtlab-12-3"), Some(12));
+        assert_eq!(instance_owner("other-1"), None);
+    }
+
+    #[test]
+    fn stale_instances_of_dead_processes_are_removed() {
+        let directory = tempdir();
+        let instances = directory.join("instances");
+        std::fs::create_dir_all(&instances).unwrap();
+        // pid_max is at most 2^22, so this pid cannot exist.
+        std::fs::create_dir(instances.join("rtlab-99999999")).unwrap();
+        let own = format!("rtlab-{}", std::process::id());
+        std::fs::create_dir(instances.join(&own)).unwrap();
+        std::fs::create_dir(instances.join("someone-else")).unwrap();
+        let removed = remove_stale_instances(&instances).unwrap();
+        assert_eq!(removed, vec!["rtlab-99999999".to_owned()]);
+        assert!(instances.join(&own).exists());
+        assert!(instances.join("someone-else").exists());
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn parses_buffer_stats() {
+        let text = "entries: 12\noverrun: 3\ncommit overrun: 0\nbytes: 100\noldest event ts:  1.0\ndropped events: 7\n";
+        let stats = parse_cpu_stats(text);
+        assert_eq!(
+            stats,
+            CpuBufferStats {
+                overrun: 3,
+                dropped: 7,
+                entries: 12
+            }
+        );
+    }
+
+    fn tempdir() -> PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "rtlab-sys-tracefs-test-{}-{}",
+            std::process::id(),
+            crate::clock::monotonic_ns()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+}

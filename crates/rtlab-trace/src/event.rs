@@ -1,0 +1,587 @@
+//! The trace event model: the few kernel events that say what a CPU was doing, decoded from raw
+//! payloads with the offsets their `format` files give.
+//!
+//! Attribution needs to know, at every instant of a late wake-up, whether the CPU was in a hard
+//! interrupt, a softirq, a timer callback or a task (and which). These events bracket exactly those
+//! states; everything else the kernel can trace is left off to keep recording cheap.
+
+use crate::format::{EventFormat, Field, FieldLayout};
+use std::collections::HashMap;
+use std::fmt;
+use thiserror::Error;
+
+/// A task's command name as the kernel stores it: up to 16 bytes, NUL-padded.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Comm([u8; 16]);
+
+impl Comm {
+    pub fn new(text: &str) -> Comm {
+        let mut bytes = [0u8; 16];
+        let length = text.len().min(15);
+        bytes[..length].copy_from_slice(&text.as_bytes()[..length]);
+        Comm(bytes)
+    }
+
+    fn from_bytes(raw: &[u8]) -> Comm {
+        let mut bytes = [0u8; 16];
+        let length = raw
+            .iter()
+            .position(|byte| *byte == 0)
+            .unwrap_or(raw.len())
+            .min(16);
+        bytes[..length].copy_from_slice(&raw[..length]);
+        Comm(bytes)
+    }
+
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        let length = self.0.iter().position(|byte| *byte == 0).unwrap_or(16);
+        String::from_utf8_lossy(&self.0[..length])
+    }
+}
+
+impl fmt::Display for Comm {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.as_str())
+    }
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{:?}", self.as_str())
+    }
+}
+
+/// What happened. Priorities are the kernel's `prio` (0..=99 real-time, lower is more urgent;
+/// 100..=139 normal, 120 = nice 0; -1 deadline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Switch {
+        prev_comm: Comm,
+        prev_pid: i32,
+        prev_prio: i32,
+        prev_state: i64,
+        next_comm: Comm,
+        next_pid: i32,
+        next_prio: i32,
+    },
+    Waking {
+        comm: Comm,
+        pid: i32,
+        prio: i32,
+        target_cpu: i32,
+    },
+    Wakeup {
+        comm: Comm,
+        pid: i32,
+        prio: i32,
+        target_cpu: i32,
+    },
+    Migrate {
+        pid: i32,
+        prio: i32,
+        orig_cpu: i32,
+        dest_cpu: i32,
+    },
+    IrqEntry {
+        irq: i32,
+        name: Box<str>,
+    },
+    IrqExit {
+        irq: i32,
+    },
+    SoftirqEntry {
+        vector: u32,
+    },
+    SoftirqExit {
+        vector: u32,
+    },
+    HrtimerStart {
+        timer: u64,
+        function: u64,
+        expires_ns: i64,
+    },
+    HrtimerExpireEntry {
+        timer: u64,
+        now_ns: i64,
+        function: u64,
+    },
+    HrtimerExpireExit {
+        timer: u64,
+    },
+    WorkStart {
+        function: u64,
+    },
+    WorkEnd {
+        function: u64,
+    },
+    /// An x86 interrupt vector without an irq number (`irq_vectors:local_timer_entry`, …).
+    VectorEntry {
+        name: Box<str>,
+    },
+    VectorExit {
+        name: Box<str>,
+    },
+    /// An inter-processor interrupt sent to `target_cpu` (None: a CPU mask).
+    IpiSend {
+        target_cpu: Option<u32>,
+    },
+    /// A `trace_marker` write.
+    Marker {
+        text: Box<str>,
+    },
+}
+
+/// One decoded event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    pub timestamp_ns: u64,
+    pub cpu: u32,
+    /// The task that was current when the event fired (`common_pid`).
+    pub pid: i32,
+    pub kind: EventKind,
+}
+
+/// The softirq vector names, indexed by vector number.
+pub const SOFTIRQ_NAMES: [&str; 10] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+pub fn softirq_name(vector: u32) -> String {
+    SOFTIRQ_NAMES
+        .get(vector as usize)
+        .map(|name| (*name).to_owned())
+        .unwrap_or_else(|| format!("vector {vector}"))
+}
+
+/// The events rtlab enables, as (system, event, required). Optional ones are used when present.
+pub const RECORDED_EVENTS: &[(&str, &str, bool)] = &[
+    ("sched", "sched_switch", true),
+    ("sched", "sched_waking", true),
+    ("sched", "sched_wakeup", false),
+    ("sched", "sched_migrate_task", false),
+    ("irq", "irq_handler_entry", true),
+    ("irq", "irq_handler_exit", true),
+    ("irq", "softirq_entry", true),
+    ("irq", "softirq_exit", true),
+    ("timer", "hrtimer_start", false),
+    ("timer", "hrtimer_expire_entry", false),
+    ("timer", "hrtimer_expire_exit", false),
+    ("workqueue", "workqueue_execute_start", false),
+    ("workqueue", "workqueue_execute_end", false),
+    ("ipi", "ipi_send_cpu", false),
+    ("ipi", "ipi_send_cpumask", false),
+];
+
+/// x86 interrupt vectors traced as enter/exit pairs when the `irq_vectors` system exists.
+pub const RECORDED_VECTORS: &[&str] = &[
+    "local_timer",
+    "reschedule",
+    "call_function",
+    "call_function_single",
+    "irq_work",
+    "x86_platform_ipi",
+    "thermal_apic",
+    "error_apic",
+    "spurious_apic",
+];
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum EventError {
+    #[error("event {system}:{event}: field '{field}' is missing")]
+    MissingField {
+        system: String,
+        event: String,
+        field: &'static str,
+    },
+    #[error("event {system}:{event}: field '{field}' has size {size}, expected {expected}")]
+    FieldSize {
+        system: String,
+        event: String,
+        field: &'static str,
+        size: usize,
+        expected: &'static str,
+    },
+    #[error("payload of {length} bytes is too short for field '{field}' of event id {id}")]
+    ShortPayload {
+        id: u16,
+        field: String,
+        length: usize,
+    },
+    #[error("payload of {0} bytes has no event type")]
+    NoType(usize),
+}
+
+#[derive(Clone, Debug)]
+struct FieldReader {
+    name: &'static str,
+    offset: usize,
+    size: usize,
+    layout: FieldLayout,
+}
+
+impl FieldReader {
+    fn integer(&self, payload: &[u8], id: u16) -> Result<i64, EventError> {
+        let bytes = payload
+            .get(self.offset..self.offset + self.size)
+            .ok_or_else(|| self.short(payload, id))?;
+        Ok(match self.size {
+            1 => i64::from(bytes[0] as i8),
+            2 => i64::from(i16::from_ne_bytes([bytes[0], bytes[1]])),
+            4 => i64::from(i32::from_ne_bytes(
+                bytes.try_into().map_err(|_| self.short(payload, id))?,
+            )),
+            8 => i64::from_ne_bytes(bytes.try_into().map_err(|_| self.short(payload, id))?),
+            _ => return Err(self.short(payload, id)),
+        })
+    }
+
+    fn unsigned(&self, payload: &[u8], id: u16) -> Result<u64, EventError> {
+        let value = self.integer(payload, id)?;
+        Ok(match self.size {
+            1 => u64::from(value as u8),
+            2 => u64::from(value as u16),
+            4 => u64::from(value as u32),
+            _ => value as u64,
+        })
+    }
+
+    fn bytes<'payload>(
+        &self,
+        payload: &'payload [u8],
+        id: u16,
+    ) -> Result<&'payload [u8], EventError> {
+        match self.layout {
+            FieldLayout::Fixed => payload
+                .get(self.offset..self.offset + self.size)
+                .ok_or_else(|| self.short(payload, id)),
+            FieldLayout::Rest => payload
+                .get(self.offset..)
+                .ok_or_else(|| self.short(payload, id)),
+            FieldLayout::DataLocation | FieldLayout::RelativeLocation => {
+                let word = self.unsigned(payload, id)? as u32;
+                let mut start = (word & 0xffff) as usize;
+                if self.layout == FieldLayout::RelativeLocation {
+                    start += self.offset + self.size;
+                }
+                let length = (word >> 16) as usize;
+                payload
+                    .get(start..start + length)
+                    .ok_or_else(|| self.short(payload, id))
+            }
+        }
+    }
+
+    fn string(&self, payload: &[u8], id: u16) -> Result<Box<str>, EventError> {
+        let bytes = self.bytes(payload, id)?;
+        let end = bytes
+            .iter()
+            .position(|byte| *byte == 0)
+            .unwrap_or(bytes.len());
+        Ok(String::from_utf8_lossy(&bytes[..end]).into())
+    }
+
+    fn comm(&self, payload: &[u8], id: u16) -> Result<Comm, EventError> {
+        Ok(Comm::from_bytes(self.bytes(payload, id)?))
+    }
+
+    fn short(&self, payload: &[u8], id: u16) -> EventError {
+        EventError::ShortPayload {
+            id,
+            field: self.name.to_owned(),
+            length: payload.len(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Shape {
+    Switch,
+    Waking,
+    Wakeup,
+    Migrate,
+    IrqEntry,
+    IrqExit,
+    SoftirqEntry,
+    SoftirqExit,
+    HrtimerStart,
+    HrtimerExpireEntry,
+    HrtimerExpireExit,
+    WorkStart,
+    WorkEnd,
+    VectorEntry(Box<str>),
+    VectorExit(Box<str>),
+    IpiSendCpu,
+    IpiSendMask,
+    Marker,
+}
+
+#[derive(Clone, Debug)]
+struct EventReader {
+    shape: Shape,
+    pid: FieldReader,
+    fields: Vec<FieldReader>,
+}
+
+/// Turns raw payloads into [`TraceEvent`]s, for the events whose formats it was given.
+#[derive(Clone, Debug, Default)]
+pub struct EventDecoder {
+    readers: HashMap<u16, EventReader>,
+    type_field: Option<(usize, usize)>,
+}
+
+fn shape_and_fields(format: &EventFormat) -> Option<(Shape, &'static [&'static str])> {
+    let shape = match (format.system.as_str(), format.name.as_str()) {
+        ("sched", "sched_switch") => (
+            Shape::Switch,
+            &[
+                "prev_comm",
+                "prev_pid",
+                "prev_prio",
+                "prev_state",
+                "next_comm",
+                "next_pid",
+                "next_prio",
+            ][..],
+        ),
+        ("sched", "sched_waking") => (Shape::Waking, &["comm", "pid", "prio", "target_cpu"][..]),
+        ("sched", "sched_wakeup") => (Shape::Wakeup, &["comm", "pid", "prio", "target_cpu"][..]),
+        ("sched", "sched_migrate_task") => {
+            (Shape::Migrate, &["pid", "prio", "orig_cpu", "dest_cpu"][..])
+        }
+        ("irq", "irq_handler_entry") => (Shape::IrqEntry, &["irq", "name"][..]),
+        ("irq", "irq_handler_exit") => (Shape::IrqExit, &["irq"][..]),
+        ("irq", "softirq_entry") => (Shape::SoftirqEntry, &["vec"][..]),
+        ("irq", "softirq_exit") => (Shape::SoftirqExit, &["vec"][..]),
+        ("timer", "hrtimer_start") => {
+            (Shape::HrtimerStart, &["hrtimer", "function", "expires"][..])
+        }
+        ("timer", "hrtimer_expire_entry") => (
+            Shape::HrtimerExpireEntry,
+            &["hrtimer", "now", "function"][..],
+        ),
+        ("timer", "hrtimer_expire_exit") => (Shape::HrtimerExpireExit, &["hrtimer"][..]),
+        ("workqueue", "workqueue_execute_start") => (Shape::WorkStart, &["function"][..]),
+        ("workqueue", "workqueue_execute_end") => (Shape::WorkEnd, &["function"][..]),
+        ("ipi", "ipi_send_cpu") => (Shape::IpiSendCpu, &["cpu"][..]),
+        ("ipi", "ipi_send_cpumask") => (Shape::IpiSendMask, &[][..]),
+        ("ftrace", "print") => (Shape::Marker, &["buf"][..]),
+        ("irq_vectors", name) => {
+            if let Some(vector) = name.strip_suffix("_entry") {
+                (Shape::VectorEntry(vector.into()), &[][..])
+            } else if let Some(vector) = name.strip_suffix("_exit") {
+                (Shape::VectorExit(vector.into()), &[][..])
+            } else {
+                return None;
+            }
+        }
+        _ => return None,
+    };
+    Some(shape)
+}
+
+fn reader_for(format: &EventFormat, name: &'static str) -> Result<FieldReader, EventError> {
+    let field: &Field = format.field(name).ok_or_else(|| EventError::MissingField {
+        system: format.system.clone(),
+        event: format.name.clone(),
+        field: name,
+    })?;
+    let integer_sizes = matches!(field.size, 1 | 2 | 4 | 8);
+    if field.layout == FieldLayout::Fixed && !field.is_string() && !integer_sizes {
+        return Err(EventError::FieldSize {
+            system: format.system.clone(),
+            event: format.name.clone(),
+            field: name,
+            size: field.size,
+            expected: "1, 2, 4 or 8",
+        });
+    }
+    Ok(FieldReader {
+        name,
+        offset: field.offset,
+        size: field.size,
+        layout: field.layout,
+    })
+}
+
+impl EventDecoder {
+    /// Adds an event format. Events rtlab does not use are skipped (Ok(false)); a used event
+    /// whose fields are missing or odd is an error naming the field.
+    pub fn add(&mut self, format: &EventFormat) -> Result<bool, EventError> {
+        let Some((shape, names)) = shape_and_fields(format) else {
+            return Ok(false);
+        };
+        let pid = reader_for(format, "common_pid")?;
+        let common_type = reader_for(format, "common_type")?;
+        self.type_field = Some((common_type.offset, common_type.size));
+        let fields = names
+            .iter()
+            .map(|name| reader_for(format, name))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.readers
+            .insert(format.id, EventReader { shape, pid, fields });
+        Ok(true)
+    }
+
+    pub fn n_event_types(&self) -> usize {
+        self.readers.len()
+    }
+
+    /// Decodes one payload. `Ok(None)` for event types this decoder was not given.
+    pub fn decode(
+        &self,
+        cpu: u32,
+        timestamp_ns: u64,
+        payload: &[u8],
+    ) -> Result<Option<TraceEvent>, EventError> {
+        let (type_offset, type_size) = self.type_field.unwrap_or((0, 2));
+        let id = match type_size {
+            2 => payload
+                .get(type_offset..type_offset + 2)
+                .map(|bytes| u16::from_ne_bytes([bytes[0], bytes[1]])),
+            _ => None,
+        }
+        .ok_or(EventError::NoType(payload.len()))?;
+        let Some(reader) = self.readers.get(&id) else {
+            return Ok(None);
+        };
+        let field = |index: usize| &reader.fields[index];
+        let int = |index: usize| -> Result<i32, EventError> {
+            Ok(field(index).integer(payload, id)? as i32)
+        };
+        let address = |index: usize| field(index).unsigned(payload, id);
+        let kind = match &reader.shape {
+            Shape::Switch => EventKind::Switch {
+                prev_comm: field(0).comm(payload, id)?,
+                prev_pid: int(1)?,
+                prev_prio: int(2)?,
+                prev_state: field(3).integer(payload, id)?,
+                next_comm: field(4).comm(payload, id)?,
+                next_pid: int(5)?,
+                next_prio: int(6)?,
+            },
+            Shape::Waking => EventKind::Waking {
+                comm: field(0).comm(payload, id)?,
+                pid: int(1)?,
+                prio: int(2)?,
+                target_cpu: int(3)?,
+            },
+            Shape::Wakeup => EventKind::Wakeup {
+                comm: field(0).comm(payload, id)?,
+                pid: int(1)?,
+                prio: int(2)?,
+                target_cpu: int(3)?,
+            },
+            Shape::Migrate => EventKind::Migrate {
+                pid: int(0)?,
+                prio: int(1)?,
+                orig_cpu: int(2)?,
+                dest_cpu: int(3)?,
+            },
+            Shape::IrqEntry => EventKind::IrqEntry {
+                irq: int(0)?,
+                name: field(1).string(payload, id)?,
+            },
+            Shape::IrqExit => EventKind::IrqExit { irq: int(0)? },
+            Shape::SoftirqEntry => EventKind::SoftirqEntry {
+                vector: address(0)? as u32,
+            },
+            Shape::SoftirqExit => EventKind::SoftirqExit {
+                vector: address(0)? as u32,
+            },
+            Shape::HrtimerStart => EventKind::HrtimerStart {
+                timer: address(0)?,
+                function: address(1)?,
+                expires_ns: field(2).integer(payload, id)?,
+            },
+            Shape::HrtimerExpireEntry => EventKind::HrtimerExpireEntry {
+                timer: address(0)?,
+                now_ns: field(1).integer(payload, id)?,
+                function: address(2)?,
+            },
+            Shape::HrtimerExpireExit => EventKind::HrtimerExpireExit { timer: address(0)? },
+            Shape::WorkStart => EventKind::WorkStart {
+                function: address(0)?,
+            },
+            Shape::WorkEnd => EventKind::WorkEnd {
+                function: address(0)?,
+            },
+            Shape::VectorEntry(name) => EventKind::VectorEntry { name: name.clone() },
+            Shape::VectorExit(name) => EventKind::VectorExit { name: name.clone() },
+            Shape::IpiSendCpu => EventKind::IpiSend {
+                target_cpu: Some(address(0)? as u32),
+            },
+            Shape::IpiSendMask => EventKind::IpiSend { target_cpu: None },
+            Shape::Marker => EventKind::Marker {
+                text: field(0).string(payload, id)?.trim_end_matches('\n').into(),
+            },
+        };
+        Ok(Some(TraceEvent {
+            timestamp_ns,
+            cpu,
+            pid: reader.pid.integer(payload, id)? as i32,
+            kind,
+        }))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::format::parse_event_format;
+
+    pub const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
+
+    pub fn irq_entry_format() -> EventFormat {
+        let text = format!("name: irq_handler_entry\nID: 225\nformat:\n{COMMON}\n\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n\nprint fmt: \"irq=%d\"\n");
+        parse_event_format("irq", &text).unwrap()
+    }
+
+    pub fn irq_entry_payload(pid: i32, irq: i32, name: &str) -> Vec<u8> {
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&225u16.to_ne_bytes());
+        payload.extend_from_slice(&[0, 0]);
+        payload.extend_from_slice(&pid.to_ne_bytes());
+        payload.extend_from_slice(&irq.to_ne_bytes());
+        let location = ((name.len() as u32 + 1) << 16) | 16;
+        payload.extend_from_slice(&location.to_ne_bytes());
+        payload.extend_from_slice(name.as_bytes());
+        payload.push(0);
+        payload
+    }
+
+    #[test]
+    fn decodes_dynamic_strings_and_rejects_short_payloads() {
+        let mut decoder = EventDecoder::default();
+        assert!(decoder.add(&irq_entry_format()).unwrap());
+        let payload = irq_entry_payload(42, 11, "virtio0-input.0");
+        let event = decoder.decode(1, 500, &payload).unwrap().unwrap();
+        assert_eq!(event.pid, 42);
+        assert_eq!(event.cpu, 1);
+        assert_eq!(
+            event.kind,
+            EventKind::IrqEntry {
+                irq: 11,
+                name: "virtio0-input.0".into()
+            }
+        );
+        assert!(decoder.decode(1, 500, &payload[..14]).is_err());
+        let mut bad_location = payload.clone();
+        bad_location[12..16].copy_from_slice(&((200u32 << 16) | 16).to_ne_bytes());
+        assert!(decoder.decode(1, 500, &bad_location).is_err());
+        let mut unknown = payload;
+        unknown[0..2].copy_from_slice(&9u16.to_ne_bytes());
+        assert_eq!(decoder.decode(1, 500, &unknown).unwrap(), None);
+        assert!(decoder.decode(1, 500, &[1]).is_err());
+    }
+
+    #[test]
+    fn comm_is_nul_terminated() {
+        assert_eq!(Comm::from_bytes(b"spin\0garbage\0\0\0\0").as_str(), "spin");
+        assert_eq!(
+            Comm::new("a-very-long-thread-name").as_str(),
+            "a-very-long-thr"
+        );
+        assert_eq!(softirq_name(3), "NET_RX");
+        assert_eq!(softirq_name(12), "vector 12");
+    }
+}

@@ -1,0 +1,249 @@
+//! Attribution against causes we create ourselves: a SCHED_FIFO 95 spinner and a loopback flood.
+//!
+//! Each test runs a small measuring thread (SCHED_FIFO 80, 1 ms absolute sleeps, like the probe's
+//! timer thread) on one CPU, records through a real tracefs instance, creates the cause on the
+//! same CPU, and checks that the episodes name it. They need root and tracefs (CI runs as root);
+//! elsewhere they print why they were skipped.
+
+use rtlab_core::{CauseKind, Episode, Metric};
+use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
+use rtlab_sys::sched::{set_current_thread_policy, Policy};
+use rtlab_trace::{Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// The tests pin threads to the same CPU; running them one at a time keeps them independent.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn skip_reason() -> Option<String> {
+    if !rtlab_sys::sched::realtime_permitted() {
+        return Some("needs root (SCHED_FIFO threads and tracefs)".into());
+    }
+    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
+        return Some(format!("tracefs is not available: {error}"));
+    }
+    None
+}
+
+/// The CPU the tests measure on: the last online one (CPU 0 carries most housekeeping).
+fn measured_cpu() -> usize {
+    *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap()
+}
+
+/// Runs a 1 ms timer thread on `cpu` for `duration`, sending every sample later than
+/// `threshold_ns`, with the explainer recording; `make_cause` runs alongside and must stop by the
+/// deadline it is given.
+fn measure_with_cause(
+    cpu: usize,
+    duration: Duration,
+    threshold_ns: u64,
+    make_cause: impl FnOnce(u64) + Send,
+) -> (Vec<Episode>, u64) {
+    let (sender, receiver) = mpsc::channel::<LateWakeup>();
+    let receiver = Mutex::new(receiver);
+    let source = Box::new(move |out: &mut Vec<LateWakeup>| {
+        out.extend(receiver.lock().unwrap().try_iter());
+    });
+    let origin = monotonic_ns();
+    let deadline = origin + duration.as_nanos() as u64;
+    let config = ExplainerConfig {
+        recorder: RecorderConfig {
+            cpus: vec![cpu],
+            ..RecorderConfig::default()
+        },
+        poll_interval: Duration::from_millis(10),
+        origin_ns: origin,
+        max_episodes: 10_000,
+        settle: Duration::from_millis(100),
+        deadline_ns: deadline + 5_000_000_000,
+        markers: true,
+    };
+    let explainer = Explainer::start(config, source).expect("starting the recorder");
+    let measured = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let measured = &measured;
+        scope.spawn(move || {
+            rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+            set_current_thread_policy(Policy::Fifo { priority: 80 }).unwrap();
+            let tid = rtlab_sys::cpu::current_tid();
+            let mut intended = monotonic_ns() + 1_000_000;
+            while intended < deadline {
+                sleep_until_ns(intended);
+                let actual = monotonic_ns();
+                let latency = actual.saturating_sub(intended);
+                if latency > threshold_ns {
+                    let _ = sender.send(LateWakeup {
+                        series: format!("test/wakeup@{cpu}"),
+                        metric: Metric::Wakeup,
+                        cpu: cpu as u32,
+                        tid,
+                        intended_ns: intended,
+                        actual_ns: actual,
+                        latency_ns: latency,
+                    });
+                }
+                intended += 1_000_000;
+                // After a long delay, skip the periods already missed instead of bursting.
+                while intended < actual {
+                    intended += 1_000_000;
+                }
+            }
+            measured.store(true, Ordering::SeqCst);
+        });
+        scope.spawn(move || make_cause(deadline));
+    });
+    assert!(measured.load(Ordering::SeqCst));
+    let report = explainer.finish().expect("explainer finished");
+    (report.episodes, report.late_samples)
+}
+
+#[test]
+fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
+    let _guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let cpu = measured_cpu();
+    let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
+    let spins = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let spins_done = Arc::clone(&spins);
+    let name = spinner_name.clone();
+    let (episodes, _) = measure_with_cause(
+        cpu,
+        Duration::from_millis(3_000),
+        500_000,
+        move |deadline| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+                    set_current_thread_policy(Policy::Fifo { priority: 95 }).unwrap();
+                    // Every 200 ms spin ~2 ms; stop on our own at the deadline.
+                    let mut next = monotonic_ns() + 100_000_000;
+                    while next + 2_000_000 < deadline {
+                        sleep_until_ns(next);
+                        let stop = monotonic_ns() + 2_000_000;
+                        while monotonic_ns() < stop {
+                            std::hint::spin_loop();
+                        }
+                        spins_done.fetch_add(1, Ordering::SeqCst);
+                        next += 200_000_000;
+                    }
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+        },
+    );
+    let n_spins = spins.load(Ordering::SeqCst);
+    let created: Vec<&Episode> = episodes
+        .iter()
+        .filter(|episode| {
+            episode
+                .causes
+                .iter()
+                .any(|cause| cause.kind == CauseKind::Task && cause.name == spinner_name)
+        })
+        .collect();
+    eprintln!(
+        "{n_spins} spins, {} episodes above 500 µs, {} name the spinner",
+        episodes.len(),
+        created.len()
+    );
+    // Each spin lands on at least one 1 ms wake-up; allow for a few lost to a busy machine.
+    assert!(
+        created.len() as u64 * 2 >= n_spins,
+        "only {} of {n_spins} spins produced an episode naming {spinner_name}: {episodes:#?}",
+        created.len()
+    );
+    let total_latency: u64 = created.iter().map(|episode| episode.latency_ns).sum();
+    let spinner_time: u64 = created
+        .iter()
+        .flat_map(|episode| episode.causes.iter())
+        .filter(|cause| cause.kind == CauseKind::Task && cause.name == spinner_name)
+        .map(|cause| cause.ns)
+        .sum();
+    assert!(
+        spinner_time * 10 >= total_latency * 9,
+        "the spinner explains {spinner_time} of {total_latency} ns: {created:#?}"
+    );
+    for episode in &created {
+        assert_eq!(
+            episode.causes.iter().map(|cause| cause.ns).sum::<u64>(),
+            episode.latency_ns,
+            "causes must add up: {episode:#?}"
+        );
+        let spinner = episode
+            .causes
+            .iter()
+            .find(|cause| cause.name == spinner_name)
+            .unwrap();
+        let detail = spinner.detail.as_deref().unwrap_or("");
+        assert!(detail.contains("outranks the probe"), "{detail}");
+    }
+}
+
+#[test]
+fn a_loopback_flood_shows_network_softirq_time() {
+    let _guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let cpu = measured_cpu();
+    let (episodes, _) =
+        measure_with_cause(cpu, Duration::from_millis(3_000), 5_000, move |deadline| {
+            let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            receiver
+                .set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            let address = receiver.local_addr().unwrap();
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+                    let mut buffer = [0u8; 2048];
+                    while monotonic_ns() < deadline {
+                        let _ = receiver.recv(&mut buffer);
+                    }
+                });
+                scope.spawn(|| {
+                    rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+                    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                    let payload = [0x5au8; 1400];
+                    while monotonic_ns() < deadline {
+                        for _ in 0..64 {
+                            let _ = sender.send_to(&payload, address);
+                        }
+                    }
+                });
+            });
+        });
+    let network_ns: u64 = episodes
+        .iter()
+        .flat_map(|episode| episode.causes.iter())
+        .filter(|cause| {
+            cause.kind == CauseKind::Softirq && (cause.name == "NET_RX" || cause.name == "NET_TX")
+        })
+        .map(|cause| cause.ns)
+        .sum();
+    eprintln!(
+        "{} episodes above 5 µs, {network_ns} ns of NET_RX/NET_TX softirq",
+        episodes.len()
+    );
+    assert!(
+        !episodes.is_empty(),
+        "the flood produced no late wake-ups above 5 µs"
+    );
+    assert!(
+        network_ns > 0,
+        "no NET_RX/NET_TX time in {} episodes: {:#?}",
+        episodes.len(),
+        &episodes[..episodes.len().min(5)]
+    );
+}
