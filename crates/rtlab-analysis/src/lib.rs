@@ -1,1 +1,5 @@
 //! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.
+
+pub mod classes;
+pub mod forecast;
+pub mod schedulability;

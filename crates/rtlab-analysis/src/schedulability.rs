@@ -1,0 +1,815 @@
+//! Schedulability: is a set of periodic tasks going to meet its deadlines on *this* machine?
+//!
+//! Paper 002 §5.2: on a general-purpose OS there is no true worst case, so pick the latency that
+//! is exceeded no more often than the permitted miss rate (one dropped buffer per hour, per day…),
+//! the "pseudo worst case", and feed it to a standard analysis. Here it enters as release jitter:
+//! a task that wakes `J` late still has to finish `C` of work, plus whatever higher-priority work
+//! arrives, before its deadline.
+//!
+//! Fixed-priority tasks (`SCHED_FIFO`, higher number runs first) get exact response-time analysis
+//! with release jitter (Joseph & Pandya; Audsley, Burns, Tindell). Reservations (`SCHED_DEADLINE`,
+//! a constant-bandwidth server of `runtime` every `period`) are scheduled EDF among themselves above
+//! every fixed priority, as Linux does: the reservations of a CPU must pass the processor-demand
+//! test (Baruah), and a task served by a reservation finishes by the server deadline of the
+//! reservation period in which its work is done. Pure functions: no syscalls.
+
+use crate::classes::Rate;
+use crate::forecast::TailModel;
+use rtlab_core::{parse_duration, LatencyHistogram, Nanos};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// How a task is scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduling {
+    /// `SCHED_FIFO` at this priority (1-99, higher runs first).
+    FixedPriority(i32),
+    /// A CPU reservation (`SCHED_DEADLINE` / CBS): `runtime` every `period`, due by `deadline`.
+    Reservation {
+        runtime: Nanos,
+        period: Nanos,
+        deadline: Nanos,
+    },
+}
+
+/// One periodic task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Task {
+    pub name: String,
+    pub period: Nanos,
+    /// Worst-case compute time per activation.
+    pub compute: Nanos,
+    /// Relative deadline (≤ period).
+    pub deadline: Nanos,
+    pub scheduling: Scheduling,
+    pub cpu: u32,
+    /// Line of the task in its file (0 when built in code).
+    #[serde(skip)]
+    pub line: usize,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TaskSetError {
+    #[error("{0}")]
+    Toml(String),
+    #[error("line {line}: task '{task}': field '{field}': {message}")]
+    Field {
+        line: usize,
+        task: String,
+        field: &'static str,
+        message: String,
+    },
+    #[error("the task set has no [[task]] entries")]
+    Empty,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskSetFile {
+    #[serde(default)]
+    task: Vec<Spanned<RawTask>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: String,
+    period: Spanned<String>,
+    compute: Spanned<String>,
+    #[serde(default)]
+    deadline: Option<Spanned<String>>,
+    #[serde(default)]
+    priority: Option<Spanned<i32>>,
+    #[serde(default)]
+    reservation: Option<Spanned<RawReservation>>,
+    #[serde(default)]
+    cpu: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReservation {
+    runtime: Spanned<String>,
+    period: Spanned<String>,
+    #[serde(default)]
+    deadline: Option<Spanned<String>>,
+}
+
+/// Parses a task-set file; every error names the line and the field.
+///
+/// ```toml
+/// [[task]]
+/// name = "audio"
+/// period = "5ms"
+/// compute = "1ms"
+/// deadline = "5ms"   # optional, default = period
+/// priority = 90      # SCHED_FIFO priority, or instead:
+/// # reservation = { runtime = "1.2ms", period = "5ms" }   # SCHED_DEADLINE / CBS
+/// cpu = 0
+/// ```
+pub fn parse_task_set(text: &str) -> Result<Vec<Task>, TaskSetError> {
+    let file: TaskSetFile =
+        toml::from_str(text).map_err(|error| TaskSetError::Toml(error.to_string()))?;
+    if file.task.is_empty() {
+        return Err(TaskSetError::Empty);
+    }
+    let line_of = |offset: usize| crate::classes::line_of(text, offset);
+    let mut tasks = Vec::new();
+    for spanned in file.task {
+        let task_line = line_of(spanned.span().start);
+        let raw = spanned.into_inner();
+        let name = raw.name.clone();
+        let error = |line: usize, field: &'static str, message: String| TaskSetError::Field {
+            line,
+            task: name.clone(),
+            field,
+            message,
+        };
+        let duration = |value: &Spanned<String>, field: &'static str| {
+            let parsed = parse_duration(value.get_ref()).map_err(|problem| {
+                error(line_of(value.span().start), field, problem.to_string())
+            })?;
+            if parsed.0 == 0 {
+                return Err(error(
+                    line_of(value.span().start),
+                    field,
+                    "must be longer than 0".to_owned(),
+                ));
+            }
+            Ok(parsed)
+        };
+        if raw.name.trim().is_empty() {
+            return Err(error(task_line, "name", "must not be empty".to_owned()));
+        }
+        let period = duration(&raw.period, "period")?;
+        let compute = duration(&raw.compute, "compute")?;
+        let deadline = match &raw.deadline {
+            Some(value) => duration(value, "deadline")?,
+            None => period,
+        };
+        if deadline > period {
+            let line = raw
+                .deadline
+                .as_ref()
+                .map_or(task_line, |value| line_of(value.span().start));
+            return Err(error(
+                line,
+                "deadline",
+                format!("{deadline} is longer than the period {period} (only constrained deadlines are analysed)"),
+            ));
+        }
+        if compute > deadline {
+            return Err(error(
+                line_of(raw.compute.span().start),
+                "compute",
+                format!("{compute} does not fit before the deadline {deadline}"),
+            ));
+        }
+        let scheduling = match (&raw.priority, &raw.reservation) {
+            (Some(_), Some(reservation)) => {
+                return Err(error(
+                    line_of(reservation.span().start),
+                    "reservation",
+                    "a task has either a priority or a reservation, not both".to_owned(),
+                ))
+            }
+            (None, None) => return Err(error(
+                task_line,
+                "priority",
+                "missing: give `priority = N` (SCHED_FIFO) or `reservation = { runtime, period }`"
+                    .to_owned(),
+            )),
+            (Some(priority), None) => {
+                let value = *priority.get_ref();
+                if !(1..=99).contains(&value) {
+                    return Err(error(
+                        line_of(priority.span().start),
+                        "priority",
+                        format!("{value} is not a SCHED_FIFO priority (1-99)"),
+                    ));
+                }
+                Scheduling::FixedPriority(value)
+            }
+            (None, Some(reservation)) => {
+                let reservation = reservation.get_ref();
+                let runtime = duration(&reservation.runtime, "reservation.runtime")?;
+                let reservation_period = duration(&reservation.period, "reservation.period")?;
+                let reservation_deadline = match &reservation.deadline {
+                    Some(value) => duration(value, "reservation.deadline")?,
+                    None => reservation_period,
+                };
+                if !(runtime <= reservation_deadline && reservation_deadline <= reservation_period)
+                {
+                    return Err(error(
+                        line_of(reservation.runtime.span().start),
+                        "reservation",
+                        format!(
+                            "needs runtime ≤ deadline ≤ period (got {runtime}, {reservation_deadline}, {reservation_period})"
+                        ),
+                    ));
+                }
+                Scheduling::Reservation {
+                    runtime,
+                    period: reservation_period,
+                    deadline: reservation_deadline,
+                }
+            }
+        };
+        tasks.push(Task {
+            name: raw.name,
+            period,
+            compute,
+            deadline,
+            scheduling,
+            cpu: raw.cpu,
+            line: task_line,
+        });
+    }
+    Ok(tasks)
+}
+
+/// The OS latency a task must budget for at the permitted miss rate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PseudoWorstCase {
+    pub latency: Nanos,
+    /// Permitted probability that one activation starts later than `latency`.
+    pub per_activation: f64,
+    /// Where the figure came from.
+    pub basis: PseudoBasis,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PseudoBasis {
+    /// No run given: latency taken as zero (classic analysis).
+    None,
+    /// A quantile of the measured distribution.
+    Observed,
+    /// From the tail projection, beyond the observed data.
+    TailProjection,
+    /// The miss rate is finer than the run resolves: the observed maximum, which may understate.
+    ObservedMaximum,
+}
+
+/// 002's pseudo worst case for a task of `period` at `miss_rate`: the latency exceeded by at most a
+/// fraction `miss_rate · period` of activations.
+pub fn pseudo_worst_case(
+    histogram: &LatencyHistogram,
+    tail: Option<&dyn TailModel>,
+    period: Nanos,
+    miss_rate: Rate,
+) -> PseudoWorstCase {
+    let per_activation = (miss_rate.per_second() * period.as_secs_f64()).min(1.0);
+    let samples = histogram.count();
+    if samples == 0 {
+        return PseudoWorstCase {
+            latency: Nanos::ZERO,
+            per_activation,
+            basis: PseudoBasis::None,
+        };
+    }
+    if per_activation * samples as f64 >= 1.0 {
+        return PseudoWorstCase {
+            latency: Nanos(histogram.value_at_quantile(1.0 - per_activation)),
+            per_activation,
+            basis: PseudoBasis::Observed,
+        };
+    }
+    if let Some(tail) = tail {
+        if let Some(latency) = invert_tail(tail, histogram.max(), per_activation) {
+            return PseudoWorstCase {
+                latency,
+                per_activation,
+                basis: PseudoBasis::TailProjection,
+            };
+        }
+    }
+    PseudoWorstCase {
+        latency: Nanos(histogram.max()),
+        per_activation,
+        basis: PseudoBasis::ObservedMaximum,
+    }
+}
+
+/// The least latency above `from_ns` whose projected exceedance is at most `probability` (bisection
+/// to 1 µs; the exceedance falls with the latency).
+fn invert_tail(tail: &dyn TailModel, from_ns: u64, probability: f64) -> Option<Nanos> {
+    let limit = rtlab_core::histogram::HIGHEST_TRACKABLE_NS;
+    let exceeds = |latency: u64| tail.exceedance(latency).map(|value| value.probability);
+    if exceeds(limit)? > probability {
+        return None;
+    }
+    let (mut low, mut high) = (from_ns, limit);
+    while high - low > 1_000 {
+        let middle = low + (high - low) / 2;
+        match exceeds(middle) {
+            Some(value) if value <= probability => high = middle,
+            _ => low = middle,
+        }
+    }
+    Some(Nanos(high))
+}
+
+/// The verdict for one task.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskResult {
+    pub name: String,
+    pub cpu: u32,
+    pub method: &'static str,
+    /// Worst-case response time from release (including the OS latency); `None` when it exceeds
+    /// the deadline before the analysis converges.
+    pub response_ns: Option<u64>,
+    /// Deadline − response (negative when late); `None` with `response_ns`.
+    pub slack_ns: Option<i64>,
+    pub schedulable: bool,
+    pub os_latency: PseudoWorstCase,
+    /// Why it is not schedulable, or what limits the verdict.
+    pub note: Option<String>,
+}
+
+/// Options of the analysis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AnalysisOptions {
+    /// Largest total reservation utilisation a CPU admits (Linux: 950000/1000000 µs by default).
+    pub reservation_bound: f64,
+}
+
+impl Default for AnalysisOptions {
+    fn default() -> Self {
+        AnalysisOptions {
+            reservation_bound: 0.95,
+        }
+    }
+}
+
+struct Interferer {
+    period: u64,
+    compute: u64,
+    jitter: u64,
+}
+
+/// Analyses every task. `latency_of` gives each task's OS latency (its pseudo worst case).
+pub fn analyse(
+    tasks: &[Task],
+    options: AnalysisOptions,
+    latency_of: &dyn Fn(&Task) -> PseudoWorstCase,
+) -> Vec<TaskResult> {
+    let mut results = Vec::with_capacity(tasks.len());
+    let latencies: Vec<PseudoWorstCase> = tasks.iter().map(latency_of).collect();
+    for (index, task) in tasks.iter().enumerate() {
+        let os_latency = latencies[index];
+        let jitter = os_latency.latency.0;
+        let same_cpu = || {
+            tasks
+                .iter()
+                .enumerate()
+                .filter(move |(other, candidate)| *other != index && candidate.cpu == task.cpu)
+        };
+        let result = match task.scheduling {
+            Scheduling::Reservation {
+                runtime,
+                period,
+                deadline,
+            } => {
+                let reservations: Vec<(u64, u64, u64)> = tasks
+                    .iter()
+                    .filter(|candidate| candidate.cpu == task.cpu)
+                    .filter_map(|candidate| match candidate.scheduling {
+                        Scheduling::Reservation {
+                            runtime,
+                            period,
+                            deadline,
+                        } => Some((runtime.0, period.0, deadline.0)),
+                        Scheduling::FixedPriority(_) => None,
+                    })
+                    .collect();
+                match edf_demand_test(&reservations, options.reservation_bound) {
+                    Err(reason) => TaskResult {
+                        name: task.name.clone(),
+                        cpu: task.cpu,
+                        method: "EDF/CBS demand",
+                        response_ns: None,
+                        slack_ns: None,
+                        schedulable: false,
+                        os_latency,
+                        note: Some(reason),
+                    },
+                    Ok(()) => {
+                        // The work C needs ⌈C/Q⌉ server periods; it is done by the server deadline
+                        // of the last one.
+                        let periods_needed = task.compute.0.div_ceil(runtime.0);
+                        let response = jitter + (periods_needed - 1) * period.0 + deadline.0;
+                        let slack = task.deadline.0 as i64 - response as i64;
+                        let mut note = None;
+                        if period > task.period {
+                            note = Some(format!(
+                                "reservation period {period} is longer than the task period {}",
+                                task.period
+                            ));
+                        }
+                        TaskResult {
+                            name: task.name.clone(),
+                            cpu: task.cpu,
+                            method: "EDF/CBS demand",
+                            response_ns: Some(response),
+                            slack_ns: Some(slack),
+                            schedulable: slack >= 0 && note.is_none(),
+                            os_latency,
+                            note,
+                        }
+                    }
+                }
+            }
+            Scheduling::FixedPriority(priority) => {
+                let interferers: Vec<Interferer> = same_cpu()
+                    .filter_map(|(other, candidate)| match candidate.scheduling {
+                        Scheduling::FixedPriority(other_priority) if other_priority >= priority => {
+                            Some(Interferer {
+                                period: candidate.period.0,
+                                compute: candidate.compute.0,
+                                jitter: latencies[other].latency.0,
+                            })
+                        }
+                        Scheduling::FixedPriority(_) => None,
+                        // SCHED_DEADLINE runs above every SCHED_FIFO priority; a CBS may deliver
+                        // its budget late in one period and early in the next: jitter P − Q.
+                        Scheduling::Reservation {
+                            runtime, period, ..
+                        } => Some(Interferer {
+                            period: period.0,
+                            compute: runtime.0,
+                            jitter: period.0 - runtime.0,
+                        }),
+                    })
+                    .collect();
+                let response = response_time(task.compute.0, jitter, task.deadline.0, &interferers);
+                let slack = response.map(|value| task.deadline.0 as i64 - value as i64);
+                let note = if response.is_none() {
+                    Some(format!(
+                        "response time exceeds the deadline {} (higher-priority load on CPU {})",
+                        task.deadline, task.cpu
+                    ))
+                } else {
+                    None
+                };
+                TaskResult {
+                    name: task.name.clone(),
+                    cpu: task.cpu,
+                    method: "fixed-priority response time",
+                    response_ns: response,
+                    slack_ns: slack,
+                    schedulable: response.is_some(),
+                    os_latency,
+                    note,
+                }
+            }
+        };
+        let mut result = result;
+        if result.schedulable && os_latency.basis == PseudoBasis::ObservedMaximum {
+            result.note = Some(format!(
+                "the miss rate is finer than the run resolves: the observed maximum {} stands in for the pseudo worst case, which may understate it",
+                os_latency.latency
+            ));
+        }
+        results.push(result);
+    }
+    results
+}
+
+/// Exact worst-case response time with release jitter: `R = J + w`, `w = C + Σ ⌈(w + Jj)/Tj⌉·Cj`.
+/// `None` when `R` exceeds `deadline`.
+pub fn response_time(
+    compute: u64,
+    jitter: u64,
+    deadline: u64,
+    interferers: &[impl InterfererLike],
+) -> Option<u64> {
+    let mut busy = compute;
+    loop {
+        let mut next = compute;
+        for interferer in interferers {
+            let (period, cost, their_jitter) = interferer.parts();
+            next = next.saturating_add((busy + their_jitter).div_ceil(period).saturating_mul(cost));
+        }
+        if jitter.saturating_add(next) > deadline {
+            return None;
+        }
+        if next == busy {
+            return Some(jitter + busy);
+        }
+        busy = next;
+    }
+}
+
+/// Something that takes the CPU from a task periodically: `(period, compute, jitter)`.
+pub trait InterfererLike {
+    fn parts(&self) -> (u64, u64, u64);
+}
+
+impl InterfererLike for Interferer {
+    fn parts(&self) -> (u64, u64, u64) {
+        (self.period, self.compute, self.jitter)
+    }
+}
+
+impl InterfererLike for (u64, u64, u64) {
+    fn parts(&self) -> (u64, u64, u64) {
+        *self
+    }
+}
+
+/// Processor-demand test for EDF over `(runtime, period, deadline)` servers:
+/// `U ≤ bound` and `dbf(L) ≤ L` at every absolute deadline up to Baruah's bound `L*`.
+pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), String> {
+    let utilisation: f64 = servers
+        .iter()
+        .map(|(runtime, period, _)| *runtime as f64 / *period as f64)
+        .sum();
+    if utilisation > bound + 1e-12 {
+        return Err(format!(
+            "reservations on this CPU need {:.1} % of it; at most {:.1} % can be reserved",
+            utilisation * 100.0,
+            bound * 100.0
+        ));
+    }
+    if servers
+        .iter()
+        .all(|(_, period, deadline)| deadline == period)
+    {
+        return Ok(());
+    }
+    let max_deadline = servers
+        .iter()
+        .map(|(_, _, deadline)| *deadline)
+        .max()
+        .unwrap_or(0);
+    let horizon = if utilisation < 1.0 - 1e-12 {
+        let numerator: f64 = servers
+            .iter()
+            .map(|(runtime, period, deadline)| {
+                (*period - *deadline) as f64 * (*runtime as f64 / *period as f64)
+            })
+            .sum();
+        (max_deadline as f64).max(numerator / (1.0 - utilisation)) as u64
+    } else {
+        servers
+            .iter()
+            .fold(1u64, |lcm, (_, period, _)| lcm / gcd(lcm, *period) * period)
+    };
+    let mut points: Vec<u64> = Vec::new();
+    for (_, period, deadline) in servers {
+        let mut point = *deadline;
+        while point <= horizon {
+            points.push(point);
+            if points.len() > 2_000_000 {
+                return Err("the demand test needs too many points to decide".to_owned());
+            }
+            point += period;
+        }
+    }
+    points.sort_unstable();
+    points.dedup();
+    for length in points {
+        let demand: u64 = servers
+            .iter()
+            .map(|(runtime, period, deadline)| {
+                if length < *deadline {
+                    0
+                } else {
+                    ((length - deadline) / period + 1) * runtime
+                }
+            })
+            .sum();
+        if demand > length {
+            return Err(format!(
+                "reservations demand {} within {} (processor-demand test fails)",
+                Nanos(demand),
+                Nanos(length)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classes::parse_rate;
+
+    fn fifo(name: &str, compute: u64, period: u64, priority: i32) -> Task {
+        Task {
+            name: name.to_owned(),
+            period: Nanos(period),
+            compute: Nanos(compute),
+            deadline: Nanos(period),
+            scheduling: Scheduling::FixedPriority(priority),
+            cpu: 0,
+            line: 0,
+        }
+    }
+
+    fn no_latency(_: &Task) -> PseudoWorstCase {
+        PseudoWorstCase {
+            latency: Nanos::ZERO,
+            per_activation: 0.0,
+            basis: PseudoBasis::None,
+        }
+    }
+
+    fn responses(tasks: &[Task]) -> Vec<Option<u64>> {
+        analyse(tasks, AnalysisOptions::default(), &no_latency)
+            .into_iter()
+            .map(|result| result.response_ns)
+            .collect()
+    }
+
+    #[test]
+    fn buttazzo_rate_monotonic_example() {
+        // Buttazzo, Hard Real-Time Computing Systems, RTA example: (C,T) = (1,4), (2,6), (3,10),
+        // rate-monotonic priorities: R = 1, 3, 10. U = 0.883 exceeds the Liu & Layland bound
+        // 0.780 for n=3, yet the set is schedulable.
+        let tasks = [
+            fifo("t1", 1, 4, 30),
+            fifo("t2", 2, 6, 20),
+            fifo("t3", 3, 10, 10),
+        ];
+        assert_eq!(responses(&tasks), vec![Some(1), Some(3), Some(10)]);
+    }
+
+    #[test]
+    fn burns_wellings_unschedulable_example() {
+        // Burns & Wellings: (T,C) = (30,10) > (40,10) > (50,12): R = 10, 20, and the lowest
+        // reaches 52 > 50: not schedulable (U = 0.823 > 0.780).
+        let tasks = [
+            fifo("a", 10, 30, 3),
+            fifo("b", 10, 40, 2),
+            fifo("c", 12, 50, 1),
+        ];
+        assert_eq!(responses(&tasks), vec![Some(10), Some(20), None]);
+        let results = analyse(&tasks, AnalysisOptions::default(), &no_latency);
+        assert!(!results[2].schedulable);
+        // Raising its deadline to its period is all it can get; at D = 52 it would fit exactly.
+        assert_eq!(
+            response_time(12, 0, 52, &[(30, 10, 0), (40, 10, 0)]),
+            Some(52)
+        );
+    }
+
+    #[test]
+    fn liu_layland_harmonic_set_at_full_utilisation() {
+        // Harmonic periods are schedulable under RM up to U = 1: (1,2), (2,4) → R = 1, 4.
+        let tasks = [fifo("fast", 1, 2, 2), fifo("slow", 2, 4, 1)];
+        assert_eq!(responses(&tasks), vec![Some(1), Some(4)]);
+    }
+
+    #[test]
+    fn jitter_from_os_latency_is_folded_in() {
+        // (1,4),(2,6),(3,10) with 1 unit of OS latency on every task: the lowest task now misses.
+        let tasks = [
+            fifo("t1", 1, 4, 30),
+            fifo("t2", 2, 6, 20),
+            fifo("t3", 3, 10, 10),
+        ];
+        let one = |_: &Task| PseudoWorstCase {
+            latency: Nanos(1),
+            per_activation: 0.0,
+            basis: PseudoBasis::Observed,
+        };
+        let results = analyse(&tasks, AnalysisOptions::default(), &one);
+        assert_eq!(results[0].response_ns, Some(2));
+        // t2: w = 2 + ⌈(w+1)/4⌉·1 → w = 3 (⌈4/4⌉ = 1): R = 1 + 3 = 4.
+        assert_eq!(results[1].response_ns, Some(4));
+        assert!(!results[2].schedulable);
+    }
+
+    #[test]
+    fn edf_schedules_what_rate_monotonic_cannot() {
+        // Buttazzo: (C,T) = (2,5), (4,7): U = 0.971. RM misses (R2 = 8 > 7); EDF (U ≤ 1) meets.
+        let rm = [fifo("t1", 2, 5, 2), fifo("t2", 4, 7, 1)];
+        assert_eq!(responses(&rm), vec![Some(2), None]);
+        let reserve = |name: &str, compute: u64, period: u64| Task {
+            scheduling: Scheduling::Reservation {
+                runtime: Nanos(compute),
+                period: Nanos(period),
+                deadline: Nanos(period),
+            },
+            ..fifo(name, compute, period, 1)
+        };
+        let edf = [reserve("t1", 2, 5), reserve("t2", 4, 7)];
+        let full = AnalysisOptions {
+            reservation_bound: 1.0,
+        };
+        let results = analyse(&edf, full, &no_latency);
+        assert!(
+            results.iter().all(|result| result.schedulable),
+            "{results:?}"
+        );
+        assert_eq!(results[1].response_ns, Some(7));
+        // Linux admits only 95 %: the same set is refused.
+        let results = analyse(&edf, AnalysisOptions::default(), &no_latency);
+        assert!(results.iter().all(|result| !result.schedulable));
+    }
+
+    #[test]
+    fn demand_test_catches_constrained_deadlines() {
+        // U = 0.6 but both need 3 units by time 3 and 4: dbf(3)=2, dbf(4)=2+2=4 ≤ 4 ok;
+        // deadlines (2,2): dbf(2) = 4 > 2 fails.
+        assert!(edf_demand_test(&[(2, 10, 3), (2, 10, 4)], 1.0).is_ok());
+        assert!(edf_demand_test(&[(2, 10, 2), (2, 10, 2)], 1.0).is_err());
+    }
+
+    #[test]
+    fn reservations_interfere_with_fixed_priorities() {
+        let mut tasks = vec![fifo("fifo", 2, 10, 99)];
+        tasks.push(Task {
+            scheduling: Scheduling::Reservation {
+                runtime: Nanos(3),
+                period: Nanos(10),
+                deadline: Nanos(10),
+            },
+            ..fifo("dl", 3, 10, 1)
+        });
+        let results = analyse(&tasks, AnalysisOptions::default(), &no_latency);
+        // FIFO at 99 still waits for SCHED_DEADLINE: w = 2 + ⌈(w + 7)/10⌉·3 → w=5 → ⌈12/10⌉=2 → 8
+        // → ⌈15/10⌉ = 2 → 8.
+        assert_eq!(results[0].response_ns, Some(8));
+        assert_eq!(results[1].response_ns, Some(10));
+    }
+
+    #[test]
+    fn pseudo_worst_case_follows_the_miss_rate() {
+        let mut histogram = LatencyHistogram::new();
+        histogram.record_n(10_000, 3_599_000);
+        histogram.record_n(500_000, 990);
+        histogram.record_n(2_000_000, 10);
+        // 3.6e6 activations of a 1 ms task = 1 hour. 1/hour → 1 in 3.6e6 per activation: 10 are
+        // above 500 µs, so the quantile is 2 ms.
+        let per_day = parse_rate("1/day").unwrap();
+        let case = pseudo_worst_case(&histogram, None, Nanos::from_millis(1), per_day);
+        assert_eq!(case.basis, PseudoBasis::ObservedMaximum);
+        let per_minute = parse_rate("100/min").unwrap();
+        // 100/min at 1 ms = 1/600 per activation; 1000/3.6e6 = 1/3600 exceed 10 µs → 10 µs.
+        let case = pseudo_worst_case(&histogram, None, Nanos::from_millis(1), per_minute);
+        assert_eq!(case.basis, PseudoBasis::Observed);
+        assert!((10_000..=10_010).contains(&case.latency.0), "{:?}", case);
+        // 1 in 36 000 → 100 allowed above: 500 µs.
+        let case = pseudo_worst_case(
+            &histogram,
+            None,
+            Nanos::from_millis(1),
+            parse_rate("100/h").unwrap(),
+        );
+        assert!((500_000..=500_500).contains(&case.latency.0), "{:?}", case);
+    }
+
+    #[test]
+    fn task_files_parse_and_errors_name_line_and_field() {
+        let text = r#"
+[[task]]
+name = "audio"
+period = "5ms"
+compute = "1ms"
+priority = 90
+
+[[task]]
+name = "video"
+period = "33ms"
+compute = "5ms"
+reservation = { runtime = "6ms", period = "33ms" }
+cpu = 1
+"#;
+        let tasks = parse_task_set(text).unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert_eq!(tasks[0].scheduling, Scheduling::FixedPriority(90));
+        assert_eq!(tasks[1].cpu, 1);
+        assert_eq!(tasks[1].line, 8);
+
+        let cases = [
+            ("[[task]]\nname = \"a\"\nperiod = \"5\"\ncompute = \"1ms\"\npriority = 9\n", "line 3: task 'a': field 'period'"),
+            ("[[task]]\nname = \"a\"\nperiod = \"5ms\"\ncompute = \"6ms\"\npriority = 9\n", "line 4: task 'a': field 'compute'"),
+            ("[[task]]\nname = \"a\"\nperiod = \"5ms\"\ncompute = \"1ms\"\npriority = 200\n", "line 5: task 'a': field 'priority'"),
+            ("[[task]]\nname = \"a\"\nperiod = \"5ms\"\ncompute = \"1ms\"\n", "line 1: task 'a': field 'priority'"),
+            ("[[task]]\nname = \"a\"\nperiod = \"5ms\"\ncompute = \"1ms\"\ndeadline = \"6ms\"\npriority = 9\n", "line 5: task 'a': field 'deadline'"),
+        ];
+        for (text, expected) in cases {
+            let message = parse_task_set(text).unwrap_err().to_string();
+            assert!(
+                message.starts_with(expected),
+                "{message} (expected {expected})"
+            );
+        }
+        let message = parse_task_set("[[task]]\nname = \"a\"\nperiod = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("line 3"), "{message}");
+        assert_eq!(parse_task_set(""), Err(TaskSetError::Empty));
+    }
+}

@@ -1,0 +1,99 @@
+//! HdrHistogram interval logs, as written by `HistogramLogWriter` (Java, C, Rust, Go, Python).
+//!
+//! `#[StartTime: …]`/`#[BaseTime: …]` comments, an optional `"StartTimestamp","Interval_Length",
+//! "Interval_Max","Interval_Compressed_Histogram"` legend, then one interval per line:
+//! `[Tag=NAME,]start,length,max,BASE64` where BASE64 is a V2 compressed histogram. All intervals
+//! of one tag are summed into one series (class = the tag, or `hdr`). A log does not say what unit
+//! its values are in, so the caller must.
+
+use crate::{line_error, shorten, Format, ImportError, Imported, ImportedSeries, ValueUnit};
+use base64::Engine as _;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use rtlab_core::LatencyHistogram;
+
+pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, ImportError> {
+    let unit = unit.ok_or_else(|| {
+        ImportError::File(
+            "an HdrHistogram log does not say its unit: give --value-unit ns, us or ms".to_owned(),
+        )
+    })?;
+    let scale = unit.nanos_per_unit();
+    let mut series: Vec<ImportedSeries> = Vec::new();
+    let mut deserializer = Deserializer::new();
+    for (index, raw_line) in text.lines().enumerate() {
+        let line_number = index + 1;
+        let line = raw_line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with("\"StartTimestamp\"") {
+            continue;
+        }
+        let (tag, rest) = match line.strip_prefix("Tag=") {
+            Some(tagged) => {
+                let (tag, rest) = tagged.split_once(',').ok_or_else(|| {
+                    line_error(line_number, "a tag without the interval after it")
+                })?;
+                (tag.to_owned(), rest)
+            }
+            None => ("hdr".to_owned(), line),
+        };
+        let fields: Vec<&str> = rest.split(',').collect();
+        if fields.len() != 4 {
+            return Err(line_error(
+                line_number,
+                format!(
+                    "'{}' is not an interval (start,length,max,histogram)",
+                    shorten(line)
+                ),
+            ));
+        }
+        for (field, name) in fields[..3].iter().zip(["start", "length", "max"]) {
+            field.trim().parse::<f64>().map_err(|_| {
+                line_error(
+                    line_number,
+                    format!("interval {name} '{field}' is not a number"),
+                )
+            })?;
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(fields[3].trim())
+            .map_err(|error| {
+                line_error(line_number, format!("histogram is not base64: {error}"))
+            })?;
+        let decoded: Histogram<u64> = deserializer
+            .deserialize(&mut std::io::Cursor::new(bytes))
+            .map_err(|error| {
+                line_error(
+                    line_number,
+                    format!("not an HdrHistogram V2 histogram: {error:?}"),
+                )
+            })?;
+        let position = match series.iter().position(|item| item.class == tag) {
+            Some(position) => position,
+            None => {
+                series.push(ImportedSeries {
+                    class: tag.clone(),
+                    cpu: series.len() as u32,
+                    histogram: LatencyHistogram::new(),
+                });
+                series.len() - 1
+            }
+        };
+        let histogram = &mut series[position].histogram;
+        for bucket in decoded.iter_recorded() {
+            let value_ns = (bucket.value_iterated_to() as f64 * scale).round() as u64;
+            histogram.record_n(value_ns, bucket.count_at_value());
+        }
+    }
+    if series.is_empty() {
+        return Err(ImportError::File(
+            "no intervals in the HdrHistogram log".to_owned(),
+        ));
+    }
+    Ok(Imported {
+        format: Format::HdrLog,
+        series,
+        warnings: vec![
+            "HdrHistogram values are bucket edges (3 significant digits in most logs)".to_owned(),
+        ],
+    })
+}
