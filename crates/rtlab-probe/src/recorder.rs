@@ -33,8 +33,7 @@ impl Recorder {
     /// `seconds` is the planned measuring time in whole seconds (the per-second table's size);
     /// `peak_capacity` how many of the largest samples to keep with their times.
     pub fn new(seconds: usize, peak_capacity: usize, live: Arc<LiveCounters>) -> Self {
-        let mut max_per_second = Vec::with_capacity(seconds + 1);
-        max_per_second.resize(seconds + 1, 0);
+        let max_per_second = vec![0; seconds + 1];
         Recorder {
             histogram: LatencyHistogram::new(),
             max_per_second,

@@ -3,8 +3,11 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod completions;
+pub mod explain;
 pub mod history;
 pub mod run;
+pub mod run_explain;
 pub mod show;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
@@ -24,6 +27,10 @@ pub enum Command {
     History(history::Args),
     /// Print a stored run (by id, id prefix or `latest`) or a Run record file
     Show(show::Args),
+    /// Re-print the explained late wake-ups of a run measured with --explain (worst episodes, top offenders)
+    Explain(explain::Args),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) or the man page (`man`)
+    Completions(completions::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -31,6 +38,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args),
         Command::History(args) => history::run(args),
         Command::Show(args) => show::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Completions(args) => completions::run(args),
     }
 }
 

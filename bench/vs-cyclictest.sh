@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# rtlab vs cyclictest, side by side (issue 2, BENCHMARKS.md "probe").
+#
+# Same CPUs (all online), SCHED_FIFO 90, 1 ms period, same duration, cpu_dma_latency 0 for both,
+# runs interleaved A B A B …, first idle and then under `stress-ng --cpu 2 --io 1`. Both tools
+# write a cyclictest-format histogram (1 µs buckets), which bench/summarise.py reads the same way,
+# so the medians and p99s compared are the same quantity at the same resolution. CPU time of each
+# tool is taken from GNU time (user + system).
+#
+# Then the period sweep: the shortest period at which rtlab's rt-high thread on every CPU has zero
+# missed periods and zero lost samples.
+#
+# usage: bench/vs-cyclictest.sh [SECONDS_PER_RUN=30] [ROUNDS=3]   (needs root, rt-tests, stress-ng)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+rounds=${2:-3}
+rtlab=${RTLAB:-target/release/rtlab}
+out=bench/out/vs-cyclictest-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+[ -x "$rtlab" ] || cargo build --release -p rtlab
+command -v cyclictest >/dev/null || { echo "cyclictest missing: apt-get install rt-tests" >&2; exit 2; }
+command -v stress-ng >/dev/null || { echo "stress-ng missing: apt-get install stress-ng" >&2; exit 2; }
+
+stress_pid=
+cleanup() { [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+
+for load in idle stress; do
+  if [ "$load" = stress ]; then
+    stress-ng --cpu 2 --io 1 --timeout $(( (seconds + 5) * rounds * 2 + 30 ))s >/dev/null 2>&1 &
+    stress_pid=$!
+    sleep 3
+  fi
+  for round in $(seq "$rounds"); do
+    echo "== $load round $round: cyclictest"
+    /usr/bin/time -f "%U %S" -o "$out/cyclictest-$load-$round.time" \
+      cyclictest -m -p 90 -i 1000 -t -a -D "${seconds}s" -q -h 20000 \
+      --histfile="$out/cyclictest-$load-$round.hist" >/dev/null
+    echo "== $load round $round: rtlab"
+    /usr/bin/time -f "%U %S" -o "$out/rtlab-$load-$round.time" \
+      "$rtlab" run --classes rt-high --no-handoff --period 1ms --duration "${seconds}s" --warmup 0s \
+      --cpu-dma-latency 0 --no-store --histogram 20000 --histfile "$out/rtlab-$load-$round.hist" \
+      --json "$out/rtlab-$load-$round.json" >/dev/null
+  done
+  cleanup; stress_pid=
+done
+
+echo "== period sweep (idle, 10 s each)"
+for period in 1ms 500us 200us 100us 50us 20us; do
+  "$rtlab" run --classes rt-high --no-handoff --period "$period" --duration 10s --warmup 0s \
+    --cpu-dma-latency 0 --no-store --json "$out/sweep-$period.json" >/dev/null
+done
+
+python3 bench/summarise.py "$out"
