@@ -15,7 +15,7 @@
 //! below, never a made-up number.
 
 use crate::classes::{ApplicationClass, Rate};
-use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord};
+use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord, Series};
 use serde::Serialize;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
@@ -482,6 +482,36 @@ pub struct SeriesSelection {
     pub label: String,
     pub histogram: LatencyHistogram,
     pub cpus: Vec<u32>,
+    /// Missed periods put back into the histogram from the peaks (see [`add_missed_periods`]).
+    pub missed_restored: u64,
+    /// Missed periods whose latency the record cannot tell (more than its peaks cover).
+    pub missed_unknown: u64,
+}
+
+/// Puts the periods a probe skipped back into a histogram, as cyclictest would have measured them.
+///
+/// A wake-up `L` late with `L ≥ t` makes the probe skip the periods it overslept; an application
+/// with an absolute timer would instead have run them at once, `L − t`, `L − 2t`, … late. Those are
+/// trials of the forecast's model too, and many of them fail, so leaving them out would flatter the
+/// machine. They are rebuilt from the largest samples the series kept (`peaks`); `(restored,
+/// unknown)` says how many were rebuilt and how many the peaks did not cover.
+pub fn add_missed_periods(series: &Series, histogram: &mut LatencyHistogram) -> (u64, u64) {
+    if series.missed == 0 {
+        return (0, 0);
+    }
+    if series.period_ns == 0 {
+        return (0, series.missed);
+    }
+    let mut restored = 0;
+    for peak in &series.peaks {
+        let mut latency = peak.value_ns;
+        while latency >= series.period_ns && restored < series.missed {
+            latency -= series.period_ns;
+            histogram.record(latency);
+            restored += 1;
+        }
+    }
+    (restored, series.missed - restored)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -552,6 +582,7 @@ pub fn select_series(
     let label = format!("{class}/{metric}");
     let mut pooled = LatencyHistogram::new();
     let mut cpus = Vec::new();
+    let (mut missed_restored, mut missed_unknown) = (0, 0);
     for series in record
         .series
         .iter()
@@ -563,6 +594,10 @@ pub fn select_series(
                 label: series.label(),
                 message: error.to_string(),
             })?;
+        let mut histogram = histogram;
+        let (restored, unknown) = add_missed_periods(series, &mut histogram);
+        missed_restored += restored;
+        missed_unknown += unknown;
         pooled.add(&histogram);
         cpus.push(series.cpu);
     }
@@ -576,6 +611,8 @@ pub fn select_series(
         label,
         histogram: pooled,
         cpus,
+        missed_restored,
+        missed_unknown,
     })
 }
 
@@ -687,7 +724,10 @@ mod tests {
         assert_eq!(row.p_late, None);
         assert_eq!(row.mttf_s, None);
         let bound = row.mttf_ci_s[0].unwrap();
-        assert!((bound - 0.040 * 1e6 / std::f64::consts::LN_10).abs() < 1e-6, "{bound}");
+        assert!(
+            (bound - 0.040 * 1e6 / std::f64::consts::LN_10).abs() < 1e-6,
+            "{bound}"
+        );
         assert_eq!(row.mttf_ci_s[1], None);
         let text = row.describe_mttf("underrun");
         assert!(text.contains("beyond the data"), "{text}");
@@ -836,6 +876,41 @@ mod tests {
         record.series[1].class = "other".to_owned();
         let message = select_series(&record, None).unwrap_err().to_string();
         assert!(message.contains("several classes"), "{message}");
+    }
+
+    #[test]
+    fn missed_periods_are_restored_from_peaks() {
+        let mut histogram = LatencyHistogram::new();
+        histogram.record_n(10_000, 97);
+        histogram.record(2_500_000);
+        let mut series = RunRecord::series_from_histogram(
+            Metric::Wakeup,
+            "rt-high",
+            0,
+            "SCHED_FIFO",
+            90,
+            1_000_000,
+            &histogram,
+            3,
+            0,
+            vec![],
+            vec![rtlab_core::Peak {
+                at_ns: 5,
+                value_ns: 2_500_000,
+            }],
+        )
+        .unwrap();
+        // 2.5 ms late with t = 1 ms skipped 2 periods: they would have been 1.5 ms and 0.5 ms late.
+        // The record says 3 were missed: one is not covered by the peaks.
+        let mut restored = series.histogram().unwrap();
+        assert_eq!(add_missed_periods(&series, &mut restored), (2, 1));
+        assert_eq!(restored.count(), 100);
+        assert_eq!(restored.count_above(1_000_000), 2);
+        series.period_ns = 0;
+        assert_eq!(
+            add_missed_periods(&series, &mut series.histogram().unwrap()),
+            (0, 3)
+        );
     }
 
     fn test_record() -> RunRecord {

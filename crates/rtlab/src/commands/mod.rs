@@ -3,9 +3,12 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod check;
 pub mod completions;
 pub mod explain;
+pub mod forecast;
 pub mod history;
+pub mod import;
 pub mod run;
 pub mod run_explain;
 pub mod show;
@@ -31,6 +34,12 @@ pub enum Command {
     Explain(explain::Args),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) or the man page (`man`)
     Completions(completions::Args),
+    /// Forecast the mean time to buffer underrun for n buffers of t ms, per application class
+    Forecast(forecast::Args),
+    /// Check a task set for schedulability, with this machine's measured latency folded in
+    Check(check::Args),
+    /// Import cyclictest, rtla timerlat, HdrHistogram log or CSV latency data as a Run record
+    Import(import::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -40,6 +49,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Show(args) => show::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Completions(args) => completions::run(args),
+        Command::Forecast(args) => forecast::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Import(args) => import::run(args),
     }
 }
 

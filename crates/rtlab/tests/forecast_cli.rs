@@ -1,0 +1,312 @@
+//! `rtlab forecast` end to end on records built by hand, so every figure is known in advance.
+
+use rtlab_core::{LatencyHistogram, Metric, RunRecord, RUN_SCHEMA};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rtlab(home: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
+    command.env("RTLAB_HOME", home);
+    command
+}
+
+/// 10^6 rt-high wake-ups over two CPUs: 999 000 at 100 µs, 900 at 2 ms, 90 at 5 ms, 10 at 20 ms.
+fn write_record(directory: &Path) -> PathBuf {
+    let mut first = LatencyHistogram::new();
+    first.record_n(100_000, 499_000);
+    first.record_n(2_000_000, 900);
+    first.record_n(20_000_000, 10);
+    let mut second = LatencyHistogram::new();
+    second.record_n(100_000, 500_000);
+    second.record_n(5_000_000, 90);
+    let series = |cpu: u32, histogram: &LatencyHistogram| {
+        RunRecord::series_from_histogram(
+            Metric::Wakeup,
+            "rt-high",
+            cpu,
+            "SCHED_FIFO",
+            90,
+            1_000_000,
+            histogram,
+            0,
+            0,
+            vec![],
+            vec![],
+        )
+        .unwrap()
+    };
+    let record = RunRecord {
+        schema: RUN_SCHEMA.to_owned(),
+        id: "forecast-test".to_owned(),
+        started_at: "2026-01-01T00:00:00Z".to_owned(),
+        duration_ns: 500_000_000_000,
+        tool_version: "test".to_owned(),
+        cmdline: vec![],
+        host: Default::default(),
+        config: Value::Null,
+        series: vec![series(0, &first), series(1, &second)],
+        load: None,
+        episodes: vec![],
+        warnings: vec![],
+        interrupted: false,
+    };
+    let path = directory.join("record.json");
+    std::fs::write(&path, record.to_json_pretty()).unwrap();
+    path
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "stdout is not JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+#[test]
+fn mttf_of_a_configuration_matches_hand_computation() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--buffers",
+            "2",
+            "--buffer-ms",
+            "4",
+        ])
+        .args(["--compute-ms", "1", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json = json_of(&output);
+    assert_eq!(json["schema"], "rtlab.forecast/1");
+    assert_eq!(json["series"], "rt-high/wakeup");
+    assert_eq!(json["samples"], 1_000_000);
+    let row = &json["rows"][0];
+    // Slack 3 ms; 100 of 10^6 wake-ups are later: P = 1e-4, MTTF = 4 ms / 1e-4 = 40 s.
+    assert_eq!(row["slack_ns"], 3_000_000);
+    assert!((row["p_late"].as_f64().unwrap() - 1e-4).abs() < 1e-12);
+    assert!((row["mttf_s"].as_f64().unwrap() - 40.0).abs() < 1e-9);
+    let low = row["mttf_ci_s"][0].as_f64().unwrap();
+    let high = row["mttf_ci_s"][1].as_f64().unwrap();
+    assert!(low < 40.0 && 40.0 < high, "{low} {high}");
+    assert_eq!(row["model"], "per-period");
+}
+
+#[test]
+fn paper_002_model_divides_by_the_buffering() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--buffers",
+            "3",
+            "--buffer-ms",
+            "4",
+        ])
+        .args(["--compute-ms", "1", "--model", "paper002", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    // Slack 7 ms: 10 late, P = 1e-5, MTTF = (n−1)·t / P = 8 ms / 1e-5 = 800 s.
+    let mttf = json_of(&output)["rows"][0]["mttf_s"].as_f64().unwrap();
+    assert!((mttf - 800.0).abs() < 1e-6, "{mttf}");
+}
+
+#[test]
+fn slack_beyond_the_data_gets_no_number() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--buffers",
+            "2",
+            "--buffer-ms",
+            "40",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("beyond what the data supports"), "{text}");
+    assert!(
+        text.contains("no underrun expected within the horizon the data supports"),
+        "{text}"
+    );
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--buffers",
+            "2",
+            "--buffer-ms",
+            "40",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    let row = &json_of(&output)["rows"][0];
+    assert!(row["p_late"].is_null() && row["mttf_s"].is_null(), "{row}");
+    assert!(row["mttf_ci_s"][1].is_null());
+    assert_eq!(row["basis"]["kind"], "beyond_data");
+}
+
+#[test]
+fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    // Modem 3 × 6 ms, c 1.5 ms: slack 10.5 ms, 10 late: MTTF 6 ms / 1e-5 = 600 s < 1 hour.
+    let output = rtlab(directory.path())
+        .args(["forecast", record.to_str().unwrap(), "--class", "modem"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains(
+            "NOT suitable for soft modem datapump, 3 × 6 ms buffers: one glitch every 10 min"
+        ),
+        "{text}"
+    );
+    // Real-time video, 2 × 33 ms: the slack is beyond the data, but the lower bound on the MTTF
+    // (33 ms · 10^6 / ln 10 = 4 h) already beats one per 10 minutes: suitable, exit 0.
+    let output = rtlab(directory.path())
+        .args(["forecast", record.to_str().unwrap(), "--class", "rt-video"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("\nrt-video               suitable for real-time video"),
+        "{text}"
+    );
+    assert!(text.contains("the MTTF is above 4 h"), "{text}");
+}
+
+#[test]
+fn without_a_class_every_builtin_class_gets_a_verdict() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let output = rtlab(directory.path())
+        .args(["forecast", record.to_str().unwrap(), "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let json = json_of(&output);
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), rtlab_analysis::classes::builtin_classes().len());
+    assert!(rows.iter().all(|row| row["verdict"]["text"].is_string()));
+    for key in ["tool_version", "cmdline", "started_at", "host"] {
+        assert!(!json[key].is_null(), "missing {key}");
+    }
+}
+
+#[test]
+fn target_finds_the_least_buffering() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--buffer-ms",
+            "4",
+            "--compute-ms",
+            "1",
+        ])
+        .args(["--target", "1/5min", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    // n=2 → 40 s, n=3 → 400 s ≥ 300 s.
+    let found = &json_of(&output)["least_buffering"]["found"];
+    assert_eq!(found["buffers"], 3, "{found}");
+}
+
+#[test]
+fn user_classes_file_adds_classes_and_errors_name_the_line() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let classes = directory.path().join("classes.toml");
+    std::fs::write(
+        &classes,
+        "[[class]]\nname = \"synth\"\nbuffers = 3\nbuffer = \"4ms\"\ncompute = \"1ms\"\nacceptable = \"1/5min\"\n",
+    )
+    .unwrap();
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--classes-file",
+            classes.to_str().unwrap(),
+        ])
+        .args(["--class", "synth"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("suitable for synth"));
+    std::fs::write(
+        &classes,
+        "[[class]]\nname = \"synth\"\nbuffers = 3\nbuffer = \"4\"\nacceptable = \"1/day\"\n",
+    )
+    .unwrap();
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--classes-file",
+            classes.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("line 1: class 'synth': field 'buffer'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unknown_series_and_class_are_input_errors() {
+    let directory = tempfile::tempdir().unwrap();
+    let record = write_record(directory.path());
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            record.to_str().unwrap(),
+            "--series",
+            "normal/wakeup",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no series normal/wakeup (it has: rt-high/wakeup)"),
+        "{stderr}"
+    );
+    let output = rtlab(directory.path())
+        .args(["forecast", record.to_str().unwrap(), "--class", "theremin"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
