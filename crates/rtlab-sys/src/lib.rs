@@ -12,6 +12,7 @@ pub mod futex;
 pub mod host;
 pub mod memory;
 pub mod output_file;
+pub mod perf;
 pub mod proc_stat;
 pub mod sched;
 pub mod signals;

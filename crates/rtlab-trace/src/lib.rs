@@ -12,6 +12,7 @@ pub mod format;
 pub mod offenders;
 pub mod page;
 pub mod recorder;
+pub mod stacks;
 pub mod symbols;
 pub mod window;
 

@@ -12,9 +12,11 @@ use crate::attribution::{attribute, AttributionContext, LateWakeup};
 use crate::event::{EventDecoder, EventError, EventKind, RECORDED_EVENTS, RECORDED_VECTORS};
 use crate::format::{parse_event_format, parse_header_event, parse_header_page, FormatError};
 use crate::page::{LostEvents, PageDecoder, PageError};
+use crate::stacks::{parse_record, render_stack, PerfRecord, StackRing};
 use crate::symbols::KernelSymbols;
 use crate::window::EventWindow;
 use rtlab_core::{CauseKind, Episode};
+use rtlab_sys::perf::CpuClockSampler;
 use rtlab_sys::tracefs::{self, Instance, Marker, RawPipe, Tracefs};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,15 +52,18 @@ pub struct RecorderConfig {
     pub retention: Duration,
     /// At most this many events are kept per CPU (the oldest go first).
     pub max_events_per_cpu: usize,
+    /// Sample call stacks (perf cpu-clock) every this many ns of CPU time; None: no stacks.
+    pub stack_period_ns: Option<u64>,
 }
 
 impl Default for RecorderConfig {
     fn default() -> Self {
         RecorderConfig {
             cpus: Vec::new(),
-            buffer_size_kb: 4096,
+            buffer_size_kb: 8192,
             retention: Duration::from_millis(1500),
             max_events_per_cpu: 200_000,
+            stack_period_ns: None,
         }
     }
 }
@@ -74,6 +79,9 @@ pub struct RecorderStats {
     pub pages_after_loss: u64,
     pub undecodable_pages: u64,
     pub undecodable_events: u64,
+    pub stack_samples: u64,
+    pub lost_stack_samples: u64,
+    pub undecodable_stack_samples: u64,
 }
 
 /// How far before the intended time the recorder looks to know the CPU's state.
@@ -82,6 +90,9 @@ const LOOKBACK_NS: u64 = 20_000_000;
 /// A running recording. Field order matters: files inside the instance close before it is removed,
 /// and the instance goes before a tracefs mount we made.
 pub struct Recorder {
+    samplers: Vec<CpuClockSampler>,
+    stack_rings: BTreeMap<usize, StackRing>,
+    retention_ns: u64,
     readers: Vec<RawPipe>,
     marker: Option<Marker>,
     instance: Instance,
@@ -94,6 +105,7 @@ pub struct Recorder {
     symbols: KernelSymbols,
     removed_stale: Vec<String>,
     enabled_events: Vec<String>,
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -155,8 +167,17 @@ impl Recorder {
         };
         instance.write("tracing_on", "0")?;
         instance.write("trace_clock", "mono")?;
-        instance.write("buffer_size_kb", &config.buffer_size_kb.to_string())?;
-        if !config.cpus.is_empty() {
+        if config.cpus.is_empty() {
+            instance.write("buffer_size_kb", &config.buffer_size_kb.to_string())?;
+        } else {
+            // Only the measured CPUs get a large ring; the others are masked off and stay minimal.
+            instance.write("buffer_size_kb", "16")?;
+            for cpu in &config.cpus {
+                instance.write(
+                    &format!("per_cpu/cpu{cpu}/buffer_size_kb"),
+                    &config.buffer_size_kb.to_string(),
+                )?;
+            }
             instance.write("tracing_cpumask", &cpu_mask(&config.cpus))?;
         }
         let mut decoder = EventDecoder::default();
@@ -201,9 +222,6 @@ impl Recorder {
                 })?;
             decoder.add(&format)?;
         }
-        let symbols = tracefs::read_kallsyms()
-            .map(|text| KernelSymbols::parse(&text))
-            .unwrap_or_default();
         let cpus = if config.cpus.is_empty() {
             rtlab_sys::cpu::online_cpus()?
         } else {
@@ -226,8 +244,37 @@ impl Recorder {
             .collect();
         let page_size = tracefs::ring_page_size(&tracefs)
             .max(page_decoder.page.data_offset + page_decoder.page.data_size);
+        let mut warnings = Vec::new();
+        let mut samplers = Vec::new();
+        let mut stack_rings = BTreeMap::new();
+        if let Some(period_ns) = config.stack_period_ns {
+            let opened: Result<Vec<_>, _> = cpus
+                .iter()
+                .map(|cpu| CpuClockSampler::open(*cpu, period_ns, 64, 64))
+                .collect();
+            match opened.and_then(|opened| {
+                opened.iter().try_for_each(CpuClockSampler::enable)?;
+                Ok(opened)
+            }) {
+                Ok(opened) => {
+                    samplers = opened;
+                    let capacity = (retention_ns / period_ns.max(1)) as usize + 64;
+                    stack_rings = cpus
+                        .iter()
+                        .map(|cpu| (*cpu, StackRing::new(capacity)))
+                        .collect();
+                }
+                Err(error) => warnings.push(format!(
+                    "--stacks: perf_event_open failed ({error}); episodes have no stacks"
+                )),
+            }
+        }
         instance.write("tracing_on", "1")?;
         Ok(Recorder {
+            samplers,
+            stack_rings,
+            retention_ns,
+            warnings,
             readers,
             marker,
             instance,
@@ -237,7 +284,7 @@ impl Recorder {
             page: vec![0; page_size],
             windows,
             stats: RecorderStats::default(),
-            symbols,
+            symbols: KernelSymbols::default(),
             removed_stale,
             enabled_events,
         })
@@ -260,12 +307,25 @@ impl Recorder {
         self.tracefs.mounted_by_us()
     }
 
+    /// What the recorder could not do (e.g. stacks refused), for the run's warnings.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     pub fn stats(&self) -> RecorderStats {
         self.stats
     }
 
     pub fn symbols(&self) -> &KernelSymbols {
         &self.symbols
+    }
+
+    /// Loads /proc/kallsyms for naming timer callbacks, work functions and stack frames. Separate
+    /// from `start` because parsing takes a while and need not delay the measurement.
+    pub fn load_symbols(&mut self) {
+        if let Ok(text) = tracefs::read_kallsyms() {
+            self.symbols = KernelSymbols::parse(&text);
+        }
     }
 
     pub fn window(&self, cpu: usize) -> Option<&EventWindow> {
@@ -284,6 +344,22 @@ impl Recorder {
     /// of events decoded.
     pub fn poll(&mut self, max_pages_per_cpu: usize) -> Result<u64, TraceError> {
         let mut decoded = 0;
+        for sampler in &mut self.samplers {
+            let ring = self
+                .stack_rings
+                .get_mut(&sampler.cpu())
+                .expect("a ring per sampler");
+            let stats = &mut self.stats;
+            sampler.drain(|record| match parse_record(record) {
+                Ok(PerfRecord::Sample(sample)) => {
+                    stats.stack_samples += 1;
+                    ring.push(sample);
+                }
+                Ok(PerfRecord::Lost(count)) => stats.lost_stack_samples += count,
+                Ok(PerfRecord::Other) => {}
+                Err(_) => stats.undecodable_stack_samples += 1,
+            });
+        }
         for reader in &mut self.readers {
             let cpu = reader.cpu();
             let window = self.windows.get_mut(&cpu).expect("a window per reader");
@@ -337,6 +413,13 @@ impl Recorder {
                 keep_from_ns.map(|keep| keep.saturating_sub(LOOKBACK_NS)),
             );
         }
+        let mut cutoff = now_ns.saturating_sub(self.retention_ns);
+        if let Some(keep) = keep_from_ns {
+            cutoff = cutoff.min(keep.saturating_sub(LOOKBACK_NS));
+        }
+        for ring in self.stack_rings.values_mut() {
+            ring.trim(cutoff);
+        }
     }
 
     /// True once the CPU's events reach past `time_ns`.
@@ -386,14 +469,40 @@ impl Recorder {
         {
             if let Some(pid) = cause.pid {
                 if let Ok(policy) = rtlab_sys::sched::thread_policy(pid) {
-                    let policy_text = format!("{} {}", policy.name(), policy.priority_or_nice());
-                    cause.detail = Some(match cause.detail.take() {
-                        Some(detail) => format!("{policy_text}; {detail}"),
-                        None => policy_text,
-                    });
+                    let policy_text = if policy.is_realtime() {
+                        format!("{} {}", policy.name(), policy.priority_or_nice())
+                    } else {
+                        format!("{} nice {}", policy.name(), policy.priority_or_nice())
+                    };
+                    // The trace only knew the kernel priority; the policy replaces that part.
+                    let rest = cause
+                        .detail
+                        .as_deref()
+                        .and_then(|detail| {
+                            detail.split_once(", ").map(|(_, rest)| format!(", {rest}"))
+                        })
+                        .unwrap_or_default();
+                    cause.detail = Some(format!("{policy_text}{rest}"));
                 }
             }
         }
+        let stack = self.stack_rings.get(&cpu).and_then(|ring| {
+            let sample = ring.during(late.intended_ns, late.actual_ns, late.tid)?;
+            let comm = events.iter().rev().find_map(|event| match &event.kind {
+                EventKind::Switch {
+                    next_pid,
+                    next_comm,
+                    ..
+                } if *next_pid as u32 == sample.tid => Some(next_comm.to_string()),
+                EventKind::Switch {
+                    prev_pid,
+                    prev_comm,
+                    ..
+                } if *prev_pid as u32 == sample.tid => Some(prev_comm.to_string()),
+                _ => None,
+            });
+            Some(render_stack(sample, comm.as_deref(), &self.symbols))
+        });
         Episode {
             series: late.series.clone(),
             cpu: late.cpu,
@@ -401,7 +510,7 @@ impl Recorder {
             latency_ns: late.latency_ns,
             causes,
             steal_ns: None,
-            stack: None,
+            stack,
         }
     }
 }
@@ -437,6 +546,7 @@ pub struct ExplainerReport {
     pub stats: RecorderStats,
     pub removed_stale_instances: Vec<String>,
     pub enabled_events: Vec<String>,
+    pub warnings: Vec<String>,
 }
 
 /// A recorder on its own thread, explaining late samples as they arrive.
@@ -535,12 +645,14 @@ fn run_explainer(
     let mut report = ExplainerReport {
         removed_stale_instances: recorder.removed_stale_instances().to_vec(),
         enabled_events: recorder.enabled_events().to_vec(),
+        warnings: recorder.warnings().to_vec(),
         ..ExplainerReport::default()
     };
     let mut pending: VecDeque<LateWakeup> = VecDeque::new();
     let mut drained = Vec::with_capacity(1024);
     let mut steal = StealHistory::default();
     let settle_ns = config.settle.as_nanos() as u64;
+    recorder.load_symbols();
     let mut stopping_since: Option<u64> = None;
     loop {
         let now = rtlab_sys::clock::monotonic_ns();
