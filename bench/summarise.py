@@ -35,9 +35,13 @@ def quantile(counts, overflows, q):
 
 
 def cpu_seconds(path):
+    """task-clock from `perf stat -x,` output (milliseconds), as seconds."""
     with open(path) as handle:
-        user, system = handle.read().split()[:2]
-    return float(user) + float(system)
+        for line in handle:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[2] == "task-clock":
+                return float(fields[0]) / 1000.0
+    raise ValueError(f"{path}: no task-clock line")
 
 
 def main(directory):
@@ -69,18 +73,28 @@ def main(directory):
         ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"
         print(f"| {load} | {ratio(r[0], c[0])} | {ratio(r[1], c[1])} | {ratio(r[2], c[2])} |")
     print()
-    print("| period | CPUs | samples | missed | lost | worst wake-up (µs) |")
-    print("|---|---|---|---|---|---|")
-    for period in ("1ms", "500us", "200us", "100us", "50us", "20us"):
-        path = os.path.join(directory, f"sweep-{period}.json")
+    print("| period | rtlab samples | rtlab missed (counted) | rtlab lost | rtlab worst (µs) | cyclictest samples | cyclictest periods skipped silently |")
+    print("|---|---|---|---|---|---|---|")
+    for period_us in (1000, 500, 200, 100, 50, 20):
+        path = os.path.join(directory, f"sweep-{period_us}us.json")
         if not os.path.exists(path):
             continue
         with open(path) as handle:
             record = json.load(handle)
         wakeups = [s for s in record["series"] if s["metric"] == "wakeup"]
+        expected = len(wakeups) * record["duration_ns"] // (period_us * 1000)
+        cyclic = "n/a"
+        cyclic_skipped = "n/a"
+        hist = os.path.join(directory, f"sweep-cyclictest-{period_us}us.hist")
+        if os.path.exists(hist):
+            counts, overflows = read_histfile(hist)
+            cyclic_samples = sum(counts.values()) + overflows
+            cyclic = str(cyclic_samples)
+            cyclic_skipped = str(max(0, expected - cyclic_samples))
         print(
-            f"| {period} | {len(wakeups)} | {sum(s['count'] for s in wakeups)} | {sum(s['missed'] for s in wakeups)}"
-            f" | {sum(s['lost'] for s in wakeups)} | {max(s['max_ns'] for s in wakeups) / 1000:.1f} |"
+            f"| {period_us} µs | {sum(s['count'] for s in wakeups)} | {sum(s['missed'] for s in wakeups)}"
+            f" | {sum(s['lost'] for s in wakeups)} | {max(s['max_ns'] for s in wakeups) / 1000:.1f}"
+            f" | {cyclic} | {cyclic_skipped} |"
         )
 
 

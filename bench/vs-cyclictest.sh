@@ -5,10 +5,11 @@
 # runs interleaved A B A B …, first idle and then under `stress-ng --cpu 2 --io 1`. Both tools
 # write a cyclictest-format histogram (1 µs buckets), which bench/summarise.py reads the same way,
 # so the medians and p99s compared are the same quantity at the same resolution. CPU time of each
-# tool is taken from GNU time (user + system).
+# tool (all its threads, ns resolution) is perf stat's task-clock.
 #
-# Then the period sweep: the shortest period at which rtlab's rt-high thread on every CPU has zero
-# missed periods and zero lost samples.
+# Then the period sweep, idle: rtlab's rt-high thread on every CPU at 1 ms … 20 µs, counting
+# samples, missed periods and lost samples; cyclictest at the same periods, whose shortfall of
+# samples against duration/period is the periods it skipped without saying so.
 #
 # usage: bench/vs-cyclictest.sh [SECONDS_PER_RUN=30] [ROUNDS=3]   (needs root, rt-tests, stress-ng)
 set -euo pipefail
@@ -20,6 +21,7 @@ out=bench/out/vs-cyclictest-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 [ -x "$rtlab" ] || cargo build --release -p rtlab
 command -v cyclictest >/dev/null || { echo "cyclictest missing: apt-get install rt-tests" >&2; exit 2; }
+command -v perf >/dev/null || { echo "perf missing: apt-get install linux-perf" >&2; exit 2; }
 command -v stress-ng >/dev/null || { echo "stress-ng missing: apt-get install stress-ng" >&2; exit 2; }
 
 stress_pid=
@@ -34,11 +36,11 @@ for load in idle stress; do
   fi
   for round in $(seq "$rounds"); do
     echo "== $load round $round: cyclictest"
-    /usr/bin/time -f "%U %S" -o "$out/cyclictest-$load-$round.time" \
+    perf stat -x, -e task-clock -o "$out/cyclictest-$load-$round.time" \
       cyclictest -m -p 90 -i 1000 -t -a -D "${seconds}s" -q -h 20000 \
       --histfile="$out/cyclictest-$load-$round.hist" >/dev/null
     echo "== $load round $round: rtlab"
-    /usr/bin/time -f "%U %S" -o "$out/rtlab-$load-$round.time" \
+    perf stat -x, -e task-clock -o "$out/rtlab-$load-$round.time" \
       "$rtlab" run --classes rt-high --no-handoff --period 1ms --duration "${seconds}s" --warmup 0s \
       --cpu-dma-latency 0 --no-store --histogram 20000 --histfile "$out/rtlab-$load-$round.hist" \
       --json "$out/rtlab-$load-$round.json" >/dev/null
@@ -47,9 +49,11 @@ for load in idle stress; do
 done
 
 echo "== period sweep (idle, 10 s each)"
-for period in 1ms 500us 200us 100us 50us 20us; do
-  "$rtlab" run --classes rt-high --no-handoff --period "$period" --duration 10s --warmup 0s \
-    --cpu-dma-latency 0 --no-store --json "$out/sweep-$period.json" >/dev/null
+for period_us in 1000 500 200 100 50 20; do
+  "$rtlab" run --classes rt-high --no-handoff --period "${period_us}us" --duration 10s --warmup 0s \
+    --cpu-dma-latency 0 --no-store --json "$out/sweep-${period_us}us.json" >/dev/null
+  cyclictest -m -p 90 -i "$period_us" -t -a -D 10s -q -h 1 \
+    --histfile="$out/sweep-cyclictest-${period_us}us.hist" >/dev/null
 done
 
 python3 bench/summarise.py "$out"

@@ -55,6 +55,8 @@ pub struct Args {
     pub keep_peaks: usize,
     // integration: load — flatten the load arguments here
     // integration: explain — flatten the explain arguments here
+    #[command(flatten)]
+    pub explain: super::run_explain::ExplainArgs,
 }
 
 fn parse_nanos(text: &str) -> Result<Nanos, String> {
@@ -147,18 +149,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         input_error => exit::input(input_error),
     })?;
     // integration: explain — start the recorder here (probe.thread_ids(), probe.set_late_threshold)
+    let mut explain_session = super::run_explain::start(&args.explain, &probe, &cpus);
 
     let progress = ProgressDisplay::new(Nanos(args.warmup.as_u64() + args.duration.as_u64()));
+    // Poll often when a bar is drawn; otherwise the controller wakes rarely, to stay out of the way.
+    let poll = if progress.is_drawn() {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_millis(250)
+    };
     loop {
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(poll);
         if probe.stop_requested() || probe.is_finished() {
             break;
         }
         // integration: load — start the loads once warm-up is over (probe.measure_start_ns())
         // integration: explain — drain late samples here (probe.drain_late)
+        if let Some(session) = explain_session.as_mut() {
+            session.poll(&probe);
+        }
         progress.update(&probe);
     }
     progress.finish();
+    if let Some(session) = explain_session.as_mut() {
+        session.poll(&probe);
+    }
     let interrupted = probe.stop_requested();
     let result = probe.finish();
     // integration: load — stop the loads here and keep what ran for the record
@@ -181,6 +196,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     // integration: explain — attach episodes to the record here
+    if let Some(session) = explain_session {
+        session.finish(&mut record)?;
+    }
     // integration: tail — fill each series' tail here
 
     let mut out = std::io::stdout().lock();
@@ -189,6 +207,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::render::write_summary(&mut out, &record)?;
         if args.intervals {
             crate::render::write_interval_table(&mut out, &record)?;
+        }
+        if args.explain.explain {
+            super::explain::write_report(&mut out, &record, 10)?;
         }
     }
     drop(out);
@@ -400,6 +421,10 @@ impl ProgressDisplay {
                 crate::render::micros(progress.max_wakeup_ns)
             ));
         }
+    }
+
+    fn is_drawn(&self) -> bool {
+        self.bar.is_some()
     }
 
     fn finish(&self) {
