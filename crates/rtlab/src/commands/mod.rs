@@ -9,6 +9,7 @@ pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
+pub mod plan;
 pub mod run;
 pub mod run_explain;
 pub mod show;
@@ -40,6 +41,8 @@ pub enum Command {
     Check(check::Args),
     /// Import cyclictest, rtla timerlat, HdrHistogram log or CSV latency data as a Run record
     Import(import::Args),
+    /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
+    Plan(plan::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -52,6 +55,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Forecast(args) => forecast::run(args),
         Command::Check(args) => check::run(args),
         Command::Import(args) => import::run(args),
+        Command::Plan(args) => plan::run(args),
     }
 }
 
