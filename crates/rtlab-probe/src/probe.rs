@@ -131,9 +131,14 @@ struct Shared {
     late_dropped: AtomicU64,
 }
 
+/// A late threshold on its own cache lines (see `LiveCounters`): read on every sample.
+#[derive(Debug)]
+#[repr(align(128))]
+struct LateThreshold(AtomicU64);
+
 /// A series' late threshold plus the queue its thread pushes late samples into.
 struct LateChannel {
-    threshold_ns: Arc<AtomicU64>,
+    threshold_ns: Arc<LateThreshold>,
     producer: rtrb::Producer<LateSample>,
 }
 
@@ -149,7 +154,7 @@ pub struct RunningProbe {
     threads: Vec<JoinHandle<ThreadOutput>>,
     live: Vec<(SeriesKey, Arc<LiveCounters>)>,
     thread_ids: Vec<(SeriesKey, u32)>,
-    thresholds: Vec<(SeriesKey, Arc<AtomicU64>)>,
+    thresholds: Vec<(SeriesKey, Arc<LateThreshold>)>,
     late_consumers: Mutex<Vec<rtrb::Consumer<LateSample>>>,
     policies: Vec<(SeriesKey, Policy)>,
     warnings: Vec<String>,
@@ -272,7 +277,7 @@ impl Probe {
             Recorder::new(seconds, config.peaks_per_series, live)
         };
         let make_late_channel = |running: &mut RunningProbe, key: SeriesKey| {
-            let threshold_ns = Arc::new(AtomicU64::new(u64::MAX));
+            let threshold_ns = Arc::new(LateThreshold(AtomicU64::new(u64::MAX)));
             running.thresholds.push((key, Arc::clone(&threshold_ns)));
             let (producer, consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
             running.late_consumers.lock().expect("not poisoned").push(consumer);
@@ -393,7 +398,7 @@ fn set_up_thread(cpu: usize, policy: Policy, name: &str) -> Result<u32, ProbeErr
 
 #[inline]
 fn publish_late(late: &mut LateChannel, shared: &Shared, sample: LateSample) {
-    if sample.latency_ns > late.threshold_ns.load(Ordering::Relaxed)
+    if sample.latency_ns > late.threshold_ns.0.load(Ordering::Relaxed)
         && late.producer.push(sample).is_err()
     {
         shared.late_dropped.fetch_add(1, Ordering::Relaxed);
@@ -587,7 +592,7 @@ impl RunningProbe {
     pub fn set_late_threshold(&self, key: Option<SeriesKey>, threshold_ns: u64) {
         for (series, threshold) in &self.thresholds {
             if key.is_none_or(|wanted| wanted == *series) {
-                threshold.store(threshold_ns, Ordering::Relaxed);
+                threshold.0.store(threshold_ns, Ordering::Relaxed);
             }
         }
     }
