@@ -1,0 +1,383 @@
+//! `rtlab run --explain`: records kernel events during the run and explains every late wake-up.
+//!
+//! The glue between the probe (which knows *that* a sample was late) and rtlab-trace (which knows
+//! what the CPU did meanwhile): it picks each series' threshold, hands the late samples over with
+//! the measuring thread's id, and puts the episodes in the Run record. By default the threshold is
+//! each series' p99.9: the first second after warm-up calibrates a provisional threshold, and at the
+//! end only episodes above the series' final p99.9 are kept.
+
+use rtlab_core::{Metric, RunRecord};
+use rtlab_probe::{LateSample, RunningProbe, SeriesKey};
+use rtlab_trace::{Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ExplainArgs {
+    /// Record kernel events (tracefs) and explain every late wake-up: which IRQ, softirq, timer or
+    /// task ran instead, and what time went unaccounted
+    #[arg(long)]
+    pub explain: bool,
+    /// Explain wake-ups later than this many µs [default: each series' p99.9 after warm-up]
+    #[arg(long, value_name = "US", requires = "explain", value_parser = parse_micros)]
+    pub explain_above: Option<u64>,
+    /// Also sample kernel call stacks (perf cpu-clock) on the measured CPUs and attach the one
+    /// caught inside each episode
+    #[arg(long, requires = "explain")]
+    pub stacks: bool,
+}
+
+fn parse_micros(text: &str) -> Result<u64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of µs"))?;
+    if !(value.is_finite() && value > 0.0 && value < 1e12) {
+        return Err(format!("'{text}' must be a positive number of µs"));
+    }
+    Ok((value * 1_000.0).round() as u64)
+}
+
+/// How long after warm-up the default threshold is calibrated.
+const CALIBRATION_NS: u64 = 1_000_000_000;
+/// Samples kept per series for calibration (1 s at 1 kHz is 1000).
+const CALIBRATION_SAMPLES: usize = 20_000;
+/// `--stacks` samples each measured CPU every 250 µs of CPU time (4 kHz).
+const STACK_PERIOD_NS: u64 = 250_000;
+
+fn label(key: &SeriesKey) -> String {
+    format!("{}/{}@{}", key.class, key.metric, key.cpu)
+}
+
+enum Threshold {
+    /// --explain-above: fixed for every series (set once at start).
+    Fixed,
+    /// Default: calibrating until `until_ns`, then per-series provisional thresholds.
+    Calibrating {
+        until_ns: u64,
+        started: bool,
+        samples: BTreeMap<SeriesKey, Vec<LateSample>>,
+    },
+    Provisional,
+}
+
+/// The explain side of one `rtlab run`.
+pub struct ExplainSession {
+    explainer: Option<Explainer>,
+    sender: mpsc::Sender<LateWakeup>,
+    thread_ids: BTreeMap<SeriesKey, u32>,
+    threshold: Threshold,
+    drained: Vec<LateSample>,
+    measure_start_ns: u64,
+    provisional: BTreeMap<String, u64>,
+    fixed_threshold_ns: Option<u64>,
+    /// Episodes recorded above the provisional threshold but not above the final p99.9.
+    dropped_below_final: usize,
+    warnings: Vec<String>,
+}
+
+/// Starts recording when `--explain` is on. A recorder that cannot start (not root, no tracefs)
+/// is a warning, not an error: the run goes on and says what it skipped.
+pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option<ExplainSession> {
+    if !args.explain {
+        return None;
+    }
+    let (sender, receiver) = mpsc::channel::<LateWakeup>();
+    let receiver = Mutex::new(receiver);
+    let source = Box::new(move |out: &mut Vec<LateWakeup>| {
+        if let Ok(receiver) = receiver.lock() {
+            out.extend(receiver.try_iter());
+        }
+    });
+    let measure_start_ns = probe.measure_start_ns();
+    let config = ExplainerConfig {
+        recorder: RecorderConfig {
+            cpus: cpus.to_vec(),
+            // The calibration second's samples are attributed after it ends.
+            retention: Duration::from_millis(CALIBRATION_NS / 1_000_000 + 1_500),
+            stack_period_ns: args.stacks.then_some(STACK_PERIOD_NS),
+            ..RecorderConfig::default()
+        },
+        poll_interval: Duration::from_millis(20),
+        origin_ns: measure_start_ns,
+        max_episodes: 10_000,
+        settle: Duration::from_millis(200),
+        deadline_ns: probe.end_ns() + 30_000_000_000,
+        markers: true,
+    };
+    let mut warnings = Vec::new();
+    let explainer = match Explainer::start(config, source) {
+        Ok(explainer) => Some(explainer),
+        Err(error) => {
+            warnings.push(format!(
+                "--explain: could not record kernel events ({error}); late wake-ups are measured but not explained (run as root with tracefs)"
+            ));
+            None
+        }
+    };
+    let threshold = match args.explain_above {
+        Some(threshold_ns) => {
+            probe.set_late_threshold(None, threshold_ns);
+            Threshold::Fixed
+        }
+        None => Threshold::Calibrating {
+            until_ns: measure_start_ns + CALIBRATION_NS,
+            started: false,
+            samples: BTreeMap::new(),
+        },
+    };
+    Some(ExplainSession {
+        explainer,
+        sender,
+        thread_ids: probe.thread_ids().into_iter().collect(),
+        threshold,
+        drained: Vec::with_capacity(4096),
+        measure_start_ns,
+        provisional: BTreeMap::new(),
+        fixed_threshold_ns: args.explain_above,
+        dropped_below_final: 0,
+        warnings,
+    })
+}
+
+/// The value at quantile `fraction` of `values` (nearest rank); `values` is sorted in place.
+fn quantile(values: &mut [u64], fraction: f64) -> Option<u64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    let rank = ((fraction * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
+impl ExplainSession {
+    /// Called from the run's control loop: moves late samples from the probe to the recorder and
+    /// sets the thresholds once calibration is over.
+    pub fn poll(&mut self, probe: &RunningProbe) {
+        if self.explainer.is_none() {
+            return;
+        }
+        let now = rtlab_sys::clock::monotonic_ns();
+        if let Threshold::Calibrating {
+            started, until_ns, ..
+        } = &mut self.threshold
+        {
+            if !*started && now + 200_000_000 >= self.measure_start_ns {
+                // Everything after warm-up is a candidate during calibration, which lasts a full
+                // second from whenever it really began.
+                probe.set_late_threshold(None, 0);
+                *started = true;
+                *until_ns = (*until_ns).max(now + CALIBRATION_NS);
+            }
+        }
+        self.drained.clear();
+        probe.drain_late(&mut self.drained);
+        let drained = std::mem::take(&mut self.drained);
+        match &mut self.threshold {
+            Threshold::Calibrating {
+                until_ns, samples, ..
+            } => {
+                for sample in &drained {
+                    let key = SeriesKey {
+                        metric: sample.metric,
+                        class: sample.class,
+                        cpu: sample.cpu,
+                    };
+                    let kept = samples.entry(key).or_default();
+                    if kept.len() < CALIBRATION_SAMPLES {
+                        kept.push(*sample);
+                    }
+                }
+                if now >= *until_ns {
+                    let samples = std::mem::take(samples);
+                    let mut forward = Vec::new();
+                    for (key, series_samples) in samples {
+                        let mut latencies: Vec<u64> = series_samples
+                            .iter()
+                            .map(|sample| sample.latency_ns)
+                            .collect();
+                        let Some(p999) = quantile(&mut latencies, 0.999) else {
+                            continue;
+                        };
+                        probe.set_late_threshold(Some(key), p999);
+                        self.provisional.insert(label(&key), p999);
+                        forward.extend(
+                            series_samples
+                                .into_iter()
+                                .filter(|sample| sample.latency_ns > p999),
+                        );
+                    }
+                    // Series that produced no sample while calibrating keep receiving everything;
+                    // stop that.
+                    for key in self.thread_ids.keys() {
+                        if key.metric != Metric::Interval
+                            && !self.provisional.contains_key(&label(key))
+                        {
+                            probe.set_late_threshold(Some(*key), u64::MAX);
+                        }
+                    }
+                    self.threshold = Threshold::Provisional;
+                    for sample in forward {
+                        self.forward(sample);
+                    }
+                }
+            }
+            Threshold::Fixed | Threshold::Provisional => {
+                for sample in &drained {
+                    self.forward(*sample);
+                }
+            }
+        }
+        self.drained = drained;
+    }
+
+    fn forward(&mut self, sample: LateSample) {
+        let key = SeriesKey {
+            metric: sample.metric,
+            class: sample.class,
+            cpu: sample.cpu,
+        };
+        let Some(tid) = self.thread_ids.get(&key) else {
+            return;
+        };
+        let _ = self.sender.send(LateWakeup {
+            series: label(&key),
+            metric: sample.metric,
+            cpu: sample.cpu as u32,
+            tid: *tid,
+            intended_ns: sample.intended_ns,
+            actual_ns: sample.actual_ns,
+            latency_ns: sample.latency_ns,
+        });
+    }
+
+    /// Stops recording and puts the episodes (and what limited them) into the record.
+    pub fn finish(mut self, record: &mut RunRecord) -> anyhow::Result<()> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        let Some(explainer) = self.explainer.take() else {
+            record.warnings.extend(warnings);
+            record_config(record, self.fixed_threshold_ns, &self.provisional, false);
+            return Ok(());
+        };
+        // Senders must see the channel closed only after the last sample was queued.
+        drop(self.sender);
+        let report = explainer.finish()?;
+        let mut episodes = report.episodes;
+        if self.fixed_threshold_ns.is_none() {
+            // Keep what is above each series' final p99.9 (the provisional threshold came from
+            // the first second only).
+            let final_p999: BTreeMap<String, u64> = record
+                .series
+                .iter()
+                .filter_map(|series| Some((series.label(), *series.percentiles.get("99.9")?)))
+                .collect();
+            let before = episodes.len();
+            episodes.retain(|episode| {
+                final_p999
+                    .get(&episode.series)
+                    .is_none_or(|threshold| episode.latency_ns > *threshold)
+            });
+            let below_final = before - episodes.len();
+            if below_final > 0 {
+                self.dropped_below_final = below_final;
+            }
+            for (series, provisional) in &self.provisional {
+                if let Some(final_threshold) = final_p999.get(series) {
+                    if provisional > final_threshold {
+                        warnings.push(format!(
+                            "--explain: {series}: samples between its p99.9 ({} µs) and the first second's p99.9 ({} µs) were not explained; use --explain-above to set the threshold",
+                            crate::render::micros(*final_threshold),
+                            crate::render::micros(*provisional)
+                        ));
+                    }
+                }
+            }
+        }
+        warnings.extend(report.warnings);
+        episodes.sort_by_key(|episode| episode.at_ns);
+        if report.episodes_not_kept > 0 {
+            warnings.push(format!(
+                "--explain: {} late wake-ups beyond the first 10000 were not explained",
+                report.episodes_not_kept
+            ));
+        }
+        if report.stats.pages_after_loss > 0 {
+            warnings.push(format!(
+                "--explain: the kernel's trace buffer overflowed {} times ({} events lost); episodes there may show more unaccounted time",
+                report.stats.pages_after_loss, report.stats.lost_events
+            ));
+        }
+        if !report.removed_stale_instances.is_empty() {
+            warnings.push(format!(
+                "--explain: removed trace instances left by earlier rtlab processes that died: {}",
+                report.removed_stale_instances.join(", ")
+            ));
+        }
+        record.episodes = episodes;
+        record.warnings.extend(warnings);
+        record_config(record, self.fixed_threshold_ns, &self.provisional, true);
+        if let Some(config) = record.config.as_object_mut() {
+            config.insert(
+                "explain_trace".into(),
+                serde_json::json!({
+                    "events": report.enabled_events,
+                    "pages": report.stats.pages,
+                    "decoded_events": report.stats.events,
+                    "lost_events": report.stats.lost_events,
+                    "undecodable_pages": report.stats.undecodable_pages,
+                    "late_samples": report.late_samples,
+                    "episodes_below_final_threshold": self.dropped_below_final,
+                    "stack_samples": report.stats.stack_samples,
+                }),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn record_config(
+    record: &mut RunRecord,
+    fixed_ns: Option<u64>,
+    provisional: &BTreeMap<String, u64>,
+    recorded: bool,
+) {
+    if let Some(config) = record.config.as_object_mut() {
+        config.insert(
+            "explain".into(),
+            serde_json::json!({
+                "threshold": match fixed_ns {
+                    Some(_) => "fixed",
+                    None => "p99.9",
+                },
+                "explain_above_ns": fixed_ns,
+                "provisional_threshold_ns": provisional,
+                "recorded": recorded,
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_micros_and_rejects_nonsense() {
+        assert_eq!(parse_micros("150"), Ok(150_000));
+        assert_eq!(parse_micros("2.5"), Ok(2_500));
+        assert!(parse_micros("0").is_err());
+        assert!(parse_micros("-3").is_err());
+        assert!(parse_micros("abc").is_err());
+        assert!(parse_micros("inf").is_err());
+    }
+
+    #[test]
+    fn quantile_is_nearest_rank() {
+        let mut values: Vec<u64> = (1..=1000).collect();
+        assert_eq!(quantile(&mut values, 0.999), Some(999));
+        assert_eq!(quantile(&mut [5], 0.999), Some(5));
+        assert_eq!(quantile(&mut [], 0.5), None);
+    }
+}
