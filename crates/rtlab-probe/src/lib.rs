@@ -6,6 +6,7 @@
 //! path does no allocation, no locking, no logging and no syscall beyond the clock read, the
 //! futex hand-off and the absolute sleep.
 
+pub mod buffer_experiment;
 pub mod class;
 pub mod probe;
 pub mod recorder;

@@ -16,4 +16,5 @@ pub mod perf;
 pub mod proc_stat;
 pub mod sched;
 pub mod signals;
+pub mod thread_clock;
 pub mod tracefs;

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod buffer_experiment;
 pub mod check;
 pub mod completions;
 pub mod explain;
@@ -41,6 +42,9 @@ pub enum Command {
     Check(check::Args),
     /// Import cyclictest, rtla timerlat, HdrHistogram log or CSV latency data as a Run record
     Import(import::Args),
+    /// Producer/consumer buffer experiment: real underruns vs the forecast (BENCHMARKS.md)
+    #[command(hide = true)]
+    BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
     Plan(plan::Args),
 }
@@ -55,6 +59,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Forecast(args) => forecast::run(args),
         Command::Check(args) => check::run(args),
         Command::Import(args) => import::run(args),
+        Command::BufferExperiment(args) => buffer_experiment::run(args),
         Command::Plan(args) => plan::run(args),
     }
 }
