@@ -37,6 +37,9 @@ pub struct LateWakeup {
     pub latency_ns: u64,
 }
 
+/// What causes are summed by: kind, name and pid.
+type CauseKey = (CauseKind, String, Option<u32>);
+
 /// Name given to the unaccounted remainder.
 pub const UNACCOUNTED_NAME: &str = "unaccounted";
 
@@ -300,8 +303,7 @@ pub fn attribute(
     push_slice(&mut slices, previous, window_end, &stack, &running);
 
     // Pass 3: classify each slice and sum by cause.
-    let mut totals: BTreeMap<(CauseKind, String, Option<u32>), (u64, Option<String>)> =
-        BTreeMap::new();
+    let mut totals: BTreeMap<CauseKey, (u64, Option<String>)> = BTreeMap::new();
     let mut add =
         |kind: CauseKind, name: String, pid: Option<u32>, detail: Option<String>, ns: u64| {
             let entry = totals.entry((kind, name, pid)).or_insert((0, detail));
@@ -505,7 +507,7 @@ fn reconcile(causes: &mut Vec<Cause>, latency_ns: u64, events_lost: bool) {
         }
     } else {
         let mut excess = total - latency_ns;
-        causes.sort_by(|left, right| right.ns.cmp(&left.ns));
+        causes.sort_by_key(|cause| std::cmp::Reverse(cause.ns));
         for cause in causes.iter_mut() {
             let taken = excess.min(cause.ns);
             cause.ns -= taken;

@@ -88,8 +88,10 @@ fn split_declaration(declaration: &str) -> Option<(String, String)> {
         _ => (declaration, ""),
     };
     let name_start = head
-        .rfind(|character: char| !(character.is_ascii_alphanumeric() || character == '_'))
-        .map(|position| position + 1)
+        .char_indices()
+        .rev()
+        .find(|(_, character)| !(character.is_ascii_alphanumeric() || *character == '_'))
+        .map(|(position, character)| position + character.len_utf8())
         .unwrap_or(0);
     let name = &head[name_start..];
     if name.is_empty()
@@ -470,6 +472,9 @@ mod tests {
             parse_event_format("sched", &SCHED_SWITCH.replace("ID: 372", "ID: 70000")).is_err()
         );
         assert!(parse_event_format("sched", "name: x\nID: 1\n").is_err());
+        // Multi-byte characters in a declaration are an error or a name, never a panic.
+        let unicode = "name: x\nID: 1\n\tfield:int \u{e9}\u{e9};\toffset:0;\tsize:4;\tsigned:1;\n\tfield:\u{1F600}[;\toffset:0;\tsize:4;\tsigned:1;\n";
+        let _ = parse_event_format("sched", unicode);
     }
 
     #[test]

@@ -335,7 +335,10 @@ impl PageBuilder {
 mod tests {
     use super::*;
 
-    fn decode_all(page: &[u8]) -> Result<(Vec<(u64, Vec<u8>)>, PageSummary), PageError> {
+    /// Each record as (time, payload).
+    type Records = Vec<(u64, Vec<u8>)>;
+
+    fn decode_all(page: &[u8]) -> Result<(Records, PageSummary), PageError> {
         let mut records = Vec::new();
         let summary = PageDecoder::default().decode(page, |record| {
             records.push((record.timestamp_ns, record.payload.to_vec()))
