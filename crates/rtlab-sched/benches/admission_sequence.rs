@@ -8,6 +8,7 @@
 
 use rtlab_core::Nanos;
 use rtlab_sched::{AdmissionPath, Owner, Planner};
+use rtlab_sys::thread_clock::thread_cpu_time_ns;
 use std::time::Instant;
 
 /// Rialto/NT's clock period on the paper's machine was 976 µs (a 1024 Hz tick): 1 s is 1024 quanta.
@@ -40,25 +41,41 @@ fn fragmented(count: usize, longest_round: usize) -> Vec<Nanos> {
     periods
 }
 
-/// Times every admission of `sequence`; returns nanoseconds per admission and the paths taken.
-fn run_once(sequence: &Sequence) -> (Vec<u64>, Vec<AdmissionPath>) {
+/// One run: per admission, wall-clock ns, the thread's CPU ns (which excludes time the VM or other
+/// processes took the CPU away), and the path taken.
+struct Run {
+    wall: Vec<u64>,
+    cpu: Vec<u64>,
+    paths: Vec<AdmissionPath>,
+}
+
+/// Times every admission of `sequence`.
+fn run_once(sequence: &Sequence) -> Run {
     let mut planner = Planner::new(sequence.n_cpus, PAPER_QUANTUM, 0.9).expect("valid planner");
     let mut times = Vec::with_capacity(sequence.periods.len());
+    let mut cpu_times = Vec::with_capacity(sequence.periods.len());
     let mut paths = Vec::with_capacity(sequence.periods.len());
     for (index, period) in sequence.periods.iter().enumerate() {
         let owner = Owner::Thread(index as u32);
+        let cpu_started = thread_cpu_time_ns();
         let started = Instant::now();
         let result = planner.reserve(owner, Nanos::from_millis(1), *period);
         let elapsed = started.elapsed();
+        let cpu_elapsed = thread_cpu_time_ns().saturating_sub(cpu_started);
         let grant = match result {
             Ok(grant) => grant,
             Err(_) if sequence.until_full => break,
             Err(denied) => panic!("{}: request {} denied: {denied}", sequence.name, index + 1),
         };
         times.push(elapsed.as_nanos() as u64);
+        cpu_times.push(cpu_elapsed);
         paths.push(grant.path);
     }
-    (times, paths)
+    Run {
+        wall: times,
+        cpu: cpu_times,
+        paths,
+    }
 }
 
 fn median(values: &mut [u64]) -> u64 {
@@ -71,10 +88,9 @@ fn micros(nanos: u64) -> String {
 }
 
 fn report(sequence: &Sequence, repetitions: usize) {
-    let runs: Vec<(Vec<u64>, Vec<AdmissionPath>)> =
-        (0..repetitions).map(|_| run_once(sequence)).collect();
-    let count = runs.iter().map(|run| run.0.len()).min().unwrap_or(0);
-    let paths = &runs[0].1;
+    let runs: Vec<Run> = (0..repetitions).map(|_| run_once(sequence)).collect();
+    let count = runs.iter().map(|run| run.wall.len()).min().unwrap_or(0);
+    let paths = &runs[0].paths;
     let rebuilds: Vec<usize> = paths
         .iter()
         .enumerate()
@@ -86,29 +102,41 @@ fn report(sequence: &Sequence, repetitions: usize) {
         sequence.name, sequence.n_cpus
     );
     println!("rebuilds: {} of {count}", rebuilds.len());
-    println!("| N | path | median µs | worst µs |");
-    println!("| ---: | --- | ---: | ---: |");
-    for &n in CHECKPOINTS.iter().filter(|&&n| n <= count) {
-        let mut at_n: Vec<u64> = runs.iter().map(|run| run.0[n - 1]).collect();
+    println!("| N | path | median µs | worst µs | worst CPU-time µs |");
+    println!("| ---: | --- | ---: | ---: | ---: |");
+    // Short sequences (the uniprocessor Figure 4-1 run) get every N, like the paper's plot.
+    let shown: Vec<usize> = if count <= 100 {
+        (1..=count).collect()
+    } else {
+        CHECKPOINTS
+            .iter()
+            .copied()
+            .filter(|&n| n <= count)
+            .collect()
+    };
+    for n in shown {
+        let mut at_n: Vec<u64> = runs.iter().map(|run| run.wall[n - 1]).collect();
         let worst = *at_n.iter().max().expect("runs");
+        let worst_cpu = runs.iter().map(|run| run.cpu[n - 1]).max().expect("runs");
         let path = match paths[n - 1] {
             AdmissionPath::Incremental => "incremental",
             AdmissionPath::Rebuild => "rebuild",
         };
         println!(
-            "| {n} | {path} | {} | {} |",
+            "| {n} | {path} | {} | {} | {} |",
             micros(median(&mut at_n)),
-            micros(worst)
+            micros(worst),
+            micros(worst_cpu)
         );
     }
     println!("\nper range of N: `all` pools every admission of every run (so it includes the VM");
     println!("preempting the benchmark); `per-N median` first takes each N's median over the runs, which");
     println!("removes that noise but keeps what is slow every time, such as rebuilds:");
-    println!("| N range | all: median µs | all: worst µs (at N) | per-N median: worst µs (at N) | rebuilds | rebuilds: median / worst of per-N medians µs |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("| N range | all: median µs | all: worst µs (at N) | all: worst CPU-time µs (at N) | per-N median: worst µs (at N) | rebuilds | rebuilds: median / worst of per-N medians µs |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     let per_n_median: Vec<u64> = (0..count)
         .map(|index| {
-            let mut values: Vec<u64> = runs.iter().map(|run| run.0[index]).collect();
+            let mut values: Vec<u64> = runs.iter().map(|run| run.wall[index]).collect();
             median(&mut values)
         })
         .collect();
@@ -117,12 +145,16 @@ fn report(sequence: &Sequence, repetitions: usize) {
         let high = (low * 10 - 1).min(count);
         let mut all: Vec<u64> = Vec::new();
         let mut worst = (0u64, 0usize);
+        let mut worst_cpu = (0u64, 0usize);
         for run in &runs {
             for n in low..=high {
-                let time = run.0[n - 1];
+                let time = run.wall[n - 1];
                 all.push(time);
                 if time > worst.0 {
                     worst = (time, n);
+                }
+                if run.cpu[n - 1] > worst_cpu.0 {
+                    worst_cpu = (run.cpu[n - 1], n);
                 }
             }
         }
@@ -146,10 +178,12 @@ fn report(sequence: &Sequence, repetitions: usize) {
             )
         };
         println!(
-            "| {low}..{high} | {} | {} ({}) | {} ({slowest_n}) | {} | {rebuild_text} |",
+            "| {low}..{high} | {} | {} ({}) | {} ({}) | {} ({slowest_n}) | {} | {rebuild_text} |",
             micros(median(&mut all)),
             micros(worst.0),
             worst.1,
+            micros(worst_cpu.0),
+            worst_cpu.1,
             micros(slowest_median),
             rebuild_medians.len(),
         );
