@@ -335,7 +335,10 @@ impl Planner {
         if self.owners.contains_key(&owner) {
             return Err(Denied::AlreadyReserved(owner));
         }
-        let &(cpu_load, cpu) = self.by_load.first().ok_or(Denied::ZeroAmount)?;
+        let &(cpu_load, cpu) = self
+            .by_load
+            .first()
+            .expect("Planner::new refuses zero CPUs");
         let all_candidates = rounding::candidates(self.quantum, amount.0, period.0);
         let candidates: Vec<Rounding> = match &self.cpus[cpu].tree {
             None => all_candidates.clone(),

@@ -221,6 +221,15 @@ fn run_operations(n_cpus: usize, cap: f64, operations: &[Operation]) {
 }
 
 fn assert_who_runs_matches_plan(planner: &Planner) {
+    for constraint in planner.constraints() {
+        for (held_start, held_end) in &constraint.held {
+            let middle = Nanos(held_start.0 + (held_end.0 - held_start.0) / 2);
+            assert_eq!(
+                planner.who_runs(constraint.cpu, middle),
+                Some(&constraint.owner)
+            );
+        }
+    }
     for schedule in planner.plan().cpus {
         for slot in &schedule.slots {
             let middle = Nanos(slot.start.0 + slot.length.0 / 2);
