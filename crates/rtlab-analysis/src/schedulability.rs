@@ -445,13 +445,23 @@ pub fn analyse(
                     .collect();
                 let response = response_time(task.compute.0, jitter, task.deadline.0, &interferers);
                 let slack = response.map(|value| task.deadline.0 as i64 - value as i64);
-                let note = if response.is_none() {
-                    Some(format!(
-                        "response time exceeds the deadline {} (higher-priority load on CPU {})",
+                let note = match response {
+                    Some(_) => None,
+                    None if jitter >= task.deadline.0 => Some(format!(
+                        "the OS latency alone ({}) exceeds the deadline {}",
+                        Nanos(jitter),
+                        task.deadline
+                    )),
+                    None if jitter > 0 => Some(format!(
+                        "response time exceeds the deadline {}: OS latency {} plus higher-priority work on CPU {}",
+                        task.deadline,
+                        Nanos(jitter),
+                        task.cpu
+                    )),
+                    None => Some(format!(
+                        "response time exceeds the deadline {}: higher-priority work on CPU {}",
                         task.deadline, task.cpu
-                    ))
-                } else {
-                    None
+                    )),
                 };
                 TaskResult {
                     name: task.name.clone(),
