@@ -33,21 +33,50 @@ fn text_output_lists_grants_and_timeline() {
 fn json_to_stdout_has_the_documented_shape() {
     let file = request_file("decoder 1ms/16ms\nmixer 500us/10ms\nhog 900ms/1s\n");
     let output = rtlab()
-        .args(["plan", "--cpus", "2", "--quantum", "1ms", "--cap", "0.9", "--json", "-"])
+        .args([
+            "plan",
+            "--cpus",
+            "2",
+            "--quantum",
+            "1ms",
+            "--cap",
+            "0.9",
+            "--json",
+            "-",
+        ])
         .arg(file.path())
         .output()
         .expect("runs");
     // One request does not fit: exit 1, the JSON still complete on stdout.
-    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is only JSON");
-    let top: Vec<&str> = json.as_object().expect("object").keys().map(String::as_str).collect();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is only JSON");
+    let top: Vec<&str> = json
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(top, vec!["cpus", "denied", "grants"]);
     let grants = json["grants"].as_array().expect("grants");
     assert_eq!(grants.len(), 2);
     let decoder = &grants[0];
-    let mut keys: Vec<&str> = decoder.as_object().expect("grant").keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = decoder
+        .as_object()
+        .expect("grant")
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort_unstable();
-    assert_eq!(keys, vec!["cpu", "granted", "incremental", "owner", "requested"]);
+    assert_eq!(
+        keys,
+        vec!["cpu", "granted", "incremental", "owner", "requested"]
+    );
     assert_eq!(decoder["owner"], "decoder");
     assert_eq!(decoder["requested"]["amount_ns"], 1_000_000);
     assert_eq!(decoder["requested"]["period_ns"], 16_000_000);
@@ -56,15 +85,28 @@ fn json_to_stdout_has_the_documented_shape() {
     let denied = json["denied"].as_array().expect("denied");
     assert_eq!(denied.len(), 1);
     assert_eq!(denied[0]["owner"], "hog");
-    assert!(denied[0]["reason"].as_str().expect("reason").contains("line 3"));
+    assert!(denied[0]["reason"]
+        .as_str()
+        .expect("reason")
+        .contains("line 3"));
     let cpus = json["cpus"].as_array().expect("cpus");
     assert_eq!(cpus.len(), 2);
     for cpu in cpus {
-        let mut keys: Vec<&str> = cpu.as_object().expect("cpu").keys().map(String::as_str).collect();
+        let mut keys: Vec<&str> = cpu
+            .as_object()
+            .expect("cpu")
+            .keys()
+            .map(String::as_str)
+            .collect();
         keys.sort_unstable();
         assert_eq!(keys, vec!["cpu", "cycle_ns", "slots"]);
         for slot in cpu["slots"].as_array().expect("slots") {
-            let mut keys: Vec<&str> = slot.as_object().expect("slot").keys().map(String::as_str).collect();
+            let mut keys: Vec<&str> = slot
+                .as_object()
+                .expect("slot")
+                .keys()
+                .map(String::as_str)
+                .collect();
             keys.sort_unstable();
             assert_eq!(keys, vec!["length_ns", "owner", "start_ns"]);
         }
@@ -105,17 +147,40 @@ fn malformed_line_is_an_input_error_naming_file_and_line() {
         .code(2)
         .stdout(predicate::str::is_empty())
         .stderr(predicate::str::contains("line 3: rate '1ms' has no '/'"))
-        .stderr(predicate::str::contains(file.path().to_string_lossy().as_ref()));
+        .stderr(predicate::str::contains(
+            file.path().to_string_lossy().as_ref(),
+        ));
 }
 
 #[test]
 fn bad_flags_and_missing_files_are_input_errors() {
     let file = request_file("a 1ms/4ms\n");
-    rtlab().args(["plan", "--cap", "1.5"]).arg(file.path()).assert().code(2).stderr(predicate::str::contains("--cap"));
-    rtlab().args(["plan", "--quantum", "0ms"]).arg(file.path()).assert().code(2);
-    rtlab().args(["plan", "--quantum", "10"]).arg(file.path()).assert().code(2);
-    rtlab().args(["plan", "--cpus", "0"]).arg(file.path()).assert().code(2);
-    rtlab().args(["plan", "/nonexistent/requests.txt"]).assert().code(2).stderr(predicate::str::contains("/nonexistent/requests.txt"));
+    rtlab()
+        .args(["plan", "--cap", "1.5"])
+        .arg(file.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--cap"));
+    rtlab()
+        .args(["plan", "--quantum", "0ms"])
+        .arg(file.path())
+        .assert()
+        .code(2);
+    rtlab()
+        .args(["plan", "--quantum", "10"])
+        .arg(file.path())
+        .assert()
+        .code(2);
+    rtlab()
+        .args(["plan", "--cpus", "0"])
+        .arg(file.path())
+        .assert()
+        .code(2);
+    rtlab()
+        .args(["plan", "/nonexistent/requests.txt"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent/requests.txt"));
     rtlab()
         .args(["plan", "--json", "/nonexistent/dir/out.json"])
         .arg(file.path())

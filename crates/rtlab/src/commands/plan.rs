@@ -13,9 +13,11 @@ use std::process::ExitCode;
 const TIMELINE_SLOTS_SHOWN: usize = 32;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "FILE holds one request per line, `OWNER AMOUNT/PERIOD` (e.g. `decoder 1ms/16ms`, \
+#[command(
+    after_help = "FILE holds one request per line, `OWNER AMOUNT/PERIOD` (e.g. `decoder 1ms/16ms`, \
 `tid:4242 500us/10ms`), `#` starts a comment. Exit status: 0 when every request is granted, 1 when \
-any is denied, 2 for a malformed file or flag.")]
+any is denied, 2 for a malformed file or flag."
+)]
 pub struct Args {
     /// Request file (`-` reads standard input)
     pub file: String,
@@ -99,7 +101,10 @@ fn exact(nanos: u64) -> String {
 }
 
 fn rate(amount: Nanos, period: Nanos) -> JsonRate {
-    JsonRate { amount_ns: amount.0, period_ns: period.0 }
+    JsonRate {
+        amount_ns: amount.0,
+        period_ns: period.0,
+    }
 }
 
 fn read_requests(file: &str) -> anyhow::Result<Vec<Request>> {
@@ -109,7 +114,8 @@ fn read_requests(file: &str) -> anyhow::Result<Vec<Request>> {
         std::fs::read_to_string(file)
             .map_err(|error| crate::exit::input(format!("reading {file}: {error}")))?
     };
-    rtlab_sched::parse_requests(&text).map_err(|error| crate::exit::input(format!("{file}: {error}")))
+    rtlab_sched::parse_requests(&text)
+        .map_err(|error| crate::exit::input(format!("{file}: {error}")))
 }
 
 /// Where the JSON goes, opened before planning so a bad path fails at once.
@@ -125,7 +131,10 @@ fn open_json(json: Option<&str>) -> anyhow::Result<Option<JsonSink>> {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|error| crate::exit::input(format!("--json {path}: {error}")))?;
-            Some(JsonSink::File(std::io::BufWriter::new(file), path.to_owned()))
+            Some(JsonSink::File(
+                std::io::BufWriter::new(file),
+                path.to_owned(),
+            ))
         }
     })
 }
@@ -140,7 +149,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json_sink = open_json(args.json.as_deref())?;
     let requests = read_requests(&args.file)?;
 
-    let mut output = JsonPlan { grants: Vec::new(), denied: Vec::new(), cpus: Vec::new() };
+    let mut output = JsonPlan {
+        grants: Vec::new(),
+        denied: Vec::new(),
+        cpus: Vec::new(),
+    };
 
     for request in &requests {
         match planner.reserve(request.owner.clone(), request.amount, request.period) {
@@ -152,7 +165,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     granted: rate(grant.granted.amount, grant.granted.period),
                     incremental: grant.path == AdmissionPath::Incremental,
                 });
-
             }
             Err(denied) => output.denied.push(JsonDenied {
                 owner: request.owner.to_string(),
@@ -161,10 +173,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let plan = planner.plan();
-    let violations =
-        rtlab_sched::check::check(&plan, &planner.grants(), &[], planner.quantum(), planner.cap());
+    let violations = rtlab_sched::check::check(
+        &plan,
+        &planner.grants(),
+        &[],
+        planner.quantum(),
+        planner.cap(),
+    );
     if let Some(first) = violations.first() {
-        anyhow::bail!("planner self-check failed ({} problems), first: {first}", violations.len());
+        anyhow::bail!(
+            "planner self-check failed ({} problems), first: {first}",
+            violations.len()
+        );
     }
     output.cpus = plan
         .cpus
@@ -187,11 +207,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match json_sink {
         Some(JsonSink::Stdout) => {
             let mut stdout = std::io::stdout().lock();
-            serde_json::to_writer_pretty(&mut stdout, &output).context("writing JSON to standard output")?;
+            serde_json::to_writer_pretty(&mut stdout, &output)
+                .context("writing JSON to standard output")?;
             writeln!(stdout)?;
         }
         Some(JsonSink::File(mut writer, path)) => {
-            serde_json::to_writer_pretty(&mut writer, &output).with_context(|| format!("writing {path}"))?;
+            serde_json::to_writer_pretty(&mut writer, &output)
+                .with_context(|| format!("writing {path}"))?;
             writeln!(writer).with_context(|| format!("writing {path}"))?;
             writer.flush().with_context(|| format!("writing {path}"))?;
             write_text(&mut std::io::stdout().lock(), &planner, &requests, &output)?;
@@ -211,7 +233,11 @@ fn write_text(
     requests: &[Request],
     output: &JsonPlan,
 ) -> std::io::Result<()> {
-    let rebuilds = output.grants.iter().filter(|grant| !grant.incremental).count();
+    let rebuilds = output
+        .grants
+        .iter()
+        .filter(|grant| !grant.incremental)
+        .count();
     writeln!(
         out,
         "{} requests on {} CPUs, quantum {}, cap {}: {} granted ({} incremental, {} rebuilds), {} denied",
@@ -226,14 +252,34 @@ fn write_text(
     )?;
     if !output.grants.is_empty() {
         writeln!(out, "\nGranted")?;
-        let owner_width = output.grants.iter().map(|grant| grant.owner.len()).max().unwrap_or(5).max(5);
-        writeln!(out, "  {:<owner_width$}  {:>4}  {:>17}  {:>17}  path", "owner", "cpu", "requested", "granted")?;
+        let owner_width = output
+            .grants
+            .iter()
+            .map(|grant| grant.owner.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        writeln!(
+            out,
+            "  {:<owner_width$}  {:>4}  {:>17}  {:>17}  path",
+            "owner", "cpu", "requested", "granted"
+        )?;
         for grant in &output.grants {
-            let requested =
-                format!("{}/{}", exact(grant.requested.amount_ns), exact(grant.requested.period_ns));
-            let granted =
-                format!("{}/{}", exact(grant.granted.amount_ns), exact(grant.granted.period_ns));
-            let path = if grant.incremental { "incremental" } else { "rebuild" };
+            let requested = format!(
+                "{}/{}",
+                exact(grant.requested.amount_ns),
+                exact(grant.requested.period_ns)
+            );
+            let granted = format!(
+                "{}/{}",
+                exact(grant.granted.amount_ns),
+                exact(grant.granted.period_ns)
+            );
+            let path = if grant.incremental {
+                "incremental"
+            } else {
+                "rebuild"
+            };
             writeln!(
                 out,
                 "  {:<owner_width$}  {:>4}  {requested:>17}  {granted:>17}  {path}",
