@@ -89,7 +89,7 @@ struct JsonPlan {
 /// that divides it, else microseconds with every decimal needed.
 fn exact(nanos: u64) -> String {
     for (unit, name) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
-        if nanos >= unit && nanos % unit == 0 {
+        if nanos >= unit && (nanos / unit) * unit == nanos {
             return format!("{}{name}", nanos / unit);
         }
     }
