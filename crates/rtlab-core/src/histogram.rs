@@ -225,10 +225,16 @@ impl LatencyHistogram {
     }
 
     /// Decodes a V2 (compressed or not) base64 histogram. Mean and stddev then come from buckets.
+    ///
+    /// The payload comes from files users hand us, so it is checked before hdrhistogram sees it:
+    /// the deflate stream is inflated here with a size limit (no decompression bomb), and the
+    /// declared payload length must match the bytes present (hdrhistogram would otherwise
+    /// allocate whatever a 4-byte field claims, up to 4 GiB).
     pub fn from_base64(text: &str) -> Result<Self, HistogramError> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
+        let plain = checked_v2_payload(bytes)?;
         let decoded: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut std::io::Cursor::new(bytes))
+            .deserialize(&mut std::io::Cursor::new(plain))
             .map_err(|error| HistogramError::Decode(format!("{error:?}")))?;
         let mut histogram = LatencyHistogram::new();
         for bucket in decoded.iter_recorded() {
@@ -242,6 +248,66 @@ impl LatencyHistogram {
         }
         Ok(histogram)
     }
+}
+
+/// HdrHistogram V2 cookies (the Java reference implementation's values, word size 8).
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// Cookie, payload length, normalizing offset, digits, lowest, highest, integer-to-double ratio.
+const V2_HEADER_BYTES: usize = 40;
+/// Far above any real histogram (ours encode to a few KiB), far below harm.
+const MAX_PAYLOAD_BYTES: usize = 64 << 20;
+
+fn big_endian_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes
+        .get(at..at + 4)
+        .map(|word| u32::from_be_bytes([word[0], word[1], word[2], word[3]]))
+}
+
+/// Returns the uncompressed V2 encoding after checking its sizes.
+fn checked_v2_payload(bytes: Vec<u8>) -> Result<Vec<u8>, HistogramError> {
+    use std::io::Read as _;
+    let invalid = |message: String| HistogramError::Decode(message);
+    let plain = match big_endian_u32(&bytes, 0) {
+        Some(V2_COOKIE) => bytes,
+        Some(V2_COMPRESSED_COOKIE) => {
+            let compressed_length = big_endian_u32(&bytes, 4)
+                .ok_or_else(|| invalid("truncated compressed header".into()))?
+                as usize;
+            let body = &bytes[8..];
+            if compressed_length > body.len() {
+                return Err(invalid(format!(
+                    "declares {compressed_length} compressed bytes but holds {}",
+                    body.len()
+                )));
+            }
+            let mut inflated = Vec::new();
+            flate2::read::ZlibDecoder::new(&body[..compressed_length])
+                .take(MAX_PAYLOAD_BYTES as u64 + 1)
+                .read_to_end(&mut inflated)
+                .map_err(|error| invalid(format!("bad deflate stream: {error}")))?;
+            if inflated.len() > MAX_PAYLOAD_BYTES {
+                return Err(invalid(format!(
+                    "inflates to more than {MAX_PAYLOAD_BYTES} bytes"
+                )));
+            }
+            inflated
+        }
+        Some(other) => return Err(invalid(format!("unknown cookie {other:#010x}"))),
+        None => return Err(invalid("shorter than a header".into())),
+    };
+    if big_endian_u32(&plain, 0) != Some(V2_COOKIE) {
+        return Err(invalid("compressed payload is not a V2 histogram".into()));
+    }
+    let declared = big_endian_u32(&plain, 4)
+        .ok_or_else(|| invalid("truncated header".into()))? as usize;
+    let present = plain.len().saturating_sub(V2_HEADER_BYTES);
+    if plain.len() < V2_HEADER_BYTES || declared > present {
+        return Err(invalid(format!(
+            "declares {declared} payload bytes but holds {present}"
+        )));
+    }
+    Ok(plain)
 }
 
 #[cfg(test)]
@@ -303,6 +369,37 @@ mod tests {
             decoded.value_at_quantile(0.99),
             histogram.value_at_quantile(0.99)
         );
+    }
+
+    #[test]
+    fn rejects_hostile_declared_sizes() {
+        // A plain V2 header claiming a 4 GiB payload, with none present: an error, no allocation.
+        let mut header = Vec::new();
+        header.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        header.extend_from_slice(&u32::MAX.to_be_bytes());
+        header.extend_from_slice(&0u32.to_be_bytes());
+        header.extend_from_slice(&3u32.to_be_bytes());
+        header.extend_from_slice(&1u64.to_be_bytes());
+        header.extend_from_slice(&1_000_000u64.to_be_bytes());
+        header.extend_from_slice(&1.0f64.to_be_bytes());
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&header);
+        let error = LatencyHistogram::from_base64(&encoded).unwrap_err().to_string();
+        assert!(error.contains("declares 4294967295 payload bytes"), "{error}");
+        // The same inside a deflate stream.
+        let mut compressed = Vec::new();
+        {
+            use std::io::Write as _;
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(&mut compressed, flate2::Compression::default());
+            encoder.write_all(&header).unwrap();
+            encoder.finish().unwrap();
+        }
+        let mut framed = Vec::new();
+        framed.extend_from_slice(&V2_COMPRESSED_COOKIE.to_be_bytes());
+        framed.extend_from_slice(&(compressed.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&compressed);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&framed);
+        assert!(LatencyHistogram::from_base64(&encoded).is_err());
     }
 
     #[test]
