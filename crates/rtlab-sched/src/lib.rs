@@ -5,6 +5,23 @@
 //! `start` and `deadline` and is told at once whether that is guaranteed. The [`Planner`] is pure and
 //! deterministic (no syscalls, no clock) so it is property-tested against the independent
 //! [`check`] module; enforcement (SCHED_DEADLINE, a dispatcher) calls [`Planner::who_runs`].
+//!
+//! ```
+//! use rtlab_core::Nanos;
+//! use rtlab_sched::{Owner, Planner};
+//!
+//! let mut planner = Planner::new(2, Nanos::from_millis(1), 0.9)?;
+//! let mixer = Owner::Activity("kernel-mixer".into());
+//! let grant = planner.reserve(mixer.clone(), Nanos::from_millis(1), Nanos::from_millis(16))?;
+//! assert_eq!(grant.granted.period, Nanos::from_millis(16));
+//! // The mixer holds the first slot of its CPU's cycle.
+//! assert_eq!(planner.who_runs(grant.cpu, Nanos(0)), Some(&mixer));
+//! // 5 ms of work in the next 10 ms: its reservation plus free time.
+//! let constraint = planner.begin_constraint(mixer, Nanos(0), Nanos::from_millis(5), Nanos::from_millis(10))?;
+//! let taken = planner.end_constraint(constraint, Nanos::from_millis(9))?;
+//! assert!(taken.met_deadline);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod check;
 pub mod owner;
