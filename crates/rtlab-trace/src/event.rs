@@ -6,7 +6,6 @@
 //! states; everything else the kernel can trace is left off to keep recording cheap.
 
 use crate::format::{EventFormat, Field, FieldLayout};
-use std::collections::HashMap;
 use std::fmt;
 use thiserror::Error;
 
@@ -116,10 +115,10 @@ pub enum EventKind {
     },
     /// An x86 interrupt vector without an irq number (`irq_vectors:local_timer_entry`, …).
     VectorEntry {
-        name: Box<str>,
+        name: &'static str,
     },
     VectorExit {
-        name: Box<str>,
+        name: &'static str,
     },
     /// An inter-processor interrupt sent to `target_cpu` (None: a CPU mask).
     IpiSend {
@@ -308,8 +307,8 @@ enum Shape {
     HrtimerExpireExit,
     WorkStart,
     WorkEnd,
-    VectorEntry(Box<str>),
-    VectorExit(Box<str>),
+    VectorEntry(&'static str),
+    VectorExit(&'static str),
     IpiSendCpu,
     IpiSendMask,
     Marker,
@@ -325,7 +324,8 @@ struct EventReader {
 /// Turns raw payloads into [`TraceEvent`]s, for the events whose formats it was given.
 #[derive(Clone, Debug, Default)]
 pub struct EventDecoder {
-    readers: HashMap<u16, EventReader>,
+    /// Indexed by event id (ids are small, dense numbers): a lookup per event must be cheap.
+    readers: Vec<Option<EventReader>>,
     type_field: Option<(usize, usize)>,
 }
 
@@ -366,10 +366,16 @@ fn shape_and_fields(format: &EventFormat) -> Option<(Shape, &'static [&'static s
         ("ipi", "ipi_send_cpumask") => (Shape::IpiSendMask, &[][..]),
         ("ftrace", "print") => (Shape::Marker, &["buf"][..]),
         ("irq_vectors", name) => {
-            if let Some(vector) = name.strip_suffix("_entry") {
-                (Shape::VectorEntry(vector.into()), &[][..])
-            } else if let Some(vector) = name.strip_suffix("_exit") {
-                (Shape::VectorExit(vector.into()), &[][..])
+            let known = |vector: &str| {
+                RECORDED_VECTORS
+                    .iter()
+                    .copied()
+                    .find(|known| *known == vector)
+            };
+            if let Some(vector) = name.strip_suffix("_entry").and_then(known) {
+                (Shape::VectorEntry(vector), &[][..])
+            } else if let Some(vector) = name.strip_suffix("_exit").and_then(known) {
+                (Shape::VectorExit(vector), &[][..])
             } else {
                 return None;
             }
@@ -417,13 +423,16 @@ impl EventDecoder {
             .iter()
             .map(|name| reader_for(format, name))
             .collect::<Result<Vec<_>, _>>()?;
-        self.readers
-            .insert(format.id, EventReader { shape, pid, fields });
+        let index = usize::from(format.id);
+        if self.readers.len() <= index {
+            self.readers.resize_with(index + 1, || None);
+        }
+        self.readers[index] = Some(EventReader { shape, pid, fields });
         Ok(true)
     }
 
     pub fn n_event_types(&self) -> usize {
-        self.readers.len()
+        self.readers.iter().flatten().count()
     }
 
     /// Decodes one payload. `Ok(None)` for event types this decoder was not given.
@@ -441,7 +450,7 @@ impl EventDecoder {
             _ => None,
         }
         .ok_or(EventError::NoType(payload.len()))?;
-        let Some(reader) = self.readers.get(&id) else {
+        let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
             return Ok(None);
         };
         let field = |index: usize| &reader.fields[index];
@@ -505,8 +514,8 @@ impl EventDecoder {
             Shape::WorkEnd => EventKind::WorkEnd {
                 function: address(0)?,
             },
-            Shape::VectorEntry(name) => EventKind::VectorEntry { name: name.clone() },
-            Shape::VectorExit(name) => EventKind::VectorExit { name: name.clone() },
+            Shape::VectorEntry(name) => EventKind::VectorEntry { name },
+            Shape::VectorExit(name) => EventKind::VectorExit { name },
             Shape::IpiSendCpu => EventKind::IpiSend {
                 target_cpu: Some(address(0)? as u32),
             },

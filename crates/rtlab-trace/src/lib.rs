@@ -20,6 +20,6 @@ pub use attribution::{attribute, AttributionContext, LateWakeup};
 pub use event::{Comm, EventDecoder, EventKind, TraceEvent};
 pub use offenders::{top_offenders, Offender};
 pub use recorder::{
-    Explainer, ExplainerConfig, ExplainerReport, Recorder, RecorderConfig, TraceError,
+    Explainer, ExplainerConfig, ExplainerReport, PollOutcome, Recorder, RecorderConfig, TraceError,
 };
 pub use symbols::KernelSymbols;

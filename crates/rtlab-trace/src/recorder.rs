@@ -84,6 +84,17 @@ pub struct RecorderStats {
     pub undecodable_stack_samples: u64,
 }
 
+/// What one [`Recorder::poll`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollOutcome {
+    pub decoded: u64,
+    /// True when every ring was read empty (the recorder is not behind the kernel).
+    pub caught_up: bool,
+}
+
+/// A late sample whose CPU's events never arrive is attributed (as unaccounted) after this long.
+const GIVE_UP_NS: u64 = 10_000_000_000;
+
 /// How far before the intended time the recorder looks to know the CPU's state.
 const LOOKBACK_NS: u64 = 20_000_000;
 
@@ -250,7 +261,7 @@ impl Recorder {
         if let Some(period_ns) = config.stack_period_ns {
             let opened: Result<Vec<_>, _> = cpus
                 .iter()
-                .map(|cpu| CpuClockSampler::open(*cpu, period_ns, 64, 64))
+                .map(|cpu| CpuClockSampler::open(*cpu, period_ns, 256, 64))
                 .collect();
             match opened.and_then(|opened| {
                 opened.iter().try_for_each(CpuClockSampler::enable)?;
@@ -342,8 +353,9 @@ impl Recorder {
 
     /// Reads what the rings hold now, at most `max_pages_per_cpu` pages per CPU. Returns the number
     /// of events decoded.
-    pub fn poll(&mut self, max_pages_per_cpu: usize) -> Result<u64, TraceError> {
+    pub fn poll(&mut self, max_pages_per_cpu: usize) -> Result<PollOutcome, TraceError> {
         let mut decoded = 0;
+        let mut caught_up = true;
         for sampler in &mut self.samplers {
             let ring = self
                 .stack_rings
@@ -363,8 +375,10 @@ impl Recorder {
         for reader in &mut self.readers {
             let cpu = reader.cpu();
             let window = self.windows.get_mut(&cpu).expect("a window per reader");
+            let mut emptied = false;
             for _ in 0..max_pages_per_cpu {
                 let Some(length) = reader.read_page(&mut self.page)? else {
+                    emptied = true;
                     break;
                 };
                 self.stats.pages += 1;
@@ -401,8 +415,9 @@ impl Recorder {
                     Err(_) => self.stats.undecodable_pages += 1,
                 }
             }
+            caught_up &= emptied;
         }
-        Ok(decoded)
+        Ok(PollOutcome { decoded, caught_up })
     }
 
     /// Drops events older than the retention time, keeping what pending windows need.
@@ -654,10 +669,15 @@ fn run_explainer(
     let settle_ns = config.settle.as_nanos() as u64;
     recorder.load_symbols();
     let mut stopping_since: Option<u64> = None;
+    let poll_interval_ns = config.poll_interval.as_nanos() as u64;
     loop {
+        // Read a bounded batch, then hand samples over and attribute before reading on, so a
+        // flood of events never starves the late samples.
+        let caught_up = recorder.poll(256)?.caught_up;
         let now = rtlab_sys::clock::monotonic_ns();
-        steal.sample(now);
-        recorder.poll(256)?;
+        if now >= steal.latest_ns().saturating_add(poll_interval_ns) {
+            steal.sample(now);
+        }
         drained.clear();
         source(&mut drained);
         for late in drained.drain(..) {
@@ -682,9 +702,15 @@ fn run_explainer(
         // Attribute the samples whose CPU's events are in (or that waited long enough).
         let mut still_pending = VecDeque::with_capacity(pending.len());
         for late in pending.drain(..) {
+            // Attribute once the CPU's events reach past the sample; or, when the CPU has gone
+            // quiet, once everything the kernel holds has been read and the sample has settled.
+            // Under heavy load the reader may lag: it never gives up on a sample just because the
+            // wall clock moved on, only after GIVE_UP_NS.
             let ready = recorder.covers(late.cpu as usize, late.actual_ns)
-                || now >= late.actual_ns.saturating_add(settle_ns)
-                || stopping_since.is_some_and(|since| now >= since.saturating_add(settle_ns));
+                || (caught_up && now >= late.actual_ns.saturating_add(settle_ns))
+                || (caught_up
+                    && stopping_since.is_some_and(|since| now >= since.saturating_add(settle_ns)))
+                || now >= late.actual_ns.saturating_add(GIVE_UP_NS);
             if ready {
                 if steal.latest_ns() < late.actual_ns {
                     steal.sample(rtlab_sys::clock::monotonic_ns());
@@ -701,7 +727,9 @@ fn run_explainer(
         if stopping_since.is_some() && pending.is_empty() {
             break;
         }
-        std::thread::sleep(config.poll_interval);
+        if caught_up {
+            std::thread::sleep(config.poll_interval);
+        }
     }
     report.stats = recorder.stats();
     Ok(report)

@@ -61,10 +61,12 @@ impl EventWindow {
         }
     }
 
-    /// Drops what is older than the retention time before `now_ns`, never dropping anything at or
-    /// after `keep_from_ns` (the oldest window a pending episode still needs).
+    /// Drops what is older than the retention time before the newest event (or `now_ns`, if
+    /// earlier), never dropping anything at or after `keep_from_ns` (the oldest window a pending
+    /// episode still needs). Measuring from the newest event keeps a lagging reader's events.
     pub fn trim(&mut self, now_ns: u64, keep_from_ns: Option<u64>) {
-        let mut cutoff = now_ns.saturating_sub(self.retention_ns);
+        let reference = self.newest_ns().map_or(now_ns, |newest| newest.min(now_ns));
+        let mut cutoff = reference.saturating_sub(self.retention_ns);
         if let Some(keep) = keep_from_ns {
             cutoff = cutoff.min(keep);
         }
@@ -170,11 +172,21 @@ mod tests {
             .collect();
         assert_eq!(times, vec![30, 35, 40]);
         assert_eq!(window.range(31, 39).len(), 1);
-        window.trim(1_031, None);
-        assert_eq!(window.len(), 2);
-        window.trim(5_000, Some(40));
-        assert_eq!(window.len(), 1);
-        assert_eq!(window.newest_ns(), Some(40));
+        // Retention counts back from the newest event, not from a wall clock a lagging reader
+        // has fallen behind.
+        window.trim(1_000_000, None);
+        assert_eq!(window.len(), 3);
+        window.push(marker(1_036));
+        window.trim(1_000_000, Some(30));
+        assert_eq!(window.len(), 3);
+        window.trim(1_000_000, None);
+        let times: Vec<u64> = window
+            .range(0, u64::MAX)
+            .iter()
+            .map(|event| event.timestamp_ns)
+            .collect();
+        assert_eq!(times, vec![40, 1_036]);
+        assert_eq!(window.newest_ns(), Some(1_036));
     }
 
     #[test]

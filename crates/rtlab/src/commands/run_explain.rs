@@ -44,8 +44,8 @@ fn parse_micros(text: &str) -> Result<u64, String> {
 const CALIBRATION_NS: u64 = 1_000_000_000;
 /// Samples kept per series for calibration (1 s at 1 kHz is 1000).
 const CALIBRATION_SAMPLES: usize = 20_000;
-/// `--stacks` samples each measured CPU every 250 µs of CPU time (4 kHz).
-const STACK_PERIOD_NS: u64 = 250_000;
+/// `--stacks` samples each measured CPU every 1 ms of CPU time (1 kHz, like `perf record -F 1000`).
+const STACK_PERIOD_NS: u64 = 1_000_000;
 
 fn label(key: &SeriesKey) -> String {
     format!("{}/{}@{}", key.class, key.metric, key.cpu)

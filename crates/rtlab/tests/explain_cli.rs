@@ -1,0 +1,342 @@
+//! `rtlab explain` and `rtlab run --explain` end to end: the report and JSON of a record with
+//! episodes, the input errors, and (as root, with tracefs) a run whose long delays we cause
+//! ourselves with a SCHED_FIFO 95 spinner, and that leaves no trace instance behind, even on
+//! SIGINT. These assert behaviour (names, shares, cleanup), never timings.
+
+use rtlab_core::{CauseKind, RunRecord};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn rtlab() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
+    command.env(
+        "RTLAB_HOME",
+        std::env::temp_dir().join("rtlab-explain-test-home"),
+    );
+    command
+}
+
+fn record_json(episodes: serde_json::Value, explain: Option<serde_json::Value>) -> String {
+    let mut config = serde_json::json!({});
+    if let Some(explain) = explain {
+        config["explain"] = explain;
+    }
+    serde_json::json!({
+        "schema": rtlab_core::RUN_SCHEMA,
+        "id": "11111111-2222-3333-4444-555555555555",
+        "started_at": "2026-01-01T00:00:00Z",
+        "duration_ns": 60_000_000_000u64,
+        "tool_version": "test",
+        "host": rtlab_core::Host::default(),
+        "config": config,
+        "series": [],
+        "episodes": episodes,
+    })
+    .to_string()
+}
+
+fn sample_episodes() -> serde_json::Value {
+    serde_json::json!([
+        {"series": "rt-high/wakeup@1", "cpu": 1, "at_ns": 1_500_000_000u64, "latency_ns": 2_100_000,
+         "causes": [
+            {"kind": "task", "name": "spin95-test", "pid": 4242, "ns": 2_000_000, "detail": "SCHED_FIFO 95, outranks the probe"},
+            {"kind": "irq", "name": "virtio0-input.0", "ns": 60_000},
+            {"kind": "unaccounted", "name": "unaccounted", "ns": 40_000}],
+         "steal_ns": 0},
+        {"series": "rt-mid/wakeup@0", "cpu": 0, "at_ns": 3_000_000_000u64, "latency_ns": 300_000,
+         "causes": [{"kind": "softirq", "name": "NET_RX", "ns": 300_000}]}
+    ])
+}
+
+#[test]
+fn explain_prints_worst_episodes_and_offenders() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("run.json");
+    std::fs::write(
+        &path,
+        record_json(
+            sample_episodes(),
+            Some(serde_json::json!({"recorded": true})),
+        ),
+    )
+    .unwrap();
+    let output = rtlab()
+        .args(["explain", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let worst = text.find("#1").expect("ranked episodes");
+    assert!(text[worst..].starts_with("#1  rt-high/wakeup@1"), "{text}");
+    assert!(text.contains("spin95-test [4242]"), "{text}");
+    assert!(text.contains("2100.0 µs"), "{text}");
+    let offenders = &text[text.find("Top offenders").expect("offenders table")..];
+    assert!(offenders.find("spin95-test").unwrap() < offenders.find("NET_RX").unwrap());
+}
+
+#[test]
+fn explain_json_carries_schema_episodes_and_offenders() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("run.json");
+    std::fs::write(
+        &path,
+        record_json(
+            sample_episodes(),
+            Some(serde_json::json!({"recorded": true})),
+        ),
+    )
+    .unwrap();
+    let output = rtlab()
+        .args(["explain", "--json", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["schema"], "rtlab.explain/1");
+    assert_eq!(document["run_id"], "11111111-2222-3333-4444-555555555555");
+    assert_eq!(document["episodes"].as_array().unwrap().len(), 2);
+    let offenders = document["top_offenders"].as_array().unwrap();
+    assert_eq!(offenders[0]["name"], "spin95-test");
+    assert_eq!(offenders[0]["kind"], "task");
+    assert_eq!(offenders[0]["total_ns"], 2_000_000);
+    assert!(document["tool_version"].is_string() && document["host"].is_object());
+}
+
+#[test]
+fn explain_rejects_runs_without_episodes_and_unknown_runs() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("plain.json");
+    std::fs::write(&path, record_json(serde_json::json!([]), None)).unwrap();
+    let output = rtlab()
+        .args(["explain", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not measured with --explain"), "{stderr}");
+
+    let broken = directory.path().join("broken.json");
+    std::fs::write(&broken, "{\"schema\": 3").unwrap();
+    let output = rtlab()
+        .args(["explain", broken.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("broken.json"));
+
+    // Explained, but nothing was late: not an error.
+    let quiet = directory.path().join("quiet.json");
+    std::fs::write(
+        &quiet,
+        record_json(
+            serde_json::json!([]),
+            Some(serde_json::json!({"recorded": true})),
+        ),
+    )
+    .unwrap();
+    let output = rtlab()
+        .args(["explain", quiet.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("no late wake-ups"));
+}
+
+#[test]
+fn explain_above_requires_explain_and_a_positive_number() {
+    for arguments in [
+        vec!["run", "--explain-above", "100", "--no-store"],
+        vec!["run", "--explain", "--explain-above", "-5", "--no-store"],
+        vec!["run", "--explain", "--explain-above", "abc", "--no-store"],
+    ] {
+        let output = rtlab().args(&arguments).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}");
+    }
+}
+
+fn skip_reason() -> Option<String> {
+    if !rtlab_sys::sched::realtime_permitted() {
+        return Some("needs root (SCHED_FIFO and tracefs)".into());
+    }
+    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
+        return Some(format!("tracefs is not available: {error}"));
+    }
+    None
+}
+
+fn own_instances_of(pid: u32) -> Vec<String> {
+    let Ok(tracefs) = rtlab_sys::tracefs::Tracefs::open() else {
+        return Vec::new();
+    };
+    std::fs::read_dir(tracefs.root().join("instances"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| rtlab_sys::tracefs::instance_owner(name) == Some(pid))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A SCHED_FIFO 95 thread on `cpu` that spins ~2 ms every 200 ms until `deadline_ns`.
+fn spawn_spinner(
+    name: String,
+    cpu: usize,
+    deadline_ns: u64,
+    spins: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+            rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Fifo {
+                priority: 95,
+            })
+            .unwrap();
+            let mut next = rtlab_sys::clock::monotonic_ns() + 1_000_000_000;
+            while next + 2_000_000 < deadline_ns {
+                rtlab_sys::clock::sleep_until_ns(next);
+                let stop = rtlab_sys::clock::monotonic_ns() + 2_000_000;
+                while rtlab_sys::clock::monotonic_ns() < stop {
+                    std::hint::spin_loop();
+                }
+                spins.fetch_add(1, Ordering::SeqCst);
+                next += 200_000_000;
+            }
+        })
+        .unwrap()
+}
+
+#[test]
+fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let cpu = *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap();
+    let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
+    let directory = tempfile::tempdir().unwrap();
+    let json = directory.path().join("run.json");
+    let spins = Arc::new(AtomicU64::new(0));
+    let spinner = spawn_spinner(
+        spinner_name.clone(),
+        cpu,
+        rtlab_sys::clock::monotonic_ns() + 6_000_000_000,
+        Arc::clone(&spins),
+    );
+    let child = rtlab()
+        .args([
+            "run",
+            "--explain",
+            "--explain-above",
+            "500",
+            "--duration",
+            "4s",
+            "--warmup",
+            "300ms",
+            "--classes",
+            "rt-high",
+            "--no-handoff",
+            "--no-store",
+            "--cpus",
+        ])
+        .arg(cpu.to_string())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    spinner.join().unwrap();
+    assert!(
+        child.status.success(),
+        "{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let record = RunRecord::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let created: Vec<_> = record
+        .episodes
+        .iter()
+        .filter(|episode| {
+            episode
+                .causes
+                .iter()
+                .any(|cause| cause.name == spinner_name)
+        })
+        .collect();
+    let n_spins = spins.load(Ordering::SeqCst);
+    assert!(
+        !created.is_empty() && created.len() as u64 * 2 >= n_spins.saturating_sub(2),
+        "{} of {n_spins} spins produced an episode naming {spinner_name}: {:#?}",
+        created.len(),
+        record.episodes
+    );
+    let latency: u64 = created.iter().map(|episode| episode.latency_ns).sum();
+    let spinner_time: u64 = created
+        .iter()
+        .flat_map(|episode| &episode.causes)
+        .filter(|cause| cause.kind == CauseKind::Task && cause.name == spinner_name)
+        .map(|cause| cause.ns)
+        .sum();
+    assert!(
+        spinner_time * 10 >= latency * 9,
+        "spinner {spinner_time} of {latency} ns"
+    );
+    for episode in &record.episodes {
+        assert_eq!(
+            episode.causes.iter().map(|cause| cause.ns).sum::<u64>(),
+            episode.latency_ns
+        );
+    }
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(stdout.contains("Top offenders"), "{stdout}");
+    assert!(own_instances_of(std::process::id()).is_empty());
+}
+
+#[test]
+fn sigint_during_run_explain_removes_the_trace_instance() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let mut child = rtlab()
+        .args([
+            "run",
+            "--explain",
+            "--duration",
+            "60s",
+            "--warmup",
+            "200ms",
+            "--no-store",
+            "--classes",
+            "rt-high",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let started = Instant::now();
+    while own_instances_of(pid).is_empty() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !own_instances_of(pid).is_empty(),
+        "rtlab never created its instance"
+    );
+    rtlab_sys::signals::send(pid, 2).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        own_instances_of(pid).is_empty(),
+        "instance left behind: {:?}",
+        own_instances_of(pid)
+    );
+    assert!(!Path::new(&format!("/proc/{pid}")).exists() || status.code().is_some());
+}
