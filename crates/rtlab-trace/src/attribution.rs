@@ -587,7 +587,7 @@ mod tests {
                 10_100,
                 SPINNER,
                 EventKind::VectorEntry {
-                    name: "local_timer".into(),
+                    name: "local_timer",
                 },
             ),
             event(
@@ -618,7 +618,7 @@ mod tests {
                 10_500,
                 SPINNER,
                 EventKind::VectorExit {
-                    name: "local_timer".into(),
+                    name: "local_timer",
                 },
             ),
             event(
@@ -756,7 +756,7 @@ mod tests {
                 60_000,
                 0,
                 EventKind::VectorEntry {
-                    name: "local_timer".into(),
+                    name: "local_timer",
                 },
             ),
             event(
@@ -783,7 +783,7 @@ mod tests {
                 60_400,
                 0,
                 EventKind::VectorExit {
-                    name: "local_timer".into(),
+                    name: "local_timer",
                 },
             ),
             switch(61_000, (0, "swapper/1", 120), (PROBE, "probe", 19)),
@@ -846,13 +846,7 @@ mod tests {
         let trace = vec![
             switch(1_000, (PROBE, "probe", 19), (300, "kworker/1:1", 120)),
             event(1_100, 300, EventKind::WorkStart { function: 0x1234 }),
-            event(
-                20_000,
-                300,
-                EventKind::VectorEntry {
-                    name: "reschedule".into(),
-                },
-            ),
+            event(20_000, 300, EventKind::VectorEntry { name: "reschedule" }),
             event(
                 20_100,
                 300,
@@ -863,13 +857,7 @@ mod tests {
                     target_cpu: 1,
                 },
             ),
-            event(
-                20_200,
-                300,
-                EventKind::VectorExit {
-                    name: "reschedule".into(),
-                },
-            ),
+            event(20_200, 300, EventKind::VectorExit { name: "reschedule" }),
             switch(50_000, (300, "kworker/1:1", 120), (PROBE, "probe", 19)),
         ];
         let late = late(10_000, 50_500, Metric::Handoff);
