@@ -243,8 +243,16 @@ fn assert_who_runs_matches_plan(planner: &Planner) {
     }
 }
 
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(300)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    // 300 cases by default; PROPTEST_CASES=5000 for a longer search.
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn every_admitted_set_keeps_its_promises(
