@@ -7,10 +7,7 @@
 //! its values are in, so the caller must.
 
 use crate::{line_error, shorten, Format, ImportError, Imported, ImportedSeries, ValueUnit};
-use base64::Engine as _;
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::Histogram;
-use rtlab_core::LatencyHistogram;
+use rtlab_core::{HistogramError, LatencyHistogram};
 
 pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, ImportError> {
     let unit = unit.ok_or_else(|| {
@@ -20,7 +17,6 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
     })?;
     let scale = unit.nanos_per_unit();
     let mut series: Vec<ImportedSeries> = Vec::new();
-    let mut deserializer = Deserializer::new();
     for (index, raw_line) in text.lines().enumerate() {
         let line_number = index + 1;
         let line = raw_line.trim();
@@ -54,18 +50,16 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
                 )
             })?;
         }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(fields[3].trim())
-            .map_err(|error| {
-                line_error(line_number, format!("histogram is not base64: {error}"))
-            })?;
-        let decoded: Histogram<u64> = deserializer
-            .deserialize(&mut std::io::Cursor::new(bytes))
-            .map_err(|error| {
-                line_error(
+        // rtlab-core's decoder checks the payload's declared sizes before allocating.
+        let decoded =
+            LatencyHistogram::from_base64(fields[3].trim()).map_err(|error| match error {
+                HistogramError::Base64(error) => {
+                    line_error(line_number, format!("histogram is not base64: {error}"))
+                }
+                other => line_error(
                     line_number,
-                    format!("not an HdrHistogram V2 histogram: {error:?}"),
-                )
+                    format!("not an HdrHistogram V2 histogram: {other}"),
+                ),
             })?;
         let position = match series.iter().position(|item| item.class == tag) {
             Some(position) => position,
@@ -79,9 +73,8 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
             }
         };
         let histogram = &mut series[position].histogram;
-        for bucket in decoded.iter_recorded() {
-            let value_ns = (bucket.value_iterated_to() as f64 * scale).round() as u64;
-            histogram.record_n(value_ns, bucket.count_at_value());
+        for (value, count) in decoded.buckets() {
+            histogram.record_n((value as f64 * scale).round() as u64, count);
         }
     }
     if series.is_empty() {
