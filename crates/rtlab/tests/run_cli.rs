@@ -24,23 +24,37 @@ fn read_record(path: &Path) -> RunRecord {
 /// A tag put in the environment of one test's rtlab, inherited by anything it starts, so the scan
 /// below finds that run's leftovers and not those of tests running in parallel.
 fn unique_tag() -> String {
-    format!("RTLAB_TEST_TAG=run-{}-{}", std::process::id(), rtlab_sys::clock::monotonic_ns())
+    format!(
+        "RTLAB_TEST_TAG=run-{}-{}",
+        std::process::id(),
+        rtlab_sys::clock::monotonic_ns()
+    )
 }
 
 /// Every thread on the machine, of a process carrying `tag` in its environment, that runs at a
 /// real-time policy.
 fn tagged_threads_at_realtime(tag: &str) -> Vec<String> {
     let mut found = Vec::new();
-    let Ok(processes) = std::fs::read_dir("/proc") else { return found };
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return found;
+    };
     for process in processes.flatten() {
-        let Ok(pid) = process.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = process.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let environment = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if !environment.split(|byte| *byte == 0).any(|entry| entry == tag.as_bytes()) {
+        if !environment
+            .split(|byte| *byte == 0)
+            .any(|entry| entry == tag.as_bytes())
+        {
             continue;
         }
-        let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) else { continue };
+        let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) else {
+            continue;
+        };
         for tid in tids {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+            let comm =
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
             if let Ok(policy) = rtlab_sys::sched::thread_policy(tid) {
                 if policy.is_realtime() {
                     found.push(format!("{pid}/{tid} {}", comm.trim()));
@@ -57,14 +71,26 @@ fn run_writes_a_complete_valid_record() {
     let json = directory.path().join("run.json");
     let histfile = directory.path().join("run.hist");
     let output = rtlab()
-        .args(["run", "--duration", "3s", "--warmup", "200ms", "--no-store", "--json"])
+        .args([
+            "run",
+            "--duration",
+            "3s",
+            "--warmup",
+            "200ms",
+            "--no-store",
+            "--json",
+        ])
         .arg(&json)
         .arg("--histfile")
         .arg(&histfile)
         .arg("--intervals")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("wake-up latency"), "{stdout}");
     assert!(stdout.contains("times between wake-ups"), "{stdout}");
@@ -83,7 +109,11 @@ fn run_writes_a_complete_valid_record() {
                 let series = record
                     .series
                     .iter()
-                    .find(|series| series.class == *class && series.cpu == *cpu as u32 && series.metric == metric)
+                    .find(|series| {
+                        series.class == *class
+                            && series.cpu == *cpu as u32
+                            && series.metric == metric
+                    })
                     .unwrap_or_else(|| panic!("missing series {class}/{metric}@{cpu}"));
                 // Every period is either a sample or counted as missed: nothing silently dropped.
                 let accounted = series.count + series.missed;
@@ -98,14 +128,22 @@ fn run_writes_a_complete_valid_record() {
                 );
                 let p50 = series.percentiles["50"];
                 let p99 = series.percentiles["99"];
-                assert!(series.min_ns <= p50 && p50 <= p99 && p99 <= series.max_ns, "{}", series.label());
+                assert!(
+                    series.min_ns <= p50 && p50 <= p99 && p99 <= series.max_ns,
+                    "{}",
+                    series.label()
+                );
                 let histogram = series.histogram().expect("valid HDR payload");
                 assert_eq!(histogram.count(), series.count);
                 assert!(!series.max_per_second.is_empty());
                 assert_eq!(series.period_ns, 1_000_000);
                 if metric == Metric::Interval {
                     // Intervals cluster around the period.
-                    assert!(p50 > 500_000 && p50 < 1_500_000, "{} p50 {p50}", series.label());
+                    assert!(
+                        p50 > 500_000 && p50 < 1_500_000,
+                        "{} p50 {p50}",
+                        series.label()
+                    );
                 }
             }
         }
@@ -135,20 +173,42 @@ fn without_realtime_permission_warns_once_and_still_records() {
         return;
     }
     let directory = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(directory.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(
+        directory.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let json = directory.path().join("run.json");
     let output = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(env!("CARGO_BIN_EXE_rtlab"))
-        .args(["run", "--duration", "1s", "--warmup", "100ms", "--no-store", "--json"])
+        .args([
+            "run",
+            "--duration",
+            "1s",
+            "--warmup",
+            "100ms",
+            "--no-store",
+            "--json",
+        ])
         .arg(&json)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(
+        output.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     assert_eq!(
-        stdout.matches("no permission for real-time scheduling").count(),
+        stdout
+            .matches("no permission for real-time scheduling")
+            .count(),
         1,
         "the warning appears exactly once: {stdout}"
     );
@@ -185,12 +245,60 @@ fn wait_for_realtime_threads(pid: u32) -> usize {
         let count = rtlab_sys::sched::process_thread_ids(pid)
             .unwrap_or_default()
             .into_iter()
-            .filter(|tid| rtlab_sys::sched::thread_policy(*tid).is_ok_and(|policy| policy.is_realtime()))
+            .filter(|tid| {
+                rtlab_sys::sched::thread_policy(*tid).is_ok_and(|policy| policy.is_realtime())
+            })
             .count();
         if count > 0 || Instant::now() > deadline {
             return count;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A 60 s run started in the background with a unique environment tag, once its real-time
+/// threads are up.
+struct TaggedRun {
+    child: std::process::Child,
+    tag: String,
+    json: std::path::PathBuf,
+    directory: tempfile::TempDir,
+}
+
+impl TaggedRun {
+    fn start(extra_args: &[&str]) -> TaggedRun {
+        let directory = tempfile::tempdir().unwrap();
+        let json = directory.path().join("run.json");
+        let tag = unique_tag();
+        let (tag_name, tag_value) = tag.split_once('=').unwrap();
+        let child = rtlab()
+            .env(tag_name, tag_value)
+            .args([
+                "run",
+                "--duration",
+                "60s",
+                "--warmup",
+                "100ms",
+                "--no-store",
+                "--cpu-dma-latency",
+                "0",
+            ])
+            .args(extra_args)
+            .arg("--json")
+            .arg(&json)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for_realtime_threads(child.id()) > 0,
+            "the run should have real-time threads while measuring"
+        );
+        TaggedRun {
+            child,
+            tag,
+            json,
+            directory,
+        }
     }
 }
 
@@ -200,36 +308,32 @@ fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
         eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
         return;
     }
-    let directory = tempfile::tempdir().unwrap();
-    let json = directory.path().join("partial.json");
     let dma_before = rtlab_sys::dma_latency::current().ok();
-    let tag = unique_tag();
-    let (tag_name, tag_value) = tag.split_once('=').unwrap();
-    let mut child = rtlab()
-        .env(tag_name, tag_value)
-        .args(["run", "--duration", "60s", "--warmup", "100ms", "--no-store", "--cpu-dma-latency", "0", "--json"])
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    assert!(wait_for_realtime_threads(pid) > 0, "the run should have real-time threads while measuring");
+    let mut run = TaggedRun::start(&[]);
     // The scan used after exit does see this run's threads while it runs.
-    assert!(!tagged_threads_at_realtime(&tag).is_empty());
+    assert!(!tagged_threads_at_realtime(&run.tag).is_empty());
     if dma_before.is_some() {
-        assert_eq!(rtlab_sys::dma_latency::current().ok(), Some(0), "cpu_dma_latency held during the run");
+        assert_eq!(
+            rtlab_sys::dma_latency::current().ok(),
+            Some(0),
+            "cpu_dma_latency held during the run"
+        );
     }
     std::thread::sleep(Duration::from_millis(1500));
-    rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGINT).unwrap();
-    let status = wait_for_exit(&mut child, Duration::from_secs(10));
+    rtlab_sys::signals::send(run.child.id(), rtlab_sys::signals::SIGINT).unwrap();
+    let status = wait_for_exit(&mut run.child, Duration::from_secs(10));
     assert_eq!(status.code(), Some(130));
-    let record = read_record(&json);
+    let record = read_record(&run.json);
     assert!(record.interrupted);
     assert!(record.series.iter().any(|series| series.count > 0));
     assert!(record.duration_ns < 60_000_000_000);
-    let leftovers = tagged_threads_at_realtime(&tag);
+    let leftovers = tagged_threads_at_realtime(&run.tag);
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    assert_eq!(rtlab_sys::dma_latency::current().ok(), dma_before, "cpu_dma_latency released");
+    assert_eq!(
+        rtlab_sys::dma_latency::current().ok(),
+        dma_before,
+        "cpu_dma_latency released"
+    );
 }
 
 #[test]
@@ -238,26 +342,25 @@ fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
         eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
         return;
     }
-    let directory = tempfile::tempdir().unwrap();
-    let json = directory.path().join("killed.json");
     let dma_before = rtlab_sys::dma_latency::current().ok();
-    let tag = unique_tag();
-    let (tag_name, tag_value) = tag.split_once('=').unwrap();
-    let mut child = rtlab()
-        .env(tag_name, tag_value)
-        .args(["run", "--duration", "60s", "--warmup", "100ms", "--no-store", "--cpu-dma-latency", "0", "--json"])
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_for_realtime_threads(child.id()) > 0);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let leftovers = tagged_threads_at_realtime(&tag);
+    let mut run = TaggedRun::start(&[]);
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    let leftovers = tagged_threads_at_realtime(&run.tag);
     assert!(leftovers.is_empty(), "{leftovers:?}");
     assert_eq!(rtlab_sys::dma_latency::current().ok(), dma_before);
-    let entries: Vec<_> = std::fs::read_dir(directory.path()).unwrap().flatten().collect();
-    assert!(entries.is_empty(), "nothing half-written: {:?}", entries.iter().map(|entry| entry.file_name()).collect::<Vec<_>>());
+    let entries: Vec<_> = std::fs::read_dir(run.directory.path())
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(
+        entries.is_empty(),
+        "nothing half-written: {:?}",
+        entries
+            .iter()
+            .map(|entry| entry.file_name())
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -279,7 +382,14 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
 #[test]
 fn unwritable_output_fails_before_measuring() {
     let output = rtlab()
-        .args(["run", "--duration", "1h", "--no-store", "--json", "/nonexistent-dir/run.json"])
+        .args([
+            "run",
+            "--duration",
+            "1h",
+            "--no-store",
+            "--json",
+            "/nonexistent-dir/run.json",
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
@@ -292,11 +402,26 @@ fn show_and_history_read_back_a_stored_run() {
     let home = tempfile::tempdir().unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_rtlab"))
         .env("RTLAB_HOME", home.path())
-        .args(["run", "--duration", "1s", "--warmup", "100ms", "--classes", "normal", "--json", "-"])
+        .args([
+            "run",
+            "--duration",
+            "1s",
+            "--warmup",
+            "100ms",
+            "--classes",
+            "normal",
+            "--json",
+            "-",
+        ])
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let record = RunRecord::from_json(&String::from_utf8_lossy(&run.stdout)).expect("--json - is the record alone");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let record = RunRecord::from_json(&String::from_utf8_lossy(&run.stdout))
+        .expect("--json - is the record alone");
     let history = Command::new(env!("CARGO_BIN_EXE_rtlab"))
         .env("RTLAB_HOME", home.path())
         .arg("history")
