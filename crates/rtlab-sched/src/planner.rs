@@ -341,13 +341,12 @@ impl Planner {
             .expect("Planner::new refuses zero CPUs");
         let all_candidates = rounding::candidates(self.quantum, amount.0, period.0);
         let candidates: Vec<Rounding> = match &self.cpus[cpu].tree {
-            None => all_candidates.clone(),
+            None => all_candidates,
             Some(tree) => {
                 let lowest = (tree.base_level + tree.depth).saturating_sub(MAX_SPAN);
                 let highest = tree.base_level + MAX_SPAN;
                 all_candidates
-                    .iter()
-                    .copied()
+                    .into_iter()
                     .filter(|candidate| (lowest..=highest).contains(&candidate.level))
                     .collect()
             }
