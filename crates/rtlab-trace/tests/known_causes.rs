@@ -146,11 +146,16 @@ fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
     let n_spins = spins.load(Ordering::SeqCst);
     let created: Vec<&Episode> = episodes
         .iter()
+        // The episodes the spinner created: those in which it is the largest cause (on a shared
+        // VM an unrelated hypervisor stall can land in the same window and dominate it).
         .filter(|episode| {
             episode
                 .causes
                 .iter()
-                .any(|cause| cause.kind == CauseKind::Task && cause.name == spinner_name)
+                .max_by_key(|cause| cause.ns)
+                .is_some_and(|largest| {
+                    largest.kind == CauseKind::Task && largest.name == spinner_name
+                })
         })
         .collect();
     eprintln!(
