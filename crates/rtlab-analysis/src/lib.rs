@@ -3,3 +3,4 @@
 pub mod classes;
 pub mod forecast;
 pub mod schedulability;
+pub mod tail;

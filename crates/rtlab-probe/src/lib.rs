@@ -8,9 +8,12 @@
 
 pub mod buffer_experiment;
 pub mod class;
+pub mod competitor;
 pub mod probe;
+pub mod profile;
 pub mod recorder;
 pub mod schedule;
+pub mod stress;
 
 pub use class::Class;
 pub use probe::{LateSample, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe, SeriesKey, SeriesResult};

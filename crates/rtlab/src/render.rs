@@ -104,6 +104,8 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
             )?;
         }
     }
+    write_load_summary(out, record)?;
+    write_tail_summary(out, record)?;
     if !record.warnings.is_empty() {
         writeln!(out)?;
         for warning in &record.warnings {
@@ -146,6 +148,176 @@ pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::io
             }
         }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// One tail cell: `38.2 [31.0-52.3] gpd`, or `insufficient*` (reasons listed under the table).
+fn tail_cell(window: Option<&serde_json::Value>) -> (String, Option<String>) {
+    let Some(window) = window else {
+        return ("-".to_owned(), None);
+    };
+    if let Some(reason) = window
+        .get("insufficient")
+        .and_then(|reason| reason.as_str())
+    {
+        return ("insufficient*".to_owned(), Some(reason.to_owned()));
+    }
+    let field = |name: &str| {
+        window
+            .get(name)
+            .and_then(|value| value.as_u64())
+            .unwrap_or(0)
+    };
+    let method = window
+        .get("method")
+        .and_then(|value| value.as_str())
+        .unwrap_or("?");
+    (
+        format!(
+            "{} [{}-{}] {method}",
+            micros(field("estimate_ns")),
+            micros(field("ci_low_ns")),
+            micros(field("ci_high_ns"))
+        ),
+        None,
+    )
+}
+
+/// What load ran (the record's `load`), in two or three lines.
+pub fn write_load_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+    let Some(load) = &record.load else {
+        return Ok(());
+    };
+    writeln!(out)?;
+    let spec = load["spec"].as_str().unwrap_or("(none)");
+    let usage = &load["usage"];
+    writeln!(
+        out,
+        "load {spec}  usage {}h/day × {}d/week ({})",
+        usage["hours_per_day"],
+        usage["days_per_week"],
+        usage["source"].as_str().unwrap_or("?")
+    )?;
+    if let Some(stressors) = load["stressors"].as_array() {
+        let parts: Vec<String> = stressors
+            .iter()
+            .map(|stressor| {
+                format!(
+                    "{} {:.1} s CPU",
+                    stressor["spec"].as_str().unwrap_or("?"),
+                    stressor["cpu_time_ns"].as_u64().unwrap_or(0) as f64 / 1e9
+                )
+            })
+            .collect();
+        writeln!(out, "  stressors: {}", parts.join(", "))?;
+    }
+    if let Some(command) = load.get("command").filter(|command| command.is_object()) {
+        writeln!(
+            out,
+            "  --load-cmd '{}': {}",
+            command["cmd"].as_str().unwrap_or("?"),
+            command["ended"].as_str().unwrap_or("?")
+        )?;
+    }
+    if let Some(competitors) = load["competitors"].as_array() {
+        for competitor in competitors
+            .iter()
+            .filter(|competitor| competitor.is_object())
+        {
+            writeln!(
+                out,
+                "  competitor {}: {:.1} s CPU, stopped ({})",
+                competitor["spec"].as_str().unwrap_or("?"),
+                competitor["cpu_time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
+                competitor["stop_reason"].as_str().unwrap_or("?")
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The tail projection of every series that has one: worst case per hour / day / week of use with
+/// intervals, the reasons where there is no number, and the `rare` lines of each class's worst
+/// wake-up series.
+pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+    let rows: Vec<&Series> = record
+        .series
+        .iter()
+        .filter(|series| series.tail.is_some())
+        .collect();
+    let Some(first) = rows.first().and_then(|series| series.tail.as_ref()) else {
+        return Ok(());
+    };
+    let usage = &first["usage"];
+    let hours = |name: &str| first["window_seconds"][name].as_f64().unwrap_or(0.0) / 3600.0;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "expected worst case per window of use, µs: median of the window's largest latency [95 % interval], method (usage {}h/day, {}d/week)",
+        usage["hours_per_day"], usage["days_per_week"]
+    )?;
+    writeln!(
+        out,
+        "{:<8} {:>3} {:<9} {:<34} {:<34} {:<34}",
+        "class",
+        "cpu",
+        "metric",
+        format!("per hour ({:.0} h)", hours("per_hour")),
+        format!("per day ({:.1} h)", hours("per_day")),
+        format!("per week ({:.1} h)", hours("per_week"))
+    )?;
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
+    for series in &rows {
+        let tail = series.tail.as_ref().expect("filtered on tail");
+        let mut cells = Vec::new();
+        for window in ["per_hour", "per_day", "per_week"] {
+            let (cell, reason) = tail_cell(tail.get(window));
+            if let Some(reason) = reason {
+                let place = format!("{} {window}", series.label());
+                match reasons.iter_mut().find(|(known, _)| *known == reason) {
+                    Some((_, places)) => places.push(place),
+                    None => reasons.push((reason, vec![place])),
+                }
+            }
+            cells.push(cell);
+        }
+        writeln!(
+            out,
+            "{:<8} {:>3} {:<9} {:<34} {:<34} {:<34}",
+            series.class,
+            series.cpu,
+            series.metric.as_str(),
+            cells[0],
+            cells[1],
+            cells[2]
+        )?;
+    }
+    for (reason, places) in &reasons {
+        let shown: Vec<&str> = places.iter().take(3).map(String::as_str).collect();
+        let more = if places.len() > 3 {
+            format!(" and {} more", places.len() - 3)
+        } else {
+            String::new()
+        };
+        writeln!(out, "* insufficient: {reason} ({}{more})", shown.join(", "))?;
+    }
+    let mut classes: Vec<&str> = Vec::new();
+    for series in &rows {
+        if !classes.contains(&series.class.as_str()) {
+            classes.push(series.class.as_str());
+        }
+    }
+    for class in classes {
+        let worst = rows
+            .iter()
+            .filter(|series| series.class == class && series.metric == Metric::Wakeup)
+            .max_by_key(|series| series.max_ns);
+        let Some(worst) = worst else { continue };
+        let lines = worst.tail.as_ref().and_then(|tail| tail["rare"].as_array());
+        for line in lines.into_iter().flatten().filter_map(|line| line.as_str()) {
+            writeln!(out, "{}: {line}", worst.label())?;
+        }
     }
     Ok(())
 }

@@ -54,6 +54,8 @@ pub struct Args {
     #[arg(long, default_value_t = 4096, hide = true)]
     pub keep_peaks: usize,
     // integration: load — flatten the load arguments here
+    #[command(flatten)]
+    pub load: super::run_load::LoadArgs,
     // integration: explain — flatten the explain arguments here
     #[command(flatten)]
     pub explain: super::run_explain::ExplainArgs,
@@ -127,6 +129,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(rtlab_store::Store::open_default().context("opening the run history (use --no-store to skip it)")?)
     };
     // integration: load — validate the load arguments here, before measuring
+    let load_plan = super::run_load::validate(&args.load)?;
+    let mut running_load: Option<super::run_load::RunningLoad> = None;
 
     let config = ProbeConfig {
         cpus: cpus.clone(),
@@ -164,6 +168,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             break;
         }
         // integration: load — start the loads once warm-up is over (probe.measure_start_ns())
+        if running_load.is_none()
+            && load_plan.is_requested()
+            && rtlab_sys::clock::monotonic_ns() >= probe.measure_start_ns()
+        {
+            running_load = Some(load_plan.start(probe.measure_start_ns(), probe.end_ns())?);
+        }
+        if let Some(load) = running_load.as_mut() {
+            load.poll();
+        }
         // integration: explain — drain late samples here (probe.drain_late)
         if let Some(session) = explain_session.as_mut() {
             session.poll(&probe);
@@ -177,9 +190,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let interrupted = probe.stop_requested();
     let result = probe.finish();
     // integration: load — stop the loads here and keep what ran for the record
+    let (load_value, load_warnings) = match running_load {
+        Some(load) => {
+            let (value, warnings) = load.stop(&load_plan);
+            (Some(value), warnings)
+        }
+        None if load_plan.is_requested() => (Some(load_plan.describe_unstarted()), Vec::new()),
+        None => (None, Vec::new()),
+    };
 
     let steal_after = rtlab_sys::proc_stat::cpu_times().ok();
     let mut record = build_record(&args, &cpus, result, started_at, cmdline, interrupted)?;
+    record.load = load_value;
+    record.warnings.extend(load_plan.warnings().iter().cloned());
+    record.warnings.extend(load_warnings);
     if let (Some(before), Some(after)) = (steal_before, steal_after) {
         for cpu in &cpus {
             let stolen = after
@@ -200,6 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         session.finish(&mut record)?;
     }
     // integration: tail — fill each series' tail here
+    super::run_load::attach_tails(&mut record, &load_plan.usage(), true);
 
     let mut out = std::io::stdout().lock();
     let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
