@@ -2,5 +2,6 @@
 
 pub mod classes;
 pub mod forecast;
+pub mod projection;
 pub mod schedulability;
 pub mod tail;

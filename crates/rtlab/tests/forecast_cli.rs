@@ -310,3 +310,79 @@ fn unknown_series_and_class_are_input_errors() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn beyond_the_data_a_fitted_tail_gives_a_number_with_its_interval() {
+    // 200 000 wake-ups laid on the quantiles of 50 µs + an exponential of mean 20 µs: the largest
+    // is 50 + 20·ln(400 000) ≈ 308 µs. A 2 × 450 µs buffer's slack lies beyond it.
+    let directory = tempfile::tempdir().unwrap();
+    let samples = 200_000u64;
+    let mut histogram = LatencyHistogram::new();
+    for index in 0..samples {
+        let tail_quantile = (index as f64 + 0.5) / samples as f64;
+        histogram.record(50_000 + (-20_000.0 * tail_quantile.ln()) as u64);
+    }
+    let series = RunRecord::series_from_histogram(
+        Metric::Wakeup,
+        "rt-high",
+        0,
+        "SCHED_FIFO",
+        90,
+        1_000_000,
+        &histogram,
+        0,
+        0,
+        vec![],
+        vec![],
+    )
+    .unwrap();
+    let record = RunRecord {
+        schema: RUN_SCHEMA.to_owned(),
+        id: "tail-test".to_owned(),
+        started_at: "2026-01-01T00:00:00Z".to_owned(),
+        duration_ns: samples * 1_000_000,
+        tool_version: "test".to_owned(),
+        cmdline: vec![],
+        host: Default::default(),
+        config: Value::Null,
+        series: vec![series],
+        load: None,
+        episodes: vec![],
+        warnings: vec![],
+        interrupted: false,
+    };
+    let path = directory.path().join("tail.json");
+    std::fs::write(&path, record.to_json_pretty()).unwrap();
+    let output = rtlab(directory.path())
+        .args([
+            "forecast",
+            path.to_str().unwrap(),
+            "--buffers",
+            "2",
+            "--buffer-ms",
+            "0.45",
+        ])
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json = json_of(&output);
+    assert!(
+        json["tail_projection"]
+            .as_str()
+            .unwrap()
+            .contains("GPD fit"),
+        "{json}"
+    );
+    let row = &json["rows"][0];
+    assert_eq!(row["basis"]["kind"], "tail_projection", "{row}");
+    // True P(X > 450 µs) = e^-20 = 2.1e-9: MTTF = 0.45 ms / 2.1e-9 ≈ 2.2e5 s, inside the interval.
+    let truth = 0.45e-3 / (-20.0f64).exp();
+    let low = row["mttf_ci_s"][0].as_f64().unwrap();
+    let high = row["mttf_ci_s"][1].as_f64().unwrap_or(f64::INFINITY);
+    assert!(low < truth && truth < high, "{low} < {truth} < {high}");
+}

@@ -1,5 +1,6 @@
 //! Fuzzes every importer: any bytes, detected or forced into each format, must give a value or an
-//! error, never a panic. Run: `cd crates/rtlab-import && cargo +nightly fuzz run parse`.
+//! error, never a panic. Run, seeded with the fixtures:
+//! `cd crates/rtlab-import && cargo +nightly fuzz run parse fuzz/corpus/parse test_data/*/ok test_data/*/err`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

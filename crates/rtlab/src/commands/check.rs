@@ -6,7 +6,8 @@
 use super::import::JsonTarget;
 use anyhow::Context as _;
 use rtlab_analysis::classes::{parse_rate, Rate};
-use rtlab_analysis::forecast::select_series;
+use rtlab_analysis::forecast::{select_series, TailModel};
+use rtlab_analysis::projection::ProjectedTail;
 use rtlab_analysis::schedulability::{
     analyse, parse_task_set, pseudo_worst_case, AnalysisOptions, PseudoBasis, PseudoWorstCase,
     Scheduling, Task, TaskResult,
@@ -80,10 +81,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = AnalysisOptions {
         reservation_bound: args.reservation_limit / 100.0,
     };
+    // Beyond the run's data, the tail projection (when its fit is accepted) gives the quantile.
+    let tail = selection
+        .as_ref()
+        .and_then(|selection| ProjectedTail::fit(&selection.histogram).ok());
     let latency_of = |task: &Task| match &selection {
-        Some(selection) => {
-            pseudo_worst_case(&selection.histogram, None, task.period, args.miss_rate)
-        }
+        Some(selection) => pseudo_worst_case(
+            &selection.histogram,
+            tail.as_ref().map(|tail| tail as &dyn TailModel),
+            task.period,
+            args.miss_rate,
+        ),
         None => PseudoWorstCase {
             latency: Nanos::ZERO,
             per_activation: 0.0,
@@ -143,6 +151,10 @@ fn write_table(
     }
     writeln!(
         out,
+        "times in µs; latency = the OS latency budgeted as release jitter"
+    )?;
+    writeln!(
+        out,
         "{:<16} {:>3} {:<14} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}  verdict",
         "task",
         "cpu",
@@ -153,11 +165,6 @@ fn write_table(
         "latency",
         "response",
         "slack"
-    )?;
-    writeln!(
-        out,
-        "{:>50} {:>9} {:>10} {:>10} {:>10}",
-        "(µs)", "", "", "", ""
     )?;
     for (task, result) in tasks.iter().zip(&output.tasks) {
         let scheduling = match task.scheduling {

@@ -10,6 +10,7 @@ use rtlab_analysis::forecast::{
     verdict, BufferConfig, Forecast, LatencyEvidence, Model, TailModel, Verdict, VerdictKind,
     CONFIDENCE,
 };
+use rtlab_analysis::projection::ProjectedTail;
 use rtlab_core::{Nanos, RunRecord};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -61,7 +62,7 @@ fn parse_millis(text: &str) -> Result<Nanos, String> {
         .trim()
         .parse()
         .map_err(|_| format!("'{text}' is not a number of milliseconds"))?;
-    if !(value.is_finite() && value >= 0.0 && value < 1e9) {
+    if !(value.is_finite() && (0.0..1e9).contains(&value)) {
         return Err(format!("'{text}' is not a usable number of milliseconds"));
     }
     Ok(Nanos((value * 1e6).round() as u64))
@@ -99,6 +100,7 @@ struct Output {
     model: Model,
     model_description: &'static str,
     tail_projection: Option<String>,
+    tail_refused: Option<String>,
     confidence: f64,
     rows: Vec<Row>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,10 +134,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             classes.push(class);
         }
     }
-    let tail: Option<Box<dyn TailModel>> = None;
+    let (tail, tail_refused) = match ProjectedTail::fit(&selection.histogram) {
+        Ok(tail) => (Some(tail), None),
+        Err(reason) => (None, Some(reason)),
+    };
     let evidence = LatencyEvidence {
         histogram: &selection.histogram,
-        tail: tail.as_deref(),
+        tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
     };
     let compute = args.compute_ms.unwrap_or(Nanos::ZERO);
     let mut rows = Vec::new();
@@ -250,6 +255,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         model,
         model_description: model.describe(),
         tail_projection: tail.as_ref().map(|tail| tail.describe()),
+        tail_refused,
         confidence: CONFIDENCE,
         rows,
         least_buffering: least,
@@ -341,8 +347,9 @@ fn write_report(
         Some(tail) => writeln!(out, "beyond the observed data: {tail}")?,
         None => writeln!(
             out,
-            "beyond the observed data ({} µs): no tail projection in this run, so slack beyond it is beyond what the data supports",
-            micros(output.observed_max_ns)
+            "beyond the observed data ({} µs): no tail projection ({}), so slack beyond it is beyond what the data supports",
+            micros(output.observed_max_ns),
+            output.tail_refused.as_deref().unwrap_or("not fitted")
         )?,
     }
     let confidence = (CONFIDENCE * 100.0).round();

@@ -1,0 +1,171 @@
+//! The tail projection as a forecast input: `P(latency > slack)` beyond the observed data.
+//!
+//! A forecast inside the data counts late wake-ups; beyond the largest one the histogram is silent.
+//! The peaks-over-threshold fit of [`crate::tail`] (a Generalized Pareto distribution above a
+//! threshold chosen by the Anderson–Darling test) extends it: `P(X > x) = ζ · S(x − u)` with `ζ` the
+//! fraction of samples above the threshold `u` and `S` the GPD survival function. The interval is
+//! the profile-likelihood interval of the conditional tail probability at that `x` (the set of
+//! probabilities whose constrained fit stays within the χ²₁ cutoff of the best fit), scaled by `ζ`;
+//! the binomial uncertainty of `ζ` itself is small beside it and is not added. Where the fit is
+//! refused, the forecast gets no projection and says the slack is beyond what the data supports.
+
+use crate::forecast::{Exceedance, TailModel, CONFIDENCE};
+use crate::tail::gpd;
+use crate::tail::{fit_tail, PotFit, TailConfig};
+use rtlab_core::LatencyHistogram;
+
+/// A fitted tail, ready to answer exceedance questions.
+#[derive(Clone, Debug)]
+pub struct ProjectedTail {
+    fit: PotFit,
+}
+
+impl ProjectedTail {
+    /// Fits the tail of `histogram`; the error says why no projection is possible.
+    pub fn fit(histogram: &LatencyHistogram) -> Result<ProjectedTail, String> {
+        let config = TailConfig {
+            confidence: CONFIDENCE,
+            ..TailConfig::default()
+        };
+        fit_tail(histogram, &config).map(|fit| ProjectedTail { fit })
+    }
+
+    pub fn pot_fit(&self) -> &PotFit {
+        &self.fit
+    }
+}
+
+impl TailModel for ProjectedTail {
+    fn exceedance(&self, threshold_ns: u64) -> Option<Exceedance> {
+        let excess = threshold_ns as f64 - self.fit.threshold_ns;
+        if excess <= 0.0 {
+            return None;
+        }
+        let rate = self.fit.exceedance_rate();
+        let (sigma, xi) = (self.fit.gpd.sigma, self.fit.gpd.xi);
+        let conditional = gpd::survival(excess, sigma, xi);
+        if !(conditional > 0.0 && conditional < 1.0) {
+            // Beyond the fitted distribution's upper end point: the fit claims "never", which is
+            // more than it can know; no projection.
+            return None;
+        }
+        let cutoff = self.fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0;
+        let inside = |log_probability: f64| {
+            gpd::profile_log_likelihood(&self.fit.excesses, excess, log_probability.exp()) >= cutoff
+        };
+        let centre = conditional.ln();
+        // Lower end: down to 10^-12 of the estimate; inside there means "not bounded below".
+        let floor = centre - 12.0 * std::f64::consts::LN_10;
+        let low = if inside(floor) {
+            0.0
+        } else {
+            bisect(floor, centre, &inside).exp()
+        };
+        // Upper end: up to a conditional probability just below 1.
+        let ceiling = (1.0 - 1e-9_f64).ln();
+        let high = if inside(ceiling) {
+            1.0
+        } else {
+            bisect(ceiling, centre, &inside).exp()
+        };
+        Some(Exceedance {
+            probability: rate * conditional,
+            interval: (rate * low.min(conditional), rate * high.max(conditional)),
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "tail projection: GPD fit to {} samples over {:.1} µs (ξ = {:.3}, σ = {:.1} µs, Anderson–Darling p = {:.2}); {:.0} % profile-likelihood intervals",
+            self.fit.excesses.total.round() as u64,
+            self.fit.threshold_ns / 1_000.0,
+            self.fit.gpd.xi,
+            self.fit.gpd.sigma / 1_000.0,
+            self.fit.ad_p_value,
+            CONFIDENCE * 100.0
+        )
+    }
+}
+
+/// The boundary between `outside` (not in the set) and `inside_point` (in it), by 40 bisections.
+fn bisect(outside: f64, inside_point: f64, inside: &dyn Fn(f64) -> bool) -> f64 {
+    let (mut out, mut within) = (outside, inside_point);
+    for _ in 0..40 {
+        let middle = 0.5 * (out + within);
+        if inside(middle) {
+            within = middle;
+        } else {
+            out = middle;
+        }
+    }
+    within
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forecast::{forecast, Basis, BufferConfig, LatencyEvidence, Model};
+    use rand::SeedableRng as _;
+    use rand_distr::Distribution as _;
+    use rtlab_core::Nanos;
+
+    /// 200 000 wake-ups: 50 µs plus an exponential tail of mean 20 µs (a GPD with ξ = 0).
+    fn exponential_tail() -> LatencyHistogram {
+        let mut random = rand::rngs::StdRng::seed_from_u64(7);
+        let exponential = rand_distr::Exp::new(1.0 / 20_000.0).unwrap();
+        let mut histogram = LatencyHistogram::new();
+        for _ in 0..200_000 {
+            histogram.record(50_000 + exponential.sample(&mut random) as u64);
+        }
+        histogram
+    }
+
+    #[test]
+    fn projects_an_exponential_tail_beyond_the_data() {
+        let histogram = exponential_tail();
+        let tail = ProjectedTail::fit(&histogram).expect("an exponential tail fits");
+        // True P(X > 50 µs + 400 µs) = e^-20 = 2.06e-9, far beyond 200 000 samples.
+        let slack = 450_000;
+        assert_eq!(histogram.count_above(slack), 0);
+        let exceedance = tail.exceedance(slack).expect("beyond the threshold");
+        let truth = (-20.0f64).exp();
+        let (low, high) = exceedance.interval;
+        assert!(low <= exceedance.probability && exceedance.probability <= high);
+        assert!(
+            low < truth && truth < high,
+            "{low:e} < {truth:e} < {high:e}"
+        );
+        assert!(tail.describe().contains("GPD fit"));
+        // Through the forecast: the basis says where the number came from.
+        let evidence = LatencyEvidence {
+            histogram: &histogram,
+            tail: Some(&tail),
+        };
+        let config = BufferConfig {
+            buffers: 2,
+            buffer_period: Nanos(slack),
+            compute: Nanos::ZERO,
+        };
+        let row = forecast(evidence, config, Model::PerPeriod).unwrap();
+        assert!(
+            matches!(row.basis, Basis::TailProjection { .. }),
+            "{:?}",
+            row.basis
+        );
+        assert!(row.mttf_s.unwrap() > 0.45e-3 / 1e-6);
+    }
+
+    #[test]
+    fn below_the_threshold_there_is_no_projection() {
+        let histogram = exponential_tail();
+        let tail = ProjectedTail::fit(&histogram).unwrap();
+        assert!(tail.exceedance(1_000).is_none());
+    }
+
+    #[test]
+    fn too_little_data_is_refused() {
+        let mut histogram = LatencyHistogram::new();
+        histogram.record_n(10_000, 50);
+        assert!(ProjectedTail::fit(&histogram).is_err());
+    }
+}
