@@ -667,6 +667,10 @@ fn run_explainer(
     let mut drained = Vec::with_capacity(1024);
     let mut steal = StealHistory::default();
     let settle_ns = config.settle.as_nanos() as u64;
+    // SCHED_BATCH: a fair share of CPU to keep up with the rings, but no wake-up preemption of
+    // the normal-class measuring threads it shares the CPUs with.
+    let _ =
+        rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Batch { nice: 0 });
     recorder.load_symbols();
     let mut stopping_since: Option<u64> = None;
     let poll_interval_ns = config.poll_interval.as_nanos() as u64;

@@ -100,7 +100,7 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
             stack_period_ns: args.stacks.then_some(STACK_PERIOD_NS),
             ..RecorderConfig::default()
         },
-        poll_interval: Duration::from_millis(20),
+        poll_interval: Duration::from_millis(50),
         origin_ns: measure_start_ns,
         max_episodes: 10_000,
         settle: Duration::from_millis(200),
@@ -261,6 +261,22 @@ impl ExplainSession {
             record_config(record, self.fixed_threshold_ns, &self.provisional, false);
             return Ok(());
         };
+        // A run shorter than the calibration second: its samples are still buffered here; hand
+        // over those above the series' final p99.9.
+        if let Threshold::Calibrating { samples, .. } =
+            std::mem::replace(&mut self.threshold, Threshold::Provisional)
+        {
+            let final_p999 = final_thresholds(record);
+            for (key, series_samples) in samples {
+                let threshold = final_p999.get(&label(&key)).copied().unwrap_or(u64::MAX);
+                for sample in series_samples
+                    .into_iter()
+                    .filter(|sample| sample.latency_ns > threshold)
+                {
+                    self.forward(sample);
+                }
+            }
+        }
         // Senders must see the channel closed only after the last sample was queued.
         drop(self.sender);
         let report = explainer.finish()?;
@@ -268,11 +284,7 @@ impl ExplainSession {
         if self.fixed_threshold_ns.is_none() {
             // Keep what is above each series' final p99.9 (the provisional threshold came from
             // the first second only).
-            let final_p999: BTreeMap<String, u64> = record
-                .series
-                .iter()
-                .filter_map(|series| Some((series.label(), *series.percentiles.get("99.9")?)))
-                .collect();
+            let final_p999 = final_thresholds(record);
             let before = episodes.len();
             episodes.retain(|episode| {
                 final_p999
@@ -335,6 +347,15 @@ impl ExplainSession {
         }
         Ok(())
     }
+}
+
+/// Each series' p99.9 over the whole measurement, by label.
+fn final_thresholds(record: &RunRecord) -> BTreeMap<String, u64> {
+    record
+        .series
+        .iter()
+        .filter_map(|series| Some((series.label(), *series.percentiles.get("99.9")?)))
+        .collect()
 }
 
 fn record_config(
