@@ -92,11 +92,13 @@ fn analyze(input: &str) -> anyhow::Result<()> {
         document["load"], document["duration"]
     );
     println!(
-        "{:<18} {:>8} {:>9} {:>6} {:>8} {:>30} {:>22} {:>10} {:>7}",
+        "{:<18} {:>8} {:>9} {:>6} {:>6} {:>9} {:>8} {:>30} {:>22} {:>10} {:>7}",
         "series",
         "fit n",
         "thresh",
+        "k",
         "xi",
+        "fit max",
         "rest n",
         "predicted median max [95% CI]",
         "5-95% range of max",
@@ -159,10 +161,12 @@ fn analyze(input: &str) -> anyhow::Result<()> {
             Estimate::Insufficient(reason) => (format!("insufficient: {reason}"), "-"),
         };
         println!(
-            "{label:<18} {:>8} {:>9} {:>6.3} {:>8} {:>30} {:>22} {:>10} {:>7}",
+            "{label:<18} {:>8} {:>9} {:>6} {:>6.3} {:>9} {:>8} {:>30} {:>22} {:>10} {:>7}",
             histogram.count(),
             format_latency(fit.threshold_ns),
+            fit.excesses.total,
             fit.gpd.xi,
+            format_latency(histogram.max() as f64),
             rest_count,
             text,
             format!("{} – {}", format_latency(low_max), format_latency(high_max)),

@@ -749,6 +749,71 @@ mod tests {
         assert_eq!(format_count(3.4e6), "3.4e6");
     }
 
+    /// Seven hours of an exponential latency (5 µs + mean 2 µs): two million samples from its
+    /// quantile function (deterministic) and per-second maxima of 1000 draws each. Hours are covered
+    /// six times over (empirical), days are not (gpd).
+    #[test]
+    fn covered_windows_are_empirical_and_longer_ones_are_projected() {
+        let mut histogram = LatencyHistogram::new();
+        let samples = 2_000_000u64;
+        for index in 0..samples {
+            let probability = (index as f64 + 0.5) / samples as f64;
+            histogram.record((5_000.0 - 2_000.0 * (1.0 - probability).ln()).round() as u64);
+        }
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let max_per_second: Vec<u64> = (0..7 * 3600)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let uniform = (state >> 11) as f64 / (1u64 << 53) as f64;
+                // Max of 1000 exponentials: 5 µs + 2 µs·(ln 1000 + Gumbel).
+                (5_000.0 + 2_000.0 * (1000f64.ln() - (-uniform.max(1e-12).ln()).ln())) as u64
+            })
+            .collect();
+        let data = TailData {
+            histogram: &histogram,
+            max_per_second: &max_per_second,
+            covered_ns: 7 * 3_600_000_000_000,
+            period_ns: 1_000_000,
+        };
+        let usage = UsageModel {
+            hours_per_day: 8.0,
+            days_per_week: 5.0,
+        };
+        let projection = project(&data, &usage, &TailConfig::default());
+        let json = projection.to_json();
+        let hour = &json["per_hour"];
+        assert_eq!(hour["method"], "empirical", "{json:#}");
+        assert!(hour["confidence"].as_f64().unwrap() >= 0.95);
+        let day = &json["per_day"];
+        assert_eq!(day["method"], "gpd", "{json:#}");
+        for window in [hour, day, &json["per_week"]] {
+            let low = window["ci_low_ns"].as_u64().unwrap();
+            let estimate = window["estimate_ns"].as_u64().unwrap();
+            let high = window["ci_high_ns"].as_u64().unwrap();
+            assert!(low <= estimate && estimate <= high, "{window}");
+        }
+        // The histogram's rate is 2e6 samples in 7 h: a day of 8 h holds n = 2.286e6 of them and
+        // the median of their maximum is 5 µs + 2 µs·ln(n / ln 2) ≈ 35.0 µs.
+        let day_estimate = day["estimate_ns"].as_f64().unwrap();
+        assert!(
+            (day_estimate / 35_000.0 - 1.0).abs() < 0.05,
+            "{day_estimate}"
+        );
+        let week_estimate = json["per_week"]["estimate_ns"].as_f64().unwrap();
+        assert!(week_estimate > day_estimate);
+        assert_eq!(json["usage"]["hours_per_day"], 8.0);
+        assert_eq!(json["window_seconds"]["per_week"], 144_000);
+        assert!(json["fit"]["xi"].as_f64().unwrap().abs() < 0.1, "{json:#}");
+        let rare = json["rare"].as_array().unwrap();
+        assert!(!rare.is_empty());
+        assert!(
+            rare[0].as_str().unwrap().contains("expected once every"),
+            "{rare:?}"
+        );
+    }
+
     #[test]
     fn too_little_data_is_refused_with_a_reason() {
         let mut histogram = LatencyHistogram::new();
