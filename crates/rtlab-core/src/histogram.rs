@@ -36,7 +36,7 @@ pub enum HistogramError {
 }
 
 /// A latency distribution in nanoseconds, 3 significant digits, 1 ns to 60 s.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LatencyHistogram {
     histogram: Histogram<u64>,
     sum: u128,
@@ -46,6 +46,20 @@ pub struct LatencyHistogram {
     /// Exact extremes of what was recorded (the histogram's own are bucket edges).
     exact_min: u64,
     exact_max: u64,
+}
+
+/// A short form: the bucket array would print tens of thousands of counts.
+impl std::fmt::Debug for LatencyHistogram {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("LatencyHistogram")
+            .field("count", &self.count())
+            .field("min_ns", &self.min())
+            .field("max_ns", &self.max())
+            .field("mean_ns", &self.mean())
+            .field("saturated", &self.saturated)
+            .finish()
+    }
 }
 
 impl Default for LatencyHistogram {

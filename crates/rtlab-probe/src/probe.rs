@@ -122,6 +122,9 @@ pub struct Progress {
 struct HandoffSlot {
     sequence: AtomicU32,
     signal_ns: AtomicU64,
+    /// Periods the signalling timer thread skipped during measurement: hand-offs that never
+    /// happened because the signaller itself never ran. Added to the waiter's `missed`.
+    signals_never_sent: AtomicU64,
 }
 
 struct Shared {
@@ -295,6 +298,7 @@ impl Probe {
                     let slot = Arc::new(HandoffSlot {
                         sequence: AtomicU32::new(0),
                         signal_ns: AtomicU64::new(0),
+                        signals_never_sent: AtomicU64::new(0),
                     });
                     slots.push(Arc::clone(&slot));
                     let key = SeriesKey {
@@ -461,6 +465,11 @@ impl TimerThread {
                 let at_ns = deadline_ns - shared.measure_start_ns;
                 self.wakeup.record(latency_ns, at_ns);
                 self.wakeup.missed += skipped;
+                if skipped > 0 {
+                    for slot in &self.handoff_slots {
+                        slot.signals_never_sent.fetch_add(skipped, Ordering::Relaxed);
+                    }
+                }
                 if let Some(previous) = previous_wake_ns.filter(|previous| *previous >= shared.measure_start_ns) {
                     self.interval.record(now_ns - previous, at_ns);
                     self.interval.missed += skipped;
@@ -553,6 +562,7 @@ impl WaiterThread {
             );
         }
         // ---- end of the sample path ----
+        self.recorder.missed += self.slot.signals_never_sent.load(Ordering::Relaxed);
         ThreadOutput {
             recorders: vec![(self.key, self.recorder)],
         }
