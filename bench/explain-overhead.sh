@@ -7,6 +7,7 @@
 # p50 and p99 (µs), the episodes explained and the trace events decoded, then the mean of each mode.
 #
 # usage: bench/explain-overhead.sh [SECONDS_PER_RUN=20] [ROUNDS=3]   (needs root and tracefs)
+#        RUN_FLAGS="--classes rt-high --no-handoff" bench/explain-overhead.sh …  (extra run flags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -19,7 +20,8 @@ for round in $(seq 1 "$rounds"); do
     for mode in plain explain; do
         flags=()
         [ "$mode" = explain ] && flags=(--explain)
-        "$rtlab" run --duration "${seconds}s" --warmup 1s --no-store "${flags[@]}" \
+        # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
+        "$rtlab" run --duration "${seconds}s" --warmup 1s --no-store ${RUN_FLAGS:-} "${flags[@]}" \
             --json "$out/$mode-$round.json" > "$out/$mode-$round.txt"
     done
 done
@@ -31,6 +33,9 @@ def figures(path):
     row = {}
     for klass in ("rt-high", "normal"):
         series = [s for s in record["series"] if s["metric"] == "wakeup" and s["class"] == klass]
+        if not series:
+            row[klass + " p50"] = row[klass + " p99"] = float("nan")
+            continue
         row[klass + " p50"] = statistics.median(s["percentiles"]["50"] for s in series) / 1000
         row[klass + " p99"] = statistics.median(s["percentiles"]["99"] for s in series) / 1000
     trace = record["config"].get("explain_trace", {})
@@ -50,6 +55,8 @@ for mode, rows in means.items():
     print(f"{mode:<7}mean" + "".join(f"{statistics.mean(row[key] for row in rows):>13.1f}" for key in keys))
 plain, explain = means["plain"], means["explain"]
 for key in ("rt-high p50", "normal p50"):
+    if any(row[key] != row[key] for row in plain):
+        continue
     before = statistics.mean(row[key] for row in plain)
     after = statistics.mean(row[key] for row in explain)
     print(f"median shift {key}: {100 * (after - before) / before:+.1f} %")
