@@ -11,7 +11,7 @@
 //!   the median of the windows' maxima with a distribution-free order-statistic interval.
 //! * **Beyond the run**: peaks over threshold. Excesses over a high threshold are fitted with a
 //!   Generalized Pareto distribution by maximum likelihood ([`gpd`]); the threshold is the lowest
-//!   candidate (from the top 5 % of samples, or 10 000, down to 50 exceedances) at which the
+//!   candidate (from the top 5 % of samples, at most 4 000, down to 50 exceedances) at which the
 //!   Anderson–Darling test ([`goodness`]) does not reject the fit at 5 % — the sequential
 //!   procedure of Choulakian & Stephens (2001). The interval is the profile-likelihood interval.
 //! * **Refusal.** With too few samples, no acceptable threshold, a window more than 1000 times
@@ -129,7 +129,8 @@ pub struct TailConfig {
     pub min_samples: u64,
     /// Fewest exceedances a threshold may leave.
     pub min_exceedances: u64,
-    /// Most exceedances a threshold may leave.
+    /// Most exceedances a threshold may leave: no more than a Run record keeps as `peaks` (4096
+    /// by default), so the exceedances of the chosen threshold are stored with their times.
     pub max_exceedances: u64,
     /// Largest ratio of wake-ups in a window to wake-ups measured.
     pub max_extrapolation: f64,
@@ -142,7 +143,7 @@ impl Default for TailConfig {
             goodness_alpha: 0.05,
             min_samples: 1_000,
             min_exceedances: 50,
-            max_exceedances: 10_000,
+            max_exceedances: 4_000,
             max_extrapolation: 1_000.0,
         }
     }

@@ -494,7 +494,19 @@ pub fn attach_tails(record: &mut RunRecord, usage: &UsageModel, overwrite: bool)
                     covered_ns,
                     period_ns: series.period_ns,
                 };
-                project(&data, usage, &config).to_json()
+                let mut tail = project(&data, usage, &config).to_json();
+                // Whether the record's `peaks` hold every exceedance of the fit (with its time),
+                // so the projection can be redone and checked from the record alone.
+                if let Some(threshold) = tail["fit"]["threshold_ns"].as_u64() {
+                    let kept = series
+                        .peaks
+                        .iter()
+                        .filter(|peak| peak.value_ns > threshold)
+                        .count() as u64;
+                    tail["fit"]["exceedances_kept_in_peaks"] =
+                        json!(kept >= tail["fit"]["exceedances"].as_u64().unwrap_or(u64::MAX));
+                }
+                tail
             }
             Err(error) => json!({"insufficient": format!("the histogram cannot be read: {error}")}),
         };
