@@ -275,9 +275,11 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
                 })
         })
         .collect();
+    // The spinner outlives the measurement (it starts before rtlab has set up and runs past
+    // its end), so only part of its spins can land in the measured window.
     let n_spins = spins.load(Ordering::SeqCst);
     assert!(
-        !created.is_empty() && created.len() as u64 * 2 >= n_spins.saturating_sub(2),
+        !created.is_empty() && created.len() as u64 * 3 >= n_spins,
         "{} of {n_spins} spins produced an episode naming {spinner_name}: {:#?}",
         created.len(),
         record.episodes
