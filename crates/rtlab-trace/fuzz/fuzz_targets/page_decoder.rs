@@ -16,7 +16,11 @@ fn event_decoder() -> &'static EventDecoder {
     static DECODER: OnceLock<EventDecoder> = OnceLock::new();
     DECODER.get_or_init(|| {
         let mut decoder = EventDecoder::default();
-        for (system, text) in [("sched", SCHED_SWITCH), ("irq", IRQ_ENTRY), ("ftrace", PRINT)] {
+        for (system, text) in [
+            ("sched", SCHED_SWITCH),
+            ("irq", IRQ_ENTRY),
+            ("ftrace", PRINT),
+        ] {
             let format = parse_event_format(system, text).expect("fixture formats parse");
             decoder.add(&format).expect("fixture formats are usable");
         }
