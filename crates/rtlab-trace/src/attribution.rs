@@ -121,6 +121,7 @@ pub fn attribute(
     let mut own_timer = None;
     let mut probe_prio = None;
     let mut comms: BTreeMap<i32, Comm> = BTreeMap::new();
+    let mut prios: BTreeMap<i32, i32> = BTreeMap::new();
     for event in events {
         match &event.kind {
             EventKind::HrtimerStart { timer, .. }
@@ -152,6 +153,7 @@ pub fn attribute(
                 pid, prio, comm, ..
             } => {
                 comms.insert(*pid, *comm);
+                prios.insert(*pid, *prio);
                 if *pid == tid {
                     probe_prio = Some(*prio);
                 }
@@ -214,12 +216,14 @@ pub fn attribute(
             push_slice(&mut slices, previous, event.timestamp_ns, &stack, &running);
             previous = event.timestamp_ns;
         }
-        if running.is_none() && event.pid >= 0 {
-            // Any event names the task that was current when it fired.
+        if event.pid >= 0 && running.as_ref().is_none_or(|task| task.pid != event.pid) {
+            // Any event names the task that was current when it fired (`common_pid`, also inside
+            // interrupts). Some kernels do not trace every switch (this project's VM kernel never
+            // shows the switches out of idle), so a task seen running is believed from here on.
             running = Some(Running {
                 pid: event.pid,
                 comm: comms.get(&event.pid).copied(),
-                prio: None,
+                prio: prios.get(&event.pid).copied(),
                 work_function: None,
             });
         }
@@ -737,6 +741,73 @@ mod tests {
             1_000
         );
         assert_eq!(causes[0].kind, CauseKind::Task);
+    }
+
+    #[test]
+    fn a_task_switched_in_without_a_traced_switch_is_named_from_its_events() {
+        // The switch out of idle into the spinner is missing, as on kernels that do not trace it.
+        let trace = vec![
+            switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
+            event(
+                5_000,
+                0,
+                EventKind::Waking {
+                    comm: Comm::new("spin95"),
+                    pid: SPINNER,
+                    prio: 4,
+                    target_cpu: 1,
+                },
+            ),
+            event(
+                5_500,
+                SPINNER,
+                EventKind::VectorEntry {
+                    name: "local_timer",
+                },
+            ),
+            event(
+                5_600,
+                SPINNER,
+                EventKind::VectorExit {
+                    name: "local_timer",
+                },
+            ),
+            event(
+                10_100,
+                SPINNER,
+                EventKind::VectorEntry {
+                    name: "local_timer",
+                },
+            ),
+            event(
+                10_200,
+                SPINNER,
+                EventKind::Waking {
+                    comm: Comm::new("probe"),
+                    pid: PROBE,
+                    prio: 19,
+                    target_cpu: 1,
+                },
+            ),
+            event(
+                10_300,
+                SPINNER,
+                EventKind::VectorExit {
+                    name: "local_timer",
+                },
+            ),
+            switch(1_010_000, (SPINNER, "spin95", 4), (PROBE, "probe", 19)),
+        ];
+        let late = late(10_000, 1_010_500, Metric::Wakeup);
+        let causes = attribute(&late, &trace, AttributionContext::default());
+        let spinner = find(&causes, CauseKind::Task, "spin95").expect("spinner named");
+        assert_eq!(spinner.ns, 1_010_000 - 10_300);
+        assert!(spinner
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("outranks the probe"));
+        assert_eq!(causes.iter().map(|cause| cause.ns).sum::<u64>(), 1_000_500);
     }
 
     #[test]
