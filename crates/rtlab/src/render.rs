@@ -190,7 +190,7 @@ pub fn write_load_summary(out: &mut impl Write, record: &RunRecord) -> std::io::
         return Ok(());
     };
     writeln!(out)?;
-    let spec = load["spec"].as_str().unwrap_or("(none)");
+    let spec = load["spec"].as_str().unwrap_or("(no --load)");
     let usage = &load["usage"];
     writeln!(
         out,
