@@ -313,8 +313,8 @@ fn checked_v2_payload(bytes: Vec<u8>) -> Result<Vec<u8>, HistogramError> {
     if big_endian_u32(&plain, 0) != Some(V2_COOKIE) {
         return Err(invalid("compressed payload is not a V2 histogram".into()));
     }
-    let declared = big_endian_u32(&plain, 4)
-        .ok_or_else(|| invalid("truncated header".into()))? as usize;
+    let declared =
+        big_endian_u32(&plain, 4).ok_or_else(|| invalid("truncated header".into()))? as usize;
     let present = plain.len().saturating_sub(V2_HEADER_BYTES);
     if plain.len() < V2_HEADER_BYTES || declared > present {
         return Err(invalid(format!(
@@ -397,8 +397,13 @@ mod tests {
         header.extend_from_slice(&1_000_000u64.to_be_bytes());
         header.extend_from_slice(&1.0f64.to_be_bytes());
         let encoded = base64::engine::general_purpose::STANDARD.encode(&header);
-        let error = LatencyHistogram::from_base64(&encoded).unwrap_err().to_string();
-        assert!(error.contains("declares 4294967295 payload bytes"), "{error}");
+        let error = LatencyHistogram::from_base64(&encoded)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("declares 4294967295 payload bytes"),
+            "{error}"
+        );
         // The same inside a deflate stream.
         let mut compressed = Vec::new();
         {

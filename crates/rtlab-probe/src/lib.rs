@@ -16,4 +16,6 @@ pub mod schedule;
 pub mod stress;
 
 pub use class::Class;
-pub use probe::{LateSample, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe, SeriesKey, SeriesResult};
+pub use probe::{
+    LateSample, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe, SeriesKey, SeriesResult,
+};

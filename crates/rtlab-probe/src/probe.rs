@@ -192,7 +192,11 @@ impl Probe {
             return Err(ProbeError::NoCpus);
         }
         if let Some(cpu) = config.cpus.iter().find(|cpu| !online.contains(cpu)) {
-            let online_text = online.iter().map(|cpu| cpu.to_string()).collect::<Vec<_>>().join(",");
+            let online_text = online
+                .iter()
+                .map(|cpu| cpu.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
             return Err(ProbeError::CpuOffline(*cpu, online_text));
         }
         if config.classes.is_empty() {
@@ -208,7 +212,9 @@ impl Probe {
         let mut classes: Vec<Class> = config.classes.clone();
         classes.sort();
         classes.dedup();
-        if classes.iter().any(|class| class.is_realtime()) && !rtlab_sys::sched::realtime_permitted() {
+        if classes.iter().any(|class| class.is_realtime())
+            && !rtlab_sys::sched::realtime_permitted()
+        {
             let skipped: Vec<&str> = classes
                 .iter()
                 .filter(|class| class.is_realtime())
@@ -270,7 +276,8 @@ impl Probe {
             _memory_lock: memory_lock,
             _dma_latency: dma_latency,
         };
-        let (setup_sender, setup_receiver) = mpsc::channel::<Result<(Vec<SeriesKey>, u32), ProbeError>>();
+        let (setup_sender, setup_receiver) =
+            mpsc::channel::<Result<(Vec<SeriesKey>, u32), ProbeError>>();
         let mut n_threads = 0usize;
 
         let make_recorder = |running: &mut RunningProbe, key: SeriesKey, policy: Policy| {
@@ -283,7 +290,11 @@ impl Probe {
             let threshold_ns = Arc::new(LateThreshold(AtomicU64::new(u64::MAX)));
             running.thresholds.push((key, Arc::clone(&threshold_ns)));
             let (producer, consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
-            running.late_consumers.lock().expect("not poisoned").push(consumer);
+            running
+                .late_consumers
+                .lock()
+                .expect("not poisoned")
+                .push(consumer);
             LateChannel {
                 threshold_ns,
                 producer,
@@ -348,7 +359,11 @@ impl Probe {
                     wakeup,
                     interval,
                     late,
-                    handoff_slots: if class_index == 0 { std::mem::take(&mut slots) } else { Vec::new() },
+                    handoff_slots: if class_index == 0 {
+                        std::mem::take(&mut slots)
+                    } else {
+                        Vec::new()
+                    },
                     shared: Arc::clone(&shared),
                 };
                 let sender = setup_sender.clone();
@@ -392,8 +407,12 @@ fn set_up_thread(cpu: usize, policy: Policy, name: &str) -> Result<u32, ProbeErr
         message: format!("{what}: {error}"),
     };
     rtlab_sys::cpu::pin_current_thread(cpu).map_err(|error| fail("pinning", error))?;
-    rtlab_sys::sched::set_current_thread_policy(policy)
-        .map_err(|error| fail(&format!("setting {} {}", policy.name(), policy.priority_or_nice()), error))?;
+    rtlab_sys::sched::set_current_thread_policy(policy).map_err(|error| {
+        fail(
+            &format!("setting {} {}", policy.name(), policy.priority_or_nice()),
+            error,
+        )
+    })?;
     // 1 ns slack: measure the scheduler, not the default 50 µs coalescing of SCHED_OTHER timers.
     // Per thread, so nothing is left changed when the thread ends.
     rtlab_sys::clock::set_timer_slack_ns(1).map_err(|error| fail("timer slack", error))?;
@@ -422,7 +441,10 @@ struct TimerThread {
 }
 
 impl TimerThread {
-    fn run(mut self, setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>) -> ThreadOutput {
+    fn run(
+        mut self,
+        setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>,
+    ) -> ThreadOutput {
         let wakeup_key = SeriesKey {
             metric: Metric::Wakeup,
             class: self.class,
@@ -432,7 +454,10 @@ impl TimerThread {
             metric: Metric::Interval,
             ..wakeup_key
         };
-        let name = std::thread::current().name().unwrap_or("rtlab-timer").to_owned();
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("rtlab-timer")
+            .to_owned();
         match set_up_thread(self.cpu, self.class.policy(), &name) {
             Ok(tid) => {
                 let _ = setup.send(Ok((vec![wakeup_key, interval_key], tid)));
@@ -467,10 +492,13 @@ impl TimerThread {
                 self.wakeup.missed += skipped;
                 if skipped > 0 {
                     for slot in &self.handoff_slots {
-                        slot.signals_never_sent.fetch_add(skipped, Ordering::Relaxed);
+                        slot.signals_never_sent
+                            .fetch_add(skipped, Ordering::Relaxed);
                     }
                 }
-                if let Some(previous) = previous_wake_ns.filter(|previous| *previous >= shared.measure_start_ns) {
+                if let Some(previous) =
+                    previous_wake_ns.filter(|previous| *previous >= shared.measure_start_ns)
+                {
                     self.interval.record(now_ns - previous, at_ns);
                     self.interval.missed += skipped;
                 }
@@ -509,8 +537,14 @@ struct WaiterThread {
 }
 
 impl WaiterThread {
-    fn run(mut self, setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>) -> ThreadOutput {
-        let name = std::thread::current().name().unwrap_or("rtlab-handoff").to_owned();
+    fn run(
+        mut self,
+        setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>,
+    ) -> ThreadOutput {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("rtlab-handoff")
+            .to_owned();
         match set_up_thread(self.key.cpu, self.key.class.policy(), &name) {
             Ok(tid) => {
                 let _ = setup.send(Ok((vec![self.key], tid)));
@@ -545,7 +579,8 @@ impl WaiterThread {
                 continue;
             }
             let latency_ns = now_ns.saturating_sub(signal_ns);
-            self.recorder.record(latency_ns, signal_ns - shared.measure_start_ns);
+            self.recorder
+                .record(latency_ns, signal_ns - shared.measure_start_ns);
             // Signals that arrived while this thread had not run yet: hand-offs that never happened.
             self.recorder.missed += u64::from(coalesced);
             publish_late(
@@ -625,12 +660,15 @@ impl RunningProbe {
     /// The live histogram of one series so far is not readable without locking; instead the
     /// controller can read each series' sample count and running maximum.
     pub fn live_counters(&self, key: SeriesKey) -> Option<(u64, u64)> {
-        self.live.iter().find(|(series, _)| *series == key).map(|(_, live)| {
-            (
-                live.samples.load(Ordering::Relaxed),
-                live.max_ns.load(Ordering::Relaxed),
-            )
-        })
+        self.live
+            .iter()
+            .find(|(series, _)| *series == key)
+            .map(|(_, live)| {
+                (
+                    live.samples.load(Ordering::Relaxed),
+                    live.max_ns.load(Ordering::Relaxed),
+                )
+            })
     }
 
     pub fn progress(&self) -> Progress {
@@ -645,7 +683,9 @@ impl RunningProbe {
         for (key, live) in &self.live {
             if key.metric == Metric::Wakeup {
                 progress.samples += live.samples.load(Ordering::Relaxed);
-                progress.max_wakeup_ns = progress.max_wakeup_ns.max(live.max_ns.load(Ordering::Relaxed));
+                progress.max_wakeup_ns = progress
+                    .max_wakeup_ns
+                    .max(live.max_ns.load(Ordering::Relaxed));
             }
         }
         progress

@@ -112,9 +112,18 @@ mod tests {
         assert_eq!(
             peaks,
             vec![
-                Peak { at_ns: 2_000, value_ns: 9 },
-                Peak { at_ns: 5_000, value_ns: 8 },
-                Peak { at_ns: 4_000, value_ns: 7 },
+                Peak {
+                    at_ns: 2_000,
+                    value_ns: 9
+                },
+                Peak {
+                    at_ns: 5_000,
+                    value_ns: 8
+                },
+                Peak {
+                    at_ns: 4_000,
+                    value_ns: 7
+                },
             ]
         );
         assert_eq!(recorder.histogram.count(), 7);

@@ -30,7 +30,10 @@ impl PendingFile {
     /// Creates the (still invisible) file for `target`.
     pub fn create(target: &Path) -> io::Result<PendingFile> {
         if target.file_name().is_none() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a file name"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a file name",
+            ));
         }
         let directory = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
@@ -54,7 +57,10 @@ impl PendingFile {
                 named_temporary: None,
             }),
             Err(error)
-                if matches!(error.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)) =>
+                if matches!(
+                    error.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)
+                ) =>
             {
                 let temporary = temporary_name(target);
                 let file = File::create(&temporary)?;
@@ -131,7 +137,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello");
         assert_eq!(std::fs::read_dir(&directory).unwrap().count(), 1);
         // Replaces an existing file.
-        PendingFile::create(&target).unwrap().commit(b"again").unwrap();
+        PendingFile::create(&target)
+            .unwrap()
+            .commit(b"again")
+            .unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "again");
         std::fs::remove_dir_all(&directory).unwrap();
     }

@@ -118,7 +118,11 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
 /// Paper 000's Tables 2-3: times between wake-ups in 100 µs bins, one column per series.
 pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
     let mut columns = Vec::new();
-    for series in record.series.iter().filter(|series| series.metric == Metric::Interval) {
+    for series in record
+        .series
+        .iter()
+        .filter(|series| series.metric == Metric::Interval)
+    {
         match series.histogram() {
             Ok(histogram) => columns.push((series, histogram)),
             Err(error) => writeln!(out, "warning: {}: {error}", series.label())?,

@@ -87,7 +87,12 @@ impl PendingOutput {
         }
         rtlab_sys::output_file::PendingFile::create(target)
             .map(PendingOutput::File)
-            .map_err(|error| exit::input(format!("{flag}: cannot write {}: {error}", target.display())))
+            .map_err(|error| {
+                exit::input(format!(
+                    "{flag}: cannot write {}: {error}",
+                    target.display()
+                ))
+            })
     }
 
     fn commit(self, contents: &str) -> anyhow::Result<()> {
@@ -126,7 +131,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = if args.no_store {
         None
     } else {
-        Some(rtlab_store::Store::open_default().context("opening the run history (use --no-store to skip it)")?)
+        Some(
+            rtlab_store::Store::open_default()
+                .context("opening the run history (use --no-store to skip it)")?,
+        )
     };
     // integration: load — validate the load arguments here, before measuring
     let load_plan = super::run_load::validate(&args.load)?;
@@ -143,7 +151,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cpu_dma_latency_us: args.cpu_dma_latency,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    rtlab_sys::signals::install_stop_flag(&stop).context("installing the SIGINT/SIGTERM handler")?;
+    rtlab_sys::signals::install_stop_flag(&stop)
+        .context("installing the SIGINT/SIGTERM handler")?;
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let steal_before = rtlab_sys::proc_stat::cpu_times().ok();
     let probe = Probe::start(&config, Arc::clone(&stop)).map_err(|error| match error {
@@ -341,7 +350,9 @@ fn build_record(
         warnings,
         interrupted,
     };
-    record.validate().context("the run produced an invalid record")?;
+    record
+        .validate()
+        .context("the run produced an invalid record")?;
     Ok(record)
 }
 
@@ -365,7 +376,11 @@ fn one_line_summary(record: &RunRecord) -> String {
         .max()
         .copied()
         .unwrap_or(0);
-    let max = class_series.iter().map(|series| series.max_ns).max().unwrap_or(0);
+    let max = class_series
+        .iter()
+        .map(|series| series.max_ns)
+        .max()
+        .unwrap_or(0);
     format!(
         "{first_class} wakeup p99 {} us, max {} us on {} CPUs",
         crate::render::micros(p99),
