@@ -241,7 +241,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_core::{LatencyHistogram, Metric, RUN_SCHEMA};
+    use rtlab_core::{LatencyHistogram, Metric};
 
     fn record(id: &str, started_at: &str, worst: u64) -> RunRecord {
         let mut histogram = LatencyHistogram::new();
@@ -261,21 +261,7 @@ mod tests {
             vec![],
         )
         .unwrap();
-        RunRecord {
-            schema: RUN_SCHEMA.into(),
-            id: id.into(),
-            started_at: started_at.into(),
-            duration_ns: 1_000_000_000,
-            tool_version: "test".into(),
-            cmdline: vec![],
-            host: Default::default(),
-            config: serde_json::json!({}),
-            series: vec![series],
-            load: None,
-            episodes: vec![],
-            warnings: vec![],
-            interrupted: false,
-        }
+        RunRecord::new(id, started_at, 1_000_000_000, vec![series])
     }
 
     #[test]

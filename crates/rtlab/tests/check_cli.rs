@@ -1,7 +1,7 @@
 //! `rtlab check` end to end: textbook task sets with known answers, the OS latency of a run
 //! folded in, and malformed files.
 
-use rtlab_core::{LatencyHistogram, Metric, RunRecord, RUN_SCHEMA};
+use rtlab_core::{LatencyHistogram, Metric, RunRecord};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,21 +113,12 @@ fn measured_latency_is_folded_in_as_the_pseudo_worst_case() {
         vec![],
     )
     .unwrap();
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: "check-test".to_owned(),
-        started_at: "2026-01-01T00:00:00Z".to_owned(),
-        duration_ns: 100_000_000_000,
-        tool_version: "test".to_owned(),
-        cmdline: vec![],
-        host: Default::default(),
-        config: Value::Null,
-        series: vec![series],
-        load: None,
-        episodes: vec![],
-        warnings: vec![],
-        interrupted: false,
-    };
+    let record = RunRecord::new(
+        "check-test",
+        "2026-01-01T00:00:00Z",
+        100_000_000_000,
+        vec![series],
+    );
     let run = directory.path().join("run.json");
     std::fs::write(&run, record.to_json_pretty()).unwrap();
     let set = fifo_set(

@@ -1,6 +1,6 @@
 //! `rtlab forecast` end to end on records built by hand, so every figure is known in advance.
 
-use rtlab_core::{LatencyHistogram, Metric, RunRecord, RUN_SCHEMA};
+use rtlab_core::{LatencyHistogram, Metric, RunRecord};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -36,21 +36,12 @@ fn write_record(directory: &Path) -> PathBuf {
         )
         .unwrap()
     };
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: "forecast-test".to_owned(),
-        started_at: "2026-01-01T00:00:00Z".to_owned(),
-        duration_ns: 500_000_000_000,
-        tool_version: "test".to_owned(),
-        cmdline: vec![],
-        host: Default::default(),
-        config: Value::Null,
-        series: vec![series(0, &first), series(1, &second)],
-        load: None,
-        episodes: vec![],
-        warnings: vec![],
-        interrupted: false,
-    };
+    let record = RunRecord::new(
+        "forecast-test",
+        "2026-01-01T00:00:00Z",
+        500_000_000_000,
+        vec![series(0, &first), series(1, &second)],
+    );
     let path = directory.join("record.json");
     std::fs::write(&path, record.to_json_pretty()).unwrap();
     path
@@ -336,21 +327,12 @@ fn beyond_the_data_a_fitted_tail_gives_a_number_with_its_interval() {
         vec![],
     )
     .unwrap();
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: "tail-test".to_owned(),
-        started_at: "2026-01-01T00:00:00Z".to_owned(),
-        duration_ns: samples * 1_000_000,
-        tool_version: "test".to_owned(),
-        cmdline: vec![],
-        host: Default::default(),
-        config: Value::Null,
-        series: vec![series],
-        load: None,
-        episodes: vec![],
-        warnings: vec![],
-        interrupted: false,
-    };
+    let record = RunRecord::new(
+        "tail-test",
+        "2026-01-01T00:00:00Z",
+        samples * 1_000_000,
+        vec![series],
+    );
     let path = directory.path().join("tail.json");
     std::fs::write(&path, record.to_json_pretty()).unwrap();
     let output = rtlab(directory.path())
