@@ -568,6 +568,13 @@ mod tests {
         }
     }
 
+    /// The time attributed to one named cause; panics (failing the test) when it is absent.
+    fn ns_of(causes: &[Cause], kind: CauseKind, name: &str) -> u64 {
+        find(causes, kind, name)
+            .unwrap_or_else(|| panic!("no {kind:?} cause named {name:?} in {causes:?}"))
+            .ns
+    }
+
     fn find<'a>(causes: &'a [Cause], kind: CauseKind, name: &str) -> Option<&'a Cause> {
         causes
             .iter()
@@ -679,23 +686,13 @@ mod tests {
         ];
         let late = late(10_000, 2_012_000, Metric::Wakeup);
         let causes = attribute(&late, &trace, AttributionContext::default());
+        assert_eq!(ns_of(&causes, CauseKind::Task, "spin95"), 2_000_000);
+        assert_eq!(ns_of(&causes, CauseKind::Task, "rustc"), 800);
         assert_eq!(
-            find(&causes, CauseKind::Task, "spin95").unwrap().ns,
-            2_000_000
-        );
-        assert_eq!(find(&causes, CauseKind::Task, "rustc").unwrap().ns, 800);
-        assert_eq!(
-            find(&causes, CauseKind::Switch, "switch to the probe")
-                .unwrap()
-                .ns,
+            ns_of(&causes, CauseKind::Switch, "switch to the probe"),
             1_000
         );
-        assert_eq!(
-            find(&causes, CauseKind::Timer, "wake-up interrupt")
-                .unwrap()
-                .ns,
-            200
-        );
+        assert_eq!(ns_of(&causes, CauseKind::Timer, "wake-up interrupt"), 200);
         assert_eq!(causes.iter().map(|cause| cause.ns).sum::<u64>(), 2_002_000);
     }
 
@@ -713,31 +710,13 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("RT priority 95, outranks the probe"));
-        assert_eq!(
-            find(&causes, CauseKind::Irq, "virtio0-input").unwrap().ns,
-            20_000
-        );
-        assert_eq!(
-            find(&causes, CauseKind::Softirq, "NET_RX").unwrap().ns,
-            20_000
-        );
+        assert_eq!(ns_of(&causes, CauseKind::Irq, "virtio0-input"), 20_000);
+        assert_eq!(ns_of(&causes, CauseKind::Softirq, "NET_RX"), 20_000);
         // The timer interrupt: 100 ns late while the spinner ran, then 400 ns delivering it.
+        assert_eq!(ns_of(&causes, CauseKind::Timer, "timer fired late"), 100);
+        assert_eq!(ns_of(&causes, CauseKind::Timer, "wake-up interrupt"), 400);
         assert_eq!(
-            find(&causes, CauseKind::Timer, "timer fired late")
-                .unwrap()
-                .ns,
-            100
-        );
-        assert_eq!(
-            find(&causes, CauseKind::Timer, "wake-up interrupt")
-                .unwrap()
-                .ns,
-            400
-        );
-        assert_eq!(
-            find(&causes, CauseKind::Switch, "switch to the probe")
-                .unwrap()
-                .ns,
+            ns_of(&causes, CauseKind::Switch, "switch to the probe"),
             1_000
         );
         assert_eq!(causes[0].kind, CauseKind::Task);
@@ -868,20 +847,10 @@ mod tests {
                 .ns,
             50_000
         );
+        assert_eq!(ns_of(&causes, CauseKind::Timer, "wake-up interrupt"), 400);
+        assert_eq!(ns_of(&causes, CauseKind::Switch, "scheduling"), 600);
         assert_eq!(
-            find(&causes, CauseKind::Timer, "wake-up interrupt")
-                .unwrap()
-                .ns,
-            400
-        );
-        assert_eq!(
-            find(&causes, CauseKind::Switch, "scheduling").unwrap().ns,
-            600
-        );
-        assert_eq!(
-            find(&causes, CauseKind::Switch, "switch to the probe")
-                .unwrap()
-                .ns,
+            ns_of(&causes, CauseKind::Switch, "switch to the probe"),
             1_000
         );
     }
@@ -939,9 +908,7 @@ mod tests {
         let causes = attribute(&late, &trace, context);
         assert_eq!(causes.iter().map(|cause| cause.ns).sum::<u64>(), 40_500);
         assert_eq!(
-            find(&causes, CauseKind::Switch, "wake-up in flight")
-                .unwrap()
-                .ns,
+            ns_of(&causes, CauseKind::Switch, "wake-up in flight"),
             10_000
         );
         let worker = find(&causes, CauseKind::Task, "kworker/1:1").unwrap();
