@@ -1,27 +1,34 @@
 //! `rtlab check` end to end: textbook task sets with known answers, the OS latency of a run
 //! folded in, and malformed files.
 
-use rtlab_core::{LatencyHistogram, Metric, RunRecord};
+mod common;
+
+use common::{assert_input_error, stdout_json, stdout_text, Sandbox};
+use rtlab_core::LatencyHistogram;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-fn rtlab(home: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    command.env("RTLAB_HOME", home);
-    command
-}
-
-fn fifo_set(directory: &Path, name: &str, tasks: &[(&str, &str, &str, u32)]) -> PathBuf {
+fn fifo_set(sandbox: &Sandbox, name: &str, tasks: &[(&str, &str, &str, u32)]) -> PathBuf {
     let mut text = String::new();
     for (task, compute, period, priority) in tasks {
         text.push_str(&format!(
             "[[task]]\nname = \"{task}\"\nperiod = \"{period}\"\ncompute = \"{compute}\"\npriority = {priority}\n\n"
         ));
     }
-    let path = directory.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
+    sandbox.write(name, text)
+}
+
+/// Buttazzo's three-task example: R = 1, 3 and 10 ms with nothing else on the CPU.
+fn buttazzo_set(sandbox: &Sandbox) -> PathBuf {
+    fifo_set(
+        sandbox,
+        "set.toml",
+        &[
+            ("t1", "1ms", "4ms", 30),
+            ("t2", "2ms", "6ms", 20),
+            ("t3", "3ms", "10ms", 10),
+        ],
+    )
 }
 
 fn responses(json: &Value) -> Vec<Value> {
@@ -35,27 +42,10 @@ fn responses(json: &Value) -> Vec<Value> {
 
 #[test]
 fn buttazzo_set_is_schedulable_with_known_response_times() {
-    let directory = tempfile::tempdir().unwrap();
-    let set = fifo_set(
-        directory.path(),
-        "set.toml",
-        &[
-            ("t1", "1ms", "4ms", 30),
-            ("t2", "2ms", "6ms", 20),
-            ("t3", "3ms", "10ms", 10),
-        ],
-    );
-    let output = rtlab(directory.path())
-        .args(["check", set.to_str().unwrap(), "--json", "-"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let sandbox = Sandbox::new();
+    let set = buttazzo_set(&sandbox);
+    let output = sandbox.run_expecting(0, ["check", set.to_str().unwrap(), "--json", "-"]);
+    let json = stdout_json(&output);
     assert_eq!(json["schema"], "rtlab.check/1");
     assert_eq!(json["schedulable"], true);
     assert_eq!(
@@ -70,9 +60,9 @@ fn buttazzo_set_is_schedulable_with_known_response_times() {
 
 #[test]
 fn burns_wellings_set_fails_with_exit_one() {
-    let directory = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new();
     let set = fifo_set(
-        directory.path(),
+        &sandbox,
         "set.toml",
         &[
             ("a", "10ms", "30ms", 3),
@@ -80,12 +70,8 @@ fn burns_wellings_set_fails_with_exit_one() {
             ("c", "12ms", "50ms", 1),
         ],
     );
-    let output = rtlab(directory.path())
-        .args(["check", set.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&output.stdout);
+    let output = sandbox.run_expecting(1, ["check", set.to_str().unwrap()]);
+    let text = stdout_text(&output);
     assert!(text.contains("NOT schedulable"), "{text}");
     assert_eq!(
         text.matches(" schedulable").count() - text.matches("NOT schedulable").count(),
@@ -96,42 +82,18 @@ fn burns_wellings_set_fails_with_exit_one() {
 
 #[test]
 fn measured_latency_is_folded_in_as_the_pseudo_worst_case() {
-    let directory = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new();
     let mut histogram = LatencyHistogram::new();
     histogram.record_n(1_000_000, 100_000);
-    let series = RunRecord::series_from_histogram(
-        Metric::Wakeup,
-        "rt-high",
-        0,
-        "SCHED_FIFO",
-        90,
-        1_000_000,
-        &histogram,
-        0,
-        0,
-        vec![],
-        vec![],
-    )
-    .unwrap();
-    let record = RunRecord::new(
-        "check-test",
-        "2026-01-01T00:00:00Z",
-        100_000_000_000,
-        vec![series],
+    let run = sandbox.write_record(
+        "run.json",
+        &common::rt_high_wakeup_record("check-test", 100_000_000_000, &[(0, &histogram)]),
     );
-    let run = directory.path().join("run.json");
-    std::fs::write(&run, record.to_json_pretty()).unwrap();
-    let set = fifo_set(
-        directory.path(),
-        "set.toml",
-        &[
-            ("t1", "1ms", "4ms", 30),
-            ("t2", "2ms", "6ms", 20),
-            ("t3", "3ms", "10ms", 10),
-        ],
-    );
-    let output = rtlab(directory.path())
-        .args([
+    let set = buttazzo_set(&sandbox);
+    // 1 ms of OS latency on every task: t3 no longer fits (w reaches 10 ms, R = 11 ms > 10 ms).
+    let output = sandbox.run_expecting(
+        1,
+        [
             "check",
             set.to_str().unwrap(),
             "--run",
@@ -140,17 +102,9 @@ fn measured_latency_is_folded_in_as_the_pseudo_worst_case() {
             "1/hour",
             "--json",
             "-",
-        ])
-        .output()
-        .unwrap();
-    // 1 ms of OS latency on every task: t3 no longer fits (w reaches 10 ms, R = 11 ms > 10 ms).
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        ],
     );
-    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let json = stdout_json(&output);
     let tasks = json["tasks"].as_array().unwrap();
     assert_eq!(tasks[2]["schedulable"], false);
     assert_eq!(tasks[0]["schedulable"], true);
@@ -165,63 +119,33 @@ fn measured_latency_is_folded_in_as_the_pseudo_worst_case() {
 
 #[test]
 fn reservations_use_the_edf_demand_test() {
-    let directory = tempfile::tempdir().unwrap();
-    let set = directory.path().join("set.toml");
-    std::fs::write(
-        &set,
+    let sandbox = Sandbox::new();
+    let set = sandbox.write(
+        "set.toml",
         "[[task]]\nname = \"a\"\nperiod = \"5ms\"\ncompute = \"2ms\"\nreservation = { runtime = \"2ms\", period = \"5ms\" }\n\n[[task]]\nname = \"b\"\nperiod = \"7ms\"\ncompute = \"4ms\"\nreservation = { runtime = \"4ms\", period = \"7ms\" }\n",
-    )
-    .unwrap();
+    );
     // U = 0.971: EDF can, Linux's 95 % admission cannot.
-    let output = rtlab(directory.path())
-        .args(["check", set.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let output = rtlab(directory.path())
-        .args(["check", set.to_str().unwrap(), "--reservation-limit", "100"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
+    sandbox.run_expecting(1, ["check", set.to_str().unwrap()]);
+    sandbox.run_expecting(
+        0,
+        ["check", set.to_str().unwrap(), "--reservation-limit", "100"],
     );
 }
 
 #[test]
 fn invalid_files_name_the_line_and_field() {
-    let directory = tempfile::tempdir().unwrap();
-    let set = directory.path().join("bad.toml");
-    std::fs::write(
-        &set,
+    let sandbox = Sandbox::new();
+    let set = sandbox.write(
+        "bad.toml",
         "[[task]]\nname = \"a\"\nperiod = \"5\"\ncompute = \"1ms\"\npriority = 9\n",
-    )
-    .unwrap();
-    let output = rtlab(directory.path())
-        .args(["check", set.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("bad.toml: line 3: task 'a': field 'period'"),
-        "{stderr}"
     );
-    std::fs::write(
-        &set,
+    assert_input_error(
+        &sandbox.run(["check", set.to_str().unwrap()]),
+        "bad.toml: line 3: task 'a': field 'period'",
+    );
+    sandbox.write(
+        "bad.toml",
         "[[task]]\nname = \"a\"\nperiod = \"5ms\"\ncompute = \"1ms\"\npriority = \"high\"\n",
-    )
-    .unwrap();
-    let output = rtlab(directory.path())
-        .args(["check", set.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("line 5"),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
     );
+    assert_input_error(&sandbox.run(["check", set.to_str().unwrap()]), "line 5");
 }

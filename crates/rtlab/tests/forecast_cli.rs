@@ -1,18 +1,17 @@
 //! `rtlab forecast` end to end on records built by hand, so every figure is known in advance.
 
-use rtlab_core::{LatencyHistogram, Metric, RunRecord};
-use serde_json::Value;
+mod common;
+
+use common::{
+    assert_exit_code, assert_input_error, rt_high_wakeup_record, stdout_json, stdout_text, Sandbox,
+};
+use rtlab_core::LatencyHistogram;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn rtlab(home: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    command.env("RTLAB_HOME", home);
-    command
-}
-
-/// 10^6 rt-high wake-ups over two CPUs: 999 000 at 100 µs, 900 at 2 ms, 90 at 5 ms, 10 at 20 ms.
-fn write_record(directory: &Path) -> PathBuf {
+/// A sandbox holding `record.json`: 10^6 rt-high wake-ups over two CPUs, 999 000 at 100 µs, 900
+/// at 2 ms, 90 at 5 ms, 10 at 20 ms.
+fn sandbox_with_record() -> (Sandbox, PathBuf) {
     let mut first = LatencyHistogram::new();
     first.record_n(100_000, 499_000);
     first.record_n(2_000_000, 900);
@@ -20,64 +19,42 @@ fn write_record(directory: &Path) -> PathBuf {
     let mut second = LatencyHistogram::new();
     second.record_n(100_000, 500_000);
     second.record_n(5_000_000, 90);
-    let series = |cpu: u32, histogram: &LatencyHistogram| {
-        RunRecord::series_from_histogram(
-            Metric::Wakeup,
-            "rt-high",
-            cpu,
-            "SCHED_FIFO",
-            90,
-            1_000_000,
-            histogram,
-            0,
-            0,
-            vec![],
-            vec![],
-        )
-        .unwrap()
-    };
-    let record = RunRecord::new(
+    let record = rt_high_wakeup_record(
         "forecast-test",
-        "2026-01-01T00:00:00Z",
         500_000_000_000,
-        vec![series(0, &first), series(1, &second)],
+        &[(0, &first), (1, &second)],
     );
-    let path = directory.join("record.json");
-    std::fs::write(&path, record.to_json_pretty()).unwrap();
-    path
+    let sandbox = Sandbox::new();
+    let path = sandbox.write_record("record.json", &record);
+    (sandbox, path)
 }
 
-fn json_of(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "stdout is not JSON ({error}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
+/// `rtlab forecast RECORD OPTIONS…`, run to completion.
+fn forecast(sandbox: &Sandbox, record: &Path, options: &[&str]) -> Output {
+    let mut args = vec!["forecast", record.to_str().unwrap()];
+    args.extend_from_slice(options);
+    sandbox.run(args)
 }
 
 #[test]
 fn mttf_of_a_configuration_matches_hand_computation() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
+    let (sandbox, record) = sandbox_with_record();
+    let output = forecast(
+        &sandbox,
+        &record,
+        &[
             "--buffers",
             "2",
             "--buffer-ms",
             "4",
-        ])
-        .args(["--compute-ms", "1", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+            "--compute-ms",
+            "1",
+            "--json",
+            "-",
+        ],
     );
-    let json = json_of(&output);
+    assert_exit_code(&output, 0);
+    let json = stdout_json(&output);
     assert_eq!(json["schema"], "rtlab.forecast/1");
     assert_eq!(json["series"], "rt-high/wakeup");
     assert_eq!(json["samples"], 1_000_000);
@@ -94,62 +71,46 @@ fn mttf_of_a_configuration_matches_hand_computation() {
 
 #[test]
 fn paper_002_model_divides_by_the_buffering() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
+    let (sandbox, record) = sandbox_with_record();
+    let output = forecast(
+        &sandbox,
+        &record,
+        &[
             "--buffers",
             "3",
             "--buffer-ms",
             "4",
-        ])
-        .args(["--compute-ms", "1", "--model", "paper002", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+            "--compute-ms",
+            "1",
+            "--model",
+            "paper002",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
     // Slack 7 ms: 10 late, P = 1e-5, MTTF = (n−1)·t / P = 8 ms / 1e-5 = 800 s.
-    let mttf = json_of(&output)["rows"][0]["mttf_s"].as_f64().unwrap();
+    let mttf = stdout_json(&output)["rows"][0]["mttf_s"].as_f64().unwrap();
     assert!((mttf - 800.0).abs() < 1e-6, "{mttf}");
 }
 
 #[test]
 fn slack_beyond_the_data_gets_no_number() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
-            "--buffers",
-            "2",
-            "--buffer-ms",
-            "40",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let (sandbox, record) = sandbox_with_record();
+    let output = forecast(&sandbox, &record, &["--buffers", "2", "--buffer-ms", "40"]);
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
     assert!(text.contains("beyond what the data supports"), "{text}");
     assert!(
         text.contains("no underrun expected within the horizon the data supports"),
         "{text}"
     );
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
-            "--buffers",
-            "2",
-            "--buffer-ms",
-            "40",
-            "--json",
-            "-",
-        ])
-        .output()
-        .unwrap();
-    let row = &json_of(&output)["rows"][0];
+    let output = forecast(
+        &sandbox,
+        &record,
+        &["--buffers", "2", "--buffer-ms", "40", "--json", "-"],
+    );
+    let row = &stdout_json(&output)["rows"][0];
     assert!(row["p_late"].is_null() && row["mttf_s"].is_null(), "{row}");
     assert!(row["mttf_ci_s"][1].is_null());
     assert_eq!(row["basis"]["kind"], "beyond_data");
@@ -157,15 +118,11 @@ fn slack_beyond_the_data_gets_no_number() {
 
 #[test]
 fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
+    let (sandbox, record) = sandbox_with_record();
     // Modem 3 × 6 ms, c 1.5 ms: slack 10.5 ms, 10 late: MTTF 6 ms / 1e-5 = 600 s < 1 hour.
-    let output = rtlab(directory.path())
-        .args(["forecast", record.to_str().unwrap(), "--class", "modem"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&output.stdout);
+    let output = forecast(&sandbox, &record, &["--class", "modem"]);
+    assert_exit_code(&output, 1);
+    let text = stdout_text(&output);
     assert!(
         text.contains(
             "NOT suitable for soft modem datapump, 3 × 6 ms buffers: one glitch every 10 min"
@@ -174,12 +131,9 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
     );
     // Real-time video, 2 × 33 ms: the slack is beyond the data, but the lower bound on the MTTF
     // (33 ms · 10^6 / ln 10 = 4 h) already beats one per 10 minutes: suitable, exit 0.
-    let output = rtlab(directory.path())
-        .args(["forecast", record.to_str().unwrap(), "--class", "rt-video"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0));
-    let text = String::from_utf8_lossy(&output.stdout);
+    let output = forecast(&sandbox, &record, &["--class", "rt-video"]);
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
     assert!(
         text.contains("\nrt-video               suitable for real-time video"),
         "{text}"
@@ -189,14 +143,10 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
 
 #[test]
 fn without_a_class_every_builtin_class_gets_a_verdict() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let output = rtlab(directory.path())
-        .args(["forecast", record.to_str().unwrap(), "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let json = json_of(&output);
+    let (sandbox, record) = sandbox_with_record();
+    let output = forecast(&sandbox, &record, &["--json", "-"]);
+    assert_exit_code(&output, 0);
+    let json = stdout_json(&output);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), rtlab_analysis::classes::builtin_classes().len());
     assert!(rows.iter().all(|row| row["verdict"]["text"].is_string()));
@@ -207,152 +157,84 @@ fn without_a_class_every_builtin_class_gets_a_verdict() {
 
 #[test]
 fn target_finds_the_least_buffering() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
+    let (sandbox, record) = sandbox_with_record();
+    let output = forecast(
+        &sandbox,
+        &record,
+        &[
             "--buffer-ms",
             "4",
             "--compute-ms",
             "1",
-        ])
-        .args(["--target", "1/5min", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+            "--target",
+            "1/5min",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
     // n=2 → 40 s, n=3 → 400 s ≥ 300 s.
-    let found = &json_of(&output)["least_buffering"]["found"];
+    let found = &stdout_json(&output)["least_buffering"]["found"];
     assert_eq!(found["buffers"], 3, "{found}");
 }
 
 #[test]
 fn user_classes_file_adds_classes_and_errors_name_the_line() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let classes = directory.path().join("classes.toml");
-    std::fs::write(
-        &classes,
+    let (sandbox, record) = sandbox_with_record();
+    let classes = sandbox.write(
+        "classes.toml",
         "[[class]]\nname = \"synth\"\nbuffers = 3\nbuffer = \"4ms\"\ncompute = \"1ms\"\nacceptable = \"1/5min\"\n",
-    )
-    .unwrap();
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
-            "--classes-file",
-            classes.to_str().unwrap(),
-        ])
-        .args(["--class", "synth"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("suitable for synth"));
-    std::fs::write(
-        &classes,
+    let classes = classes.to_str().unwrap();
+    let output = forecast(
+        &sandbox,
+        &record,
+        &["--classes-file", classes, "--class", "synth"],
+    );
+    assert_exit_code(&output, 0);
+    assert!(stdout_text(&output).contains("suitable for synth"));
+    sandbox.write(
+        "classes.toml",
         "[[class]]\nname = \"synth\"\nbuffers = 3\nbuffer = \"4\"\nacceptable = \"1/day\"\n",
-    )
-    .unwrap();
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
-            "--classes-file",
-            classes.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("line 1: class 'synth': field 'buffer'"),
-        "{stderr}"
+    );
+    assert_input_error(
+        &forecast(&sandbox, &record, &["--classes-file", classes]),
+        "line 1: class 'synth': field 'buffer'",
     );
 }
 
 #[test]
 fn unknown_series_and_class_are_input_errors() {
-    let directory = tempfile::tempdir().unwrap();
-    let record = write_record(directory.path());
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            record.to_str().unwrap(),
-            "--series",
-            "normal/wakeup",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("no series normal/wakeup (it has: rt-high/wakeup)"),
-        "{stderr}"
+    let (sandbox, record) = sandbox_with_record();
+    assert_input_error(
+        &forecast(&sandbox, &record, &["--series", "normal/wakeup"]),
+        "no series normal/wakeup (it has: rt-high/wakeup)",
     );
-    let output = rtlab(directory.path())
-        .args(["forecast", record.to_str().unwrap(), "--class", "theremin"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
+    assert_exit_code(&forecast(&sandbox, &record, &["--class", "theremin"]), 2);
 }
 
 #[test]
 fn beyond_the_data_a_fitted_tail_gives_a_number_with_its_interval() {
     // 200 000 wake-ups laid on the quantiles of 50 µs + an exponential of mean 20 µs: the largest
     // is 50 + 20·ln(400 000) ≈ 308 µs. A 2 × 450 µs buffer's slack lies beyond it.
-    let directory = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new();
     let samples = 200_000u64;
     let mut histogram = LatencyHistogram::new();
     for index in 0..samples {
         let tail_quantile = (index as f64 + 0.5) / samples as f64;
         histogram.record(50_000 + (-20_000.0 * tail_quantile.ln()) as u64);
     }
-    let series = RunRecord::series_from_histogram(
-        Metric::Wakeup,
-        "rt-high",
-        0,
-        "SCHED_FIFO",
-        90,
-        1_000_000,
-        &histogram,
-        0,
-        0,
-        vec![],
-        vec![],
-    )
-    .unwrap();
-    let record = RunRecord::new(
-        "tail-test",
-        "2026-01-01T00:00:00Z",
-        samples * 1_000_000,
-        vec![series],
+    let record = sandbox.write_record(
+        "tail.json",
+        &rt_high_wakeup_record("tail-test", samples * 1_000_000, &[(0, &histogram)]),
     );
-    let path = directory.path().join("tail.json");
-    std::fs::write(&path, record.to_json_pretty()).unwrap();
-    let output = rtlab(directory.path())
-        .args([
-            "forecast",
-            path.to_str().unwrap(),
-            "--buffers",
-            "2",
-            "--buffer-ms",
-            "0.45",
-        ])
-        .args(["--json", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = forecast(
+        &sandbox,
+        &record,
+        &["--buffers", "2", "--buffer-ms", "0.45", "--json", "-"],
     );
-    let json = json_of(&output);
+    assert_exit_code(&output, 0);
+    let json = stdout_json(&output);
     assert!(
         json["tail_projection"]
             .as_str()

@@ -2,15 +2,13 @@
 //! records that `show` and `forecast` read; `rtlab run --histfile` output re-imports to the same
 //! counts; malformed files are rejected with their line.
 
+mod common;
+
+use common::{
+    assert_input_error, read_record, stderr_text, stdout_json, stdout_record, stdout_text, Sandbox,
+};
 use rtlab_core::{Metric, RunRecord};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn rtlab(home: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    command.env("RTLAB_HOME", home);
-    command
-}
 
 fn fixture(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -18,31 +16,29 @@ fn fixture(relative: &str) -> PathBuf {
         .join(relative)
 }
 
-fn import_json(home: &Path, file: &Path, extra: &[&str]) -> RunRecord {
-    let output = rtlab(home)
-        .args([
-            "import",
-            file.to_str().unwrap(),
-            "--no-store",
-            "--json",
-            "-",
-        ])
-        .args(extra)
-        .output()
-        .unwrap();
+/// `rtlab import FILE --no-store --json - EXTRA…`, which must succeed; the record it printed.
+fn import_json(sandbox: &Sandbox, file: &Path, extra: &[&str]) -> RunRecord {
+    let mut args = vec![
+        "import",
+        file.to_str().unwrap(),
+        "--no-store",
+        "--json",
+        "-",
+    ];
+    args.extend_from_slice(extra);
+    let output = sandbox.run(args);
     assert!(
         output.status.success(),
         "{}: {}",
         file.display(),
-        String::from_utf8_lossy(&output.stderr)
+        stderr_text(&output)
     );
-    RunRecord::from_json(&String::from_utf8(output.stdout).unwrap())
-        .expect("imported record validates")
+    stdout_record(&output)
 }
 
 #[test]
 fn every_format_imports_to_a_valid_record() {
-    let home = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new();
     let cases: [(&str, &[&str], usize); 4] = [
         ("cyclictest/ok/histfile_h100_2threads_overflows.txt", &[], 2),
         ("rtla/ok/timerlat_hist_us_2cpus_overflows.txt", &[], 4),
@@ -54,7 +50,7 @@ fn every_format_imports_to_a_valid_record() {
         ("csv/ok/python_sleep_latency_us.csv", &[], 1),
     ];
     for (file, extra, n_series) in cases {
-        let record = import_json(home.path(), &fixture(file), extra);
+        let record = import_json(&sandbox, &fixture(file), extra);
         assert_eq!(record.series.len(), n_series, "{file}");
         assert!(record
             .series
@@ -66,7 +62,7 @@ fn every_format_imports_to_a_valid_record() {
             .any(|warning| warning.contains("imported from")));
     }
     let record = import_json(
-        home.path(),
+        &sandbox,
         &fixture("cyclictest/ok/histfile_h100_2threads_overflows.txt"),
         &["--class", "rt-high", "--period", "1ms"],
     );
@@ -77,30 +73,22 @@ fn every_format_imports_to_a_valid_record() {
 
 #[test]
 fn imported_runs_are_stored_and_forecast_like_measured_ones() {
-    let home = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new();
     let file = fixture("cyclictest/ok/histfile_h100_2threads_overflows.txt");
-    let output = rtlab(home.path())
-        .args(["import", file.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8_lossy(&output.stdout);
+    let output = sandbox.run_expecting(0, ["import", file.to_str().unwrap()]);
+    let text = stdout_text(&output);
     let id = text
         .split("stored as run ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("no id in {text}"))
         .to_owned();
-    let shown = rtlab(home.path()).args(["show", &id]).output().unwrap();
-    assert!(shown.status.success());
-    assert!(String::from_utf8_lossy(&shown.stdout).contains("cyclictest"));
+    let shown = sandbox.run_expecting(0, ["show", &id]);
+    assert!(stdout_text(&shown).contains("cyclictest"));
     // 2 × 6 ms, c 1.5 ms: slack 4.5 ms; the 69 overflows of thread 1 (recorded at 4.821 ms) are late.
-    let forecast = rtlab(home.path())
-        .args([
+    let forecast = sandbox.run_expecting(
+        0,
+        [
             "forecast",
             &id,
             "--buffers",
@@ -111,15 +99,9 @@ fn imported_runs_are_stored_and_forecast_like_measured_ones() {
             "1.5",
             "--json",
             "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        forecast.status.success(),
-        "{}",
-        String::from_utf8_lossy(&forecast.stderr)
+        ],
     );
-    let json: serde_json::Value = serde_json::from_slice(&forecast.stdout).unwrap();
+    let json = stdout_json(&forecast);
     assert_eq!(json["series"], "cyclictest/wakeup");
     assert_eq!(json["rows"][0]["basis"]["late"], 69);
     assert_eq!(json["rows"][0]["basis"]["samples"], 4000);
@@ -127,80 +109,54 @@ fn imported_runs_are_stored_and_forecast_like_measured_ones() {
 
 #[test]
 fn malformed_files_are_rejected_with_their_line() {
-    let home = tempfile::tempdir().unwrap();
-    let output = rtlab(home.path())
-        .args([
-            "import",
-            fixture("cyclictest/err/total_mismatch.txt")
-                .to_str()
-                .unwrap(),
-            "--no-store",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("total_mismatch.txt: line 4: thread 1"),
-        "{stderr}"
+    let sandbox = Sandbox::new();
+    let import_without_storing =
+        |file: &Path| sandbox.run(["import", file.to_str().unwrap(), "--no-store"]);
+    assert_input_error(
+        &import_without_storing(&fixture("cyclictest/err/total_mismatch.txt")),
+        "total_mismatch.txt: line 4: thread 1",
     );
-    let output = rtlab(home.path())
-        .args([
-            "import",
-            fixture("hdrlog/ok/python_hdrh_two_intervals.hlog")
-                .to_str()
-                .unwrap(),
-            "--no-store",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--value-unit"));
-    let garbage = home.path().join("notes.txt");
-    std::fs::write(&garbage, "dear diary\ntoday the latency was bad\n").unwrap();
-    let output = rtlab(home.path())
-        .args(["import", garbage.to_str().unwrap(), "--no-store"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("first line is 'dear diary'"));
+    assert_input_error(
+        &import_without_storing(&fixture("hdrlog/ok/python_hdrh_two_intervals.hlog")),
+        "--value-unit",
+    );
+    let garbage = sandbox.write("notes.txt", "dear diary\ntoday the latency was bad\n");
+    assert_input_error(
+        &import_without_storing(&garbage),
+        "first line is 'dear diary'",
+    );
 }
 
 #[test]
 fn run_histfile_reimports_to_the_same_counts() {
-    let home = tempfile::tempdir().unwrap();
-    let json = home.path().join("run.json");
-    let histfile = home.path().join("run.hist");
-    let output = rtlab(home.path())
-        .args([
-            "run",
-            "--duration",
-            "2s",
-            "--warmup",
-            "200ms",
-            "--no-store",
-            "--no-handoff",
-        ])
-        .args([
-            "--histogram",
-            "200",
-            "--json",
-            json.to_str().unwrap(),
-            "--histfile",
-            histfile.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let sandbox = Sandbox::new();
+    let json = sandbox.file("run.json");
+    let histfile = sandbox.file("run.hist");
+    let output = sandbox.run([
+        "run",
+        "--duration",
+        "2s",
+        "--warmup",
+        "200ms",
+        "--no-store",
+        "--no-handoff",
+        "--histogram",
+        "200",
+        "--json",
+        json.to_str().unwrap(),
+        "--histfile",
+        histfile.to_str().unwrap(),
+    ]);
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = stderr_text(&output);
         if !rtlab_sys::sched::realtime_permitted() {
             eprintln!("skipped: rtlab run failed without real-time permission: {stderr}");
             return;
         }
         panic!("rtlab run failed: {stderr}");
     }
-    let measured = RunRecord::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let imported = import_json(home.path(), &histfile, &[]);
+    let measured = read_record(&json);
+    let imported = import_json(&sandbox, &histfile, &[]);
     let measured_counts: Vec<u64> = measured
         .series
         .iter()
