@@ -189,6 +189,9 @@ pub fn attribute(
     let mut running: Option<Running> = None;
     let mut wake_path: Vec<u64> = Vec::new();
     let mut next_id = 0u64;
+    // The most urgent task woken onto this CPU while it idled: where the switch out of idle is not
+    // traced, it is the task the CPU runs once the waking interrupt returns.
+    let mut idle_wakee: Option<Running> = None;
     let mut previous = window_start;
     let mut saw_any_event = false;
     let push_slice = |slices: &mut Vec<Slice>,
@@ -226,6 +229,9 @@ pub fn attribute(
                 prio: prios.get(&event.pid).copied(),
                 work_function: None,
             });
+            if event.pid != 0 {
+                idle_wakee = None;
+            }
         }
         let mut open = |kind: ContextKind, key: u64, name: String, stack: &mut Vec<OpenContext>| {
             next_id += 1;
@@ -273,8 +279,38 @@ pub fn attribute(
             EventKind::HrtimerExpireExit { timer } => {
                 close(ContextKind::Hrtimer, Some(*timer), &mut stack)
             }
-            EventKind::Waking { pid, .. } if *pid == tid && Some(event.timestamp_ns) == wake_ns => {
-                wake_path.extend(stack.iter().map(|open| open.id));
+            EventKind::Waking {
+                pid,
+                prio,
+                comm,
+                target_cpu,
+            }
+            | EventKind::Wakeup {
+                pid,
+                prio,
+                comm,
+                target_cpu,
+            } => {
+                if matches!(event.kind, EventKind::Waking { .. })
+                    && *pid == tid
+                    && Some(event.timestamp_ns) == wake_ns
+                {
+                    wake_path.extend(stack.iter().map(|open| open.id));
+                }
+                let idle = running.as_ref().is_none_or(|task| task.pid == 0);
+                if idle
+                    && *target_cpu == late.cpu as i32
+                    && idle_wakee
+                        .as_ref()
+                        .is_none_or(|best| best.prio.is_none_or(|best| *prio < best))
+                {
+                    idle_wakee = Some(Running {
+                        pid: *pid,
+                        comm: Some(*comm),
+                        prio: Some(*prio),
+                        work_function: None,
+                    });
+                }
             }
             EventKind::Switch {
                 next_pid,
@@ -284,6 +320,7 @@ pub fn attribute(
             } => {
                 // Nothing nests across a context switch; a stale entry would only mislead.
                 stack.clear();
+                idle_wakee = None;
                 running = Some(Running {
                     pid: *next_pid,
                     comm: Some(*next_comm),
@@ -302,6 +339,21 @@ pub fn attribute(
                 }
             }
             _ => {}
+        }
+        let returned_from_interrupt = matches!(
+            event.kind,
+            EventKind::IrqExit { .. }
+                | EventKind::VectorExit { .. }
+                | EventKind::SoftirqExit { .. }
+                | EventKind::HrtimerExpireExit { .. }
+        );
+        if returned_from_interrupt
+            && stack.is_empty()
+            && running.as_ref().is_none_or(|task| task.pid == 0)
+        {
+            if let Some(wakee) = &idle_wakee {
+                running = Some(wakee.clone());
+            }
         }
     }
     push_slice(&mut slices, previous, window_end, &stack, &running);
@@ -848,10 +900,59 @@ mod tests {
             50_000
         );
         assert_eq!(ns_of(&causes, CauseKind::Timer, "wake-up interrupt"), 400);
-        assert_eq!(ns_of(&causes, CauseKind::Switch, "scheduling"), 600);
+        // Once the interrupt that woke it returns, the idle CPU is switching to the probe.
         assert_eq!(
             ns_of(&causes, CauseKind::Switch, "switch to the probe"),
-            1_000
+            1_600
+        );
+    }
+
+    #[test]
+    fn a_spinner_woken_by_the_same_interrupt_on_an_idle_cpu_is_named() {
+        // One timer interrupt on an idle CPU wakes the probe and an RT 95 spinner; the kernel does
+        // not trace the switch out of idle, and the spinner runs 1 ms without a traced event.
+        let waking = |time, pid, name, prio| {
+            event(
+                time,
+                0,
+                EventKind::Waking {
+                    comm: Comm::new(name),
+                    pid,
+                    prio,
+                    target_cpu: 1,
+                },
+            )
+        };
+        let trace = vec![
+            switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
+            event(
+                10_100,
+                0,
+                EventKind::VectorEntry {
+                    name: "local_timer",
+                },
+            ),
+            waking(10_200, PROBE, "probe", 19),
+            waking(10_300, SPINNER, "spin95", 4),
+            event(
+                10_400,
+                0,
+                EventKind::VectorExit {
+                    name: "local_timer",
+                },
+            ),
+            switch(1_010_000, (SPINNER, "spin95", 4), (PROBE, "probe", 19)),
+        ];
+        let late = late(10_000, 1_010_500, Metric::Wakeup);
+        let causes = attribute(&late, &trace, AttributionContext::default());
+        assert_eq!(causes.iter().map(|cause| cause.ns).sum::<u64>(), 1_000_500);
+        assert_eq!(
+            ns_of(&causes, CauseKind::Task, "spin95"),
+            1_010_000 - 10_400
+        );
+        assert!(
+            find(&causes, CauseKind::Switch, "scheduling").is_none(),
+            "{causes:?}"
         );
     }
 
