@@ -132,6 +132,8 @@ struct Shared {
     measure_start_ns: u64,
     end_ns: u64,
     late_dropped: AtomicU64,
+    /// Where late samples are marked in the trace, once `mark_late_samples` set it.
+    late_marker: std::sync::OnceLock<Arc<rtlab_sys::tracefs::Marker>>,
 }
 
 /// A late threshold on its own cache lines (see `LiveCounters`): read on every sample.
@@ -258,6 +260,7 @@ impl Probe {
             measure_start_ns,
             end_ns,
             late_dropped: AtomicU64::new(0),
+            late_marker: std::sync::OnceLock::new(),
         });
         let seconds = config.duration.as_u64().div_ceil(1_000_000_000) as usize;
         let period_ns = config.period.as_u64();
@@ -421,10 +424,44 @@ fn set_up_thread(cpu: usize, policy: Policy, name: &str) -> Result<u32, ProbeErr
 
 #[inline]
 fn publish_late(late: &mut LateChannel, shared: &Shared, sample: LateSample) {
-    if sample.latency_ns > late.threshold_ns.0.load(Ordering::Relaxed)
-        && late.producer.push(sample).is_err()
-    {
+    let threshold_ns = late.threshold_ns.0.load(Ordering::Relaxed);
+    if sample.latency_ns <= threshold_ns {
+        return;
+    }
+    if late.producer.push(sample).is_err() {
         shared.late_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    // A threshold of 0 calibrates (every sample is handed over): nothing is late yet.
+    if threshold_ns > 0 {
+        if let Some(marker) = shared.late_marker.get() {
+            mark_late_sample(marker, &sample);
+        }
+    }
+}
+
+/// Writes the late sample into the trace as it is taken, like cyclictest's `--tracemark`: after
+/// the sample is recorded and before the thread sleeps again, so it delays no measurement. One
+/// `write(2)` from a stack buffer; skipped if the recorder is closing the marker.
+#[cold]
+fn mark_late_sample(marker: &rtlab_sys::tracefs::Marker, sample: &LateSample) {
+    use std::io::Write;
+    let mut buffer = [0u8; 160];
+    let capacity = buffer.len();
+    let mut cursor = &mut buffer[..];
+    if writeln!(
+        cursor,
+        "rtlab late {}/{}@{} intended={} actual={} latency={}",
+        sample.class,
+        sample.metric,
+        sample.cpu,
+        sample.intended_ns,
+        sample.actual_ns,
+        sample.latency_ns
+    )
+    .is_ok()
+    {
+        let length = capacity - cursor.len();
+        marker.write(&buffer[..length]);
     }
 }
 
@@ -472,6 +509,7 @@ impl TimerThread {
         let mut schedule = PeriodicSchedule::new(self.first_deadline_ns, self.period_ns);
         let mut previous_wake_ns: Option<u64> = None;
         // ---- the sample path: no allocation, lock, log or syscall beyond clock, futex, sleep ----
+        // (and, with --explain, one trace_marker write after a late sample is recorded)
         loop {
             let deadline_ns = schedule.next_deadline_ns();
             if deadline_ns >= shared.end_ns || shared.stop.load(Ordering::Relaxed) {
@@ -640,6 +678,13 @@ impl RunningProbe {
                 threshold.0.store(threshold_ns, Ordering::Relaxed);
             }
         }
+    }
+
+    /// From now on each thread writes a `trace_marker` line for every sample above its late
+    /// threshold, the moment it takes it (not while the threshold is 0, i.e. calibrating). A second
+    /// call changes nothing.
+    pub fn mark_late_samples(&self, marker: Arc<rtlab_sys::tracefs::Marker>) {
+        let _ = self.shared.late_marker.set(marker);
     }
 
     /// Moves queued late samples into `out`.

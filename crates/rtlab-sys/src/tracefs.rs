@@ -253,7 +253,9 @@ impl Instance {
             .write(true)
             .open(&path)
             .map_err(|error| with_path(error, &path))?;
-        Ok(Marker { file })
+        Ok(Marker {
+            file: std::sync::Mutex::new(Some(file)),
+        })
     }
 
     /// Per-CPU ring buffer statistics (`per_cpu/cpuN/stats`): overrun and dropped counts.
@@ -327,15 +329,37 @@ impl RawPipe {
     }
 }
 
-/// The instance's `trace_marker`: each write becomes one `ftrace/print` event in the buffer.
+/// The instance's `trace_marker`: each write becomes one `ftrace/print` event in the buffer of the
+/// CPU that wrote it.
+///
+/// Shared (behind an `Arc`) by the recorder and the probe's measuring threads, which mark a late
+/// sample the moment they take it. A write never waits: it tries the lock and skips the marker if
+/// the owner is revoking. `revoke` closes the file for every holder at once, so the instance can be
+/// removed (the kernel refuses to remove an instance while one of its files is open).
 #[derive(Debug)]
 pub struct Marker {
-    file: File,
+    file: std::sync::Mutex<Option<File>>,
 }
 
 impl Marker {
-    pub fn write(&mut self, text: &str) -> io::Result<()> {
-        self.file.write_all(text.as_bytes())
+    /// Writes one marker; false when it was not written (revoked, busy, or the write failed).
+    /// One `write(2)`, no allocation.
+    pub fn write(&self, bytes: &[u8]) -> bool {
+        match self.file.try_lock() {
+            Ok(guard) => guard
+                .as_ref()
+                .is_some_and(|mut file| file.write(bytes).is_ok()),
+            Err(_) => false,
+        }
+    }
+
+    /// Closes the file; later writes do nothing. Waits for a write in progress.
+    pub fn revoke(&self) {
+        let mut guard = match self.file.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        guard.take();
     }
 }
 
@@ -381,6 +405,31 @@ mod tests {
         assert!(instances.join(&own).exists());
         assert!(instances.join("someone-else").exists());
         std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    /// The kernel refuses to remove an instance whose files are open; a revoked marker must not
+    /// keep it, however many holders are left.
+    #[test]
+    fn a_revoked_marker_lets_the_instance_go() {
+        let Ok(tracefs) = Tracefs::open() else {
+            eprintln!("skipped: no tracefs (needs root)");
+            return;
+        };
+        let name = format!("{INSTANCE_PREFIX}{}-marker-test", std::process::id());
+        let instance = tracefs.create_instance(&name).unwrap();
+        let path = instance.path().to_owned();
+        let marker = std::sync::Arc::new(instance.open_marker().unwrap());
+        let held_elsewhere = std::sync::Arc::clone(&marker);
+        assert!(marker.write(b"rtlab test marker\n"));
+        assert_eq!(
+            std::fs::remove_dir(&path).map_err(|error| error.raw_os_error()),
+            Err(Some(libc::EBUSY)),
+            "the open marker keeps the instance"
+        );
+        marker.revoke();
+        assert!(!held_elsewhere.write(b"after revoke\n"));
+        drop(instance);
+        assert!(!path.exists(), "{} was left behind", path.display());
     }
 
     #[test]

@@ -152,14 +152,24 @@ pub fn softirq_name(vector: u32) -> String {
         .unwrap_or_else(|| format!("vector {vector}"))
 }
 
-/// The events rtlab enables, as (system, event, required). Optional ones are used when present.
+/// Which trace events `rtlab run --explain` records.
 ///
-/// Every event costs the traced CPU a few hundred ns in a VM, and most of these fire on the probe's
-/// own wake-up path, so only what attribution uses is on. `sched_wakeup` (a duplicate of
-/// `sched_waking`), `sched_migrate_task` (the probe is pinned) and `hrtimer_start` (one per timer
-/// armed anywhere; the probe's expiry is found through its waking) are decoded when present in a
-/// trace but not recorded: dropping them cut the number of events by about a third.
-pub const RECORDED_EVENTS: &[(&str, &str, bool)] = &[
+/// Every event costs the traced CPU time (in this project's VM about 100–400 ns, more for
+/// `sched_switch`), and several fire on the probe's own wake-up path, so the standard set holds only
+/// what attribution needs. The full set adds the events that describe the same moments a second
+/// time: `sched_wakeup` (after `sched_waking`), `sched_migrate_task` (the probe is pinned),
+/// `hrtimer_start` (the probe's requested expiry, which the probe already knows) and the local timer
+/// interrupt vector (whose time the hrtimer callbacks inside it already bracket).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventSet {
+    #[default]
+    Standard,
+    Full,
+}
+
+/// Events of both sets, as (system, event, required). Optional ones are used when present.
+const STANDARD_EVENTS: &[(&str, &str, bool)] = &[
     ("sched", "sched_switch", true),
     ("sched", "sched_waking", true),
     ("irq", "irq_handler_entry", true),
@@ -174,6 +184,13 @@ pub const RECORDED_EVENTS: &[(&str, &str, bool)] = &[
     ("ipi", "ipi_send_cpumask", false),
 ];
 
+/// What the full set adds.
+const FULL_ONLY_EVENTS: &[(&str, &str, bool)] = &[
+    ("sched", "sched_wakeup", false),
+    ("sched", "sched_migrate_task", false),
+    ("timer", "hrtimer_start", false),
+];
+
 /// x86 interrupt vectors traced as enter/exit pairs when the `irq_vectors` system exists.
 pub const RECORDED_VECTORS: &[&str] = &[
     "local_timer",
@@ -186,6 +203,37 @@ pub const RECORDED_VECTORS: &[&str] = &[
     "error_apic",
     "spurious_apic",
 ];
+
+/// The vector that fires on every timer expiry, the probe's included: in the full set only.
+const FULL_ONLY_VECTOR: &str = "local_timer";
+
+impl EventSet {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventSet::Standard => "standard",
+            EventSet::Full => "full",
+        }
+    }
+
+    /// The events to enable, as (system, event, required).
+    pub fn events(self) -> Vec<(String, String, bool)> {
+        let full = self == EventSet::Full;
+        let mut events: Vec<(String, String, bool)> = STANDARD_EVENTS
+            .iter()
+            .chain(FULL_ONLY_EVENTS.iter().filter(|_| full))
+            .map(|(system, event, required)| (system.to_string(), event.to_string(), *required))
+            .collect();
+        for vector in RECORDED_VECTORS
+            .iter()
+            .filter(|vector| full || **vector != FULL_ONLY_VECTOR)
+        {
+            for suffix in ["entry", "exit"] {
+                events.push(("irq_vectors".into(), format!("{vector}_{suffix}"), false));
+            }
+        }
+        events
+    }
+}
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum EventError {
@@ -540,6 +588,42 @@ impl EventDecoder {
 pub(crate) mod tests {
     use super::*;
     use crate::format::parse_event_format;
+
+    #[test]
+    fn the_full_set_adds_every_listed_event_and_the_standard_set_leaves_the_wake_path_lean() {
+        let names = |set: EventSet| -> Vec<String> {
+            set.events()
+                .into_iter()
+                .map(|(system, event, _)| format!("{system}:{event}"))
+                .collect()
+        };
+        let standard = names(EventSet::Standard);
+        let full = names(EventSet::Full);
+        for added in [
+            "sched:sched_wakeup",
+            "sched:sched_migrate_task",
+            "timer:hrtimer_start",
+            "irq_vectors:local_timer_entry",
+            "irq_vectors:local_timer_exit",
+        ] {
+            assert!(full.contains(&added.to_owned()), "{added}");
+            assert!(!standard.contains(&added.to_owned()), "{added}");
+        }
+        assert!(standard.iter().all(|event| full.contains(event)));
+        // Every event either set enables is one the decoder understands.
+        for event in &full {
+            let (system, name) = event.split_once(':').unwrap();
+            let format = parse_event_format(
+                system,
+                &format!("name: {name}\nID: 1\nformat:\n{COMMON}\nprint fmt: \"x\"\n"),
+            )
+            .unwrap();
+            assert!(
+                shape_and_fields(&format).is_some(),
+                "{event} has no decoder"
+            );
+        }
+    }
 
     pub const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
 

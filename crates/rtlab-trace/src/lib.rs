@@ -17,7 +17,7 @@ pub mod symbols;
 pub mod window;
 
 pub use attribution::{attribute, AttributionContext, LateWakeup};
-pub use event::{Comm, EventDecoder, EventKind, TraceEvent};
+pub use event::{Comm, EventDecoder, EventKind, EventSet, TraceEvent};
 pub use offenders::{top_offenders, Offender};
 pub use recorder::{
     Explainer, ExplainerConfig, ExplainerReport, PollOutcome, Recorder, RecorderConfig, TraceError,

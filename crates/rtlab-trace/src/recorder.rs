@@ -3,13 +3,14 @@
 //! [`Recorder`] owns a private instance (`instances/rtlab-<pid>`, CLOCK_MONOTONIC time stamps so
 //! they compare with the probe's), reads each measured CPU's `trace_pipe_raw` as binary pages and
 //! keeps a bounded [`EventWindow`] per CPU. [`Explainer`] runs it on a thread of its own: it polls
-//! the rings, drains the probe's late samples, writes a `trace_marker` for each, and once a CPU's
+//! the rings, drains the probe's late samples (the probe marks each in the trace with a
+//! `trace_marker` write when it takes it), and once a CPU's
 //! events cover a sample's window, attributes it. Everything it starts stops by itself at its
 //! deadline, and dropping it (normal exit, error, or panic unwinding) joins the thread and removes
 //! the instance.
 
 use crate::attribution::{attribute, AttributionContext, LateWakeup};
-use crate::event::{EventDecoder, EventError, EventKind, RECORDED_EVENTS, RECORDED_VECTORS};
+use crate::event::{EventDecoder, EventError, EventKind, EventSet};
 use crate::format::{parse_event_format, parse_header_event, parse_header_page, FormatError};
 use crate::page::{LostEvents, PageDecoder, PageError};
 use crate::stacks::{parse_record, render_stack, PerfRecord, StackRing};
@@ -54,6 +55,8 @@ pub struct RecorderConfig {
     pub max_events_per_cpu: usize,
     /// Sample call stacks (perf cpu-clock) every this many ns of CPU time; None: no stacks.
     pub stack_period_ns: Option<u64>,
+    /// Which events to record.
+    pub events: EventSet,
 }
 
 impl Default for RecorderConfig {
@@ -64,6 +67,7 @@ impl Default for RecorderConfig {
             retention: Duration::from_millis(1500),
             max_events_per_cpu: 200_000,
             stack_period_ns: None,
+            events: EventSet::Standard,
         }
     }
 }
@@ -82,6 +86,8 @@ pub struct RecorderStats {
     pub stack_samples: u64,
     pub lost_stack_samples: u64,
     pub undecodable_stack_samples: u64,
+    /// The probe's late-sample markers seen in the rings.
+    pub markers: u64,
 }
 
 /// What one [`Recorder::poll`] did.
@@ -91,6 +97,9 @@ pub struct PollOutcome {
     /// True when every ring was read empty (the recorder is not behind the kernel).
     pub caught_up: bool,
 }
+
+/// How the probe's late-sample markers begin (`rtlab_probe` writes them).
+pub const LATE_MARKER_PREFIX: &str = "rtlab late ";
 
 /// A late sample whose CPU's events never arrive is attributed (as unaccounted) after this long.
 const GIVE_UP_NS: u64 = 10_000_000_000;
@@ -105,7 +114,7 @@ pub struct Recorder {
     stack_rings: BTreeMap<usize, StackRing>,
     retention_ns: u64,
     readers: Vec<RawPipe>,
-    marker: Option<Marker>,
+    marker: Option<Arc<Marker>>,
     instance: Instance,
     tracefs: Tracefs,
     decoder: EventDecoder,
@@ -117,6 +126,16 @@ pub struct Recorder {
     removed_stale: Vec<String>,
     enabled_events: Vec<String>,
     warnings: Vec<String>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Close the marker for the probe's threads too: the kernel keeps an instance with an open
+        // file. The fields (readers, then the instance) are dropped after this.
+        if let Some(marker) = &self.marker {
+            marker.revoke();
+        }
+    }
 }
 
 impl std::fmt::Debug for Recorder {
@@ -193,15 +212,7 @@ impl Recorder {
         }
         let mut decoder = EventDecoder::default();
         let mut enabled_events = Vec::new();
-        let mut wanted: Vec<(String, String, bool)> = RECORDED_EVENTS
-            .iter()
-            .map(|(system, event, required)| (system.to_string(), event.to_string(), *required))
-            .collect();
-        for vector in RECORDED_VECTORS {
-            for suffix in ["entry", "exit"] {
-                wanted.push(("irq_vectors".into(), format!("{vector}_{suffix}"), false));
-            }
-        }
+        let wanted = config.events.events();
         for (system, event, required) in &wanted {
             let directory = format!("events/{system}/{event}");
             if !instance.exists(&directory) {
@@ -242,7 +253,7 @@ impl Recorder {
             .iter()
             .map(|cpu| instance.open_cpu_raw(*cpu))
             .collect::<Result<Vec<_>, _>>()?;
-        let marker = instance.open_marker().ok();
+        let marker = instance.open_marker().ok().map(Arc::new);
         let retention_ns = config.retention.as_nanos() as u64;
         let windows = cpus
             .iter()
@@ -343,12 +354,11 @@ impl Recorder {
         self.windows.get(&cpu)
     }
 
-    /// Writes a marker into the instance's buffer (shown as an `ftrace:print` event).
-    pub fn mark(&mut self, text: &str) -> Result<(), TraceError> {
-        if let Some(marker) = self.marker.as_mut() {
-            marker.write(text)?;
-        }
-        Ok(())
+    /// The instance's `trace_marker`, for the probe's threads to mark each late sample the moment
+    /// they take it. Revoked (closed for every holder) when the recorder is dropped, before the
+    /// instance is removed.
+    pub fn marker(&self) -> Option<Arc<Marker>> {
+        self.marker.clone()
     }
 
     /// Reads what the rings hold now, at most `max_pages_per_cpu` pages per CPU. Returns the number
@@ -391,6 +401,10 @@ impl Recorder {
                     first_timestamp.get_or_insert(record.timestamp_ns);
                     match decoder.decode(cpu as u32, record.timestamp_ns, record.payload) {
                         Ok(Some(event)) => {
+                            if matches!(&event.kind, EventKind::Marker { text } if text.starts_with(LATE_MARKER_PREFIX))
+                            {
+                                stats.markers += 1;
+                            }
                             window.push(event);
                             stats.events += 1;
                             decoded += 1;
@@ -547,8 +561,6 @@ pub struct ExplainerConfig {
     pub settle: Duration,
     /// The thread stops by itself at this CLOCK_MONOTONIC time even if nobody asks.
     pub deadline_ns: u64,
-    /// Write a trace_marker for each late sample.
-    pub markers: bool,
 }
 
 /// What the explainer produced.
@@ -561,11 +573,13 @@ pub struct ExplainerReport {
     pub stats: RecorderStats,
     pub removed_stale_instances: Vec<String>,
     pub enabled_events: Vec<String>,
+    pub event_set: EventSet,
     pub warnings: Vec<String>,
 }
 
 /// A recorder on its own thread, explaining late samples as they arrive.
 pub struct Explainer {
+    marker: Option<Arc<Marker>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Result<ExplainerReport, TraceError>>>,
 }
@@ -621,15 +635,23 @@ impl Explainer {
     /// Starts recording now (errors are returned here, before measuring) and the thread.
     pub fn start(config: ExplainerConfig, mut source: LateSource) -> Result<Explainer, TraceError> {
         let recorder = Recorder::start(&config.recorder)?;
+        let marker = recorder.marker();
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name("rtlab-explain".into())
             .spawn(move || run_explainer(recorder, config, &mut *source, &thread_stop))?;
         Ok(Explainer {
+            marker,
             stop,
             handle: Some(handle),
         })
+    }
+
+    /// The recording's `trace_marker`, for the probe to mark late samples when it takes them
+    /// (`RunningProbe::mark_late_samples`). Writes after the recording ended do nothing.
+    pub fn marker(&self) -> Option<Arc<Marker>> {
+        self.marker.clone()
     }
 
     /// Stops the thread after a last read and returns the episodes.
@@ -660,6 +682,7 @@ fn run_explainer(
     let mut report = ExplainerReport {
         removed_stale_instances: recorder.removed_stale_instances().to_vec(),
         enabled_events: recorder.enabled_events().to_vec(),
+        event_set: config.recorder.events,
         warnings: recorder.warnings().to_vec(),
         ..ExplainerReport::default()
     };
@@ -686,13 +709,6 @@ fn run_explainer(
         source(&mut drained);
         for late in drained.drain(..) {
             report.late_samples += 1;
-            if config.markers {
-                let text = format!(
-                    "rtlab late series={} intended={} actual={} latency={}\n",
-                    late.series, late.intended_ns, late.actual_ns, late.latency_ns
-                );
-                let _ = recorder.mark(&text);
-            }
             if report.episodes.len() + pending.len() < config.max_episodes {
                 pending.push_back(late);
             } else {

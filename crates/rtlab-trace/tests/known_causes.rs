@@ -8,7 +8,7 @@
 use rtlab_core::{CauseKind, Episode, Metric};
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
 use rtlab_sys::sched::{set_current_thread_policy, Policy};
-use rtlab_trace::{Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
+use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -39,6 +39,7 @@ fn measure_with_cause(
     duration: Duration,
     threshold_ns: u64,
     stack_period_ns: Option<u64>,
+    events: EventSet,
     make_cause: impl FnOnce(u64) + Send,
 ) -> (Vec<Episode>, u64) {
     let (sender, receiver) = mpsc::channel::<LateWakeup>();
@@ -52,6 +53,7 @@ fn measure_with_cause(
         recorder: RecorderConfig {
             cpus: vec![cpu],
             stack_period_ns,
+            events,
             ..RecorderConfig::default()
         },
         poll_interval: Duration::from_millis(10),
@@ -59,7 +61,6 @@ fn measure_with_cause(
         max_episodes: 10_000,
         settle: Duration::from_millis(100),
         deadline_ns: deadline + 5_000_000_000,
-        markers: true,
     };
     let explainer = Explainer::start(config, source).expect("starting the recorder");
     let measured = AtomicBool::new(false);
@@ -98,11 +99,29 @@ fn measure_with_cause(
     assert!(measured.load(Ordering::SeqCst));
     let report = explainer.finish().expect("explainer finished");
     eprintln!("recorder: {:?}", report.stats);
+    let full_only = "sched:sched_wakeup".to_owned();
+    assert_eq!(
+        report.enabled_events.contains(&full_only),
+        events == EventSet::Full,
+        "{events:?} recorded {:?}",
+        report.enabled_events
+    );
     (report.episodes, report.late_samples)
 }
 
 #[test]
 fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
+    spinner_is_named_as_the_cause(EventSet::Standard);
+}
+
+/// The same with every event the full set adds (the probe's own hrtimer is then found through
+/// `hrtimer_start`, and `sched_wakeup`/`sched_migrate_task` are in the window).
+#[test]
+fn a_fifo_95_spinner_is_named_with_the_full_event_set_too() {
+    spinner_is_named_as_the_cause(EventSet::Full);
+}
+
+fn spinner_is_named_as_the_cause(events: EventSet) {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -120,6 +139,7 @@ fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
         Duration::from_millis(3_000),
         500_000,
         Some(500_000),
+        events,
         move |deadline| {
             std::thread::Builder::new()
                 .name(name)
@@ -237,6 +257,7 @@ fn a_loopback_flood_shows_network_softirq_time() {
         Duration::from_millis(3_000),
         5_000,
         None,
+        EventSet::Standard,
         move |deadline| {
             let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             receiver

@@ -8,7 +8,7 @@
 
 use rtlab_core::{Metric, RunRecord};
 use rtlab_probe::{LateSample, RunningProbe, SeriesKey};
-use rtlab_trace::{Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
+use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -27,6 +27,28 @@ pub struct ExplainArgs {
     /// caught inside each episode
     #[arg(long, requires = "explain")]
     pub stacks: bool,
+    /// Which kernel events to record: `standard` (what attribution needs) or `full` (adds
+    /// sched_wakeup, sched_migrate_task, hrtimer_start and the local timer interrupt; costs the
+    /// probe more, see BENCHMARKS.md)
+    #[arg(long, value_enum, default_value_t = ExplainEvents::Standard, requires = "explain")]
+    pub explain_events: ExplainEvents,
+}
+
+/// `--explain-events`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainEvents {
+    #[default]
+    Standard,
+    Full,
+}
+
+impl From<ExplainEvents> for EventSet {
+    fn from(events: ExplainEvents) -> EventSet {
+        match events {
+            ExplainEvents::Standard => EventSet::Standard,
+            ExplainEvents::Full => EventSet::Full,
+        }
+    }
 }
 
 fn parse_micros(text: &str) -> Result<u64, String> {
@@ -98,6 +120,7 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
             // The calibration second's samples are attributed after it ends.
             retention: Duration::from_millis(CALIBRATION_NS / 1_000_000 + 1_500),
             stack_period_ns: args.stacks.then_some(STACK_PERIOD_NS),
+            events: args.explain_events.into(),
             ..RecorderConfig::default()
         },
         poll_interval: Duration::from_millis(50),
@@ -105,11 +128,15 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
         max_episodes: 10_000,
         settle: Duration::from_millis(200),
         deadline_ns: probe.end_ns() + 30_000_000_000,
-        markers: true,
     };
     let mut warnings = Vec::new();
     let explainer = match Explainer::start(config, source) {
-        Ok(explainer) => Some(explainer),
+        Ok(explainer) => {
+            if let Some(marker) = explainer.marker() {
+                probe.mark_late_samples(marker);
+            }
+            Some(explainer)
+        }
         Err(error) => {
             warnings.push(format!(
                 "--explain: could not record kernel events ({error}); late wake-ups are measured but not explained (run as root with tracefs)"
@@ -334,7 +361,9 @@ impl ExplainSession {
             config.insert(
                 "explain_trace".into(),
                 serde_json::json!({
+                    "event_set": report.event_set.name(),
                     "events": report.enabled_events,
+                    "markers": report.stats.markers,
                     "pages": report.stats.pages,
                     "decoded_events": report.stats.events,
                     "lost_events": report.stats.lost_events,
