@@ -1,33 +1,43 @@
 #!/usr/bin/env bash
-# Overhead of `rtlab run --explain` (issue 4, BENCHMARKS.md "explain").
+# Overhead of `rtlab run --explain` (issue 4, BENCHMARKS.md "What --explain costs the probe").
 #
-# The same run with and without --explain, interleaved A B A B … so drifting background load hits
-# both alike: every online CPU, rt-high/rt-mid/normal classes, 1 ms period, default threshold
-# (each series' p99.9). Prints, per run, the median over CPUs of the rt-high and normal wake-up
-# p50 and p99 (µs), the episodes explained and the trace events decoded, then the mean of each mode.
+# The same run plain, with --explain (standard events) and with --explain --explain-events full,
+# interleaved plain/standard/full, plain/standard/full … so drifting background load hits every
+# mode alike: every online CPU, rt-high/rt-mid/normal classes, 1 ms period, default threshold (each
+# series' p99.9). Per run it prints the median over CPUs of the rt-high and normal wake-up p50 and
+# p99 (µs), the episodes explained and the trace events decoded. The shift of a mode is the median,
+# over rounds, of its p50 divided by the plain p50 of the same round (paired, so a round in which
+# the VM was slow counts against both), and the mean of the p50s beside it.
 #
-# usage: bench/explain-overhead.sh [SECONDS_PER_RUN=20] [ROUNDS=3]   (needs root and tracefs)
+# usage: bench/explain-overhead.sh [SECONDS_PER_RUN=5] [ROUNDS=12]   (needs root and tracefs)
 #        RUN_FLAGS="--classes rt-high --no-handoff" bench/explain-overhead.sh …  (extra run flags)
+#        MODES="plain standard" bench/explain-overhead.sh …  (a subset of the modes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-20}
-rounds=${2:-3}
+seconds=${1:-5}
+rounds=${2:-12}
+modes=${MODES:-plain standard full}
 rtlab=${RTLAB:-target/release/rtlab}
 out=bench/out/explain-overhead-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 [ -x "$rtlab" ] || cargo build --release -p rtlab
 for round in $(seq 1 "$rounds"); do
-    for mode in plain explain; do
+    for mode in $modes; do
         flags=()
-        [ "$mode" = explain ] && flags=(--explain)
+        case $mode in
+        plain) ;;
+        standard) flags=(--explain) ;;
+        full) flags=(--explain --explain-events full) ;;
+        *) echo "unknown mode $mode" >&2; exit 2 ;;
+        esac
         # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
         "$rtlab" run --duration "${seconds}s" --warmup 1s --no-store ${RUN_FLAGS:-} "${flags[@]}" \
             --json "$out/$mode-$round.json" > "$out/$mode-$round.txt"
     done
 done
-python3 - "$out" "$rounds" <<'PY'
+python3 - "$out" "$rounds" $modes <<'PY'
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def figures(path):
     record = json.load(open(path))
     row = {}
@@ -40,25 +50,33 @@ def figures(path):
         row[klass + " p99"] = statistics.median(s["percentiles"]["99"] for s in series) / 1000
     trace = record["config"].get("explain_trace", {})
     row["episodes"] = len(record["episodes"])
-    row["events"] = trace.get("decoded_events", 0)
+    row["events/s"] = trace.get("decoded_events", 0) / (record["duration_ns"] / 1e9)
     row["lost"] = trace.get("lost_events", 0)
     return row
-keys = ["rt-high p50", "rt-high p99", "normal p50", "normal p99", "episodes", "events", "lost"]
-print("run        " + "".join(f"{key:>13}" for key in keys))
-means = {}
+keys = ["rt-high p50", "rt-high p99", "normal p50", "normal p99", "episodes", "events/s", "lost"]
+print("run          " + "".join(f"{key:>13}" for key in keys))
+rows = {mode: [] for mode in modes}
 for round in range(1, rounds + 1):
-    for mode in ("plain", "explain"):
+    for mode in modes:
         row = figures(f"{out}/{mode}-{round}.json")
-        means.setdefault(mode, []).append(row)
-        print(f"{mode:<7}{round:<4}" + "".join(f"{row[key]:>13.1f}" for key in keys))
-for mode, rows in means.items():
-    print(f"{mode:<7}mean" + "".join(f"{statistics.mean(row[key] for row in rows):>13.1f}" for key in keys))
-plain, explain = means["plain"], means["explain"]
-for key in ("rt-high p50", "normal p50"):
-    if any(row[key] != row[key] for row in plain):
-        continue
-    before = statistics.mean(row[key] for row in plain)
-    after = statistics.mean(row[key] for row in explain)
-    print(f"median shift {key}: {100 * (after - before) / before:+.1f} %")
+        rows[mode].append(row)
+        print(f"{mode:<9}{round:<4}" + "".join(f"{row[key]:>13.1f}" for key in keys))
+for mode in modes:
+    print(f"{mode:<9}mean" + "".join(f"{statistics.mean(row[key] for row in rows[mode]):>13.1f}" for key in keys))
+if "plain" in rows:
+    for mode in modes:
+        if mode == "plain":
+            continue
+        for key in ("rt-high p50", "normal p50", "rt-high p99"):
+            pairs = [(row[key], base[key]) for row, base in zip(rows[mode], rows["plain"])
+                     if row[key] == row[key] and base[key] == base[key]]
+            if not pairs:
+                continue
+            ratios = sorted(after / before for after, before in pairs)
+            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            mean_shift = statistics.mean(a for a, _ in pairs) / statistics.mean(b for _, b in pairs) - 1
+            print(f"{mode} {key}: paired shift median {100 * (statistics.median(ratios) - 1):+.1f} % "
+                  f"(quartiles {100 * (quartiles[0] - 1):+.1f} … {100 * (quartiles[2] - 1):+.1f} %), "
+                  f"shift of the means {100 * mean_shift:+.1f} %")
 PY
 echo "raw records: $out"
