@@ -3,21 +3,16 @@
 //! ourselves with a SCHED_FIFO 95 spinner, and that leaves no trace instance behind, even on
 //! SIGINT. These assert behaviour (names, shares, cleanup), never timings.
 
-use rtlab_core::{CauseKind, RunRecord};
-use std::path::Path;
-use std::process::Command;
+mod common;
+
+use common::{
+    assert_exit_code, assert_input_error, read_record, stdout_json, stdout_text, Sandbox,
+};
+use rtlab_core::CauseKind;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rtlab() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    command.env(
-        "RTLAB_HOME",
-        std::env::temp_dir().join("rtlab-explain-test-home"),
-    );
-    command
-}
 
 fn record_json(episodes: serde_json::Value, explain: Option<serde_json::Value>) -> String {
     let mut config = serde_json::json!({});
@@ -38,6 +33,14 @@ fn record_json(episodes: serde_json::Value, explain: Option<serde_json::Value>) 
     .to_string()
 }
 
+/// Writes to `name` in the sandbox a record measured with `--explain` that caught `episodes`.
+fn write_explained_record(sandbox: &Sandbox, name: &str, episodes: serde_json::Value) -> PathBuf {
+    sandbox.write(
+        name,
+        record_json(episodes, Some(serde_json::json!({"recorded": true}))),
+    )
+}
+
 fn sample_episodes() -> serde_json::Value {
     serde_json::json!([
         {"series": "rt-high/wakeup@1", "cpu": 1, "at_ns": 1_500_000_000u64, "latency_ns": 2_100_000,
@@ -53,25 +56,9 @@ fn sample_episodes() -> serde_json::Value {
 
 #[test]
 fn explain_prints_worst_episodes_and_offenders() {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("run.json");
-    std::fs::write(
-        &path,
-        record_json(
-            sample_episodes(),
-            Some(serde_json::json!({"recorded": true})),
-        ),
-    )
-    .unwrap();
-    let output = rtlab()
-        .args(["explain", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let sandbox = Sandbox::new();
+    let path = write_explained_record(&sandbox, "run.json", sample_episodes());
+    let output = sandbox.run_expecting(0, ["explain", path.to_str().unwrap()]);
     let text = String::from_utf8(output.stdout).unwrap();
     let worst = text.find("#1").expect("ranked episodes");
     assert!(text[worst..].starts_with("#1  rt-high/wakeup@1"), "{text}");
@@ -83,22 +70,10 @@ fn explain_prints_worst_episodes_and_offenders() {
 
 #[test]
 fn explain_json_carries_schema_episodes_and_offenders() {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("run.json");
-    std::fs::write(
-        &path,
-        record_json(
-            sample_episodes(),
-            Some(serde_json::json!({"recorded": true})),
-        ),
-    )
-    .unwrap();
-    let output = rtlab()
-        .args(["explain", "--json", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let sandbox = Sandbox::new();
+    let path = write_explained_record(&sandbox, "run.json", sample_episodes());
+    let output = sandbox.run_expecting(0, ["explain", "--json", path.to_str().unwrap()]);
+    let document = stdout_json(&output);
     assert_eq!(document["schema"], "rtlab.explain/1");
     assert_eq!(document["run_id"], "11111111-2222-3333-4444-555555555555");
     assert_eq!(document["episodes"].as_array().unwrap().len(), 2);
@@ -111,52 +86,34 @@ fn explain_json_carries_schema_episodes_and_offenders() {
 
 #[test]
 fn explain_rejects_runs_without_episodes_and_unknown_runs() {
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("plain.json");
-    std::fs::write(&path, record_json(serde_json::json!([]), None)).unwrap();
-    let output = rtlab()
-        .args(["explain", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not measured with --explain"), "{stderr}");
+    let sandbox = Sandbox::new();
+    let plain = sandbox.write("plain.json", record_json(serde_json::json!([]), None));
+    assert_input_error(
+        &sandbox.run(["explain", plain.to_str().unwrap()]),
+        "not measured with --explain",
+    );
 
-    let broken = directory.path().join("broken.json");
-    std::fs::write(&broken, "{\"schema\": 3").unwrap();
-    let output = rtlab()
-        .args(["explain", broken.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("broken.json"));
+    let broken = sandbox.write("broken.json", "{\"schema\": 3");
+    assert_input_error(
+        &sandbox.run(["explain", broken.to_str().unwrap()]),
+        "broken.json",
+    );
 
     // Explained, but nothing was late: not an error.
-    let quiet = directory.path().join("quiet.json");
-    std::fs::write(
-        &quiet,
-        record_json(
-            serde_json::json!([]),
-            Some(serde_json::json!({"recorded": true})),
-        ),
-    )
-    .unwrap();
-    let output = rtlab()
-        .args(["explain", quiet.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stdout).contains("no late wake-ups"));
+    let quiet = write_explained_record(&sandbox, "quiet.json", serde_json::json!([]));
+    let output = sandbox.run_expecting(0, ["explain", quiet.to_str().unwrap()]);
+    assert!(stdout_text(&output).contains("no late wake-ups"));
 }
 
 #[test]
 fn explain_above_requires_explain_and_a_positive_number() {
+    let sandbox = Sandbox::new();
     for arguments in [
         vec!["run", "--explain-above", "100", "--no-store"],
         vec!["run", "--explain", "--explain-above", "-5", "--no-store"],
         vec!["run", "--explain", "--explain-above", "abc", "--no-store"],
     ] {
-        let output = rtlab().args(&arguments).output().unwrap();
+        let output = sandbox.run(&arguments);
         assert_eq!(output.status.code(), Some(2), "{arguments:?}");
     }
 }
@@ -223,8 +180,8 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
     }
     let cpu = *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap();
     let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
-    let directory = tempfile::tempdir().unwrap();
-    let json = directory.path().join("run.json");
+    let sandbox = Sandbox::new();
+    let json = sandbox.file("run.json");
     let spins = Arc::new(AtomicU64::new(0));
     let spinner = spawn_spinner(
         spinner_name.clone(),
@@ -232,7 +189,8 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
         rtlab_sys::clock::monotonic_ns() + 6_000_000_000,
         Arc::clone(&spins),
     );
-    let child = rtlab()
+    let child = sandbox
+        .command()
         .args([
             "run",
             "--explain",
@@ -254,12 +212,8 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
         .output()
         .unwrap();
     spinner.join().unwrap();
-    assert!(
-        child.status.success(),
-        "{}",
-        String::from_utf8_lossy(&child.stderr)
-    );
-    let record = RunRecord::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_exit_code(&child, 0);
+    let record = read_record(&json);
     let created: Vec<_> = record
         .episodes
         .iter()
@@ -301,7 +255,7 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
             episode.latency_ns
         );
     }
-    let stdout = String::from_utf8_lossy(&child.stdout);
+    let stdout = stdout_text(&child);
     assert!(stdout.contains("Top offenders"), "{stdout}");
     assert!(own_instances_of(std::process::id()).is_empty());
 }
@@ -312,7 +266,9 @@ fn sigint_during_run_explain_removes_the_trace_instance() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let mut child = rtlab()
+    let sandbox = Sandbox::new();
+    let mut child = sandbox
+        .command()
         .args([
             "run",
             "--explain",

@@ -5,13 +5,13 @@ mod common;
 use common::{
     assert_exit_code, assert_input_error, rt_high_wakeup_record, stdout_json, stdout_text, Sandbox,
 };
-use rtlab_core::LatencyHistogram;
-use std::path::{Path, PathBuf};
+use rtlab_core::{LatencyHistogram, RunRecord};
+use serde_json::Value;
+use std::path::PathBuf;
 use std::process::Output;
 
-/// A sandbox holding `record.json`: 10^6 rt-high wake-ups over two CPUs, 999 000 at 100 µs, 900
-/// at 2 ms, 90 at 5 ms, 10 at 20 ms.
-fn sandbox_with_record() -> (Sandbox, PathBuf) {
+/// 10^6 rt-high wake-ups over two CPUs: 999 000 at 100 µs, 900 at 2 ms, 90 at 5 ms, 10 at 20 ms.
+fn hand_made_record() -> RunRecord {
     let mut first = LatencyHistogram::new();
     first.record_n(100_000, 499_000);
     first.record_n(2_000_000, 900);
@@ -19,42 +19,47 @@ fn sandbox_with_record() -> (Sandbox, PathBuf) {
     let mut second = LatencyHistogram::new();
     second.record_n(100_000, 500_000);
     second.record_n(5_000_000, 90);
-    let record = rt_high_wakeup_record(
+    rt_high_wakeup_record(
         "forecast-test",
         500_000_000_000,
         &[(0, &first), (1, &second)],
-    );
-    let sandbox = Sandbox::new();
-    let path = sandbox.write_record("record.json", &record);
-    (sandbox, path)
+    )
 }
 
-/// `rtlab forecast RECORD OPTIONS…`, run to completion.
-fn forecast(sandbox: &Sandbox, record: &Path, options: &[&str]) -> Output {
-    let mut args = vec!["forecast", record.to_str().unwrap()];
-    args.extend_from_slice(options);
-    sandbox.run(args)
+/// A sandbox holding one record file to forecast from.
+struct Fixture {
+    sandbox: Sandbox,
+    record: PathBuf,
+}
+
+impl Fixture {
+    fn new(record: &RunRecord) -> Fixture {
+        let sandbox = Sandbox::new();
+        let record = sandbox.write_record("record.json", record);
+        Fixture { sandbox, record }
+    }
+
+    /// `rtlab forecast RECORD OPTIONS…`, run to completion; `options` as typed on a command
+    /// line, split at white space (no quoting).
+    fn forecast(&self, options: &str) -> Output {
+        let mut args = vec!["forecast", self.record.to_str().unwrap()];
+        args.extend(options.split_whitespace());
+        self.sandbox.run(args)
+    }
+
+    /// The JSON report of `rtlab forecast RECORD OPTIONS…`, which must exit 0.
+    #[track_caller]
+    fn forecast_json(&self, options: &str) -> Value {
+        let output = self.forecast(options);
+        assert_exit_code(&output, 0);
+        stdout_json(&output)
+    }
 }
 
 #[test]
 fn mttf_of_a_configuration_matches_hand_computation() {
-    let (sandbox, record) = sandbox_with_record();
-    let output = forecast(
-        &sandbox,
-        &record,
-        &[
-            "--buffers",
-            "2",
-            "--buffer-ms",
-            "4",
-            "--compute-ms",
-            "1",
-            "--json",
-            "-",
-        ],
-    );
-    assert_exit_code(&output, 0);
-    let json = stdout_json(&output);
+    let fixture = Fixture::new(&hand_made_record());
+    let json = fixture.forecast_json("--buffers 2 --buffer-ms 4 --compute-ms 1 --json -");
     assert_eq!(json["schema"], "rtlab.forecast/1");
     assert_eq!(json["series"], "rt-high/wakeup");
     assert_eq!(json["samples"], 1_000_000);
@@ -71,33 +76,18 @@ fn mttf_of_a_configuration_matches_hand_computation() {
 
 #[test]
 fn paper_002_model_divides_by_the_buffering() {
-    let (sandbox, record) = sandbox_with_record();
-    let output = forecast(
-        &sandbox,
-        &record,
-        &[
-            "--buffers",
-            "3",
-            "--buffer-ms",
-            "4",
-            "--compute-ms",
-            "1",
-            "--model",
-            "paper002",
-            "--json",
-            "-",
-        ],
-    );
-    assert_exit_code(&output, 0);
+    let fixture = Fixture::new(&hand_made_record());
+    let json =
+        fixture.forecast_json("--buffers 3 --buffer-ms 4 --compute-ms 1 --model paper002 --json -");
     // Slack 7 ms: 10 late, P = 1e-5, MTTF = (n−1)·t / P = 8 ms / 1e-5 = 800 s.
-    let mttf = stdout_json(&output)["rows"][0]["mttf_s"].as_f64().unwrap();
+    let mttf = json["rows"][0]["mttf_s"].as_f64().unwrap();
     assert!((mttf - 800.0).abs() < 1e-6, "{mttf}");
 }
 
 #[test]
 fn slack_beyond_the_data_gets_no_number() {
-    let (sandbox, record) = sandbox_with_record();
-    let output = forecast(&sandbox, &record, &["--buffers", "2", "--buffer-ms", "40"]);
+    let fixture = Fixture::new(&hand_made_record());
+    let output = fixture.forecast("--buffers 2 --buffer-ms 40");
     assert_exit_code(&output, 0);
     let text = stdout_text(&output);
     assert!(text.contains("beyond what the data supports"), "{text}");
@@ -105,12 +95,8 @@ fn slack_beyond_the_data_gets_no_number() {
         text.contains("no underrun expected within the horizon the data supports"),
         "{text}"
     );
-    let output = forecast(
-        &sandbox,
-        &record,
-        &["--buffers", "2", "--buffer-ms", "40", "--json", "-"],
-    );
-    let row = &stdout_json(&output)["rows"][0];
+    let json = fixture.forecast_json("--buffers 2 --buffer-ms 40 --json -");
+    let row = &json["rows"][0];
     assert!(row["p_late"].is_null() && row["mttf_s"].is_null(), "{row}");
     assert!(row["mttf_ci_s"][1].is_null());
     assert_eq!(row["basis"]["kind"], "beyond_data");
@@ -118,9 +104,9 @@ fn slack_beyond_the_data_gets_no_number() {
 
 #[test]
 fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
-    let (sandbox, record) = sandbox_with_record();
+    let fixture = Fixture::new(&hand_made_record());
     // Modem 3 × 6 ms, c 1.5 ms: slack 10.5 ms, 10 late: MTTF 6 ms / 1e-5 = 600 s < 1 hour.
-    let output = forecast(&sandbox, &record, &["--class", "modem"]);
+    let output = fixture.forecast("--class modem");
     assert_exit_code(&output, 1);
     let text = stdout_text(&output);
     assert!(
@@ -131,7 +117,7 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
     );
     // Real-time video, 2 × 33 ms: the slack is beyond the data, but the lower bound on the MTTF
     // (33 ms · 10^6 / ln 10 = 4 h) already beats one per 10 minutes: suitable, exit 0.
-    let output = forecast(&sandbox, &record, &["--class", "rt-video"]);
+    let output = fixture.forecast("--class rt-video");
     assert_exit_code(&output, 0);
     let text = stdout_text(&output);
     assert!(
@@ -143,10 +129,8 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
 
 #[test]
 fn without_a_class_every_builtin_class_gets_a_verdict() {
-    let (sandbox, record) = sandbox_with_record();
-    let output = forecast(&sandbox, &record, &["--json", "-"]);
-    assert_exit_code(&output, 0);
-    let json = stdout_json(&output);
+    let fixture = Fixture::new(&hand_made_record());
+    let json = fixture.forecast_json("--json -");
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), rtlab_analysis::classes::builtin_classes().len());
     assert!(rows.iter().all(|row| row["verdict"]["text"].is_string()));
@@ -157,84 +141,67 @@ fn without_a_class_every_builtin_class_gets_a_verdict() {
 
 #[test]
 fn target_finds_the_least_buffering() {
-    let (sandbox, record) = sandbox_with_record();
-    let output = forecast(
-        &sandbox,
-        &record,
-        &[
-            "--buffer-ms",
-            "4",
-            "--compute-ms",
-            "1",
-            "--target",
-            "1/5min",
-            "--json",
-            "-",
-        ],
-    );
-    assert_exit_code(&output, 0);
+    let fixture = Fixture::new(&hand_made_record());
+    let json = fixture.forecast_json("--buffer-ms 4 --compute-ms 1 --target 1/5min --json -");
     // n=2 → 40 s, n=3 → 400 s ≥ 300 s.
-    let found = &stdout_json(&output)["least_buffering"]["found"];
+    let found = &json["least_buffering"]["found"];
     assert_eq!(found["buffers"], 3, "{found}");
 }
 
 #[test]
 fn user_classes_file_adds_classes_and_errors_name_the_line() {
-    let (sandbox, record) = sandbox_with_record();
-    let classes = sandbox.write(
+    let fixture = Fixture::new(&hand_made_record());
+    let classes = fixture.sandbox.write(
         "classes.toml",
         "[[class]]\nname = \"synth\"\nbuffers = 3\nbuffer = \"4ms\"\ncompute = \"1ms\"\nacceptable = \"1/5min\"\n",
     );
-    let classes = classes.to_str().unwrap();
-    let output = forecast(
-        &sandbox,
-        &record,
-        &["--classes-file", classes, "--class", "synth"],
-    );
+    let with_classes_file = [
+        "forecast",
+        fixture.record.to_str().unwrap(),
+        "--classes-file",
+        classes.to_str().unwrap(),
+    ];
+    let output = fixture
+        .sandbox
+        .run([&with_classes_file[..], &["--class", "synth"]].concat());
     assert_exit_code(&output, 0);
     assert!(stdout_text(&output).contains("suitable for synth"));
-    sandbox.write(
+    fixture.sandbox.write(
         "classes.toml",
         "[[class]]\nname = \"synth\"\nbuffers = 3\nbuffer = \"4\"\nacceptable = \"1/day\"\n",
     );
     assert_input_error(
-        &forecast(&sandbox, &record, &["--classes-file", classes]),
+        &fixture.sandbox.run(with_classes_file),
         "line 1: class 'synth': field 'buffer'",
     );
 }
 
 #[test]
 fn unknown_series_and_class_are_input_errors() {
-    let (sandbox, record) = sandbox_with_record();
+    let fixture = Fixture::new(&hand_made_record());
     assert_input_error(
-        &forecast(&sandbox, &record, &["--series", "normal/wakeup"]),
+        &fixture.forecast("--series normal/wakeup"),
         "no series normal/wakeup (it has: rt-high/wakeup)",
     );
-    assert_exit_code(&forecast(&sandbox, &record, &["--class", "theremin"]), 2);
+    assert_exit_code(&fixture.forecast("--class theremin"), 2);
 }
 
 #[test]
 fn beyond_the_data_a_fitted_tail_gives_a_number_with_its_interval() {
     // 200 000 wake-ups laid on the quantiles of 50 µs + an exponential of mean 20 µs: the largest
     // is 50 + 20·ln(400 000) ≈ 308 µs. A 2 × 450 µs buffer's slack lies beyond it.
-    let sandbox = Sandbox::new();
     let samples = 200_000u64;
     let mut histogram = LatencyHistogram::new();
     for index in 0..samples {
         let tail_quantile = (index as f64 + 0.5) / samples as f64;
         histogram.record(50_000 + (-20_000.0 * tail_quantile.ln()) as u64);
     }
-    let record = sandbox.write_record(
-        "tail.json",
-        &rt_high_wakeup_record("tail-test", samples * 1_000_000, &[(0, &histogram)]),
-    );
-    let output = forecast(
-        &sandbox,
-        &record,
-        &["--buffers", "2", "--buffer-ms", "0.45", "--json", "-"],
-    );
-    assert_exit_code(&output, 0);
-    let json = stdout_json(&output);
+    let fixture = Fixture::new(&rt_high_wakeup_record(
+        "tail-test",
+        samples * 1_000_000,
+        &[(0, &histogram)],
+    ));
+    let json = fixture.forecast_json("--buffers 2 --buffer-ms 0.45 --json -");
     assert!(
         json["tail_projection"]
             .as_str()

@@ -9,6 +9,18 @@ fn rtlab() -> Command {
     Command::cargo_bin("rtlab").expect("rtlab binary")
 }
 
+/// The keys of the JSON object `value` (what it is, for the panic message) in sorted order.
+fn sorted_keys<'a>(value: &'a serde_json::Value, what: &str) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{what} is not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
 fn request_file(text: &str) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     file.write_all(text.as_bytes()).expect("write requests");
@@ -66,15 +78,8 @@ fn json_to_stdout_has_the_documented_shape() {
     let grants = json["grants"].as_array().expect("grants");
     assert_eq!(grants.len(), 2);
     let decoder = &grants[0];
-    let mut keys: Vec<&str> = decoder
-        .as_object()
-        .expect("grant")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        sorted_keys(decoder, "grant"),
         vec!["cpu", "granted", "incremental", "owner", "requested"]
     );
     assert_eq!(decoder["owner"], "decoder");
@@ -92,23 +97,12 @@ fn json_to_stdout_has_the_documented_shape() {
     let cpus = json["cpus"].as_array().expect("cpus");
     assert_eq!(cpus.len(), 2);
     for cpu in cpus {
-        let mut keys: Vec<&str> = cpu
-            .as_object()
-            .expect("cpu")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        keys.sort_unstable();
-        assert_eq!(keys, vec!["cpu", "cycle_ns", "slots"]);
+        assert_eq!(sorted_keys(cpu, "cpu"), vec!["cpu", "cycle_ns", "slots"]);
         for slot in cpu["slots"].as_array().expect("slots") {
-            let mut keys: Vec<&str> = slot
-                .as_object()
-                .expect("slot")
-                .keys()
-                .map(String::as_str)
-                .collect();
-            keys.sort_unstable();
-            assert_eq!(keys, vec!["length_ns", "owner", "start_ns"]);
+            assert_eq!(
+                sorted_keys(slot, "slot"),
+                vec!["length_ns", "owner", "start_ns"]
+            );
         }
     }
     let busy: u64 = cpus
@@ -155,27 +149,19 @@ fn malformed_line_is_an_input_error_naming_file_and_line() {
 #[test]
 fn bad_flags_and_missing_files_are_input_errors() {
     let file = request_file("a 1ms/4ms\n");
-    rtlab()
-        .args(["plan", "--cap", "1.5"])
-        .arg(file.path())
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--cap"));
-    rtlab()
-        .args(["plan", "--quantum", "0ms"])
-        .arg(file.path())
-        .assert()
-        .code(2);
-    rtlab()
-        .args(["plan", "--quantum", "10"])
-        .arg(file.path())
-        .assert()
-        .code(2);
-    rtlab()
-        .args(["plan", "--cpus", "0"])
-        .arg(file.path())
-        .assert()
-        .code(2);
+    for (flag, value) in [
+        ("--cap", "1.5"),
+        ("--quantum", "0ms"),
+        ("--quantum", "10"),
+        ("--cpus", "0"),
+    ] {
+        rtlab()
+            .args(["plan", flag, value])
+            .arg(file.path())
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(flag));
+    }
     rtlab()
         .args(["plan", "/nonexistent/requests.txt"])
         .assert()

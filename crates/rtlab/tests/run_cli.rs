@@ -1,24 +1,15 @@
 //! `rtlab run` end to end: the record it writes, the non-root path, and what a signal leaves
 //! behind. These assert behaviour (counts, schema, cleanup), never timings.
 
-use rtlab_core::{Metric, RunRecord};
-use std::path::Path;
+mod common;
+
+use common::{assert_exit_code, read_record, stderr_text, stdout_record, stdout_text, Sandbox};
+use rtlab_core::Metric;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn rtlab() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rtlab"));
-    command.env("RTLAB_HOME", std::env::temp_dir().join("rtlab-test-home"));
-    command
-}
-
 fn is_root() -> bool {
     rtlab_sys::sched::realtime_permitted()
-}
-
-fn read_record(path: &Path) -> RunRecord {
-    let text = std::fs::read_to_string(path).expect("record written");
-    RunRecord::from_json(&text).expect("record validates")
 }
 
 /// A tag put in the environment of one test's rtlab, inherited by anything it starts, so the scan
@@ -67,11 +58,12 @@ fn tagged_threads_at_realtime(tag: &str) -> Vec<String> {
 
 #[test]
 fn run_writes_a_complete_valid_record() {
-    let directory = tempfile::tempdir().unwrap();
-    let json = directory.path().join("run.json");
-    let histfile = directory.path().join("run.hist");
-    let output = rtlab()
-        .args([
+    let sandbox = Sandbox::new();
+    let json = sandbox.file("run.json");
+    let histfile = sandbox.file("run.hist");
+    let output = sandbox.run_expecting(
+        0,
+        [
             "run",
             "--duration",
             "3s",
@@ -79,19 +71,13 @@ fn run_writes_a_complete_valid_record() {
             "200ms",
             "--no-store",
             "--json",
-        ])
-        .arg(&json)
-        .arg("--histfile")
-        .arg(&histfile)
-        .arg("--intervals")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+            json.to_str().unwrap(),
+            "--histfile",
+            histfile.to_str().unwrap(),
+            "--intervals",
+        ],
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = stdout_text(&output);
     assert!(stdout.contains("wake-up latency"), "{stdout}");
     assert!(stdout.contains("times between wake-ups"), "{stdout}");
     let record = read_record(&json);
@@ -153,7 +139,7 @@ fn run_writes_a_complete_valid_record() {
     assert!(histogram_text.starts_with("# Histogram\n000000 "));
     assert!(histogram_text.contains("# Max Latencies:"));
     // No temporary files left beside the outputs.
-    let leftovers: Vec<_> = std::fs::read_dir(directory.path())
+    let leftovers: Vec<_> = std::fs::read_dir(sandbox.path())
         .unwrap()
         .flatten()
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
@@ -172,13 +158,13 @@ fn without_realtime_permission_warns_once_and_still_records() {
         eprintln!("skip: setpriv (util-linux) is not installed");
         return;
     }
-    let directory = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new();
     std::fs::set_permissions(
-        directory.path(),
+        sandbox.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let json = directory.path().join("run.json");
+    let json = sandbox.file("run.json");
     let output = Command::new("setpriv")
         .args([
             "--reuid=nobody",
@@ -199,12 +185,8 @@ fn without_realtime_permission_warns_once_and_still_records() {
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "stdout: {stdout}\nstderr: {stderr}"
-    );
+    assert_exit_code(&output, 0);
+    let stdout = stdout_text(&output);
     assert_eq!(
         stdout
             .matches("no permission for real-time scheduling")
@@ -262,16 +244,27 @@ struct TaggedRun {
     child: std::process::Child,
     tag: String,
     json: std::path::PathBuf,
-    directory: tempfile::TempDir,
+    /// The run's home and where it writes `json`: with `--no-store` nothing else should appear.
+    sandbox: Sandbox,
+    /// `/dev/cpu_dma_latency` before the run started, if it can be read.
+    dma_before: Option<i32>,
 }
 
 impl TaggedRun {
-    fn start(extra_args: &[&str]) -> TaggedRun {
-        let directory = tempfile::tempdir().unwrap();
-        let json = directory.path().join("run.json");
+    /// Starts the run, or prints why not and returns `None` when not root (real-time classes and
+    /// `/dev/cpu_dma_latency` need it).
+    fn start_as_root(extra_args: &[&str]) -> Option<TaggedRun> {
+        if !is_root() {
+            eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
+            return None;
+        }
+        let dma_before = rtlab_sys::dma_latency::current().ok();
+        let sandbox = Sandbox::new();
+        let json = sandbox.file("run.json");
         let tag = unique_tag();
         let (tag_name, tag_value) = tag.split_once('=').unwrap();
-        let child = rtlab()
+        let child = sandbox
+            .command()
             .env(tag_name, tag_value)
             .args([
                 "run",
@@ -293,26 +286,24 @@ impl TaggedRun {
             wait_for_realtime_threads(child.id()) > 0,
             "the run should have real-time threads while measuring"
         );
-        TaggedRun {
+        Some(TaggedRun {
             child,
             tag,
             json,
-            directory,
-        }
+            sandbox,
+            dma_before,
+        })
     }
 }
 
 #[test]
 fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
-    if !is_root() {
-        eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
+    let Some(mut run) = TaggedRun::start_as_root(&[]) else {
         return;
-    }
-    let dma_before = rtlab_sys::dma_latency::current().ok();
-    let mut run = TaggedRun::start(&[]);
+    };
     // The scan used after exit does see this run's threads while it runs.
     assert!(!tagged_threads_at_realtime(&run.tag).is_empty());
-    if dma_before.is_some() {
+    if run.dma_before.is_some() {
         assert_eq!(
             rtlab_sys::dma_latency::current().ok(),
             Some(0),
@@ -331,25 +322,22 @@ fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
     assert_eq!(
         rtlab_sys::dma_latency::current().ok(),
-        dma_before,
+        run.dma_before,
         "cpu_dma_latency released"
     );
 }
 
 #[test]
 fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
-    if !is_root() {
-        eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
+    let Some(mut run) = TaggedRun::start_as_root(&[]) else {
         return;
-    }
-    let dma_before = rtlab_sys::dma_latency::current().ok();
-    let mut run = TaggedRun::start(&[]);
+    };
     run.child.kill().unwrap();
     run.child.wait().unwrap();
     let leftovers = tagged_threads_at_realtime(&run.tag);
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    assert_eq!(rtlab_sys::dma_latency::current().ok(), dma_before);
-    let entries: Vec<_> = std::fs::read_dir(run.directory.path())
+    assert_eq!(rtlab_sys::dma_latency::current().ok(), run.dma_before);
+    let entries: Vec<_> = std::fs::read_dir(run.sandbox.path())
         .unwrap()
         .flatten()
         .collect();
@@ -371,38 +359,36 @@ fn bad_flags_are_usage_errors_naming_the_flag() {
         (&["run", "--period", "1us", "--no-store"], "--period"),
         (&["run", "--classes", "rt-low"], "--classes"),
     ];
+    let sandbox = Sandbox::new();
     for (args, flag) in cases {
-        let output = rtlab().args(args).output().unwrap();
+        let output = sandbox.run(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = stderr_text(&output);
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
     }
 }
 
 #[test]
 fn unwritable_output_fails_before_measuring() {
-    let output = rtlab()
-        .args([
-            "run",
-            "--duration",
-            "1h",
-            "--no-store",
-            "--json",
-            "/nonexistent-dir/run.json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let output = Sandbox::new().run([
+        "run",
+        "--duration",
+        "1h",
+        "--no-store",
+        "--json",
+        "/nonexistent-dir/run.json",
+    ]);
+    assert_exit_code(&output, 2);
+    let stderr = stderr_text(&output);
     assert!(stderr.starts_with("rtlab: error: --json"), "{stderr}");
 }
 
 #[test]
 fn show_and_history_read_back_a_stored_run() {
-    let home = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_rtlab"))
-        .env("RTLAB_HOME", home.path())
-        .args([
+    let sandbox = Sandbox::new();
+    let run = sandbox.run_expecting(
+        0,
+        [
             "run",
             "--duration",
             "1s",
@@ -412,36 +398,15 @@ fn show_and_history_read_back_a_stored_run() {
             "normal",
             "--json",
             "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+        ],
     );
-    let record = RunRecord::from_json(&String::from_utf8_lossy(&run.stdout))
-        .expect("--json - is the record alone");
-    let history = Command::new(env!("CARGO_BIN_EXE_rtlab"))
-        .env("RTLAB_HOME", home.path())
-        .arg("history")
-        .output()
-        .unwrap();
-    let listing = String::from_utf8_lossy(&history.stdout);
+    let record = stdout_record(&run);
+    let history = sandbox.run(["history"]);
+    let listing = stdout_text(&history);
     assert!(listing.contains(&record.id[..8]), "{listing}");
-    let show = Command::new(env!("CARGO_BIN_EXE_rtlab"))
-        .env("RTLAB_HOME", home.path())
-        .args(["show", &record.id[..8], "--json"])
-        .output()
-        .unwrap();
-    assert!(show.status.success());
-    let shown = RunRecord::from_json(&String::from_utf8_lossy(&show.stdout)).unwrap();
+    let show = sandbox.run_expecting(0, ["show", &record.id[..8], "--json"]);
+    let shown = stdout_record(&show);
     assert_eq!(shown.id, record.id);
     assert_eq!(shown.series.len(), record.series.len());
-    let missing = Command::new(env!("CARGO_BIN_EXE_rtlab"))
-        .env("RTLAB_HOME", home.path())
-        .args(["show", "ffffffff"])
-        .output()
-        .unwrap();
-    assert_eq!(missing.status.code(), Some(2));
+    assert_exit_code(&sandbox.run(["show", "ffffffff"]), 2);
 }
