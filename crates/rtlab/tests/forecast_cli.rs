@@ -47,6 +47,14 @@ impl Fixture {
         self.sandbox.run(args)
     }
 
+    /// The text report of `rtlab forecast RECORD OPTIONS…`, which must exit with `code`.
+    #[track_caller]
+    fn forecast_text(&self, code: i32, options: &str) -> String {
+        let output = self.forecast(options);
+        assert_exit_code(&output, code);
+        stdout_text(&output)
+    }
+
     /// The JSON report of `rtlab forecast RECORD OPTIONS…`, which must exit 0.
     #[track_caller]
     fn forecast_json(&self, options: &str) -> Value {
@@ -87,9 +95,7 @@ fn paper_002_model_divides_by_the_buffering() {
 #[test]
 fn slack_beyond_the_data_gets_no_number() {
     let fixture = Fixture::new(&hand_made_record());
-    let output = fixture.forecast("--buffers 2 --buffer-ms 40");
-    assert_exit_code(&output, 0);
-    let text = stdout_text(&output);
+    let text = fixture.forecast_text(0, "--buffers 2 --buffer-ms 40");
     assert!(text.contains("beyond what the data supports"), "{text}");
     assert!(
         text.contains("no underrun expected within the horizon the data supports"),
@@ -106,9 +112,7 @@ fn slack_beyond_the_data_gets_no_number() {
 fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
     let fixture = Fixture::new(&hand_made_record());
     // Modem 3 × 6 ms, c 1.5 ms: slack 10.5 ms, 10 late: MTTF 6 ms / 1e-5 = 600 s < 1 hour.
-    let output = fixture.forecast("--class modem");
-    assert_exit_code(&output, 1);
-    let text = stdout_text(&output);
+    let text = fixture.forecast_text(1, "--class modem");
     assert!(
         text.contains(
             "NOT suitable for soft modem datapump, 3 × 6 ms buffers: one glitch every 10 min"
@@ -117,9 +121,7 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
     );
     // Real-time video, 2 × 33 ms: the slack is beyond the data, but the lower bound on the MTTF
     // (33 ms · 10^6 / ln 10 = 4 h) already beats one per 10 minutes: suitable, exit 0.
-    let output = fixture.forecast("--class rt-video");
-    assert_exit_code(&output, 0);
-    let text = stdout_text(&output);
+    let text = fixture.forecast_text(0, "--class rt-video");
     assert!(
         text.contains("\nrt-video               suitable for real-time video"),
         "{text}"
