@@ -12,6 +12,7 @@ pub mod units;
 
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
 pub use record::{
-    Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Series, RUN_SCHEMA,
+    Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
+    RUN_SCHEMA,
 };
 pub use units::{parse_duration, Nanos, UnitError};

@@ -145,6 +145,19 @@ pub struct Cause {
     pub detail: Option<String>,
 }
 
+/// One stretch of an episode's window with a single cause, in time order: what a trace viewer
+/// shows (the causes are the same time summed by name).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Since the intended wake time, ns.
+    pub start_ns: u64,
+    pub ns: u64,
+    pub kind: CauseKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
 /// A late wake-up and what the CPU did instead.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Episode {
@@ -160,6 +173,9 @@ pub struct Episode {
     pub steal_ns: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<Vec<String>>,
+    /// The window in time order (`rtlab explain --perfetto` draws it); empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<Segment>,
 }
 
 /// One run: everything measured, with what is needed to repeat and to judge it.

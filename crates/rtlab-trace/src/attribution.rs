@@ -20,7 +20,7 @@
 
 use crate::event::{softirq_name, Comm, EventKind, TraceEvent};
 use crate::symbols::KernelSymbols;
-use rtlab_core::{Cause, CauseKind, Metric};
+use rtlab_core::{Cause, CauseKind, Metric, Segment};
 use std::collections::BTreeMap;
 
 /// A late sample handed over by the probe: absolute CLOCK_MONOTONIC times.
@@ -112,6 +112,16 @@ pub fn attribute(
     events: &[TraceEvent],
     context: AttributionContext<'_>,
 ) -> Vec<Cause> {
+    attribute_with_timeline(late, events, context).0
+}
+
+/// [`attribute`], plus the window in time order: consecutive stretches with one cause each (what
+/// a trace viewer shows), starting at the intended time and adding up to the latency too.
+pub fn attribute_with_timeline(
+    late: &LateWakeup,
+    events: &[TraceEvent],
+    context: AttributionContext<'_>,
+) -> (Vec<Cause>, Vec<Segment>) {
     let window_start = late.intended_ns;
     let window_end = late.actual_ns.max(window_start);
     let tid = late.tid as i32;
@@ -360,8 +370,23 @@ pub fn attribute(
 
     // Pass 3: classify each slice and sum by cause.
     let mut totals: BTreeMap<CauseKey, (u64, Option<String>)> = BTreeMap::new();
+    // Slices arrive in time order and cover the window without gaps, so each one starts where the
+    // timeline ends.
+    let mut timeline: Vec<Segment> = Vec::new();
     let mut add =
         |kind: CauseKind, name: String, pid: Option<u32>, detail: Option<String>, ns: u64| {
+            match timeline.last_mut() {
+                Some(last) if last.kind == kind && last.name == name && last.pid == pid => {
+                    last.ns += ns;
+                }
+                _ => timeline.push(Segment {
+                    start_ns: timeline.last().map_or(0, |last| last.start_ns + last.ns),
+                    ns,
+                    kind,
+                    name: name.clone(),
+                    pid,
+                }),
+            }
             let entry = totals.entry((kind, name, pid)).or_insert((0, detail));
             entry.0 += ns;
         };
@@ -527,7 +552,37 @@ pub fn attribute(
         .collect();
     reconcile(&mut causes, late.latency_ns, context.events_lost);
     causes.sort_by(|left, right| right.ns.cmp(&left.ns).then(left.kind.cmp(&right.kind)));
-    causes
+    reconcile_timeline(&mut timeline, late.latency_ns);
+    (causes, timeline)
+}
+
+/// Makes the timeline end at the latency, as `reconcile` does for the totals: a shortfall is
+/// unaccounted time at the end, an excess is cut from the end.
+fn reconcile_timeline(timeline: &mut Vec<Segment>, latency_ns: u64) {
+    let mut total: u64 = timeline.iter().map(|segment| segment.ns).sum();
+    while total > latency_ns {
+        let Some(last) = timeline.last_mut() else {
+            break;
+        };
+        let cut = (total - latency_ns).min(last.ns);
+        last.ns -= cut;
+        total -= cut;
+        if last.ns == 0 {
+            timeline.pop();
+        }
+    }
+    if total < latency_ns {
+        match timeline.last_mut() {
+            Some(last) if last.kind == CauseKind::Unaccounted => last.ns += latency_ns - total,
+            _ => timeline.push(Segment {
+                start_ns: total,
+                ns: latency_ns - total,
+                kind: CauseKind::Unaccounted,
+                name: UNACCOUNTED_NAME.to_owned(),
+                pid: None,
+            }),
+        }
+    }
 }
 
 fn task_label(task: &Running, comms: &BTreeMap<i32, Comm>) -> String {
@@ -697,6 +752,49 @@ mod tests {
             event(540_100, SPINNER, EventKind::SoftirqExit { vector: 3 }),
             switch(2_000_000, (SPINNER, "spin95", 4), (PROBE, "probe", 19)),
         ]
+    }
+
+    #[test]
+    fn the_timeline_follows_the_window_in_order_and_adds_up() {
+        let late = late(10_000, 2_000_500, Metric::Wakeup);
+        let (causes, timeline) =
+            attribute_with_timeline(&late, &spinner_trace(), AttributionContext::default());
+        let order: Vec<(CauseKind, &str)> = timeline
+            .iter()
+            .map(|segment| (segment.kind, segment.name.as_str()))
+            .collect();
+        // The timer interrupt, the spinner, the network IRQ and its softirq inside the spinner's
+        // time, the spinner again, then the switch to the probe.
+        assert_eq!(
+            order,
+            vec![
+                (CauseKind::Timer, "timer fired late"),
+                (CauseKind::Timer, "wake-up interrupt"),
+                (CauseKind::Task, "spin95"),
+                (CauseKind::Irq, "virtio0-input"),
+                (CauseKind::Task, "spin95"),
+                (CauseKind::Softirq, "NET_RX"),
+                (CauseKind::Task, "spin95"),
+                (CauseKind::Switch, "switch to the probe"),
+            ],
+            "{timeline:#?}"
+        );
+        let mut expected_start = 0;
+        for segment in &timeline {
+            assert_eq!(segment.start_ns, expected_start, "{timeline:#?}");
+            expected_start += segment.ns;
+        }
+        assert_eq!(expected_start, late.latency_ns);
+        // The same time as the causes, by name.
+        let spinner_in_timeline: u64 = timeline
+            .iter()
+            .filter(|segment| segment.name == "spin95")
+            .map(|segment| segment.ns)
+            .sum();
+        assert_eq!(
+            spinner_in_timeline,
+            ns_of(&causes, CauseKind::Task, "spin95")
+        );
     }
 
     #[test]

@@ -11,14 +11,16 @@ pub mod event;
 pub mod format;
 pub mod offenders;
 pub mod page;
+pub mod perfetto;
 pub mod recorder;
 pub mod stacks;
 pub mod symbols;
 pub mod window;
 
-pub use attribution::{attribute, AttributionContext, LateWakeup};
+pub use attribution::{attribute, attribute_with_timeline, AttributionContext, LateWakeup};
 pub use event::{Comm, EventDecoder, EventKind, EventSet, TraceEvent};
 pub use offenders::{top_offenders, Offender};
+pub use perfetto::chrome_trace;
 pub use recorder::{
     Explainer, ExplainerConfig, ExplainerReport, PollOutcome, Recorder, RecorderConfig, TraceError,
 };

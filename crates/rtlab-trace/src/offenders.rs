@@ -89,6 +89,7 @@ mod tests {
             causes,
             steal_ns: None,
             stack: None,
+            timeline: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@
 //! deadline, and dropping it (normal exit, error, or panic unwinding) joins the thread and removes
 //! the instance.
 
-use crate::attribution::{attribute, AttributionContext, LateWakeup};
+use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
 use crate::event::{EventDecoder, EventError, EventKind, EventSet};
 use crate::format::{parse_event_format, parse_header_event, parse_header_page, FormatError};
 use crate::page::{LostEvents, PageDecoder, PageError};
@@ -491,7 +491,7 @@ impl Recorder {
             events_lost,
             symbols: Some(&self.symbols).filter(|symbols| !symbols.is_empty()),
         };
-        let mut causes = attribute(late, &events, context);
+        let (mut causes, timeline) = attribute_with_timeline(late, &events, context);
         for cause in causes
             .iter_mut()
             .filter(|cause| cause.kind == CauseKind::Task)
@@ -540,6 +540,7 @@ impl Recorder {
             causes,
             steal_ns: None,
             stack,
+            timeline,
         }
     }
 }

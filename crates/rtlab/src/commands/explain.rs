@@ -1,9 +1,10 @@
 //! `rtlab explain RUN_ID|FILE`: re-prints the episodes of a run measured with `--explain`: the
 //! worst late wake-ups with what delayed each (paper 002's Table 4, with names and durations) and
-//! the run's top offenders. `--json` gives the same for machines.
+//! the run's top offenders. `--json` gives the same for machines, `--perfetto FILE` a trace
+//! viewers open.
 
 use rtlab_core::{CauseKind, Episode, RunRecord};
-use rtlab_trace::{top_offenders, Offender};
+use rtlab_trace::{chrome_trace, top_offenders, Offender};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -20,9 +21,18 @@ pub struct Args {
     /// How many of the worst episodes to print (all with --json)
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub worst: usize,
+    /// Also write the episodes as a Chrome trace-event JSON file (`-` for stdout) to open in
+    /// ui.perfetto.dev or chrome://tracing: one track per series, each episode's causes in order
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let perfetto = args
+        .perfetto
+        .as_deref()
+        .map(|path| super::import::JsonTarget::prepare_for("--perfetto", path))
+        .transpose()?;
     let record = super::load_record(&args.run)?;
     let explained = record
         .config
@@ -34,6 +44,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "run {} was not measured with --explain: it has no episodes (rtlab run --explain records them)",
             short_id(&record)
         )));
+    }
+    if let Some(target) = perfetto {
+        let to_stdout = target.is_stdout();
+        target.commit(&serde_json::to_string(&chrome_trace(&record))?)?;
+        if to_stdout {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -242,6 +259,7 @@ mod tests {
                 ],
                 steal_ns: Some(0),
                 stack: None,
+                timeline: Vec::new(),
             },
             Episode {
                 series: "rt-high/wakeup@1".into(),

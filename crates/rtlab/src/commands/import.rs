@@ -55,6 +55,11 @@ pub(crate) enum JsonTarget {
 
 impl JsonTarget {
     pub(crate) fn prepare(target: &Path) -> anyhow::Result<JsonTarget> {
+        JsonTarget::prepare_for("--json", target)
+    }
+
+    /// The same for an output given with another flag (named in the error).
+    pub(crate) fn prepare_for(flag: &str, target: &Path) -> anyhow::Result<JsonTarget> {
         if target == Path::new("-") {
             return Ok(JsonTarget::Stdout);
         }
@@ -62,7 +67,7 @@ impl JsonTarget {
             .map(JsonTarget::File)
             .map_err(|error| {
                 crate::exit::input(format!(
-                    "--json: cannot write {}: {error}",
+                    "{flag}: cannot write {}: {error}",
                     target.display()
                 ))
             })
