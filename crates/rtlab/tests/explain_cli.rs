@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    assert_exit_code, assert_input_error, read_record, stdout_json, stdout_text, Sandbox,
+    assert_exit_code, assert_input_error, read_record, stdout_json, stdout_text, KillOnDrop,
+    Sandbox,
 };
 use rtlab_core::CauseKind;
 use std::path::{Path, PathBuf};
@@ -267,23 +268,25 @@ fn sigint_during_run_explain_removes_the_trace_instance() {
         return;
     }
     let sandbox = Sandbox::new();
-    let mut child = sandbox
-        .command()
-        .args([
-            "run",
-            "--explain",
-            "--duration",
-            "60s",
-            "--warmup",
-            "200ms",
-            "--no-store",
-            "--classes",
-            "rt-high",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        sandbox
+            .command()
+            .args([
+                "run",
+                "--explain",
+                "--duration",
+                "60s",
+                "--warmup",
+                "200ms",
+                "--no-store",
+                "--classes",
+                "rt-high",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let pid = child.id();
     let started = Instant::now();
     while own_instances_of(pid).is_empty() && started.elapsed() < Duration::from_secs(20) {

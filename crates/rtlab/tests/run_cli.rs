@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{assert_exit_code, read_record, stderr_text, stdout_record, stdout_text, Sandbox};
+use common::{
+    assert_exit_code, read_record, stderr_text, stdout_record, stdout_text, KillOnDrop, Sandbox,
+};
 use rtlab_core::Metric;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -241,7 +243,7 @@ fn wait_for_realtime_threads(pid: u32) -> usize {
 /// A 60 s run started in the background with a unique environment tag, once its real-time
 /// threads are up.
 struct TaggedRun {
-    child: std::process::Child,
+    child: KillOnDrop,
     tag: String,
     json: std::path::PathBuf,
     /// The run's home and where it writes `json`: with `--no-store` nothing else should appear.
@@ -263,25 +265,27 @@ impl TaggedRun {
         let json = sandbox.file("run.json");
         let tag = unique_tag();
         let (tag_name, tag_value) = tag.split_once('=').unwrap();
-        let child = sandbox
-            .command()
-            .env(tag_name, tag_value)
-            .args([
-                "run",
-                "--duration",
-                "60s",
-                "--warmup",
-                "100ms",
-                "--no-store",
-                "--cpu-dma-latency",
-                "0",
-            ])
-            .args(extra_args)
-            .arg("--json")
-            .arg(&json)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = KillOnDrop(
+            sandbox
+                .command()
+                .env(tag_name, tag_value)
+                .args([
+                    "run",
+                    "--duration",
+                    "60s",
+                    "--warmup",
+                    "100ms",
+                    "--no-store",
+                    "--cpu-dma-latency",
+                    "0",
+                ])
+                .args(extra_args)
+                .arg("--json")
+                .arg(&json)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         assert!(
             wait_for_realtime_threads(child.id()) > 0,
             "the run should have real-time threads while measuring"

@@ -12,8 +12,9 @@
 use rtlab_core::{LatencyHistogram, Metric, RunRecord};
 use serde_json::Value;
 use std::ffi::OsStr;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 
 /// A fresh temporary directory that is the `RTLAB_HOME` of every rtlab it starts and the place
 /// the test writes its input files; removed, with the run store in it, when dropped.
@@ -84,6 +85,32 @@ impl Sandbox {
         let output = self.run(args);
         assert_exit_code(&output, code);
         output
+    }
+}
+
+/// A spawned rtlab that is killed and reaped when dropped, so a failing assertion does not leave
+/// it measuring at real-time priority until its own deadline.
+pub struct KillOnDrop(pub Child);
+
+impl Deref for KillOnDrop {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // Both fail harmlessly when the test already waited for it.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
