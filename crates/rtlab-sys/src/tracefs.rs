@@ -5,6 +5,14 @@
 //! recognisable and removable (its pid is dead). The [`Instance`] guard disables tracing and removes
 //! the directory on drop, which covers normal exit, errors and panics; instances of processes that
 //! died harder are removed by [`remove_stale_instances`] at the next start.
+//!
+//! One global setting is touched, for the moment an instance is created: `options/record-cmd`.
+//! With it on, every `sched_switch` also copies task names into a global table (about 0.2 µs per
+//! switch in a VM, on the measured thread's wake-up path), which rtlab does not need because the
+//! events carry the names. An instance copies the global options when it is created and this one
+//! can only be set globally, so rtlab turns it off around its `mkdir` and straight back on, under a
+//! lock and with a journal in `/run/rtlab` that the next start replays if rtlab was killed in
+//! between ([`Tracefs::repair_options`]).
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -19,11 +27,19 @@ const LEGACY_TRACEFS_PATH: &str = "/sys/kernel/debug/tracing";
 /// Name prefix of rtlab's instances; the suffix is the owning process id.
 pub const INSTANCE_PREFIX: &str = "rtlab-";
 
+/// Where the lock and the journal of global options rtlab changed live.
+const STATE_DIR: &str = "/run/rtlab";
+/// The global option turned off while an instance is created.
+const COMM_RECORDING_OPTION: &str = "record-cmd";
+/// Journal files in the state directory: `option-<name>` holds the value to put back.
+const JOURNAL_PREFIX: &str = "option-";
+
 /// A tracefs mount: either found already mounted, or mounted by us (then unmounted on drop).
 #[derive(Debug)]
 pub struct Tracefs {
     root: PathBuf,
     mounted_by_us: bool,
+    state_dir: PathBuf,
 }
 
 fn is_tracefs(path: &Path) -> bool {
@@ -38,6 +54,7 @@ impl Tracefs {
                 return Ok(Tracefs {
                     root: PathBuf::from(candidate),
                     mounted_by_us: false,
+                    state_dir: PathBuf::from(STATE_DIR),
                 });
             }
         }
@@ -51,14 +68,17 @@ impl Tracefs {
         Ok(Tracefs {
             root: PathBuf::from(TRACEFS_PATH),
             mounted_by_us: true,
+            state_dir: PathBuf::from(STATE_DIR),
         })
     }
 
-    /// A tracefs tree at an arbitrary path (tests point this at a fake directory).
-    pub fn at(root: impl Into<PathBuf>) -> Tracefs {
+    /// A tracefs tree at an arbitrary path (tests point this at a fake directory), with its lock
+    /// and journal in `state_dir`.
+    pub fn at(root: impl Into<PathBuf>, state_dir: impl Into<PathBuf>) -> Tracefs {
         Tracefs {
             root: root.into(),
             mounted_by_us: false,
+            state_dir: state_dir.into(),
         }
     }
 
@@ -74,6 +94,94 @@ impl Tracefs {
     /// Reads a file below the root, e.g. `events/header_page`.
     pub fn read(&self, relative: &str) -> io::Result<String> {
         read_control_file(&self.root.join(relative))
+    }
+
+    /// Creates `instances/<name>` with task-name recording off (see the module docs). Returns the
+    /// instance and whether recording is off in it; when the option cannot be changed safely (no
+    /// state directory, an unexpected value) the instance is created as it is.
+    pub fn create_instance_without_comm_recording(
+        &self,
+        name: &str,
+    ) -> io::Result<(Instance, bool)> {
+        let option = self.root.join("options").join(COMM_RECORDING_OPTION);
+        let Ok(_lock) = self.lock_state() else {
+            return Ok((self.create_instance(name)?, false));
+        };
+        self.repair_options_locked();
+        let current = read_control_file(&option).map(|value| value.trim().to_owned());
+        match current.as_deref() {
+            Ok("0") => Ok((self.create_instance(name)?, true)),
+            Ok("1") => {
+                let journal = self
+                    .state_dir
+                    .join(format!("{JOURNAL_PREFIX}{COMM_RECORDING_OPTION}"));
+                if std::fs::write(&journal, "1").is_err() {
+                    return Ok((self.create_instance(name)?, false));
+                }
+                write_control_file(&option, "0")?;
+                let created = self.create_instance(name);
+                // Put it back whatever mkdir said; the journal goes only once it is back.
+                write_control_file(&option, "1")?;
+                let _ = std::fs::remove_file(&journal);
+                Ok((created?, true))
+            }
+            _ => Ok((self.create_instance(name)?, false)),
+        }
+    }
+
+    /// Puts back global options a killed rtlab left changed (from the journal). Returns what it
+    /// restored, as `option=value`.
+    pub fn repair_options(&self) -> Vec<String> {
+        match self.lock_state() {
+            Ok(_lock) => self.repair_options_locked(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn repair_options_locked(&self) -> Vec<String> {
+        let mut repaired = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.state_dir) else {
+            return repaired;
+        };
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let Some(option) = file_name
+                .to_str()
+                .and_then(|name| name.strip_prefix(JOURNAL_PREFIX))
+            else {
+                continue;
+            };
+            // Only the option rtlab changes, and only a 0/1 value: never write what a journal
+            // file merely claims.
+            if option != COMM_RECORDING_OPTION {
+                continue;
+            }
+            let Ok(value) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            let value = value.trim();
+            if value != "0" && value != "1" {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            if write_control_file(&self.root.join("options").join(option), value).is_ok() {
+                let _ = std::fs::remove_file(entry.path());
+                repaired.push(format!("{option}={value}"));
+            }
+        }
+        repaired
+    }
+
+    /// An exclusive lock on the state directory, shared by every rtlab process.
+    fn lock_state(&self) -> io::Result<File> {
+        std::fs::create_dir_all(&self.state_dir)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.state_dir.join("tracefs.lock"))?;
+        lock.lock()?;
+        Ok(lock)
     }
 
     /// Creates `instances/<name>`; the guard removes it again.
@@ -155,6 +263,17 @@ pub fn read_control_file(path: &Path) -> io::Result<String> {
     })
 }
 
+/// Writes a control file that must already exist (never creates one).
+fn write_control_file(path: &Path, value: &str) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|error| with_path(error, path))?;
+    file.write_all(value.as_bytes())
+        .map_err(|error| with_path(error, path))
+}
+
 /// Writes to a control file that must already exist (never creates one); errors are ignored
 /// because this runs on clean-up paths.
 fn write_existing(path: &Path, value: &str) {
@@ -216,14 +335,7 @@ impl Instance {
 
     /// Writes `value` to a control file of the instance (`trace_clock`, `events/sched/enable`, …).
     pub fn write(&self, relative: &str, value: &str) -> io::Result<()> {
-        let path = self.path.join(relative);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|error| with_path(error, &path))?;
-        file.write_all(value.as_bytes())
-            .map_err(|error| with_path(error, &path))
+        write_control_file(&self.path.join(relative), value)
     }
 
     pub fn read(&self, relative: &str) -> io::Result<String> {
@@ -430,6 +542,78 @@ mod tests {
         assert!(!held_elsewhere.write(b"after revoke\n"));
         drop(instance);
         assert!(!path.exists(), "{} was left behind", path.display());
+    }
+
+    /// A fake tracefs tree: `options/record-cmd` holding `value`, and an `instances/` directory.
+    fn fake_tracefs(value: &str) -> (Tracefs, PathBuf) {
+        let directory = tempdir();
+        std::fs::create_dir_all(directory.join("tree/options")).unwrap();
+        std::fs::create_dir_all(directory.join("tree/instances")).unwrap();
+        std::fs::write(directory.join("tree/options/record-cmd"), value).unwrap();
+        (
+            Tracefs::at(directory.join("tree"), directory.join("state")),
+            directory,
+        )
+    }
+
+    #[test]
+    fn comm_recording_is_off_only_while_the_instance_is_created() {
+        let (tracefs, directory) = fake_tracefs("1");
+        let (instance, off) = tracefs
+            .create_instance_without_comm_recording("rtlab-1-test")
+            .unwrap();
+        assert!(off);
+        assert!(instance.path().is_dir());
+        assert_eq!(
+            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
+            "1",
+            "the global option is back"
+        );
+        let journal: Vec<_> = std::fs::read_dir(directory.join("state"))
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name())
+            .filter(|name| name.to_string_lossy().starts_with(JOURNAL_PREFIX))
+            .collect();
+        assert!(journal.is_empty(), "journal left: {journal:?}");
+        std::fs::remove_dir_all(directory).unwrap();
+    }
+
+    #[test]
+    fn a_journal_left_by_a_killed_rtlab_is_replayed_and_nothing_else_is_written() {
+        let (tracefs, directory) = fake_tracefs("0");
+        std::fs::create_dir_all(directory.join("state")).unwrap();
+        std::fs::write(directory.join("state/option-record-cmd"), "1\n").unwrap();
+        // A journal for an option rtlab never changes, and a hostile value: both ignored.
+        std::fs::write(directory.join("state/option-tracing_on"), "1").unwrap();
+        assert_eq!(tracefs.repair_options(), vec!["record-cmd=1".to_owned()]);
+        assert_eq!(
+            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
+            "1"
+        );
+        assert!(!directory.join("state/option-record-cmd").exists());
+        assert!(!directory.join("tree/options/tracing_on").exists());
+        std::fs::write(directory.join("state/option-record-cmd"), "rm -rf").unwrap();
+        assert!(tracefs.repair_options().is_empty());
+        assert_eq!(
+            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
+            "1"
+        );
+        std::fs::remove_dir_all(directory).unwrap();
+    }
+
+    #[test]
+    fn an_option_already_off_is_left_alone() {
+        let (tracefs, directory) = fake_tracefs("0");
+        let (_instance, off) = tracefs
+            .create_instance_without_comm_recording("rtlab-1-test")
+            .unwrap();
+        assert!(off);
+        assert_eq!(
+            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
+            "0"
+        );
+        std::fs::remove_dir_all(directory).unwrap();
     }
 
     #[test]

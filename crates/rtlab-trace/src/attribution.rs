@@ -486,7 +486,7 @@ pub fn attribute_with_timeline(
                     "timer fired late".into(),
                     None,
                     Some(format!(
-                        "while {} ran (interrupts off, or the hypervisor)",
+                        "while {} ran (interrupts off, another timer callback, or the hypervisor)",
                         task_label(task, &comms)
                     )),
                     duration,

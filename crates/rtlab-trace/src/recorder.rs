@@ -125,6 +125,7 @@ pub struct Recorder {
     symbols: KernelSymbols,
     removed_stale: Vec<String>,
     enabled_events: Vec<String>,
+    comm_recording_off: bool,
     warnings: Vec<String>,
 }
 
@@ -180,7 +181,9 @@ impl Recorder {
                 std::process::id()
             )
         };
-        let instance = tracefs.create_instance(&name)?;
+        let repaired_options = tracefs.repair_options();
+        let (instance, comm_recording_off) =
+            tracefs.create_instance_without_comm_recording(&name)?;
         let page_decoder = PageDecoder {
             page: parse_header_page(&tracefs.read("events/header_page")?).map_err(|source| {
                 TraceError::Format {
@@ -267,6 +270,12 @@ impl Recorder {
         let page_size = tracefs::ring_page_size(&tracefs)
             .max(page_decoder.page.data_offset + page_decoder.page.data_size);
         let mut warnings = Vec::new();
+        if !repaired_options.is_empty() {
+            warnings.push(format!(
+                "--explain: put back global tracefs options an rtlab that was killed had changed: {}",
+                repaired_options.join(", ")
+            ));
+        }
         let mut samplers = Vec::new();
         let mut stack_rings = BTreeMap::new();
         if let Some(period_ns) = config.stack_period_ns {
@@ -309,7 +318,14 @@ impl Recorder {
             symbols: KernelSymbols::default(),
             removed_stale,
             enabled_events,
+            comm_recording_off,
         })
+    }
+
+    /// True when the instance does not copy task names on every switch (see
+    /// `Tracefs::create_instance_without_comm_recording`).
+    pub fn comm_recording_off(&self) -> bool {
+        self.comm_recording_off
     }
 
     /// Instances of dead rtlab processes this start removed.
@@ -575,6 +591,8 @@ pub struct ExplainerReport {
     pub removed_stale_instances: Vec<String>,
     pub enabled_events: Vec<String>,
     pub event_set: EventSet,
+    /// The instance was created without task-name recording (cheaper switches).
+    pub comm_recording_off: bool,
     pub warnings: Vec<String>,
 }
 
@@ -684,6 +702,7 @@ fn run_explainer(
         removed_stale_instances: recorder.removed_stale_instances().to_vec(),
         enabled_events: recorder.enabled_events().to_vec(),
         event_set: config.recorder.events,
+        comm_recording_off: recorder.comm_recording_off(),
         warnings: recorder.warnings().to_vec(),
         ..ExplainerReport::default()
     };

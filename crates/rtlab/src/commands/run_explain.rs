@@ -362,6 +362,7 @@ impl ExplainSession {
                 "explain_trace".into(),
                 serde_json::json!({
                     "event_set": report.event_set.name(),
+                    "comm_recording_off": report.comm_recording_off,
                     "events": report.enabled_events,
                     "markers": report.stats.markers,
                     "pages": report.stats.pages,
