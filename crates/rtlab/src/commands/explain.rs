@@ -269,6 +269,7 @@ mod tests {
                 causes: vec![cause(CauseKind::Task, "spin95", 2_000_000)],
                 steal_ns: None,
                 stack: Some(vec!["spin95 [7]".into(), "0x401000 (user)".into()]),
+                timeline: Vec::new(),
             },
         ];
         let mut text = Vec::new();
