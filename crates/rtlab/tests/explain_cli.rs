@@ -255,10 +255,159 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
             episode.causes.iter().map(|cause| cause.ns).sum::<u64>(),
             episode.latency_ns
         );
+        // The timeline is the same window in time order: contiguous from the intended time.
+        let mut start = 0;
+        for segment in &episode.timeline {
+            assert_eq!(segment.start_ns, start, "{episode:#?}");
+            start += segment.ns;
+        }
+        assert_eq!(start, episode.latency_ns, "{episode:#?}");
     }
     let stdout = stdout_text(&child);
     assert!(stdout.contains("Top offenders"), "{stdout}");
     assert!(own_instances_of(std::process::id()).is_empty());
+    // With a fixed threshold every late sample is marked in the trace by the thread that took it.
+    let trace = &record.config["explain_trace"];
+    let markers = trace["markers"].as_u64().unwrap();
+    let late_samples = trace["late_samples"].as_u64().unwrap();
+    assert!(
+        markers >= 1 && markers <= late_samples,
+        "{markers} markers for {late_samples} late samples"
+    );
+    assert_eq!(trace["event_set"], "standard");
+    assert_eq!(trace["comm_recording_off"], true);
+
+    // The same episodes as a trace for ui.perfetto.dev: one slice per episode and per segment.
+    let perfetto = sandbox.file("episodes.trace.json");
+    sandbox.run_expecting(
+        0,
+        [
+            "explain",
+            json.to_str().unwrap(),
+            "--perfetto",
+            perfetto.to_str().unwrap(),
+        ],
+    );
+    let document: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&perfetto).unwrap()).unwrap();
+    let slices = document["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .count();
+    let segments: usize = record
+        .episodes
+        .iter()
+        .map(|episode| episode.timeline.len())
+        .sum();
+    assert_eq!(slices, record.episodes.len() + segments);
+}
+
+/// `--explain-events full` records every event the classic latency-tracing set has; the standard
+/// set leaves those off the probe's wake-up path. The global task-name option is as it was after
+/// both runs.
+#[test]
+fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    // Read under rtlab's own lock, so a run another test starts meanwhile is not caught in the
+    // moment it has the option off.
+    let record_cmd = || {
+        std::fs::create_dir_all("/run/rtlab").unwrap();
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open("/run/rtlab/tracefs.lock")
+            .unwrap();
+        lock.lock().unwrap();
+        std::fs::read_to_string("/sys/kernel/tracing/options/record-cmd")
+            .map(|value| value.trim().to_owned())
+            .ok()
+    };
+    let before = record_cmd();
+    let sandbox = Sandbox::new();
+    let events_of = |set: &str| -> Vec<String> {
+        let output = sandbox.run_expecting(
+            0,
+            [
+                "run",
+                "--explain",
+                "--explain-events",
+                set,
+                "--duration",
+                "1s",
+                "--warmup",
+                "200ms",
+                "--classes",
+                "rt-high",
+                "--no-handoff",
+                "--no-store",
+                "--json",
+                "-",
+            ],
+        );
+        let record = stdout_json(&output);
+        assert_eq!(record["config"]["explain_trace"]["event_set"], set);
+        record["config"]["explain_trace"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|event| event.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let full = events_of("full");
+    let standard = events_of("standard");
+    for event in [
+        "sched:sched_wakeup",
+        "sched:sched_migrate_task",
+        "timer:hrtimer_start",
+        "timer:hrtimer_expire_entry",
+        "timer:hrtimer_expire_exit",
+    ] {
+        assert!(
+            full.contains(&event.to_owned()),
+            "full lacks {event}: {full:?}"
+        );
+        assert!(
+            !standard.contains(&event.to_owned()),
+            "{event} in {standard:?}"
+        );
+    }
+    assert!(standard.contains(&"sched:sched_switch".to_owned()));
+    assert_eq!(record_cmd(), before, "the global record-cmd option changed");
+    assert!(own_instances_of(std::process::id()).is_empty());
+}
+
+#[test]
+fn perfetto_output_is_checked_before_anything_is_written() {
+    let sandbox = Sandbox::new();
+    let path = write_explained_record(&sandbox, "run.json", sample_episodes());
+    let output = sandbox.run([
+        "explain",
+        path.to_str().unwrap(),
+        "--perfetto",
+        "/nonexistent-directory/episodes.json",
+    ]);
+    assert_input_error(&output, "--perfetto");
+    assert!(
+        stdout_text(&output).is_empty(),
+        "no report before the error"
+    );
+    // To stdout: only the trace, which parses; episodes without a timeline are one slice each.
+    let output = sandbox.run_expecting(0, ["explain", path.to_str().unwrap(), "--perfetto", "-"]);
+    let document = stdout_json(&output);
+    let slices: Vec<&serde_json::Value> = document["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .collect();
+    assert_eq!(slices.len(), 2);
+    assert_eq!(slices[0]["name"], "late wake-up 2100.0 µs");
 }
 
 #[test]
