@@ -123,7 +123,10 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
             events: args.explain_events.into(),
             ..RecorderConfig::default()
         },
-        poll_interval: Duration::from_millis(50),
+        // Reading the rings in bursts four times a second disturbs the measuring threads less than
+        // every 50 ms did (rt-high median shift +7.0 % → +4.9 %, BENCHMARKS.md); 8 MiB per CPU
+        // holds seconds of events even under load.
+        poll_interval: Duration::from_millis(250),
         origin_ns: measure_start_ns,
         max_episodes: 10_000,
         settle: Duration::from_millis(200),
