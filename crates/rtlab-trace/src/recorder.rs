@@ -96,6 +96,8 @@ pub struct PollOutcome {
     pub decoded: u64,
     /// True when every ring was read empty (the recorder is not behind the kernel).
     pub caught_up: bool,
+    /// The most pages read from one CPU's ring.
+    pub most_pages: usize,
 }
 
 /// How the probe's late-sample markers begin (`rtlab_probe` writes them).
@@ -382,6 +384,7 @@ impl Recorder {
     pub fn poll(&mut self, max_pages_per_cpu: usize) -> Result<PollOutcome, TraceError> {
         let mut decoded = 0;
         let mut caught_up = true;
+        let mut most_pages = 0;
         for sampler in &mut self.samplers {
             let ring = self
                 .stack_rings
@@ -402,12 +405,14 @@ impl Recorder {
             let cpu = reader.cpu();
             let window = self.windows.get_mut(&cpu).expect("a window per reader");
             let mut emptied = false;
+            let mut pages = 0;
             for _ in 0..max_pages_per_cpu {
                 let Some(length) = reader.read_page(&mut self.page)? else {
                     emptied = true;
                     break;
                 };
                 self.stats.pages += 1;
+                pages += 1;
                 let page = &self.page[..length];
                 let before = window.newest_ns().unwrap_or(0);
                 let decoder = &self.decoder;
@@ -446,8 +451,13 @@ impl Recorder {
                 }
             }
             caught_up &= emptied;
+            most_pages = most_pages.max(pages);
         }
-        Ok(PollOutcome { decoded, caught_up })
+        Ok(PollOutcome {
+            decoded,
+            caught_up,
+            most_pages,
+        })
     }
 
     /// Drops events older than the retention time, keeping what pending windows need.
@@ -587,6 +597,8 @@ pub struct ExplainerReport {
     pub late_samples: u64,
     /// Late samples not turned into episodes because `max_episodes` was reached.
     pub episodes_not_kept: u64,
+    /// Times the reader fell behind the rings and took a fair share of CPU to catch up.
+    pub catch_ups: u64,
     pub stats: RecorderStats,
     pub removed_stale_instances: Vec<String>,
     pub enabled_events: Vec<String>,
@@ -692,6 +704,32 @@ impl Drop for Explainer {
     }
 }
 
+/// Pages read from each CPU's ring before the late samples are looked at again.
+const READ_PAGES_PER_CPU: usize = 256;
+
+/// A poll that read at most this many pages from every ring leaves the reader in the background
+/// (at 250 ms polls, about 25 000 events/s on one CPU; a quiet 2-CPU VM traces ~17 000).
+const QUIET_PAGES_PER_POLL: usize = 64;
+
+/// The explainer thread's scheduling policy (see `run_explainer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReaderPolicy {
+    /// SCHED_IDLE: yields to every other thread at once.
+    Background,
+    /// SCHED_BATCH nice 0: a fair share, no wake-up preemption of others.
+    CatchingUp,
+}
+
+impl ReaderPolicy {
+    fn apply(self) {
+        let policy = match self {
+            ReaderPolicy::Background => rtlab_sys::sched::Policy::Idle,
+            ReaderPolicy::CatchingUp => rtlab_sys::sched::Policy::Batch { nice: 0 },
+        };
+        let _ = rtlab_sys::sched::set_current_thread_policy(policy);
+    }
+}
+
 fn run_explainer(
     mut recorder: Recorder,
     config: ExplainerConfig,
@@ -710,17 +748,32 @@ fn run_explainer(
     let mut drained = Vec::with_capacity(1024);
     let mut steal = StealHistory::default();
     let settle_ns = config.settle.as_nanos() as u64;
-    // SCHED_BATCH: a fair share of CPU to keep up with the rings, but no wake-up preemption of
-    // the normal-class measuring threads it shares the CPUs with.
-    let _ =
-        rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Batch { nice: 0 });
+    // SCHED_IDLE while it keeps up: a normal-class measuring thread then preempts it at once (as
+    // SCHED_BATCH it waited up to a scheduler slice, ~0.7 ms, and the explainer became the top
+    // cause of the normal class's episodes). When the rings hold more than one read takes, it
+    // needs a fair share to keep up under load: SCHED_BATCH until it has caught up again.
+    let mut policy = ReaderPolicy::Background;
+    policy.apply();
     recorder.load_symbols();
     let mut stopping_since: Option<u64> = None;
     let poll_interval_ns = config.poll_interval.as_nanos() as u64;
     loop {
         // Read a bounded batch, then hand samples over and attribute before reading on, so a
         // flood of events never starves the late samples.
-        let caught_up = recorder.poll(256)?.caught_up;
+        let outcome = recorder.poll(READ_PAGES_PER_CPU)?;
+        let caught_up = outcome.caught_up;
+        // Background only while the rings fill slowly: a SCHED_IDLE thread on a loaded machine
+        // may not run for seconds, and a ring that fills fast would overflow meanwhile.
+        let wanted = if caught_up && outcome.most_pages <= QUIET_PAGES_PER_POLL {
+            ReaderPolicy::Background
+        } else {
+            ReaderPolicy::CatchingUp
+        };
+        if wanted != policy {
+            policy = wanted;
+            policy.apply();
+            report.catch_ups += u64::from(policy == ReaderPolicy::CatchingUp);
+        }
         let now = rtlab_sys::clock::monotonic_ns();
         if now >= steal.latest_ns().saturating_add(poll_interval_ns) {
             steal.sample(now);

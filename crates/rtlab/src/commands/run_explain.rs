@@ -373,6 +373,7 @@ impl ExplainSession {
                     "lost_events": report.stats.lost_events,
                     "undecodable_pages": report.stats.undecodable_pages,
                     "late_samples": report.late_samples,
+                    "reader_catch_ups": report.catch_ups,
                     "episodes_below_final_threshold": self.dropped_below_final,
                     "stack_samples": report.stats.stack_samples,
                 }),
