@@ -133,6 +133,20 @@ pub enum CauseKind {
     Unaccounted,
 }
 
+impl CauseKind {
+    /// The name used in the Run record and in reports (`irq`, `softirq`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Irq => "irq",
+            CauseKind::Softirq => "softirq",
+            CauseKind::Task => "task",
+            CauseKind::Timer => "timer",
+            CauseKind::Switch => "switch",
+            CauseKind::Unaccounted => "unaccounted",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cause {
     pub kind: CauseKind,

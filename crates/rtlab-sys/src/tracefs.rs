@@ -556,6 +556,10 @@ mod tests {
         )
     }
 
+    fn record_cmd(directory: &Path) -> String {
+        std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap()
+    }
+
     #[test]
     fn comm_recording_is_off_only_while_the_instance_is_created() {
         let (tracefs, directory) = fake_tracefs("1");
@@ -564,11 +568,7 @@ mod tests {
             .unwrap();
         assert!(off);
         assert!(instance.path().is_dir());
-        assert_eq!(
-            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
-            "1",
-            "the global option is back"
-        );
+        assert_eq!(record_cmd(&directory), "1", "the global option is back");
         let journal: Vec<_> = std::fs::read_dir(directory.join("state"))
             .unwrap()
             .flatten()
@@ -587,18 +587,12 @@ mod tests {
         // A journal for an option rtlab never changes, and a hostile value: both ignored.
         std::fs::write(directory.join("state/option-tracing_on"), "1").unwrap();
         assert_eq!(tracefs.repair_options(), vec!["record-cmd=1".to_owned()]);
-        assert_eq!(
-            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
-            "1"
-        );
+        assert_eq!(record_cmd(&directory), "1");
         assert!(!directory.join("state/option-record-cmd").exists());
         assert!(!directory.join("tree/options/tracing_on").exists());
         std::fs::write(directory.join("state/option-record-cmd"), "rm -rf").unwrap();
         assert!(tracefs.repair_options().is_empty());
-        assert_eq!(
-            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
-            "1"
-        );
+        assert_eq!(record_cmd(&directory), "1");
         std::fs::remove_dir_all(directory).unwrap();
     }
 
@@ -609,10 +603,7 @@ mod tests {
             .create_instance_without_comm_recording("rtlab-1-test")
             .unwrap();
         assert!(off);
-        assert_eq!(
-            std::fs::read_to_string(directory.join("tree/options/record-cmd")).unwrap(),
-            "0"
-        );
+        assert_eq!(record_cmd(&directory), "0");
         std::fs::remove_dir_all(directory).unwrap();
     }
 

@@ -7,20 +7,9 @@
 //! its timeline (IRQ, softirq, task, timer, switch, unaccounted) as slices nested inside. Times are
 //! relative to the start of measurement, in µs as the format wants.
 
-use rtlab_core::{CauseKind, Episode, RunRecord};
+use rtlab_core::{Episode, RunRecord};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-
-fn kind_name(kind: CauseKind) -> &'static str {
-    match kind {
-        CauseKind::Irq => "irq",
-        CauseKind::Softirq => "softirq",
-        CauseKind::Task => "task",
-        CauseKind::Timer => "timer",
-        CauseKind::Switch => "switch",
-        CauseKind::Unaccounted => "unaccounted",
-    }
-}
 
 fn micros(ns: u64) -> f64 {
     ns as f64 / 1_000.0
@@ -62,13 +51,13 @@ pub fn chrome_trace(record: &RunRecord) -> Value {
         let tid = thread_ids[&(episode.cpu, episode.series.as_str())];
         events.push(episode_slice(episode, tid));
         for segment in &episode.timeline {
-            let mut args = json!({"ns": segment.ns, "kind": kind_name(segment.kind)});
+            let mut args = json!({"ns": segment.ns, "kind": segment.kind.as_str()});
             if let Some(pid) = segment.pid {
                 args["pid"] = json!(pid);
             }
             events.push(json!({
-                "name": format!("{} {}", kind_name(segment.kind), segment.name),
-                "cat": kind_name(segment.kind),
+                "name": format!("{} {}", segment.kind.as_str(), segment.name),
+                "cat": segment.kind.as_str(),
                 "ph": "X",
                 "ts": micros(episode.at_ns + segment.start_ns),
                 "dur": micros(segment.ns),
@@ -96,7 +85,7 @@ fn episode_slice(episode: &Episode, tid: u64) -> Value {
         .iter()
         .map(|cause| {
             json!({
-                "kind": kind_name(cause.kind),
+                "kind": cause.kind.as_str(),
                 "name": cause.name,
                 "pid": cause.pid,
                 "ns": cause.ns,
@@ -130,7 +119,7 @@ fn episode_slice(episode: &Episode, tid: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_core::{Cause, Segment};
+    use rtlab_core::{Cause, CauseKind, Segment};
 
     fn record_with(episodes: Vec<Episode>) -> RunRecord {
         let mut record = RunRecord::new("0123456789abcdef", "2026-11-22T05:00:00Z", 1, Vec::new());

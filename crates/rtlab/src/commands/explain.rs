@@ -3,7 +3,7 @@
 //! the run's top offenders. `--json` gives the same for machines, `--perfetto FILE` a trace
 //! viewers open.
 
-use rtlab_core::{CauseKind, Episode, RunRecord};
+use rtlab_core::{Episode, RunRecord};
 use rtlab_trace::{chrome_trace, top_offenders, Offender};
 use std::io::Write;
 use std::process::ExitCode;
@@ -76,17 +76,6 @@ fn short_id(record: &RunRecord) -> String {
     record.id.chars().take(8).collect()
 }
 
-fn kind_name(kind: CauseKind) -> &'static str {
-    match kind {
-        CauseKind::Irq => "irq",
-        CauseKind::Softirq => "softirq",
-        CauseKind::Task => "task",
-        CauseKind::Timer => "timer",
-        CauseKind::Switch => "switch",
-        CauseKind::Unaccounted => "unaccounted",
-    }
-}
-
 fn threshold_text(record: &RunRecord) -> String {
     let explain = record.config.get("explain");
     match explain
@@ -157,7 +146,7 @@ fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::i
             "    {:>10} µs {:>5.1}%  {:<11} {:<28} {}",
             crate::render::micros(cause.ns),
             percent,
-            kind_name(cause.kind),
+            cause.kind.as_str(),
             name,
             cause.detail.as_deref().unwrap_or("")
         )?;
@@ -201,7 +190,7 @@ fn write_offenders(
         writeln!(
             out,
             "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
-            kind_name(offender.kind),
+            offender.kind.as_str(),
             offender.name,
             offender.episodes,
             offender.dominant_in,
@@ -221,7 +210,7 @@ fn write_offenders(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_core::Cause;
+    use rtlab_core::{Cause, CauseKind};
 
     fn record_with(episodes: Vec<Episode>) -> RunRecord {
         let text = serde_json::json!({
