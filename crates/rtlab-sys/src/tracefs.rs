@@ -365,9 +365,7 @@ impl Instance {
             .write(true)
             .open(&path)
             .map_err(|error| with_path(error, &path))?;
-        Ok(Marker {
-            file: std::sync::Mutex::new(Some(file)),
-        })
+        Ok(Marker::new(file))
     }
 
     /// Per-CPU ring buffer statistics (`per_cpu/cpuN/stats`): overrun and dropped counts.
@@ -445,28 +443,56 @@ impl RawPipe {
 /// CPU that wrote it.
 ///
 /// Shared (behind an `Arc`) by the recorder and the probe's measuring threads, which mark a late
-/// sample the moment they take it. A write never waits: it tries the lock and skips the marker if
-/// the owner is revoking. `revoke` closes the file for every holder at once, so the instance can be
-/// removed (the kernel refuses to remove an instance while one of its files is open).
+/// sample the moment they take it, so a write takes no lock: it counts itself in, checks that the
+/// marker is not revoked, writes, and counts itself out. `revoke` first marks it revoked, then waits
+/// for the writers already in, then closes the file for every holder at once, so the instance can be
+/// removed (the kernel refuses to remove an instance while one of its files is open). Both sides use
+/// sequentially consistent operations, so a writer either sees the revocation or is waited for.
 #[derive(Debug)]
 pub struct Marker {
+    /// The descriptor writers use; open until `revoke` closes `file` after the last writer left.
+    raw_fd: std::os::fd::RawFd,
+    /// The owner's handle, taken (closed) by `revoke`; writers never touch it.
     file: std::sync::Mutex<Option<File>>,
+    revoked: std::sync::atomic::AtomicBool,
+    writers: std::sync::atomic::AtomicUsize,
 }
 
 impl Marker {
-    /// Writes one marker; false when it was not written (revoked, busy, or the write failed).
-    /// One `write(2)`, no allocation.
-    pub fn write(&self, bytes: &[u8]) -> bool {
-        match self.file.try_lock() {
-            Ok(guard) => guard
-                .as_ref()
-                .is_some_and(|mut file| file.write(bytes).is_ok()),
-            Err(_) => false,
+    fn new(file: File) -> Marker {
+        use std::os::fd::AsRawFd;
+        Marker {
+            raw_fd: file.as_raw_fd(),
+            file: std::sync::Mutex::new(Some(file)),
+            revoked: std::sync::atomic::AtomicBool::new(false),
+            writers: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    /// Closes the file; later writes do nothing. Waits for a write in progress.
+    /// Writes one marker; false when it was not written (revoked, or the write failed). One
+    /// `write(2)`, no allocation, no lock.
+    pub fn write(&self, bytes: &[u8]) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.writers.fetch_add(1, SeqCst);
+        let written = !self.revoked.load(SeqCst) && {
+            // SAFETY: `raw_fd` belongs to `file`, which `revoke` closes only after setting
+            // `revoked` and seeing no writer counted in; this writer counted itself in before
+            // reading `revoked` as false, so the descriptor is open for the whole call. `bytes` is
+            // a valid slice for `bytes.len()` bytes.
+            let result = unsafe { libc::write(self.raw_fd, bytes.as_ptr().cast(), bytes.len()) };
+            result >= 0
+        };
+        self.writers.fetch_sub(1, SeqCst);
+        written
+    }
+
+    /// Closes the file; later writes do nothing. Waits for writes in progress (one syscall each).
     pub fn revoke(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.revoked.store(true, SeqCst);
+        while self.writers.load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
         let mut guard = match self.file.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
@@ -538,8 +564,31 @@ mod tests {
             Err(Some(libc::EBUSY)),
             "the open marker keeps the instance"
         );
+        // Writers on other threads while it is revoked: none may write through a closed (or
+        // reused) descriptor, and the revocation may not leave the file open.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (0..4)
+            .map(|_| {
+                let marker = std::sync::Arc::clone(&marker);
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut written = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        written += u64::from(marker.write(b"rtlab test marker\n"));
+                    }
+                    written
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(20));
         marker.revoke();
         assert!(!held_elsewhere.write(b"after revoke\n"));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written: u64 = writers
+            .into_iter()
+            .map(|writer| writer.join().unwrap())
+            .sum();
+        assert!(written > 0, "the writers wrote before the revocation");
         drop(instance);
         assert!(!path.exists(), "{} was left behind", path.display());
     }
