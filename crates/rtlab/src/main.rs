@@ -6,6 +6,7 @@
 
 mod commands;
 mod exit;
+mod output;
 mod render;
 
 use clap::Parser;

@@ -3,7 +3,7 @@
 //! underruns for several buffer counts, and writes the producer's wake-up latencies as a Run record
 //! with the counts in `config`, so `rtlab forecast` can be compared with what happened.
 
-use super::import::JsonTarget;
+use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_core::{parse_duration, Metric, Nanos, RunRecord, RUN_SCHEMA};
 use rtlab_probe::buffer_experiment::{run as run_experiment, ExperimentConfig};
@@ -66,7 +66,7 @@ fn parse_policy(text: &str) -> Result<Policy, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(JsonTarget::prepare).transpose()?;
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop)
         .context("installing the SIGINT/SIGTERM handler")?;
@@ -160,7 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     record
         .validate()
         .context("the experiment's record does not validate")?;
-    let to_stdout = json.as_ref().is_some_and(JsonTarget::is_stdout);
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
         println!(
             "{} periods of {} ms, compute {} µs, producer {} — wake-up p99 {} µs, max {} µs",

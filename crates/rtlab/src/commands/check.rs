@@ -3,7 +3,7 @@
 //! folded in as paper 002's pseudo worst case at the permitted miss rate. Exit 1 when a task is not
 //! schedulable.
 
-use super::import::JsonTarget;
+use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_analysis::classes::{parse_rate, Rate};
 use rtlab_analysis::forecast::{select_series, TailModel};
@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "--reservation-limit: must be a percentage in (0, 100]",
         ));
     }
-    let json = args.json.as_deref().map(JsonTarget::prepare).transpose()?;
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let name = args.taskset.display().to_string();
     let text = std::fs::read_to_string(&args.taskset)
         .map_err(|error| crate::exit::input(format!("{name}: {error}")))?;
@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         schedulable,
         tasks: results,
     };
-    if !json.as_ref().is_some_and(JsonTarget::is_stdout) {
+    if !json.as_ref().is_some_and(PendingOutput::is_stdout) {
         let mut out = std::io::stdout().lock();
         write_table(&mut out, &output, &tasks, &args)?;
     }

@@ -3,6 +3,7 @@
 //! the run's top offenders. `--json` gives the same for machines, `--perfetto FILE` a trace
 //! viewers open.
 
+use crate::output::PendingOutput;
 use rtlab_core::{Episode, RunRecord};
 use rtlab_trace::{chrome_trace, top_offenders, Offender};
 use std::io::Write;
@@ -31,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let perfetto = args
         .perfetto
         .as_deref()
-        .map(|path| super::import::JsonTarget::prepare_for("--perfetto", path))
+        .map(|path| PendingOutput::prepare(path, "--perfetto"))
         .transpose()?;
     let record = super::load_record(&args.run)?;
     let explained = record

@@ -2,7 +2,7 @@
 //! `t` ms — the mean time to buffer underrun (paper 002 §5), a table over buffer counts like its
 //! Figures 6-7, the least buffering that reaches a target, and a plain verdict per class.
 
-use super::import::JsonTarget;
+use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_analysis::classes::{builtin_classes, parse_classes, parse_rate, Rate};
 use rtlab_analysis::forecast::{
@@ -114,7 +114,7 @@ struct LeastBuffering {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(JsonTarget::prepare).transpose()?;
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let record = super::load_record(&args.run)?;
     let selection = select_series(&record, args.series.as_deref())
         .map_err(|error| crate::exit::input(format!("{}: {error}", args.run)))?;
@@ -260,7 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         rows,
         least_buffering: least,
     };
-    let to_stdout = json.as_ref().is_some_and(JsonTarget::is_stdout);
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
         let mut out = std::io::stdout().lock();
         write_report(

@@ -2,6 +2,7 @@
 //! hist`, an HdrHistogram log, a one-column CSV) into a Run record, stored unless `--no-store`, so
 //! `show`, `forecast` and `check` work on it.
 
+use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_core::{parse_duration, Nanos};
 use rtlab_import::{Format, ImportOptions, RecordOrigin, ValueUnit};
@@ -46,56 +47,8 @@ fn parse_period(text: &str) -> Result<Nanos, String> {
     parse_duration(text).map_err(|error| error.to_string())
 }
 
-/// Where a `--json FILE|-` output goes; the file is created before any work, so a bad path fails
-/// at once, and is only put in place, whole, by `commit`.
-pub(crate) enum JsonTarget {
-    Stdout,
-    File(rtlab_sys::output_file::PendingFile),
-}
-
-impl JsonTarget {
-    pub(crate) fn prepare(target: &Path) -> anyhow::Result<JsonTarget> {
-        JsonTarget::prepare_for("--json", target)
-    }
-
-    /// The same for an output given with another flag (named in the error).
-    pub(crate) fn prepare_for(flag: &str, target: &Path) -> anyhow::Result<JsonTarget> {
-        if target == Path::new("-") {
-            return Ok(JsonTarget::Stdout);
-        }
-        rtlab_sys::output_file::PendingFile::create(target)
-            .map(JsonTarget::File)
-            .map_err(|error| {
-                crate::exit::input(format!(
-                    "{flag}: cannot write {}: {error}",
-                    target.display()
-                ))
-            })
-    }
-
-    pub(crate) fn is_stdout(&self) -> bool {
-        matches!(self, JsonTarget::Stdout)
-    }
-
-    pub(crate) fn commit(self, contents: &str) -> anyhow::Result<()> {
-        match self {
-            JsonTarget::Stdout => {
-                let mut stdout = std::io::stdout().lock();
-                stdout.write_all(contents.as_bytes())?;
-                stdout.flush()?;
-            }
-            JsonTarget::File(file) => {
-                let target = file.target().to_owned();
-                file.commit(contents.as_bytes())
-                    .with_context(|| format!("writing {}", target.display()))?;
-            }
-        }
-        Ok(())
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(JsonTarget::prepare).transpose()?;
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let (text, started_at) = if args.file == "-" {
         let text = std::io::read_to_string(std::io::stdin()).context("reading stdin")?;
         (text, std::time::SystemTime::now())
@@ -127,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let record = rtlab_import::to_record(&imported, &text, &options, &origin)
         .map_err(|error| crate::exit::input(format!("{}: {error}", args.file)))?;
-    let to_stdout = json.as_ref().is_some_and(JsonTarget::is_stdout);
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     let mut out = std::io::stdout().lock();
     if !to_stdout {
         crate::render::write_summary(&mut out, &record)?;

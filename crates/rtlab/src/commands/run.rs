@@ -2,10 +2,11 @@
 //! record, prints the summary, writes the requested files and stores the run.
 
 use crate::exit;
+use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_core::{parse_duration, Metric, Nanos, RunRecord, RUN_SCHEMA};
 use rtlab_probe::{Class, Probe, ProbeConfig, ProbeResult};
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -71,45 +72,6 @@ pub struct CpuList(pub Vec<usize>);
 
 fn parse_cpus(text: &str) -> Result<CpuList, String> {
     rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)
-}
-
-/// An output file opened before measuring (so a bad path fails in the first second) that appears
-/// under its name, complete, only at the end: `-` is stdout.
-enum PendingOutput {
-    Stdout,
-    File(rtlab_sys::output_file::PendingFile),
-}
-
-impl PendingOutput {
-    fn prepare(target: &Path, flag: &str) -> anyhow::Result<PendingOutput> {
-        if target == Path::new("-") {
-            return Ok(PendingOutput::Stdout);
-        }
-        rtlab_sys::output_file::PendingFile::create(target)
-            .map(PendingOutput::File)
-            .map_err(|error| {
-                exit::input(format!(
-                    "{flag}: cannot write {}: {error}",
-                    target.display()
-                ))
-            })
-    }
-
-    fn commit(self, contents: &str) -> anyhow::Result<()> {
-        match self {
-            PendingOutput::Stdout => {
-                let mut stdout = std::io::stdout().lock();
-                stdout.write_all(contents.as_bytes())?;
-                stdout.flush()?;
-            }
-            PendingOutput::File(file) => {
-                let target = file.target().to_owned();
-                file.commit(contents.as_bytes())
-                    .with_context(|| format!("writing {}", target.display()))?;
-            }
-        }
-        Ok(())
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
