@@ -189,7 +189,20 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
         "only {} of {n_spins} spins produced an episode naming {spinner_name}: {episodes:#?}",
         created.len()
     );
-    let total_latency: u64 = created.iter().map(|episode| episode.latency_ns).sum();
+    // Interrupts that land inside the spin are traced and named as such (a busy disk's BLOCK
+    // softirq takes ~20 % of a spin under `stress-ng --io`); the rest of the window is the
+    // spinner's.
+    let interrupt_time: u64 = created
+        .iter()
+        .flat_map(|episode| episode.causes.iter())
+        .filter(|cause| matches!(cause.kind, CauseKind::Irq | CauseKind::Softirq))
+        .map(|cause| cause.ns)
+        .sum();
+    let total_latency: u64 = created
+        .iter()
+        .map(|episode| episode.latency_ns)
+        .sum::<u64>()
+        - interrupt_time;
     let spinner_time: u64 = created
         .iter()
         .flat_map(|episode| episode.causes.iter())
@@ -198,7 +211,7 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
         .sum();
     assert!(
         spinner_time * 10 >= total_latency * 9,
-        "the spinner explains {spinner_time} of {total_latency} ns: {created:#?}"
+        "the spinner explains {spinner_time} of {total_latency} ns outside interrupts: {created:#?}"
     );
     for episode in &created {
         assert_eq!(
