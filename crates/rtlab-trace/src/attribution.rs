@@ -677,6 +677,20 @@ mod tests {
         )
     }
 
+    /// `pid` woken onto CPU 1 from an interrupt while the CPU idles (`common_pid` 0).
+    fn waking_from_idle(timestamp_ns: u64, pid: i32, name: &str, prio: i32) -> TraceEvent {
+        event(
+            timestamp_ns,
+            0,
+            EventKind::Waking {
+                comm: Comm::new(name),
+                pid,
+                prio,
+                target_cpu: 1,
+            },
+        )
+    }
+
     fn late(intended_ns: u64, actual_ns: u64, metric: Metric) -> LateWakeup {
         LateWakeup {
             series: "rt-high/wakeup@1".into(),
@@ -1023,18 +1037,6 @@ mod tests {
     fn a_spinner_woken_by_the_same_interrupt_on_an_idle_cpu_is_named() {
         // One timer interrupt on an idle CPU wakes the probe and an RT 95 spinner; the kernel does
         // not trace the switch out of idle, and the spinner runs 1 ms without a traced event.
-        let waking = |time, pid, name, prio| {
-            event(
-                time,
-                0,
-                EventKind::Waking {
-                    comm: Comm::new(name),
-                    pid,
-                    prio,
-                    target_cpu: 1,
-                },
-            )
-        };
         let trace = vec![
             switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
             event(
@@ -1044,8 +1046,8 @@ mod tests {
                     name: "local_timer",
                 },
             ),
-            waking(10_200, PROBE, "probe", 19),
-            waking(10_300, SPINNER, "spin95", 4),
+            waking_from_idle(10_200, PROBE, "probe", 19),
+            waking_from_idle(10_300, SPINNER, "spin95", 4),
             event(
                 10_400,
                 0,
@@ -1074,22 +1076,10 @@ mod tests {
         // known-causes run): the timer interrupt on the idle CPU is not recorded, only the two
         // wakings in it; the switch out of idle is missing too, and the next event is the spinner's
         // own, 810 µs later.
-        let waking = |time, pid, name, prio| {
-            event(
-                time,
-                0,
-                EventKind::Waking {
-                    comm: Comm::new(name),
-                    pid,
-                    prio,
-                    target_cpu: 1,
-                },
-            )
-        };
         let trace = vec![
             switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-            waking(86_260, PROBE, "probe", 19),
-            waking(89_500, SPINNER, "spin95", 4),
+            waking_from_idle(86_260, PROBE, "probe", 19),
+            waking_from_idle(89_500, SPINNER, "spin95", 4),
             event(
                 898_960,
                 SPINNER,
@@ -1126,16 +1116,7 @@ mod tests {
         // The waking is the last event: the idle CPU runs the woken probe from there.
         let trace = vec![
             switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-            event(
-                60_200,
-                0,
-                EventKind::Waking {
-                    comm: Comm::new("probe"),
-                    pid: PROBE,
-                    prio: 19,
-                    target_cpu: 1,
-                },
-            ),
+            waking_from_idle(60_200, PROBE, "probe", 19),
         ];
         let late = late(10_000, 62_000, Metric::Wakeup);
         let causes = attribute(&late, &trace, AttributionContext::default());
