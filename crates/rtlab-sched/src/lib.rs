@@ -24,6 +24,7 @@
 //! ```
 
 pub mod check;
+pub mod enforce;
 pub mod owner;
 pub mod planner;
 pub mod request_file;

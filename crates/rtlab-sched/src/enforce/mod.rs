@@ -1,0 +1,199 @@
+//! Enforcement: turning the planner's grants into CPU time for real threads.
+//!
+//! The [`Planner`](crate::Planner) decides *who* may have *how much*; an [`Enforcement`] makes the
+//! kernel deliver it, through one of the [`BackendKind`]s, and puts every thread it touched back
+//! the way it found it. The daemon (`rtlab daemon`) owns one `Enforcement` and talks only to this
+//! trait, so its protocol, authorisation and thread watching are tested against a
+//! deterministic implementation without root, and the real backends are tested on their own.
+//!
+//! Times are absolute CLOCK_MONOTONIC nanoseconds wherever a time of day is meant (constraints),
+//! and durations elsewhere.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rtlab_core::Nanos;
+
+use crate::{ConstraintId, Grant, GrantId, Owner};
+
+/// How a reservation is enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BackendKind {
+    /// The kernel's constant-bandwidth server (SCHED_DEADLINE), with parameters derived so that the
+    /// grant holds at this kernel's enforcement granularity.
+    Deadline,
+    /// rtlab's own per-CPU dispatcher, which raises the slot owner's threads to a high SCHED_FIFO
+    /// priority for the slots of the planner's explicit plan.
+    Dispatch,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 2] = [BackendKind::Deadline, BackendKind::Dispatch];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Deadline => "deadline",
+            BackendKind::Dispatch => "dispatch",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// The text was not a backend name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown backend '{0}' (expected deadline or dispatch)")]
+pub struct UnknownBackend(pub String);
+
+impl FromStr for BackendKind {
+    type Err = UnknownBackend;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "deadline" => Ok(BackendKind::Deadline),
+            "dispatch" => Ok(BackendKind::Dispatch),
+            other => Err(UnknownBackend(other.to_owned())),
+        }
+    }
+}
+
+/// A request to reserve `amount` of every `period` for `threads`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReserveRequest {
+    /// `Owner::Thread(tid)` for one thread, `Owner::Activity(name)` for threads sharing one
+    /// reservation.
+    pub owner: Owner,
+    /// The threads to put under the reservation now (for a thread owner: that thread).
+    pub threads: Vec<u32>,
+    pub amount: Nanos,
+    pub period: Nanos,
+    /// `None`: the enforcement's default for this machine.
+    pub backend: Option<BackendKind>,
+}
+
+/// The SCHED_DEADLINE parameters set for a `deadline` grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadlineParams {
+    pub runtime: Nanos,
+    pub deadline: Nanos,
+    pub period: Nanos,
+}
+
+/// What the kernel itself said about a reservation, beside the planner's admission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelAdmission {
+    /// The kernel accepted the parameters (sched_setattr succeeded for every thread).
+    Accepted,
+    /// The backend does not ask the kernel (the dispatcher).
+    NotApplicable,
+}
+
+/// A reservation in force.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnforcedGrant {
+    /// The planner's grant: requested and granted rate, planner CPU, admission path.
+    pub grant: Grant,
+    pub backend: BackendKind,
+    /// The CPU the threads are confined to, or `None` under global EDF.
+    pub cpu: Option<usize>,
+    /// Set for `deadline` grants.
+    pub deadline_params: Option<DeadlineParams>,
+    pub kernel_admission: KernelAdmission,
+    /// The threads under the reservation.
+    pub threads: Vec<u32>,
+}
+
+/// The result of ending a time constraint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConstraintEnd {
+    /// CPU time the thread really used between begin and end (its thread CPU clock).
+    pub used: Nanos,
+    /// Whether the constraint ended by its deadline.
+    pub met_deadline: bool,
+}
+
+/// Why enforcement refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EnforceError {
+    /// The planner refused the reservation (no capacity, bad rate, …).
+    #[error("denied: {0}")]
+    Denied(#[from] crate::Denied),
+    /// The planner cannot guarantee the constraint.
+    #[error("infeasible: {0}")]
+    Infeasible(#[from] crate::Infeasible),
+    /// An unknown id or a constraint still active.
+    #[error(transparent)]
+    Planner(#[from] crate::PlannerError),
+    /// The backend cannot give this grant on this machine (e.g. the tick is too coarse for the
+    /// period); the text says why.
+    #[error("backend {backend} cannot enforce this: {reason}")]
+    Unenforceable {
+        backend: BackendKind,
+        reason: String,
+    },
+    /// The thread does not exist (or exited meanwhile).
+    #[error("no thread {0}")]
+    NoSuchThread(u32),
+    /// A thread is already under another reservation.
+    #[error("thread {0} already holds a reservation")]
+    ThreadAlreadyManaged(u32),
+    /// The thread is not managed by this enforcement.
+    #[error("thread {0} holds no reservation")]
+    ThreadNotManaged(u32),
+    /// The kernel refused (sched_setattr, cgroup files, timers).
+    #[error("{context}: {source}")]
+    System {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Something that enforces reservations and constraints on real threads.
+///
+/// Every method leaves the machine consistent: on an error nothing it was asked to change stays
+/// changed. Implementations restore every thread they touched in `revert_all` and on drop, and keep
+/// a journal so that the next start after a SIGKILL can restore them too.
+pub trait Enforcement: Send {
+    /// The backend used when a request names none.
+    fn default_backend(&self) -> BackendKind;
+
+    /// Admits (planner first) and enforces a reservation for `request.threads`.
+    fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError>;
+
+    /// Puts more threads under an existing (activity) reservation.
+    fn add_threads(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError>;
+
+    /// Takes one thread out of its reservation (it exited, or was released), restoring its policy
+    /// if it still exists. Returns the grant and how many threads it still has.
+    fn remove_thread(&mut self, thread: u32) -> Result<(GrantId, usize), EnforceError>;
+
+    /// Ends a reservation: every thread still under it gets its old policy back.
+    fn release(&mut self, grant: GrantId) -> Result<(), EnforceError>;
+
+    /// Every reservation in force.
+    fn grants(&self) -> Vec<EnforcedGrant>;
+
+    /// Reserved fraction of each CPU (index = CPU), in [0, 1].
+    fn reserved_fractions(&self) -> Vec<f64>;
+
+    /// Asks for `estimate` of CPU for `thread` between `start` and `deadline` (absolute
+    /// CLOCK_MONOTONIC). Answers at once: admitted, or infeasible with the reason.
+    fn begin_constraint(
+        &mut self,
+        thread: u32,
+        start: Nanos,
+        estimate: Nanos,
+        deadline: Nanos,
+    ) -> Result<ConstraintId, EnforceError>;
+
+    /// Ends a constraint: the CPU time the thread used and whether it met its deadline.
+    fn end_constraint(&mut self, id: ConstraintId) -> Result<ConstraintEnd, EnforceError>;
+
+    /// Restores every managed thread and removes everything created (cpusets, timers, threads).
+    fn revert_all(&mut self);
+}
