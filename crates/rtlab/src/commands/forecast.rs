@@ -2,19 +2,21 @@
 //! `t` ms — the mean time to buffer underrun (paper 002 §5), a table over buffer counts like its
 //! Figures 6-7, the least buffering that reaches a target, and a plain verdict per class.
 
+mod text;
+
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_analysis::classes::{builtin_classes, parse_classes, parse_rate, Rate};
 use rtlab_analysis::forecast::{
-    buffer_table, default_periods, describe_seconds, forecast, least_buffering, select_series,
-    verdict, BufferConfig, Forecast, LatencyEvidence, Model, TailModel, Verdict, VerdictKind,
-    CONFIDENCE,
+    buffer_table, default_periods, forecast, least_buffering, select_series, BufferConfig,
+    Forecast, LatencyEvidence, Model, TailModel, VerdictKind, CONFIDENCE,
 };
 use rtlab_analysis::projection::ProjectedTail;
 use rtlab_core::{Nanos, RunRecord};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use text::{describe_mttf, describe_seconds, model_description, verdict, Verdict};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ModelArg {
@@ -253,7 +255,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         missed_restored: selection.missed_restored,
         missed_unknown: selection.missed_unknown,
         model,
-        model_description: model.describe(),
+        model_description: model_description(model),
         tail_projection: tail.as_ref().map(|tail| tail.describe()),
         tail_refused,
         confidence: CONFIDENCE,
@@ -368,7 +370,7 @@ fn write_report(
                     millis(forecast.buffer_period_ns),
                     millis(forecast.compute_ns),
                     millis(forecast.slack_ns.max(0) as u64),
-                    forecast.describe_mttf("underrun")
+                    describe_mttf(forecast, "underrun")
                 )?;
             }
         }

@@ -1,0 +1,35 @@
+//! Forecast: mean time to buffer underrun, and the least buffering that reaches a target.
+//!
+//! Paper 002 section 5 turns a latency distribution into what users care about. An application
+//! with `n` buffers of `t` ms that computes `c` ms per buffer is woken once per buffer period; a
+//! wake-up fails (the device runs dry) when its latency exceeds the slack `t·(n − 1) − c`. With
+//! `P(late)` the probability that one wake-up is later than the slack, the mean time to failure is
+//! `MTTF = t / P(late)` (one trial per period). 002 itself divides by `(n − 1)·t` instead — exact
+//! only for double buffering — and that variant is kept as [`Model::Paper002`] to reproduce its
+//! figures.
+//!
+//! `P(late)` comes from the measured histogram while the slack lies inside the observed data, with
+//! an exact Poisson interval on the count of late wake-ups. Beyond the largest observation the
+//! histogram says nothing; a tail projection ([`TailModel`]) may, and otherwise the forecast says
+//! only what the data supports: with no late wake-up among `N`, the MTTF is at least the bound
+//! below, never a made-up number.
+//!
+//! One module per job: `model.rs` (the model, [`forecast`] of one configuration, the
+//! [`TailModel`] a projection plugs in), `buffers.rs` (tables over buffer counts, least buffering
+//! for a target), `verdict.rs` (suitable or not, per application class), `selection.rs` (which
+//! series of a record a forecast reads). Sentences for a terminal are the CLI's.
+
+mod buffers;
+mod model;
+mod selection;
+#[cfg(test)]
+mod tests;
+mod verdict;
+
+pub use buffers::{buffer_table, default_periods, least_buffering};
+pub use model::{
+    forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Exceedance, Forecast,
+    ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
+};
+pub use selection::{add_missed_periods, select_series, SelectionError, SeriesSelection};
+pub use verdict::{verdict, VerdictKind};

@@ -1,0 +1,271 @@
+//! The underrun model: a buffer configuration against a latency distribution gives `P(late)`, an
+//! MTTF and their intervals (the model is described in the `forecast` module's doc).
+//!
+//! This is the one place that turns a histogram into a probability: the observed data with a
+//! Garwood interval while the slack lies inside it, a [`TailModel`] beyond it, and otherwise only
+//! the bound the data supports. Everything else in `forecast` calls [`forecast`] per row.
+
+use crate::classes::{ApplicationClass, Rate};
+use rtlab_core::{LatencyHistogram, Nanos};
+use serde::Serialize;
+use statrs::distribution::{ChiSquared, ContinuousCDF};
+
+/// Two-sided confidence of every interval the forecast reports.
+pub const CONFIDENCE: f64 = 0.90;
+
+/// `n` buffers of `t`, `c` compute time per buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BufferConfig {
+    pub buffers: u32,
+    pub buffer_period: Nanos,
+    pub compute: Nanos,
+}
+
+impl BufferConfig {
+    pub fn of_class(class: &ApplicationClass) -> BufferConfig {
+        BufferConfig {
+            buffers: class.buffers,
+            buffer_period: class.buffer_period,
+            compute: class.compute,
+        }
+    }
+
+    /// `t·(n − 1) − c` in ns; negative when the compute time alone exceeds the buffering.
+    pub fn slack_ns(&self) -> i64 {
+        let buffering =
+            u128::from(self.buffers.saturating_sub(1)) * u128::from(self.buffer_period.0);
+        let buffering = i64::try_from(buffering).unwrap_or(i64::MAX);
+        buffering.saturating_sub(i64::try_from(self.compute.0).unwrap_or(i64::MAX))
+    }
+
+    /// `(n − 1)·t`: the buffering (paper 002's latency tolerance), what a user pays in latency.
+    pub fn buffering(&self) -> Nanos {
+        Nanos(u64::from(self.buffers.saturating_sub(1)).saturating_mul(self.buffer_period.0))
+    }
+}
+
+/// How failures per wake-up become failures per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Model {
+    /// One wake-up per buffer period `t`: MTTF = t / P(late).
+    PerPeriod,
+    /// Paper 002 §5: MTTF = (n − 1)·t / P(late), exact for double buffering only.
+    Paper002,
+}
+
+impl Model {
+    fn cycle(self, config: &BufferConfig) -> Nanos {
+        match self {
+            Model::PerPeriod => config.buffer_period,
+            Model::Paper002 => config.buffering(),
+        }
+    }
+}
+
+/// `P(latency > threshold)` for one wake-up, with its interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exceedance {
+    pub probability: f64,
+    pub interval: (f64, f64),
+}
+
+/// A projection of the latency tail beyond the observed data (peaks over threshold, GPD).
+pub trait TailModel {
+    /// `P(latency > threshold_ns)` per wake-up, or `None` where the model does not apply.
+    fn exceedance(&self, threshold_ns: u64) -> Option<Exceedance>;
+    /// One line saying what the model is (e.g. "GPD fit to 200 peaks over 85 µs").
+    fn describe(&self) -> String;
+}
+
+/// The latency data a forecast stands on.
+#[derive(Clone, Copy)]
+pub struct LatencyEvidence<'a> {
+    pub histogram: &'a LatencyHistogram,
+    pub tail: Option<&'a dyn TailModel>,
+}
+
+impl std::fmt::Debug for LatencyEvidence<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("LatencyEvidence")
+            .field("samples", &self.histogram.count())
+            .field("tail", &self.tail.map(|tail| tail.describe()))
+            .finish()
+    }
+}
+
+/// Where `P(late)` came from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Basis {
+    /// The compute time alone does not fit: every period fails.
+    NoSlack,
+    /// `late` of `samples` observed wake-ups exceeded the slack.
+    Observed { late: u64, samples: u64 },
+    /// The slack lies beyond the observed data; the tail projection gave `P(late)`.
+    TailProjection { samples: u64, model: String },
+    /// The slack lies beyond the observed data and no tail projection reaches it.
+    BeyondData { samples: u64 },
+}
+
+/// One forecast: a buffer configuration against a latency distribution.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Forecast {
+    pub buffers: u32,
+    pub buffer_period_ns: u64,
+    pub compute_ns: u64,
+    pub slack_ns: i64,
+    /// Probability that one wake-up is late; `None` when the data cannot say.
+    pub p_late: Option<f64>,
+    pub p_late_ci: Option<[f64; 2]>,
+    /// Mean time to underrun, s; `None` when the data cannot say.
+    pub mttf_s: Option<f64>,
+    /// Interval of the MTTF, s; `[lower bound, None]` when only a lower bound is known.
+    pub mttf_ci_s: [Option<f64>; 2],
+    pub basis: Basis,
+    pub model: Model,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ForecastError {
+    #[error("the latency histogram is empty: nothing to forecast from")]
+    NoSamples,
+    #[error("a buffer period of 0 is not a configuration")]
+    ZeroPeriod,
+    #[error("{0} buffers leave no slack (need at least 2)")]
+    TooFewBuffers(u32),
+}
+
+/// Exact (Garwood) interval of a Poisson mean given `count` events, at [`CONFIDENCE`].
+pub fn poisson_interval(count: u64) -> (f64, f64) {
+    let alpha = 1.0 - CONFIDENCE;
+    let lower = if count == 0 {
+        0.0
+    } else {
+        ChiSquared::new(2.0 * count as f64)
+            .expect("positive degrees of freedom")
+            .inverse_cdf(alpha / 2.0)
+            / 2.0
+    };
+    let upper = ChiSquared::new(2.0 * count as f64 + 2.0)
+        .expect("positive degrees of freedom")
+        .inverse_cdf(1.0 - alpha / 2.0)
+        / 2.0;
+    (lower, upper)
+}
+
+/// One-sided upper bound on the Poisson mean when no event was seen, at [`CONFIDENCE`]: −ln(1 − C).
+pub fn zero_events_upper_bound() -> f64 {
+    -(1.0 - CONFIDENCE).ln()
+}
+
+/// Forecasts the mean time to underrun of one buffer configuration.
+pub fn forecast(
+    evidence: LatencyEvidence<'_>,
+    config: BufferConfig,
+    model: Model,
+) -> Result<Forecast, ForecastError> {
+    if config.buffer_period.0 == 0 {
+        return Err(ForecastError::ZeroPeriod);
+    }
+    if config.buffers < 2 {
+        return Err(ForecastError::TooFewBuffers(config.buffers));
+    }
+    let samples = evidence.histogram.count();
+    if samples == 0 {
+        return Err(ForecastError::NoSamples);
+    }
+    let slack_ns = config.slack_ns();
+    let cycle_s = model.cycle(&config).as_secs_f64();
+    let row = |p_late: Option<f64>,
+               p_late_ci: Option<[f64; 2]>,
+               mttf_ci_s: [Option<f64>; 2],
+               basis: Basis| Forecast {
+        buffers: config.buffers,
+        buffer_period_ns: config.buffer_period.0,
+        compute_ns: config.compute.0,
+        slack_ns,
+        p_late,
+        p_late_ci,
+        mttf_s: p_late.map(|probability| cycle_s / probability),
+        mttf_ci_s,
+        basis,
+        model,
+    };
+    let mttf_of = |probability: f64| {
+        if probability > 0.0 {
+            Some(cycle_s / probability)
+        } else {
+            None
+        }
+    };
+    if slack_ns <= 0 {
+        return Ok(row(
+            Some(1.0),
+            Some([1.0, 1.0]),
+            [Some(cycle_s), Some(cycle_s)],
+            Basis::NoSlack,
+        ));
+    }
+    let slack = slack_ns as u64;
+    let late = evidence.histogram.count_above(slack);
+    if late > 0 {
+        let (lower, upper) = poisson_interval(late);
+        let samples_f = samples as f64;
+        let p_low = lower / samples_f;
+        let p_high = (upper / samples_f).min(1.0);
+        return Ok(row(
+            Some(late as f64 / samples_f),
+            Some([p_low, p_high]),
+            [mttf_of(p_high), mttf_of(p_low)],
+            Basis::Observed { late, samples },
+        ));
+    }
+    if let Some(tail) = evidence.tail {
+        if let Some(exceedance) = tail.exceedance(slack) {
+            if exceedance.probability > 0.0 {
+                let (low, high) = exceedance.interval;
+                return Ok(row(
+                    Some(exceedance.probability),
+                    Some([low, high]),
+                    [mttf_of(high), mttf_of(low)],
+                    Basis::TailProjection {
+                        samples,
+                        model: tail.describe(),
+                    },
+                ));
+            }
+        }
+    }
+    let p_high = (zero_events_upper_bound() / samples as f64).min(1.0);
+    Ok(row(
+        None,
+        Some([0.0, p_high]),
+        [mttf_of(p_high), None],
+        Basis::BeyondData { samples },
+    ))
+}
+
+impl Forecast {
+    /// Whether the MTTF reaches `target`: `Some(true/false)`, or `None` when the data can't tell.
+    ///
+    /// A point estimate decides when there is one; with only a lower bound, reaching the target
+    /// with the bound is a yes and anything else is "can't tell".
+    pub fn meets(&self, target: Rate) -> Option<bool> {
+        let needed = target.mean_interval_s();
+        match (self.mttf_s, self.mttf_ci_s[0]) {
+            (Some(mttf), _) => Some(mttf >= needed),
+            (None, Some(lower)) if lower >= needed => Some(true),
+            _ => None,
+        }
+    }
+
+    pub fn config(&self) -> BufferConfig {
+        BufferConfig {
+            buffers: self.buffers,
+            buffer_period: Nanos(self.buffer_period_ns),
+            compute: Nanos(self.compute_ns),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The forecast in words: the sentences `rtlab forecast` prints (and puts beside the numbers in
+//! its JSON) — times in the unit people read them in, the MTTF with its interval, a verdict per
+//! class, the model.
+//!
+//! The numbers and the decisions are `rtlab_analysis::forecast`'s; only their wording is here,
+//! at the printing edge.
+
+use rtlab_analysis::classes::ApplicationClass;
+use rtlab_analysis::forecast::{Basis, Forecast, Model, VerdictKind, CONFIDENCE};
+use serde::Serialize;
+
+/// The model in words, printed with every forecast.
+pub fn model_description(model: Model) -> &'static str {
+    match model {
+        Model::PerPeriod => {
+            "one wake-up per buffer period t; a wake-up fails when its latency exceeds the slack t·(n−1) − c; MTTF = t / P(late)"
+        }
+        Model::Paper002 => {
+            "paper 002 §5: slack t·(n−1) − c, MTTF = (n−1)·t / P(late) (exact for double buffering only)"
+        }
+    }
+}
+
+/// A time in seconds in the unit people read it in: "850 ms", "12 s", "14 min", "3.2 h", "9.1 days".
+pub fn describe_seconds(seconds: f64) -> String {
+    let significant = |value: f64| {
+        if value >= 10.0 {
+            format!("{value:.0}")
+        } else {
+            let text = format!("{value:.1}");
+            text.strip_suffix(".0").map(str::to_owned).unwrap_or(text)
+        }
+    };
+    if !seconds.is_finite() {
+        return "forever".to_owned();
+    }
+    if seconds < 1.0 {
+        format!("{} ms", significant(seconds * 1e3))
+    } else if seconds < 120.0 {
+        format!("{} s", significant(seconds))
+    } else if seconds < 2.0 * 3_600.0 {
+        format!("{} min", significant(seconds / 60.0))
+    } else if seconds < 48.0 * 3_600.0 {
+        format!("{} h", significant(seconds / 3_600.0))
+    } else if seconds < 365.0 * 86_400.0 {
+        format!("{} days", significant(seconds / 86_400.0))
+    } else {
+        format!("{} years", significant(seconds / (365.25 * 86_400.0)))
+    }
+}
+
+/// The MTTF in words: "one underrun every 3.2 h (90 % CI 1.1 h–9 h)".
+pub fn describe_mttf(forecast: &Forecast, event: &str) -> String {
+    let confidence = (CONFIDENCE * 100.0).round();
+    match (&forecast.basis, forecast.mttf_s) {
+        (Basis::NoSlack, _) => {
+            format!("one {event} every period: the compute time leaves no slack")
+        }
+        (Basis::BeyondData { samples }, _) => {
+            let bound = forecast.mttf_ci_s[0]
+                .map(|lower| {
+                    format!(
+                        "; at {confidence} % confidence the MTTF is above {}",
+                        describe_seconds(lower)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "no {event} expected within the horizon the data supports: none of {samples} wake-ups exceeded the slack, which lies beyond the data{bound}"
+            )
+        }
+        (_, Some(mttf)) => {
+            let interval = match forecast.mttf_ci_s {
+                [Some(low), Some(high)] => format!(
+                    " ({confidence} % CI {}–{})",
+                    describe_seconds(low),
+                    describe_seconds(high)
+                ),
+                [Some(low), None] => {
+                    format!(" ({confidence} % CI above {})", describe_seconds(low))
+                }
+                _ => String::new(),
+            };
+            format!("one {event} every {}{interval}", describe_seconds(mttf))
+        }
+        (_, None) => format!("no estimate of the time between {event}s"),
+    }
+}
+
+/// A class's verdict with its sentence, as printed and written to the JSON.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    pub text: String,
+}
+
+/// "suitable for pro audio, 128 frames × 2 at 48 kHz: one glitch every ~9 days expected …".
+pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> Verdict {
+    let kind = rtlab_analysis::forecast::verdict(class, forecast);
+    let head = match kind {
+        VerdictKind::Suitable => "suitable for",
+        VerdictKind::NotSuitable => "NOT suitable for",
+        VerdictKind::Undetermined => "cannot tell yet for",
+    };
+    let needed = describe_seconds(class.acceptable.mean_interval_s());
+    let tail = match kind {
+        VerdictKind::Undetermined => {
+            format!("; it needs an MTTF of {needed}: measure longer, or under load, to decide")
+        }
+        _ => format!(" (acceptable: one per {needed})"),
+    };
+    Verdict {
+        kind,
+        text: format!(
+            "{head} {}: {}{tail}",
+            class.description,
+            describe_mttf(forecast, "glitch")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_analysis::forecast::{forecast, BufferConfig, LatencyEvidence};
+    use rtlab_core::{LatencyHistogram, Nanos};
+
+    /// 10^6 wake-ups: 999 000 at 100 µs, 900 at 2 ms, 90 at 5 ms, 10 at 20 ms.
+    fn constructed() -> LatencyHistogram {
+        let mut histogram = LatencyHistogram::new();
+        histogram.record_n(100_000, 999_000);
+        histogram.record_n(2_000_000, 900);
+        histogram.record_n(5_000_000, 90);
+        histogram.record_n(20_000_000, 10);
+        histogram
+    }
+
+    fn forecast_of(histogram: &LatencyHistogram, config: BufferConfig) -> Forecast {
+        let evidence = LatencyEvidence {
+            histogram,
+            tail: None,
+        };
+        forecast(evidence, config, Model::PerPeriod).unwrap()
+    }
+
+    #[test]
+    fn beyond_the_data_says_so() {
+        // Slack 39 ms > the 20 ms maximum: no estimate, only a bound.
+        let config = BufferConfig {
+            buffers: 2,
+            buffer_period: Nanos::from_millis(40),
+            compute: Nanos::from_micros(1_000),
+        };
+        let row = forecast_of(&constructed(), config);
+        let text = describe_mttf(&row, "underrun");
+        assert!(text.contains("beyond the data"), "{text}");
+    }
+
+    #[test]
+    fn verdicts_are_plain() {
+        let classes = rtlab_analysis::classes::builtin_classes();
+        let modem = classes.iter().find(|class| class.name == "modem").unwrap();
+        // Modem: 3 × 6 ms, c 1.5 ms → slack 10.5 ms → 10 late → MTTF 6 ms / 1e-5 = 600 s < 1 h.
+        let row = forecast_of(&constructed(), BufferConfig::of_class(modem));
+        let verdict = verdict(modem, &row);
+        assert_eq!(verdict.kind, VerdictKind::NotSuitable);
+        assert!(
+            verdict.text.starts_with("NOT suitable for soft modem"),
+            "{}",
+            verdict.text
+        );
+        assert!(
+            verdict.text.contains("one glitch every 10 min"),
+            "{}",
+            verdict.text
+        );
+    }
+
+    #[test]
+    fn describes_times_readably() {
+        assert_eq!(describe_seconds(0.85), "850 ms");
+        assert_eq!(describe_seconds(12.0), "12 s");
+        assert_eq!(describe_seconds(840.0), "14 min");
+        assert_eq!(describe_seconds(3.2 * 3600.0), "3.2 h");
+        assert_eq!(describe_seconds(9.0 * 86_400.0), "9 days");
+    }
+}
