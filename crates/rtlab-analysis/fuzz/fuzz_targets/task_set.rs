@@ -28,7 +28,9 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(!tasks.is_empty());
     for task in &tasks {
-        assert!(task.compute.0 > 0 && task.compute <= task.deadline && task.deadline <= task.period);
+        assert!(
+            task.compute.0 > 0 && task.compute <= task.deadline && task.deadline <= task.period
+        );
         match task.scheduling {
             Scheduling::FixedPriority(priority) => assert!((1..=99).contains(&priority)),
             Scheduling::Reservation {
