@@ -225,8 +225,10 @@ pub fn analyse(
                         // The work C needs ⌈C/Q⌉ server periods; it is done by the server deadline
                         // of the last one.
                         let periods_needed = task.compute.0.div_ceil(runtime.0);
-                        let response = jitter + (periods_needed - 1) * period.0 + deadline.0;
-                        let slack = task.deadline.0 as i64 - response as i64;
+                        let response = jitter
+                            .saturating_add((periods_needed - 1).saturating_mul(period.0))
+                            .saturating_add(deadline.0);
+                        let slack = slack_ns(task.deadline.0, response);
                         let mut note = None;
                         if period > task.period {
                             note = Some(format!(
@@ -270,7 +272,7 @@ pub fn analyse(
                     })
                     .collect();
                 let response = response_time(task.compute.0, jitter, task.deadline.0, &interferers);
-                let slack = response.map(|value| task.deadline.0 as i64 - value as i64);
+                let slack = response.map(|value| slack_ns(task.deadline.0, value));
                 let note = match response {
                     Some(_) => None,
                     None if jitter >= task.deadline.0 => Some(format!(
@@ -326,7 +328,11 @@ pub fn response_time(
         let mut next = compute;
         for interferer in interferers {
             let (period, cost, their_jitter) = interferer.parts();
-            next = next.saturating_add((busy + their_jitter).div_ceil(period).saturating_mul(cost));
+            next = next.saturating_add(
+                busy.saturating_add(their_jitter)
+                    .div_ceil(period)
+                    .saturating_mul(cost),
+            );
         }
         if jitter.saturating_add(next) > deadline {
             return None;
@@ -391,7 +397,10 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
     } else {
         servers
             .iter()
-            .fold(1u64, |lcm, (_, period, _)| lcm / gcd(lcm, *period) * period)
+            // A hyperperiod beyond u64 ns leaves more points than the test takes: it gives up below.
+            .fold(1u64, |lcm, (_, period, _)| {
+                (lcm / gcd(lcm, *period)).saturating_mul(*period)
+            })
     };
     let mut points: Vec<u64> = Vec::new();
     for (_, period, deadline) in servers {
@@ -401,7 +410,10 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
             if points.len() > 2_000_000 {
                 return Err("the demand test needs too many points to decide".to_owned());
             }
-            point += period;
+            match point.checked_add(*period) {
+                Some(next) => point = next,
+                None => break,
+            }
         }
     }
     points.sort_unstable();
@@ -413,10 +425,10 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
                 if length < *deadline {
                     0
                 } else {
-                    ((length - deadline) / period + 1) * runtime
+                    ((length - deadline) / period + 1).saturating_mul(*runtime)
                 }
             })
-            .sum();
+            .fold(0u64, u64::saturating_add);
         if demand > length {
             return Err(format!(
                 "reservations demand {} within {} (processor-demand test fails)",
@@ -426,6 +438,12 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// `deadline − response` in ns, clamped to what an `i64` holds (durations run to 584 years).
+fn slack_ns(deadline: u64, response: u64) -> i64 {
+    let slack = i128::from(deadline) - i128::from(response);
+    i64::try_from(slack).unwrap_or(if slack < 0 { i64::MIN } else { i64::MAX })
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -578,6 +596,33 @@ mod tests {
         // → ⌈15/10⌉ = 2 → 8.
         assert_eq!(results[0].response_ns, Some(8));
         assert_eq!(results[1].response_ns, Some(10));
+    }
+
+    #[test]
+    fn huge_durations_are_analysed_without_overflow() {
+        // 10^12 server periods of 1000 s are beyond u64 ns: not schedulable, not an overflow.
+        let reservation = Task {
+            scheduling: Scheduling::Reservation {
+                runtime: Nanos(1),
+                period: Nanos::from_secs(1_000),
+                deadline: Nanos::from_secs(1_000),
+            },
+            ..fifo("slow", 1_000_000_000_000, 1_000_000_000_000, 1)
+        };
+        let results = analyse(&[reservation], AnalysisOptions::default(), &no_latency);
+        assert!(!results[0].schedulable);
+        assert!(results[0].slack_ns.is_some_and(|slack| slack < 0));
+        // A deadline past i64::MAX ns (292 years) keeps its slack positive.
+        let far = [fifo("far", 1, 10_000_000_000_000_000_000, 1)];
+        let results = analyse(&far, AnalysisOptions::default(), &no_latency);
+        assert!(results[0].schedulable);
+        assert!(results[0].slack_ns.is_some_and(|slack| slack > 0));
+        // EDF at a 100 % bound: coprime periods of ~17 min have a hyperperiod beyond u64 ns.
+        let servers = [
+            (500_000_000_001, 1_000_000_000_001, 999_999_999_999),
+            (500_000_000_001, 1_000_000_000_003, 1_000_000_000_003),
+        ];
+        assert!(edf_demand_test(&servers, 1.0).is_err());
     }
 
     #[test]
