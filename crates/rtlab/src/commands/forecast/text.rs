@@ -122,36 +122,32 @@ pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_analysis::forecast::{forecast, BufferConfig, LatencyEvidence};
-    use rtlab_core::{LatencyHistogram, Nanos};
 
-    /// 10^6 wake-ups: 999 000 at 100 µs, 900 at 2 ms, 90 at 5 ms, 10 at 20 ms.
-    fn constructed() -> LatencyHistogram {
-        let mut histogram = LatencyHistogram::new();
-        histogram.record_n(100_000, 999_000);
-        histogram.record_n(2_000_000, 900);
-        histogram.record_n(5_000_000, 90);
-        histogram.record_n(20_000_000, 10);
-        histogram
-    }
-
-    fn forecast_of(histogram: &LatencyHistogram, config: BufferConfig) -> Forecast {
-        let evidence = LatencyEvidence {
-            histogram,
-            tail: None,
-        };
-        forecast(evidence, config, Model::PerPeriod).unwrap()
+    /// A forecast as `rtlab_analysis::forecast::forecast` makes one: only the fields the words
+    /// read are set by each test.
+    fn row(basis: Basis, mttf_s: Option<f64>, mttf_ci_s: [Option<f64>; 2]) -> Forecast {
+        Forecast {
+            buffers: 3,
+            buffer_period_ns: 6_000_000,
+            compute_ns: 1_500_000,
+            slack_ns: 10_500_000,
+            p_late: mttf_s.map(|mttf| 0.006 / mttf),
+            p_late_ci: None,
+            mttf_s,
+            mttf_ci_s,
+            basis,
+            model: Model::PerPeriod,
+        }
     }
 
     #[test]
     fn beyond_the_data_says_so() {
-        // Slack 39 ms > the 20 ms maximum: no estimate, only a bound.
-        let config = BufferConfig {
-            buffers: 2,
-            buffer_period: Nanos::from_millis(40),
-            compute: Nanos::from_micros(1_000),
-        };
-        let row = forecast_of(&constructed(), config);
+        // No late wake-up among 10^6 and the slack beyond the data: only a lower bound.
+        let row = row(
+            Basis::BeyondData { samples: 1_000_000 },
+            None,
+            [Some(2_605.8), None],
+        );
         let text = describe_mttf(&row, "underrun");
         assert!(text.contains("beyond the data"), "{text}");
     }
@@ -160,8 +156,16 @@ mod tests {
     fn verdicts_are_plain() {
         let classes = rtlab_analysis::classes::builtin_classes();
         let modem = classes.iter().find(|class| class.name == "modem").unwrap();
-        // Modem: 3 × 6 ms, c 1.5 ms → slack 10.5 ms → 10 late → MTTF 6 ms / 1e-5 = 600 s < 1 h.
-        let row = forecast_of(&constructed(), BufferConfig::of_class(modem));
+        // Modem: 3 × 6 ms, c 1.5 ms → slack 10.5 ms → 10 of 10^6 late → MTTF 6 ms / 1e-5 = 600 s
+        // < 1 h.
+        let row = row(
+            Basis::Observed {
+                late: 10,
+                samples: 1_000_000,
+            },
+            Some(600.0),
+            [Some(353.7), Some(1_106.0)],
+        );
         let verdict = verdict(modem, &row);
         assert_eq!(verdict.kind, VerdictKind::NotSuitable);
         assert!(
