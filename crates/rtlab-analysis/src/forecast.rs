@@ -946,6 +946,7 @@ mod tests {
             episodes: vec![],
             warnings: vec![],
             interrupted: false,
+            timers: None,
         }
     }
 

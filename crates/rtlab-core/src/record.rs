@@ -217,6 +217,9 @@ pub struct RunRecord {
     /// True when the run ended early (SIGINT/SIGTERM); the record then holds what was measured.
     #[serde(default)]
     pub interrupted: bool,
+    /// The timer study (`rtlab timers`, `--change-experiment`); absent in every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timers: Option<crate::TimerStudy>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +254,7 @@ impl RunRecord {
             episodes: Vec::new(),
             warnings: Vec::new(),
             interrupted: false,
+            timers: None,
         }
     }
 
