@@ -19,4 +19,5 @@ pub mod sched;
 pub mod signals;
 pub mod thread_clock;
 pub mod timer_apis;
+pub mod timer_audit;
 pub mod tracefs;

@@ -104,6 +104,22 @@ impl TimerApi {
     }
 }
 
+/// Sleeps `ns` relative to now (clock_nanosleep on CLOCK_MONOTONIC), finishing the remainder
+/// after a signal.
+pub fn sleep_for_ns(ns: u64) {
+    let mut request = timespec(ns);
+    loop {
+        let mut remaining = timespec(0);
+        // SAFETY: both timespecs are valid for the call.
+        let result =
+            unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, &mut remaining) };
+        if result != libc::EINTR {
+            return;
+        }
+        request = remaining;
+    }
+}
+
 /// The signal timer_create delivers to its thread (blocked there and taken with sigtimedwait).
 pub fn timer_create_signal() -> i32 {
     libc::SIGRTMIN() + 3
