@@ -345,7 +345,9 @@ impl Waiter {
                 event.sigev_notify_thread_id = crate::cpu::current_tid() as libc::c_int;
                 let mut timer: libc::timer_t = std::ptr::null_mut();
                 // SAFETY: `event` is initialised and `timer` writable; the kernel fills the id.
-                check(unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) })?;
+                check(unsafe {
+                    libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer)
+                })?;
                 State::PosixTimer(timer)
             }
             TimerApi::Setitimer => {
@@ -364,7 +366,9 @@ impl Waiter {
                 let mut probe = io_uring::Probe::new();
                 ring.submitter().register_probe(&mut probe)?;
                 if !probe.is_supported(io_uring::opcode::Timeout::CODE) {
-                    return Err(io::Error::other("the kernel's io_uring has no timeout opcode"));
+                    return Err(io::Error::other(
+                        "the kernel's io_uring has no timeout opcode",
+                    ));
                 }
                 State::Ring(Box::new((ring, io_uring::types::Timespec::new())))
             }
@@ -492,14 +496,14 @@ impl Waiter {
                         it_value: timespec(period_ns),
                     };
                     // SAFETY: valid descriptor and itimerspec; the old value may be null.
-                    check(unsafe { libc::timerfd_settime(raw, 0, &setting, std::ptr::null_mut()) })?;
+                    check(unsafe {
+                        libc::timerfd_settime(raw, 0, &setting, std::ptr::null_mut())
+                    })?;
                 }
                 let mut expirations = 0u64;
                 loop {
                     // SAFETY: reads 8 bytes into a u64 we own.
-                    let read = unsafe {
-                        libc::read(raw, (&mut expirations as *mut u64).cast(), 8)
-                    };
+                    let read = unsafe { libc::read(raw, (&mut expirations as *mut u64).cast(), 8) };
                     if read == 8 {
                         return Ok(expirations.saturating_sub(1));
                     }
@@ -681,10 +685,19 @@ mod tests {
 
     #[test]
     fn ms_and_us_apis_round_up() {
-        assert_eq!(TimerApi::EpollWait.effective_request_ns(16_666_667), 17_000_000);
+        assert_eq!(
+            TimerApi::EpollWait.effective_request_ns(16_666_667),
+            17_000_000
+        );
         assert_eq!(TimerApi::Poll.effective_request_ns(1_000_000), 1_000_000);
-        assert_eq!(TimerApi::Select.effective_request_ns(16_666_667), 16_667_000);
+        assert_eq!(
+            TimerApi::Select.effective_request_ns(16_666_667),
+            16_667_000
+        );
         assert_eq!(TimerApi::TimerfdRearmed.function(), "timerfd");
-        assert_ne!(TimerApi::TimerfdRearmed.mode(), TimerApi::TimerfdPeriodic.mode());
+        assert_ne!(
+            TimerApi::TimerfdRearmed.mode(),
+            TimerApi::TimerfdPeriodic.mode()
+        );
     }
 }

@@ -7,8 +7,8 @@
 //! device); fdinfo shows how many bytes a holder wrote, not what.
 
 use rtlab_core::timer_audit::{
-    AuditFacts, FairServerFact, IdleStateFact, IrqFact, IrqThreadFact, LatencyHolder,
-    ProcessName, SlackFact,
+    AuditFacts, FairServerFact, IdleStateFact, IrqFact, IrqThreadFact, LatencyHolder, ProcessName,
+    SlackFact,
 };
 use std::io;
 use std::path::Path;
@@ -314,7 +314,8 @@ pub fn collect() -> AuditFacts {
     facts.cpuidle_governor = read_trimmed(cpu_root.join("cpuidle/current_governor"))
         .or_else(|| read_trimmed(cpu_root.join("cpuidle/current_governor_ro")));
     let mut state_index = 0;
-    while let Some(name) = read_trimmed(cpu_root.join(format!("cpu0/cpuidle/state{state_index}/name")))
+    while let Some(name) =
+        read_trimmed(cpu_root.join(format!("cpu0/cpuidle/state{state_index}/name")))
     {
         let base = cpu_root.join(format!("cpu0/cpuidle/state{state_index}"));
         facts.idle_states.push(IdleStateFact {
@@ -431,7 +432,10 @@ mod tests {
         assert!(!facts.preemption.is_empty());
         // Every unreadable part is said, never silently empty.
         if facts.cpu_dma_latency_in_force_us.is_none() {
-            assert!(facts.skipped.iter().any(|line| line.contains("cpu_dma_latency")));
+            assert!(facts
+                .skipped
+                .iter()
+                .any(|line| line.contains("cpu_dma_latency")));
         }
     }
 

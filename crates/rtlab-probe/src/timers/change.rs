@@ -207,7 +207,16 @@ pub fn run(
         let cpu = config.cpu;
         std::thread::Builder::new()
             .name("rtlab-measure".into())
-            .spawn(move || measure(cpu, sleep_ns, n_steps, &current_step, &measurer_tid, &finished))
+            .spawn(move || {
+                measure(
+                    cpu,
+                    sleep_ns,
+                    n_steps,
+                    &current_step,
+                    &measurer_tid,
+                    &finished,
+                )
+            })
             .map_err(ChangeError::SpawnMeasurer)?
     };
     while measurer_tid.load(Ordering::Acquire) == 0 && !measurer.is_finished() {
@@ -415,6 +424,9 @@ mod tests {
         let text = String::from_utf8(output).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
-        assert!(lines.iter().all(|line| line.starts_with("error: ")), "{text}");
+        assert!(
+            lines.iter().all(|line| line.starts_with("error: ")),
+            "{text}"
+        );
     }
 }

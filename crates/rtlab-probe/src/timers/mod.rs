@@ -254,7 +254,12 @@ fn measure_cell(
 ) -> CellResult {
     let period_ns = interval.as_u64().max(1);
     if let Err(error) = rtlab_sys::cpu::pin_current_thread(cpu) {
-        return unavailable(api, class, interval, format!("pinning to CPU {cpu}: {error}"));
+        return unavailable(
+            api,
+            class,
+            interval,
+            format!("pinning to CPU {cpu}: {error}"),
+        );
     }
     let original_slack = rtlab_sys::clock::timer_slack_ns();
     let policy = class.policy();
