@@ -398,11 +398,6 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         Some(value) => format!("{value} µs"),
         None => "unreadable".to_owned(),
     };
-    let setters: Vec<&rtlab_core::timer_audit::LatencyHolder> = facts
-        .cpu_dma_latency_holders
-        .iter()
-        .filter(|holder| holder.bytes_written > 0)
-        .collect();
     push(
         "cpu_dma_latency",
         "value in force (the least of every holder's)".to_owned(),
@@ -420,12 +415,11 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         },
     );
     for holder in &facts.cpu_dma_latency_holders {
-        let value = if holder.bytes_written == 0 {
-            "opened, nothing written (no limit)".to_owned()
-        } else if setters.len() == 1 && held {
-            format!("{in_force_text} (the only holder that set a value, so the value in force is its own)")
-        } else {
-            "unknown: the kernel shows only the least of all holders' values".to_owned()
+        let value = match facts.cpu_dma_latency_holders.len() {
+            1 if held => format!("{in_force_text} (the only holder, so the value in force is its own)"),
+            1 => "no limit (the only holder, and no limit is in force)".to_owned(),
+            _ if held => format!("unknown: the kernel shows only the least of all holders' values ({in_force_text}, held by at least one of them)"),
+            _ => "no limit (no limit is in force, so no holder asked for one)".to_owned(),
         };
         push(
             "cpu_dma_latency",
@@ -677,12 +671,29 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             why.to_owned(),
         );
     }
-    let preemption = facts.preemption.as_str();
+    let boot_choice = facts
+        .kernel_cmdline
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("preempt="));
+    let (preemption, preemption_source) = match (facts.preemption.as_str(), boot_choice, facts.config_preemption.as_deref()) {
+        (model, _, _) if !model.starts_with("dynamic") && !model.is_empty() => {
+            (model.to_owned(), "the running kernel")
+        }
+        (_, Some(choice), _) => (choice.to_owned(), "preempt= on the kernel command line"),
+        (_, None, Some(built)) => (
+            built.to_owned(),
+            "the kernel's build configuration (a PREEMPT_DYNAMIC kernel: debugfs sched/preempt can change it at run time)",
+        ),
+        (model, None, None) => (model.to_owned(), "unknown"),
+    };
+    let preemption = preemption.as_str();
     push(
         "preemption",
         "model".to_owned(),
         preemption.to_owned(),
-        "the kernel's build configuration, or preempt= on the command line",
+        preemption_source,
         match preemption {
             "rt" | "full" => Effect::Helps,
             "none" | "voluntary" => Effect::Hurts,
@@ -1132,7 +1143,6 @@ mod tests {
                 cmdline: "sleep 60".into(),
             },
             descriptors: 1,
-            bytes_written: 8,
         };
         let mut facts = AuditFacts {
             cpu_dma_latency_in_force_us: Some(42),

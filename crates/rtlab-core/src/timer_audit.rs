@@ -20,11 +20,10 @@ pub struct ProcessName {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LatencyHolder {
     pub process: ProcessName,
-    /// File descriptors it has open on the device (each is one request).
+    /// File descriptors it has open on the device (each is one request; an open without a
+    /// write requests "no limit"). What each asked for is not visible: the device does not
+    /// advance the file position, and fdinfo shows nothing else.
     pub descriptors: u32,
-    /// Bytes written through those descriptors (fdinfo `pos`): 4 per binary write, so at least
-    /// one write means a request was set (an open without a write holds the default, "no limit").
-    pub bytes_written: u64,
 }
 
 /// A process whose main thread's timer slack was read.
@@ -105,6 +104,9 @@ pub struct AuditFacts {
     /// `idle`, `full` or `periodic` from the kernel configuration.
     pub config_no_hz: Option<String>,
     pub preemption: String,
+    /// The preemption model the kernel was built with (`CONFIG_PREEMPT_*`), which a
+    /// PREEMPT_DYNAMIC kernel uses unless `preempt=` is on its command line.
+    pub config_preemption: Option<String>,
     pub kernel_cmdline: Option<String>,
     pub isolated_cpus: Option<String>,
     pub nohz_full_cpus: Option<String>,

@@ -4,7 +4,7 @@
 //!
 //! What cannot be known is said, not guessed: the kernel keeps each /dev/cpu_dma_latency
 //! holder's value inside its open file and shows only the minimum over all holders (reading the
-//! device); fdinfo shows how many bytes a holder wrote, not what.
+//! device); fdinfo shows neither the value nor whether one was written (the position stays 0).
 
 use rtlab_core::timer_audit::{
     AuditFacts, FairServerFact, IdleStateFact, IrqFact, IrqThreadFact, LatencyHolder, ProcessName,
@@ -157,7 +157,6 @@ pub fn collect() -> AuditFacts {
         match std::fs::read_dir(format!("/proc/{pid}/fd")) {
             Ok(entries) => {
                 let mut descriptors = 0u32;
-                let mut bytes_written = 0u64;
                 for entry in entries.flatten() {
                     let Ok(target) = std::fs::read_link(entry.path()) else {
                         continue;
@@ -166,22 +165,11 @@ pub fn collect() -> AuditFacts {
                         continue;
                     }
                     descriptors += 1;
-                    let info = std::fs::read_to_string(format!(
-                        "/proc/{pid}/fdinfo/{}",
-                        entry.file_name().to_string_lossy()
-                    ))
-                    .unwrap_or_default();
-                    bytes_written += info
-                        .lines()
-                        .find_map(|line| line.strip_prefix("pos:"))
-                        .and_then(|pos| pos.trim().parse::<u64>().ok())
-                        .unwrap_or(0);
                 }
                 if descriptors > 0 {
                     facts.cpu_dma_latency_holders.push(LatencyHolder {
                         process: process_name(pid),
                         descriptors,
-                        bytes_written,
                     });
                 }
             }
@@ -335,6 +323,16 @@ pub fn collect() -> AuditFacts {
     match kernel_config() {
         Some(config) => {
             facts.config_hz = config_value(&config, "CONFIG_HZ").and_then(|hz| hz.parse().ok());
+            facts.config_preemption = [
+                ("CONFIG_PREEMPT_RT", "rt"),
+                ("CONFIG_PREEMPT_LAZY", "lazy"),
+                ("CONFIG_PREEMPT", "full"),
+                ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+                ("CONFIG_PREEMPT_NONE", "none"),
+            ]
+            .iter()
+            .find(|(key, _)| config_value(&config, key) == Some("y"))
+            .map(|(_, model)| (*model).to_owned());
             facts.config_no_hz = Some(
                 if config_value(&config, "CONFIG_NO_HZ_FULL") == Some("y") {
                     "full"
