@@ -279,6 +279,11 @@ impl RunRecord {
         if self.schema != RUN_SCHEMA {
             return Err(RecordError::Schema(self.schema.clone()));
         }
+        if let Some(study) = &self.timers {
+            study
+                .validate()
+                .map_err(|(path, message)| RecordError::Parse { path, message })?;
+        }
         for (index, series) in self.series.iter().enumerate() {
             let fail = |message: String| RecordError::Series {
                 index,

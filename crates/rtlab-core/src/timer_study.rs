@@ -80,6 +80,47 @@ pub struct TimerRow {
     pub hdr: String,
 }
 
+impl TimerStudy {
+    /// Checks what renderers rely on: ordered statistics and histograms that decode and agree
+    /// with `count`. The error is `(JSON path, message)`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for (index, row) in self.rows.iter().enumerate() {
+            let path = format!("timers.rows[{index}]");
+            if row.count > 0
+                && !(row.min_ns <= row.p50_ns
+                    && row.p50_ns <= row.p99_ns
+                    && row.p99_ns <= row.max_ns)
+            {
+                return Err((
+                    path,
+                    format!(
+                        "{}: statistics out of order: min {} p50 {} p99 {} max {}",
+                        row.label(),
+                        row.min_ns,
+                        row.p50_ns,
+                        row.p99_ns,
+                        row.max_ns
+                    ),
+                ));
+            }
+            let histogram = crate::LatencyHistogram::from_base64(&row.hdr)
+                .map_err(|error| (format!("{path}.hdr"), format!("{}: {error}", row.label())))?;
+            if histogram.count() != row.count {
+                return Err((
+                    format!("{path}.hdr"),
+                    format!(
+                        "{}: holds {} intervals but 'count' says {}",
+                        row.label(),
+                        histogram.count(),
+                        row.count
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl TimerRow {
     /// `api/mode class` — the label tables and plots use.
     pub fn label(&self) -> String {
@@ -190,5 +231,13 @@ mod tests {
         let text = serde_json::to_string(&study).unwrap();
         assert!(text.contains("\"requested_ns\":1000000"));
         assert_eq!(serde_json::from_str::<TimerStudy>(&text).unwrap(), study);
+        // Its histogram is missing: a record holding it is refused, naming the field.
+        let (path, message) = study.validate().unwrap_err();
+        assert_eq!(path, "timers.rows[0].hdr");
+        assert!(message.starts_with("epoll_wait/relative rt-high"), "{message}");
+        let mut record = crate::RunRecord::new("x", "2026-01-01T00:00:00Z", 1, vec![]);
+        record.timers = Some(study);
+        let error = crate::RunRecord::from_json(&record.to_json_pretty()).unwrap_err();
+        assert!(error.to_string().contains("timers.rows[0].hdr"), "{error}");
     }
 }

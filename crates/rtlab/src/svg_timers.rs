@@ -204,7 +204,7 @@ pub fn change_experiment(experiment: &ChangeExperiment) -> String {
     let most = experiment
         .steps
         .iter()
-        .flat_map(|step| values(step))
+        .flat_map(&values)
         .fold(1.0f64, f64::max);
     let label_width = 220.0;
     let plot_width = 520.0;
