@@ -308,6 +308,43 @@ mod tests {
     }
 
     #[test]
+    fn the_change_experiment_picture_matches_its_snapshot() {
+        use rtlab_core::timer_study::{ChangeStep, DelayStats};
+        let stats = |p50, p99| DelayStats {
+            count: 100,
+            p50_ns: p50,
+            p99_ns: p99,
+            ..DelayStats::default()
+        };
+        let experiment = ChangeExperiment {
+            sleep_ns: 1_000_000,
+            policy: "SCHED_OTHER".into(),
+            steps: vec![
+                ChangeStep {
+                    setting: "nothing changed".into(),
+                    wakeup: stats(60_000, 90_000),
+                    sleep: stats(1_060_000, 1_090_000),
+                    ..ChangeStep::default()
+                },
+                ChangeStep {
+                    setting: "timer slack 1ms".into(),
+                    wakeup: stats(1_010_000, 1_050_000),
+                    sleep: stats(2_010_000, 2_050_000),
+                    ..ChangeStep::default()
+                },
+            ],
+            ..ChangeExperiment::default()
+        };
+        insta::assert_snapshot!(change_experiment(&experiment));
+    }
+
+    #[test]
+    fn the_distribution_picture_matches_its_snapshot() {
+        let rows = vec![row("rt-high", &[1_000_000, 1_020_000, 990_000, 100_000, 3_500_000])];
+        insta::assert_snapshot!(interval_distributions(&rows, 1_000_000).unwrap());
+    }
+
+    #[test]
     fn a_broken_histogram_names_its_row() {
         let mut broken = row("normal", &[1_000_000]);
         broken.hdr = "not base64".into();
