@@ -234,7 +234,10 @@ mod tests {
         // Its histogram is missing: a record holding it is refused, naming the field.
         let (path, message) = study.validate().unwrap_err();
         assert_eq!(path, "timers.rows[0].hdr");
-        assert!(message.starts_with("epoll_wait/relative rt-high"), "{message}");
+        assert!(
+            message.starts_with("epoll_wait/relative rt-high"),
+            "{message}"
+        );
         let mut record = crate::RunRecord::new("x", "2026-01-01T00:00:00Z", 1, vec![]);
         record.timers = Some(study);
         let error = crate::RunRecord::from_json(&record.to_json_pretty()).unwrap_err();

@@ -21,6 +21,22 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The opening of a picture: the root element, a white background and the title.
+fn start_svg(width: f64, height: f64, title: &str) -> String {
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
+        escape(title)
+    );
+    svg
+}
+
 pub fn millis_label(ns: u64) -> String {
     let text = format!("{:.3}", ns as f64 / 1e6);
     let text = text.trim_end_matches('0').trim_end_matches('.');
@@ -75,16 +91,13 @@ pub fn interval_distributions(rows: &[TimerRow], requested_ns: u64) -> anyhow::R
     let log_most = ((most + 1) as f64).log10();
     let width = LABEL_WIDTH + classes.len() as f64 * (PANEL_WIDTH + GAP) + 20.0;
     let height = TOP + keys.len() as f64 * (PANEL_HEIGHT + GAP) + 40.0;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="10" y="20" font-size="14" font-weight="bold">Times between returns, {} requested</text>"#,
-        millis_label(requested_ns)
+    let mut svg = start_svg(
+        width,
+        height,
+        &format!(
+            "Times between returns, {} requested",
+            millis_label(requested_ns)
+        ),
     );
     let _ = writeln!(
         svg,
@@ -212,17 +225,14 @@ pub fn change_experiment(experiment: &ChangeExperiment) -> String {
     let top = 80.0;
     let width = label_width + plot_width + 120.0;
     let height = top + experiment.steps.len() as f64 * group_height + 40.0;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="10" y="20" font-size="14" font-weight="bold">Another process changes a setting; this one measures its {} sleeps ({})</text>"#,
-        millis_label(experiment.sleep_ns),
-        escape(&experiment.policy)
+    let mut svg = start_svg(
+        width,
+        height,
+        &format!(
+            "Another process changes a setting; this one measures its {} sleeps ({})",
+            millis_label(experiment.sleep_ns),
+            experiment.policy
+        ),
     );
     for (index, (name, color)) in series.iter().enumerate() {
         let x = 10.0 + index as f64 * 220.0;
@@ -340,7 +350,10 @@ mod tests {
 
     #[test]
     fn the_distribution_picture_matches_its_snapshot() {
-        let rows = vec![row("rt-high", &[1_000_000, 1_020_000, 990_000, 100_000, 3_500_000])];
+        let rows = vec![row(
+            "rt-high",
+            &[1_000_000, 1_020_000, 990_000, 100_000, 3_500_000],
+        )];
         insta::assert_snapshot!(interval_distributions(&rows, 1_000_000).unwrap());
     }
 

@@ -340,8 +340,10 @@ fn process_gone(pid: u32) -> bool {
     }
 }
 
-fn start_experiment(sandbox: &Sandbox, json: &std::path::Path) -> KillOnDrop {
-    KillOnDrop(
+/// Starts the change experiment and waits until its changer holds /dev/cpu_dma_latency; returns
+/// rtlab and the changer's pid.
+fn start_experiment(sandbox: &Sandbox, json: &std::path::Path) -> (KillOnDrop, u32) {
+    let rtlab = KillOnDrop(
         sandbox
             .command()
             .args([
@@ -357,20 +359,8 @@ fn start_experiment(sandbox: &Sandbox, json: &std::path::Path) -> KillOnDrop {
             .stderr(Stdio::null())
             .spawn()
             .expect("start rtlab"),
-    )
-}
-
-#[test]
-#[ignore = "needs root"]
-fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_latency() {
-    require_root();
-    let _measuring = measuring();
-    let sandbox = Sandbox::new();
-    let json = sandbox.file("change.json");
-    let mut rtlab = start_experiment(&sandbox, &json);
+    );
     let parent = rtlab.id();
-    // The cpu_dma_latency step, then the first timer-slack step (the changer lets go of the
-    // device when it starts): interrupt while another process has changed rtlab's slack.
     let mut changer = None;
     wait_until(
         Duration::from_secs(20),
@@ -380,7 +370,20 @@ fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_laten
             changer.is_some()
         },
     );
-    let changer = changer.unwrap();
+    (rtlab, changer.expect("found above"))
+}
+
+#[test]
+#[ignore = "needs root"]
+fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_latency() {
+    require_root();
+    let _measuring = measuring();
+    let sandbox = Sandbox::new();
+    let json = sandbox.file("change.json");
+    let (mut rtlab, changer) = start_experiment(&sandbox, &json);
+    let parent = rtlab.id();
+    // After the cpu_dma_latency step comes the first timer-slack step (the changer lets go of
+    // the device when it starts): interrupt while another process has changed rtlab's slack.
     wait_until(
         Duration::from_secs(20),
         "the changer lets go for the slack step",
@@ -411,7 +414,7 @@ fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_laten
         restored.timer_slack_ns_after,
         restored.timer_slack_ns_before
     );
-    // The slack step really had changed it before the interrupt.
+    // The cpu_dma_latency step had finished before the interrupt.
     assert!(
         experiment
             .steps
@@ -429,18 +432,7 @@ fn sigkill_of_rtlab_during_the_change_experiment_releases_everything() {
     let _measuring = measuring();
     let sandbox = Sandbox::new();
     let json = sandbox.file("change.json");
-    let mut rtlab = start_experiment(&sandbox, &json);
-    let parent = rtlab.id();
-    let mut changer = None;
-    wait_until(
-        Duration::from_secs(20),
-        "the changer holds cpu_dma_latency",
-        || {
-            changer = changer_holding(parent);
-            changer.is_some()
-        },
-    );
-    let changer = changer.unwrap();
+    let (mut rtlab, changer) = start_experiment(&sandbox, &json);
     rtlab.kill().unwrap();
     rtlab.wait().unwrap();
     // The changer dies with rtlab (parent-death signal, closed input) and the kernel drops its

@@ -326,20 +326,8 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let study = record.timers.as_ref().expect("set above");
     for ((name, output), interval) in svg_outputs.into_iter().zip(&args.intervals) {
-        output.commit(&crate::svg_timers::interval_distributions(
-            &study.rows,
-            interval.0,
-        )?)?;
-        if !to_stdout {
-            println!(
-                "wrote {}",
-                args.svg
-                    .as_deref()
-                    .unwrap_or(Path::new("."))
-                    .join(name)
-                    .display()
-            );
-        }
+        let picture = crate::svg_timers::interval_distributions(&study.rows, interval.0)?;
+        commit_svg(args, &name, output, &picture, to_stdout)?;
     }
     store_and_write(&record, store, json_output, to_stdout, "timer study")?;
     Ok(if result.interrupted {
@@ -347,6 +335,22 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Names one SVG file of `--svg` and says so (unless JSON goes to stdout).
+fn commit_svg(
+    args: &Args,
+    name: &str,
+    output: PendingOutput,
+    picture: &str,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    output.commit(picture)?;
+    if !quiet {
+        let directory = args.svg.as_deref().unwrap_or(Path::new("."));
+        println!("wrote {}", directory.join(name).display());
+    }
+    Ok(())
 }
 
 fn store_and_write(
@@ -661,17 +665,7 @@ fn change_experiment(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     for (name, output) in svg_outputs {
-        output.commit(&svg)?;
-        if !to_stdout {
-            println!(
-                "wrote {}",
-                args.svg
-                    .as_deref()
-                    .unwrap_or(Path::new("."))
-                    .join(name)
-                    .display()
-            );
-        }
+        commit_svg(args, &name, output, &svg, to_stdout)?;
     }
     store_and_write(&record, store, json_output, to_stdout, "change experiment")?;
     Ok(if outcome.interrupted {
