@@ -77,6 +77,22 @@ impl StudyConfig {
     pub fn cell_count(&self) -> usize {
         self.apis.len() * self.classes.len() * self.intervals.len()
     }
+
+    /// The `index`th cell in measuring order (interval, then API, then class).
+    pub fn cell(&self, index: usize) -> Option<(Nanos, TimerApi, TimerClass)> {
+        let classes = self.classes.len();
+        let per_interval = self.apis.len() * classes;
+        if index >= self.cell_count() {
+            return None;
+        }
+        let interval = self.intervals[index / per_interval];
+        let within = index % per_interval;
+        Some((
+            interval,
+            self.apis[within / classes],
+            self.classes[within % classes],
+        ))
+    }
 }
 
 /// One cell's measurement.
@@ -195,36 +211,33 @@ fn run_cells(
         }
     };
     let mut cells = Vec::with_capacity(config.cell_count());
-    'all: for &interval in &config.intervals {
-        for &api in &config.apis {
-            for &class in &config.classes {
-                if stop.load(Ordering::Relaxed) {
-                    break 'all;
-                }
-                let cpu = config.cpu;
-                let cell_duration = config.cell_duration;
-                let result = std::thread::scope(|scope| {
-                    std::thread::Builder::new()
-                        .name("rtlab-timer-cell".into())
-                        .spawn_scoped(scope, move || {
-                            measure_cell(api, class, interval, cell_duration, cpu, stop)
-                        })
-                        .map(|handle| handle.join())
-                });
-                let cell = match result {
-                    Ok(Ok(cell)) => cell,
-                    Ok(Err(_)) => unavailable(api, class, interval, "the thread panicked".into()),
-                    Err(error) => unavailable(
-                        api,
-                        class,
-                        interval,
-                        format!("could not start a thread: {error}"),
-                    ),
-                };
-                cells.push(cell);
-                done.fetch_add(1, Ordering::Relaxed);
-            }
+    for index in 0..config.cell_count() {
+        if stop.load(Ordering::Relaxed) {
+            break;
         }
+        let (interval, api, class) = config.cell(index).expect("index below the cell count");
+        let cpu = config.cpu;
+        let cell_duration = config.cell_duration;
+        let result = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("rtlab-timer-cell".into())
+                .spawn_scoped(scope, move || {
+                    measure_cell(api, class, interval, cell_duration, cpu, stop)
+                })
+                .map(|handle| handle.join())
+        });
+        let cell = match result {
+            Ok(Ok(cell)) => cell,
+            Ok(Err(_)) => unavailable(api, class, interval, "the thread panicked".into()),
+            Err(error) => unavailable(
+                api,
+                class,
+                interval,
+                format!("could not start a thread: {error}"),
+            ),
+        };
+        cells.push(cell);
+        done.fetch_add(1, Ordering::Relaxed);
     }
     (cells, warnings)
 }
@@ -378,6 +391,31 @@ mod tests {
             cell.intervals.len()
         );
         assert!(cell.intervals.iter().all(|&interval| interval > 0));
+    }
+
+    #[test]
+    fn cells_go_interval_by_interval_then_api_then_class() {
+        let config = StudyConfig {
+            apis: vec![TimerApi::Nanosleep, TimerApi::Poll],
+            classes: vec![TimerClass::Normal, TimerClass::RtHigh],
+            intervals: vec![Nanos(1), Nanos(2)],
+            cell_duration: Nanos(1),
+            cpu: 0,
+        };
+        assert_eq!(config.cell_count(), 8);
+        assert_eq!(
+            config.cell(0),
+            Some((Nanos(1), TimerApi::Nanosleep, TimerClass::Normal))
+        );
+        assert_eq!(
+            config.cell(3),
+            Some((Nanos(1), TimerApi::Poll, TimerClass::RtHigh))
+        );
+        assert_eq!(
+            config.cell(5),
+            Some((Nanos(2), TimerApi::Nanosleep, TimerClass::RtHigh))
+        );
+        assert_eq!(config.cell(8), None);
     }
 
     #[test]

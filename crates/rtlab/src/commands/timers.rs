@@ -239,7 +239,17 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     while !running.is_finished() {
         std::thread::sleep(Duration::from_millis(if bar.is_some() { 100 } else { 250 }));
         if let Some(bar) = &bar {
-            bar.set_position(running.progress().0 as u64);
+            let done = running.progress().0;
+            bar.set_position(done as u64);
+            if let Some((interval, api, class)) = config.cell(done) {
+                bar.set_message(format!(
+                    "{} ({}) in {} at {}",
+                    api.function(),
+                    api.mode(),
+                    class.name(),
+                    crate::svg_timers::millis_label(interval.0)
+                ));
+            }
         }
     }
     if let Some(bar) = &bar {
