@@ -60,6 +60,11 @@ pub struct TimerRow {
     /// The measuring thread's timer slack while it measured (PR_GET_TIMERSLACK).
     pub timer_slack_ns: u64,
     pub requested_ns: u64,
+    /// The timeout the call was really given: `requested_ns` rounded up to whole ms for
+    /// poll/epoll_wait and to whole µs for usleep/select/setitimer (0 in older records: the
+    /// request).
+    #[serde(default)]
+    pub asked_ns: u64,
     /// Intervals measured.
     pub count: u64,
     pub mean_ns: f64,
@@ -212,6 +217,7 @@ mod tests {
                 priority: 90,
                 timer_slack_ns: 0,
                 requested_ns: 1_000_000,
+                asked_ns: 1_000_000,
                 count: 10,
                 mean_ns: 1_050_000.0,
                 min_ns: 1_010_000,

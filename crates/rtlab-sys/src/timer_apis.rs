@@ -94,11 +94,13 @@ impl TimerApi {
     }
 
     /// The timeout the call is really given for a requested `period_ns`, ns (whole ms for
-    /// poll/epoll_wait, whole µs for usleep/select).
+    /// poll/epoll_wait, whole µs for usleep/select/setitimer).
     pub fn effective_request_ns(self, period_ns: u64) -> u64 {
         match self {
             TimerApi::Poll | TimerApi::EpollWait => period_ns.div_ceil(1_000_000) * 1_000_000,
-            TimerApi::Usleep | TimerApi::Select => period_ns.div_ceil(1_000) * 1_000,
+            TimerApi::Usleep | TimerApi::Select | TimerApi::Setitimer => {
+                period_ns.div_ceil(1_000) * 1_000
+            }
             _ => period_ns,
         }
     }

@@ -291,6 +291,7 @@ mod tests {
             priority: 0,
             timer_slack_ns: 50_000,
             requested_ns: 1_000_000,
+            asked_ns: 1_000_000,
             intervals,
             reported_overruns: None,
         })

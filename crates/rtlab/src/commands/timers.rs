@@ -291,6 +291,7 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
             priority: cell.policy.priority_or_nice(),
             timer_slack_ns: cell.timer_slack_ns,
             requested_ns: cell.requested_ns,
+            asked_ns: cell.api.effective_request_ns(cell.requested_ns),
             intervals: &cell.intervals,
             reported_overruns: cell
                 .api
