@@ -961,9 +961,30 @@ pub fn change_findings(experiment: &ChangeExperiment) -> Vec<String> {
         let sleep_change = sleep_after - sleep_before;
         let significant =
             |change: f64, base: f64| change.abs() >= 5_000.0 && change.abs() >= 0.2 * base.abs();
+        let fifo = match (&baseline.rt_wakeup, &step.rt_wakeup) {
+            (Some(before), Some(after)) if before.count > 0 && after.count > 0 => {
+                let change = after.p50_ns as f64 - before.p50_ns as f64;
+                if significant(change, before.p50_ns as f64) {
+                    format!(
+                        "; a SCHED_FIFO thread's wake-ups came {} µs {} (p50 {} → {} µs)",
+                        us(change.abs()),
+                        if change < 0.0 { "sooner" } else { "later" },
+                        us(before.p50_ns as f64),
+                        us(after.p50_ns as f64)
+                    )
+                } else {
+                    format!(
+                        "; a SCHED_FIFO thread's wake-ups did not change (p50 {} → {} µs)",
+                        us(before.p50_ns as f64),
+                        us(after.p50_ns as f64)
+                    )
+                }
+            }
+            _ => String::new(),
+        };
         if significant(wake_change, wake_before) || significant(sleep_change, sleep_before) {
             lines.push(format!(
-                "while another process set {}, this process's wake-ups came {} µs {} (p50 {} → {} µs) and its {} sleeps ran {} µs long instead of {} µs",
+                "while another process set {}, this process's wake-ups came {} µs {} (p50 {} → {} µs) and its {} sleeps ran {} µs long instead of {} µs{fifo}",
                 step.setting,
                 us(wake_change.abs()),
                 if wake_change < 0.0 { "sooner" } else { "later" },
@@ -975,7 +996,7 @@ pub fn change_findings(experiment: &ChangeExperiment) -> Vec<String> {
             ));
         } else {
             lines.push(format!(
-                "{} changed nothing measurable here (wake-up p50 {} → {} µs)",
+                "{} changed nothing measurable in the SCHED_OTHER thread (wake-up p50 {} → {} µs){fifo}",
                 step.setting,
                 us(wake_before),
                 us(wake_after)

@@ -186,6 +186,10 @@ pub struct ChangeStep {
     pub wakeup: DelayStats,
     /// How long a relative sleep of one period really took.
     pub sleep: DelayStats,
+    /// Wake-up latency of a SCHED_FIFO 90 thread on another CPU meanwhile (no slack applies
+    /// to it, so what cpu_dma_latency does shows alone); absent without a second CPU or RT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt_wakeup: Option<DelayStats>,
 }
 
 /// What was put back at the end, read back after restoring.

@@ -202,16 +202,18 @@ pub fn interval_distributions(rows: &[TimerRow], requested_ns: u64) -> anyhow::R
 /// The change experiment: per setting, the measuring thread's wake-up latency (p50, p99) and how
 /// much longer than requested its sleeps ran (p50), on one linear µs axis.
 pub fn change_experiment(experiment: &ChangeExperiment) -> String {
-    let series: [(&str, &str); 3] = [
+    let series: [(&str, &str); 4] = [
         ("wake-up latency p50", "#3465a4"),
         ("wake-up latency p99", "#729fcf"),
         ("sleep longer than asked, p50", "#d08000"),
+        ("SCHED_FIFO wake-up p50", "#4e9a06"),
     ];
-    let values = |step: &rtlab_core::timer_study::ChangeStep| -> [f64; 3] {
+    let values = |step: &rtlab_core::timer_study::ChangeStep| -> [f64; 4] {
         [
             step.wakeup.p50_ns as f64,
             step.wakeup.p99_ns as f64,
             (step.sleep.p50_ns as f64 - experiment.sleep_ns as f64).max(0.0),
+            step.rt_wakeup.as_ref().map_or(0.0, |rt| rt.p50_ns as f64),
         ]
     };
     let most = experiment
@@ -221,7 +223,7 @@ pub fn change_experiment(experiment: &ChangeExperiment) -> String {
         .fold(1.0f64, f64::max);
     let label_width = 220.0;
     let plot_width = 520.0;
-    let group_height = 3.0 * 14.0 + 16.0;
+    let group_height = 4.0 * 14.0 + 16.0;
     let top = 80.0;
     let width = label_width + plot_width + 120.0;
     let height = top + experiment.steps.len() as f64 * group_height + 40.0;
@@ -235,7 +237,7 @@ pub fn change_experiment(experiment: &ChangeExperiment) -> String {
         ),
     );
     for (index, (name, color)) in series.iter().enumerate() {
-        let x = 10.0 + index as f64 * 220.0;
+        let x = 10.0 + index as f64 * 200.0;
         let _ = writeln!(
             svg,
             r#"<rect x="{x:.1}" y="34" width="12" height="10" fill="{color}"/><text x="{:.1}" y="43">{name}</text>"#,

@@ -6,7 +6,8 @@
 //! /dev/cpu_dma_latency at each value in turn and writes the measuring thread's
 //! `/proc/TID/timerslack_ns`. The measuring thread is SCHED_OTHER (timer slack applies to it) and
 //! alternates a relative sleep of one period (its delay) and an absolute one (its wake-up
-//! latency), counting into the current step's histograms.
+//! latency), counting into the current step's histograms; a SCHED_FIFO 90 thread on another CPU
+//! does the same, so cpu_dma_latency's effect shows without slack in the way.
 //!
 //! Restoring: the changer's cpu_dma_latency request ends when its descriptor closes, which the
 //! kernel does when it exits for any reason; it exits when told, when its input closes (rtlab
@@ -15,6 +16,7 @@
 
 use rtlab_core::timer_study::{ChangeExperiment, ChangeStep, DelayStats, Restoration};
 use rtlab_core::LatencyHistogram;
+use rtlab_sys::sched::Policy;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -73,7 +75,10 @@ pub struct ChangeConfig {
     pub settings: Vec<Setting>,
     pub hold: rtlab_core::Nanos,
     pub sleep: rtlab_core::Nanos,
+    /// The CPU of the SCHED_OTHER thread whose slack the changer changes.
     pub cpu: usize,
+    /// The CPU of a SCHED_FIFO 90 thread measuring its wake-ups too (None: not measured).
+    pub rt_cpu: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +190,19 @@ struct Measured {
     steps: Vec<(LatencyHistogram, LatencyHistogram, u64)>,
     slack_before: u64,
     slack_after: u64,
+    /// It ran at the RT policy it was given.
+    realtime: bool,
+}
+
+/// How one measuring thread runs.
+struct Measuring {
+    cpu: usize,
+    /// None: SCHED_OTHER as started.
+    policy: Option<Policy>,
+    sleep_ns: u64,
+    n_steps: usize,
+    /// It stops by this CLOCK_MONOTONIC time on its own.
+    deadline_ns: u64,
 }
 
 /// Runs the experiment. `changer` is the command that starts the changer process (stdin and
@@ -199,25 +217,41 @@ pub fn run(
     let current_step = Arc::new(AtomicUsize::new(usize::MAX));
     let measurer_tid = Arc::new(AtomicU32::new(0));
     let finished = Arc::new(AtomicBool::new(false));
-    let measurer = {
+    // Every measuring thread stops on its own by this time, whatever happens here.
+    let deadline_ns = rtlab_sys::clock::monotonic_ns()
+        + n_steps as u64 * (config.hold.as_u64() + 200_000_000)
+        + 10_000_000_000;
+    let spawn = |name: &str, cpu: usize, policy: Option<Policy>, tid_out: Arc<AtomicU32>| {
         let current_step = Arc::clone(&current_step);
-        let measurer_tid = Arc::clone(&measurer_tid);
         let finished = Arc::clone(&finished);
         let sleep_ns = config.sleep.as_u64().max(1);
-        let cpu = config.cpu;
         std::thread::Builder::new()
-            .name("rtlab-measure".into())
+            .name(name.into())
             .spawn(move || {
                 measure(
-                    cpu,
-                    sleep_ns,
-                    n_steps,
+                    &Measuring {
+                        cpu,
+                        policy,
+                        sleep_ns,
+                        n_steps,
+                        deadline_ns,
+                    },
                     &current_step,
-                    &measurer_tid,
+                    &tid_out,
                     &finished,
                 )
             })
-            .map_err(ChangeError::SpawnMeasurer)?
+            .map_err(ChangeError::SpawnMeasurer)
+    };
+    let measurer = spawn("rtlab-measure", config.cpu, None, Arc::clone(&measurer_tid))?;
+    let rt_measurer = match config.rt_cpu {
+        Some(cpu) => Some(spawn(
+            "rtlab-measure-rt",
+            cpu,
+            Some(Policy::Fifo { priority: 90 }),
+            Arc::new(AtomicU32::new(0)),
+        )?),
+        None => None,
     };
     while measurer_tid.load(Ordering::Acquire) == 0 && !measurer.is_finished() {
         std::thread::sleep(Duration::from_millis(1));
@@ -280,6 +314,18 @@ pub fn run(
 
     finished.store(true, Ordering::Release);
     let measured = measurer.join().map_err(|_| ChangeError::Panicked)?;
+    let rt_measured = match rt_measurer {
+        Some(handle) => Some(handle.join().map_err(|_| ChangeError::Panicked)?),
+        None => None,
+    };
+    let mut rt_steps: Vec<Option<DelayStats>> = match &rt_measured {
+        Some(rt) if rt.realtime => rt
+            .steps
+            .iter()
+            .map(|(wakeup, _, _)| Some(delay_stats(wakeup)))
+            .collect(),
+        _ => vec![None; n_steps],
+    };
     let (changer_pid, in_force, completed, changer_exited) = outcome?;
     let dma_after = rtlab_sys::dma_latency::current().ok().map(i64::from);
     let steps = config
@@ -287,18 +333,22 @@ pub fn run(
         .iter()
         .zip(measured.steps)
         .zip(in_force)
+        .zip(rt_steps.drain(..))
         .take(completed)
-        .map(|((setting, (wakeup, sleep, slack)), in_force)| ChangeStep {
-            setting: setting.describe(),
-            cpu_dma_latency_us: match setting {
-                Setting::DmaLatency(micros) => Some(*micros),
-                _ => None,
+        .map(
+            |(((setting, (wakeup, sleep, slack)), in_force), rt_wakeup)| ChangeStep {
+                setting: setting.describe(),
+                cpu_dma_latency_us: match setting {
+                    Setting::DmaLatency(micros) => Some(*micros),
+                    _ => None,
+                },
+                cpu_dma_latency_in_force_us: in_force,
+                timer_slack_ns: slack,
+                wakeup: delay_stats(&wakeup),
+                sleep: delay_stats(&sleep),
+                rt_wakeup,
             },
-            cpu_dma_latency_in_force_us: in_force,
-            timer_slack_ns: slack,
-            wakeup: delay_stats(&wakeup),
-            sleep: delay_stats(&sleep),
-        })
+        )
         .collect();
     Ok(ChangeOutcome {
         experiment: ChangeExperiment {
@@ -342,26 +392,29 @@ fn delay_stats(histogram: &LatencyHistogram) -> DelayStats {
     }
 }
 
-/// The measuring thread: SCHED_OTHER, pinned, alternating a relative and an absolute sleep.
+/// A measuring thread: pinned, at its policy, alternating a relative and an absolute sleep
+/// until told to finish or its deadline passes.
 fn measure(
-    cpu: usize,
-    sleep_ns: u64,
-    n_steps: usize,
+    how: &Measuring,
     current_step: &AtomicUsize,
     tid_out: &AtomicU32,
     finished: &AtomicBool,
 ) -> Measured {
-    let _ = rtlab_sys::cpu::pin_current_thread(cpu);
+    let _ = rtlab_sys::cpu::pin_current_thread(how.cpu);
+    let realtime = how
+        .policy
+        .is_some_and(|policy| rtlab_sys::sched::set_current_thread_policy(policy).is_ok());
     let slack_before = rtlab_sys::clock::timer_slack_ns();
     // Allocated before measuring; recording into an HdrHistogram does not allocate.
-    let mut steps: Vec<(LatencyHistogram, LatencyHistogram, u64)> = (0..n_steps)
+    let mut steps: Vec<(LatencyHistogram, LatencyHistogram, u64)> = (0..how.n_steps)
         .map(|_| (LatencyHistogram::new(), LatencyHistogram::new(), 0))
         .collect();
     tid_out.store(rtlab_sys::cpu::current_tid(), Ordering::Release);
     let mut last_step = usize::MAX;
-    while !finished.load(Ordering::Acquire) {
+    let sleep_ns = how.sleep_ns;
+    while !finished.load(Ordering::Acquire) && rtlab_sys::clock::monotonic_ns() < how.deadline_ns {
         let step = current_step.load(Ordering::Acquire);
-        if step != last_step && step < n_steps {
+        if step != last_step && step < how.n_steps {
             // Once per step: the slack the other process gave this thread.
             steps[step].2 = rtlab_sys::clock::timer_slack_ns();
         }
@@ -379,12 +432,16 @@ fn measure(
             }
         }
     }
-    // Put the slack back explicitly, whatever the other process left.
+    // Put the slack back explicitly, whatever the other process left, and leave RT.
     let _ = rtlab_sys::clock::set_timer_slack_ns(slack_before);
+    if realtime {
+        let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+    }
     Measured {
         steps,
         slack_before,
         slack_after: rtlab_sys::clock::timer_slack_ns(),
+        realtime,
     }
 }
 

@@ -516,13 +516,13 @@ fn write_change_experiment(
 ) -> std::io::Result<()> {
     writeln!(
         out,
-        "change experiment: another process changes a setting, this {} thread measures its {} sleeps (µs)",
+        "change experiment: another process changes a setting, this {} thread measures its {} sleeps (µs; FIFO: a SCHED_FIFO 90 thread's wake-ups on another CPU)",
         experiment.policy,
         crate::svg_timers::millis_label(experiment.sleep_ns)
     )?;
     writeln!(
         out,
-        "{:<26} {:>9} {:>9} | {:>7} {:>9} {:>9} {:>9} | {:>9} {:>9}",
+        "{:<26} {:>9} {:>9} | {:>7} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
         "setting",
         "in force",
         "slack",
@@ -531,12 +531,14 @@ fn write_change_experiment(
         "wake p99",
         "wake max",
         "sleep p50",
-        "sleep p99"
+        "sleep p99",
+        "FIFO p50",
+        "FIFO p99"
     )?;
     for step in &experiment.steps {
         writeln!(
             out,
-            "{:<26} {:>9} {:>9} | {:>7} {:>9} {:>9} {:>9} | {:>9} {:>9}",
+            "{:<26} {:>9} {:>9} | {:>7} {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
             step.setting,
             match step.cpu_dma_latency_in_force_us {
                 Some(value) if value >= 2_000_000_000 => "no limit".to_owned(),
@@ -550,6 +552,12 @@ fn write_change_experiment(
             micros(step.wakeup.max_ns as f64),
             micros(step.sleep.p50_ns as f64),
             micros(step.sleep.p99_ns as f64),
+            step.rt_wakeup
+                .as_ref()
+                .map_or("-".to_owned(), |rt| micros(rt.p50_ns as f64)),
+            step.rt_wakeup
+                .as_ref()
+                .map_or("-".to_owned(), |rt| micros(rt.p99_ns as f64)),
         )?;
     }
     let findings = change_findings(experiment);
@@ -604,11 +612,16 @@ fn change_experiment(args: &Args) -> anyhow::Result<ExitCode> {
         .filter(|state| !state.disabled)
         .map(|state| state.exit_latency_us)
         .collect();
+    let rt_cpu = rtlab_sys::cpu::online_cpus()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|other| *other != cpu);
     let config = ChangeConfig {
         settings: change::settings_for(&latencies),
         hold: args.hold,
         sleep: Nanos::from_millis(1),
         cpu,
+        rt_cpu,
     };
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop)
