@@ -320,11 +320,19 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             .iter()
             .filter(|row| row.class == drift_class && row.requested_ns == shortest)
         {
-            let percent = median_drift_percent(row);
-            if percent.abs() >= 0.1 {
-                drifting.push((api_label(rows, row), percent));
+            if row.mode == "relative" || row.mode == "rearmed" {
+                let percent = median_drift_percent(row);
+                if percent.abs() >= 0.1 {
+                    drifting.push((api_label(rows, row), percent));
+                }
             } else {
-                steady.push(api_label(rows, row));
+                // Absolute deadlines and kernel-periodic timers: the time per period,
+                // skipped periods included, stays the request.
+                let periods = (row.count + row.skipped) as f64;
+                let per_period = row.mean_ns * row.count as f64 / periods.max(1.0);
+                if (per_period / row.requested_ns as f64 - 1.0).abs() < 0.001 {
+                    steady.push(api_label(rows, row));
+                }
             }
         }
         drifting.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
