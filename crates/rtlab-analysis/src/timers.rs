@@ -1154,6 +1154,14 @@ mod tests {
                 &[1_005_000; 20],
                 0,
             ),
+            row(
+                "clock_nanosleep_abs",
+                "absolute",
+                "rt-high",
+                1_000_000,
+                &[990_000, 1_010_000],
+                0,
+            ),
         ];
         let found = findings(&rows);
         assert!(
@@ -1175,7 +1183,8 @@ mod tests {
         assert!(
             found.iter().any(|line| line
                 .starts_with("at 1 ms a loop that waits one period at a time falls behind")
-                && line.contains("nanosleep +0.5 %")),
+                && line.contains("nanosleep +0.5 %")
+                && line.ends_with("; clock_nanosleep_abs keep the period (within 0.1 %)")),
             "{found:?}"
         );
     }
