@@ -364,21 +364,26 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
     }
 
     // 5. Catch-ups and skipped periods.
-    let mut caught_up: Vec<(String, u64, Vec<String>)> = Vec::new();
+    let mut caught_up: Vec<(String, &str, u64, Vec<String>)> = Vec::new();
     for row in measured.iter().filter(|row| row.catchups > 0) {
         let label = api_label(rows, row);
         let cell = format!("{} at {}", row.class, ms(row.requested_ns));
-        match caught_up.iter_mut().find(|(name, _, _)| *name == label) {
-            Some((_, count, cells)) => {
+        match caught_up.iter_mut().find(|(name, _, _, _)| *name == label) {
+            Some((_, _, count, cells)) => {
                 *count += row.catchups;
                 cells.push(cell);
             }
-            None => caught_up.push((label, row.catchups, vec![cell])),
+            None => caught_up.push((label, row.mode.as_str(), row.catchups, vec![cell])),
         }
     }
-    for (label, count, cells) in caught_up {
+    for (label, mode, count, cells) in caught_up {
+        let why = match mode {
+            "absolute" => "after a late return it returns at once for every deadline it missed, as NT's multimedia timer did",
+            "periodic" => "the return after a late one comes early, on the timer's schedule (periods missed beyond that are overruns, not extra returns)",
+            _ => "a late wake-up and a prompt one in a row",
+        };
         lines.push(format!(
-            "{label} returned {count} time{} less than a quarter period after the previous return ({}): after a late return it catches up at once, as NT's multimedia timer did",
+            "{label} returned {count} time{} less than a quarter period after the previous return ({}): {why}",
             if count == 1 { "" } else { "s" },
             cells.join(", ")
         ));
