@@ -483,15 +483,39 @@ pub fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io
     )?;
     if !study.unavailable.is_empty() {
         writeln!(out, "\nnot measured:")?;
+        // One line per class and reason (without root, rt-high fails the same way for all).
+        let mut groups: Vec<(&str, &str, Vec<String>)> = Vec::new();
         for cell in &study.unavailable {
-            writeln!(
-                out,
-                "  {} ({}) in {}: {}",
-                cell.api,
-                cell.mode,
-                cell.class.as_deref().unwrap_or("any class"),
-                cell.reason
-            )?;
+            let class = cell.class.as_deref().unwrap_or("any class");
+            let name = format!("{} ({})", cell.api, cell.mode);
+            match groups
+                .iter_mut()
+                .find(|(other, reason, _)| *other == class && *reason == cell.reason)
+            {
+                Some((_, _, names)) => names.push(name),
+                None => groups.push((class, &cell.reason, vec![name])),
+            }
+        }
+        let mut every_api: Vec<(&str, &str)> = study
+            .rows
+            .iter()
+            .map(|row| (row.api.as_str(), row.mode.as_str()))
+            .chain(
+                study
+                    .unavailable
+                    .iter()
+                    .map(|cell| (cell.api.as_str(), cell.mode.as_str())),
+            )
+            .collect();
+        every_api.sort_unstable();
+        every_api.dedup();
+        for (class, reason, names) in groups {
+            let which = if names.len() == every_api.len() && names.len() > 1 {
+                "every API".to_owned()
+            } else {
+                names.join(", ")
+            };
+            writeln!(out, "  {which} in {class}: {reason}")?;
         }
     }
     if !study.findings.is_empty() {
