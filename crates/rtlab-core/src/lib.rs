@@ -8,6 +8,8 @@
 pub mod export;
 pub mod histogram;
 pub mod record;
+pub mod timer_audit;
+pub mod timer_study;
 pub mod units;
 
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
@@ -15,4 +17,5 @@ pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
     RUN_SCHEMA,
 };
+pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};

@@ -217,6 +217,9 @@ pub struct RunRecord {
     /// True when the run ended early (SIGINT/SIGTERM); the record then holds what was measured.
     #[serde(default)]
     pub interrupted: bool,
+    /// The timer study (`rtlab timers`, `--change-experiment`); absent in every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timers: Option<crate::TimerStudy>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +254,7 @@ impl RunRecord {
             episodes: Vec::new(),
             warnings: Vec::new(),
             interrupted: false,
+            timers: None,
         }
     }
 
@@ -274,6 +278,11 @@ impl RunRecord {
     pub fn validate(&self) -> Result<(), RecordError> {
         if self.schema != RUN_SCHEMA {
             return Err(RecordError::Schema(self.schema.clone()));
+        }
+        if let Some(study) = &self.timers {
+            study
+                .validate()
+                .map_err(|(path, message)| RecordError::Parse { path, message })?;
         }
         for (index, series) in self.series.iter().enumerate() {
             let fail = |message: String| RecordError::Series {

@@ -300,6 +300,7 @@ pub fn to_record(
         episodes: Vec::new(),
         warnings,
         interrupted: false,
+        timers: None,
     };
     record
         .validate()

@@ -14,6 +14,7 @@ pub mod profile;
 pub mod recorder;
 pub mod schedule;
 pub mod stress;
+pub mod timers;
 
 pub use class::Class;
 pub use probe::{

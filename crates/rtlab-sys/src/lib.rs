@@ -18,4 +18,6 @@ pub mod proc_stat;
 pub mod sched;
 pub mod signals;
 pub mod thread_clock;
+pub mod timer_apis;
+pub mod timer_audit;
 pub mod tracefs;

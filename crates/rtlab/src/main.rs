@@ -8,6 +8,7 @@ mod commands;
 mod exit;
 mod output;
 mod render;
+mod svg_timers;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -308,6 +308,7 @@ fn test_record() -> RunRecord {
         episodes: vec![],
         warnings: vec![],
         interrupted: false,
+        timers: None,
     }
 }
 

@@ -156,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         episodes: Vec::new(),
         warnings,
         interrupted: result.interrupted,
+        timers: None,
     };
     record
         .validate()

@@ -15,6 +15,7 @@ pub mod run;
 pub mod run_explain;
 pub mod run_load;
 pub mod show;
+pub mod timers;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
 /// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
@@ -48,6 +49,11 @@ pub enum Command {
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
     Plan(plan::Args),
+    /// What each Linux timer API really delivers per class; --audit, --change-experiment
+    Timers(timers::Args),
+    /// The change experiment's other process (started by `rtlab timers --change-experiment`)
+    #[command(hide = true)]
+    TimersChanger(timers::ChangerArgs),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -62,6 +68,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args),
         Command::BufferExperiment(args) => buffer_experiment::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Timers(args) => timers::run(args),
+        Command::TimersChanger(args) => timers::run_changer(args),
     }
 }
 

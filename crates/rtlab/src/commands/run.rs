@@ -311,6 +311,7 @@ fn build_record(
         episodes: Vec::new(),
         warnings,
         interrupted,
+        timers: None,
     };
     record
         .validate()

@@ -22,6 +22,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", record.to_json_pretty())?;
     } else {
         crate::render::write_summary(&mut out, &record)?;
+        if record.timers.is_some() {
+            writeln!(out)?;
+            super::timers::write_study(&mut out, &record)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
