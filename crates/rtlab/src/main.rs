@@ -8,6 +8,7 @@ mod commands;
 mod exit;
 mod output;
 mod render;
+mod render_compare;
 
 use clap::Parser;
 use std::process::ExitCode;

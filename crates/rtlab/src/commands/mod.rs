@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod buffer_experiment;
 pub mod check;
+pub mod compare;
 pub mod completions;
 pub mod explain;
 pub mod forecast;
@@ -48,6 +49,8 @@ pub enum Command {
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
     Plan(plan::Args),
+    /// Compare two runs (before/after): percentiles with bootstrap intervals, causes, a verdict
+    Compare(compare::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -62,6 +65,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args),
         Command::BufferExperiment(args) => buffer_experiment::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 
