@@ -12,12 +12,18 @@
 //! B are resampled independently; the interval of `q_B − q_A` is the percentile interval of the
 //! replicate differences.
 //!
-//! The bootstrap treats samples as independent. Latency spikes cluster in time (one hypervisor
-//! stall delays several periods), so the intervals are somewhat too narrow for the far tail; a
-//! percentile is only judged where each run holds at least [`MIN_TAIL_SAMPLES`] samples beyond it.
+//! Large latencies come in bursts (one hypervisor stall delays several periods, a busy second has
+//! many late wake-ups), so treating them as independent makes tail intervals far too narrow. Where
+//! every sample at or above a percentile is among the series' kept peaks (which carry their
+//! times), the tail is resampled by whole seconds instead (a block bootstrap): the percentile of a
+//! replicate is the k-th largest of the peaks of seconds drawn with replacement. The body of the
+//! distribution is resampled as independent samples. Differences between runs that no resampling
+//! of one run can see (the hypervisor busier during B, another CPU frequency) stay unseen: compare
+//! runs long enough to average them out. A percentile is only judged where each run holds at
+//! least [`MIN_TAIL_SAMPLES`] samples beyond it.
 
 use rand::rngs::StdRng;
-use rand::SeedableRng as _;
+use rand::{Rng as _, SeedableRng as _};
 use rand_distr::{Beta, Distribution as _};
 use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord, Series};
 use serde::Serialize;
@@ -256,14 +262,17 @@ pub struct Gate {
 impl Comparison {
     /// Applies a threshold to every judged wake-up and hand-off series (intervals are compared
     /// but not gated: a shorter interval is no better than a longer one).
-    pub fn gate(&self, threshold: &Threshold) -> Gate {
+    ///
+    /// `classes`, when not empty, limits the gate to series of those classes (in A or B).
+    pub fn gate(&self, threshold: &Threshold, classes: &[String]) -> Gate {
         let mut breaches = Vec::new();
         let mut judged = 0;
-        for series in self
-            .series
-            .iter()
-            .filter(|series| series.metric != Metric::Interval)
-        {
+        for series in self.series.iter().filter(|series| {
+            series.metric != Metric::Interval
+                && (classes.is_empty()
+                    || classes.contains(&series.class_a)
+                    || classes.contains(&series.class_b))
+        }) {
             let Some(item) = series.percentile(&threshold.percentile) else {
                 continue;
             };
@@ -347,6 +356,121 @@ impl Cumulative {
     }
 }
 
+/// Fewest seconds of measurement for which the tail is resampled by seconds rather than by
+/// samples.
+pub const MIN_BLOCKS: usize = 5;
+
+/// How one side's percentile is resampled.
+enum Sampler {
+    /// Samples taken as independent: one Beta order statistic per replicate.
+    Independent(Beta<f64>),
+    /// The tail resampled by whole seconds of measurement (a block bootstrap), because large
+    /// latencies come in bursts: every sample above the percentile is among the series' kept
+    /// peaks, so each second's share of the tail is known.
+    Seconds {
+        /// Tail samples of each second, by second.
+        by_second: Vec<Vec<u64>>,
+        /// Samples at or above the percentile in a replicate: the percentile is the
+        /// `from_top`-th largest.
+        from_top: usize,
+        /// The smallest kept peak: a replicate with fewer tail samples than `from_top` has its
+        /// percentile at or below it.
+        floor: u64,
+    },
+}
+
+impl Sampler {
+    fn new(
+        series: &Series,
+        histogram: &LatencyHistogram,
+        cumulative: &Cumulative,
+        quantile: f64,
+    ) -> Sampler {
+        let rank = cumulative.rank_of(quantile);
+        let independent = || {
+            Sampler::Independent(
+                Beta::new(rank as f64, cumulative.total as f64 - rank as f64 + 1.0)
+                    .expect("positive Beta parameters"),
+            )
+        };
+        let seconds = series.max_per_second.len();
+        let from_top = (cumulative.total - rank + 1) as usize;
+        let value = cumulative.at_rank(rank);
+        // The peaks hold every sample at or above the percentile only when more of them were
+        // kept than the histogram has there.
+        let at_or_above =
+            histogram.count() - histogram.inner().count_between(0, value.saturating_sub(1));
+        // The peaks, with the skipped periods put back as the histogram has them (see
+        // `crate::forecast::add_missed_periods`), at the time of the peak that skipped them.
+        let mut tail_samples: Vec<(u64, u64)> = Vec::with_capacity(series.peaks.len());
+        let mut restored = 0;
+        for peak in &series.peaks {
+            tail_samples.push((peak.at_ns, peak.value_ns));
+            if series.metric != Metric::Wakeup || series.period_ns == 0 {
+                continue;
+            }
+            let mut latency = peak.value_ns;
+            while latency >= series.period_ns && restored < series.missed {
+                latency -= series.period_ns;
+                tail_samples.push((peak.at_ns, latency));
+                restored += 1;
+            }
+        }
+        let floor = series
+            .peaks
+            .iter()
+            .map(|peak| peak.value_ns)
+            .min()
+            .unwrap_or(0);
+        let kept_at_or_above = tail_samples
+            .iter()
+            .filter(|(_, value)| *value >= floor)
+            .count() as u64;
+        if seconds < MIN_BLOCKS
+            || series.peaks.is_empty()
+            || kept_at_or_above <= at_or_above
+            || value < floor
+        {
+            return independent();
+        }
+        let mut by_second = vec![Vec::new(); seconds];
+        for (at_ns, value_ns) in tail_samples
+            .into_iter()
+            .filter(|(_, value)| *value >= floor)
+        {
+            let second = ((at_ns / 1_000_000_000) as usize).min(seconds - 1);
+            by_second[second].push(value_ns);
+        }
+        Sampler::Seconds {
+            by_second,
+            from_top,
+            floor,
+        }
+    }
+
+    fn replicate(&self, cumulative: &Cumulative, rng: &mut StdRng) -> u64 {
+        match self {
+            Sampler::Independent(beta) => cumulative.replicate(beta, rng),
+            Sampler::Seconds {
+                by_second,
+                from_top,
+                floor,
+            } => {
+                let mut tail: Vec<u64> = Vec::new();
+                for _ in 0..by_second.len() {
+                    let second = rng.gen_range(0..by_second.len());
+                    tail.extend_from_slice(&by_second[second]);
+                }
+                if tail.len() < *from_top {
+                    return *floor;
+                }
+                let index = tail.len() - from_top;
+                *tail.select_nth_unstable(index).1
+            }
+        }
+    }
+}
+
 /// A series' histogram with the periods it skipped put back (wake-ups only), as a forecast
 /// counts them (see [`crate::forecast::add_missed_periods`]).
 fn histogram_of(series: &Series) -> Result<LatencyHistogram, CompareError> {
@@ -397,17 +521,13 @@ fn compare_pair(
             && beyond(cumulative_b.total) >= MIN_TAIL_SAMPLES
             && options.resamples > 0;
         let (difference_ci_ns, relative_ci, change) = if judged {
-            let beta_of = |cumulative: &Cumulative| {
-                let rank = cumulative.rank_of(quantile) as f64;
-                Beta::new(rank, cumulative.total as f64 - rank + 1.0)
-                    .expect("positive Beta parameters")
-            };
-            let (beta_a, beta_b) = (beta_of(&cumulative_a), beta_of(&cumulative_b));
+            let sampler_a = Sampler::new(a, &histogram_a, &cumulative_a, quantile);
+            let sampler_b = Sampler::new(b, &histogram_b, &cumulative_b, quantile);
             let mut differences = Vec::with_capacity(options.resamples as usize);
             let mut ratios = Vec::with_capacity(options.resamples as usize);
             for _ in 0..options.resamples {
-                let replicate_a = cumulative_a.replicate(&beta_a, rng);
-                let replicate_b = cumulative_b.replicate(&beta_b, rng);
+                let replicate_a = sampler_a.replicate(&cumulative_a, rng);
+                let replicate_b = sampler_b.replicate(&cumulative_b, rng);
                 differences.push(replicate_b as i64 - replicate_a as i64);
                 ratios.push(relative_change(replicate_a, replicate_b));
             }
@@ -669,7 +789,6 @@ fn plain_verdict(comparison: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::Rng as _;
 
     fn series(class: &str, cpu: u32, values: impl IntoIterator<Item = u64>) -> Series {
         let mut histogram = LatencyHistogram::new();
@@ -726,7 +845,7 @@ mod tests {
             "{}",
             comparison.verdict
         );
-        let gate = comparison.gate(&parse_threshold("p99:10%").unwrap());
+        let gate = comparison.gate(&parse_threshold("p99:10%").unwrap(), &[]);
         assert!(gate.breaches.is_empty());
         assert_eq!(gate.judged, 1);
     }
@@ -758,15 +877,15 @@ mod tests {
             "{}",
             comparison.verdict
         );
-        let gate = comparison.gate(&parse_threshold("p99:20%").unwrap());
+        let gate = comparison.gate(&parse_threshold("p99:20%").unwrap(), &[]);
         assert_eq!(gate.breaches.len(), 1);
         assert!(comparison
-            .gate(&parse_threshold("p99:80%").unwrap())
+            .gate(&parse_threshold("p99:80%").unwrap(), &[])
             .breaches
             .is_empty());
         assert_eq!(
             comparison
-                .gate(&parse_threshold("p99:5us").unwrap())
+                .gate(&parse_threshold("p99:5us").unwrap(), &[])
                 .breaches
                 .len(),
             1
@@ -779,7 +898,7 @@ mod tests {
             reversed.verdict
         );
         assert!(reversed
-            .gate(&parse_threshold("p99:0%").unwrap())
+            .gate(&parse_threshold("p99:0%").unwrap(), &[])
             .breaches
             .is_empty());
     }
@@ -843,7 +962,7 @@ mod tests {
         );
         assert_eq!(
             comparison
-                .gate(&parse_threshold("p99.9:1%").unwrap())
+                .gate(&parse_threshold("p99.9:1%").unwrap(), &[])
                 .judged,
             0
         );

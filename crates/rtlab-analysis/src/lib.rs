@@ -6,3 +6,4 @@ pub mod forecast;
 pub mod projection;
 pub mod schedulability;
 pub mod tail;
+pub mod verdict;

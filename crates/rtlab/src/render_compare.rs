@@ -26,15 +26,7 @@ fn run_line(name: &str, run: &RunSummary) -> String {
     truncate(&line, 80)
 }
 
-fn truncate(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        text.to_owned()
-    } else {
-        let mut cut: String = text.chars().take(width - 1).collect();
-        cut.push('…');
-        cut
-    }
-}
+use crate::text::{truncate, wrapped};
 
 fn micros(nanos: u64) -> String {
     crate::render::micros(nanos)
@@ -80,8 +72,8 @@ pub fn write_comparison(
         )?;
         writeln!(
             out,
-            "{:<18} {:>6} {:>9} {:>9}  {:<22} {}",
-            "series", "pct", "A", "B", "B − A [interval]", ""
+            "{:<18} {:>6} {:>9} {:>9}  B − A [interval]",
+            "series", "pct", "A", "B"
         )?;
         for series in rows {
             let label = truncate(&series.label().replace(&format!("/{metric}"), ""), 18);
@@ -141,10 +133,11 @@ pub fn write_comparison(
         writeln!(out)?;
         for (name, labels) in [("A", &comparison.only_in_a), ("B", &comparison.only_in_b)] {
             if !labels.is_empty() {
+                let text = list_with_more(labels, 4);
                 writeln!(
                     out,
-                    "only in {name} (not compared): {}",
-                    list_with_more(labels, 4)
+                    "{}",
+                    wrapped(&format!("only in {name} (not compared): "), &text, 4)
                 )?;
             }
         }
@@ -182,7 +175,7 @@ pub fn write_comparison(
         }
     }
     writeln!(out)?;
-    writeln!(out, "verdict: {}", comparison.verdict)?;
+    writeln!(out, "{}", wrapped("verdict: ", &comparison.verdict, 9))?;
     if let Some(gate) = gate {
         if gate.breaches.is_empty() {
             writeln!(
@@ -199,16 +192,16 @@ pub fn write_comparison(
                 gate.judged
             )?;
             for breach in &gate.breaches {
-                writeln!(
-                    out,
-                    "  {} p{}: {} [{}, {}] ({:+.0} % at least)",
+                let line = format!(
+                    "{} p{}: {} [{}, {}] ({:+.0} % at least)",
                     breach.series,
                     breach.percentile,
                     signed_latency(breach.difference_ns),
                     signed_latency(breach.difference_ci_ns[0]),
                     signed_latency(breach.difference_ci_ns[1]),
                     breach.relative_ci[0] * 100.0
-                )?;
+                );
+                writeln!(out, "{}", wrapped("  ", &line, 4))?;
             }
         }
     }

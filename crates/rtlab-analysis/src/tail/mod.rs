@@ -588,6 +588,13 @@ fn rare_lines(data: &TailData<'_>, fit: Option<&PotFit>) -> Vec<String> {
             break;
         }
         let every = 1.0 / probability;
+        if every * seconds_per_sample > crate::verdict::PRACTICALLY_NEVER_S {
+            lines.push(format!(
+                "a latency ≥ {} is practically never expected (less than once in a century {period_text})",
+                format_latency(level)
+            ));
+            break;
+        }
         lines.push(format!(
             "a latency ≥ {} is expected once every {} wake-ups (≈ every {} {period_text})",
             format_latency(level),

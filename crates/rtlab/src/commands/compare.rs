@@ -24,6 +24,14 @@ pub struct Args {
     /// hand-off series are gated
     #[arg(long, value_name = "PCTL:LIMIT", value_parser = parse_threshold_arg)]
     pub fail_if_worse: Option<Threshold>,
+    /// Gate only series of these classes (comma-separated, e.g. rt-high); default: every class
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CLASS",
+        requires = "fail_if_worse"
+    )]
+    pub gate_classes: Vec<String>,
     /// Write the comparison as JSON to FILE (`-` for stdout, replacing the tables)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -101,7 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let gate = args
         .fail_if_worse
         .as_ref()
-        .map(|threshold| comparison.gate(threshold));
+        .map(|threshold| comparison.gate(threshold, &args.gate_classes));
     let output = Output {
         schema: "rtlab.compare/1",
         tool_version: env!("CARGO_PKG_VERSION"),
