@@ -9,6 +9,7 @@ mod exit;
 mod output;
 mod render;
 mod render_compare;
+mod render_verdict;
 mod text;
 
 use clap::Parser;

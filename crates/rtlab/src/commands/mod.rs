@@ -15,6 +15,7 @@ pub mod plan;
 pub mod run;
 pub mod run_explain;
 pub mod run_load;
+pub mod run_show;
 pub mod show;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
