@@ -177,12 +177,14 @@ fn events_on(mut times: Vec<u64>) -> u64 {
     events
 }
 
-/// The single worst thing a run found.
-pub fn worst_thing(record: &RunRecord) -> Option<WorstThing> {
+/// The single worst thing a run found in the wake-ups of `class` (every class when `None`).
+pub fn worst_thing(record: &RunRecord, class: Option<&str>) -> Option<WorstThing> {
     let duration_s = record.duration_ns as f64 / 1e9;
+    let of_class = |label: &str| class.is_none_or(|class| label.starts_with(&format!("{class}/")));
     if let Some(worst) = record
         .episodes
         .iter()
+        .filter(|episode| of_class(&episode.series))
         .max_by_key(|episode| episode.latency_ns)
     {
         if let Some((key, words)) = cause_in_words(worst) {
@@ -190,7 +192,11 @@ pub fn worst_thing(record: &RunRecord) -> Option<WorstThing> {
             let times: Vec<u64> = record
                 .episodes
                 .iter()
-                .filter(|episode| episode.cpu == worst.cpu && episode.latency_ns >= floor)
+                .filter(|episode| {
+                    episode.cpu == worst.cpu
+                        && episode.latency_ns >= floor
+                        && of_class(&episode.series)
+                })
                 .filter(|episode| cause_in_words(episode).is_some_and(|(other, _)| other == key))
                 .map(|episode| episode.at_ns)
                 .collect();
@@ -209,10 +215,9 @@ pub fn worst_thing(record: &RunRecord) -> Option<WorstThing> {
             });
         }
     }
-    let wakeups = record
-        .series
-        .iter()
-        .filter(|series| series.metric == Metric::Wakeup && series.count > 0);
+    let wakeups = record.series.iter().filter(|series| {
+        series.metric == Metric::Wakeup && series.count > 0 && of_class(&series.label())
+    });
     let worst = wakeups.clone().max_by_key(|series| series.max_ns)?;
     let floor = worst.max_ns / 2;
     let times: Vec<u64> = wakeups
@@ -226,6 +231,8 @@ pub fn worst_thing(record: &RunRecord) -> Option<WorstThing> {
         && !record.host.virtualization.is_empty()
         && record.host.virtualization != "unknown"
         && worst.max_ns >= 1_000_000
+        && record.load.is_none()
+        && worst.policy != "SCHED_OTHER"
     {
         format!(
             "; likely the hypervisor ({} guest); `--explain` names the cause",
@@ -236,8 +243,9 @@ pub fn worst_thing(record: &RunRecord) -> Option<WorstThing> {
     };
     Some(WorstThing {
         text: format!(
-            "{} late wake-ups on CPU {} {}{guess}",
+            "{} late {} wake-ups on CPU {} {}{guess}",
             latency_words(worst.max_ns),
+            worst.class,
             worst.cpu,
             how_often(events, duration_s)
         ),
@@ -250,18 +258,20 @@ pub fn worst_thing(record: &RunRecord) -> Option<WorstThing> {
 
 /// The verdict of every class in `classes` on the run's rt-high wake-ups (or its only class).
 pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass]) -> RunVerdict {
-    let worst = worst_thing(record);
     let selection = match select_series(record, None) {
         Ok(selection) => selection,
         Err(error) => {
+            let worst = worst_thing(record, None);
             return RunVerdict {
                 series: String::new(),
                 classes: Vec::new(),
                 worst,
                 no_forecast: Some(error.to_string()),
-            }
+            };
         }
     };
+    let class = selection.label.split('/').next().unwrap_or_default();
+    let worst = worst_thing(record, Some(class));
     let tail = ProjectedTail::fit(&selection.histogram).ok();
     let evidence = LatencyEvidence {
         histogram: &selection.histogram,
@@ -398,11 +408,11 @@ mod tests {
             peaks,
             48,
         );
-        let worst = worst_thing(&record).unwrap();
+        let worst = worst_thing(&record, None).unwrap();
         assert_eq!(worst.events, 3);
         assert_eq!(
             worst.text,
-            "7.30 ms late wake-ups on CPU 1 every ~16 s; likely the hypervisor (kvm guest); `--explain` names the cause"
+            "7.30 ms late rt-high wake-ups on CPU 1 every ~16 s; likely the hypervisor (kvm guest); `--explain` names the cause"
         );
     }
 
@@ -429,7 +439,7 @@ mod tests {
             episode(1_000_000_000, 7_000_000),
             episode(17_000_000_000, 6_000_000),
         ];
-        let worst = worst_thing(&record).unwrap();
+        let worst = worst_thing(&record, None).unwrap();
         assert_eq!(
             worst.text,
             "7.30 ms stalls from the hypervisor every ~16 s (CPU 1)"

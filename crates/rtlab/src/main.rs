@@ -10,6 +10,8 @@ mod output;
 mod render;
 mod render_compare;
 mod render_verdict;
+mod report_html;
+mod svg_plots;
 mod text;
 
 use clap::Parser;

@@ -12,6 +12,7 @@ pub mod forecast;
 pub mod history;
 pub mod import;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod run_explain;
 pub mod run_load;
@@ -52,6 +53,8 @@ pub enum Command {
     Plan(plan::Args),
     /// Compare two runs (before/after): percentiles with bootstrap intervals, causes, a verdict
     Compare(compare::Args),
+    /// Write a self-contained HTML report (plots, verdicts, episodes) of one or several runs
+    Report(report::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -67,6 +70,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::BufferExperiment(args) => buffer_experiment::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
     }
 }
 
