@@ -11,6 +11,7 @@ pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
+pub mod monitor;
 pub mod plan;
 pub mod report;
 pub mod run;
@@ -55,6 +56,8 @@ pub enum Command {
     Compare(compare::Args),
     /// Write a self-contained HTML report (plots, verdicts, episodes) of one or several runs
     Report(report::Args),
+    /// Measure continuously and export the latency on /metrics for Prometheus
+    Monitor(monitor::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -71,6 +74,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
+        Command::Monitor(args) => monitor::run(args),
     }
 }
 
