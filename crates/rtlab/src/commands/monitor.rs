@@ -396,4 +396,58 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn the_grafana_dashboard_and_the_unit_use_only_exported_names() {
+        let metrics = Metrics::new(true);
+        let labels = SeriesLabels {
+            class: "rt-high".to_owned(),
+            cpu: "0".to_owned(),
+            metric: "wakeup".to_owned(),
+        };
+        metrics.latency.get_or_create(&labels).observe(1e-5);
+        metrics.missed.get_or_create(&labels).inc();
+        metrics.worst.get_or_create(&labels).set(1e-5);
+        metrics
+            .causes
+            .get_or_create(&CauseLabels {
+                kind: "irq".to_owned(),
+                name: "eth0".to_owned(),
+            })
+            .inc_by(1e-5);
+        let exported = metrics.encode();
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging");
+        let dashboard = std::fs::read_to_string(format!("{root}/grafana-rtlab-dashboard.json"))
+            .expect("packaging/grafana-rtlab-dashboard.json");
+        let json: serde_json::Value = serde_json::from_str(&dashboard).expect("valid JSON");
+        assert!(json["panels"]
+            .as_array()
+            .is_some_and(|panels| !panels.is_empty()));
+        let mut names = 0;
+        for (index, _) in dashboard.match_indices("rtlab_") {
+            let name: String = dashboard[index..]
+                .chars()
+                .take_while(|character| character.is_ascii_alphanumeric() || *character == '_')
+                .collect();
+            assert!(
+                exported.contains(&format!("{name}{{")) || exported.contains(&format!("{name} ")),
+                "the dashboard uses {name}, which the monitor does not export"
+            );
+            names += 1;
+        }
+        assert!(names >= 5);
+        let unit = std::fs::read_to_string(format!("{root}/rtlab-monitor.service")).unwrap();
+        let exec = unit
+            .lines()
+            .find_map(|line| line.strip_prefix("ExecStart="))
+            .expect("an ExecStart line");
+        let words: Vec<&str> = exec.split_whitespace().skip(1).collect();
+        let parsed = <super::super::Cli as clap::Parser>::try_parse_from(
+            std::iter::once("rtlab").chain(words.iter().copied()),
+        );
+        assert!(
+            parsed.is_ok(),
+            "the unit's ExecStart does not parse: {exec}"
+        );
+    }
 }
