@@ -471,23 +471,39 @@ fn write_episodes(html: &mut String, record: &RunRecord) {
     let mut lanes: Vec<u32> = record.episodes.iter().map(|episode| episode.cpu).collect();
     lanes.sort_unstable();
     lanes.dedup();
-    let mut categories: Vec<String> = Vec::new();
-    let mut marks = Vec::new();
-    for episode in &record.episodes {
-        let dominant = episode
+    let dominant_of = |episode: &rtlab_core::Episode| {
+        episode
             .causes
             .iter()
             .max_by_key(|cause| cause.ns)
             .map_or("unknown".to_owned(), |cause| {
                 format!("{} {}", cause.kind.as_str(), cause.name)
-            });
-        let category = match categories.iter().position(|known| *known == dominant) {
-            Some(index) => index,
-            None => {
-                categories.push(dominant.clone());
-                categories.len() - 1
-            }
-        };
+            })
+    };
+    // The seven causes that dominate most episodes get a colour each; the rest are "other".
+    let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for episode in &record.episodes {
+        *counts.entry(dominant_of(episode)).or_default() += 1;
+    }
+    let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
+    ranked.sort_by(|left, right| right.1.cmp(&left.1).then(left.0.cmp(&right.0)));
+    let mut categories: Vec<String> = ranked
+        .iter()
+        .take(7)
+        .map(|(name, count)| format!("{name} ({count})"))
+        .collect();
+    if ranked.len() > 7 {
+        let rest: usize = ranked[7..].iter().map(|(_, count)| count).sum();
+        categories.push(format!("{} other causes ({rest})", ranked.len() - 7));
+    }
+    let mut marks = Vec::new();
+    for episode in &record.episodes {
+        let dominant = dominant_of(episode);
+        let category = ranked
+            .iter()
+            .take(7)
+            .position(|(name, _)| *name == dominant)
+            .unwrap_or(7);
         marks.push(Mark {
             at_s: episode.at_ns as f64 / 1e9,
             lane: lanes
@@ -504,8 +520,6 @@ fn write_episodes(html: &mut String, record: &RunRecord) {
             ),
         });
     }
-    // Beyond the palette the colours repeat; the legend lists the first ones.
-    categories.truncate(8);
     let lane_names: Vec<String> = lanes.iter().map(|cpu| format!("CPU {cpu}")).collect();
     html.push_str(&timeline(
         "episodes: circle size = latency, colour = the largest cause",

@@ -23,9 +23,9 @@ pub struct Line {
     pub steps: bool,
 }
 
-/// Colours of successive lines: colour-blind-safe (Okabe–Ito).
+/// Colours of successive lines: colour-blind-safe (Okabe–Ito), the last a grey for "other".
 pub const PALETTE: [&str; 8] = [
-    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#999999",
 ];
 
 const WIDTH: f64 = 420.0;
@@ -237,10 +237,11 @@ pub fn timeline(
     marks: &[Mark],
 ) -> String {
     let lane_height = 34.0;
-    let height = TOP + BOTTOM + lane_height * lanes.len().max(1) as f64;
+    let legend_height = 15.0 * categories.len() as f64 + 10.0;
+    let height = TOP + BOTTOM + (lane_height * lanes.len().max(1) as f64).max(legend_height);
     let width = 860.0;
     let left = 70.0;
-    let plot_width = width - left - 160.0;
+    let plot_width = width - left - 270.0;
     let axis = Axis {
         label: "time since the start of measurement, s".to_owned(),
         min: 0.0,
@@ -258,7 +259,7 @@ pub fn timeline(
         r#"<text x="{left}" y="16" class="title">{}</text>"#,
         escape(title)
     );
-    let bottom = TOP + lane_height * lanes.len().max(1) as f64;
+    let bottom = height - BOTTOM;
     for tick in axis.ticks() {
         let px = left + axis.position(tick, plot_width);
         let _ = write!(
