@@ -441,6 +441,11 @@ impl Sampler {
             let second = ((at_ns / 1_000_000_000) as usize).min(seconds - 1);
             by_second[second].push(value_ns);
         }
+        // The k-th largest of a union is among each part's k largest: keep only those.
+        for values in &mut by_second {
+            values.sort_unstable_by(|left, right| right.cmp(left));
+            values.truncate(from_top);
+        }
         Sampler::Seconds {
             by_second,
             from_top,

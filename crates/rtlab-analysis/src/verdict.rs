@@ -145,6 +145,9 @@ fn cause_in_words(episode: &Episode) -> Option<(String, String)> {
             Some(pid) => format!("task {} [{pid}]", cause.name),
             None => format!("task {}", cause.name),
         },
+        CauseKind::Timer if cause.name.starts_with("timer ") => {
+            format!("the {}", cause.name.replace("fired", "firing"))
+        }
         CauseKind::Timer => format!("timer {}", cause.name),
         CauseKind::Switch => "context switches".to_owned(),
     };

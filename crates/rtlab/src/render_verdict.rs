@@ -405,7 +405,7 @@ pub fn cyclictest_note(record: &RunRecord, idle: Option<&IdleInfo>) -> String {
             "vs cyclictest: this run held /dev/cpu_dma_latency at {held} µs; cyclictest holds it at 0 by default (CPUs never idle), so its numbers can be lower.{states}{guest}"
         ),
         None => format!(
-            "vs cyclictest: cyclictest holds /dev/cpu_dma_latency at 0 by default, keeping CPUs out of idle states; rtlab measured the machine as configured, idle states included, so its latencies can be higher (on a VM often twice the average). Add --cpu-dma-latency 0 to compare like with like.{states}{guest}"
+            "vs cyclictest: cyclictest holds /dev/cpu_dma_latency at 0 by default, keeping CPUs out of idle states; rtlab measured the machine as configured, idle states included, so its latencies can be higher. Add --cpu-dma-latency 0 to compare like with like.{states}{guest}"
         ),
     }
 }

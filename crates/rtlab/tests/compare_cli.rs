@@ -132,3 +132,19 @@ fn a_gate_on_a_percentile_the_runs_cannot_support_is_an_input_error() {
     let output = sandbox.run_expecting(2, ["compare", &a, "no-such-run-or-file"]);
     assert!(common::stderr_text(&output).contains("no-such-run-or-file"));
 }
+
+#[test]
+fn the_new_commands_have_man_pages() {
+    let sandbox = Sandbox::new();
+    for (command, flag) in [
+        ("compare", "fail\\-if\\-worse"),
+        ("report", "\\-\\-html"),
+        ("monitor", "\\-\\-prometheus"),
+    ] {
+        let output = sandbox.run_expecting(0, ["completions", "man", command]);
+        let page = stdout_text(&output);
+        assert!(page.contains(&format!(".TH rtlab-{command} 1")), "{page}");
+        assert!(page.contains(flag), "{command}: {page}");
+    }
+    sandbox.run_expecting(2, ["completions", "man", "no-such-command"]);
+}
