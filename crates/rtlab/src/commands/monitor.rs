@@ -67,7 +67,7 @@ struct SeriesLabels {
     metric: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct CauseLabels {
     kind: String,
     name: String,
@@ -90,6 +90,10 @@ fn latency_buckets() -> Vec<f64> {
     buckets
 }
 
+/// Distinct (kind, name) cause labels exported; later causes are summed as name `(other)`, so
+/// weeks of task names (every compiler process) cannot grow the exporter without bound.
+const MAX_CAUSE_LABELS: usize = 256;
+
 /// Every metric the monitor exports.
 struct Metrics {
     registry: Registry,
@@ -97,6 +101,7 @@ struct Metrics {
     missed: Family<SeriesLabels, Counter>,
     worst: Family<SeriesLabels, Gauge<f64, AtomicU64>>,
     causes: Family<CauseLabels, Counter<f64, AtomicU64>>,
+    cause_labels: Mutex<std::collections::BTreeSet<CauseLabels>>,
     measured: Counter<f64, AtomicU64>,
     windows: Counter,
 }
@@ -149,6 +154,7 @@ impl Metrics {
             missed,
             worst,
             causes,
+            cause_labels: Mutex::new(std::collections::BTreeSet::new()),
             measured,
             windows,
         }
@@ -159,6 +165,27 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
         text
+    }
+
+    /// The labels of a cause: its own while fewer than [`MAX_CAUSE_LABELS`] are exported, else
+    /// `(other)` of its kind.
+    fn cause_label(&self, kind: &str, name: &str) -> CauseLabels {
+        let labels = CauseLabels {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        };
+        let Ok(mut known) = self.cause_labels.lock() else {
+            return labels;
+        };
+        if known.contains(&labels) || known.len() < MAX_CAUSE_LABELS {
+            known.insert(labels.clone());
+            labels
+        } else {
+            CauseLabels {
+                kind: kind.to_owned(),
+                name: "(other)".to_owned(),
+            }
+        }
     }
 
     /// Folds one window's result into the metrics.
@@ -187,11 +214,9 @@ impl Metrics {
         if let Some(record) = record {
             for episode in &record.episodes {
                 for cause in &episode.causes {
+                    let labels = self.cause_label(cause.kind.as_str(), &cause.name);
                     self.causes
-                        .get_or_create(&CauseLabels {
-                            kind: cause.kind.as_str().to_owned(),
-                            name: cause.name.clone(),
-                        })
+                        .get_or_create(&labels)
                         .inc_by(cause.ns as f64 / 1e9);
                 }
             }
@@ -449,5 +474,23 @@ mod tests {
             parsed.is_ok(),
             "the unit's ExecStart does not parse: {exec}"
         );
+    }
+
+    #[test]
+    fn cause_labels_are_bounded() {
+        let metrics = Metrics::new(true);
+        for index in 0..MAX_CAUSE_LABELS + 50 {
+            let labels = metrics.cause_label("task", &format!("cc1-{index}"));
+            metrics.causes.get_or_create(&labels).inc_by(1e-6);
+        }
+        let text = metrics.encode();
+        let exported = text
+            .lines()
+            .filter(|line| line.starts_with("rtlab_episode_cause_seconds_total{"))
+            .count();
+        assert_eq!(exported, MAX_CAUSE_LABELS + 1, "{text}");
+        assert!(text.contains(r#"name="(other)""#));
+        // A cause already exported keeps its own label.
+        assert_eq!(metrics.cause_label("task", "cc1-0").name, "cc1-0");
     }
 }
