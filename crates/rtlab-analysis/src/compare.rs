@@ -1109,4 +1109,84 @@ mod tests {
         assert_eq!(causes.vanished.len(), 1);
         assert_eq!(causes.vanished[0].name, "eth0");
     }
+
+    /// A run of `seconds` at 1 kHz: lognormal around 20 µs, plus bursts of 60 samples of ~2 ms
+    /// in the given seconds; every sample above 30 µs kept as a peak with its time.
+    fn bursty(seed: u64, seconds: u64, bursts: &[u64]) -> Series {
+        let mut values: Vec<(u64, u64)> =
+            lognormal(seed, (seconds * 1_000) as usize, 20_000.0, 0.3)
+                .into_iter()
+                .enumerate()
+                .map(|(index, value)| (index as u64 * 1_000_000, value))
+                .collect();
+        for (burst, second) in bursts.iter().enumerate() {
+            for index in 0..60u64 {
+                let at = second * 1_000_000_000 + index * 1_000_000;
+                values[(at / 1_000_000) as usize] =
+                    (at, 2_000_000 + burst as u64 * 1_000 + index * 100);
+            }
+        }
+        let mut histogram = LatencyHistogram::new();
+        let mut max_per_second = vec![0u64; seconds as usize];
+        let mut peaks = Vec::new();
+        for &(at, value) in &values {
+            histogram.record(value);
+            let slot = &mut max_per_second[(at / 1_000_000_000) as usize];
+            *slot = (*slot).max(value);
+            if value > 30_000 {
+                peaks.push(rtlab_core::Peak {
+                    at_ns: at,
+                    value_ns: value,
+                });
+            }
+        }
+        RunRecord::series_from_histogram(
+            Metric::Wakeup,
+            "rt-high",
+            0,
+            "SCHED_FIFO",
+            90,
+            1_000_000,
+            &histogram,
+            0,
+            0,
+            max_per_second,
+            peaks,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn bursts_are_not_mistaken_for_a_regression_when_resampled_by_seconds() {
+        // Two runs of one machine whose stalls come in bursts: two bursts against four.
+        let a = record(vec![bursty(1, 20, &[4, 13])]);
+        let b = record(vec![bursty(2, 20, &[2, 7, 12, 17])]);
+        let by_seconds = compare(&a, &b, &CompareOptions::default()).unwrap();
+        let strip = |record: &RunRecord| {
+            let mut record = record.clone();
+            record.series[0].peaks.clear();
+            record
+        };
+        let by_samples = compare(&strip(&a), &strip(&b), &CompareOptions::default()).unwrap();
+        let width = |comparison: &Comparison| {
+            let [low, high] = comparison.series[0]
+                .percentile("99")
+                .unwrap()
+                .difference_ci_ns
+                .unwrap();
+            (high - low) as f64
+        };
+        // By samples the 120 against 240 burst samples around the 200th largest look certain:
+        // B "worse" by ~2 ms. By seconds, how many bursts a resample holds varies as it does
+        // between runs, and the interval reaches down to no difference.
+        assert_eq!(
+            by_samples.series[0].percentile("99").unwrap().change,
+            Change::Worse
+        );
+        assert!(width(&by_seconds) > width(&by_samples));
+        assert_ne!(
+            by_seconds.series[0].percentile("99").unwrap().change,
+            Change::Worse
+        );
+    }
 }
