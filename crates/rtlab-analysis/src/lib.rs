@@ -1,6 +1,7 @@
 //! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.
 
 pub mod classes;
+pub mod compare;
 pub mod forecast;
 pub mod projection;
 pub mod schedulability;

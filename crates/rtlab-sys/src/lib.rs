@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod cpu;
+pub mod cpuidle;
 pub mod dma_latency;
 pub mod futex;
 pub mod host;

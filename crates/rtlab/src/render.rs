@@ -37,6 +37,20 @@ pub fn metric_explanation(metric: Metric) -> &'static str {
 
 /// The run's summary: one table per metric (class × CPU rows), then the warnings.
 pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+    write_tables(out, record)?;
+    write_load_summary(out, record)?;
+    write_tail_summary(out, record)?;
+    if !record.warnings.is_empty() {
+        writeln!(out)?;
+        for warning in &record.warnings {
+            writeln!(out, "warning: {warning}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The run and host lines and one table per metric (class × CPU rows).
+pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
     let host = &record.host;
     writeln!(
         out,
@@ -102,14 +116,6 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
                 micros(series.max_ns),
                 micros_f64(series.stddev_ns),
             )?;
-        }
-    }
-    write_load_summary(out, record)?;
-    write_tail_summary(out, record)?;
-    if !record.warnings.is_empty() {
-        writeln!(out)?;
-        for warning in &record.warnings {
-            writeln!(out, "warning: {warning}")?;
         }
     }
     Ok(())

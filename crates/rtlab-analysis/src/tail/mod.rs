@@ -23,6 +23,8 @@
 //! maxima and the measured duration — so a stored run can be re-projected with another usage
 //! model. Exceedances come from the histogram at its 3-significant-digit resolution.
 
+/// Beyond this mean time between failures a number only misleads: "practically never".
+pub const PRACTICALLY_NEVER_S: f64 = 100.0 * 365.25 * 86_400.0;
 pub mod empirical;
 pub mod goodness;
 pub mod gpd;
@@ -588,6 +590,13 @@ fn rare_lines(data: &TailData<'_>, fit: Option<&PotFit>) -> Vec<String> {
             break;
         }
         let every = 1.0 / probability;
+        if every * seconds_per_sample > PRACTICALLY_NEVER_S {
+            lines.push(format!(
+                "a latency ≥ {} is practically never expected (less than once in a century {period_text})",
+                format_latency(level)
+            ));
+            break;
+        }
         lines.push(format!(
             "a latency ≥ {} is expected once every {} wake-ups (≈ every {} {period_text})",
             format_latency(level),

@@ -19,6 +19,9 @@ pub enum Target {
 pub struct Args {
     /// The shell to complete for, or `man` for the man page
     pub target: Target,
+    /// With `man`: the page of this subcommand (`rtlab completions man compare > rtlab-compare.1`)
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -26,7 +29,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let shell = match args.target {
         Target::Man => {
-            clap_mangen::Man::new(command).render(&mut out)?;
+            let page = match &args.command {
+                None => command,
+                Some(name) => {
+                    // Built, a subcommand's display name is `rtlab-NAME`: the page's name.
+                    command.build();
+                    command
+                        .find_subcommand(name)
+                        .ok_or_else(|| {
+                            crate::exit::input(format!("no subcommand '{name}' for its man page"))
+                        })?
+                        .clone()
+                }
+            };
+            clap_mangen::Man::new(page).render(&mut out)?;
             return Ok(ExitCode::SUCCESS);
         }
         Target::Bash => clap_complete::Shell::Bash,

@@ -2,7 +2,7 @@
 //! `t` ms — the mean time to buffer underrun (paper 002 §5), a table over buffer counts like its
 //! Figures 6-7, the least buffering that reaches a target, and a plain verdict per class.
 
-mod text;
+pub(crate) mod text;
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;

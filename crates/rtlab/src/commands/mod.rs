@@ -5,15 +5,19 @@ use std::process::ExitCode;
 
 pub mod buffer_experiment;
 pub mod check;
+pub mod compare;
 pub mod completions;
 pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
+pub mod monitor;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod run_explain;
 pub mod run_load;
+pub mod run_show;
 pub mod show;
 pub mod timers;
 
@@ -54,6 +58,12 @@ pub enum Command {
     /// The change experiment's other process (started by `rtlab timers --change-experiment`)
     #[command(hide = true)]
     TimersChanger(timers::ChangerArgs),
+    /// Compare two runs (before/after): percentiles with bootstrap intervals, causes, a verdict
+    Compare(compare::Args),
+    /// Write a self-contained HTML report (plots, verdicts, episodes) of one or several runs
+    Report(report::Args),
+    /// Measure continuously and export the latency on /metrics for Prometheus
+    Monitor(monitor::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -70,6 +80,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args),
         Command::Timers(args) => timers::run(args),
         Command::TimersChanger(args) => timers::run_changer(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Monitor(args) => monitor::run(args),
     }
 }
 

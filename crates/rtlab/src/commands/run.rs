@@ -60,6 +60,9 @@ pub struct Args {
     // integration: explain — flatten the explain arguments here
     #[command(flatten)]
     pub explain: super::run_explain::ExplainArgs,
+    // integration: show — --quiet, --verbose, --for CLASS
+    #[command(flatten)]
+    pub show: super::run_show::ShowArgs,
 }
 
 fn parse_nanos(text: &str) -> Result<Nanos, String> {
@@ -199,14 +202,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut out = std::io::stdout().lock();
     let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    // integration: show — summary, extra reports, then the verdict block
+    let mut unsuitable = false;
     if !json_to_stdout {
-        crate::render::write_summary(&mut out, &record)?;
-        if args.intervals {
-            crate::render::write_interval_table(&mut out, &record)?;
-        }
-        if args.explain.explain {
-            super::explain::write_report(&mut out, &record, 10)?;
-        }
+        unsuitable = super::run_show::write_end(&mut out, &record, &args.show, |mut out| {
+            if args.intervals {
+                crate::render::write_interval_table(&mut out, &record)?;
+            }
+            if args.explain.explain {
+                super::explain::write_report(&mut out, &record, 10)?;
+            }
+            Ok(())
+        })?;
     }
     drop(out);
     if let Some(output) = histfile_output {
@@ -214,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(store) = &store {
         store.insert(&record, &one_line_summary(&record))?;
-        if !json_to_stdout {
+        if !json_to_stdout && !args.show.quiet {
             let short_id: String = record.id.chars().take(8).collect();
             println!("\nstored as run {short_id} (rtlab show {short_id})");
         }
@@ -224,6 +231,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(if interrupted {
         ExitCode::from(130)
+    } else if unsuitable {
+        ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -1,0 +1,148 @@
+//! `rtlab compare A B`: before/after. Series matched by metric, class and CPU; percentiles side by
+//! side with bootstrap intervals of the difference; missed periods; episode causes that appeared
+//! or vanished; one plain verdict; `--fail-if-worse` for CI pipelines that gate kernel or
+//! configuration changes.
+
+use crate::output::PendingOutput;
+use anyhow::Context as _;
+use rtlab_analysis::compare::{
+    compare, parse_threshold, CompareOptions, Comparison, Gate, Threshold,
+};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The baseline: a run id (or unique prefix, or `latest`), or a Run record JSON file
+    /// (`rtlab import` turns cyclictest output into one)
+    pub a: String,
+    /// The run judged against A, in the same forms
+    pub b: String,
+    /// Exit 1 when B is worse than A at PCTL by more than LIMIT even at the lower end of the
+    /// confidence interval: `p99.9:10%` (relative) or `p99:20us` (absolute); wake-up and
+    /// hand-off series are gated
+    #[arg(long, value_name = "PCTL:LIMIT", value_parser = parse_threshold_arg)]
+    pub fail_if_worse: Option<Threshold>,
+    /// Gate only series of these classes (comma-separated, e.g. rt-high); default: every class
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CLASS",
+        requires = "fail_if_worse"
+    )]
+    pub gate_classes: Vec<String>,
+    /// Write the comparison as JSON to FILE (`-` for stdout, replacing the tables)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Confidence of the bootstrap intervals, in percent
+    #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = parse_confidence)]
+    pub confidence: f64,
+    /// Bootstrap resamples per percentile
+    #[arg(long, value_name = "N", default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+    pub resamples: u32,
+}
+
+fn parse_threshold_arg(text: &str) -> Result<Threshold, String> {
+    parse_threshold(text).map_err(|error| error.to_string())
+}
+
+fn parse_confidence(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a percentage"))?;
+    if !(50.0..100.0).contains(&value) {
+        return Err(format!("'{text}': give a confidence from 50 to below 100"));
+    }
+    Ok(value)
+}
+
+/// What a compared run was, in the JSON output.
+#[derive(Serialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub source: String,
+    pub started_at: String,
+    pub duration_ns: u64,
+    pub host: rtlab_core::Host,
+    pub cmdline: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    schema: &'static str,
+    tool_version: &'static str,
+    cmdline: Vec<String>,
+    started_at: String,
+    host: rtlab_core::Host,
+    a: RunSummary,
+    b: RunSummary,
+    #[serde(flatten)]
+    comparison: &'a Comparison,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<Gate>,
+}
+
+fn summary(source: &str, record: &rtlab_core::RunRecord) -> RunSummary {
+    RunSummary {
+        id: record.id.clone(),
+        source: source.to_owned(),
+        started_at: record.started_at.clone(),
+        duration_ns: record.duration_ns,
+        host: record.host.clone(),
+        cmdline: record.cmdline.clone(),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let record_a = super::load_record(&args.a)?;
+    let record_b = super::load_record(&args.b)?;
+    let options = CompareOptions {
+        resamples: args.resamples,
+        confidence: args.confidence / 100.0,
+        ..CompareOptions::default()
+    };
+    let comparison = compare(&record_a, &record_b, &options)
+        .map_err(|error| crate::exit::input(format!("{} against {}: {error}", args.b, args.a)))?;
+    let gate = args
+        .fail_if_worse
+        .as_ref()
+        .map(|threshold| comparison.gate(threshold, &args.gate_classes));
+    let output = Output {
+        schema: "rtlab.compare/1",
+        tool_version: env!("CARGO_PKG_VERSION"),
+        cmdline: std::env::args().collect(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        host: rtlab_sys::host::describe(None),
+        a: summary(&args.a, &record_a),
+        b: summary(&args.b, &record_b),
+        comparison: &comparison,
+        gate: gate.clone(),
+    };
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if !to_stdout {
+        let mut out = std::io::stdout().lock();
+        crate::render_compare::write_comparison(
+            &mut out,
+            &output.a,
+            &output.b,
+            &comparison,
+            gate.as_ref(),
+        )?;
+    }
+    if let Some(json) = json {
+        let text =
+            serde_json::to_string_pretty(&output).context("serialising the comparison")? + "\n";
+        json.commit(&text)?;
+    }
+    match gate {
+        Some(gate) if !gate.breaches.is_empty() => Ok(ExitCode::from(crate::exit::CHECK_FAILED)),
+        Some(gate) if gate.judged == 0 => Err(crate::exit::input(format!(
+            "--fail-if-worse {}: no wake-up or hand-off series has enough samples beyond that percentile to judge it (measure longer, or gate a lower percentile)",
+            gate.threshold
+        ))),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,227 @@
+//! The terminal form of `rtlab compare`: two run headers, one table per metric (percentiles of A
+//! and B, the difference with its interval), missed periods, causes, the verdict. 80 columns.
+
+use crate::commands::compare::RunSummary;
+use rtlab_analysis::compare::{signed_latency, Change, Comparison, Gate};
+use rtlab_core::Metric;
+use std::io::Write;
+
+fn short_id(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+fn run_line(name: &str, run: &RunSummary) -> String {
+    let host = if run.host.hostname.is_empty() {
+        "unknown host".to_owned()
+    } else {
+        run.host.hostname.clone()
+    };
+    let line = format!(
+        "{name}  {}  {}  {host}  {}  {}",
+        short_id(&run.id),
+        run.started_at,
+        rtlab_core::Nanos(run.duration_ns),
+        run.source
+    );
+    truncate(&line, 80)
+}
+
+use crate::text::{truncate, wrapped};
+
+fn micros(nanos: u64) -> String {
+    crate::render::micros(nanos)
+}
+
+fn change_mark(change: Change) -> &'static str {
+    match change {
+        Change::Worse => "worse",
+        Change::Better => "better",
+        Change::Same => "",
+        Change::TooFewSamples => "few samples",
+    }
+}
+
+pub fn write_comparison(
+    out: &mut impl Write,
+    a: &RunSummary,
+    b: &RunSummary,
+    comparison: &Comparison,
+    gate: Option<&Gate>,
+) -> std::io::Result<()> {
+    writeln!(out, "{}", run_line("A", a))?;
+    writeln!(out, "{}", run_line("B", b))?;
+    let confidence = (comparison.confidence * 100.0).round();
+    for metric in [Metric::Wakeup, Metric::Handoff, Metric::Interval] {
+        let rows: Vec<_> = comparison
+            .series
+            .iter()
+            .filter(|series| series.metric == metric)
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{}, µs; B − A with its {confidence} % bootstrap interval",
+            match metric {
+                Metric::Wakeup => "wake-up latency",
+                Metric::Handoff => "hand-off latency",
+                Metric::Interval => "interval",
+            }
+        )?;
+        writeln!(
+            out,
+            "{:<18} {:>6} {:>9} {:>9}  B − A [interval]",
+            "series", "pct", "A", "B"
+        )?;
+        for series in rows {
+            let label = truncate(&series.label().replace(&format!("/{metric}"), ""), 18);
+            for (index, item) in series.percentiles.iter().enumerate() {
+                let difference = match item.difference_ci_ns {
+                    Some([low, high]) => format!(
+                        "{} [{}, {}]",
+                        signed_micros(item.difference_ns),
+                        signed_micros(low),
+                        signed_micros(high)
+                    ),
+                    None => signed_micros(item.difference_ns),
+                };
+                writeln!(
+                    out,
+                    "{:<18} {:>6} {:>9} {:>9}  {:<22} {}",
+                    if index == 0 { label.as_str() } else { "" },
+                    format!("p{}", item.percentile),
+                    micros(item.a_ns),
+                    micros(item.b_ns),
+                    difference,
+                    change_mark(item.change)
+                )?;
+            }
+            writeln!(
+                out,
+                "{:<18} {:>6} {:>9} {:>9}",
+                "",
+                "max",
+                micros(series.max_a_ns),
+                micros(series.max_b_ns)
+            )?;
+        }
+    }
+    let missed: Vec<_> = comparison
+        .series
+        .iter()
+        .filter(|series| series.metric == Metric::Wakeup && series.missed_a + series.missed_b > 0)
+        .collect();
+    if !missed.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "missed periods (no wake-up at all; counted in the percentiles above)"
+        )?;
+        for series in missed {
+            writeln!(
+                out,
+                "  {:<30} A {:>6}   B {:>6}",
+                series.label(),
+                series.missed_a,
+                series.missed_b
+            )?;
+        }
+    }
+    if !comparison.only_in_a.is_empty() || !comparison.only_in_b.is_empty() {
+        writeln!(out)?;
+        for (name, labels) in [("A", &comparison.only_in_a), ("B", &comparison.only_in_b)] {
+            if !labels.is_empty() {
+                let text = list_with_more(labels, 4);
+                writeln!(
+                    out,
+                    "{}",
+                    wrapped(&format!("only in {name} (not compared): "), &text, 4)
+                )?;
+            }
+        }
+    }
+    writeln!(out)?;
+    match &comparison.causes {
+        None => writeln!(
+            out,
+            "causes: not compared (both runs need explained episodes: rtlab run --explain)"
+        )?,
+        Some(causes) => {
+            for (name, list) in [
+                ("appeared in B", &causes.appeared),
+                ("vanished from A", &causes.vanished),
+            ] {
+                if list.is_empty() {
+                    writeln!(out, "causes {name}: none")?;
+                    continue;
+                }
+                writeln!(out, "causes {name}:")?;
+                for cause in list.iter().take(5) {
+                    writeln!(
+                        out,
+                        "  {:<8} {:<32} {:>4} episodes {:>10} µs",
+                        cause.kind,
+                        truncate(&cause.name, 32),
+                        cause.episodes,
+                        micros(cause.ns)
+                    )?;
+                }
+                if list.len() > 5 {
+                    writeln!(out, "  and {} more", list.len() - 5)?;
+                }
+            }
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "{}", wrapped("verdict: ", &comparison.verdict, 9))?;
+    if let Some(gate) = gate {
+        if gate.breaches.is_empty() {
+            writeln!(
+                out,
+                "--fail-if-worse {}: passed ({} series judged)",
+                gate.threshold, gate.judged
+            )?;
+        } else {
+            writeln!(
+                out,
+                "--fail-if-worse {}: FAILED in {} of {} series judged:",
+                gate.threshold,
+                gate.breaches.len(),
+                gate.judged
+            )?;
+            for breach in &gate.breaches {
+                let line = format!(
+                    "{} p{}: {} [{}, {}] ({:+.0} % at least)",
+                    breach.series,
+                    breach.percentile,
+                    signed_latency(breach.difference_ns),
+                    signed_latency(breach.difference_ci_ns[0]),
+                    signed_latency(breach.difference_ci_ns[1]),
+                    breach.relative_ci[0] * 100.0
+                );
+                writeln!(out, "{}", wrapped("  ", &line, 4))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn signed_micros(nanos: i64) -> String {
+    let sign = if nanos < 0 { "-" } else { "+" };
+    format!("{sign}{}", micros(nanos.unsigned_abs()))
+}
+
+fn list_with_more(labels: &[String], shown: usize) -> String {
+    let mut text = labels
+        .iter()
+        .take(shown)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if labels.len() > shown {
+        text.push_str(&format!(" and {} more", labels.len() - shown));
+    }
+    text
+}

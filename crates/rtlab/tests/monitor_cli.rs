@@ -1,0 +1,159 @@
+//! `rtlab monitor` scraped by a real Prometheus server (Debian `prometheus`; CI installs it): the
+//! histogram arrives in Prometheus with its labels, and SIGTERM ends the monitor cleanly.
+//!
+//! The normal class needs no privilege, so the test runs with or without root.
+
+mod common;
+
+use common::Sandbox;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a loopback port")
+        .port()
+}
+
+/// GET `path` from 127.0.0.1:`port` with HTTP/1.0; the body, or None when nothing answers yet.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
+
+fn query(port: u16, promql: &str) -> Option<serde_json::Value> {
+    let encoded: String = promql
+        .bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => {
+                (byte as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect();
+    let body = http_get(port, &format!("/api/v1/query?query={encoded}"))?;
+    serde_json::from_str(&body).ok()
+}
+
+#[test]
+fn prometheus_scrapes_the_latency_histogram() {
+    Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .expect("Prometheus is needed for this test (apt-get install prometheus)");
+    let sandbox = Sandbox::new();
+    let monitor_port = free_port();
+    let prometheus_port = free_port();
+    let monitor = Running(
+        sandbox
+            .command()
+            .args([
+                "monitor",
+                "--prometheus",
+                &format!("127.0.0.1:{monitor_port}"),
+                "--classes",
+                "normal",
+                "--window",
+                "1s",
+                "--stop-after",
+                "5min",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rtlab monitor"),
+    );
+    let config = sandbox.write(
+        "prometheus.yml",
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: rtlab\n    static_configs:\n      - targets: ['127.0.0.1:{monitor_port}']\n"
+        ),
+    );
+    let _prometheus = Running(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                sandbox.file("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let series = loop {
+        let answer = query(
+            prometheus_port,
+            r#"rtlab_wakeup_latency_seconds_bucket{job="rtlab",le="+Inf"}"#,
+        );
+        let results = answer
+            .as_ref()
+            .and_then(|answer| answer["data"]["result"].as_array())
+            .cloned()
+            .unwrap_or_default();
+        if !results.is_empty() {
+            break results;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never had the histogram; last answer: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let cpus = rtlab_sys::cpu::online_cpus().unwrap();
+    assert_eq!(series.len(), cpus.len(), "{series:?}");
+    for item in &series {
+        assert_eq!(item["metric"]["class"], "normal", "{item}");
+        assert_eq!(item["metric"]["metric"], "wakeup", "{item}");
+        let count: f64 = item["value"][1].as_str().unwrap().parse().unwrap();
+        assert!(count > 0.0, "{item}");
+    }
+    // The quantile Grafana's dashboard plots is computable from what Prometheus stored.
+    let answer = query(
+        prometheus_port,
+        "histogram_quantile(0.99, sum by (le, cpu) (rtlab_wakeup_latency_seconds_bucket))",
+    )
+    .expect("a query answer");
+    assert_eq!(answer["status"], "success", "{answer}");
+
+    // SIGTERM: the monitor stops its window and exits 0.
+    let mut monitor = monitor;
+    let status = Command::new("kill")
+        .args(["-TERM", &monitor.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = monitor.0.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the monitor ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exit.code(), Some(0));
+}
