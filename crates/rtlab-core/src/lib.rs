@@ -7,10 +7,12 @@
 
 pub mod export;
 pub mod histogram;
+pub mod label;
 pub mod record;
 pub mod units;
 
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
+pub use label::{write_late_marker, SeriesLabel, LATE_MARKER_PREFIX};
 pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
     RUN_SCHEMA,

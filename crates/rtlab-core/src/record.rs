@@ -97,7 +97,12 @@ pub struct Series {
 impl Series {
     /// `class/metric@cpu`, the name used in tables and in `--series` selectors.
     pub fn label(&self) -> String {
-        format!("{}/{}@{}", self.class, self.metric, self.cpu)
+        crate::label::SeriesLabel {
+            class: &self.class,
+            metric: self.metric,
+            cpu: self.cpu,
+        }
+        .to_string()
     }
 
     pub fn histogram(&self) -> Result<LatencyHistogram, HistogramError> {

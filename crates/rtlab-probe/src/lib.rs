@@ -17,5 +17,6 @@ pub mod stress;
 
 pub use class::Class;
 pub use probe::{
-    LateSample, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe, SeriesKey, SeriesResult,
+    LateSample, LateSampleSink, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe,
+    SeriesKey, SeriesResult,
 };

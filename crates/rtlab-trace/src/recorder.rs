@@ -100,8 +100,8 @@ pub struct PollOutcome {
     pub most_pages: usize,
 }
 
-/// How the probe's late-sample markers begin (`rtlab_probe` writes them).
-pub const LATE_MARKER_PREFIX: &str = "rtlab late ";
+/// How the probe's late-sample markers begin (defined with their text in `rtlab_core::label`).
+pub use rtlab_core::LATE_MARKER_PREFIX;
 
 /// A late sample whose CPU's events never arrive is attributed (as unaccounted) after this long.
 const GIVE_UP_NS: u64 = 10_000_000_000;
@@ -680,7 +680,7 @@ impl Explainer {
     }
 
     /// The recording's `trace_marker`, for the probe to mark late samples when it takes them
-    /// (`RunningProbe::mark_late_samples`). Writes after the recording ended do nothing.
+    /// (`rtlab_session` hands it to `RunningProbe::set_late_sink`). Writes after the recording ended do nothing.
     pub fn marker(&self) -> Option<Arc<Marker>> {
         self.marker.clone()
     }

@@ -1,12 +1,10 @@
 //! `rtlab buffer-experiment` (hidden): the experiment behind BENCHMARKS.md's "is the forecast
-//! right?". Runs a producer of the class under test against a virtual device, counts real
-//! underruns for several buffer counts, and writes the producer's wake-up latencies as a Run record
-//! with the counts in `config`, so `rtlab forecast` can be compared with what happened.
+//! right?" (`rtlab_session::buffer`): flags in, the record and the underrun counts printed.
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Metric, Nanos, RunRecord, RUN_SCHEMA};
-use rtlab_probe::buffer_experiment::{run as run_experiment, ExperimentConfig};
+use rtlab_core::{parse_duration, Nanos};
+use rtlab_probe::buffer_experiment::ExperimentConfig;
 use rtlab_sys::sched::Policy;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,86 +78,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         device_priority: 99,
         device_cpu: args.device_cpu,
     };
-    let started = std::time::SystemTime::now();
-    let result = run_experiment(&config, &stop).map_err(|error| match error {
-        rtlab_probe::buffer_experiment::ExperimentError::Policy { .. }
-        | rtlab_probe::buffer_experiment::ExperimentError::Pin { .. }
-        | rtlab_probe::buffer_experiment::ExperimentError::Spawn(_)
-        | rtlab_probe::buffer_experiment::ExperimentError::Panicked => anyhow::Error::new(error),
-        other => crate::exit::input(other),
+    let (record, result) = rtlab_session::buffer::run(&config, &stop, std::env::args().collect())
+        .map_err(|error| {
+        if error.is_input() {
+            crate::exit::input(error)
+        } else {
+            anyhow::Error::new(error)
+        }
     })?;
-    let class = if args.producer.is_realtime() {
-        "rt-high"
-    } else {
-        "normal"
-    };
-    let series = RunRecord::series_from_histogram(
-        Metric::Wakeup,
-        class,
-        args.producer_cpu.unwrap_or(0) as u32,
-        result.producer_policy.name(),
-        result.producer_policy.priority_or_nice(),
-        args.period.0,
-        &result.wakeup,
-        0,
-        0,
-        result.max_per_second.clone(),
-        Vec::new(),
-    )
-    .context("encoding the wake-up histogram")?;
-    let underruns: serde_json::Map<String, serde_json::Value> = result
-        .underruns
-        .iter()
-        .map(|(buffers, checked, underruns)| {
-            (
-                buffers.to_string(),
-                serde_json::json!({"checked": checked, "underruns": underruns}),
-            )
-        })
-        .collect();
-    let mut warnings = Vec::new();
-    if !result.device_realtime {
-        warnings.push("the virtual device could not run SCHED_FIFO (not root): it judged by completion times, so counts stay exact, but it may have fallen behind".to_owned());
-    }
-    if result.unchecked > 0 {
-        warnings.push(format!(
-            "{} buffers could not be checked: the device fell a whole ring behind",
-            result.unchecked
-        ));
-    }
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: format!(
-            "bufexp-{}",
-            started
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_nanos())
-                .unwrap_or(0)
-        ),
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
-        duration_ns: result.periods * args.period.0,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline: std::env::args().collect(),
-        host: rtlab_sys::host::describe(None),
-        config: serde_json::json!({
-            "buffer_experiment": {
-                "buffer_period_ns": args.period.0,
-                "compute_ns": args.compute.0,
-                "producer_policy": result.producer_policy.name(),
-                "producer_priority": result.producer_policy.priority_or_nice(),
-                "periods": result.periods,
-                "underruns": underruns,
-            }
-        }),
-        series: vec![series],
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted: result.interrupted,
-    };
-    record
-        .validate()
-        .context("the experiment's record does not validate")?;
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
         println!(

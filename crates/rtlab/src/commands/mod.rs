@@ -12,8 +12,6 @@ pub mod history;
 pub mod import;
 pub mod plan;
 pub mod run;
-pub mod run_explain;
-pub mod run_load;
 pub mod show;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up

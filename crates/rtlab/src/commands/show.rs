@@ -15,8 +15,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut record = super::load_record(&args.run)?;
     // Records made before tail projection existed (or imported ones) get it computed now.
-    let usage = super::run_load::usage_of_record(&record);
-    super::run_load::attach_tails(&mut record, &usage, false);
+    let usage = rtlab_session::usage_of_record(&record);
+    rtlab_session::attach_tails(&mut record, &usage, false);
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", record.to_json_pretty())?;
