@@ -940,7 +940,7 @@ mod tests {
             tool_version: "test".to_owned(),
             cmdline: vec![],
             host: Default::default(),
-            config: serde_json::Value::Null,
+            config: rtlab_core::RecordConfig::default(),
             series: vec![series(0, 100), series(1, 200)],
             load: None,
             episodes: vec![],

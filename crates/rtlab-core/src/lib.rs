@@ -8,7 +8,11 @@
 pub mod export;
 pub mod histogram;
 pub mod label;
+pub mod packed;
 pub mod record;
+pub mod run_config;
+pub mod run_load;
+pub mod run_tail;
 pub mod units;
 
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
@@ -17,4 +21,12 @@ pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
     RUN_SCHEMA,
 };
+pub use run_config::{
+    BufferExperiment, ExplainSettings, ExplainTrace, ImportSource, RecordConfig, ThresholdKind,
+    UnderrunCount,
+};
+pub use run_load::{
+    CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
+};
+pub use run_tail::{EstimateValue, FitSummary, Tail, TailFit, TailUsage, WindowEstimate, Windows};
 pub use units::{parse_duration, Nanos, UnitError};

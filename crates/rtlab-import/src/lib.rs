@@ -288,13 +288,14 @@ pub fn to_record(
             clocksource: "unknown".to_owned(),
             cpu_dma_latency_us: None,
         },
-        config: serde_json::json!({
-            "import": {
-                "format": imported.format.as_str(),
-                "source": origin.source,
-                "period_ns": period_ns,
-            }
-        }),
+        config: rtlab_core::RecordConfig {
+            import: Some(rtlab_core::ImportSource {
+                format: imported.format.as_str().to_owned(),
+                source: origin.source.clone(),
+                period_ns,
+            }),
+            ..rtlab_core::RecordConfig::default()
+        },
         series,
         load: None,
         episodes: Vec::new(),

@@ -2,9 +2,13 @@
 //! (`rtlab_probe::buffer_experiment`), with the producer's wake-up latencies as a Run record and
 //! the real underrun counts in its `config`, so a forecast can be compared with what happened.
 
-use rtlab_core::{HistogramError, Metric, RecordError, RunRecord, RUN_SCHEMA};
+use rtlab_core::{
+    BufferExperiment, HistogramError, Metric, RecordConfig, RecordError, RunRecord, UnderrunCount,
+    RUN_SCHEMA,
+};
 pub use rtlab_probe::buffer_experiment::ExperimentResult;
 use rtlab_probe::buffer_experiment::{run as run_experiment, ExperimentConfig, ExperimentError};
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -62,15 +66,10 @@ pub fn run(
         result.max_per_second.clone(),
         Vec::new(),
     )?;
-    let underruns: serde_json::Map<String, serde_json::Value> = result
+    let underruns: BTreeMap<u32, UnderrunCount> = result
         .underruns
         .iter()
-        .map(|(buffers, checked, underruns)| {
-            (
-                buffers.to_string(),
-                serde_json::json!({"checked": checked, "underruns": underruns}),
-            )
-        })
+        .map(|&(buffers, checked, underruns)| (buffers, UnderrunCount { checked, underruns }))
         .collect();
     let mut warnings = Vec::new();
     if !result.device_realtime {
@@ -96,16 +95,17 @@ pub fn run(
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline,
         host: rtlab_sys::host::describe(None),
-        config: serde_json::json!({
-            "buffer_experiment": {
-                "buffer_period_ns": period_ns,
-                "compute_ns": config.compute.as_u64(),
-                "producer_policy": result.producer_policy.name(),
-                "producer_priority": result.producer_policy.priority_or_nice(),
-                "periods": result.periods,
-                "underruns": underruns,
-            }
-        }),
+        config: RecordConfig {
+            buffer_experiment: Some(BufferExperiment {
+                buffer_period_ns: period_ns,
+                compute_ns: config.compute.as_u64(),
+                producer_policy: result.producer_policy.name().to_owned(),
+                producer_priority: result.producer_policy.priority_or_nice(),
+                periods: result.periods,
+                underruns,
+            }),
+            ..RecordConfig::default()
+        },
         series: vec![series],
         load: None,
         episodes: Vec::new(),

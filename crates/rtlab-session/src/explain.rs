@@ -8,7 +8,7 @@
 //! the end only episodes above the series' final p99.9 are kept. The threshold walks down once:
 //! from [`ExplainConfig`] (or the calibration here) into the probe, never back up.
 
-use rtlab_core::{Metric, Nanos, RunRecord};
+use rtlab_core::{ExplainSettings, ExplainTrace, Metric, Nanos, RunRecord, ThresholdKind};
 use rtlab_probe::{LateSample, LateSampleSink, RunningProbe, SeriesKey};
 use rtlab_sys::tracefs::Marker;
 use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig, TraceError};
@@ -352,25 +352,20 @@ impl ExplainSession {
         record.episodes = episodes;
         record.warnings.extend(warnings);
         record_config(record, self.fixed_threshold_ns, &self.provisional, true);
-        if let Some(config) = record.config.as_object_mut() {
-            config.insert(
-                "explain_trace".into(),
-                serde_json::json!({
-                    "event_set": report.event_set.name(),
-                    "comm_recording_off": report.comm_recording_off,
-                    "events": report.enabled_events,
-                    "markers": report.stats.markers,
-                    "pages": report.stats.pages,
-                    "decoded_events": report.stats.events,
-                    "lost_events": report.stats.lost_events,
-                    "undecodable_pages": report.stats.undecodable_pages,
-                    "late_samples": report.late_samples,
-                    "reader_catch_ups": report.catch_ups,
-                    "episodes_below_final_threshold": self.dropped_below_final,
-                    "stack_samples": report.stats.stack_samples,
-                }),
-            );
-        }
+        record.config.explain_trace = Some(ExplainTrace {
+            event_set: report.event_set.name().to_owned(),
+            comm_recording_off: report.comm_recording_off,
+            events: report.enabled_events,
+            markers: report.stats.markers,
+            pages: report.stats.pages,
+            decoded_events: report.stats.events,
+            lost_events: report.stats.lost_events,
+            undecodable_pages: report.stats.undecodable_pages,
+            late_samples: report.late_samples,
+            reader_catch_ups: report.catch_ups,
+            episodes_below_final_threshold: self.dropped_below_final as u64,
+            stack_samples: report.stats.stack_samples,
+        });
         Ok(())
     }
 }
@@ -390,20 +385,15 @@ fn record_config(
     provisional: &BTreeMap<String, u64>,
     recorded: bool,
 ) {
-    if let Some(config) = record.config.as_object_mut() {
-        config.insert(
-            "explain".into(),
-            serde_json::json!({
-                "threshold": match fixed_ns {
-                    Some(_) => "fixed",
-                    None => "p99.9",
-                },
-                "explain_above_ns": fixed_ns,
-                "provisional_threshold_ns": provisional,
-                "recorded": recorded,
-            }),
-        );
-    }
+    record.config.explain = Some(ExplainSettings {
+        threshold: match fixed_ns {
+            Some(_) => ThresholdKind::Fixed,
+            None => ThresholdKind::P999,
+        },
+        explain_above_ns: fixed_ns,
+        provisional_threshold_ns: provisional.clone(),
+        recorded,
+    });
 }
 
 #[cfg(test)]

@@ -9,11 +9,13 @@
 //! sizes the "day" and "week" of the tail projection that `attach_tails` stores on each series.
 
 use rtlab_analysis::tail::UsageModel;
+use rtlab_core::{
+    CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
+};
 use rtlab_probe::competitor::{self, CompetitorSpec, RunningCompetitors};
 use rtlab_probe::profile::{find_profile, profile_names, Profile};
 use rtlab_probe::stress::{self, RunningStress, StressOptions, StressSpec};
 use rtlab_sys::load_syscalls::{configure_load_command, signal_process_group, GroupSignal};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -288,29 +290,28 @@ impl LoadPlan {
         Ok(running)
     }
 
-    /// The record's `load` value when the run ended before the load started.
-    pub fn describe_unstarted(&self) -> Value {
-        let mut value = self.describe();
-        value["started"] = json!(false);
-        value
-    }
-
-    fn describe(&self) -> Value {
-        json!({
-            "spec": self.spec,
-            "profile": self.profile.map(|profile| json!({
-                "name": profile.name,
-                "description": profile.description,
-                "mix": profile.mix,
-            })),
-            "usage": {
-                "hours_per_day": self.usage.hours_per_day,
-                "days_per_week": self.usage.days_per_week,
-                "source": self.usage_source,
+    /// The record's `load` when the run ended before the load started: the request only.
+    pub fn describe_unstarted(&self) -> Load {
+        Load {
+            spec: self.spec.clone(),
+            profile: self.profile.map(|profile| LoadProfile {
+                name: profile.name.to_owned(),
+                description: profile.description.to_owned(),
+                mix: profile.mix.to_owned(),
+            }),
+            usage: LoadUsage {
+                hours_per_day: self.usage.hours_per_day,
+                days_per_week: self.usage.days_per_week,
+                source: self.usage_source.clone(),
             },
-            "load_cmd": self.command,
-            "competitors": self.competitors.iter().map(|spec| spec.to_string()).collect::<Vec<_>>(),
-        })
+            load_cmd: self.command.clone(),
+            competitors: self
+                .competitors
+                .iter()
+                .map(|spec| CompetitorEntry::Requested(spec.to_string()))
+                .collect(),
+            ..Load::default()
+        }
     }
 }
 
@@ -402,7 +403,7 @@ impl RunningLoad {
 
     /// Stops every part and describes what ran, when (ns since measurement start) and what it
     /// consumed; the second value lists what made the load lighter than asked (for `warnings`).
-    pub fn stop(mut self, plan: &LoadPlan) -> (Value, Vec<String>) {
+    pub fn stop(mut self, plan: &LoadPlan) -> (Load, Vec<String>) {
         let mut warnings = Vec::new();
         let relative = |ns: u64| ns.saturating_sub(self.measure_start_ns);
         let instant_now = Instant::now();
@@ -411,9 +412,9 @@ impl RunningLoad {
             let back = instant_now.saturating_duration_since(instant).as_nanos() as u64;
             relative(monotonic_now.saturating_sub(back))
         };
-        let mut value = plan.describe();
-        value["started"] = json!(true);
-        value["started_ns"] = json!(relative(self.started_ns));
+        let mut load = plan.describe_unstarted();
+        load.started = true;
+        load.started_ns = Some(relative(self.started_ns));
         if let Some(stress) = self.stress.take() {
             let reports = stress.stop();
             for report in &reports {
@@ -424,30 +425,26 @@ impl RunningLoad {
                     ));
                 }
             }
-            value["stressors"] = Value::Array(
-                reports
-                    .iter()
-                    .map(|report| {
-                        json!({
-                            "spec": report.spec.to_string(),
-                            "kind": report.spec.kind.name(),
-                            "workers": report.workers,
-                            "duty_percent": report.spec.duty_percent,
-                            "started_ns": instant_to_relative(report.started_at),
-                            "stopped_ns": instant_to_relative(report.stopped_at),
-                            "operations": report.operations,
-                            "bytes": report.bytes,
-                            "cpu_time_ns": report.usage.cpu_time_ns,
-                            "minor_faults": report.usage.minor_faults,
-                            "major_faults": report.usage.major_faults,
-                            "voluntary_switches": report.usage.voluntary_switches,
-                            "involuntary_switches": report.usage.involuntary_switches,
-                            "errors": report.errors,
-                            "notes": report.notes,
-                        })
-                    })
-                    .collect(),
-            );
+            load.stressors = reports
+                .iter()
+                .map(|report| StressorRun {
+                    spec: report.spec.to_string(),
+                    kind: report.spec.kind.name().to_owned(),
+                    workers: u64::from(report.workers),
+                    duty_percent: u64::from(report.spec.duty_percent),
+                    started_ns: instant_to_relative(report.started_at),
+                    stopped_ns: instant_to_relative(report.stopped_at),
+                    operations: report.operations,
+                    bytes: report.bytes,
+                    cpu_time_ns: report.usage.cpu_time_ns,
+                    minor_faults: report.usage.minor_faults,
+                    major_faults: report.usage.major_faults,
+                    voluntary_switches: report.usage.voluntary_switches,
+                    involuntary_switches: report.usage.involuntary_switches,
+                    errors: report.errors.clone(),
+                    notes: report.notes.clone(),
+                })
+                .collect();
         }
         if let Some(mut command) = self.command.take() {
             let exited = {
@@ -463,55 +460,60 @@ impl RunningLoad {
                     rtlab_core::Nanos(relative(*at))
                 ));
             }
-            value["command"] = json!({
-                "cmd": command.text,
-                "started_ns": relative(command.started_ns),
-                "stopped_ns": relative(exited.as_ref().map_or(stopped_ns, |(at, _)| *at)),
-                "ended": match &exited {
+            load.command = Some(CommandRun {
+                cmd: command.text.clone(),
+                started_ns: relative(command.started_ns),
+                stopped_ns: relative(exited.as_ref().map_or(stopped_ns, |(at, _)| *at)),
+                ended: match &exited {
                     Some((_, status)) => format!("exited on its own ({status})"),
                     None => "stopped by rtlab (process group terminated)".to_owned(),
                 },
-                "problem": problem,
+                problem,
             });
         }
         if let Some(competitors) = self.competitors.take() {
-            let reports = competitors.stop();
-            value["competitors"] = Value::Array(
-                reports
-                    .iter()
-                    .map(|report| {
-                        json!({
-                            "spec": report.spec.to_string(),
-                            "thread_id": report.thread_id,
-                            "started_ns": relative(report.started_ns),
-                            "stopped_ns": relative(report.stopped_ns),
-                            "cpu_time_ns": report.usage.cpu_time_ns,
-                            "involuntary_switches": report.usage.involuntary_switches,
-                            "stop_reason": report.stop_reason.as_str(),
-                        })
+            load.competitors = competitors
+                .stop()
+                .iter()
+                .map(|report| {
+                    CompetitorEntry::Ran(CompetitorRun {
+                        spec: report.spec.to_string(),
+                        thread_id: report.thread_id,
+                        started_ns: relative(report.started_ns),
+                        stopped_ns: relative(report.stopped_ns),
+                        cpu_time_ns: report.usage.cpu_time_ns,
+                        involuntary_switches: report.usage.involuntary_switches,
+                        stop_reason: report.stop_reason.as_str().to_owned(),
                     })
-                    .collect(),
-            );
+                })
+                .collect();
         }
-        value["stopped_ns"] = json!(relative(rtlab_sys::clock::monotonic_ns()));
+        load.stopped_ns = Some(relative(rtlab_sys::clock::monotonic_ns()));
         if let (Some(before), Ok(after)) = (
             &self.softirqs_before,
             rtlab_sys::proc_stat::softirq_counts(),
         ) {
-            let deltas: BTreeMap<String, u64> = after
-                .iter()
-                .map(|(name, counts)| {
-                    let earlier: u64 = before.get(name).map_or(0, |counts| counts.iter().sum());
-                    (
-                        name.clone(),
-                        counts.iter().sum::<u64>().saturating_sub(earlier),
-                    )
-                })
-                .collect();
-            value["softirqs_during_load"] = json!(deltas);
+            load.softirqs_during_load = Some(softirq_deltas(before, &after));
         }
-        (value, warnings)
+        (load, warnings)
     }
+}
+
+/// Softirqs raised (summed over CPUs) between two readings, by name.
+fn softirq_deltas(
+    before: &BTreeMap<String, Vec<u64>>,
+    after: &BTreeMap<String, Vec<u64>>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(name, counts)| {
+            let earlier: u64 = before.get(name).map_or(0, |counts| counts.iter().sum());
+            (
+                name.clone(),
+                counts.iter().sum::<u64>().saturating_sub(earlier),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -587,6 +589,23 @@ mod tests {
     }
 
     #[test]
+    fn softirq_deltas_sum_over_cpus() {
+        let before = BTreeMap::from([
+            ("TIMER".to_owned(), vec![10, 20]),
+            ("RCU".to_owned(), vec![5]),
+        ]);
+        let after = BTreeMap::from([
+            ("TIMER".to_owned(), vec![15, 40]),
+            ("RCU".to_owned(), vec![4]),
+            ("NET_RX".to_owned(), vec![3, 3]),
+        ]);
+        let deltas = softirq_deltas(&before, &after);
+        assert_eq!(deltas["TIMER"], 25);
+        assert_eq!(deltas["RCU"], 0, "a counter that went back counts 0");
+        assert_eq!(deltas["NET_RX"], 6);
+    }
+
+    #[test]
     fn load_command_is_stopped_as_a_group() {
         let plan = validate(&LoadRequest {
             load_cmd: Some("sleep 600 & sleep 600".to_owned()),
@@ -614,11 +633,11 @@ mod tests {
             group_members(group) >= 2,
             "both sleeps should be in the group"
         );
-        let (value, warnings) = running.stop(&plan);
+        let (load, warnings) = running.stop(&plan);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(group_members(group), 0, "the whole group is gone");
         assert_eq!(
-            value["command"]["ended"],
+            load.command.unwrap().ended,
             "stopped by rtlab (process group terminated)"
         );
     }

@@ -1,7 +1,7 @@
 //! Building the Run record from what the probe measured, with the warnings that lower its quality.
 
 use crate::{RunConfig, SessionError};
-use rtlab_core::{Metric, Nanos, RunRecord, RUN_SCHEMA};
+use rtlab_core::{Metric, Nanos, RecordConfig, RunRecord, RUN_SCHEMA};
 use rtlab_probe::ProbeResult;
 use rtlab_sys::proc_stat::CpuTimes;
 use std::collections::BTreeMap;
@@ -21,15 +21,13 @@ pub(crate) fn build(
 ) -> Result<RunRecord, SessionError> {
     let probe = &config.probe;
     let mut warnings = result.warnings;
-    let measured_classes: Vec<String> = {
-        let mut classes: Vec<String> = result
-            .series
-            .iter()
-            .map(|series| series.key.class.name().to_owned())
-            .collect();
-        classes.dedup();
-        classes
-    };
+    let mut measured_classes: Vec<String> = Vec::new();
+    for series in &result.series {
+        let name = series.key.class.name();
+        if !measured_classes.iter().any(|known| known == name) {
+            measured_classes.push(name.to_owned());
+        }
+    }
     let period_ns = result.period.as_u64();
     let mut series = Vec::with_capacity(result.series.len());
     for measured in result.series {
@@ -68,17 +66,18 @@ pub(crate) fn build(
             Nanos(result.measured_ns)
         ));
     }
-    let record_config = serde_json::json!({
-        "cpus": cpus,
-        "classes": measured_classes,
-        "period_ns": period_ns,
-        "duration_ns": probe.duration.as_u64(),
-        "warmup_ns": probe.warmup.as_u64(),
-        "handoff": probe.handoff,
-        "cpu_dma_latency_us": probe.cpu_dma_latency_us,
-        "timer_slack_ns": 1,
-        "keep_peaks": probe.peaks_per_series,
-    });
+    let record_config = RecordConfig {
+        cpus: cpus.to_vec(),
+        classes: measured_classes,
+        period_ns: Some(period_ns),
+        duration_ns: Some(probe.duration.as_u64()),
+        warmup_ns: Some(probe.warmup.as_u64()),
+        handoff: Some(probe.handoff),
+        cpu_dma_latency_us: probe.cpu_dma_latency_us,
+        timer_slack_ns: Some(1),
+        keep_peaks: Some(probe.peaks_per_series),
+        ..RecordConfig::default()
+    };
     let record = RunRecord {
         schema: RUN_SCHEMA.to_owned(),
         id: uuid::Uuid::new_v4().to_string(),

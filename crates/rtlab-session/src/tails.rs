@@ -2,23 +2,21 @@
 //! before projection existed (or imported ones), when a record is shown.
 
 use rtlab_analysis::tail::{project, TailConfig, TailData, UsageModel};
-use rtlab_core::RunRecord;
-use serde_json::json;
+use rtlab_core::{RunRecord, Tail, TailFit};
 
 /// The usage model a stored record was projected with (its `load.usage`), else continuous use.
 pub fn usage_of_record(record: &RunRecord) -> UsageModel {
-    let usage = record.load.as_ref().and_then(|load| load.get("usage"));
-    match usage {
-        Some(usage) => UsageModel {
-            hours_per_day: usage["hours_per_day"].as_f64().unwrap_or(24.0),
-            days_per_week: usage["days_per_week"].as_f64().unwrap_or(7.0),
+    match &record.load {
+        Some(load) => UsageModel {
+            hours_per_day: load.usage.hours_per_day,
+            days_per_week: load.usage.days_per_week,
         },
         None => UsageModel::CONTINUOUS,
     }
 }
 
 /// Computes and stores each series' `tail` (skipping series that already have one unless
-/// `overwrite`). Series whose histogram cannot be decoded get `{"insufficient": …}`.
+/// `overwrite`). Series whose histogram cannot be decoded get only `insufficient`.
 pub fn attach_tails(record: &mut RunRecord, usage: &UsageModel, overwrite: bool) {
     let config = TailConfig::default();
     let duration_ns = record.duration_ns;
@@ -40,21 +38,20 @@ pub fn attach_tails(record: &mut RunRecord, usage: &UsageModel, overwrite: bool)
                     covered_ns,
                     period_ns: series.period_ns,
                 };
-                let mut tail = project(&data, usage, &config).to_json();
+                let mut tail = project(&data, usage, &config).to_tail();
                 // Whether the record's `peaks` hold every exceedance of the fit (with its time),
                 // so the projection can be redone and checked from the record alone.
-                if let Some(threshold) = tail["fit"]["threshold_ns"].as_u64() {
+                if let Some(TailFit::Fitted(fit)) = &mut tail.fit {
                     let kept = series
                         .peaks
                         .iter()
-                        .filter(|peak| peak.value_ns > threshold)
+                        .filter(|peak| peak.value_ns > fit.threshold_ns)
                         .count() as u64;
-                    tail["fit"]["exceedances_kept_in_peaks"] =
-                        json!(kept >= tail["fit"]["exceedances"].as_u64().unwrap_or(u64::MAX));
+                    fit.exceedances_kept_in_peaks = Some(kept >= fit.exceedances);
                 }
                 tail
             }
-            Err(error) => json!({"insufficient": format!("the histogram cannot be read: {error}")}),
+            Err(error) => Tail::insufficient(format!("the histogram cannot be read: {error}")),
         };
         series.tail = Some(tail);
     }

@@ -37,9 +37,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let record = super::load_record(&args.run)?;
     let explained = record
         .config
-        .get("explain")
-        .and_then(|explain| explain.get("recorded"))
-        .and_then(serde_json::Value::as_bool);
+        .explain
+        .as_ref()
+        .map(|explain| explain.recorded);
     if explained.is_none() && record.episodes.is_empty() {
         return Err(crate::exit::input(format!(
             "run {} was not measured with --explain: it has no episodes (rtlab run --explain records them)",
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "run_id": record.id,
             "started_at": record.started_at,
             "host": record.host,
-            "threshold": record.config.get("explain"),
+            "threshold": record.config.explain,
             "episodes": record.episodes,
             "top_offenders": top_offenders(&record.episodes),
         });
@@ -78,10 +78,11 @@ fn short_id(record: &RunRecord) -> String {
 }
 
 fn threshold_text(record: &RunRecord) -> String {
-    let explain = record.config.get("explain");
-    match explain
-        .and_then(|explain| explain.get("explain_above_ns"))
-        .and_then(serde_json::Value::as_u64)
+    match record
+        .config
+        .explain
+        .as_ref()
+        .and_then(|explain| explain.explain_above_ns)
     {
         Some(threshold_ns) => format!("above {} µs", crate::render::micros(threshold_ns)),
         None => "above each series' p99.9".to_owned(),
@@ -221,8 +222,14 @@ mod tests {
             "duration_ns": 1,
             "tool_version": "test",
             "host": rtlab_core::Host::default(),
-            "config": {"explain": {"recorded": true, "explain_above_ns": 100000}},
-            "series": [],
+            "config": {"explain": {"threshold": "fixed", "recorded": true, "explain_above_ns": 100000}},
+            "series": [serde_json::json!({
+                "metric": "wakeup", "class": "rt-high", "cpu": 1, "policy": "SCHED_FIFO",
+                "priority": 90, "period_ns": 1_000_000, "count": 0, "missed": 0, "min_ns": 0,
+                "max_ns": 0, "mean_ns": 0.0, "stddev_ns": 0.0, "percentiles": {},
+                "hdr": rtlab_core::LatencyHistogram::new().to_base64().unwrap(),
+                "max_per_second": [],
+            })],
             "episodes": episodes,
         });
         RunRecord::from_json(&text.to_string()).unwrap()
