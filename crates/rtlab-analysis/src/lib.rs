@@ -2,6 +2,7 @@
 
 pub mod classes;
 pub mod forecast;
+pub mod forecast_study;
 pub mod projection;
 pub mod schedulability;
 pub mod tail;

@@ -6,6 +6,7 @@
 //! independently.
 
 pub mod export;
+pub mod header;
 pub mod histogram;
 pub mod label;
 pub mod packed;
@@ -15,6 +16,7 @@ pub mod run_load;
 pub mod run_tail;
 pub mod units;
 
+pub use header::OutputHeader;
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
 pub use label::{write_late_marker, SeriesLabel, LATE_MARKER_PREFIX};
 pub use record::{

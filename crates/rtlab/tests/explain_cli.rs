@@ -76,7 +76,7 @@ fn explain_prints_worst_episodes_and_offenders() {
 fn explain_json_carries_schema_episodes_and_offenders() {
     let sandbox = Sandbox::new();
     let path = write_explained_record(&sandbox, "run.json", sample_episodes());
-    let output = sandbox.run_expecting(0, ["explain", "--json", path.to_str().unwrap()]);
+    let output = sandbox.run_expecting(0, ["explain", path.to_str().unwrap(), "--json", "-"]);
     let document = stdout_json(&output);
     assert_eq!(document["schema"], "rtlab.explain/1");
     assert_eq!(document["run_id"], "11111111-2222-3333-4444-555555555555");

@@ -111,9 +111,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(json) = json {
         json.commit(&(record.to_json_pretty() + "\n"))?;
     }
-    Ok(if result.interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(crate::exit::finished(result.interrupted))
 }

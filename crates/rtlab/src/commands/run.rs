@@ -245,7 +245,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             crate::render::write_interval_table(&mut out, &record)?;
         }
         if args.explain.explain {
-            super::explain::write_report(&mut out, &record, 10)?;
+            crate::render::explain::write_report(&mut out, &record, 10)?;
         }
     }
     drop(out);
@@ -262,11 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(output) = json_output {
         output.commit(&(record.to_json_pretty() + "\n"))?;
     }
-    Ok(if interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit::finished(interrupted))
 }
 
 fn histfile_text(record: &RunRecord, buckets: usize) -> anyhow::Result<String> {

@@ -2,6 +2,11 @@
 //!
 //! Numbers are stored in ns and printed in µs with one decimal, the unit cyclictest users read.
 
+pub mod check;
+pub mod explain;
+pub mod forecast;
+pub mod plan;
+
 use rtlab_core::{CompetitorEntry, Metric, RunRecord, Series, TailUsage, WindowEstimate};
 use std::io::Write;
 
