@@ -128,6 +128,22 @@ pub enum ImportError {
     File(String),
     #[error("not a format rtlab can import (cyclictest -h/--histfile, rtla timerlat hist, HdrHistogram log, one-column CSV): {0}")]
     Unrecognised(String),
+    /// The file does not say its values' unit and the options do not either.
+    #[error("{}{message}", line.map(|line| format!("line {line}: ")).unwrap_or_default())]
+    NoUnit {
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+impl ImportError {
+    /// The [`ImportOptions`] field that would fix the error (`value_unit`), when one would.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            ImportError::NoUnit { .. } => Some("value_unit"),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) fn line_error(line: usize, message: impl Into<String>) -> ImportError {
@@ -269,7 +285,7 @@ pub fn to_record(
     )];
     warnings.extend(imported.warnings.iter().cloned());
     if period_ns == 0 {
-        warnings.push("measuring period unknown (give --period): duration not known".to_owned());
+        warnings.push("measuring period unknown (not given): duration not known".to_owned());
     }
     let record = RunRecord {
         schema: RUN_SCHEMA.to_owned(),

@@ -38,21 +38,23 @@ pub struct ProbeConfig {
     pub cpu_dma_latency_us: Option<i32>,
 }
 
+/// Why the probe did not start. Messages name no flag: [`ProbeError::setting`] says which
+/// [`ProbeConfig`] field an error is about, for the caller to name its own way.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("--cpus: CPU {0} is not online (online: {1})")]
+    #[error("CPU {0} is not online (online: {1})")]
     CpuOffline(usize, String),
-    #[error("--cpus: no CPU selected")]
+    #[error("no CPU selected")]
     NoCpus,
-    #[error("--classes: no class selected")]
+    #[error("no class selected")]
     NoClasses,
-    #[error("--period: {0} is too short (the minimum is 10us)")]
+    #[error("{0} is too short (the minimum is 10us)")]
     PeriodTooShort(Nanos),
-    #[error("--duration must be longer than 0")]
+    #[error("must be longer than 0")]
     ZeroDuration,
-    #[error("nothing to measure: every selected class needs real-time permission (run as root or grant CAP_SYS_NICE), or add --classes normal")]
+    #[error("nothing to measure: every selected class needs real-time permission (run as root or grant CAP_SYS_NICE), or add the normal class")]
     NothingPermitted,
-    #[error("--cpu-dma-latency: cannot hold {path}: {source}")]
+    #[error("cannot hold {path}: {source}")]
     DmaLatency {
         path: &'static str,
         #[source]
@@ -64,6 +66,23 @@ pub enum ProbeError {
     ThreadSetup { thread: String, message: String },
     #[error("cannot start measuring thread: {0}")]
     Spawn(#[source] std::io::Error),
+}
+
+impl ProbeError {
+    /// The [`ProbeConfig`] field the error is about (`cpus`, `classes`, `period`, `duration`,
+    /// `cpu_dma_latency_us`), when one is.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            ProbeError::CpuOffline(..) | ProbeError::NoCpus => Some("cpus"),
+            ProbeError::NoClasses | ProbeError::NothingPermitted => Some("classes"),
+            ProbeError::PeriodTooShort(_) => Some("period"),
+            ProbeError::ZeroDuration => Some("duration"),
+            ProbeError::DmaLatency { .. } => Some("cpu_dma_latency_us"),
+            ProbeError::OnlineCpus(_) | ProbeError::ThreadSetup { .. } | ProbeError::Spawn(_) => {
+                None
+            }
+        }
+    }
 }
 
 /// Which series a sample or a thread belongs to.

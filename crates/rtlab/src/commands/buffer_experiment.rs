@@ -3,7 +3,7 @@
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Nanos};
+use rtlab_core::Nanos;
 use rtlab_probe::buffer_experiment::ExperimentConfig;
 use rtlab_sys::sched::Policy;
 use std::path::PathBuf;
@@ -14,19 +14,19 @@ use std::sync::Arc;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Buffer period t (one wake-up and one buffer per period)
-    #[arg(long, default_value = "2ms", value_parser = parse_nanos)]
+    #[arg(long, default_value = "2ms", value_parser = crate::flags::duration)]
     pub period: Nanos,
     /// CPU work per buffer c
-    #[arg(long, default_value = "200us", value_parser = parse_nanos)]
+    #[arg(long, default_value = "200us", value_parser = crate::flags::duration)]
     pub compute: Nanos,
     /// Buffer counts n to count underruns for
     #[arg(long, value_delimiter = ',', default_value = "2,3,4")]
     pub buffers: Vec<u32>,
     /// How long to run
-    #[arg(short = 'D', long, default_value = "60s", value_parser = parse_nanos)]
+    #[arg(short = 'D', long, default_value = "60s", value_parser = crate::flags::duration)]
     pub duration: Nanos,
     /// The producer's class: `normal` (SCHED_OTHER) or `fifo:PRIO`
-    #[arg(long, default_value = "normal", value_parser = parse_policy)]
+    #[arg(long, default_value = "normal", value_parser = crate::flags::producer_policy)]
     pub producer: Policy,
     /// CPU to pin the producer to
     #[arg(long)]
@@ -40,27 +40,6 @@ pub struct Args {
     /// Do not store the record in the run history
     #[arg(long)]
     pub no_store: bool,
-}
-
-fn parse_nanos(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
-}
-
-fn parse_policy(text: &str) -> Result<Policy, String> {
-    match text.split_once(':') {
-        None if text == "normal" => Ok(Policy::Other { nice: 0 }),
-        Some(("fifo", priority)) => priority
-            .parse::<u32>()
-            .ok()
-            .filter(|priority| (1..=98).contains(priority))
-            .map(|priority| Policy::Fifo { priority })
-            .ok_or_else(|| {
-                format!("'{priority}' is not a FIFO priority below the device's (1-98)")
-            }),
-        _ => Err(format!(
-            "'{text}' is not a producer class (normal or fifo:PRIO)"
-        )),
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

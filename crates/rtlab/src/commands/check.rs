@@ -4,7 +4,7 @@
 //! schedulable.
 
 use crate::output::PendingOutput;
-use rtlab_analysis::classes::{parse_rate, Rate};
+use rtlab_analysis::classes::Rate;
 use rtlab_analysis::forecast::{select_series, TailModel};
 use rtlab_analysis::projection::ProjectedTail;
 use rtlab_analysis::schedulability::{
@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, value_name = "RUN_OR_FILE")]
     pub run: Option<String>,
     /// Permitted rate of deadline misses caused by OS latency (1/hour, 1/day, 1/10min)
-    #[arg(long, value_name = "RATE", default_value = "1/hour", value_parser = parse_rate_arg)]
+    #[arg(long, value_name = "RATE", default_value = "1/hour", value_parser = crate::flags::rate)]
     pub miss_rate: Rate,
     /// Which series of the run gives the OS latency (default: rt-high/wakeup pooled over CPUs)
     #[arg(long, value_name = "CLASS/METRIC", requires = "run")]
@@ -36,10 +36,6 @@ pub struct Args {
     /// Write the analysis as JSON to FILE (`-` for stdout, replacing the table)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-fn parse_rate_arg(text: &str) -> Result<Rate, String> {
-    parse_rate(text).map_err(|error| error.to_string())
 }
 
 /// The `schema` of `rtlab check --json`.

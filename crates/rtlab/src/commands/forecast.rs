@@ -3,7 +3,7 @@
 //! Figures 6-7, the least buffering that reaches a target, and a plain verdict per class.
 
 use crate::output::PendingOutput;
-use rtlab_analysis::classes::{builtin_classes, parse_classes, parse_rate, Rate};
+use rtlab_analysis::classes::{builtin_classes, parse_classes, Rate};
 use rtlab_analysis::forecast::Model;
 use rtlab_analysis::forecast_study::{study, ForecastRequest, RequestField};
 use rtlab_core::Nanos;
@@ -34,17 +34,17 @@ pub struct Args {
     /// Number of buffers n (with --buffer-ms)
     #[arg(long, value_name = "N", requires = "buffer_ms")]
     pub buffers: Option<u32>,
-    /// Length of one buffer t, in ms (the wake-up period)
-    #[arg(long, value_name = "T", value_parser = parse_millis)]
+    /// Length of one buffer t, the wake-up period (e.g. 4ms)
+    #[arg(long = "buffer", alias = "buffer-ms", value_name = "T", value_parser = crate::flags::millis_time)]
     pub buffer_ms: Option<Nanos>,
-    /// Compute time per buffer c, in ms
-    #[arg(long, value_name = "C", value_parser = parse_millis)]
+    /// Compute time per buffer c (e.g. 500us)
+    #[arg(long = "compute", alias = "compute-ms", value_name = "C", value_parser = crate::flags::millis_time)]
     pub compute_ms: Option<Nanos>,
     /// Which series to read (default: rt-high/wakeup pooled over CPUs)
     #[arg(long, value_name = "CLASS/METRIC")]
     pub series: Option<String>,
     /// Find the least buffering whose MTTF reaches this rate (1/day, 1/hour, 1/10min)
-    #[arg(long, value_name = "RATE", value_parser = parse_rate_arg)]
+    #[arg(long, value_name = "RATE", value_parser = crate::flags::rate)]
     pub target: Option<Rate>,
     /// How failures per wake-up become failures per second
     #[arg(long, value_enum, default_value = "per-period")]
@@ -52,21 +52,6 @@ pub struct Args {
     /// Write the forecast as JSON to FILE (`-` for stdout, replacing the tables)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-fn parse_millis(text: &str) -> Result<Nanos, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a number of milliseconds"))?;
-    if !(value.is_finite() && (0.0..1e9).contains(&value)) {
-        return Err(format!("'{text}' is not a usable number of milliseconds"));
-    }
-    Ok(Nanos((value * 1e6).round() as u64))
-}
-
-fn parse_rate_arg(text: &str) -> Result<Rate, String> {
-    parse_rate(text).map_err(|error| error.to_string())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -4,7 +4,7 @@
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Nanos};
+use rtlab_core::Nanos;
 use rtlab_sched::{plan_requests, PlanReportError, Request};
 use std::process::ExitCode;
 
@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub cpus: Option<u16>,
     /// Base quantum: every granted period is a power-of-two multiple of it
-    #[arg(long, value_name = "D", default_value = "1ms", value_parser = parse_quantum)]
+    #[arg(long, value_name = "D", default_value = "1ms", value_parser = crate::flags::positive_duration)]
     pub quantum: Nanos,
     /// Largest fraction of a CPU that reservations may take, in (0, 1]
     #[arg(long, value_name = "F", default_value_t = rtlab_sched::DEFAULT_CAP)]
@@ -32,14 +32,6 @@ pub struct Args {
     /// Also write the result as JSON to OUT (`-` writes only JSON, to standard output)
     #[arg(long, value_name = "OUT")]
     pub json: Option<String>,
-}
-
-fn parse_quantum(text: &str) -> Result<Nanos, String> {
-    let quantum = parse_duration(text).map_err(|error| error.to_string())?;
-    if quantum.0 == 0 {
-        return Err("the quantum must be positive".to_owned());
-    }
-    Ok(quantum)
 }
 
 fn read_requests(file: &str) -> anyhow::Result<Vec<Request>> {

@@ -6,7 +6,7 @@ use crate::exit;
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_analysis::tail::UsageModel;
-use rtlab_core::{parse_duration, Metric, Nanos, RunRecord};
+use rtlab_core::{Metric, Nanos, RunRecord};
 use rtlab_probe::{Class, ProbeConfig};
 use rtlab_session::{
     ExplainConfig, LoadRequest, RunConfig, Session, SessionError, SessionProgress,
@@ -22,22 +22,23 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How long to measure, after warm-up (e.g. 10s, 5m, 2h)
-    #[arg(short = 'D', long, default_value = "60s", value_parser = parse_nanos)]
+    #[arg(short = 'D', long, default_value = "60s", value_parser = crate::flags::duration)]
     pub duration: Nanos,
     /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
-    pub cpus: Option<CpuList>,
+    #[arg(long, value_parser = crate::flags::cpu_list, value_name = "LIST")]
+    pub cpus: Option<crate::flags::CpuList>,
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high,rt-mid,normal")]
     pub classes: Vec<Class>,
     /// Wake-up period of every measuring thread (e.g. 1ms, 250us)
-    #[arg(long, default_value = "1ms", value_parser = parse_nanos)]
+    #[arg(long, default_value = "1ms", value_parser = crate::flags::duration)]
     pub period: Nanos,
     /// Time to run before samples count (caches, frequency, first faults)
-    #[arg(long, default_value = "1s", value_parser = parse_nanos)]
+    #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
     pub warmup: Nanos,
-    /// Hold /dev/cpu_dma_latency at this many µs during the run (0 keeps CPUs out of idle states)
-    #[arg(long, value_name = "US")]
+    /// Hold /dev/cpu_dma_latency at this during the run (e.g. 10us; 0 keeps CPUs out of idle
+    /// states)
+    #[arg(long, value_name = "TIME", value_parser = crate::flags::dma_latency_us)]
     pub cpu_dma_latency: Option<i32>,
     /// Skip the hand-off series (a waiter thread per class woken by the rt-high timer thread)
     #[arg(long)]
@@ -83,16 +84,11 @@ pub struct LoadArgs {
     pub competitor: Vec<String>,
     /// Usage model of the tail projection: hours of use per day and days per week
     /// [default: the profile's, else 24h/day,7d/week]
-    #[arg(long, value_name = "Nh/day,Nd/week", value_parser = parse_usage)]
+    #[arg(long, value_name = "Nh/day,Nd/week", value_parser = crate::flags::usage)]
     pub usage: Option<UsageModel>,
     /// Run RT competitors even when RT throttling is off (sched_rt_runtime_us = -1)
     #[arg(long)]
     pub force: bool,
-}
-
-fn parse_usage(text: &str) -> Result<UsageModel, String> {
-    text.parse::<UsageModel>()
-        .map_err(|error| error.to_string())
 }
 
 /// Explaining late wake-ups (`rtlab_session::ExplainConfig`).
@@ -102,9 +98,9 @@ pub struct ExplainArgs {
     /// task ran instead, and what time went unaccounted
     #[arg(long)]
     pub explain: bool,
-    /// Explain wake-ups later than this many µs [default: each series' p99.9 after warm-up]
-    #[arg(long, value_name = "US", requires = "explain", value_parser = parse_micros)]
-    pub explain_above: Option<u64>,
+    /// Explain wake-ups later than this (e.g. 150us) [default: each series' p99.9 after warm-up]
+    #[arg(long, value_name = "TIME", requires = "explain", value_parser = crate::flags::explain_threshold)]
+    pub explain_above: Option<Nanos>,
     /// Also sample kernel call stacks (perf cpu-clock) on the measured CPUs and attach the one
     /// caught inside each episode
     #[arg(long, requires = "explain")]
@@ -133,29 +129,6 @@ impl From<ExplainEvents> for EventSet {
     }
 }
 
-fn parse_micros(text: &str) -> Result<u64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a number of µs"))?;
-    if !(value.is_finite() && value > 0.0 && value < 1e12) {
-        return Err(format!("'{text}' must be a positive number of µs"));
-    }
-    Ok((value * 1_000.0).round() as u64)
-}
-
-fn parse_nanos(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
-}
-
-/// A kernel CPU list (`0-3,6`), parsed once.
-#[derive(Clone, Debug)]
-pub struct CpuList(pub Vec<usize>);
-
-fn parse_cpus(text: &str) -> Result<CpuList, String> {
-    rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)
-}
-
 impl Args {
     fn run_config(&self) -> RunConfig {
         RunConfig {
@@ -181,7 +154,7 @@ impl Args {
                 force: self.load.force,
             },
             explain: self.explain.explain.then(|| ExplainConfig {
-                threshold: self.explain.explain_above.map(Nanos),
+                threshold: self.explain.explain_above,
                 stacks: self.explain.stacks,
                 events: self.explain.explain_events.into(),
             }),
@@ -192,18 +165,21 @@ impl Args {
 
 /// A session error for `exit::report`, naming the flag it is about.
 fn session_error(error: SessionError) -> anyhow::Error {
-    let flag = match &error {
-        SessionError::Load(load) => load.field().map(|field| field.name().replace('_', "-")),
+    let setting = match &error {
+        SessionError::Load(load) => load.field().map(|field| field.name()),
+        SessionError::Probe(probe) => probe.setting(),
         _ => None,
     };
-    let text = match flag {
-        Some(flag) => format!("--{flag}: {error}"),
-        None => error.to_string(),
-    };
+    let flag = setting.map(crate::flags::flag_of);
     if error.is_input() {
-        exit::input(text)
-    } else {
-        anyhow::Error::new(error).context(text)
+        return exit::input(match flag {
+            Some(flag) => format!("{flag}: {error}"),
+            None => error.to_string(),
+        });
+    }
+    match flag {
+        Some(flag) => anyhow::Error::new(error).context(flag),
+        None => anyhow::Error::new(error),
     }
 }
 
