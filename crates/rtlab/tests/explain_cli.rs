@@ -468,3 +468,26 @@ fn sigint_during_run_explain_removes_the_trace_instance() {
     );
     assert!(!Path::new(&format!("/proc/{pid}")).exists() || status.code().is_some());
 }
+
+#[test]
+fn explain_json_to_a_file_carries_the_common_header_and_keeps_the_report() {
+    let sandbox = Sandbox::new();
+    let path = write_explained_record(&sandbox, "run.json", sample_episodes());
+    let out = sandbox.file("explain.json");
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "explain",
+            path.to_str().unwrap(),
+            "--json",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(stdout_text(&output).contains("Top offenders"));
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for field in ["schema", "tool_version", "cmdline", "started_at", "host"] {
+        assert!(!document[field].is_null(), "{field} missing: {document:#}");
+    }
+    assert_eq!(document["run_started_at"], "2026-01-01T00:00:00Z");
+}
