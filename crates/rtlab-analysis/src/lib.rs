@@ -1,5 +1,6 @@
 //! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.
 
+pub mod check_study;
 pub mod classes;
 pub mod forecast;
 pub mod forecast_study;

@@ -231,6 +231,23 @@ pub(crate) fn shorten(line: &str) -> String {
     }
 }
 
+/// One line for the run history: what was imported from where, how much, and the worst value.
+pub fn summary_line(imported: &Imported, source: &str, record: &RunRecord) -> String {
+    let samples: u64 = record.series.iter().map(|series| series.count).sum();
+    let worst = record
+        .series
+        .iter()
+        .map(|series| series.max_ns)
+        .max()
+        .unwrap_or(0);
+    format!(
+        "imported {} ({source}): {} series, {samples} samples, worst {:.1} us",
+        imported.format,
+        record.series.len(),
+        worst as f64 / 1_000.0
+    )
+}
+
 /// The fields of a record that describe where it came from.
 #[derive(Clone, Debug)]
 pub struct RecordOrigin {

@@ -59,6 +59,59 @@ fn explain_report() {
 }
 
 #[test]
+fn explain_report_with_a_fixed_threshold_and_a_stack() {
+    let sandbox = Sandbox::new();
+    let mut record = rtlab_core::RunRecord::new(
+        "0123456789abcdef",
+        "2026-01-01T00:00:00Z",
+        3_000_000_000,
+        vec![common::minimal_series()],
+    );
+    record.config.explain = Some(rtlab_core::ExplainSettings {
+        threshold: rtlab_core::ThresholdKind::Fixed,
+        explain_above_ns: Some(100_000),
+        provisional_threshold_ns: Default::default(),
+        recorded: true,
+    });
+    let cause = |kind, name: &str, ns| rtlab_core::Cause {
+        kind,
+        name: name.into(),
+        pid: Some(7),
+        ns,
+        detail: None,
+    };
+    let episode = |at_ns, latency_ns, causes, stack| rtlab_core::Episode {
+        series: "rt-high/wakeup@0".into(),
+        cpu: 0,
+        at_ns,
+        latency_ns,
+        causes,
+        steal_ns: Some(0),
+        stack,
+        timeline: Vec::new(),
+    };
+    record.episodes = vec![
+        episode(
+            1_000_000_000,
+            150_000,
+            vec![
+                cause(rtlab_core::CauseKind::Irq, "virtio0", 100_000),
+                cause(rtlab_core::CauseKind::Unaccounted, "unaccounted", 50_000),
+            ],
+            None,
+        ),
+        episode(
+            2_000_000_000,
+            2_000_000,
+            vec![cause(rtlab_core::CauseKind::Task, "spin95", 2_000_000)],
+            Some(vec!["spin95 [7]".into(), "0x401000 (user)".into()]),
+        ),
+    ];
+    let path = sandbox.write_record("explained.json", &record);
+    insta::assert_snapshot!(render(0, &["explain", path.to_str().unwrap()]));
+}
+
+#[test]
 fn forecast_for_every_class() {
     insta::assert_snapshot!(render(
         0,

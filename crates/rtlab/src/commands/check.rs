@@ -4,15 +4,9 @@
 //! schedulable.
 
 use crate::output::PendingOutput;
+use rtlab_analysis::check_study::check;
 use rtlab_analysis::classes::Rate;
-use rtlab_analysis::forecast::{select_series, TailModel};
-use rtlab_analysis::projection::ProjectedTail;
-use rtlab_analysis::schedulability::{
-    analyse, parse_task_set, pseudo_worst_case, AnalysisOptions, PseudoBasis, PseudoWorstCase,
-    Task, TaskResult,
-};
-use rtlab_core::Nanos;
-use serde::Serialize;
+use rtlab_analysis::schedulability::{parse_task_set, AnalysisOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -41,17 +35,6 @@ pub struct Args {
 /// The `schema` of `rtlab check --json`.
 pub const CHECK_SCHEMA: &str = "rtlab.check/1";
 
-/// What `rtlab check` found (the JSON body under the common header).
-#[derive(Serialize)]
-pub struct CheckOutput {
-    pub taskset: String,
-    pub run_id: Option<String>,
-    pub series: Option<String>,
-    pub miss_rate_per_s: Option<f64>,
-    pub schedulable: bool,
-    pub tasks: Vec<TaskResult>,
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.reservation_limit > 0.0 && args.reservation_limit <= 100.0) {
         return Err(crate::exit::input(
@@ -64,45 +47,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(|error| crate::exit::input(format!("{name}: {error}")))?;
     let tasks =
         parse_task_set(&text).map_err(|error| crate::exit::input(format!("{name}: {error}")))?;
-    let (record, selection) = match &args.run {
-        Some(run) => {
-            let record = super::load_record(run)?;
-            let selection = select_series(&record, args.series.as_deref())
-                .map_err(|error| crate::exit::input(format!("{run}: {error}")))?;
-            (Some(record), Some(selection))
-        }
-        None => (None, None),
-    };
+    let record = args.run.as_deref().map(super::load_record).transpose()?;
     let options = AnalysisOptions {
         reservation_bound: args.reservation_limit / 100.0,
     };
-    // Beyond the run's data, the tail projection (when its fit is accepted) gives the quantile.
-    let tail = selection
+    let run = record
         .as_ref()
-        .and_then(|selection| ProjectedTail::fit(&selection.histogram).ok());
-    let latency_of = |task: &Task| match &selection {
-        Some(selection) => pseudo_worst_case(
-            &selection.histogram,
-            tail.as_ref().map(|tail| tail as &dyn TailModel),
-            task.period,
-            args.miss_rate,
-        ),
-        None => PseudoWorstCase {
-            latency: Nanos::ZERO,
-            per_activation: 0.0,
-            basis: PseudoBasis::None,
-        },
-    };
-    let results = analyse(&tasks, options, &latency_of);
-    let schedulable = results.iter().all(|result| result.schedulable);
-    let output = CheckOutput {
-        taskset: name,
-        run_id: record.as_ref().map(|record| record.id.clone()),
-        series: selection.as_ref().map(|selection| selection.label.clone()),
-        miss_rate_per_s: selection.as_ref().map(|_| args.miss_rate.per_second()),
-        schedulable,
-        tasks: results,
-    };
+        .map(|record| (record, args.series.as_deref()));
+    let output = check(&name, &tasks, run, args.miss_rate, options).map_err(|error| {
+        crate::exit::input(format!("{}: {error}", args.run.as_deref().unwrap_or("")))
+    })?;
     if !json.as_ref().is_some_and(PendingOutput::is_stdout) {
         let mut out = std::io::stdout().lock();
         crate::render::check::write_table(&mut out, &output, &tasks, &args.miss_rate)?;
@@ -111,5 +65,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let host = record.as_ref().map(|record| record.host.clone());
         json.commit_json(CHECK_SCHEMA, host, &output)?;
     }
-    Ok(crate::exit::checked(schedulable))
+    Ok(crate::exit::checked(output.schedulable))
 }

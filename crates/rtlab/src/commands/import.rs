@@ -80,20 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if !args.no_store {
         let store = rtlab_store::Store::open_default()?;
-        let samples: u64 = record.series.iter().map(|series| series.count).sum();
-        let worst = record
-            .series
-            .iter()
-            .map(|series| series.max_ns)
-            .max()
-            .unwrap_or(0);
-        let summary = format!(
-            "imported {} ({}): {} series, {samples} samples, worst {} us",
-            imported.format,
-            args.file,
-            record.series.len(),
-            crate::render::micros(worst)
-        );
+        let summary = rtlab_import::summary_line(&imported, &args.file, &record);
         store.insert(&record, &summary)?;
         if !to_stdout {
             writeln!(

@@ -6,7 +6,7 @@ use crate::exit;
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_analysis::tail::UsageModel;
-use rtlab_core::{Metric, Nanos, RunRecord};
+use rtlab_core::Nanos;
 use rtlab_probe::{Class, ProbeConfig};
 use rtlab_session::{
     ExplainConfig, LoadRequest, RunConfig, Session, SessionError, SessionProgress,
@@ -226,7 +226,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(out);
     if let Some(output) = histfile_output {
-        output.commit(&histfile_text(&record, args.histogram)?)?;
+        let text = rtlab_core::export::record_histfile(&record, args.histogram)
+            .context("decoding a histogram")?;
+        output.commit(&text)?;
     }
     if let Some(store) = &store {
         store.insert(&record, &rtlab_session::summary_line(&record))?;
@@ -239,39 +241,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output.commit(&(record.to_json_pretty() + "\n"))?;
     }
     Ok(exit::finished(interrupted))
-}
-
-fn histfile_text(record: &RunRecord, buckets: usize) -> anyhow::Result<String> {
-    let wakeups: Vec<_> = record
-        .series
-        .iter()
-        .filter(|series| series.metric == Metric::Wakeup)
-        .collect();
-    let histograms = wakeups
-        .iter()
-        .map(|series| series.histogram())
-        .collect::<Result<Vec<_>, _>>()
-        .context("decoding a histogram")?;
-    let columns: Vec<rtlab_core::export::HistColumn<'_>> = wakeups
-        .iter()
-        .zip(&histograms)
-        .map(|(series, histogram)| {
-            let limit_ns = buckets as u64 * 1_000;
-            let mut overflow_cycles: Vec<u64> = series
-                .peaks
-                .iter()
-                .filter(|peak| peak.value_ns >= limit_ns)
-                .map(|peak| peak.at_ns / series.period_ns.max(1))
-                .collect();
-            overflow_cycles.sort_unstable();
-            rtlab_core::export::HistColumn {
-                label: format!("{}@{}", series.class, series.cpu),
-                histogram,
-                overflow_cycles,
-            }
-        })
-        .collect();
-    Ok(rtlab_core::export::cyclictest_histogram(&columns, buckets))
 }
 
 /// The progress bar: elapsed, samples, running max; drawn only when stdout is a terminal.

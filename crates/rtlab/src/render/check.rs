@@ -1,14 +1,14 @@
 //! `rtlab check`'s table.
 
 use super::micros;
-use crate::commands::check::CheckOutput;
+use rtlab_analysis::check_study::CheckStudy;
 use rtlab_analysis::classes::Rate;
 use rtlab_analysis::schedulability::{PseudoBasis, Scheduling, Task};
 
 /// The check table: one line per task with its response time, slack and verdict.
 pub fn write_table(
     out: &mut impl std::io::Write,
-    output: &CheckOutput,
+    output: &CheckStudy,
     tasks: &[Task],
     miss_rate: &Rate,
 ) -> std::io::Result<()> {
