@@ -219,9 +219,32 @@ fn unpack(wire: &PackedWire, expected_columns: u64) -> Result<Vec<Vec<u64>>, Pac
     decode_columns(&payload, wire.count, expected_columns)
 }
 
-/// Packs a list of u64 (`max_per_second`); see the module for the layout.
-pub fn pack_u64s(values: &[u64]) -> serde_json::Value {
-    serde_json::to_value(pack(&[values])).expect("a packed array serialises")
+/// What a bulky field held: a plain array, or a packed one's columns.
+enum Read<T> {
+    Plain(Vec<T>),
+    Packed(Vec<Vec<u64>>),
+}
+
+fn read<'de, D, T>(deserializer: D, columns: u64) -> Result<Read<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    match serde_json::Value::deserialize(deserializer)? {
+        items @ serde_json::Value::Array(_) => serde_json::from_value(items)
+            .map(Read::Plain)
+            .map_err(D::Error::custom),
+        other => {
+            let wire: PackedWire = serde_json::from_value(other).map_err(|error| {
+                D::Error::custom(format!(
+                    "expected an array or a packed array ({{\"encoding\", \"count\", \"data\"}}): {error}"
+                ))
+            })?;
+            unpack(&wire, columns)
+                .map(Read::Packed)
+                .map_err(D::Error::custom)
+        }
+    }
 }
 
 /// `#[serde(with = "packed::u64_list")]`: plain array up to [`PLAIN_UP_TO`] items, else packed;
@@ -238,19 +261,9 @@ pub mod u64_list {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u64>, D::Error> {
-        match serde_json::Value::deserialize(deserializer)? {
-            serde_json::Value::Array(items) => {
-                serde_json::from_value(serde_json::Value::Array(items)).map_err(D::Error::custom)
-            }
-            other => {
-                let wire: PackedWire = serde_json::from_value(other).map_err(|error| {
-                    D::Error::custom(format!(
-                        "expected an array or a packed array ({{\"encoding\", \"count\", \"data\"}}): {error}"
-                    ))
-                })?;
-                let mut columns = unpack(&wire, 1).map_err(D::Error::custom)?;
-                Ok(columns.pop().unwrap_or_default())
-            }
+        match read(deserializer, 1)? {
+            Read::Plain(values) => Ok(values),
+            Read::Packed(mut columns) => Ok(columns.pop().unwrap_or_default()),
         }
     }
 }
@@ -270,23 +283,13 @@ pub mod peak_list {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Peak>, D::Error> {
-        match serde_json::Value::deserialize(deserializer)? {
-            serde_json::Value::Array(items) => {
-                serde_json::from_value(serde_json::Value::Array(items)).map_err(D::Error::custom)
-            }
-            other => {
-                let wire: PackedWire = serde_json::from_value(other).map_err(|error| {
-                    D::Error::custom(format!(
-                        "expected an array or a packed array ({{\"encoding\", \"count\", \"data\"}}): {error}"
-                    ))
-                })?;
-                let columns = unpack(&wire, 2).map_err(D::Error::custom)?;
-                Ok(columns[0]
-                    .iter()
-                    .zip(&columns[1])
-                    .map(|(&value_ns, &at_ns)| Peak { at_ns, value_ns })
-                    .collect())
-            }
+        match read(deserializer, 2)? {
+            Read::Plain(peaks) => Ok(peaks),
+            Read::Packed(columns) => Ok(columns[0]
+                .iter()
+                .zip(&columns[1])
+                .map(|(&value_ns, &at_ns)| Peak { at_ns, value_ns })
+                .collect()),
         }
     }
 }

@@ -549,7 +549,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_loads_are_input_errors_naming_the_flag() {
+    fn bad_loads_are_input_errors_naming_the_field() {
         for (load, expected) in [
             ("office,web", "two profiles"),
             ("office,cpu:10%", "'cpu' is given twice"),

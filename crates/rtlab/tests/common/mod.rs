@@ -206,18 +206,7 @@ pub fn rt_high_wakeup_record(
 pub fn minimal_series() -> rtlab_core::Series {
     let mut histogram = LatencyHistogram::new();
     histogram.record(20_000);
-    RunRecord::series_from_histogram(
-        Metric::Wakeup,
-        "rt-high",
-        0,
-        "SCHED_FIFO",
-        90,
-        1_000_000,
-        &histogram,
-        0,
-        0,
-        vec![],
-        vec![],
-    )
-    .expect("a series from a valid histogram")
+    rt_high_wakeup_record("minimal", 1_000_000_000, &[(0, &histogram)])
+        .series
+        .remove(0)
 }
