@@ -134,7 +134,7 @@ pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) 
         }
         Err(error) => {
             warnings.push(format!(
-                "--explain: could not record kernel events ({error}); late wake-ups are measured but not explained (run as root with tracefs)"
+                "explain: could not record kernel events ({error}); late wake-ups are measured but not explained (run as root with tracefs)"
             ));
             None
         }
@@ -321,7 +321,7 @@ impl ExplainSession {
                 if let Some(final_threshold) = final_p999.get(series) {
                     if provisional > final_threshold {
                         warnings.push(format!(
-                            "--explain: {series}: samples between its p99.9 ({} µs) and the first second's p99.9 ({} µs) were not explained; use --explain-above to set the threshold",
+                            "explain: {series}: samples between its p99.9 ({} µs) and the first second's p99.9 ({} µs) were not explained; give a fixed threshold to explain them",
                             micros(*final_threshold),
                             micros(*provisional)
                         ));
@@ -333,19 +333,19 @@ impl ExplainSession {
         episodes.sort_by_key(|episode| episode.at_ns);
         if report.episodes_not_kept > 0 {
             warnings.push(format!(
-                "--explain: {} late wake-ups beyond the first 10000 were not explained",
+                "explain: {} late wake-ups beyond the first 10000 were not explained",
                 report.episodes_not_kept
             ));
         }
         if report.stats.pages_after_loss > 0 {
             warnings.push(format!(
-                "--explain: the kernel's trace buffer overflowed {} times ({} events lost); episodes there may show more unaccounted time",
+                "explain: the kernel's trace buffer overflowed {} times ({} events lost); episodes there may show more unaccounted time",
                 report.stats.pages_after_loss, report.stats.lost_events
             ));
         }
         if !report.removed_stale_instances.is_empty() {
             warnings.push(format!(
-                "--explain: removed trace instances left by earlier rtlab processes that died: {}",
+                "explain: removed trace instances left by earlier rtlab processes that died: {}",
                 report.removed_stale_instances.join(", ")
             ));
         }

@@ -90,7 +90,7 @@ fn invalid(field: LoadField, message: impl Into<String>) -> LoadError {
 }
 
 /// `usage_source` when the request gave the usage model.
-const USAGE_GIVEN: &str = "--usage";
+const USAGE_GIVEN: &str = "requested";
 
 /// Everything checked before measuring.
 #[derive(Debug)]
@@ -542,7 +542,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(plan.usage().hours_per_day, 2.0);
-        assert_eq!(plan.usage_source, "--usage");
+        assert_eq!(plan.usage_source, USAGE_GIVEN);
         let plan = validate(&args(None)).unwrap();
         assert!(plan.is_idle());
         assert_eq!(plan.usage(), UsageModel::CONTINUOUS);
