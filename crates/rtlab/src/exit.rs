@@ -67,6 +67,12 @@ fn is_input(error: &anyhow::Error) -> bool {
             || cause
                 .downcast_ref::<rtlab_probe::ProbeError>()
                 .is_some_and(rtlab_session::probe_error_is_input)
+            || cause
+                .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
+                .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
+            || cause
+                .downcast_ref::<rtlab_sched::PlanReportError>()
+                .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
     })
 }
 
@@ -106,6 +112,8 @@ mod tests {
         assert_eq!(code(&anyhow::Error::new(probe)), USAGE_OR_INPUT);
         let spawn = rtlab_probe::ProbeError::Spawn(std::io::Error::other("no threads"));
         assert_eq!(code(&anyhow::Error::new(spawn)), SYSTEM);
+        let planner = rtlab_sched::plan_requests(0, rtlab_core::Nanos(1), 0.5, &[]).unwrap_err();
+        assert_eq!(code(&anyhow::Error::new(planner)), USAGE_OR_INPUT);
         assert_eq!(finished(true), ExitCode::from(130));
     }
 }

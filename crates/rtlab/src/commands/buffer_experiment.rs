@@ -57,14 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         device_priority: 99,
         device_cpu: args.device_cpu,
     };
-    let (record, result) = rtlab_session::buffer::run(&config, &stop, std::env::args().collect())
-        .map_err(|error| {
-        if error.is_input() {
-            crate::exit::input(error)
-        } else {
-            anyhow::Error::new(error)
-        }
-    })?;
+    let (record, result) = rtlab_session::buffer::run(&config, &stop, std::env::args().collect())?;
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
         println!(

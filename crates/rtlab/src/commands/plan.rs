@@ -5,7 +5,7 @@
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_core::Nanos;
-use rtlab_sched::{plan_requests, PlanReportError, Request};
+use rtlab_sched::{plan_requests, Request};
 use std::process::ExitCode;
 
 /// The `schema` of `rtlab plan --json`.
@@ -56,13 +56,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|path| PendingOutput::prepare(std::path::Path::new(path), "--json"))
         .transpose()?;
     let requests = read_requests(&args.file)?;
-    let report =
-        plan_requests(n_cpus, args.quantum, args.cap, &requests).map_err(|error| match error {
-            PlanReportError::Planner(error) => {
-                crate::exit::input(format!("--cap/--cpus/--quantum: {error}"))
-            }
-            self_check => anyhow::Error::new(self_check),
-        })?;
+    let report = plan_requests(n_cpus, args.quantum, args.cap, &requests)
+        .map_err(|error| anyhow::Error::new(error).context("--cap/--cpus/--quantum"))?;
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if let Some(json) = json {
         json.commit_json(PLAN_SCHEMA, None, &report)?;

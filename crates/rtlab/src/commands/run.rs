@@ -163,21 +163,15 @@ impl Args {
     }
 }
 
-/// A session error for `exit::report`, naming the flag it is about.
+/// A session error naming the flag it is about.
 fn session_error(error: SessionError) -> anyhow::Error {
     let setting = match &error {
         SessionError::Load(load) => load.field().map(|field| field.name()),
         SessionError::Probe(probe) => probe.setting(),
         _ => None,
     };
-    let flag = setting.map(crate::flags::flag_of);
-    if error.is_input() {
-        return exit::input(match flag {
-            Some(flag) => format!("{flag}: {error}"),
-            None => error.to_string(),
-        });
-    }
-    match flag {
+    // exit.rs tells input from system errors by the session error's kind.
+    match setting.map(crate::flags::flag_of) {
         Some(flag) => anyhow::Error::new(error).context(flag),
         None => anyhow::Error::new(error),
     }
