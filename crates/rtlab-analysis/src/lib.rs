@@ -1,8 +1,10 @@
 //! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.
 
+pub mod check_study;
 pub mod classes;
 pub mod compare;
 pub mod forecast;
+pub mod forecast_study;
 pub mod projection;
 pub mod schedulability;
 pub mod tail;

@@ -33,6 +33,43 @@ fn per_microsecond(histogram: &LatencyHistogram, buckets: usize) -> (Vec<u64>, u
     (counts, overflow)
 }
 
+/// cyclictest's `--histfile` of a record's wake-up series, one column per series (`class@cpu`),
+/// with `buckets` 1 µs buckets; the overflow cycles come from the series' peaks.
+pub fn record_histfile(
+    record: &crate::RunRecord,
+    buckets: usize,
+) -> Result<String, crate::HistogramError> {
+    let wakeups: Vec<_> = record
+        .series
+        .iter()
+        .filter(|series| series.metric == crate::Metric::Wakeup)
+        .collect();
+    let histograms = wakeups
+        .iter()
+        .map(|series| series.histogram())
+        .collect::<Result<Vec<_>, _>>()?;
+    let limit_ns = buckets as u64 * 1_000;
+    let columns: Vec<HistColumn<'_>> = wakeups
+        .iter()
+        .zip(&histograms)
+        .map(|(series, histogram)| {
+            let mut overflow_cycles: Vec<u64> = series
+                .peaks
+                .iter()
+                .filter(|peak| peak.value_ns >= limit_ns)
+                .map(|peak| peak.at_ns / series.period_ns.max(1))
+                .collect();
+            overflow_cycles.sort_unstable();
+            HistColumn {
+                label: format!("{}@{}", series.class, series.cpu),
+                histogram,
+                overflow_cycles,
+            }
+        })
+        .collect();
+    Ok(cyclictest_histogram(&columns, buckets))
+}
+
 /// cyclictest's `--histfile` / `-h` output: one row per microsecond `%06d`, tab-separated
 /// per-thread counts `%06lu`, then the `# Total`, `# Min/Avg/Max Latencies`, `# Histogram
 /// Overflows` lines and overflow cycle numbers. Totals exclude overflows, as cyclictest's do.

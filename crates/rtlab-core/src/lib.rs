@@ -6,16 +6,32 @@
 //! independently.
 
 pub mod export;
+pub mod header;
 pub mod histogram;
+pub mod label;
+pub mod packed;
 pub mod record;
+pub mod run_config;
+pub mod run_load;
+pub mod run_tail;
 pub mod timer_audit;
 pub mod timer_study;
 pub mod units;
 
+pub use header::OutputHeader;
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
+pub use label::{write_late_marker, SeriesLabel, LATE_MARKER_PREFIX};
 pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
     RUN_SCHEMA,
 };
+pub use run_config::{
+    BufferExperiment, ExplainSettings, ExplainTrace, ImportSource, RecordConfig, ThresholdKind,
+    UnderrunCount,
+};
+pub use run_load::{
+    CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
+};
+pub use run_tail::{EstimateValue, FitSummary, Tail, TailFit, TailUsage, WindowEstimate, Windows};
 pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};

@@ -4,6 +4,9 @@
 //! nanoseconds. Readers reject a record whose `schema` they do not know instead of guessing.
 
 use crate::histogram::{HistogramError, LatencyHistogram};
+use crate::run_config::{null_as_default, RecordConfig};
+use crate::run_load::Load;
+use crate::run_tail::Tail;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -84,20 +87,31 @@ pub struct Series {
     pub percentiles: BTreeMap<String, u64>,
     /// HdrHistogram V2 compressed, base64.
     pub hdr: String,
-    /// Largest sample in each second of measurement.
+    /// Largest sample in each second of measurement (packed when long: `crate::packed`).
+    #[serde(with = "crate::packed::u64_list")]
     pub max_per_second: Vec<u64>,
-    /// The largest samples with their times (kept for tail projection and cause analysis).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The largest samples with their times (kept for tail projection and cause analysis),
+    /// largest first (packed when long: `crate::packed`).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "crate::packed::peak_list"
+    )]
     pub peaks: Vec<Peak>,
     /// Tail projection (expected worst case per hour/day/week), when computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tail: Option<serde_json::Value>,
+    pub tail: Option<Tail>,
 }
 
 impl Series {
     /// `class/metric@cpu`, the name used in tables and in `--series` selectors.
     pub fn label(&self) -> String {
-        format!("{}/{}@{}", self.class, self.metric, self.cpu)
+        crate::label::SeriesLabel {
+            class: &self.class,
+            metric: self.metric,
+            cpu: self.cpu,
+        }
+        .to_string()
     }
 
     pub fn histogram(&self) -> Result<LatencyHistogram, HistogramError> {
@@ -205,11 +219,12 @@ pub struct RunRecord {
     pub cmdline: Vec<String>,
     pub host: Host,
     /// Every setting of the run after defaults, enough to repeat it.
-    pub config: serde_json::Value,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub config: RecordConfig,
     pub series: Vec<Series>,
     /// What load ran, and when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<serde_json::Value>,
+    pub load: Option<Load>,
     #[serde(default)]
     pub episodes: Vec<Episode>,
     #[serde(default)]
@@ -226,14 +241,30 @@ pub struct RunRecord {
 pub enum RecordError {
     #[error("not JSON or not a Run record: at '{path}': {message}")]
     Parse { path: String, message: String },
-    #[error("unknown schema '{0}' (this rtlab reads {RUN_SCHEMA})")]
+    #[error("schema: unknown schema '{0}' (this rtlab reads {RUN_SCHEMA})")]
     Schema(String),
-    #[error("series {index} ({label}): {message}")]
+    #[error("series: the record holds no series")]
+    NoSeries,
+    #[error("series[{index}].{field} ({label}): {message}")]
     Series {
         index: usize,
+        /// The offending field of the series (`hdr`, `period_ns`, …).
+        field: &'static str,
         label: String,
         message: String,
     },
+}
+
+impl RecordError {
+    /// The JSON path of the offending field (`series[2].period_ns`), when known.
+    pub fn path(&self) -> String {
+        match self {
+            RecordError::Parse { path, .. } => path.clone(),
+            RecordError::Schema(_) => "schema".to_owned(),
+            RecordError::NoSeries => "series".to_owned(),
+            RecordError::Series { index, field, .. } => format!("series[{index}].{field}"),
+        }
+    }
 }
 
 impl RunRecord {
@@ -248,7 +279,7 @@ impl RunRecord {
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             cmdline: Vec::new(),
             host: Host::default(),
-            config: serde_json::Value::Null,
+            config: RecordConfig::default(),
             series,
             load: None,
             episodes: Vec::new(),
@@ -274,7 +305,9 @@ impl RunRecord {
         serde_json::to_string_pretty(self).expect("a Run record always serialises")
     }
 
-    /// Checks the invariants every consumer relies on.
+    /// Checks the invariants every consumer relies on: a known schema, at least one series, and
+    /// per series a readable histogram that agrees with `count`, ordered percentiles and a period
+    /// (`period_ns` may be 0, "unknown", only in an imported record).
     pub fn validate(&self) -> Result<(), RecordError> {
         if self.schema != RUN_SCHEMA {
             return Err(RecordError::Schema(self.schema.clone()));
@@ -284,31 +317,50 @@ impl RunRecord {
                 .validate()
                 .map_err(|(path, message)| RecordError::Parse { path, message })?;
         }
+        // A timer study's rows are its measurements; every other record has series.
+        if self.series.is_empty() && self.timers.is_none() {
+            return Err(RecordError::NoSeries);
+        }
+        let imported = self.config.import.is_some();
         for (index, series) in self.series.iter().enumerate() {
-            let fail = |message: String| RecordError::Series {
+            let fail = |field: &'static str, message: String| RecordError::Series {
                 index,
+                field,
                 label: series.label(),
                 message,
             };
+            if series.period_ns == 0 && !imported {
+                return Err(fail(
+                    "period_ns",
+                    "is 0: a measured series has a period (only an import may leave it unknown)"
+                        .to_owned(),
+                ));
+            }
             if series.count > 0 {
                 let p50 = series.percentiles.get("50").copied().unwrap_or(0);
                 let p99 = series.percentiles.get("99").copied().unwrap_or(0);
                 if !(series.min_ns <= p50 && p50 <= p99 && p99 <= series.max_ns) {
-                    return Err(fail(format!(
-                        "percentiles out of order: min {} p50 {} p99 {} max {}",
-                        series.min_ns, p50, p99, series.max_ns
-                    )));
+                    return Err(fail(
+                        "percentiles",
+                        format!(
+                            "out of order: min {} p50 {} p99 {} max {}",
+                            series.min_ns, p50, p99, series.max_ns
+                        ),
+                    ));
                 }
             }
             let histogram = series
                 .histogram()
-                .map_err(|error| fail(format!("field 'hdr': {error}")))?;
+                .map_err(|error| fail("hdr", error.to_string()))?;
             if histogram.count() != series.count {
-                return Err(fail(format!(
-                    "field 'hdr' holds {} samples but 'count' says {}",
-                    histogram.count(),
-                    series.count
-                )));
+                return Err(fail(
+                    "hdr",
+                    format!(
+                        "holds {} samples but 'count' says {}",
+                        histogram.count(),
+                        series.count
+                    ),
+                ));
             }
         }
         Ok(())
@@ -350,5 +402,87 @@ impl RunRecord {
             peaks,
             tail: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_config::ImportSource;
+
+    fn series(period_ns: u64) -> Series {
+        let mut histogram = LatencyHistogram::new();
+        for value in [10_000, 20_000, 30_000] {
+            histogram.record(value);
+        }
+        RunRecord::series_from_histogram(
+            Metric::Wakeup,
+            "rt-high",
+            2,
+            "SCHED_FIFO",
+            90,
+            period_ns,
+            &histogram,
+            0,
+            0,
+            vec![30_000],
+            vec![],
+        )
+        .unwrap()
+    }
+
+    fn record(series: Vec<Series>) -> RunRecord {
+        RunRecord::new("id", "2026-01-01T00:00:00Z", 1_000_000_000, series)
+    }
+
+    #[test]
+    fn a_complete_record_validates() {
+        record(vec![series(1_000_000)]).validate().unwrap();
+    }
+
+    #[test]
+    fn a_record_without_series_is_refused() {
+        let error = record(vec![]).validate().unwrap_err();
+        assert!(matches!(error, RecordError::NoSeries));
+        assert_eq!(error.path(), "series");
+    }
+
+    #[test]
+    fn a_zero_period_is_refused_unless_imported() {
+        let mut zero = record(vec![series(1_000_000), series(0)]);
+        let error = zero.validate().unwrap_err();
+        assert_eq!(error.path(), "series[1].period_ns");
+        assert!(error.to_string().contains("rt-high/wakeup@2"), "{error}");
+        zero.config.import = Some(ImportSource {
+            format: "cyclictest".into(),
+            source: "hist.txt".into(),
+            period_ns: 0,
+        });
+        zero.validate().unwrap();
+    }
+
+    #[test]
+    fn statistics_that_disagree_with_the_histogram_are_refused() {
+        let mut out_of_order = record(vec![series(1_000_000)]);
+        out_of_order.series[0].min_ns = 25_000;
+        let error = out_of_order.validate().unwrap_err();
+        assert_eq!(error.path(), "series[0].percentiles");
+
+        let mut miscounted = record(vec![series(1_000_000)]);
+        miscounted.series[0].count = 4;
+        let error = miscounted.validate().unwrap_err();
+        assert_eq!(error.path(), "series[0].hdr");
+        assert!(error.to_string().contains("holds 3 samples"), "{error}");
+
+        let mut unreadable = record(vec![series(1_000_000)]);
+        unreadable.series[0].hdr = "not a histogram".into();
+        assert_eq!(unreadable.validate().unwrap_err().path(), "series[0].hdr");
+    }
+
+    #[test]
+    fn an_unknown_schema_is_refused() {
+        let mut other = record(vec![series(1_000_000)]);
+        other.schema = "rtlab.run/2".into();
+        assert_eq!(other.validate().unwrap_err().path(), "schema");
     }
 }

@@ -54,13 +54,13 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
                 ));
             }
             header_unit = Some(unit_of_header(line).or(unit).ok_or_else(|| {
-                line_error(
-                    line_number,
-                    format!(
-                        "header '{}' does not name a unit (use e.g. latency_us) and no --value-unit was given",
+                ImportError::NoUnit {
+                    line: Some(line_number),
+                    message: format!(
+                        "header '{}' does not name a unit (use e.g. latency_us) and no value unit was given",
                         shorten(line)
                     ),
-                )
+                }
             })?);
             continue;
         };
@@ -68,10 +68,10 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
             Some(factor) => factor,
             None => {
                 let chosen = header_unit.or(unit).ok_or_else(|| {
-                    line_error(
-                        line_number,
-                        "the CSV has no header naming its unit: add one (latency_us) or give --value-unit",
-                    )
+                    ImportError::NoUnit {
+                        line: Some(line_number),
+                        message: "the CSV has no header naming its unit: add one (latency_us) or give the value unit".to_owned(),
+                    }
                 })?;
                 scale = Some(chosen.nanos_per_unit());
                 chosen.nanos_per_unit()

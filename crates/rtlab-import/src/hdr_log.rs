@@ -10,10 +10,10 @@ use crate::{line_error, shorten, Format, ImportError, Imported, ImportedSeries, 
 use rtlab_core::{HistogramError, LatencyHistogram};
 
 pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, ImportError> {
-    let unit = unit.ok_or_else(|| {
-        ImportError::File(
-            "an HdrHistogram log does not say its unit: give --value-unit ns, us or ms".to_owned(),
-        )
+    let unit = unit.ok_or_else(|| ImportError::NoUnit {
+        line: None,
+        message: "an HdrHistogram log does not say its unit: give its value unit (ns, us or ms)"
+            .to_owned(),
     })?;
     let scale = unit.nanos_per_unit();
     let mut series: Vec<ImportedSeries> = Vec::new();

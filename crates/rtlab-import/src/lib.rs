@@ -128,6 +128,22 @@ pub enum ImportError {
     File(String),
     #[error("not a format rtlab can import (cyclictest -h/--histfile, rtla timerlat hist, HdrHistogram log, one-column CSV): {0}")]
     Unrecognised(String),
+    /// The file does not say its values' unit and the options do not either.
+    #[error("{}{message}", line.map(|line| format!("line {line}: ")).unwrap_or_default())]
+    NoUnit {
+        line: Option<usize>,
+        message: String,
+    },
+}
+
+impl ImportError {
+    /// The [`ImportOptions`] field that would fix the error (`value_unit`), when one would.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            ImportError::NoUnit { .. } => Some("value_unit"),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) fn line_error(line: usize, message: impl Into<String>) -> ImportError {
@@ -215,6 +231,23 @@ pub(crate) fn shorten(line: &str) -> String {
     }
 }
 
+/// One line for the run history: what was imported from where, how much, and the worst value.
+pub fn summary_line(imported: &Imported, source: &str, record: &RunRecord) -> String {
+    let samples: u64 = record.series.iter().map(|series| series.count).sum();
+    let worst = record
+        .series
+        .iter()
+        .map(|series| series.max_ns)
+        .max()
+        .unwrap_or(0);
+    format!(
+        "imported {} ({source}): {} series, {samples} samples, worst {:.1} us",
+        imported.format,
+        record.series.len(),
+        worst as f64 / 1_000.0
+    )
+}
+
 /// The fields of a record that describe where it came from.
 #[derive(Clone, Debug)]
 pub struct RecordOrigin {
@@ -269,7 +302,7 @@ pub fn to_record(
     )];
     warnings.extend(imported.warnings.iter().cloned());
     if period_ns == 0 {
-        warnings.push("measuring period unknown (give --period): duration not known".to_owned());
+        warnings.push("measuring period unknown (not given): duration not known".to_owned());
     }
     let record = RunRecord {
         schema: RUN_SCHEMA.to_owned(),
@@ -288,13 +321,14 @@ pub fn to_record(
             clocksource: "unknown".to_owned(),
             cpu_dma_latency_us: None,
         },
-        config: serde_json::json!({
-            "import": {
-                "format": imported.format.as_str(),
-                "source": origin.source,
-                "period_ns": period_ns,
-            }
-        }),
+        config: rtlab_core::RecordConfig {
+            import: Some(rtlab_core::ImportSource {
+                format: imported.format.as_str().to_owned(),
+                source: origin.source.clone(),
+                period_ns,
+            }),
+            ..rtlab_core::RecordConfig::default()
+        },
         series,
         load: None,
         episodes: Vec::new(),

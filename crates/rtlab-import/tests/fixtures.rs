@@ -161,7 +161,7 @@ fn a_log_without_a_unit_is_refused() {
     let error = parse(&text, &ImportOptions::default())
         .unwrap_err()
         .to_string();
-    assert!(error.contains("--value-unit"), "{error}");
+    assert!(error.contains("value unit (ns, us or ms)"), "{error}");
 }
 
 #[test]

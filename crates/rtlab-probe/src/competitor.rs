@@ -33,7 +33,7 @@ pub enum CompetitorError {
     Spec { spec: String, reason: String },
     #[error(
         "RT throttling is off (/proc/sys/kernel/sched_rt_runtime_us = -1): an RT competitor could \
-         starve its CPU for good; refusing '{spec}' (pass --force to run it anyway)"
+         starve its CPU for good; refusing '{spec}' unless forced"
     )]
     ThrottlingOff { spec: String },
     #[error("competitor '{spec}' could not start: {message}")]
@@ -141,7 +141,7 @@ pub fn check_rt_throttling(
                     });
                 }
                 warnings.push(format!(
-                    "RT throttling is off (sched_rt_runtime_us = -1) and --force was given: RT \
+                    "RT throttling is off (sched_rt_runtime_us = -1) and the run was forced: RT \
                      competitor {first} may starve its CPU until the run ends"
                 ));
             } else {
@@ -548,12 +548,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("fifo:10@1") && error.contains("--force"),
+            error.contains("fifo:10@1") && error.contains("unless forced"),
             "{error}"
         );
         let warnings = check_rt_throttling(Some(-1), &rt, true).unwrap();
         assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("--force"));
+        assert!(warnings[0].contains("forced"));
         assert_eq!(
             check_rt_throttling(Some(-1), &other, false).unwrap().len(),
             1

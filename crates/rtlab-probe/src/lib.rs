@@ -18,5 +18,6 @@ pub mod timers;
 
 pub use class::Class;
 pub use probe::{
-    LateSample, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe, SeriesKey, SeriesResult,
+    LateSample, LateSampleSink, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe,
+    SeriesKey, SeriesResult,
 };

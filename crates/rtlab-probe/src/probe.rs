@@ -38,21 +38,23 @@ pub struct ProbeConfig {
     pub cpu_dma_latency_us: Option<i32>,
 }
 
+/// Why the probe did not start. Messages name no flag: [`ProbeError::setting`] says which
+/// [`ProbeConfig`] field an error is about, for the caller to name its own way.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("--cpus: CPU {0} is not online (online: {1})")]
+    #[error("CPU {0} is not online (online: {1})")]
     CpuOffline(usize, String),
-    #[error("--cpus: no CPU selected")]
+    #[error("no CPU selected")]
     NoCpus,
-    #[error("--classes: no class selected")]
+    #[error("no class selected")]
     NoClasses,
-    #[error("--period: {0} is too short (the minimum is 10us)")]
+    #[error("{0} is too short (the minimum is 10us)")]
     PeriodTooShort(Nanos),
-    #[error("--duration must be longer than 0")]
+    #[error("must be longer than 0")]
     ZeroDuration,
-    #[error("nothing to measure: every selected class needs real-time permission (run as root or grant CAP_SYS_NICE), or add --classes normal")]
+    #[error("nothing to measure: every selected class needs real-time permission (run as root or grant CAP_SYS_NICE), or add the normal class")]
     NothingPermitted,
-    #[error("--cpu-dma-latency: cannot hold {path}: {source}")]
+    #[error("cannot hold {path}: {source}")]
     DmaLatency {
         path: &'static str,
         #[source]
@@ -66,12 +68,40 @@ pub enum ProbeError {
     Spawn(#[source] std::io::Error),
 }
 
+impl ProbeError {
+    /// The [`ProbeConfig`] field the error is about (`cpus`, `classes`, `period`, `duration`,
+    /// `cpu_dma_latency_us`), when one is.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            ProbeError::CpuOffline(..) | ProbeError::NoCpus => Some("cpus"),
+            ProbeError::NoClasses | ProbeError::NothingPermitted => Some("classes"),
+            ProbeError::PeriodTooShort(_) => Some("period"),
+            ProbeError::ZeroDuration => Some("duration"),
+            ProbeError::DmaLatency { .. } => Some("cpu_dma_latency_us"),
+            ProbeError::OnlineCpus(_) | ProbeError::ThreadSetup { .. } | ProbeError::Spawn(_) => {
+                None
+            }
+        }
+    }
+}
+
 /// Which series a sample or a thread belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeriesKey {
     pub metric: Metric,
     pub class: Class,
     pub cpu: usize,
+}
+
+impl SeriesKey {
+    /// The series' name outside the probe (`class/metric@cpu`).
+    pub fn label(&self) -> rtlab_core::SeriesLabel<'static> {
+        rtlab_core::SeriesLabel {
+            class: self.class.name(),
+            metric: self.metric,
+            cpu: self.cpu as u32,
+        }
+    }
 }
 
 /// A sample above its series' late threshold, for the tracer to explain. Times are
@@ -85,6 +115,15 @@ pub struct LateSample {
     pub intended_ns: u64,
     pub actual_ns: u64,
     pub latency_ns: u64,
+}
+
+/// Told about every late sample by the measuring thread that took it, after the sample is recorded
+/// and before the thread sleeps again (like cyclictest's `--tracemark`), so it delays no
+/// measurement. Runs on the sample path: an implementation must not allocate, lock, log or block;
+/// one non-blocking syscall (a `trace_marker` write) is the most it may do. Not called while a
+/// series' threshold is 0 (calibrating: nothing is late yet).
+pub trait LateSampleSink: Send + Sync {
+    fn late_sample(&self, sample: &LateSample);
 }
 
 /// One finished series.
@@ -108,6 +147,8 @@ pub struct ProbeResult {
     pub warnings: Vec<String>,
     /// Absolute CLOCK_MONOTONIC time at which measurement started.
     pub measure_start_ns: u64,
+    /// The wake-up period the timer threads ran with.
+    pub period: Nanos,
 }
 
 /// A snapshot for the progress display.
@@ -132,8 +173,8 @@ struct Shared {
     measure_start_ns: u64,
     end_ns: u64,
     late_dropped: AtomicU64,
-    /// Where late samples are marked in the trace, once `mark_late_samples` set it.
-    late_marker: std::sync::OnceLock<Arc<rtlab_sys::tracefs::Marker>>,
+    /// Told about each late sample the moment it is taken, once `set_late_sink` set it.
+    late_sink: std::sync::OnceLock<Arc<dyn LateSampleSink>>,
 }
 
 /// A late threshold on its own cache lines (see `LiveCounters`): read on every sample.
@@ -156,6 +197,7 @@ pub struct Probe;
 pub struct RunningProbe {
     shared: Arc<Shared>,
     start_ns: u64,
+    period: Nanos,
     threads: Vec<JoinHandle<ThreadOutput>>,
     live: Vec<(SeriesKey, Arc<LiveCounters>)>,
     thread_ids: Vec<(SeriesKey, u32)>,
@@ -260,7 +302,7 @@ impl Probe {
             measure_start_ns,
             end_ns,
             late_dropped: AtomicU64::new(0),
-            late_marker: std::sync::OnceLock::new(),
+            late_sink: std::sync::OnceLock::new(),
         });
         let seconds = config.duration.as_u64().div_ceil(1_000_000_000) as usize;
         let period_ns = config.period.as_u64();
@@ -269,6 +311,7 @@ impl Probe {
         let mut running = RunningProbe {
             shared: Arc::clone(&shared),
             start_ns,
+            period: config.period,
             threads: Vec::new(),
             live: Vec::new(),
             thread_ids: Vec::new(),
@@ -433,35 +476,9 @@ fn publish_late(late: &mut LateChannel, shared: &Shared, sample: LateSample) {
     }
     // A threshold of 0 calibrates (every sample is handed over): nothing is late yet.
     if threshold_ns > 0 {
-        if let Some(marker) = shared.late_marker.get() {
-            mark_late_sample(marker, &sample);
+        if let Some(sink) = shared.late_sink.get() {
+            sink.late_sample(&sample);
         }
-    }
-}
-
-/// Writes the late sample into the trace as it is taken, like cyclictest's `--tracemark`: after
-/// the sample is recorded and before the thread sleeps again, so it delays no measurement. One
-/// `write(2)` from a stack buffer; skipped if the recorder is closing the marker.
-#[cold]
-fn mark_late_sample(marker: &rtlab_sys::tracefs::Marker, sample: &LateSample) {
-    use std::io::Write;
-    let mut buffer = [0u8; 160];
-    let capacity = buffer.len();
-    let mut cursor = &mut buffer[..];
-    if writeln!(
-        cursor,
-        "rtlab late {}/{}@{} intended={} actual={} latency={}",
-        sample.class,
-        sample.metric,
-        sample.cpu,
-        sample.intended_ns,
-        sample.actual_ns,
-        sample.latency_ns
-    )
-    .is_ok()
-    {
-        let length = capacity - cursor.len();
-        marker.write(&buffer[..length]);
     }
 }
 
@@ -509,7 +526,7 @@ impl TimerThread {
         let mut schedule = PeriodicSchedule::new(self.first_deadline_ns, self.period_ns);
         let mut previous_wake_ns: Option<u64> = None;
         // ---- the sample path: no allocation, lock, log or syscall beyond clock, futex, sleep ----
-        // (and, with --explain, one trace_marker write after a late sample is recorded)
+        // (and, with a late-sample sink, one call of it after a late sample is recorded)
         loop {
             let deadline_ns = schedule.next_deadline_ns();
             if deadline_ns >= shared.end_ns || shared.stop.load(Ordering::Relaxed) {
@@ -680,11 +697,10 @@ impl RunningProbe {
         }
     }
 
-    /// From now on each thread writes a `trace_marker` line for every sample above its late
-    /// threshold, the moment it takes it (not while the threshold is 0, i.e. calibrating). A second
-    /// call changes nothing.
-    pub fn mark_late_samples(&self, marker: Arc<rtlab_sys::tracefs::Marker>) {
-        let _ = self.shared.late_marker.set(marker);
+    /// From now on each thread hands every sample above its late threshold to `sink` the moment
+    /// it takes it (not while the threshold is 0, i.e. calibrating). A second call changes nothing.
+    pub fn set_late_sink(&self, sink: Arc<dyn LateSampleSink>) {
+        let _ = self.shared.late_sink.set(sink);
     }
 
     /// Moves queued late samples into `out`.
@@ -782,8 +798,9 @@ impl RunningProbe {
             .map(|(key, recorder)| {
                 if recorder.beyond_table > 0 {
                     warnings.push(format!(
-                        "{}/{}@{}: {} samples fell beyond the per-second table",
-                        key.class, key.metric, key.cpu, recorder.beyond_table
+                        "{}: {} samples fell beyond the per-second table",
+                        key.label(),
+                        recorder.beyond_table
                     ));
                 }
                 let policy = self
@@ -808,6 +825,7 @@ impl RunningProbe {
             stopped_early,
             warnings,
             measure_start_ns: self.shared.measure_start_ns,
+            period: self.period,
         }
     }
 }

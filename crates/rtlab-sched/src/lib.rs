@@ -26,12 +26,14 @@
 pub mod check;
 pub mod enforce;
 pub mod owner;
+pub mod plan_report;
 pub mod planner;
 pub mod request_file;
 pub mod rounding;
 mod tree;
 
 pub use owner::{Owner, OwnerError};
+pub use plan_report::{plan_requests, PlanReport, PlanReportError};
 pub use planner::{
     AdmissionPath, ConstraintId, ConstraintInfo, CpuSchedule, Denied, Grant, GrantId, Infeasible,
     Plan, Planner, PlannerError, Rate, Slot, TimeTaken, DEFAULT_CAP, MAX_CONSTRAINT_PIECES,

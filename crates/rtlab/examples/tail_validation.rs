@@ -1,9 +1,9 @@
 //! Real-data validation of the tail projection (issue 3, item 6): fit on the first 10 % of a long
 //! run under load, predict the maximum of the remaining 90 %, compare with what happened.
 //!
-//! `collect` starts a load (a profile or stressors, as `--load`), then measures with the probe in
-//! two back-to-back parts — the first 10 % and the remaining 90 % of the duration — without
-//! stopping the load between them, and writes both parts' histograms and per-second maxima.
+//! `collect` starts a load (a profile or stressors, as `--load`), then measures with the session
+//! library (`rtlab_session`, the same run `rtlab run` makes) in two back-to-back parts — the first 10 % and the remaining 90 % of the duration — without
+//! stopping the load between them, and writes both parts' Run records.
 //! `analyze` fits each series' first part and predicts the median and the 5–95 % range of the
 //! maximum over as many wake-ups as the second part had, with the profile-likelihood interval of
 //! the median, next to the observed maximum of the second part.
@@ -15,71 +15,58 @@
 
 use anyhow::{bail, Context};
 use rtlab_analysis::tail::{fit_tail, format_latency, Estimate, TailConfig};
-use rtlab_core::{parse_duration, LatencyHistogram, Nanos};
-use rtlab_probe::{Class, Probe, ProbeConfig};
+use rtlab_core::{parse_duration, Nanos, RunRecord};
+use rtlab_probe::{Class, ProbeConfig};
+use rtlab_session::{LoadRequest, NoObserver, RunConfig, Session};
 use serde_json::{json, Value};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
-fn measure(duration: Nanos, warmup: Nanos, stop: &Arc<AtomicBool>) -> anyhow::Result<Value> {
-    let config = ProbeConfig {
-        cpus: rtlab_sys::cpu::online_cpus()?,
-        classes: vec![Class::RtHigh, Class::Normal],
-        period: Nanos::from_millis(1),
-        duration,
-        warmup,
-        handoff: false,
-        peaks_per_series: 1000,
-        cpu_dma_latency_us: None,
+/// One part: a run of the session library with no load of its own (the load runs across parts).
+fn measure(duration: Nanos, warmup: Nanos, stop: &Arc<AtomicBool>) -> anyhow::Result<RunRecord> {
+    let config = RunConfig {
+        probe: ProbeConfig {
+            cpus: Vec::new(),
+            classes: vec![Class::RtHigh, Class::Normal],
+            period: Nanos::from_millis(1),
+            duration,
+            warmup,
+            handoff: false,
+            peaks_per_series: 1000,
+            cpu_dma_latency_us: None,
+        },
+        load: LoadRequest::default(),
+        explain: None,
+        cmdline: std::env::args().collect(),
     };
-    let probe = Probe::start(&config, Arc::clone(stop)).context("starting the probe")?;
-    while !probe.is_finished() && !probe.stop_requested() {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let result = probe.finish();
-    let series: Vec<Value> = result
-        .series
-        .iter()
-        .map(|series| {
-            json!({
-                "label": format!("{}/{}@{}", series.key.class.name(), series.key.metric, series.key.cpu),
-                "count": series.histogram.count(),
-                "max_ns": series.histogram.max(),
-                "hdr": series.histogram.to_base64().unwrap_or_default(),
-                "max_per_second": series.max_per_second,
-            })
-        })
-        .collect();
-    Ok(json!({"measured_ns": result.measured_ns, "series": series}))
+    let record = Session::new(config)
+        .context("checking the run")?
+        .with_stop_flag(Arc::clone(stop))
+        .run(&mut NoObserver)
+        .context("measuring")?;
+    Ok(record)
 }
 
 fn collect(load: &str, duration: &str, output: &str) -> anyhow::Result<()> {
     let total = parse_duration(duration).map_err(anyhow::Error::msg)?;
     let first = Nanos(total.as_u64() / 10);
     let rest = Nanos(total.as_u64() - first.as_u64());
-    let profile = rtlab_probe::profile::find_profile(load);
-    let specs = match profile {
-        Some(profile) => profile.stressors(),
-        None => rtlab_probe::stress::parse_stress_list(load)?,
-    };
+    let warmup = Nanos::from_secs(5);
+    let plan = rtlab_session::load::validate(&LoadRequest {
+        load: Some(load.to_owned()),
+        ..LoadRequest::default()
+    })?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop)?;
-    let options =
-        rtlab_probe::stress::StressOptions::new(total.as_std() + Duration::from_secs(120));
-    let load_running = rtlab_probe::stress::start(&specs, &options)?;
-    let first_part = measure(first, Nanos::from_secs(5), &stop)?;
+    let now_ns = rtlab_sys::clock::monotonic_ns();
+    let end_ns = now_ns + warmup.as_u64() + total.as_u64() + Nanos::from_secs(120).as_u64();
+    let load_running = plan.start(now_ns, end_ns)?;
+    let first_part = measure(first, warmup, &stop)?;
     let rest_part = measure(rest, Nanos::ZERO, &stop)?;
-    let reports = load_running.stop();
-    let load_summary: Vec<Value> = reports
-        .iter()
-        .map(|report| {
-            json!({"spec": report.spec.to_string(), "cpu_time_ns": report.usage.cpu_time_ns,
-                   "operations": report.operations, "errors": report.errors})
-        })
-        .collect();
+    let (load_summary, load_warnings) = load_running.stop(&plan);
     let document = json!({"load": load, "duration": duration, "first": first_part,
-                          "rest": rest_part, "stressors": load_summary});
+                          "rest": rest_part, "load_ran": load_summary,
+                          "load_warnings": load_warnings});
     std::fs::write(output, serde_json::to_string_pretty(&document)?)
         .with_context(|| format!("writing {output}"))?;
     Ok(())
@@ -106,17 +93,15 @@ fn analyze(input: &str) -> anyhow::Result<()> {
         "inside"
     );
     let config = TailConfig::default();
-    let first = document["first"]["series"]
-        .as_array()
-        .context("first.series")?;
-    let rest = document["rest"]["series"]
-        .as_array()
-        .context("rest.series")?;
-    for (first_series, rest_series) in first.iter().zip(rest) {
-        let label = first_series["label"].as_str().unwrap_or("?");
-        let histogram = LatencyHistogram::from_base64(first_series["hdr"].as_str().unwrap_or(""))?;
-        let rest_count = rest_series["count"].as_u64().unwrap_or(0) as f64;
-        let observed = rest_series["max_ns"].as_u64().unwrap_or(0) as f64;
+    let part = |name: &str| -> anyhow::Result<RunRecord> {
+        RunRecord::from_json(&document[name].to_string()).with_context(|| name.to_owned())
+    };
+    let (first, rest) = (part("first")?, part("rest")?);
+    for (first_series, rest_series) in first.series.iter().zip(&rest.series) {
+        let label = first_series.label();
+        let histogram = first_series.histogram()?;
+        let rest_count = rest_series.count as f64;
+        let observed = rest_series.max_ns as f64;
         let fit = match fit_tail(&histogram, &config) {
             Ok(fit) => fit,
             Err(reason) => {

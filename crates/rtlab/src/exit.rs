@@ -1,4 +1,8 @@
-//! The exit-code contract and the one place errors are printed.
+//! The exit-code contract and the one place errors are printed and mapped to codes.
+//!
+//! 0 ok, 1 a check or verdict failed, 2 usage or input error, 3 measurement or system error,
+//! 130 interrupted (SIGINT/SIGTERM; the partial result was still written). A broken pipe exits
+//! quietly with 0. Library errors are mapped here by kind, so commands just use `?`.
 
 use std::fmt::Display;
 use std::process::ExitCode;
@@ -6,6 +10,7 @@ use std::process::ExitCode;
 pub const CHECK_FAILED: u8 = 1;
 pub const USAGE_OR_INPUT: u8 = 2;
 pub const SYSTEM: u8 = 3;
+pub const INTERRUPTED: u8 = 130;
 
 /// An error caused by what the user gave us (a flag, a file): exit code 2.
 #[derive(Debug)]
@@ -24,6 +29,24 @@ pub fn input(error: impl Display) -> anyhow::Error {
     anyhow::Error::new(InputError(error.to_string()))
 }
 
+/// 130 when the run was interrupted, else 0.
+pub fn finished(interrupted: bool) -> ExitCode {
+    if interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// 0 when the check passed, else 1.
+pub fn checked(passed: bool) -> ExitCode {
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(CHECK_FAILED)
+    }
+}
+
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause
@@ -32,14 +55,65 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
     })
 }
 
+/// True when anything in the chain is the user's fault: an [`InputError`], a Run record or
+/// request file that does not parse, or a library error of the input kind.
+fn is_input(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<InputError>().is_some()
+            || cause.downcast_ref::<rtlab_core::RecordError>().is_some()
+            || cause
+                .downcast_ref::<rtlab_session::SessionError>()
+                .is_some_and(rtlab_session::SessionError::is_input)
+            || cause
+                .downcast_ref::<rtlab_probe::ProbeError>()
+                .is_some_and(rtlab_session::probe_error_is_input)
+            || cause
+                .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
+                .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
+            || cause
+                .downcast_ref::<rtlab_sched::PlanReportError>()
+                .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
+    })
+}
+
+/// The exit code of an error.
+pub fn code(error: &anyhow::Error) -> u8 {
+    if is_input(error) {
+        USAGE_OR_INPUT
+    } else {
+        SYSTEM
+    }
+}
+
 /// Prints `rtlab: error: …` and maps the error to its exit code.
 pub fn report(error: &anyhow::Error) -> ExitCode {
     if is_broken_pipe(error) {
         return ExitCode::SUCCESS;
     }
     eprintln!("rtlab: error: {error:#}");
-    let is_input = error
-        .chain()
-        .any(|cause| cause.downcast_ref::<InputError>().is_some());
-    ExitCode::from(if is_input { USAGE_OR_INPUT } else { SYSTEM })
+    ExitCode::from(code(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_kinds_map_to_their_codes() {
+        assert_eq!(code(&input("--cpus: bad")), USAGE_OR_INPUT);
+        let record = rtlab_core::RunRecord::from_json("{}").unwrap_err();
+        assert_eq!(
+            code(&anyhow::Error::new(record).context("x.json")),
+            USAGE_OR_INPUT
+        );
+        let system = std::io::Error::other("disk on fire");
+        assert_eq!(code(&anyhow::Error::new(system)), SYSTEM);
+        let probe = rtlab_probe::ProbeError::NoClasses;
+        assert_eq!(code(&anyhow::Error::new(probe)), USAGE_OR_INPUT);
+        let spawn = rtlab_probe::ProbeError::Spawn(std::io::Error::other("no threads"));
+        assert_eq!(code(&anyhow::Error::new(spawn)), SYSTEM);
+        let planner = rtlab_sched::plan_requests(0, rtlab_core::Nanos(1), 0.5, &[]).unwrap_err();
+        assert_eq!(code(&anyhow::Error::new(planner)), USAGE_OR_INPUT);
+        assert_eq!(finished(true), ExitCode::from(130));
+    }
 }

@@ -6,6 +6,7 @@
 
 mod commands;
 mod exit;
+mod flags;
 mod output;
 mod render;
 mod render_compare;

@@ -5,8 +5,31 @@
 //! whole, by `commit`: a killed or failed run leaves nothing half-written. `-` means stdout.
 
 use anyhow::Context;
+use rtlab_core::{Host, OutputHeader};
+use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
+
+/// A JSON output: the common header (`schema`, `tool_version`, `cmdline`, `started_at`, `host`
+/// where a machine is involved), then the command's own fields.
+#[derive(Serialize)]
+struct Document<'a, T: Serialize> {
+    #[serde(flatten)]
+    header: OutputHeader,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// The header of an output of `schema` made now by this command line.
+pub(crate) fn header(schema: &str, host: Option<Host>) -> OutputHeader {
+    OutputHeader {
+        schema: schema.to_owned(),
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        cmdline: std::env::args().collect(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        host,
+    }
+}
 
 pub(crate) enum PendingOutput {
     Stdout,
@@ -36,6 +59,21 @@ impl PendingOutput {
 
     pub(crate) fn is_stdout(&self) -> bool {
         matches!(self, PendingOutput::Stdout)
+    }
+
+    /// Writes `body` under the common header as pretty JSON.
+    pub(crate) fn commit_json<T: Serialize>(
+        self,
+        schema: &str,
+        host: Option<Host>,
+        body: &T,
+    ) -> anyhow::Result<()> {
+        let document = Document {
+            header: header(schema, host),
+            body,
+        };
+        let text = serde_json::to_string_pretty(&document).context("serialising the output")?;
+        self.commit(&(text + "\n"))
     }
 
     pub(crate) fn commit(self, contents: &str) -> anyhow::Result<()> {

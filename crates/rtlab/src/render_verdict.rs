@@ -127,7 +127,7 @@ fn tail_refusal(window: &serde_json::Value, window_s: f64, duration_s: f64) -> S
         if needed_s > duration_s {
             return format!(
                 "measure ≥ {}",
-                crate::commands::forecast::text::describe_seconds(needed_s)
+                rtlab_analysis::forecast::describe_seconds(needed_s)
             );
         }
     }
@@ -159,7 +159,8 @@ pub fn write_compact_tail(out: &mut impl Write, record: &RunRecord) -> std::io::
     // Series with the same line are listed together.
     let mut lines: Vec<(Vec<String>, String)> = Vec::new();
     for series in rows {
-        let tail = series.tail.as_ref().expect("filtered on tail");
+        let tail = serde_json::to_value(series.tail.as_ref().expect("filtered on tail"))
+            .unwrap_or_default();
         let mut cells = Vec::new();
         let mut any_number = false;
         for (window, name) in [

@@ -446,7 +446,8 @@ fn write_tail(html: &mut String, record: &RunRecord) {
         "<h3>Tail projection: the worst wake-up latency to expect per window of use</h3>\n<p>Median of the window's largest latency with its 95 % interval, from a peaks-over-threshold fit (gpd) or the per-second maxima (empirical); no number where the data cannot support one.</p>\n<table><tr><th>series</th><th>per hour</th><th>per day</th><th>per week</th></tr>"
     );
     for series in rows {
-        let tail = series.tail.as_ref().expect("filtered on tail");
+        let tail = serde_json::to_value(series.tail.as_ref().expect("filtered on tail"))
+            .unwrap_or_default();
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -7,11 +7,10 @@
 //! and names the worst delay in one phrase ("7.3 ms stalls from the hypervisor every ~16 s"), from
 //! the explained episodes when there are any, else from the largest samples the series kept.
 
-use crate::commands::forecast::text::{describe_seconds, verdict};
 use rtlab_analysis::classes::ApplicationClass;
 use rtlab_analysis::forecast::{
-    forecast, select_series, Basis, BufferConfig, Forecast, LatencyEvidence, Model, TailModel,
-    VerdictKind,
+    describe_seconds, forecast, select_series, verdict, Basis, BufferConfig, Forecast,
+    LatencyEvidence, Model, TailModel, VerdictKind,
 };
 use rtlab_analysis::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};

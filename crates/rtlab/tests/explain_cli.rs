@@ -28,7 +28,7 @@ fn record_json(episodes: serde_json::Value, explain: Option<serde_json::Value>) 
         "tool_version": "test",
         "host": rtlab_core::Host::default(),
         "config": config,
-        "series": [],
+        "series": [common::minimal_series()],
         "episodes": episodes,
     })
     .to_string()
@@ -38,7 +38,10 @@ fn record_json(episodes: serde_json::Value, explain: Option<serde_json::Value>) 
 fn write_explained_record(sandbox: &Sandbox, name: &str, episodes: serde_json::Value) -> PathBuf {
     sandbox.write(
         name,
-        record_json(episodes, Some(serde_json::json!({"recorded": true}))),
+        record_json(
+            episodes,
+            Some(serde_json::json!({"threshold": "p99.9", "recorded": true})),
+        ),
     )
 }
 
@@ -73,7 +76,7 @@ fn explain_prints_worst_episodes_and_offenders() {
 fn explain_json_carries_schema_episodes_and_offenders() {
     let sandbox = Sandbox::new();
     let path = write_explained_record(&sandbox, "run.json", sample_episodes());
-    let output = sandbox.run_expecting(0, ["explain", "--json", path.to_str().unwrap()]);
+    let output = sandbox.run_expecting(0, ["explain", path.to_str().unwrap(), "--json", "-"]);
     let document = stdout_json(&output);
     assert_eq!(document["schema"], "rtlab.explain/1");
     assert_eq!(document["run_id"], "11111111-2222-3333-4444-555555555555");
@@ -278,15 +281,14 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
     assert!(stdout.contains("Top offenders"), "{stdout}");
     assert!(own_instances_of(std::process::id()).is_empty());
     // With a fixed threshold every late sample is marked in the trace by the thread that took it.
-    let trace = &record.config["explain_trace"];
-    let markers = trace["markers"].as_u64().unwrap();
-    let late_samples = trace["late_samples"].as_u64().unwrap();
+    let trace = record.config.explain_trace.as_ref().expect("explain_trace");
+    let (markers, late_samples) = (trace.markers, trace.late_samples);
     assert!(
         markers >= 1 && markers <= late_samples,
         "{markers} markers for {late_samples} late samples"
     );
-    assert_eq!(trace["event_set"], "standard");
-    assert_eq!(trace["comm_recording_off"], true);
+    assert_eq!(trace.event_set, "standard");
+    assert!(trace.comm_recording_off);
 
     // The same episodes as a trace for ui.perfetto.dev: one slice per episode and per segment.
     let perfetto = sandbox.file("episodes.trace.json");
@@ -465,4 +467,27 @@ fn sigint_during_run_explain_removes_the_trace_instance() {
         own_instances_of(pid)
     );
     assert!(!Path::new(&format!("/proc/{pid}")).exists() || status.code().is_some());
+}
+
+#[test]
+fn explain_json_to_a_file_carries_the_common_header_and_keeps_the_report() {
+    let sandbox = Sandbox::new();
+    let path = write_explained_record(&sandbox, "run.json", sample_episodes());
+    let out = sandbox.file("explain.json");
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "explain",
+            path.to_str().unwrap(),
+            "--json",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(stdout_text(&output).contains("Top offenders"));
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for field in ["schema", "tool_version", "cmdline", "started_at", "host"] {
+        assert!(!document[field].is_null(), "{field} missing: {document:#}");
+    }
+    assert_eq!(document["run_started_at"], "2026-01-01T00:00:00Z");
 }

@@ -74,7 +74,23 @@ fn json_to_stdout_has_the_documented_shape() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(top, vec!["cpus", "denied", "grants"]);
+    assert_eq!(
+        top,
+        vec![
+            "cap",
+            "cmdline",
+            "cpus",
+            "denied",
+            "grants",
+            "n_cpus",
+            "quantum_ns",
+            "requests",
+            "schema",
+            "started_at",
+            "tool_version"
+        ]
+    );
+    assert_eq!(json["schema"], "rtlab.plan/1");
     let grants = json["grants"].as_array().expect("grants");
     assert_eq!(grants.len(), 2);
     let decoder = &grants[0];
@@ -97,7 +113,10 @@ fn json_to_stdout_has_the_documented_shape() {
     let cpus = json["cpus"].as_array().expect("cpus");
     assert_eq!(cpus.len(), 2);
     for cpu in cpus {
-        assert_eq!(sorted_keys(cpu, "cpu"), vec!["cpu", "cycle_ns", "slots"]);
+        assert_eq!(
+            sorted_keys(cpu, "cpu"),
+            vec!["cpu", "cycle_ns", "reserved_ppm", "slots"]
+        );
         for slot in cpu["slots"].as_array().expect("slots") {
             assert_eq!(
                 sorted_keys(slot, "slot"),
@@ -172,7 +191,9 @@ fn bad_flags_and_missing_files_are_input_errors() {
         .arg(file.path())
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("--json /nonexistent/dir/out.json"));
+        .stderr(predicate::str::contains(
+            "--json: cannot write /nonexistent/dir/out.json",
+        ));
 }
 
 #[test]

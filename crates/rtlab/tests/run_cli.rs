@@ -414,3 +414,20 @@ fn show_and_history_read_back_a_stored_run() {
     assert_eq!(shown.series.len(), record.series.len());
     assert_exit_code(&sandbox.run(["show", "ffffffff"]), 2);
 }
+
+#[test]
+fn a_binary_file_is_an_input_error_for_every_reader() {
+    let sandbox = Sandbox::new();
+    let binary = sandbox.write("binary.json", [0x7f, b'E', b'L', b'F', 0xff, 0xfe, 0, 1]);
+    let path = binary.to_str().unwrap();
+    for args in [
+        vec!["show", path],
+        vec!["explain", path],
+        vec!["forecast", path],
+        vec!["import", path, "--no-store"],
+    ] {
+        let output = sandbox.run(&args);
+        assert_exit_code(&output, 2);
+        assert!(stderr_text(&output).contains(path), "{args:?}");
+    }
+}

@@ -17,7 +17,7 @@
 //! One module per job: `model.rs` (the model, [`forecast`] of one configuration, the
 //! [`TailModel`] a projection plugs in), `buffers.rs` (tables over buffer counts, least buffering
 //! for a target), `verdict.rs` (suitable or not, per application class), `selection.rs` (which
-//! series of a record a forecast reads). Sentences for a terminal are the CLI's.
+//! series of a record a forecast reads), `words.rs` (the sentences the JSON carries).
 
 mod buffers;
 mod model;
@@ -25,6 +25,7 @@ mod selection;
 #[cfg(test)]
 mod tests;
 mod verdict;
+mod words;
 
 pub use buffers::{buffer_table, default_periods, least_buffering};
 pub use model::{
@@ -32,4 +33,5 @@ pub use model::{
     ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
 };
 pub use selection::{add_missed_periods, select_series, SelectionError, SeriesSelection};
-pub use verdict::{verdict, VerdictKind};
+pub use verdict::{verdict_kind, VerdictKind};
+pub use words::{describe_mttf, describe_seconds, model_description, verdict, Verdict};

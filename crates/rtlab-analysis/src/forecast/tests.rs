@@ -222,7 +222,7 @@ fn verdicts_are_plain() {
     )
     .unwrap();
     // The sentence ("NOT suitable for soft modem …: one glitch every 10 min …") is the CLI's.
-    assert_eq!(verdict(modem, &row), VerdictKind::NotSuitable);
+    assert_eq!(verdict_kind(modem, &row), VerdictKind::NotSuitable);
 }
 
 #[test]
@@ -302,7 +302,7 @@ fn test_record() -> RunRecord {
         tool_version: "test".to_owned(),
         cmdline: vec![],
         host: Default::default(),
-        config: serde_json::Value::Null,
+        config: rtlab_core::RecordConfig::default(),
         series: vec![series(0, 100), series(1, 200)],
         load: None,
         episodes: vec![],

@@ -1,7 +1,7 @@
 //! Verdicts: whether one application class's configuration meets the miss rate its users
 //! accept, on this forecast — yes, no, or the run cannot tell yet.
 //!
-//! Only the decision lives here; the sentence a user reads is the CLI's (`rtlab forecast`).
+//! Only the decision lives here; its sentence is `words.rs`'.
 
 use super::model::Forecast;
 use crate::classes::ApplicationClass;
@@ -19,7 +19,7 @@ pub enum VerdictKind {
 
 /// Whether `class` can use the buffering of `forecast`: its MTTF against the class's acceptable
 /// rate; [`VerdictKind::Undetermined`] when the data can't tell.
-pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> VerdictKind {
+pub fn verdict_kind(class: &ApplicationClass, forecast: &Forecast) -> VerdictKind {
     match forecast.meets(class.acceptable) {
         Some(true) => VerdictKind::Suitable,
         Some(false) => VerdictKind::NotSuitable,

@@ -30,7 +30,9 @@ pub mod goodness;
 pub mod gpd;
 
 use gpd::{Excesses, GpdFit};
-use rtlab_core::LatencyHistogram;
+use rtlab_core::{
+    EstimateValue, FitSummary, LatencyHistogram, Tail, TailFit, TailUsage, WindowEstimate, Windows,
+};
 use serde_json::{json, Value};
 
 /// Hours of use in a day and days in a week (paper 002, section 3.1).
@@ -181,7 +183,8 @@ pub enum Estimate {
 }
 
 impl Estimate {
-    pub fn to_json(&self) -> Value {
+    /// The record's form of the estimate (ns rounded outwards, confidence to 4 digits).
+    pub fn to_window_estimate(&self) -> WindowEstimate {
         match self {
             Estimate::Value {
                 estimate_ns,
@@ -189,14 +192,16 @@ impl Estimate {
                 ci_high_ns,
                 confidence,
                 method,
-            } => json!({
-                "estimate_ns": estimate_ns.round() as u64,
-                "ci_low_ns": ci_low_ns.floor() as u64,
-                "ci_high_ns": ci_high_ns.ceil() as u64,
-                "confidence": (confidence * 1e4).round() / 1e4,
-                "method": method.as_str(),
+            } => WindowEstimate::Value(EstimateValue {
+                estimate_ns: estimate_ns.round() as u64,
+                ci_low_ns: ci_low_ns.floor() as u64,
+                ci_high_ns: ci_high_ns.ceil() as u64,
+                confidence: (confidence * 1e4).round() / 1e4,
+                method: method.as_str().to_owned(),
             }),
-            Estimate::Insufficient(reason) => json!({"insufficient": reason}),
+            Estimate::Insufficient(reason) => WindowEstimate::Insufficient {
+                insufficient: reason.clone(),
+            },
         }
     }
 }
@@ -251,17 +256,19 @@ impl PotFit {
         }
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "threshold_ns": self.threshold_ns.round() as u64,
-            "exceedances": self.excesses.total.round() as u64,
-            "samples": self.sample_count,
-            "sigma_ns": (self.gpd.sigma * 100.0).round() / 100.0,
-            "xi": (self.gpd.xi * 1e4).round() / 1e4,
-            "ad_statistic": (self.ad_statistic * 1e4).round() / 1e4,
-            "ad_p_value": (self.ad_p_value * 1e4).round() / 1e4,
-            "thresholds_tested": self.thresholds_tested,
-        })
+    /// The record's summary of the fit.
+    pub fn to_summary(&self) -> FitSummary {
+        FitSummary {
+            threshold_ns: self.threshold_ns.round() as u64,
+            exceedances: self.excesses.total.round() as u64,
+            samples: self.sample_count,
+            sigma_ns: (self.gpd.sigma * 100.0).round() / 100.0,
+            xi: (self.gpd.xi * 1e4).round() / 1e4,
+            ad_statistic: (self.ad_statistic * 1e4).round() / 1e4,
+            ad_p_value: (self.ad_p_value * 1e4).round() / 1e4,
+            thresholds_tested: self.thresholds_tested as u64,
+            exceedances_kept_in_peaks: None,
+        }
     }
 }
 
@@ -626,29 +633,40 @@ fn format_count(value: f64) -> String {
 }
 
 impl TailProjection {
-    /// The `tail` value stored on each series.
-    pub fn to_json(&self) -> Value {
-        let mut object = serde_json::Map::new();
-        object.insert(
-            "definition".to_owned(),
-            json!("median of the largest latency in one window of use"),
-        );
-        object.insert("usage".to_owned(), self.usage.to_json());
-        let mut window_seconds = serde_json::Map::new();
+    /// The `tail` stored on each series.
+    pub fn to_tail(&self) -> Tail {
+        let mut tail = Tail {
+            definition: "median of the largest latency in one window of use".to_owned(),
+            usage: Some(TailUsage {
+                hours_per_day: self.usage.hours_per_day,
+                days_per_week: self.usage.days_per_week,
+            }),
+            fit: Some(match &self.fit {
+                Ok(fit) => TailFit::Fitted(fit.to_summary()),
+                Err(reason) => TailFit::Insufficient {
+                    insufficient: reason.clone(),
+                },
+            }),
+            rare: self.rare.clone(),
+            ..Tail::default()
+        };
+        let mut window_seconds = Windows::default();
         for (name, seconds, estimate) in &self.windows {
-            object.insert((*name).to_owned(), estimate.to_json());
-            window_seconds.insert((*name).to_owned(), json!(seconds.round() as u64));
+            let (slot, seconds_slot) = match *name {
+                "per_hour" => (&mut tail.per_hour, &mut window_seconds.per_hour),
+                "per_day" => (&mut tail.per_day, &mut window_seconds.per_day),
+                _ => (&mut tail.per_week, &mut window_seconds.per_week),
+            };
+            *slot = Some(estimate.to_window_estimate());
+            *seconds_slot = seconds.round() as u64;
         }
-        object.insert("window_seconds".to_owned(), Value::Object(window_seconds));
-        object.insert(
-            "fit".to_owned(),
-            match &self.fit {
-                Ok(fit) => fit.to_json(),
-                Err(reason) => json!({"insufficient": reason}),
-            },
-        );
-        object.insert("rare".to_owned(), json!(self.rare));
-        Value::Object(object)
+        tail.window_seconds = Some(window_seconds);
+        tail
+    }
+
+    /// [`TailProjection::to_tail`] as JSON.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.to_tail()).expect("a tail serialises")
     }
 }
 

@@ -131,7 +131,7 @@ impl Explainer {
     }
 
     /// The recording's `trace_marker`, for the probe to mark late samples when it takes them
-    /// (`RunningProbe::mark_late_samples`). Writes after the recording ended do nothing.
+    /// (`rtlab_session` hands it to `RunningProbe::set_late_sink`). Writes after the recording ended do nothing.
     pub fn marker(&self) -> Option<Arc<Marker>> {
         self.marker.clone()
     }

@@ -103,8 +103,8 @@ pub struct PollOutcome {
     pub most_pages: usize,
 }
 
-/// How the probe's late-sample markers begin (`rtlab_probe` writes them).
-pub const LATE_MARKER_PREFIX: &str = "rtlab late ";
+/// How the probe's late-sample markers begin (defined with their text in `rtlab_core::label`).
+pub use rtlab_core::LATE_MARKER_PREFIX;
 
 /// How far before the intended time the recorder looks to know the CPU's state.
 const LOOKBACK_NS: u64 = 20_000_000;

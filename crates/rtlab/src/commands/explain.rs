@@ -4,9 +4,11 @@
 //! viewers open.
 
 use crate::output::PendingOutput;
-use rtlab_core::{Episode, RunRecord};
+use crate::render::explain::{short_id, write_report};
+use rtlab_core::{Episode, ExplainSettings};
 use rtlab_trace::{chrome_trace, top_offenders, Offender};
-use std::io::Write;
+use serde::Serialize;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Schema of `rtlab explain --json` output.
@@ -16,9 +18,10 @@ pub const EXPLAIN_SCHEMA: &str = "rtlab.explain/1";
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
     pub run: String,
-    /// Print the episodes and the top offenders as JSON
-    #[arg(long)]
-    pub json: bool,
+    /// Write the episodes and the top offenders as JSON to FILE (`-`, or no FILE, for stdout,
+    /// replacing the report)
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<PathBuf>,
     /// How many of the worst episodes to print (all with --json)
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub worst: usize,
@@ -28,7 +31,18 @@ pub struct Args {
     pub perfetto: Option<std::path::PathBuf>,
 }
 
+/// `rtlab explain --json` under the common header.
+#[derive(Serialize)]
+struct ExplainOutput<'a> {
+    run_id: &'a str,
+    run_started_at: &'a str,
+    threshold: Option<&'a ExplainSettings>,
+    episodes: &'a [Episode],
+    top_offenders: Vec<Offender>,
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let perfetto = args
         .perfetto
         .as_deref()
@@ -37,9 +51,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let record = super::load_record(&args.run)?;
     let explained = record
         .config
-        .get("explain")
-        .and_then(|explain| explain.get("recorded"))
-        .and_then(serde_json::Value::as_bool);
+        .explain
+        .as_ref()
+        .map(|explain| explain.recorded);
     if explained.is_none() && record.episodes.is_empty() {
         return Err(crate::exit::input(format!(
             "run {} was not measured with --explain: it has no episodes (rtlab run --explain records them)",
@@ -53,230 +67,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let document = serde_json::json!({
-            "schema": EXPLAIN_SCHEMA,
-            "tool_version": env!("CARGO_PKG_VERSION"),
-            "cmdline": std::env::args().collect::<Vec<_>>(),
-            "run_id": record.id,
-            "started_at": record.started_at,
-            "host": record.host,
-            "threshold": record.config.get("explain"),
-            "episodes": record.episodes,
-            "top_offenders": top_offenders(&record.episodes),
-        });
-        writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
-    } else {
-        write_report(&mut out, &record, args.worst)?;
+    match json {
+        Some(json) => {
+            let output = ExplainOutput {
+                run_id: &record.id,
+                run_started_at: &record.started_at,
+                threshold: record.config.explain.as_ref(),
+                episodes: &record.episodes,
+                top_offenders: top_offenders(&record.episodes),
+            };
+            let to_stdout = json.is_stdout();
+            json.commit_json(EXPLAIN_SCHEMA, Some(record.host.clone()), &output)?;
+            if !to_stdout {
+                write_report(&mut std::io::stdout().lock(), &record, args.worst)?;
+            }
+        }
+        None => write_report(&mut std::io::stdout().lock(), &record, args.worst)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn short_id(record: &RunRecord) -> String {
-    record.id.chars().take(8).collect()
-}
-
-fn threshold_text(record: &RunRecord) -> String {
-    let explain = record.config.get("explain");
-    match explain
-        .and_then(|explain| explain.get("explain_above_ns"))
-        .and_then(serde_json::Value::as_u64)
-    {
-        Some(threshold_ns) => format!("above {} µs", crate::render::micros(threshold_ns)),
-        None => "above each series' p99.9".to_owned(),
-    }
-}
-
-/// Causes printed per episode before the rest is summed up in one line.
-const CAUSES_PER_EPISODE: usize = 6;
-
-/// The explain report: the worst `worst` episodes, then the top offenders of all of them.
-pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> std::io::Result<()> {
-    let episodes = &record.episodes;
-    writeln!(out)?;
-    if episodes.is_empty() {
-        writeln!(
-            out,
-            "Explain: no late wake-ups {} were recorded.",
-            threshold_text(record)
-        )?;
-        return Ok(());
-    }
-    let mut by_latency: Vec<&Episode> = episodes.iter().collect();
-    by_latency.sort_by(|left, right| {
-        right
-            .latency_ns
-            .cmp(&left.latency_ns)
-            .then(left.at_ns.cmp(&right.at_ns))
-    });
-    let shown = by_latency.len().min(worst);
-    writeln!(
-        out,
-        "Late wake-ups explained: {} episodes {}; the worst {shown}:",
-        episodes.len(),
-        threshold_text(record)
-    )?;
-    for (rank, episode) in by_latency.iter().take(shown).enumerate() {
-        write_episode(out, rank + 1, episode)?;
-    }
-    writeln!(out)?;
-    write_offenders(out, &top_offenders(episodes), episodes.len())
-}
-
-fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::io::Result<()> {
-    let steal = match episode.steal_ns {
-        Some(steal) => format!(", steal {} µs", crate::render::micros(steal)),
-        None => String::new(),
-    };
-    writeln!(
-        out,
-        "\n  #{rank}  {}  at {:.6} s  latency {} µs{steal}",
-        episode.series,
-        episode.at_ns as f64 / 1e9,
-        crate::render::micros(episode.latency_ns)
-    )?;
-    for cause in episode.causes.iter().take(CAUSES_PER_EPISODE) {
-        let name = match cause.pid {
-            Some(pid) => format!("{} [{pid}]", cause.name),
-            None => cause.name.clone(),
-        };
-        let percent = cause.ns as f64 * 100.0 / episode.latency_ns.max(1) as f64;
-        writeln!(
-            out,
-            "    {:>10} µs {:>5.1}%  {:<11} {:<28} {}",
-            crate::render::micros(cause.ns),
-            percent,
-            cause.kind.as_str(),
-            name,
-            cause.detail.as_deref().unwrap_or("")
-        )?;
-    }
-    if episode.causes.len() > CAUSES_PER_EPISODE {
-        let rest: u64 = episode.causes[CAUSES_PER_EPISODE..]
-            .iter()
-            .map(|cause| cause.ns)
-            .sum();
-        writeln!(
-            out,
-            "    {:>10} µs         {} more causes",
-            crate::render::micros(rest),
-            episode.causes.len() - CAUSES_PER_EPISODE
-        )?;
-    }
-    if let Some(stack) = &episode.stack {
-        writeln!(out, "    stack sampled inside the episode:")?;
-        for frame in stack.iter().take(16) {
-            writeln!(out, "      {frame}")?;
-        }
-    }
-    Ok(())
-}
-
-/// Rows printed in the offenders table.
-const OFFENDER_ROWS: usize = 15;
-
-fn write_offenders(
-    out: &mut impl Write,
-    offenders: &[Offender],
-    n_episodes: usize,
-) -> std::io::Result<()> {
-    writeln!(out, "Top offenders over all {n_episodes} episodes:")?;
-    writeln!(
-        out,
-        "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
-        "kind", "name", "episodes", "largest", "total µs", "max µs"
-    )?;
-    for offender in offenders.iter().take(OFFENDER_ROWS) {
-        writeln!(
-            out,
-            "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
-            offender.kind.as_str(),
-            offender.name,
-            offender.episodes,
-            offender.dominant_in,
-            crate::render::micros(offender.total_ns),
-            crate::render::micros(offender.max_ns)
-        )?;
-    }
-    if offenders.len() > OFFENDER_ROWS {
-        writeln!(out, "  … {} more", offenders.len() - OFFENDER_ROWS)?;
-    }
-    writeln!(
-        out,
-        "  (largest: episodes in which it was the biggest cause; unaccounted = time the trace cannot name: idle exit, hypervisor, firmware)"
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rtlab_core::{Cause, CauseKind};
-
-    fn record_with(episodes: Vec<Episode>) -> RunRecord {
-        let text = serde_json::json!({
-            "schema": rtlab_core::RUN_SCHEMA,
-            "id": "0123456789abcdef",
-            "started_at": "2026-01-01T00:00:00Z",
-            "duration_ns": 1,
-            "tool_version": "test",
-            "host": rtlab_core::Host::default(),
-            "config": {"explain": {"recorded": true, "explain_above_ns": 100000}},
-            "series": [],
-            "episodes": episodes,
-        });
-        RunRecord::from_json(&text.to_string()).unwrap()
-    }
-
-    #[test]
-    fn report_lists_the_worst_first_and_the_offenders() {
-        let cause = |kind, name: &str, ns| Cause {
-            kind,
-            name: name.into(),
-            pid: None,
-            ns,
-            detail: None,
-        };
-        let episodes = vec![
-            Episode {
-                series: "rt-high/wakeup@1".into(),
-                cpu: 1,
-                at_ns: 1_000_000_000,
-                latency_ns: 150_000,
-                causes: vec![
-                    cause(CauseKind::Irq, "virtio0", 100_000),
-                    cause(CauseKind::Unaccounted, "unaccounted", 50_000),
-                ],
-                steal_ns: Some(0),
-                stack: None,
-                timeline: Vec::new(),
-            },
-            Episode {
-                series: "rt-high/wakeup@1".into(),
-                cpu: 1,
-                at_ns: 2_000_000_000,
-                latency_ns: 2_000_000,
-                causes: vec![cause(CauseKind::Task, "spin95", 2_000_000)],
-                steal_ns: None,
-                stack: Some(vec!["spin95 [7]".into(), "0x401000 (user)".into()]),
-                timeline: Vec::new(),
-            },
-        ];
-        let mut text = Vec::new();
-        write_report(&mut text, &record_with(episodes), 10).unwrap();
-        let text = String::from_utf8(text).unwrap();
-        let first = text.find("#1").unwrap();
-        let second = text.find("#2").unwrap();
-        assert!(text[first..second].contains("2000.0 µs"), "{text}");
-        assert!(text.contains("2 episodes above 100.0 µs"), "{text}");
-        assert!(text.contains("0x401000 (user)"));
-        let offenders = &text[text.find("Top offenders").unwrap()..];
-        assert!(offenders.find("spin95").unwrap() < offenders.find("virtio0").unwrap());
-
-        let mut empty = Vec::new();
-        write_report(&mut empty, &record_with(Vec::new()), 10).unwrap();
-        assert!(String::from_utf8(empty)
-            .unwrap()
-            .contains("no late wake-ups above 100.0 µs"));
-    }
 }

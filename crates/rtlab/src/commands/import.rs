@@ -4,7 +4,7 @@
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Nanos};
+use rtlab_core::Nanos;
 use rtlab_import::{Format, ImportOptions, RecordOrigin, ValueUnit};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,16 +16,16 @@ pub struct Args {
     /// output, an HdrHistogram interval log, or one latency per line
     pub file: String,
     /// Read the file as this format instead of detecting it
-    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    #[arg(long, value_name = "FORMAT", value_parser = crate::flags::import_format)]
     pub format: Option<Format>,
     /// Unit of the numbers in an HdrHistogram log or a CSV whose header names none (ns, us, ms)
-    #[arg(long, value_name = "UNIT", value_parser = parse_unit)]
+    #[arg(long, value_name = "UNIT", value_parser = crate::flags::value_unit)]
     pub value_unit: Option<ValueUnit>,
     /// Class tag of the imported series (default: the format's name, e.g. cyclictest)
     #[arg(long, value_name = "NAME")]
     pub class: Option<String>,
     /// Period of the measuring threads (cyclictest's -i), e.g. 1ms; gives the run a duration
-    #[arg(long, value_name = "DURATION", value_parser = parse_period)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
     pub period: Option<Nanos>,
     /// Do not store the record in the run history
     #[arg(long)]
@@ -33,18 +33,6 @@ pub struct Args {
     /// Write the Run record as JSON to FILE (`-` for stdout, replacing the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-fn parse_format(text: &str) -> Result<Format, String> {
-    text.parse()
-}
-
-fn parse_unit(text: &str) -> Result<ValueUnit, String> {
-    text.parse()
-}
-
-fn parse_period(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -70,8 +58,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         class: args.class.clone(),
         period: args.period,
     };
-    let imported = rtlab_import::parse(&text, &options)
-        .map_err(|error| crate::exit::input(format!("{}: {error}", args.file)))?;
+    let imported = rtlab_import::parse(&text, &options).map_err(|error| {
+        let hint = error
+            .setting()
+            .map(|setting| format!(" ({})", crate::flags::flag_of(setting)))
+            .unwrap_or_default();
+        crate::exit::input(format!("{}: {error}{hint}", args.file))
+    })?;
     let origin = RecordOrigin {
         source: args.file.clone(),
         started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
@@ -87,20 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if !args.no_store {
         let store = rtlab_store::Store::open_default()?;
-        let samples: u64 = record.series.iter().map(|series| series.count).sum();
-        let worst = record
-            .series
-            .iter()
-            .map(|series| series.max_ns)
-            .max()
-            .unwrap_or(0);
-        let summary = format!(
-            "imported {} ({}): {} series, {samples} samples, worst {} us",
-            imported.format,
-            args.file,
-            record.series.len(),
-            crate::render::micros(worst)
-        );
+        let summary = rtlab_import::summary_line(&imported, &args.file, &record);
         store.insert(&record, &summary)?;
         if !to_stdout {
             writeln!(

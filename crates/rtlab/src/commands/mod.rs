@@ -15,8 +15,6 @@ pub mod monitor;
 pub mod plan;
 pub mod report;
 pub mod run;
-pub mod run_explain;
-pub mod run_load;
 pub mod run_show;
 pub mod show;
 pub mod timers;
@@ -92,11 +90,21 @@ pub fn load_record(run_or_file: &str) -> anyhow::Result<rtlab_core::RunRecord> {
     use anyhow::Context as _;
     let path = std::path::Path::new(run_or_file);
     if run_or_file == "-" || path.exists() {
-        let text = if run_or_file == "-" {
-            std::io::read_to_string(std::io::stdin()).context("reading a Run record from stdin")?
+        let bytes = if run_or_file == "-" {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+                .context("reading a Run record from stdin")?;
+            bytes
         } else {
-            std::fs::read_to_string(path).with_context(|| format!("reading {run_or_file}"))?
+            std::fs::read(path).with_context(|| format!("reading {run_or_file}"))?
         };
+        // A binary file is the user's mistake (exit 2), not a failing system.
+        let text = String::from_utf8(bytes).map_err(|error| {
+            crate::exit::input(format!(
+                "{run_or_file}: not a Run record: not text (invalid UTF-8 at byte {})",
+                error.utf8_error().valid_up_to()
+            ))
+        })?;
         return rtlab_core::RunRecord::from_json(&text)
             .map_err(|error| crate::exit::input(format!("{run_or_file}: {error}")));
     }

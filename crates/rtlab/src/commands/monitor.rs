@@ -9,7 +9,7 @@
 //! window), which the `rtlab_monitor_measured_seconds_total` counter makes visible. SIGINT and
 //! SIGTERM stop the current window within one period and end the process cleanly.
 
-use super::run::CpuList;
+use crate::flags::CpuList;
 use anyhow::Context as _;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -18,7 +18,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use rtlab_core::{parse_duration, Metric, Nanos, RunRecord};
-use rtlab_probe::{Class, Probe, ProbeConfig, ProbeResult};
+use rtlab_probe::{Class, ProbeConfig};
+use rtlab_session::{ExplainConfig, LoadRequest, RunConfig, Session};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +50,7 @@ pub struct Args {
     #[arg(long, value_parser = parse_nanos)]
     pub stop_after: Option<Nanos>,
     #[command(flatten)]
-    pub explain: super::run_explain::ExplainArgs,
+    pub explain: super::run::ExplainArgs,
 }
 
 fn parse_nanos(text: &str) -> Result<Nanos, String> {
@@ -57,7 +58,7 @@ fn parse_nanos(text: &str) -> Result<Nanos, String> {
 }
 
 fn parse_cpus(text: &str) -> Result<CpuList, String> {
-    rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)
+    crate::flags::cpu_list(text)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -189,18 +190,21 @@ impl Metrics {
     }
 
     /// Folds one window's result into the metrics.
-    fn add_window(&self, result: &ProbeResult, record: Option<&RunRecord>) {
-        for series in &result.series {
-            if series.key.metric == Metric::Interval {
+    fn add_window(&self, record: &RunRecord) {
+        for series in &record.series {
+            if series.metric == Metric::Interval {
                 continue;
             }
+            let Ok(measured) = series.histogram() else {
+                continue;
+            };
             let labels = SeriesLabels {
-                class: series.key.class.name().to_owned(),
-                cpu: series.key.cpu.to_string(),
-                metric: series.key.metric.as_str().to_owned(),
+                class: series.class.clone(),
+                cpu: series.cpu.to_string(),
+                metric: series.metric.as_str().to_owned(),
             };
             let histogram = self.latency.get_or_create(&labels);
-            for (value_ns, count) in series.histogram.buckets() {
+            for (value_ns, count) in measured.buckets() {
                 let seconds = value_ns as f64 / 1e9;
                 for _ in 0..count {
                     histogram.observe(seconds);
@@ -209,9 +213,9 @@ impl Metrics {
             self.missed.get_or_create(&labels).inc_by(series.missed);
             self.worst
                 .get_or_create(&labels)
-                .set(series.histogram.max() as f64 / 1e9);
+                .set(series.max_ns as f64 / 1e9);
         }
-        if let Some(record) = record {
+        {
             for episode in &record.episodes {
                 for cause in &episode.causes {
                     let labels = self.cause_label(cause.kind.as_str(), &cause.name);
@@ -221,7 +225,7 @@ impl Metrics {
                 }
             }
         }
-        self.measured.inc_by(result.measured_ns as f64 / 1e9);
+        self.measured.inc_by(record.duration_ns as f64 / 1e9);
         self.windows.inc();
     }
 }
@@ -256,34 +260,10 @@ fn serve(
 }
 
 /// A window's series as a minimal Run record, for the explain session's thresholds and episodes.
-fn window_record(result: &ProbeResult, period: Nanos) -> anyhow::Result<RunRecord> {
-    let mut series = Vec::new();
-    for measured in &result.series {
-        series.push(
-            RunRecord::series_from_histogram(
-                measured.key.metric,
-                measured.key.class.name(),
-                measured.key.cpu as u32,
-                measured.policy.name(),
-                measured.policy.priority_or_nice(),
-                period.as_u64(),
-                &measured.histogram,
-                measured.missed,
-                0,
-                Vec::new(),
-                Vec::new(),
-            )
-            .context("encoding a histogram")?,
-        );
-    }
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    Ok(RunRecord::new(
-        "monitor-window",
-        &started_at,
-        result.measured_ns,
-        series,
-    ))
-}
+/// A window reports nothing while it runs; the exporter reads its record at the end.
+struct QuietWindow;
+
+impl rtlab_session::Observer for QuietWindow {}
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.window.as_u64() < Nanos::from_secs(1).as_u64() {
@@ -340,30 +320,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cpu_dma_latency_us: None,
         };
         first = false;
-        let probe = match Probe::start(&config, Arc::clone(&stop)) {
-            Ok(probe) => probe,
-            Err(error) => break Err(anyhow::Error::new(error).context("starting the probe")),
+        let run = RunConfig {
+            probe: config,
+            load: LoadRequest::default(),
+            explain: args.explain.explain.then(|| ExplainConfig {
+                threshold: args.explain.explain_above,
+                stacks: args.explain.stacks,
+                events: args.explain.explain_events.into(),
+            }),
+            cmdline: Vec::new(),
         };
-        let mut session = super::run_explain::start(&args.explain, &probe, &cpus);
-        while !probe.is_finished() && !probe.stop_requested() {
-            std::thread::sleep(Duration::from_millis(250));
-            if let Some(session) = session.as_mut() {
-                session.poll(&probe);
-            }
-        }
-        if let Some(session) = session.as_mut() {
-            session.poll(&probe);
-        }
-        let result = probe.finish();
-        let record = match session {
-            Some(session) => {
-                let mut record = window_record(&result, args.period)?;
-                session.finish(&mut record)?;
-                Some(record)
-            }
-            None => None,
+        let record = match Session::new(run).and_then(|session| {
+            session
+                .with_stop_flag(Arc::clone(&stop))
+                .run(&mut QuietWindow)
+        }) {
+            Ok(record) => record,
+            Err(error) => break Err(anyhow::Error::new(error).context("measuring a window")),
         };
-        metrics.add_window(&result, record.as_ref());
+        metrics.add_window(&record);
         if let Ok(mut text) = exported.lock() {
             *text = metrics.encode();
         }

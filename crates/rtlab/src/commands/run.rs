@@ -1,11 +1,17 @@
-//! `rtlab run`: the standard latency study. Starts the probe, shows progress, builds the Run
-//! record, prints the summary, writes the requested files and stores the run.
+//! `rtlab run`: the standard latency study. The flags become a `rtlab_session::RunConfig`; the
+//! session measures and returns the Run record; this module shows progress, prints the summary,
+//! writes the requested files and stores the run.
 
 use crate::exit;
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Metric, Nanos, RunRecord, RUN_SCHEMA};
-use rtlab_probe::{Class, Probe, ProbeConfig, ProbeResult};
+use rtlab_analysis::tail::UsageModel;
+use rtlab_core::Nanos;
+use rtlab_probe::{Class, ProbeConfig};
+use rtlab_session::{
+    ExplainConfig, LoadRequest, RunConfig, Session, SessionError, SessionProgress,
+};
+use rtlab_trace::EventSet;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,22 +22,23 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How long to measure, after warm-up (e.g. 10s, 5m, 2h)
-    #[arg(short = 'D', long, default_value = "60s", value_parser = parse_nanos)]
+    #[arg(short = 'D', long, default_value = "60s", value_parser = crate::flags::duration)]
     pub duration: Nanos,
     /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_parser = parse_cpus, value_name = "LIST")]
-    pub cpus: Option<CpuList>,
+    #[arg(long, value_parser = crate::flags::cpu_list, value_name = "LIST")]
+    pub cpus: Option<crate::flags::CpuList>,
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high,rt-mid,normal")]
     pub classes: Vec<Class>,
     /// Wake-up period of every measuring thread (e.g. 1ms, 250us)
-    #[arg(long, default_value = "1ms", value_parser = parse_nanos)]
+    #[arg(long, default_value = "1ms", value_parser = crate::flags::duration)]
     pub period: Nanos,
     /// Time to run before samples count (caches, frequency, first faults)
-    #[arg(long, default_value = "1s", value_parser = parse_nanos)]
+    #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
     pub warmup: Nanos,
-    /// Hold /dev/cpu_dma_latency at this many µs during the run (0 keeps CPUs out of idle states)
-    #[arg(long, value_name = "US")]
+    /// Hold /dev/cpu_dma_latency at this during the run (e.g. 10us; 0 keeps CPUs out of idle
+    /// states)
+    #[arg(long, value_name = "TIME", value_parser = crate::flags::dma_latency_us)]
     pub cpu_dma_latency: Option<i32>,
     /// Skip the hand-off series (a waiter thread per class woken by the rt-high timer thread)
     #[arg(long)]
@@ -54,35 +61,125 @@ pub struct Args {
     /// How many of the largest samples each series keeps with their times
     #[arg(long, default_value_t = 4096, hide = true)]
     pub keep_peaks: usize,
-    // integration: load — flatten the load arguments here
     #[command(flatten)]
-    pub load: super::run_load::LoadArgs,
-    // integration: explain — flatten the explain arguments here
+    pub load: LoadArgs,
     #[command(flatten)]
-    pub explain: super::run_explain::ExplainArgs,
-    // integration: show — --quiet, --verbose, --for CLASS
+    pub explain: ExplainArgs,
     #[command(flatten)]
     pub show: super::run_show::ShowArgs,
 }
 
-fn parse_nanos(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
+/// Loads and competitors (`rtlab_session::LoadRequest`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LoadArgs {
+    /// Load during measurement, comma-separated: a profile (office, workstation, gaming, web,
+    /// build, none) and/or stressors KIND[:N | :P% | :N@P%] with KIND one of cpu, memory, io, net,
+    /// fork, timers, cache (e.g. cpu:50%,io:4)
+    #[arg(long, value_name = "SPEC[,SPEC…]")]
+    pub load: Option<String>,
+    /// Run this shell command as extra load (own process group, stopped as a group at the end)
+    #[arg(long, value_name = "CMD")]
+    pub load_cmd: Option<String>,
+    /// Add a thread spinning at POLICY:PRIO[@CPU] for the whole run (fifo:10@1, rr:5,
+    /// other:-10 for nice -10); repeatable
+    #[arg(long, value_name = "POLICY:PRIO[@CPU]")]
+    pub competitor: Vec<String>,
+    /// Usage model of the tail projection: hours of use per day and days per week
+    /// [default: the profile's, else 24h/day,7d/week]
+    #[arg(long, value_name = "Nh/day,Nd/week", value_parser = crate::flags::usage)]
+    pub usage: Option<UsageModel>,
+    /// Run RT competitors even when RT throttling is off (sched_rt_runtime_us = -1)
+    #[arg(long)]
+    pub force: bool,
 }
 
-/// A kernel CPU list (`0-3,6`), parsed once.
-#[derive(Clone, Debug)]
-pub struct CpuList(pub Vec<usize>);
+/// Explaining late wake-ups (`rtlab_session::ExplainConfig`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ExplainArgs {
+    /// Record kernel events (tracefs) and explain every late wake-up: which IRQ, softirq, timer or
+    /// task ran instead, and what time went unaccounted
+    #[arg(long)]
+    pub explain: bool,
+    /// Explain wake-ups later than this (e.g. 150us) [default: each series' p99.9 after warm-up]
+    #[arg(long, value_name = "TIME", requires = "explain", value_parser = crate::flags::explain_threshold)]
+    pub explain_above: Option<Nanos>,
+    /// Also sample kernel call stacks (perf cpu-clock) on the measured CPUs and attach the one
+    /// caught inside each episode
+    #[arg(long, requires = "explain")]
+    pub stacks: bool,
+    /// Which kernel events to record: `standard` (what attribution needs) or `full` (adds
+    /// sched_wakeup, sched_migrate_task, hrtimer_start and the local timer interrupt; costs the
+    /// probe more, see BENCHMARKS.md)
+    #[arg(long, value_enum, default_value_t = ExplainEvents::Standard, requires = "explain")]
+    pub explain_events: ExplainEvents,
+}
 
-fn parse_cpus(text: &str) -> Result<CpuList, String> {
-    rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)
+/// `--explain-events`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainEvents {
+    #[default]
+    Standard,
+    Full,
+}
+
+impl From<ExplainEvents> for EventSet {
+    fn from(events: ExplainEvents) -> EventSet {
+        match events {
+            ExplainEvents::Standard => EventSet::Standard,
+            ExplainEvents::Full => EventSet::Full,
+        }
+    }
+}
+
+impl Args {
+    fn run_config(&self) -> RunConfig {
+        RunConfig {
+            probe: ProbeConfig {
+                cpus: self
+                    .cpus
+                    .as_ref()
+                    .map(|cpus| cpus.0.clone())
+                    .unwrap_or_default(),
+                classes: self.classes.clone(),
+                period: self.period,
+                duration: self.duration,
+                warmup: self.warmup,
+                handoff: !self.no_handoff,
+                peaks_per_series: self.keep_peaks,
+                cpu_dma_latency_us: self.cpu_dma_latency,
+            },
+            load: LoadRequest {
+                load: self.load.load.clone(),
+                load_cmd: self.load.load_cmd.clone(),
+                competitor: self.load.competitor.clone(),
+                usage: self.load.usage,
+                force: self.load.force,
+            },
+            explain: self.explain.explain.then(|| ExplainConfig {
+                threshold: self.explain.explain_above,
+                stacks: self.explain.stacks,
+                events: self.explain.explain_events.into(),
+            }),
+            cmdline: std::env::args().collect(),
+        }
+    }
+}
+
+/// A session error naming the flag it is about.
+fn session_error(error: SessionError) -> anyhow::Error {
+    let setting = match &error {
+        SessionError::Load(load) => load.field().map(|field| field.name()),
+        SessionError::Probe(probe) => probe.setting(),
+        _ => None,
+    };
+    // exit.rs tells input from system errors by the session error's kind.
+    match setting.map(crate::flags::flag_of) {
+        Some(flag) => anyhow::Error::new(error).context(flag),
+        None => anyhow::Error::new(error),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cmdline: Vec<String> = std::env::args().collect();
-    let cpus = match &args.cpus {
-        Some(cpus) => cpus.0.clone(),
-        None => rtlab_sys::cpu::online_cpus().context("reading the online CPUs")?,
-    };
     let json_output = args
         .json
         .as_deref()
@@ -101,104 +198,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .context("opening the run history (use --no-store to skip it)")?,
         )
     };
-    // integration: load — validate the load arguments here, before measuring
-    let load_plan = super::run_load::validate(&args.load)?;
-    let mut running_load: Option<super::run_load::RunningLoad> = None;
-
-    let config = ProbeConfig {
-        cpus: cpus.clone(),
-        classes: args.classes.clone(),
-        period: args.period,
-        duration: args.duration,
-        warmup: args.warmup,
-        handoff: !args.no_handoff,
-        peaks_per_series: args.keep_peaks,
-        cpu_dma_latency_us: args.cpu_dma_latency,
-    };
+    let session = Session::new(args.run_config()).map_err(session_error)?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop)
         .context("installing the SIGINT/SIGTERM handler")?;
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let steal_before = rtlab_sys::proc_stat::cpu_times().ok();
-    let probe = Probe::start(&config, Arc::clone(&stop)).map_err(|error| match error {
-        rtlab_probe::ProbeError::ThreadSetup { .. }
-        | rtlab_probe::ProbeError::Spawn(_)
-        | rtlab_probe::ProbeError::OnlineCpus(_) => anyhow::Error::new(error),
-        input_error => exit::input(input_error),
-    })?;
-    // integration: explain — start the recorder here (probe.thread_ids(), probe.set_late_threshold)
-    let mut explain_session = super::run_explain::start(&args.explain, &probe, &cpus);
-
-    let progress = ProgressDisplay::new(Nanos(args.warmup.as_u64() + args.duration.as_u64()));
-    // Poll often when a bar is drawn; otherwise the controller wakes rarely, to stay out of the way.
-    let poll = if progress.is_drawn() {
-        Duration::from_millis(100)
-    } else {
-        Duration::from_millis(250)
-    };
-    loop {
-        std::thread::sleep(poll);
-        if probe.stop_requested() || probe.is_finished() {
-            break;
-        }
-        // integration: load — start the loads once warm-up is over (probe.measure_start_ns())
-        if running_load.is_none()
-            && load_plan.is_requested()
-            && rtlab_sys::clock::monotonic_ns() >= probe.measure_start_ns()
-        {
-            running_load = Some(load_plan.start(probe.measure_start_ns(), probe.end_ns())?);
-        }
-        if let Some(load) = running_load.as_mut() {
-            load.poll();
-        }
-        // integration: explain — drain late samples here (probe.drain_late)
-        if let Some(session) = explain_session.as_mut() {
-            session.poll(&probe);
-        }
-        progress.update(&probe);
-    }
-    progress.finish();
-    if let Some(session) = explain_session.as_mut() {
-        session.poll(&probe);
-    }
-    let interrupted = probe.stop_requested();
-    let result = probe.finish();
-    // integration: load — stop the loads here and keep what ran for the record
-    let (load_value, load_warnings) = match running_load {
-        Some(load) => {
-            let (value, warnings) = load.stop(&load_plan);
-            (Some(value), warnings)
-        }
-        None if load_plan.is_requested() => (Some(load_plan.describe_unstarted()), Vec::new()),
-        None => (None, Vec::new()),
-    };
-
-    let steal_after = rtlab_sys::proc_stat::cpu_times().ok();
-    let mut record = build_record(&args, &cpus, result, started_at, cmdline, interrupted)?;
-    record.load = load_value;
-    record.warnings.extend(load_plan.warnings().iter().cloned());
-    record.warnings.extend(load_warnings);
-    if let (Some(before), Some(after)) = (steal_before, steal_after) {
-        for cpu in &cpus {
-            let stolen = after
-                .get(cpu)
-                .zip(before.get(cpu))
-                .map(|(after, before)| after.steal_ns.saturating_sub(before.steal_ns))
-                .unwrap_or(0);
-            if stolen > 0 {
-                record.warnings.push(format!(
-                    "the hypervisor took {} from CPU {cpu} during the run (steal time): long delays there may be time that vanished from the guest",
-                    Nanos(stolen)
-                ));
-            }
-        }
-    }
-    // integration: explain — attach episodes to the record here
-    if let Some(session) = explain_session {
-        session.finish(&mut record)?;
-    }
-    // integration: tail — fill each series' tail here
-    super::run_load::attach_tails(&mut record, &load_plan.usage(), true);
+    let mut progress = ProgressDisplay::new(Nanos(args.warmup.as_u64() + args.duration.as_u64()));
+    let record = session
+        .with_stop_flag(stop)
+        .run(&mut progress)
+        .map_err(session_error)?;
+    let interrupted = record.interrupted;
 
     let mut out = std::io::stdout().lock();
     let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
@@ -210,17 +219,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 crate::render::write_interval_table(&mut out, &record)?;
             }
             if args.explain.explain {
-                super::explain::write_report(&mut out, &record, 10)?;
+                crate::render::explain::write_report(&mut out, &record, 10)?;
             }
             Ok(())
         })?;
     }
     drop(out);
     if let Some(output) = histfile_output {
-        output.commit(&histfile_text(&record, args.histogram)?)?;
+        let text = rtlab_core::export::record_histfile(&record, args.histogram)
+            .context("decoding a histogram")?;
+        output.commit(&text)?;
     }
     if let Some(store) = &store {
-        store.insert(&record, &one_line_summary(&record))?;
+        store.insert(&record, &rtlab_session::summary_line(&record))?;
         if !json_to_stdout && !args.show.quiet {
             let short_id: String = record.id.chars().take(8).collect();
             println!("\nstored as run {short_id} (rtlab show {short_id})");
@@ -230,168 +241,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output.commit(&(record.to_json_pretty() + "\n"))?;
     }
     Ok(if interrupted {
-        ExitCode::from(130)
+        exit::finished(interrupted)
     } else if unsuitable {
         ExitCode::from(crate::exit::CHECK_FAILED)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn build_record(
-    args: &Args,
-    cpus: &[usize],
-    result: ProbeResult,
-    started_at: String,
-    cmdline: Vec<String>,
-    interrupted: bool,
-) -> anyhow::Result<RunRecord> {
-    let mut warnings = result.warnings;
-    let measured_classes: Vec<String> = {
-        let mut classes: Vec<String> = result
-            .series
-            .iter()
-            .map(|series| series.key.class.name().to_owned())
-            .collect();
-        classes.dedup();
-        classes
-    };
-    let mut series = Vec::with_capacity(result.series.len());
-    for measured in result.series {
-        let key = measured.key;
-        if measured.missed > 0 && key.metric != Metric::Interval {
-            warnings.push(format!(
-                "{}/{}@{}: {} periods had no wake-up at all because an earlier one was so late (cyclictest skips these silently)",
-                key.class, key.metric, key.cpu, measured.missed
-            ));
-        }
-        series.push(
-            RunRecord::series_from_histogram(
-                key.metric,
-                key.class.name(),
-                key.cpu as u32,
-                measured.policy.name(),
-                measured.policy.priority_or_nice(),
-                args.period.as_u64(),
-                &measured.histogram,
-                measured.missed,
-                0,
-                measured.max_per_second,
-                measured.peaks,
-            )
-            .context("encoding a histogram")?,
-        );
-    }
-    let host = rtlab_sys::host::describe(args.cpu_dma_latency);
-    if host.virtualization != "none" {
-        warnings.push(format!(
-            "running in a virtual machine ({}): expect multi-millisecond hiccups when the hypervisor deschedules a virtual CPU; they are real for software in this guest",
-            host.virtualization
-        ));
-    }
-    if result.measured_ns < Nanos::from_secs(600).as_u64() {
-        warnings.push(format!(
-            "measured for {}: the worst case of a short run says little about the worst case of a day; measure for hours, under the load you care about",
-            Nanos(result.measured_ns)
-        ));
-    }
-    let config = serde_json::json!({
-        "cpus": cpus,
-        "classes": measured_classes,
-        "period_ns": args.period.as_u64(),
-        "duration_ns": args.duration.as_u64(),
-        "warmup_ns": args.warmup.as_u64(),
-        "handoff": !args.no_handoff,
-        "cpu_dma_latency_us": args.cpu_dma_latency,
-        "timer_slack_ns": 1,
-        "keep_peaks": args.keep_peaks,
-    });
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at,
-        duration_ns: result.measured_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline,
-        host,
-        config,
-        series,
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted,
-        timers: None,
-    };
-    record
-        .validate()
-        .context("the run produced an invalid record")?;
-    Ok(record)
-}
-
-/// One line for `rtlab history`: the worst rt-high (else any) wake-up p99 and max.
-fn one_line_summary(record: &RunRecord) -> String {
-    let wakeups: Vec<_> = record
-        .series
-        .iter()
-        .filter(|series| series.metric == Metric::Wakeup)
-        .collect();
-    let Some(first_class) = wakeups.first().map(|series| series.class.clone()) else {
-        return "no wake-up series".to_owned();
-    };
-    let class_series: Vec<_> = wakeups
-        .iter()
-        .filter(|series| series.class == first_class)
-        .collect();
-    let p99 = class_series
-        .iter()
-        .filter_map(|series| series.percentiles.get("99"))
-        .max()
-        .copied()
-        .unwrap_or(0);
-    let max = class_series
-        .iter()
-        .map(|series| series.max_ns)
-        .max()
-        .unwrap_or(0);
-    format!(
-        "{first_class} wakeup p99 {} us, max {} us on {} CPUs",
-        crate::render::micros(p99),
-        crate::render::micros(max),
-        class_series.len()
-    )
-}
-
-fn histfile_text(record: &RunRecord, buckets: usize) -> anyhow::Result<String> {
-    let wakeups: Vec<_> = record
-        .series
-        .iter()
-        .filter(|series| series.metric == Metric::Wakeup)
-        .collect();
-    let histograms = wakeups
-        .iter()
-        .map(|series| series.histogram())
-        .collect::<Result<Vec<_>, _>>()
-        .context("decoding a histogram")?;
-    let columns: Vec<rtlab_core::export::HistColumn<'_>> = wakeups
-        .iter()
-        .zip(&histograms)
-        .map(|(series, histogram)| {
-            let limit_ns = buckets as u64 * 1_000;
-            let mut overflow_cycles: Vec<u64> = series
-                .peaks
-                .iter()
-                .filter(|peak| peak.value_ns >= limit_ns)
-                .map(|peak| peak.at_ns / series.period_ns.max(1))
-                .collect();
-            overflow_cycles.sort_unstable();
-            rtlab_core::export::HistColumn {
-                label: format!("{}@{}", series.class, series.cpu),
-                histogram,
-                overflow_cycles,
-            }
-        })
-        .collect();
-    Ok(rtlab_core::export::cyclictest_histogram(&columns, buckets))
 }
 
 /// The progress bar: elapsed, samples, running max; drawn only when stdout is a terminal.
@@ -413,17 +268,22 @@ impl ProgressDisplay {
         );
         ProgressDisplay { bar: Some(bar) }
     }
+}
 
-    fn update(&self, probe: &rtlab_probe::RunningProbe) {
+impl rtlab_session::Observer for ProgressDisplay {
+    /// Poll often when a bar is drawn; otherwise the session wakes rarely, to stay out of the way.
+    fn poll_interval(&self) -> Duration {
+        if self.bar.is_some() {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_millis(250)
+        }
+    }
+
+    fn progress(&mut self, progress: &SessionProgress) {
         let Some(bar) = &self.bar else { return };
-        let progress = probe.progress();
         // The bar spans warm-up plus measurement, in ms.
-        let total_ms = bar.length().unwrap_or(0);
-        let remaining_ms = probe
-            .end_ns()
-            .saturating_sub(rtlab_sys::clock::monotonic_ns())
-            / 1_000_000;
-        bar.set_position(total_ms.saturating_sub(remaining_ms));
+        bar.set_position(progress.elapsed_ns / 1_000_000);
         if progress.warming_up {
             bar.set_message("warming up");
         } else {
@@ -435,11 +295,7 @@ impl ProgressDisplay {
         }
     }
 
-    fn is_drawn(&self) -> bool {
-        self.bar.is_some()
-    }
-
-    fn finish(&self) {
+    fn measured(&mut self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

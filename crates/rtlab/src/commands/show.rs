@@ -1,26 +1,32 @@
 //! `rtlab show`: re-prints a stored run or a Run record file.
 
-use std::io::Write as _;
+use crate::output::PendingOutput;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
     pub run: String,
-    /// Print the whole Run record as JSON instead of the summary
-    #[arg(long)]
-    pub json: bool,
+    /// Write the whole Run record as JSON to FILE (`-`, or no FILE, for stdout, replacing the
+    /// summary)
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let mut record = super::load_record(&args.run)?;
     // Records made before tail projection existed (or imported ones) get it computed now.
-    let usage = super::run_load::usage_of_record(&record);
-    super::run_load::attach_tails(&mut record, &usage, false);
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        writeln!(out, "{}", record.to_json_pretty())?;
-    } else {
+    let usage = rtlab_session::usage_of_record(&record);
+    rtlab_session::attach_tails(&mut record, &usage, false);
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if let Some(json) = json {
+        json.commit(&(record.to_json_pretty() + "\n"))?;
+    }
+    if !to_stdout {
+        let mut out = std::io::stdout().lock();
         crate::render::write_summary(&mut out, &record)?;
         if record.timers.is_some() {
             writeln!(out)?;

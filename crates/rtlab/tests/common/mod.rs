@@ -201,3 +201,12 @@ pub fn rt_high_wakeup_record(
         .collect();
     RunRecord::new(id, "2026-01-01T00:00:00Z", duration_ns, series)
 }
+
+/// One rt-high wake-up series on CPU 0 with a single 20 µs sample: the least a valid record holds.
+pub fn minimal_series() -> rtlab_core::Series {
+    let mut histogram = LatencyHistogram::new();
+    histogram.record(20_000);
+    rt_high_wakeup_record("minimal", 1_000_000_000, &[(0, &histogram)])
+        .series
+        .remove(0)
+}

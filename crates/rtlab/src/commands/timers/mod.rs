@@ -159,7 +159,7 @@ fn base_record(
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline: std::env::args().collect(),
         host,
-        config,
+        config: serde_json::from_value(config).context("the timer study's settings")?,
         series: Vec::new(),
         load: None,
         episodes: Vec::new(),

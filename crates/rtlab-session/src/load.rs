@@ -1,52 +1,96 @@
-//! The load side of `rtlab run`: `--load`, `--load-cmd`, `--competitor`, `--usage`, `--force`.
+//! The load of a run: stressors (a profile and/or `KIND[:N|:P%|:N@P%]`), a shell command, and
+//! competitor threads.
 //!
 //! A latency figure without its load means nothing, so the load is part of the run: validated
 //! before measuring (a typo fails in the first second, not after an hour), started once warm-up
 //! is over, stopped with the run on every exit path (the running pieces stop themselves on drop
 //! and at their deadline), and written into the record's `load` field with what each part
-//! measurably consumed. The usage model chosen here (profile, `--usage`, or 24 h × 7 d) sizes the
-//! "day" and "week" of the tail projection that `attach_tails` stores on each series.
+//! measurably consumed. The usage model chosen here (profile, the request's own, or 24 h × 7 d)
+//! sizes the "day" and "week" of the tail projection that `attach_tails` stores on each series.
 
-use anyhow::Context as _;
-use rtlab_analysis::tail::{project, TailConfig, TailData, UsageModel};
-use rtlab_core::RunRecord;
+use rtlab_analysis::tail::UsageModel;
+use rtlab_core::{
+    CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
+};
 use rtlab_probe::competitor::{self, CompetitorSpec, RunningCompetitors};
 use rtlab_probe::profile::{find_profile, profile_names, Profile};
 use rtlab_probe::stress::{self, RunningStress, StressOptions, StressSpec};
 use rtlab_sys::load_syscalls::{configure_load_command, signal_process_group, GroupSignal};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Loads and competitors for `rtlab run`.
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct LoadArgs {
-    /// Load during measurement, comma-separated: a profile (office, workstation, gaming, web,
-    /// build, none) and/or stressors KIND[:N | :P% | :N@P%] with KIND one of cpu, memory, io, net,
-    /// fork, timers, cache (e.g. cpu:50%,io:4)
-    #[arg(long, value_name = "SPEC[,SPEC…]")]
+/// What load to run during measurement (the `--load`, `--load-cmd`, `--competitor`, `--usage` and
+/// `--force` of `rtlab run`).
+#[derive(Clone, Debug, Default)]
+pub struct LoadRequest {
+    /// Comma-separated: a profile (office, workstation, gaming, web, build, none) and/or
+    /// stressors `KIND[:N | :P% | :N@P%]`.
     pub load: Option<String>,
-    /// Run this shell command as extra load (own process group, stopped as a group at the end)
-    #[arg(long, value_name = "CMD")]
+    /// A shell command run as extra load (own process group, stopped as a group at the end).
     pub load_cmd: Option<String>,
-    /// Add a thread spinning at POLICY:PRIO[@CPU] for the whole run (fifo:10@1, rr:5,
-    /// other:-10 for nice -10); repeatable
-    #[arg(long, value_name = "POLICY:PRIO[@CPU]")]
+    /// Competitor threads, `POLICY:PRIO[@CPU]` each.
     pub competitor: Vec<String>,
-    /// Usage model of the tail projection: hours of use per day and days per week
-    /// [default: the profile's, else 24h/day,7d/week]
-    #[arg(long, value_name = "Nh/day,Nd/week", value_parser = parse_usage)]
+    /// Usage model of the tail projection; default: the profile's, else continuous use.
     pub usage: Option<UsageModel>,
-    /// Run RT competitors even when RT throttling is off (sched_rt_runtime_us = -1)
-    #[arg(long)]
+    /// Run RT competitors even when RT throttling is off.
     pub force: bool,
 }
 
-fn parse_usage(text: &str) -> Result<UsageModel, String> {
-    text.parse::<UsageModel>()
-        .map_err(|error| error.to_string())
+/// Which part of a [`LoadRequest`] an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadField {
+    Load,
+    LoadCmd,
+    Competitor,
 }
+
+impl LoadField {
+    /// The request's field name (`load`, `load_cmd`, `competitor`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadField::Load => "load",
+            LoadField::LoadCmd => "load_cmd",
+            LoadField::Competitor => "competitor",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The request is wrong (an input error).
+    #[error("{message}")]
+    Invalid { field: LoadField, message: String },
+    /// A valid part could not start (a system error).
+    #[error("{message}")]
+    Start { field: LoadField, message: String },
+    #[error("reading the online CPUs: {0}")]
+    OnlineCpus(#[source] std::io::Error),
+}
+
+impl LoadError {
+    /// The request field the error is about.
+    pub fn field(&self) -> Option<LoadField> {
+        match self {
+            LoadError::Invalid { field, .. } | LoadError::Start { field, .. } => Some(*field),
+            LoadError::OnlineCpus(_) => None,
+        }
+    }
+
+    pub fn is_input(&self) -> bool {
+        matches!(self, LoadError::Invalid { .. })
+    }
+}
+
+fn invalid(field: LoadField, message: impl Into<String>) -> LoadError {
+    LoadError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+/// `usage_source` when the request gave the usage model.
+const USAGE_GIVEN: &str = "requested";
 
 /// Everything checked before measuring.
 #[derive(Debug)]
@@ -62,29 +106,35 @@ pub struct LoadPlan {
 }
 
 /// Splits `--load` into at most one profile and a list of stressors (a kind at most once).
-fn resolve_load(text: &str) -> anyhow::Result<(Option<&'static Profile>, Vec<StressSpec>)> {
+fn resolve_load(text: &str) -> Result<(Option<&'static Profile>, Vec<StressSpec>), LoadError> {
     let mut profile: Option<&'static Profile> = None;
     let mut stressors: Vec<StressSpec> = Vec::new();
     for part in text.split(',') {
         let name = part.split(':').next().unwrap_or("").trim();
         if let Some(found) = find_profile(name) {
             if part.contains(':') {
-                return Err(crate::exit::input(format!(
-                    "--load: profile '{name}' takes no intensity ('{}')",
-                    part.trim()
-                )));
+                return Err(invalid(
+                    LoadField::Load,
+                    format!("profile '{name}' takes no intensity ('{}')", part.trim()),
+                ));
             }
             if let Some(earlier) = profile {
-                return Err(crate::exit::input(format!(
-                    "--load: two profiles ('{}' and '{}'); give one profile and add stressors to it",
-                    earlier.name, found.name
-                )));
+                return Err(invalid(
+                    LoadField::Load,
+                    format!(
+                        "two profiles ('{}' and '{}'); give one profile and add stressors to it",
+                        earlier.name, found.name
+                    ),
+                ));
             }
             profile = Some(found);
             stressors.extend(found.stressors());
         } else {
             let spec: StressSpec = part.parse().map_err(|error| {
-                crate::exit::input(format!("--load: {error} (profiles: {})", profile_names()))
+                invalid(
+                    LoadField::Load,
+                    format!("{error} (profiles: {})", profile_names()),
+                )
             })?;
             stressors.push(spec);
         }
@@ -94,52 +144,56 @@ fn resolve_load(text: &str) -> anyhow::Result<(Option<&'static Profile>, Vec<Str
             .iter()
             .any(|earlier| earlier.kind == spec.kind)
         {
-            return Err(crate::exit::input(format!(
-                "--load: stressor '{}' is given twice (a profile's mix counts: see README, section load)",
-                spec.kind
-            )));
+            return Err(invalid(
+                LoadField::Load,
+                format!(
+                    "stressor '{}' is given twice (a profile's mix counts: see README, section load)",
+                    spec.kind
+                ),
+            ));
         }
     }
     Ok((profile, stressors))
 }
 
-/// Checks every load argument; nothing starts yet.
-pub fn validate(args: &LoadArgs) -> anyhow::Result<LoadPlan> {
+/// Checks every part of the request; nothing starts yet.
+pub fn validate(args: &LoadRequest) -> Result<LoadPlan, LoadError> {
     let (profile, stressors) = match args.load.as_deref() {
         Some(text) => resolve_load(text)?,
         None => (None, Vec::new()),
     };
     let command = match args.load_cmd.as_deref().map(str::trim) {
-        Some("") => return Err(crate::exit::input("--load-cmd: the command is empty")),
+        Some("") => return Err(invalid(LoadField::LoadCmd, "the command is empty")),
         Some(text) => Some(text.to_owned()),
         None => None,
     };
     if command.is_some() && !std::path::Path::new("/bin/sh").exists() {
-        return Err(crate::exit::input("--load-cmd: /bin/sh does not exist"));
+        return Err(invalid(LoadField::LoadCmd, "/bin/sh does not exist"));
     }
     let competitors = args
         .competitor
         .iter()
         .map(|text| {
             text.parse::<CompetitorSpec>()
-                .map_err(|error| crate::exit::input(format!("--competitor: {error}")))
+                .map_err(|error| invalid(LoadField::Competitor, error.to_string()))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let online = rtlab_sys::cpu::online_cpus().context("reading the online CPUs")?;
+        .collect::<Result<Vec<_>, _>>()?;
+    let online = rtlab_sys::cpu::online_cpus().map_err(LoadError::OnlineCpus)?;
     for spec in &competitors {
         if let Some(cpu) = spec.cpu {
             if !online.contains(&cpu) {
-                return Err(crate::exit::input(format!(
-                    "--competitor {spec}: CPU {cpu} is not online"
-                )));
+                return Err(invalid(
+                    LoadField::Competitor,
+                    format!("{spec}: CPU {cpu} is not online"),
+                ));
             }
         }
     }
     let rt_runtime = rtlab_sys::sched::rt_runtime_us().ok();
     let warnings = competitor::check_rt_throttling(rt_runtime, &competitors, args.force)
-        .map_err(|error| crate::exit::input(format!("--competitor: {error}")))?;
+        .map_err(|error| invalid(LoadField::Competitor, error.to_string()))?;
     let (usage, usage_source) = match (args.usage, profile) {
-        (Some(usage), _) => (usage, "--usage".to_owned()),
+        (Some(usage), _) => (usage, USAGE_GIVEN.to_owned()),
         (None, Some(profile)) => (
             UsageModel {
                 hours_per_day: profile.hours_per_day,
@@ -180,12 +234,12 @@ impl LoadPlan {
     /// True when the user asked for any load (even the `none` profile) or a usage model: the
     /// record then gets a `load` value.
     pub fn is_requested(&self) -> bool {
-        self.spec.is_some() || !self.is_idle() || self.usage_source == "--usage"
+        self.spec.is_some() || !self.is_idle() || self.usage_source == USAGE_GIVEN
     }
 
     /// Starts everything. `measure_start_ns` and `end_ns` are CLOCK_MONOTONIC times of the
     /// measurement; every part stops on its own shortly after `end_ns` even if never asked.
-    pub fn start(&self, measure_start_ns: u64, end_ns: u64) -> anyhow::Result<RunningLoad> {
+    pub fn start(&self, measure_start_ns: u64, end_ns: u64) -> Result<RunningLoad, LoadError> {
         let now_ns = rtlab_sys::clock::monotonic_ns();
         let deadline_ns = end_ns.max(now_ns) + GRACE.as_nanos() as u64;
         let softirqs_before = rtlab_sys::proc_stat::softirq_counts().ok();
@@ -200,16 +254,18 @@ impl LoadPlan {
         if !self.competitors.is_empty() {
             running.competitors = Some(
                 competitor::start(&self.competitors, deadline_ns)
-                    .map_err(|error| crate::exit::input(format!("--competitor: {error}")))?,
+                    .map_err(|error| invalid(LoadField::Competitor, error.to_string()))?,
             );
         }
         if !self.stressors.is_empty() {
             let mut options = StressOptions::new(Duration::from_nanos(deadline_ns - now_ns));
             options.deadline = Instant::now() + Duration::from_nanos(deadline_ns - now_ns);
-            running.stress = Some(
-                stress::start(&self.stressors, &options)
-                    .map_err(|error| anyhow::anyhow!("--load: {error}"))?,
-            );
+            running.stress = Some(stress::start(&self.stressors, &options).map_err(|error| {
+                LoadError::Start {
+                    field: LoadField::Load,
+                    message: error.to_string(),
+                }
+            })?);
         }
         if let Some(text) = &self.command {
             let mut command = Command::new("/bin/sh");
@@ -220,9 +276,10 @@ impl LoadPlan {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             configure_load_command(&mut command);
-            let child = command
-                .spawn()
-                .with_context(|| format!("--load-cmd: cannot start '{text}'"))?;
+            let child = command.spawn().map_err(|error| LoadError::Start {
+                field: LoadField::LoadCmd,
+                message: format!("cannot start '{text}': {error}"),
+            })?;
             running.command = Some(LoadCommand {
                 text: text.clone(),
                 started_ns: rtlab_sys::clock::monotonic_ns(),
@@ -233,29 +290,28 @@ impl LoadPlan {
         Ok(running)
     }
 
-    /// The record's `load` value when the run ended before the load started.
-    pub fn describe_unstarted(&self) -> Value {
-        let mut value = self.describe();
-        value["started"] = json!(false);
-        value
-    }
-
-    fn describe(&self) -> Value {
-        json!({
-            "spec": self.spec,
-            "profile": self.profile.map(|profile| json!({
-                "name": profile.name,
-                "description": profile.description,
-                "mix": profile.mix,
-            })),
-            "usage": {
-                "hours_per_day": self.usage.hours_per_day,
-                "days_per_week": self.usage.days_per_week,
-                "source": self.usage_source,
+    /// The record's `load` when the run ended before the load started: the request only.
+    pub fn describe_unstarted(&self) -> Load {
+        Load {
+            spec: self.spec.clone(),
+            profile: self.profile.map(|profile| LoadProfile {
+                name: profile.name.to_owned(),
+                description: profile.description.to_owned(),
+                mix: profile.mix.to_owned(),
+            }),
+            usage: LoadUsage {
+                hours_per_day: self.usage.hours_per_day,
+                days_per_week: self.usage.days_per_week,
+                source: self.usage_source.clone(),
             },
-            "load_cmd": self.command,
-            "competitors": self.competitors.iter().map(|spec| spec.to_string()).collect::<Vec<_>>(),
-        })
+            load_cmd: self.command.clone(),
+            competitors: self
+                .competitors
+                .iter()
+                .map(|spec| CompetitorEntry::Requested(spec.to_string()))
+                .collect(),
+            ..Load::default()
+        }
     }
 }
 
@@ -347,7 +403,7 @@ impl RunningLoad {
 
     /// Stops every part and describes what ran, when (ns since measurement start) and what it
     /// consumed; the second value lists what made the load lighter than asked (for `warnings`).
-    pub fn stop(mut self, plan: &LoadPlan) -> (Value, Vec<String>) {
+    pub fn stop(mut self, plan: &LoadPlan) -> (Load, Vec<String>) {
         let mut warnings = Vec::new();
         let relative = |ns: u64| ns.saturating_sub(self.measure_start_ns);
         let instant_now = Instant::now();
@@ -356,9 +412,9 @@ impl RunningLoad {
             let back = instant_now.saturating_duration_since(instant).as_nanos() as u64;
             relative(monotonic_now.saturating_sub(back))
         };
-        let mut value = plan.describe();
-        value["started"] = json!(true);
-        value["started_ns"] = json!(relative(self.started_ns));
+        let mut load = plan.describe_unstarted();
+        load.started = true;
+        load.started_ns = Some(relative(self.started_ns));
         if let Some(stress) = self.stress.take() {
             let reports = stress.stop();
             for report in &reports {
@@ -369,30 +425,26 @@ impl RunningLoad {
                     ));
                 }
             }
-            value["stressors"] = Value::Array(
-                reports
-                    .iter()
-                    .map(|report| {
-                        json!({
-                            "spec": report.spec.to_string(),
-                            "kind": report.spec.kind.name(),
-                            "workers": report.workers,
-                            "duty_percent": report.spec.duty_percent,
-                            "started_ns": instant_to_relative(report.started_at),
-                            "stopped_ns": instant_to_relative(report.stopped_at),
-                            "operations": report.operations,
-                            "bytes": report.bytes,
-                            "cpu_time_ns": report.usage.cpu_time_ns,
-                            "minor_faults": report.usage.minor_faults,
-                            "major_faults": report.usage.major_faults,
-                            "voluntary_switches": report.usage.voluntary_switches,
-                            "involuntary_switches": report.usage.involuntary_switches,
-                            "errors": report.errors,
-                            "notes": report.notes,
-                        })
-                    })
-                    .collect(),
-            );
+            load.stressors = reports
+                .iter()
+                .map(|report| StressorRun {
+                    spec: report.spec.to_string(),
+                    kind: report.spec.kind.name().to_owned(),
+                    workers: u64::from(report.workers),
+                    duty_percent: u64::from(report.spec.duty_percent),
+                    started_ns: instant_to_relative(report.started_at),
+                    stopped_ns: instant_to_relative(report.stopped_at),
+                    operations: report.operations,
+                    bytes: report.bytes,
+                    cpu_time_ns: report.usage.cpu_time_ns,
+                    minor_faults: report.usage.minor_faults,
+                    major_faults: report.usage.major_faults,
+                    voluntary_switches: report.usage.voluntary_switches,
+                    involuntary_switches: report.usage.involuntary_switches,
+                    errors: report.errors.clone(),
+                    notes: report.notes.clone(),
+                })
+                .collect();
         }
         if let Some(mut command) = self.command.take() {
             let exited = {
@@ -403,125 +455,75 @@ impl RunningLoad {
             let stopped_ns = rtlab_sys::clock::monotonic_ns();
             if let Some((at, status)) = &exited {
                 warnings.push(format!(
-                    "load: --load-cmd exited on its own ({status}) {} after measurement started: \
+                    "load: the load command exited on its own ({status}) {} after measurement started: \
                      the rest of the run had less load",
                     rtlab_core::Nanos(relative(*at))
                 ));
             }
-            value["command"] = json!({
-                "cmd": command.text,
-                "started_ns": relative(command.started_ns),
-                "stopped_ns": relative(exited.as_ref().map_or(stopped_ns, |(at, _)| *at)),
-                "ended": match &exited {
+            load.command = Some(CommandRun {
+                cmd: command.text.clone(),
+                started_ns: relative(command.started_ns),
+                stopped_ns: relative(exited.as_ref().map_or(stopped_ns, |(at, _)| *at)),
+                ended: match &exited {
                     Some((_, status)) => format!("exited on its own ({status})"),
                     None => "stopped by rtlab (process group terminated)".to_owned(),
                 },
-                "problem": problem,
+                problem,
             });
         }
         if let Some(competitors) = self.competitors.take() {
-            let reports = competitors.stop();
-            value["competitors"] = Value::Array(
-                reports
-                    .iter()
-                    .map(|report| {
-                        json!({
-                            "spec": report.spec.to_string(),
-                            "thread_id": report.thread_id,
-                            "started_ns": relative(report.started_ns),
-                            "stopped_ns": relative(report.stopped_ns),
-                            "cpu_time_ns": report.usage.cpu_time_ns,
-                            "involuntary_switches": report.usage.involuntary_switches,
-                            "stop_reason": report.stop_reason.as_str(),
-                        })
+            load.competitors = competitors
+                .stop()
+                .iter()
+                .map(|report| {
+                    CompetitorEntry::Ran(CompetitorRun {
+                        spec: report.spec.to_string(),
+                        thread_id: report.thread_id,
+                        started_ns: relative(report.started_ns),
+                        stopped_ns: relative(report.stopped_ns),
+                        cpu_time_ns: report.usage.cpu_time_ns,
+                        involuntary_switches: report.usage.involuntary_switches,
+                        stop_reason: report.stop_reason.as_str().to_owned(),
                     })
-                    .collect(),
-            );
+                })
+                .collect();
         }
-        value["stopped_ns"] = json!(relative(rtlab_sys::clock::monotonic_ns()));
+        load.stopped_ns = Some(relative(rtlab_sys::clock::monotonic_ns()));
         if let (Some(before), Ok(after)) = (
             &self.softirqs_before,
             rtlab_sys::proc_stat::softirq_counts(),
         ) {
-            let deltas: BTreeMap<String, u64> = after
-                .iter()
-                .map(|(name, counts)| {
-                    let earlier: u64 = before.get(name).map_or(0, |counts| counts.iter().sum());
-                    (
-                        name.clone(),
-                        counts.iter().sum::<u64>().saturating_sub(earlier),
-                    )
-                })
-                .collect();
-            value["softirqs_during_load"] = json!(deltas);
+            load.softirqs_during_load = Some(softirq_deltas(before, &after));
         }
-        (value, warnings)
+        (load, warnings)
     }
 }
 
-/// The usage model a stored record was projected with (its `load.usage`), else continuous use.
-pub fn usage_of_record(record: &RunRecord) -> UsageModel {
-    let usage = record.load.as_ref().and_then(|load| load.get("usage"));
-    match usage {
-        Some(usage) => UsageModel {
-            hours_per_day: usage["hours_per_day"].as_f64().unwrap_or(24.0),
-            days_per_week: usage["days_per_week"].as_f64().unwrap_or(7.0),
-        },
-        None => UsageModel::CONTINUOUS,
-    }
-}
-
-/// Computes and stores each series' `tail` (skipping series that already have one unless
-/// `overwrite`). Series whose histogram cannot be decoded get `{"insufficient": …}`.
-pub fn attach_tails(record: &mut RunRecord, usage: &UsageModel, overwrite: bool) {
-    let config = TailConfig::default();
-    let duration_ns = record.duration_ns;
-    for series in &mut record.series {
-        if series.tail.is_some() && !overwrite {
-            continue;
-        }
-        let tail = match series.histogram() {
-            Ok(histogram) => {
-                let covered_ns = if series.max_per_second.is_empty() {
-                    duration_ns
-                } else {
-                    (series.max_per_second.len() as u64 * 1_000_000_000)
-                        .min(duration_ns.max(1_000_000_000))
-                };
-                let data = TailData {
-                    histogram: &histogram,
-                    max_per_second: &series.max_per_second,
-                    covered_ns,
-                    period_ns: series.period_ns,
-                };
-                let mut tail = project(&data, usage, &config).to_json();
-                // Whether the record's `peaks` hold every exceedance of the fit (with its time),
-                // so the projection can be redone and checked from the record alone.
-                if let Some(threshold) = tail["fit"]["threshold_ns"].as_u64() {
-                    let kept = series
-                        .peaks
-                        .iter()
-                        .filter(|peak| peak.value_ns > threshold)
-                        .count() as u64;
-                    tail["fit"]["exceedances_kept_in_peaks"] =
-                        json!(kept >= tail["fit"]["exceedances"].as_u64().unwrap_or(u64::MAX));
-                }
-                tail
-            }
-            Err(error) => json!({"insufficient": format!("the histogram cannot be read: {error}")}),
-        };
-        series.tail = Some(tail);
-    }
+/// Softirqs raised (summed over CPUs) between two readings, by name.
+fn softirq_deltas(
+    before: &BTreeMap<String, Vec<u64>>,
+    after: &BTreeMap<String, Vec<u64>>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(name, counts)| {
+            let earlier: u64 = before.get(name).map_or(0, |counts| counts.iter().sum());
+            (
+                name.clone(),
+                counts.iter().sum::<u64>().saturating_sub(earlier),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(load: Option<&str>) -> LoadArgs {
-        LoadArgs {
+    fn args(load: Option<&str>) -> LoadRequest {
+        LoadRequest {
             load: load.map(str::to_owned),
-            ..LoadArgs::default()
+            ..LoadRequest::default()
         }
     }
 
@@ -533,21 +535,21 @@ mod tests {
         assert!(!plan.stressors.is_empty());
         let plan = validate(&args(Some("gaming,io:2"))).unwrap();
         assert!(plan.stressors.iter().any(|spec| spec.to_string() == "io:2"));
-        let plan = validate(&LoadArgs {
+        let plan = validate(&LoadRequest {
             load: Some("web".to_owned()),
             usage: Some("2h/day,3d/week".parse().unwrap()),
-            ..LoadArgs::default()
+            ..LoadRequest::default()
         })
         .unwrap();
         assert_eq!(plan.usage().hours_per_day, 2.0);
-        assert_eq!(plan.usage_source, "--usage");
+        assert_eq!(plan.usage_source, USAGE_GIVEN);
         let plan = validate(&args(None)).unwrap();
         assert!(plan.is_idle());
         assert_eq!(plan.usage(), UsageModel::CONTINUOUS);
     }
 
     #[test]
-    fn bad_loads_are_input_errors_naming_the_flag() {
+    fn bad_loads_are_input_errors_naming_the_field() {
         for (load, expected) in [
             ("office,web", "two profiles"),
             ("office,cpu:10%", "'cpu' is given twice"),
@@ -556,50 +558,58 @@ mod tests {
             ("cpu:0%", "between 1% and 100%"),
         ] {
             let error = validate(&args(Some(load))).unwrap_err();
-            assert!(
-                error.downcast_ref::<crate::exit::InputError>().is_some(),
-                "{load}"
-            );
+            assert!(error.is_input(), "{load}");
+            assert_eq!(error.field(), Some(LoadField::Load), "{load}");
             let text = error.to_string();
-            assert!(
-                text.starts_with("--load") && text.contains(expected),
-                "{load}: {text}"
-            );
+            assert!(text.contains(expected), "{load}: {text}");
         }
-        let error = validate(&LoadArgs {
+        let error = validate(&LoadRequest {
             competitor: vec!["fifo:0".to_owned()],
-            ..LoadArgs::default()
+            ..LoadRequest::default()
         })
-        .unwrap_err()
-        .to_string();
-        assert!(
-            error.starts_with("--competitor") && error.contains("1..99"),
-            "{error}"
-        );
-        let error = validate(&LoadArgs {
+        .unwrap_err();
+        assert_eq!(error.field(), Some(LoadField::Competitor));
+        let error = error.to_string();
+        assert!(error.contains("1..99"), "{error}");
+        let error = validate(&LoadRequest {
             competitor: vec!["fifo:5@4095".to_owned()],
-            ..LoadArgs::default()
+            ..LoadRequest::default()
         })
         .unwrap_err()
         .to_string();
         assert!(error.contains("CPU 4095 is not online"), "{error}");
-        let error = validate(&LoadArgs {
+        let error = validate(&LoadRequest {
             load_cmd: Some("  ".to_owned()),
-            ..LoadArgs::default()
+            ..LoadRequest::default()
         })
-        .unwrap_err()
-        .to_string();
-        assert!(
-            error.contains("--load-cmd: the command is empty"),
-            "{error}"
-        );
+        .unwrap_err();
+        assert_eq!(error.field(), Some(LoadField::LoadCmd));
+        assert!(error.is_input());
+        assert_eq!(error.to_string(), "the command is empty");
+    }
+
+    #[test]
+    fn softirq_deltas_sum_over_cpus() {
+        let before = BTreeMap::from([
+            ("TIMER".to_owned(), vec![10, 20]),
+            ("RCU".to_owned(), vec![5]),
+        ]);
+        let after = BTreeMap::from([
+            ("TIMER".to_owned(), vec![15, 40]),
+            ("RCU".to_owned(), vec![4]),
+            ("NET_RX".to_owned(), vec![3, 3]),
+        ]);
+        let deltas = softirq_deltas(&before, &after);
+        assert_eq!(deltas["TIMER"], 25);
+        assert_eq!(deltas["RCU"], 0, "a counter that went back counts 0");
+        assert_eq!(deltas["NET_RX"], 6);
     }
 
     #[test]
     fn load_command_is_stopped_as_a_group() {
-        let plan = validate(&LoadArgs {
+        let plan = validate(&LoadRequest {
             load_cmd: Some("sleep 600 & sleep 600".to_owned()),
-            ..LoadArgs::default()
+            ..LoadRequest::default()
         })
         .unwrap();
         let now = rtlab_sys::clock::monotonic_ns();
@@ -623,11 +633,11 @@ mod tests {
             group_members(group) >= 2,
             "both sleeps should be in the group"
         );
-        let (value, warnings) = running.stop(&plan);
+        let (load, warnings) = running.stop(&plan);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(group_members(group), 0, "the whole group is gone");
         assert_eq!(
-            value["command"]["ended"],
+            load.command.unwrap().ended,
             "stopped by rtlab (process group terminated)"
         );
     }

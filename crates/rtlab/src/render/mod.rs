@@ -2,7 +2,12 @@
 //!
 //! Numbers are stored in ns and printed in µs with one decimal, the unit cyclictest users read.
 
-use rtlab_core::{Metric, RunRecord, Series};
+pub mod check;
+pub mod explain;
+pub mod forecast;
+pub mod plan;
+
+use rtlab_core::{CompetitorEntry, Metric, RunRecord, Series, TailUsage, WindowEstimate};
 use std::io::Write;
 
 /// ns → µs with one decimal, as printed in every table.
@@ -163,35 +168,23 @@ pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::io
 }
 
 /// One tail cell: `38.2 [31.0-52.3] gpd`, or `insufficient*` (reasons listed under the table).
-fn tail_cell(window: Option<&serde_json::Value>) -> (String, Option<String>) {
-    let Some(window) = window else {
-        return ("-".to_owned(), None);
-    };
-    if let Some(reason) = window
-        .get("insufficient")
-        .and_then(|reason| reason.as_str())
-    {
-        return ("insufficient*".to_owned(), Some(reason.to_owned()));
-    }
-    let field = |name: &str| {
-        window
-            .get(name)
-            .and_then(|value| value.as_u64())
-            .unwrap_or(0)
-    };
-    let method = window
-        .get("method")
-        .and_then(|value| value.as_str())
-        .unwrap_or("?");
-    (
-        format!(
-            "{} [{}-{}] {method}",
-            micros(field("estimate_ns")),
-            micros(field("ci_low_ns")),
-            micros(field("ci_high_ns"))
+fn tail_cell(window: Option<&WindowEstimate>) -> (String, Option<String>) {
+    match window {
+        None => ("-".to_owned(), None),
+        Some(WindowEstimate::Insufficient { insufficient }) => {
+            ("insufficient*".to_owned(), Some(insufficient.clone()))
+        }
+        Some(WindowEstimate::Value(value)) => (
+            format!(
+                "{} [{}-{}] {}",
+                micros(value.estimate_ns),
+                micros(value.ci_low_ns),
+                micros(value.ci_high_ns),
+                value.method
+            ),
+            None,
         ),
-        None,
-    )
+    }
 }
 
 /// What load ran (the record's `load`), in two or three lines.
@@ -200,47 +193,37 @@ pub fn write_load_summary(out: &mut impl Write, record: &RunRecord) -> std::io::
         return Ok(());
     };
     writeln!(out)?;
-    let spec = load["spec"].as_str().unwrap_or("(no --load)");
-    let usage = &load["usage"];
+    let spec = load.spec.as_deref().unwrap_or("(no --load)");
     writeln!(
         out,
         "load {spec}  usage {}h/day × {}d/week ({})",
-        usage["hours_per_day"],
-        usage["days_per_week"],
-        usage["source"].as_str().unwrap_or("?")
+        load.usage.hours_per_day, load.usage.days_per_week, load.usage.source
     )?;
-    if let Some(stressors) = load["stressors"].as_array() {
-        let parts: Vec<String> = stressors
+    if !load.stressors.is_empty() {
+        let parts: Vec<String> = load
+            .stressors
             .iter()
             .map(|stressor| {
                 format!(
                     "{} {:.1} s CPU",
-                    stressor["spec"].as_str().unwrap_or("?"),
-                    stressor["cpu_time_ns"].as_u64().unwrap_or(0) as f64 / 1e9
+                    stressor.spec,
+                    stressor.cpu_time_ns as f64 / 1e9
                 )
             })
             .collect();
         writeln!(out, "  stressors: {}", parts.join(", "))?;
     }
-    if let Some(command) = load.get("command").filter(|command| command.is_object()) {
-        writeln!(
-            out,
-            "  --load-cmd '{}': {}",
-            command["cmd"].as_str().unwrap_or("?"),
-            command["ended"].as_str().unwrap_or("?")
-        )?;
+    if let Some(command) = &load.command {
+        writeln!(out, "  --load-cmd '{}': {}", command.cmd, command.ended)?;
     }
-    if let Some(competitors) = load["competitors"].as_array() {
-        for competitor in competitors
-            .iter()
-            .filter(|competitor| competitor.is_object())
-        {
+    for competitor in &load.competitors {
+        if let CompetitorEntry::Ran(competitor) = competitor {
             writeln!(
                 out,
                 "  competitor {}: {:.1} s CPU, stopped ({})",
-                competitor["spec"].as_str().unwrap_or("?"),
-                competitor["cpu_time_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-                competitor["stop_reason"].as_str().unwrap_or("?")
+                competitor.spec,
+                competitor.cpu_time_ns as f64 / 1e9,
+                competitor.stop_reason
             )?;
         }
     }
@@ -259,13 +242,17 @@ pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::io::
     let Some(first) = rows.first().and_then(|series| series.tail.as_ref()) else {
         return Ok(());
     };
-    let usage = &first["usage"];
-    let hours = |name: &str| first["window_seconds"][name].as_f64().unwrap_or(0.0) / 3600.0;
+    let usage = first.usage.unwrap_or(TailUsage {
+        hours_per_day: 24.0,
+        days_per_week: 7.0,
+    });
+    let seconds = first.window_seconds.unwrap_or_default();
+    let hours = |seconds: u64| seconds as f64 / 3600.0;
     writeln!(out)?;
     writeln!(
         out,
         "expected worst case per window of use, µs: median of the window's largest latency [95 % interval], method (usage {}h/day, {}d/week)",
-        usage["hours_per_day"], usage["days_per_week"]
+        usage.hours_per_day, usage.days_per_week
     )?;
     writeln!(
         out,
@@ -273,16 +260,16 @@ pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::io::
         "class",
         "cpu",
         "metric",
-        format!("per hour ({:.0} h)", hours("per_hour")),
-        format!("per day ({:.1} h)", hours("per_day")),
-        format!("per week ({:.1} h)", hours("per_week"))
+        format!("per hour ({:.0} h)", hours(seconds.per_hour)),
+        format!("per day ({:.1} h)", hours(seconds.per_day)),
+        format!("per week ({:.1} h)", hours(seconds.per_week))
     )?;
     let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
     for series in &rows {
         let tail = series.tail.as_ref().expect("filtered on tail");
         let mut cells = Vec::new();
         for window in ["per_hour", "per_day", "per_week"] {
-            let (cell, reason) = tail_cell(tail.get(window));
+            let (cell, reason) = tail_cell(tail.window(window));
             if let Some(reason) = reason {
                 let place = format!("{} {window}", series.label());
                 match reasons.iter_mut().find(|(known, _)| *known == reason) {
@@ -324,8 +311,8 @@ pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::io::
             .filter(|series| series.class == class && series.metric == Metric::Wakeup)
             .max_by_key(|series| series.max_ns);
         let Some(worst) = worst else { continue };
-        let lines = worst.tail.as_ref().and_then(|tail| tail["rare"].as_array());
-        for line in lines.into_iter().flatten().filter_map(|line| line.as_str()) {
+        let lines = worst.tail.iter().flat_map(|tail| &tail.rare);
+        for line in lines {
             writeln!(out, "{}: {line}", worst.label())?;
         }
     }

@@ -1,65 +1,60 @@
-//! `rtlab run --explain`: records kernel events during the run and explains every late wake-up.
+//! The explain side of a run: records kernel events and explains every late wake-up.
 //!
 //! The glue between the probe (which knows *that* a sample was late) and rtlab-trace (which knows
 //! what the CPU did meanwhile): it picks each series' threshold, hands the late samples over with
-//! the measuring thread's id, and puts the episodes in the Run record. By default the threshold is
-//! each series' p99.9: the first second after warm-up calibrates a provisional threshold, and at the
-//! end only episodes above the series' final p99.9 are kept.
+//! the measuring thread's id, marks each late sample in the trace the moment it is taken (the
+//! probe's late-sample sink), and puts the episodes in the Run record. By default the threshold is
+//! each series' p99.9: the first second after warm-up calibrates a provisional threshold, and at
+//! the end only episodes above the series' final p99.9 are kept. The threshold walks down once:
+//! from [`ExplainConfig`] (or the calibration here) into the probe, never back up.
 
-use rtlab_core::{Metric, RunRecord};
-use rtlab_probe::{LateSample, RunningProbe, SeriesKey};
-use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
+use rtlab_core::{ExplainSettings, ExplainTrace, Metric, Nanos, RunRecord, ThresholdKind};
+use rtlab_probe::{LateSample, LateSampleSink, RunningProbe, SeriesKey};
+use rtlab_sys::tracefs::Marker;
+use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig, TraceError};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct ExplainArgs {
-    /// Record kernel events (tracefs) and explain every late wake-up: which IRQ, softirq, timer or
-    /// task ran instead, and what time went unaccounted
-    #[arg(long)]
-    pub explain: bool,
-    /// Explain wake-ups later than this many µs [default: each series' p99.9 after warm-up]
-    #[arg(long, value_name = "US", requires = "explain", value_parser = parse_micros)]
-    pub explain_above: Option<u64>,
-    /// Also sample kernel call stacks (perf cpu-clock) on the measured CPUs and attach the one
-    /// caught inside each episode
-    #[arg(long, requires = "explain")]
+/// What to explain and how.
+#[derive(Clone, Debug, Default)]
+pub struct ExplainConfig {
+    /// Explain samples later than this; default: each series' p99.9 (calibrated, see the module).
+    pub threshold: Option<Nanos>,
+    /// Also sample kernel call stacks (perf cpu-clock) on the measured CPUs.
     pub stacks: bool,
-    /// Which kernel events to record: `standard` (what attribution needs) or `full` (adds
-    /// sched_wakeup, sched_migrate_task, hrtimer_start and the local timer interrupt; costs the
-    /// probe more, see BENCHMARKS.md)
-    #[arg(long, value_enum, default_value_t = ExplainEvents::Standard, requires = "explain")]
-    pub explain_events: ExplainEvents,
+    /// Which kernel events to record.
+    pub events: EventSet,
 }
 
-/// `--explain-events`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExplainEvents {
-    #[default]
-    Standard,
-    Full,
-}
+/// The probe's late-sample sink while explaining: one `trace_marker` line per late sample, so
+/// the tracer sees the sample in the CPU's own event stream. One `write(2)` from a stack buffer:
+/// no allocation, no lock (see `Marker::write`).
+struct TraceMarkerSink(Arc<Marker>);
 
-impl From<ExplainEvents> for EventSet {
-    fn from(events: ExplainEvents) -> EventSet {
-        match events {
-            ExplainEvents::Standard => EventSet::Standard,
-            ExplainEvents::Full => EventSet::Full,
+impl LateSampleSink for TraceMarkerSink {
+    fn late_sample(&self, sample: &LateSample) {
+        let mut buffer = [0u8; 160];
+        let key = SeriesKey {
+            metric: sample.metric,
+            class: sample.class,
+            cpu: sample.cpu,
+        };
+        if let Some(length) = rtlab_core::write_late_marker(
+            &mut buffer,
+            key.label(),
+            sample.intended_ns,
+            sample.actual_ns,
+            sample.latency_ns,
+        ) {
+            self.0.write(&buffer[..length]);
         }
     }
 }
 
-fn parse_micros(text: &str) -> Result<u64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a number of µs"))?;
-    if !(value.is_finite() && value > 0.0 && value < 1e12) {
-        return Err(format!("'{text}' must be a positive number of µs"));
-    }
-    Ok((value * 1_000.0).round() as u64)
+fn micros(nanos: u64) -> String {
+    format!("{:.1}", nanos as f64 / 1_000.0)
 }
 
 /// How long after warm-up the default threshold is calibrated.
@@ -70,7 +65,7 @@ const CALIBRATION_SAMPLES: usize = 20_000;
 const STACK_PERIOD_NS: u64 = 1_000_000;
 
 fn label(key: &SeriesKey) -> String {
-    format!("{}/{}@{}", key.class, key.metric, key.cpu)
+    key.label().to_string()
 }
 
 enum Threshold {
@@ -85,8 +80,8 @@ enum Threshold {
     Provisional,
 }
 
-/// The explain side of one `rtlab run`.
-pub struct ExplainSession {
+/// The explain side of one run.
+pub(crate) struct ExplainSession {
     explainer: Option<Explainer>,
     sender: mpsc::Sender<LateWakeup>,
     thread_ids: BTreeMap<SeriesKey, u32>,
@@ -100,12 +95,9 @@ pub struct ExplainSession {
     warnings: Vec<String>,
 }
 
-/// Starts recording when `--explain` is on. A recorder that cannot start (not root, no tracefs)
-/// is a warning, not an error: the run goes on and says what it skipped.
-pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option<ExplainSession> {
-    if !args.explain {
-        return None;
-    }
+/// Starts recording. A recorder that cannot start (not root, no tracefs) is a warning, not an
+/// error: the run goes on and says what it skipped.
+pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) -> ExplainSession {
     let (sender, receiver) = mpsc::channel::<LateWakeup>();
     let receiver = Mutex::new(receiver);
     let source = Box::new(move |out: &mut Vec<LateWakeup>| {
@@ -120,7 +112,7 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
             // The calibration second's samples are attributed after it ends.
             retention: Duration::from_millis(CALIBRATION_NS / 1_000_000 + 1_500),
             stack_period_ns: args.stacks.then_some(STACK_PERIOD_NS),
-            events: args.explain_events.into(),
+            events: args.events,
             ..RecorderConfig::default()
         },
         // Reading the rings in bursts four times a second disturbs the measuring threads less than
@@ -136,20 +128,20 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
     let explainer = match Explainer::start(config, source) {
         Ok(explainer) => {
             if let Some(marker) = explainer.marker() {
-                probe.mark_late_samples(marker);
+                probe.set_late_sink(Arc::new(TraceMarkerSink(marker)));
             }
             Some(explainer)
         }
         Err(error) => {
             warnings.push(format!(
-                "--explain: could not record kernel events ({error}); late wake-ups are measured but not explained (run as root with tracefs)"
+                "explain: could not record kernel events ({error}); late wake-ups are measured but not explained (run as root with tracefs)"
             ));
             None
         }
     };
-    let threshold = match args.explain_above {
-        Some(threshold_ns) => {
-            probe.set_late_threshold(None, threshold_ns);
+    let threshold = match args.threshold {
+        Some(threshold) => {
+            probe.set_late_threshold(None, threshold.as_u64());
             Threshold::Fixed
         }
         None => Threshold::Calibrating {
@@ -158,7 +150,7 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
             samples: BTreeMap::new(),
         },
     };
-    Some(ExplainSession {
+    ExplainSession {
         explainer,
         sender,
         thread_ids: probe.thread_ids().into_iter().collect(),
@@ -166,10 +158,10 @@ pub fn start(args: &ExplainArgs, probe: &RunningProbe, cpus: &[usize]) -> Option
         drained: Vec::with_capacity(4096),
         measure_start_ns,
         provisional: BTreeMap::new(),
-        fixed_threshold_ns: args.explain_above,
+        fixed_threshold_ns: args.threshold.map(Nanos::as_u64),
         dropped_below_final: 0,
         warnings,
-    })
+    }
 }
 
 /// The value at quantile `fraction` of `values` (nearest rank); `values` is sorted in place.
@@ -185,7 +177,7 @@ fn quantile(values: &mut [u64], fraction: f64) -> Option<u64> {
 impl ExplainSession {
     /// Called from the run's control loop: moves late samples from the probe to the recorder and
     /// sets the thresholds once calibration is over.
-    pub fn poll(&mut self, probe: &RunningProbe) {
+    pub(crate) fn poll(&mut self, probe: &RunningProbe) {
         if self.explainer.is_none() {
             return;
         }
@@ -284,7 +276,7 @@ impl ExplainSession {
     }
 
     /// Stops recording and puts the episodes (and what limited them) into the record.
-    pub fn finish(mut self, record: &mut RunRecord) -> anyhow::Result<()> {
+    pub(crate) fn finish(mut self, record: &mut RunRecord) -> Result<(), TraceError> {
         let mut warnings = std::mem::take(&mut self.warnings);
         let Some(explainer) = self.explainer.take() else {
             record.warnings.extend(warnings);
@@ -329,9 +321,9 @@ impl ExplainSession {
                 if let Some(final_threshold) = final_p999.get(series) {
                     if provisional > final_threshold {
                         warnings.push(format!(
-                            "--explain: {series}: samples between its p99.9 ({} µs) and the first second's p99.9 ({} µs) were not explained; use --explain-above to set the threshold",
-                            crate::render::micros(*final_threshold),
-                            crate::render::micros(*provisional)
+                            "explain: {series}: samples between its p99.9 ({} µs) and the first second's p99.9 ({} µs) were not explained; give a fixed threshold to explain them",
+                            micros(*final_threshold),
+                            micros(*provisional)
                         ));
                     }
                 }
@@ -341,44 +333,39 @@ impl ExplainSession {
         episodes.sort_by_key(|episode| episode.at_ns);
         if report.episodes_not_kept > 0 {
             warnings.push(format!(
-                "--explain: {} late wake-ups beyond the first 10000 were not explained",
+                "explain: {} late wake-ups beyond the first 10000 were not explained",
                 report.episodes_not_kept
             ));
         }
         if report.stats.pages_after_loss > 0 {
             warnings.push(format!(
-                "--explain: the kernel's trace buffer overflowed {} times ({} events lost); episodes there may show more unaccounted time",
+                "explain: the kernel's trace buffer overflowed {} times ({} events lost); episodes there may show more unaccounted time",
                 report.stats.pages_after_loss, report.stats.lost_events
             ));
         }
         if !report.removed_stale_instances.is_empty() {
             warnings.push(format!(
-                "--explain: removed trace instances left by earlier rtlab processes that died: {}",
+                "explain: removed trace instances left by earlier rtlab processes that died: {}",
                 report.removed_stale_instances.join(", ")
             ));
         }
         record.episodes = episodes;
         record.warnings.extend(warnings);
         record_config(record, self.fixed_threshold_ns, &self.provisional, true);
-        if let Some(config) = record.config.as_object_mut() {
-            config.insert(
-                "explain_trace".into(),
-                serde_json::json!({
-                    "event_set": report.event_set.name(),
-                    "comm_recording_off": report.comm_recording_off,
-                    "events": report.enabled_events,
-                    "markers": report.stats.markers,
-                    "pages": report.stats.pages,
-                    "decoded_events": report.stats.events,
-                    "lost_events": report.stats.lost_events,
-                    "undecodable_pages": report.stats.undecodable_pages,
-                    "late_samples": report.late_samples,
-                    "reader_catch_ups": report.catch_ups,
-                    "episodes_below_final_threshold": self.dropped_below_final,
-                    "stack_samples": report.stats.stack_samples,
-                }),
-            );
-        }
+        record.config.explain_trace = Some(ExplainTrace {
+            event_set: report.event_set.name().to_owned(),
+            comm_recording_off: report.comm_recording_off,
+            events: report.enabled_events,
+            markers: report.stats.markers,
+            pages: report.stats.pages,
+            decoded_events: report.stats.events,
+            lost_events: report.stats.lost_events,
+            undecodable_pages: report.stats.undecodable_pages,
+            late_samples: report.late_samples,
+            reader_catch_ups: report.catch_ups,
+            episodes_below_final_threshold: self.dropped_below_final as u64,
+            stack_samples: report.stats.stack_samples,
+        });
         Ok(())
     }
 }
@@ -398,35 +385,20 @@ fn record_config(
     provisional: &BTreeMap<String, u64>,
     recorded: bool,
 ) {
-    if let Some(config) = record.config.as_object_mut() {
-        config.insert(
-            "explain".into(),
-            serde_json::json!({
-                "threshold": match fixed_ns {
-                    Some(_) => "fixed",
-                    None => "p99.9",
-                },
-                "explain_above_ns": fixed_ns,
-                "provisional_threshold_ns": provisional,
-                "recorded": recorded,
-            }),
-        );
-    }
+    record.config.explain = Some(ExplainSettings {
+        threshold: match fixed_ns {
+            Some(_) => ThresholdKind::Fixed,
+            None => ThresholdKind::P999,
+        },
+        explain_above_ns: fixed_ns,
+        provisional_threshold_ns: provisional.clone(),
+        recorded,
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_micros_and_rejects_nonsense() {
-        assert_eq!(parse_micros("150"), Ok(150_000));
-        assert_eq!(parse_micros("2.5"), Ok(2_500));
-        assert!(parse_micros("0").is_err());
-        assert!(parse_micros("-3").is_err());
-        assert!(parse_micros("abc").is_err());
-        assert!(parse_micros("inf").is_err());
-    }
 
     #[test]
     fn quantile_is_nearest_rank() {

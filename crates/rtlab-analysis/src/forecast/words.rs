@@ -2,11 +2,12 @@
 //! its JSON) — times in the unit people read them in, the MTTF with its interval, a verdict per
 //! class, the model.
 //!
-//! The numbers and the decisions are `rtlab_analysis::forecast`'s; only their wording is here,
-//! at the printing edge.
+//! The numbers and the decisions are the other modules'; only their wording is here, kept in the
+//! library because the forecast's JSON carries the sentences beside the numbers.
 
-use rtlab_analysis::classes::ApplicationClass;
-use rtlab_analysis::forecast::{Basis, Forecast, Model, VerdictKind, CONFIDENCE};
+use super::model::{Basis, Forecast, Model, CONFIDENCE};
+use super::verdict::VerdictKind;
+use crate::classes::ApplicationClass;
 use serde::Serialize;
 
 /// The model in words, printed with every forecast.
@@ -96,7 +97,7 @@ pub struct Verdict {
 
 /// "suitable for pro audio, 128 frames × 2 at 48 kHz: one glitch every ~9 days expected …".
 pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> Verdict {
-    let kind = rtlab_analysis::forecast::verdict(class, forecast);
+    let kind = super::verdict::verdict_kind(class, forecast);
     let head = match kind {
         VerdictKind::Suitable => "suitable for",
         VerdictKind::NotSuitable => "NOT suitable for",
@@ -116,6 +117,20 @@ pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> Verdict {
             class.description,
             describe_mttf(forecast, "glitch")
         ),
+    }
+}
+
+impl Model {
+    /// The model in words (see [`model_description`]).
+    pub fn describe(self) -> &'static str {
+        model_description(self)
+    }
+}
+
+impl Forecast {
+    /// The MTTF in words (see [`describe_mttf`]).
+    pub fn describe_mttf(&self, event: &str) -> String {
+        describe_mttf(self, event)
     }
 }
 
@@ -154,7 +169,7 @@ mod tests {
 
     #[test]
     fn verdicts_are_plain() {
-        let classes = rtlab_analysis::classes::builtin_classes();
+        let classes = crate::classes::builtin_classes();
         let modem = classes.iter().find(|class| class.name == "modem").unwrap();
         // Modem: 3 × 6 ms, c 1.5 ms → slack 10.5 ms → 10 of 10^6 late → MTTF 6 ms / 1e-5 = 600 s
         // < 1 h.

@@ -1,0 +1,246 @@
+//! A whole forecast of one run (what `rtlab forecast` shows): the series chosen, its tail
+//! projection, one row per application class (with its verdict) or for one buffer configuration,
+//! the buffer table over `n`, and the least buffering reaching a target. Pure: a function of the
+//! record and the request.
+
+use crate::classes::{ApplicationClass, Rate};
+use crate::forecast::{
+    buffer_table, default_periods, forecast, least_buffering, select_series, verdict, BufferConfig,
+    Forecast, ForecastError, LatencyEvidence, Model, SelectionError, TailModel, Verdict,
+    VerdictKind, CONFIDENCE,
+};
+use crate::projection::ProjectedTail;
+use rtlab_core::{Nanos, RunRecord};
+use serde::Serialize;
+
+/// What to forecast.
+#[derive(Clone, Debug)]
+pub struct ForecastRequest {
+    /// `CLASS/METRIC` (default: rt-high/wakeup pooled over CPUs).
+    pub series: Option<String>,
+    pub model: Model,
+    /// The classes known (built-in ones plus a classes file's).
+    pub classes: Vec<ApplicationClass>,
+    /// One class only (its verdict decides [`ForecastStudy::passed`]).
+    pub class: Option<String>,
+    /// One buffer configuration `buffers × buffer_period` instead of classes.
+    pub buffer_period: Option<Nanos>,
+    pub buffers: Option<u32>,
+    /// Compute time per buffer (overrides the classes').
+    pub compute: Option<Nanos>,
+    /// Find the least buffering reaching this rate.
+    pub target: Option<Rate>,
+}
+
+/// Which part of a [`ForecastRequest`] an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestField {
+    Series,
+    Class,
+    BufferPeriod,
+    Buffers,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    #[error("no class '{name}' (known: {known})")]
+    UnknownClass { name: String, known: String },
+    #[error("must be more than 0")]
+    ZeroBufferPeriod,
+    #[error("{error}")]
+    Forecast {
+        field: Option<RequestField>,
+        error: ForecastError,
+    },
+}
+
+impl StudyError {
+    /// The request field the error is about, when one is.
+    pub fn field(&self) -> Option<RequestField> {
+        match self {
+            StudyError::Selection(_) => Some(RequestField::Series),
+            StudyError::UnknownClass { .. } => Some(RequestField::Class),
+            StudyError::ZeroBufferPeriod => Some(RequestField::BufferPeriod),
+            StudyError::Forecast { field, .. } => *field,
+        }
+    }
+}
+
+/// One row: a class with its verdict, or one buffer configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct StudyRow {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    #[serde(flatten)]
+    pub forecast: Forecast,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LeastBuffering {
+    pub target_mttf_s: f64,
+    pub found: Option<Forecast>,
+}
+
+/// The forecast of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ForecastStudy {
+    pub run_id: String,
+    pub series: String,
+    pub cpus: Vec<u32>,
+    pub samples: u64,
+    pub observed_max_ns: u64,
+    pub missed_restored: u64,
+    pub missed_unknown: u64,
+    pub model: Model,
+    pub model_description: &'static str,
+    pub tail_projection: Option<String>,
+    pub tail_refused: Option<String>,
+    pub confidence: f64,
+    pub rows: Vec<StudyRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub least_buffering: Option<LeastBuffering>,
+    /// MTTF by number of buffers for the configuration asked (empty when classes were listed).
+    #[serde(skip)]
+    pub table: Vec<Forecast>,
+    /// False when the one class asked for is not suitable.
+    #[serde(skip)]
+    pub passed: bool,
+    /// Whether a target was asked for (not taken from the class).
+    #[serde(skip)]
+    pub asked_target: bool,
+}
+
+fn with_field(field: Option<RequestField>) -> impl Fn(ForecastError) -> StudyError {
+    move |error| StudyError::Forecast { field, error }
+}
+
+/// Forecasts `request` from `record`.
+pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastStudy, StudyError> {
+    let selection = select_series(record, request.series.as_deref())?;
+    let model = request.model;
+    let (tail, tail_refused) = match ProjectedTail::fit(&selection.histogram) {
+        Ok(tail) => (Some(tail), None),
+        Err(reason) => (None, Some(reason)),
+    };
+    let evidence = LatencyEvidence {
+        histogram: &selection.histogram,
+        tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
+    };
+    let compute = request.compute.unwrap_or(Nanos::ZERO);
+    let mut rows = Vec::new();
+    let mut passed = true;
+    let mut table: Option<(Nanos, Nanos, u32)> = None;
+    let mut search: Option<(Rate, Vec<Nanos>, Nanos)> = None;
+    let class_config = |class: &ApplicationClass| {
+        let mut config = BufferConfig::of_class(class);
+        if let Some(compute) = request.compute {
+            config.compute = compute;
+        }
+        config
+    };
+    if let Some(name) = &request.class {
+        let class = request
+            .classes
+            .iter()
+            .find(|class| &class.name == name)
+            .ok_or_else(|| StudyError::UnknownClass {
+                name: name.clone(),
+                known: request
+                    .classes
+                    .iter()
+                    .map(|class| class.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let config = class_config(class);
+        let row = forecast(evidence, config, model).map_err(with_field(None))?;
+        let class_verdict = verdict(class, &row);
+        passed = class_verdict.kind != VerdictKind::NotSuitable;
+        rows.push(StudyRow {
+            class: Some(class.name.clone()),
+            forecast: row,
+            verdict: Some(class_verdict),
+        });
+        table = Some((
+            config.buffer_period,
+            config.compute,
+            config.buffers.max(2) + 4,
+        ));
+        search = Some((
+            request.target.unwrap_or(class.acceptable),
+            vec![config.buffer_period],
+            config.compute,
+        ));
+    } else if let Some(buffer_period) = request.buffer_period {
+        let buffers = request.buffers.unwrap_or(2);
+        if buffer_period.0 == 0 {
+            return Err(StudyError::ZeroBufferPeriod);
+        }
+        let config = BufferConfig {
+            buffers,
+            buffer_period,
+            compute,
+        };
+        let row =
+            forecast(evidence, config, model).map_err(with_field(Some(RequestField::Buffers)))?;
+        rows.push(StudyRow {
+            class: None,
+            forecast: row,
+            verdict: None,
+        });
+        table = Some((buffer_period, compute, (buffers + 4).max(8)));
+        if let Some(target) = request.target {
+            search = Some((target, vec![buffer_period], compute));
+        }
+    } else {
+        for class in &request.classes {
+            let row = forecast(evidence, class_config(class), model).map_err(with_field(None))?;
+            let class_verdict = verdict(class, &row);
+            rows.push(StudyRow {
+                class: Some(class.name.clone()),
+                forecast: row,
+                verdict: Some(class_verdict),
+            });
+        }
+        if let Some(target) = request.target {
+            search = Some((target, default_periods(), compute));
+        }
+    }
+    let least_buffering = match &search {
+        Some((target, periods, compute)) => Some(LeastBuffering {
+            target_mttf_s: target.mean_interval_s(),
+            found: least_buffering(evidence, *target, periods, *compute, 64, model)
+                .map_err(with_field(None))?,
+        }),
+        None => None,
+    };
+    let table = match table {
+        Some((period, compute, max_buffers)) => {
+            buffer_table(evidence, period, compute, max_buffers, model).map_err(with_field(None))?
+        }
+        None => Vec::new(),
+    };
+    Ok(ForecastStudy {
+        run_id: record.id.clone(),
+        series: selection.label.clone(),
+        cpus: selection.cpus.clone(),
+        samples: selection.histogram.count(),
+        observed_max_ns: selection.histogram.max(),
+        missed_restored: selection.missed_restored,
+        missed_unknown: selection.missed_unknown,
+        model,
+        model_description: model.describe(),
+        tail_projection: tail.as_ref().map(|tail| tail.describe()),
+        tail_refused,
+        confidence: CONFIDENCE,
+        rows,
+        least_buffering,
+        table,
+        passed,
+        asked_target: request.target.is_some(),
+    })
+}

@@ -1,0 +1,176 @@
+//! Building the Run record from what the probe measured, with the warnings that lower its quality.
+
+use crate::{RunConfig, SessionError};
+use rtlab_core::{Metric, Nanos, RecordConfig, RunRecord, RUN_SCHEMA};
+use rtlab_probe::ProbeResult;
+use rtlab_sys::proc_stat::CpuTimes;
+use std::collections::BTreeMap;
+
+/// A run shorter than this gets the "measure for hours" warning.
+const SHORT_RUN_NS: u64 = 600_000_000_000;
+
+/// The record of one probe run (no load, episodes or tails yet), validated. The period and the
+/// classes are what the probe ran, not what was asked.
+pub(crate) fn build(
+    config: &RunConfig,
+    cpus: &[usize],
+    result: ProbeResult,
+    started_at: String,
+    cmdline: Vec<String>,
+    interrupted: bool,
+) -> Result<RunRecord, SessionError> {
+    let probe = &config.probe;
+    let mut warnings = result.warnings;
+    let mut measured_classes: Vec<String> = Vec::new();
+    for series in &result.series {
+        let name = series.key.class.name();
+        if !measured_classes.iter().any(|known| known == name) {
+            measured_classes.push(name.to_owned());
+        }
+    }
+    let period_ns = result.period.as_u64();
+    let mut series = Vec::with_capacity(result.series.len());
+    for measured in result.series {
+        let key = measured.key;
+        if measured.missed > 0 && key.metric != Metric::Interval {
+            warnings.push(format!(
+                "{}: {} periods had no wake-up at all because an earlier one was so late (cyclictest skips these silently)",
+                key.label(),
+                measured.missed
+            ));
+        }
+        series.push(RunRecord::series_from_histogram(
+            key.metric,
+            key.class.name(),
+            key.cpu as u32,
+            measured.policy.name(),
+            measured.policy.priority_or_nice(),
+            period_ns,
+            &measured.histogram,
+            measured.missed,
+            0,
+            measured.max_per_second,
+            measured.peaks,
+        )?);
+    }
+    let host = rtlab_sys::host::describe(probe.cpu_dma_latency_us);
+    if host.virtualization != "none" {
+        warnings.push(format!(
+            "running in a virtual machine ({}): expect multi-millisecond hiccups when the hypervisor deschedules a virtual CPU; they are real for software in this guest",
+            host.virtualization
+        ));
+    }
+    if result.measured_ns < SHORT_RUN_NS {
+        warnings.push(format!(
+            "measured for {}: the worst case of a short run says little about the worst case of a day; measure for hours, under the load you care about",
+            Nanos(result.measured_ns)
+        ));
+    }
+    let record_config = RecordConfig {
+        cpus: cpus.to_vec(),
+        classes: measured_classes,
+        period_ns: Some(period_ns),
+        duration_ns: Some(probe.duration.as_u64()),
+        warmup_ns: Some(probe.warmup.as_u64()),
+        handoff: Some(probe.handoff),
+        cpu_dma_latency_us: probe.cpu_dma_latency_us,
+        timer_slack_ns: Some(1),
+        keep_peaks: Some(probe.peaks_per_series),
+        ..RecordConfig::default()
+    };
+    let record = RunRecord {
+        schema: RUN_SCHEMA.to_owned(),
+        id: uuid::Uuid::new_v4().to_string(),
+        started_at,
+        duration_ns: result.measured_ns,
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        cmdline,
+        host,
+        config: record_config,
+        series,
+        load: None,
+        episodes: Vec::new(),
+        warnings,
+        interrupted,
+        timers: None,
+    };
+    record.validate()?;
+    Ok(record)
+}
+
+/// One warning per CPU the hypervisor took time from between the two /proc/stat readings.
+pub(crate) fn steal_warnings(
+    cpus: &[usize],
+    before: &BTreeMap<usize, CpuTimes>,
+    after: &BTreeMap<usize, CpuTimes>,
+) -> Vec<String> {
+    cpus.iter()
+        .filter_map(|cpu| {
+            let stolen = after
+                .get(cpu)
+                .zip(before.get(cpu))
+                .map(|(after, before)| after.steal_ns.saturating_sub(before.steal_ns))
+                .unwrap_or(0);
+            (stolen > 0).then(|| format!(
+                "the hypervisor took {} from CPU {cpu} during the run (steal time): long delays there may be time that vanished from the guest",
+                Nanos(stolen)
+            ))
+        })
+        .collect()
+}
+
+/// One line for the run history: the worst wake-up p99 and max of the first class measured.
+pub fn summary_line(record: &RunRecord) -> String {
+    let micros = |nanos: u64| format!("{:.1}", nanos as f64 / 1_000.0);
+    let wakeups: Vec<_> = record
+        .series
+        .iter()
+        .filter(|series| series.metric == Metric::Wakeup)
+        .collect();
+    let Some(first_class) = wakeups.first().map(|series| series.class.clone()) else {
+        return "no wake-up series".to_owned();
+    };
+    let class_series: Vec<_> = wakeups
+        .iter()
+        .filter(|series| series.class == first_class)
+        .collect();
+    let p99 = class_series
+        .iter()
+        .filter_map(|series| series.percentiles.get("99"))
+        .max()
+        .copied()
+        .unwrap_or(0);
+    let max = class_series
+        .iter()
+        .map(|series| series.max_ns)
+        .max()
+        .unwrap_or(0);
+    format!(
+        "{first_class} wakeup p99 {} us, max {} us on {} CPUs",
+        micros(p99),
+        micros(max),
+        class_series.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_warned_per_cpu_that_lost_time() {
+        let times = |steal_ns| CpuTimes {
+            steal_ns,
+            ..CpuTimes::default()
+        };
+        let before = BTreeMap::from([(0, times(100)), (1, times(100))]);
+        let after = BTreeMap::from([(0, times(100)), (1, times(2_500_100))]);
+        let warnings = steal_warnings(&[0, 1, 2], &before, &after);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("took 2.5ms from CPU 1"),
+            "{}",
+            warnings[0]
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! The explain report (`rtlab explain`, `rtlab run --explain`): the worst episodes with their
+//! causes, then the top offenders over all of them.
+
+use super::micros;
+use rtlab_core::{Episode, RunRecord};
+use rtlab_trace::{top_offenders, Offender};
+use std::io::Write;
+
+pub(crate) fn short_id(record: &RunRecord) -> String {
+    record.id.chars().take(8).collect()
+}
+
+fn threshold_text(record: &RunRecord) -> String {
+    match record
+        .config
+        .explain
+        .as_ref()
+        .and_then(|explain| explain.explain_above_ns)
+    {
+        Some(threshold_ns) => format!("above {} µs", micros(threshold_ns)),
+        None => "above each series' p99.9".to_owned(),
+    }
+}
+
+/// Causes printed per episode before the rest is summed up in one line.
+const CAUSES_PER_EPISODE: usize = 6;
+
+/// The explain report: the worst `worst` episodes, then the top offenders of all of them.
+pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> std::io::Result<()> {
+    let episodes = &record.episodes;
+    writeln!(out)?;
+    if episodes.is_empty() {
+        writeln!(
+            out,
+            "Explain: no late wake-ups {} were recorded.",
+            threshold_text(record)
+        )?;
+        return Ok(());
+    }
+    let mut by_latency: Vec<&Episode> = episodes.iter().collect();
+    by_latency.sort_by(|left, right| {
+        right
+            .latency_ns
+            .cmp(&left.latency_ns)
+            .then(left.at_ns.cmp(&right.at_ns))
+    });
+    let shown = by_latency.len().min(worst);
+    writeln!(
+        out,
+        "Late wake-ups explained: {} episodes {}; the worst {shown}:",
+        episodes.len(),
+        threshold_text(record)
+    )?;
+    for (rank, episode) in by_latency.iter().take(shown).enumerate() {
+        write_episode(out, rank + 1, episode)?;
+    }
+    writeln!(out)?;
+    write_offenders(out, &top_offenders(episodes), episodes.len())
+}
+
+fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::io::Result<()> {
+    let steal = match episode.steal_ns {
+        Some(steal) => format!(", steal {} µs", micros(steal)),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "\n  #{rank}  {}  at {:.6} s  latency {} µs{steal}",
+        episode.series,
+        episode.at_ns as f64 / 1e9,
+        micros(episode.latency_ns)
+    )?;
+    for cause in episode.causes.iter().take(CAUSES_PER_EPISODE) {
+        let name = match cause.pid {
+            Some(pid) => format!("{} [{pid}]", cause.name),
+            None => cause.name.clone(),
+        };
+        let percent = cause.ns as f64 * 100.0 / episode.latency_ns.max(1) as f64;
+        writeln!(
+            out,
+            "    {:>10} µs {:>5.1}%  {:<11} {:<28} {}",
+            micros(cause.ns),
+            percent,
+            cause.kind.as_str(),
+            name,
+            cause.detail.as_deref().unwrap_or("")
+        )?;
+    }
+    if episode.causes.len() > CAUSES_PER_EPISODE {
+        let rest: u64 = episode.causes[CAUSES_PER_EPISODE..]
+            .iter()
+            .map(|cause| cause.ns)
+            .sum();
+        writeln!(
+            out,
+            "    {:>10} µs         {} more causes",
+            micros(rest),
+            episode.causes.len() - CAUSES_PER_EPISODE
+        )?;
+    }
+    if let Some(stack) = &episode.stack {
+        writeln!(out, "    stack sampled inside the episode:")?;
+        for frame in stack.iter().take(16) {
+            writeln!(out, "      {frame}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Rows printed in the offenders table.
+const OFFENDER_ROWS: usize = 15;
+
+fn write_offenders(
+    out: &mut impl Write,
+    offenders: &[Offender],
+    n_episodes: usize,
+) -> std::io::Result<()> {
+    writeln!(out, "Top offenders over all {n_episodes} episodes:")?;
+    writeln!(
+        out,
+        "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
+        "kind", "name", "episodes", "largest", "total µs", "max µs"
+    )?;
+    for offender in offenders.iter().take(OFFENDER_ROWS) {
+        writeln!(
+            out,
+            "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
+            offender.kind.as_str(),
+            offender.name,
+            offender.episodes,
+            offender.dominant_in,
+            micros(offender.total_ns),
+            micros(offender.max_ns)
+        )?;
+    }
+    if offenders.len() > OFFENDER_ROWS {
+        writeln!(out, "  … {} more", offenders.len() - OFFENDER_ROWS)?;
+    }
+    writeln!(
+        out,
+        "  (largest: episodes in which it was the biggest cause; unaccounted = time the trace cannot name: idle exit, hypervisor, firmware)"
+    )
+}

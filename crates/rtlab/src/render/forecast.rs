@@ -1,0 +1,159 @@
+//! `rtlab forecast`'s report.
+
+use super::micros;
+use rtlab_analysis::forecast::{describe_seconds, Forecast, CONFIDENCE};
+use rtlab_analysis::forecast_study::ForecastStudy;
+
+fn millis(nanos: u64) -> String {
+    let text = format!("{:.3}", nanos as f64 / 1e6);
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+fn mttf_cells(row: &Forecast) -> (String, String) {
+    let estimate = row
+        .mttf_s
+        .map(describe_seconds)
+        .unwrap_or_else(|| match row.mttf_ci_s[0] {
+            Some(lower) => format!("> {}", describe_seconds(lower)),
+            None => "-".to_owned(),
+        });
+    let interval = match row.mttf_ci_s {
+        [Some(low), Some(high)] => {
+            format!("{} – {}", describe_seconds(low), describe_seconds(high))
+        }
+        [Some(low), None] => format!("> {}", describe_seconds(low)),
+        _ => "-".to_owned(),
+    };
+    (estimate, interval)
+}
+
+/// The forecast report: the series, the model, a line per class (or configuration), the buffer
+/// table and the least buffering.
+pub fn write_report(out: &mut impl std::io::Write, output: &ForecastStudy) -> std::io::Result<()> {
+    let table = &output.table;
+    let asked_target = output.asked_target;
+    writeln!(
+        out,
+        "run {}  series {} pooled over CPU {}  {} wake-ups, worst {} µs",
+        output.run_id,
+        output.series,
+        output
+            .cpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        output.samples,
+        micros(output.observed_max_ns)
+    )?;
+    writeln!(out, "model: {}", output.model_description)?;
+    if output.missed_restored > 0 || output.missed_unknown > 0 {
+        writeln!(
+            out,
+            "periods the probe skipped after a late wake-up count as wake-ups: {} restored from the largest samples{}",
+            output.missed_restored,
+            if output.missed_unknown > 0 {
+                format!(
+                    ", {} not (their latency is unknown: the forecast flatters the machine by that much)",
+                    output.missed_unknown
+                )
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    match &output.tail_projection {
+        Some(tail) => writeln!(out, "beyond the observed data: {tail}")?,
+        None => writeln!(
+            out,
+            "beyond the observed data ({} µs): no tail projection ({}), so slack beyond it is beyond what the data supports",
+            micros(output.observed_max_ns),
+            output.tail_refused.as_deref().unwrap_or("not fitted")
+        )?,
+    }
+    let confidence = (CONFIDENCE * 100.0).round();
+    writeln!(out)?;
+    for row in &output.rows {
+        match (&row.class, &row.verdict) {
+            (Some(class), Some(verdict)) => {
+                writeln!(out, "{class:<22} {}", verdict.text)?;
+            }
+            _ => {
+                let forecast = &row.forecast;
+                writeln!(
+                    out,
+                    "{} buffers × {} ms, compute {} ms: slack {} ms; {}",
+                    forecast.buffers,
+                    millis(forecast.buffer_period_ns),
+                    millis(forecast.compute_ns),
+                    millis(forecast.slack_ns.max(0) as u64),
+                    forecast.describe_mttf("underrun")
+                )?;
+            }
+        }
+    }
+    if let Some(first) = table.first() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "mean time to underrun by number of buffers (t = {} ms, c = {} ms; paper 002 Figures 6-7)",
+            millis(first.buffer_period_ns),
+            millis(first.compute_ns)
+        )?;
+        writeln!(
+            out,
+            "{:>3} {:>11} {:>10} {:>9} {:>12} {:>24}",
+            "n",
+            "(n−1)·t ms",
+            "slack ms",
+            "late",
+            "MTTF",
+            format!("{confidence} % CI")
+        )?;
+        for row in table.iter() {
+            let (estimate, interval) = mttf_cells(row);
+            let late = match &row.basis {
+                rtlab_analysis::forecast::Basis::Observed { late, .. } => late.to_string(),
+                rtlab_analysis::forecast::Basis::BeyondData { .. } => "0".to_owned(),
+                rtlab_analysis::forecast::Basis::TailProjection { .. } => "tail".to_owned(),
+                rtlab_analysis::forecast::Basis::NoSlack => "all".to_owned(),
+            };
+            writeln!(
+                out,
+                "{:>3} {:>11} {:>10} {:>9} {:>12} {:>24}",
+                row.buffers,
+                millis(row.config().buffering().0),
+                millis(row.slack_ns.max(0) as u64),
+                late,
+                estimate,
+                interval
+            )?;
+        }
+    }
+    if let Some(least) = &output.least_buffering {
+        writeln!(out)?;
+        let target = describe_seconds(least.target_mttf_s);
+        match &least.found {
+            Some(found) => {
+                let (estimate, _) = mttf_cells(found);
+                writeln!(
+                    out,
+                    "least buffering for one underrun per {target} or fewer: {} buffers × {} ms ((n−1)·t = {} ms), MTTF {estimate}",
+                    found.buffers,
+                    millis(found.buffer_period_ns),
+                    millis(found.config().buffering().0)
+                )?;
+            }
+            None => writeln!(
+                out,
+                "no configuration searched is known to reach one underrun per {target}: {}",
+                if asked_target {
+                    "the data supports no MTTF that long (measure longer or under the real load)"
+                } else {
+                    "measure longer or under the real load"
+                }
+            )?,
+        }
+    }
+    Ok(())
+}
