@@ -2,8 +2,9 @@
 //!
 //! Each test runs a small measuring thread (SCHED_FIFO 80, 1 ms absolute sleeps, like the probe's
 //! timer thread) on one CPU, records through a real tracefs instance, creates the cause on the
-//! same CPU, and checks that the episodes name it. They need root and tracefs (CI runs as root);
-//! elsewhere they print why they were skipped.
+//! same CPU, and checks that the episodes name it. They need root and tracefs, so they are
+//! `#[ignore]`d (CI runs them as root with `--include-ignored`); run that way without root or
+//! tracefs they fail saying what is missing.
 
 use rtlab_core::{CauseKind, Episode, Metric};
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
@@ -16,14 +17,14 @@ use std::time::Duration;
 /// The tests pin threads to the same CPU; running them one at a time keeps them independent.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn skip_reason() -> Option<String> {
-    if !rtlab_sys::sched::realtime_permitted() {
-        return Some("needs root (SCHED_FIFO threads and tracefs)".into());
-    }
+fn require_root_and_tracefs() {
+    assert!(
+        rtlab_sys::sched::realtime_permitted(),
+        "this test needs root (SCHED_FIFO threads and tracefs)"
+    );
     if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        return Some(format!("tracefs is not available: {error}"));
+        panic!("this test needs tracefs: {error}");
     }
-    None
 }
 
 /// The CPU the tests measure on: the last online one (CPU 0 carries most housekeeping).
@@ -110,6 +111,7 @@ fn measure_with_cause(
 }
 
 #[test]
+#[ignore = "needs root and tracefs"]
 fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
     spinner_is_named_as_the_cause(EventSet::Standard);
 }
@@ -117,6 +119,7 @@ fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
 /// The same with every event the full set adds (the probe's own hrtimer is then found through
 /// `hrtimer_start`, and `sched_wakeup`/`sched_migrate_task` are in the window).
 #[test]
+#[ignore = "needs root and tracefs"]
 fn a_fifo_95_spinner_is_named_with_the_full_event_set_too() {
     spinner_is_named_as_the_cause(EventSet::Full);
 }
@@ -125,10 +128,7 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
     let cpu = measured_cpu();
     let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
     let spins = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -256,14 +256,12 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
 }
 
 #[test]
+#[ignore = "needs root and tracefs"]
 fn a_loopback_flood_shows_network_softirq_time() {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
     let cpu = measured_cpu();
     let (episodes, _) = measure_with_cause(
         cpu,

@@ -151,15 +151,16 @@ fn run_writes_a_complete_valid_record() {
 }
 
 #[test]
+#[ignore = "needs root and setpriv (util-linux)"]
 fn without_realtime_permission_warns_once_and_still_records() {
-    if !is_root() {
-        eprintln!("skip: needs root to drop to an unprivileged user with setpriv");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skip: setpriv (util-linux) is not installed");
-        return;
-    }
+    assert!(
+        is_root(),
+        "this test needs root, to drop to an unprivileged user with setpriv"
+    );
+    assert!(
+        Command::new("setpriv").arg("--version").output().is_ok(),
+        "this test needs setpriv (util-linux)"
+    );
     let sandbox = Sandbox::new();
     std::fs::set_permissions(
         sandbox.path(),
@@ -253,13 +254,13 @@ struct TaggedRun {
 }
 
 impl TaggedRun {
-    /// Starts the run, or prints why not and returns `None` when not root (real-time classes and
-    /// `/dev/cpu_dma_latency` need it).
-    fn start_as_root(extra_args: &[&str]) -> Option<TaggedRun> {
-        if !is_root() {
-            eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
-            return None;
-        }
+    /// Starts the run; fails the test when not root (real-time classes and `/dev/cpu_dma_latency`
+    /// need it).
+    fn start_as_root(extra_args: &[&str]) -> TaggedRun {
+        assert!(
+            is_root(),
+            "this test needs root, for real-time classes and /dev/cpu_dma_latency"
+        );
         let dma_before = rtlab_sys::dma_latency::current().ok();
         let sandbox = Sandbox::new();
         let json = sandbox.file("run.json");
@@ -290,21 +291,20 @@ impl TaggedRun {
             wait_for_realtime_threads(child.id()) > 0,
             "the run should have real-time threads while measuring"
         );
-        Some(TaggedRun {
+        TaggedRun {
             child,
             tag,
             json,
             sandbox,
             dma_before,
-        })
+        }
     }
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
-    let Some(mut run) = TaggedRun::start_as_root(&[]) else {
-        return;
-    };
+    let mut run = TaggedRun::start_as_root(&[]);
     // The scan used after exit does see this run's threads while it runs.
     assert!(!tagged_threads_at_realtime(&run.tag).is_empty());
     if run.dma_before.is_some() {
@@ -332,10 +332,9 @@ fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
-    let Some(mut run) = TaggedRun::start_as_root(&[]) else {
-        return;
-    };
+    let mut run = TaggedRun::start_as_root(&[]);
     run.child.kill().unwrap();
     run.child.wait().unwrap();
     let leftovers = tagged_threads_at_realtime(&run.tag);
