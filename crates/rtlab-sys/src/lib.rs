@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod dma_latency;
 pub mod futex;
 pub mod host;
+pub mod load_supervisor;
 pub mod load_syscalls;
 pub mod memory;
 pub mod output_file;

@@ -116,38 +116,6 @@ pub fn signal_process_group(group_id: u32, signal: GroupSignal) -> io::Result<bo
     Ok(true)
 }
 
-/// Prepares a `--load-cmd` child: its own process group (so the whole group can be signalled at
-/// the end) and SIGTERM from the kernel if rtlab dies without cleaning up (even by SIGKILL).
-///
-/// The parent-death signal fires when the *thread* that spawned the child exits, so spawn from a
-/// thread that lives as long as the load (the main thread).
-pub fn configure_load_command(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    command.process_group(0);
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the child between fork and exec; it only calls prctl, getppid
-    // and _exit, which are async-signal-safe, and allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGTERM as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect: then never start the load.
-            if libc::getppid() as u32 != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-}
-
 /// Clock ticks per second, the unit of utime/stime in /proc/PID/stat.
 pub fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf only reads a configuration value.

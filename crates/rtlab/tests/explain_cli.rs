@@ -322,6 +322,10 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
 #[ignore = "needs root and tracefs"]
 fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
     require_root_and_tracefs();
+    // Held for the whole test: when tracefs is not mounted, the first rtlab to open it mounts it
+    // and unmounts it on exit, and the option would read as absent after the runs.
+    let tracefs = rtlab_sys::tracefs::Tracefs::open().unwrap();
+    let option = tracefs.root().join("options/record-cmd");
     // Read under rtlab's own lock, so a run another test starts meanwhile is not caught in the
     // moment it has the option off.
     let record_cmd = || {
@@ -333,7 +337,7 @@ fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
             .open("/run/rtlab/tracefs.lock")
             .unwrap();
         lock.lock().unwrap();
-        std::fs::read_to_string("/sys/kernel/tracing/options/record-cmd")
+        std::fs::read_to_string(&option)
             .map(|value| value.trim().to_owned())
             .ok()
     };

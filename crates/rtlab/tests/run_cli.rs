@@ -24,24 +24,35 @@ fn unique_tag() -> String {
     )
 }
 
+/// Every process on the machine carrying `tag` in its environment (zombies have none).
+fn tagged_processes(tag: &str) -> Vec<u32> {
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    processes
+        .flatten()
+        .filter_map(|process| process.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .unwrap_or_default()
+                .split(|byte| *byte == 0)
+                .any(|entry| entry == tag.as_bytes())
+        })
+        .collect()
+}
+
+/// `pid`'s command name, or `?` once it is gone.
+fn command_name(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
 /// Every thread on the machine, of a process carrying `tag` in its environment, that runs at a
 /// real-time policy.
 fn tagged_threads_at_realtime(tag: &str) -> Vec<String> {
     let mut found = Vec::new();
-    let Ok(processes) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for process in processes.flatten() {
-        let Ok(pid) = process.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let environment = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if !environment
-            .split(|byte| *byte == 0)
-            .any(|entry| entry == tag.as_bytes())
-        {
-            continue;
-        }
+    for pid in tagged_processes(tag) {
         let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) else {
             continue;
         };
@@ -352,6 +363,71 @@ fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
             .map(|entry| entry.file_name())
             .collect::<Vec<_>>()
     );
+}
+
+/// Polls `condition` every 20 ms until it holds or `limit` passes; returns whether it held.
+fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    condition()
+}
+
+/// A `--load-cmd` goes with rtlab even when rtlab is SIGKILLed: not only the shell (which the
+/// parent-death signal alone would reach) but its children too. Needs no root.
+#[test]
+fn sigkill_mid_run_leaves_no_process_of_the_load() {
+    let sandbox = Sandbox::new();
+    let tag = unique_tag();
+    let (tag_name, tag_value) = tag.split_once('=').unwrap();
+    let mut child = KillOnDrop(
+        sandbox
+            .command()
+            .env(tag_name, tag_value)
+            .args([
+                "run",
+                "--duration",
+                "60s",
+                "--warmup",
+                "100ms",
+                "--no-store",
+                "--classes",
+                "normal",
+                "--no-handoff",
+                "--load-cmd",
+                "sleep 100 & sleep 100",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let sleeps = |tag: &str| {
+        tagged_processes(tag)
+            .into_iter()
+            .filter(|pid| command_name(*pid) == "sleep")
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || sleeps(&tag) >= 2),
+        "the load's two sleeps never started: {:?}",
+        tagged_processes(&tag)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The load is told at once (SIGTERM, SIGKILL 2 s later); wait for it by condition.
+    let gone = eventually(Duration::from_secs(20), || {
+        tagged_processes(&tag).is_empty()
+    });
+    let left: Vec<String> = tagged_processes(&tag)
+        .into_iter()
+        .map(|pid| format!("{pid} {}", command_name(pid)))
+        .collect();
+    assert!(gone, "left behind after SIGKILL of rtlab: {left:?}");
 }
 
 #[test]
