@@ -93,12 +93,28 @@ pub struct LiveCounters {
 pub struct Recorder {
     pub histogram: LatencyHistogram,
     max_per_second: Vec<u64>,
+    /// The second being measured, `[start, end)` ns after measurement started, and its maximum so
+    /// far: kept here, on the recorder's own cache line, and written to `max_per_second` when the
+    /// second changes, so a sample touches the table once a second rather than every time.
+    second_index: usize,
+    second_start_ns: u64,
+    second_end_ns: u64,
+    second_max_ns: u64,
     peaks: LargestSamples,
     pub missed: u64,
     /// Samples beyond the per-second table (a run longer than planned); still in the histogram.
     pub beyond_table: u64,
+    /// The largest value stored in `live.max_ns`, so the live line is only written when it grows.
+    published_max_ns: u64,
     live: Arc<LiveCounters>,
 }
+
+/// The live sample count is published every this many samples (a power of two): the progress
+/// display reads it ten times a second, and the store is one more cache line per sample.
+const LIVE_COUNT_EVERY: u64 = 64;
+
+/// `second_index` when no second of the table is being measured.
+const NO_SECOND: usize = usize::MAX;
 
 impl Recorder {
     /// `seconds` is the planned measuring time in whole seconds (the per-second table's size);
@@ -108,9 +124,14 @@ impl Recorder {
         Recorder {
             histogram: LatencyHistogram::new(),
             max_per_second,
+            second_index: NO_SECOND,
+            second_start_ns: 0,
+            second_end_ns: 0,
+            second_max_ns: 0,
             peaks: LargestSamples::new(peak_capacity),
             missed: 0,
             beyond_table: 0,
+            published_max_ns: 0,
             live,
         }
     }
@@ -119,23 +140,60 @@ impl Recorder {
     #[inline]
     pub fn record(&mut self, value_ns: u64, at_ns: u64) {
         self.histogram.record(value_ns);
-        let second = (at_ns / 1_000_000_000) as usize;
-        match self.max_per_second.get_mut(second) {
-            Some(slot) => *slot = (*slot).max(value_ns),
-            None => self.beyond_table += 1,
+        if (self.second_start_ns..self.second_end_ns).contains(&at_ns) {
+            self.second_max_ns = self.second_max_ns.max(value_ns);
+        } else {
+            self.enter_second(value_ns, at_ns);
         }
         self.peaks.offer(value_ns, at_ns);
         let count = self.histogram.count();
-        self.live.samples.store(count, Ordering::Relaxed);
-        if value_ns > self.live.max_ns.load(Ordering::Relaxed) {
+        if count % LIVE_COUNT_EVERY == 0 {
+            self.live.samples.store(count, Ordering::Relaxed);
+        }
+        if value_ns > self.published_max_ns {
+            self.published_max_ns = value_ns;
             self.live.max_ns.store(value_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// A sample outside the current second: the finished second's maximum goes to the table.
+    #[inline(never)]
+    fn enter_second(&mut self, value_ns: u64, at_ns: u64) {
+        self.flush_second();
+        let second = (at_ns / 1_000_000_000) as usize;
+        if second < self.max_per_second.len() {
+            self.second_index = second;
+            self.second_start_ns = second as u64 * 1_000_000_000;
+            self.second_end_ns = self.second_start_ns + 1_000_000_000;
+            self.second_max_ns = value_ns;
+        } else {
+            // Beyond the table: every such sample comes here and is counted.
+            self.beyond_table += 1;
+            self.second_index = NO_SECOND;
+            self.second_start_ns = 0;
+            self.second_end_ns = 0;
+        }
+    }
+
+    fn flush_second(&mut self) {
+        if let Some(slot) = self.max_per_second.get_mut(self.second_index) {
+            *slot = (*slot).max(self.second_max_ns);
         }
     }
 
     /// Per-second maxima, trimmed to the seconds that were measured (`measured_ns`).
     pub fn max_per_second(&self, measured_ns: u64) -> Vec<u64> {
         let seconds = (measured_ns.div_ceil(1_000_000_000) as usize).min(self.max_per_second.len());
-        self.max_per_second[..seconds].to_vec()
+        let mut maxima = self.max_per_second[..seconds].to_vec();
+        if let Some(slot) = maxima.get_mut(self.second_index) {
+            *slot = (*slot).max(self.second_max_ns);
+        }
+        maxima
+    }
+
+    /// Samples recorded so far.
+    pub fn count(&self) -> u64 {
+        self.histogram.count()
     }
 
     /// The kept peaks, largest first.
@@ -283,7 +341,41 @@ mod tests {
         let mut recorder = Recorder::new(1, 4, Arc::clone(&live));
         recorder.record(7, 0);
         recorder.record(3, 1);
-        assert_eq!(live.samples.load(Ordering::Relaxed), 2);
+        // The maximum at once, the count every LIVE_COUNT_EVERY samples.
         assert_eq!(live.max_ns.load(Ordering::Relaxed), 7);
+        assert_eq!(live.samples.load(Ordering::Relaxed), 0);
+        for index in 2..LIVE_COUNT_EVERY {
+            recorder.record(1, index);
+        }
+        assert_eq!(live.samples.load(Ordering::Relaxed), LIVE_COUNT_EVERY);
+        recorder.record(9, LIVE_COUNT_EVERY);
+        assert_eq!(live.max_ns.load(Ordering::Relaxed), 9);
+        assert_eq!(recorder.count(), LIVE_COUNT_EVERY + 1);
+    }
+
+    proptest! {
+        /// The per-second table with its pending second equals the maxima computed directly, for
+        /// samples in time order that may skip seconds or run past the table.
+        #[test]
+        fn per_second_maxima_match_a_direct_computation(
+            steps in proptest::collection::vec((0u64..700_000_000, 0u64..1_000), 1..200),
+            seconds in 1usize..8,
+        ) {
+            let mut recorder = recorder(seconds, 0);
+            let mut expected = vec![0u64; seconds + 1];
+            let mut beyond = 0;
+            let mut at_ns = 0;
+            for (step, value) in steps {
+                at_ns += step;
+                recorder.record(value, at_ns);
+                match expected.get_mut((at_ns / 1_000_000_000) as usize) {
+                    Some(slot) => *slot = (*slot).max(value),
+                    None => beyond += 1,
+                }
+            }
+            let measured_ns = (seconds as u64 + 1) * 1_000_000_000;
+            prop_assert_eq!(recorder.max_per_second(measured_ns), expected);
+            prop_assert_eq!(recorder.beyond_table, beyond);
+        }
     }
 }
