@@ -147,7 +147,7 @@ impl Recorder {
         }
         self.peaks.offer(value_ns, at_ns);
         let count = self.histogram.count();
-        if count % LIVE_COUNT_EVERY == 0 {
+        if count.is_multiple_of(LIVE_COUNT_EVERY) {
             self.live.samples.store(count, Ordering::Relaxed);
         }
         if value_ns > self.published_max_ns {
