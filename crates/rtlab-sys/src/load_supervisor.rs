@@ -454,20 +454,10 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    /// Live (non-zombie) processes in process group `group`.
     fn group_members(group: u32) -> usize {
-        std::fs::read_dir("/proc")
+        crate::load_syscalls::live_process_group_members(group)
             .unwrap()
-            .flatten()
-            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-            .filter(|stat| {
-                let Some(rest) = stat.rfind(')').map(|index| &stat[index + 2..]) else {
-                    return false;
-                };
-                let fields: Vec<&str> = rest.split_whitespace().collect();
-                fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string()
-            })
-            .count()
+            .len()
     }
 
     fn wait_until(mut condition: impl FnMut() -> bool, limit: Duration) -> bool {

@@ -116,6 +116,32 @@ pub fn signal_process_group(group_id: u32, signal: GroupSignal) -> io::Result<bo
     Ok(true)
 }
 
+/// The live (not zombie) processes in process group `group_id`, from /proc: how a caller checks
+/// that a load's group is really gone.
+pub fn live_process_group_members(group_id: u32) -> io::Result<Vec<u32>> {
+    let group = group_id.to_string();
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // Gone between the listing and the read: not a member any more.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command name, which may itself hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').and_then(|index| stat.get(index + 2..)) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (state, _parent, process_group) = (fields.next(), fields.next(), fields.next());
+        if state != Some("Z") && process_group == Some(group.as_str()) {
+            members.push(pid);
+        }
+    }
+    Ok(members)
+}
+
 /// Clock ticks per second, the unit of utime/stime in /proc/PID/stat.
 pub fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf only reads a configuration value.
@@ -334,6 +360,14 @@ mod tests {
     fn refuses_to_signal_group_one() {
         assert!(signal_process_group(1, GroupSignal::Terminate).is_err());
         assert!(signal_process_group(0, GroupSignal::Terminate).is_err());
+    }
+
+    #[test]
+    fn finds_its_own_process_group() {
+        // SAFETY: getpgrp only returns this process's group id.
+        let group = unsafe { libc::getpgrp() } as u32;
+        let members = live_process_group_members(group).unwrap();
+        assert!(members.contains(&std::process::id()), "{members:?}");
     }
 
     #[test]

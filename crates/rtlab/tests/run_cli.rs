@@ -252,6 +252,25 @@ fn wait_for_realtime_threads(pid: u32) -> usize {
     }
 }
 
+/// `rtlab run` for 60 s (100 ms warm-up, nothing stored, stdout discarded) with `tag` in its
+/// environment, for the caller to add flags to and spawn.
+fn tagged_run_command(sandbox: &Sandbox, tag: &str) -> Command {
+    let (tag_name, tag_value) = tag.split_once('=').unwrap();
+    let mut command = sandbox.command();
+    command
+        .env(tag_name, tag_value)
+        .args([
+            "run",
+            "--duration",
+            "60s",
+            "--warmup",
+            "100ms",
+            "--no-store",
+        ])
+        .stdout(std::process::Stdio::null());
+    command
+}
+
 /// A 60 s run started in the background with a unique environment tag, once its real-time
 /// threads are up.
 struct TaggedRun {
@@ -276,28 +295,13 @@ impl TaggedRun {
         let sandbox = Sandbox::new();
         let json = sandbox.file("run.json");
         let tag = unique_tag();
-        let (tag_name, tag_value) = tag.split_once('=').unwrap();
-        let child = KillOnDrop(
-            sandbox
-                .command()
-                .env(tag_name, tag_value)
-                .args([
-                    "run",
-                    "--duration",
-                    "60s",
-                    "--warmup",
-                    "100ms",
-                    "--no-store",
-                    "--cpu-dma-latency",
-                    "0",
-                ])
-                .args(extra_args)
-                .arg("--json")
-                .arg(&json)
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut command = tagged_run_command(&sandbox, &tag);
+        command
+            .args(["--cpu-dma-latency", "0"])
+            .args(extra_args)
+            .arg("--json")
+            .arg(&json);
+        let child = KillOnDrop(command.spawn().unwrap());
         assert!(
             wait_for_realtime_threads(child.id()) > 0,
             "the run should have real-time threads while measuring"
@@ -383,29 +387,12 @@ fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
 fn sigkill_mid_run_leaves_no_process_of_the_load() {
     let sandbox = Sandbox::new();
     let tag = unique_tag();
-    let (tag_name, tag_value) = tag.split_once('=').unwrap();
-    let mut child = KillOnDrop(
-        sandbox
-            .command()
-            .env(tag_name, tag_value)
-            .args([
-                "run",
-                "--duration",
-                "60s",
-                "--warmup",
-                "100ms",
-                "--no-store",
-                "--classes",
-                "normal",
-                "--no-handoff",
-                "--load-cmd",
-                "sleep 100 & sleep 100",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut command = tagged_run_command(&sandbox, &tag);
+    command
+        .args(["--classes", "normal", "--no-handoff"])
+        .args(["--load-cmd", "sleep 100 & sleep 100"])
+        .stderr(std::process::Stdio::null());
+    let mut child = KillOnDrop(command.spawn().unwrap());
     let sleeps = |tag: &str| {
         tagged_processes(tag)
             .into_iter()
