@@ -46,6 +46,20 @@ def cpu_seconds(path):
 
 def main(directory):
     rows = []
+    pair_ratios = {}
+    for load in ("idle", "stress"):
+        # CPU cost rtlab ÷ cyclictest of each round: the two ran back to back under the same load.
+        ratios = []
+        for hist in sorted(glob.glob(os.path.join(directory, f"rtlab-{load}-*.hist"))):
+            other = hist.replace(f"{os.sep}rtlab-", f"{os.sep}cyclictest-")
+            if not os.path.exists(other):
+                continue
+            costs = []
+            for path in (hist, other):
+                counts, overflows = read_histfile(path)
+                costs.append(cpu_seconds(path.replace(".hist", ".time")) / (sum(counts.values()) + overflows))
+            ratios.append(costs[0] / costs[1])
+        pair_ratios[load] = ratios
     for load in ("idle", "stress"):
         per_tool = {}
         for tool in ("cyclictest", "rtlab"):
@@ -66,12 +80,15 @@ def main(directory):
         for tool, (median, p99, cost, runs) in per_tool.items():
             print(f"| {load} | {tool} | {runs} | {median} | {p99} | {cost:.0f} |")
     print()
-    print("| load | median ratio rtlab/cyclictest | p99 ratio | CPU cost ratio |")
-    print("|---|---|---|---|")
+    print("| load | median ratio rtlab/cyclictest | p99 ratio | CPU cost ratio (medians) | CPU cost ratio per pair | median of pairs |")
+    print("|---|---|---|---|---|---|")
     for load, per_tool in rows:
         c, r = per_tool["cyclictest"], per_tool["rtlab"]
         ratio = lambda a, b: f"{a / b:.2f}" if b else "n/a"
-        print(f"| {load} | {ratio(r[0], c[0])} | {ratio(r[1], c[1])} | {ratio(r[2], c[2])} |")
+        pairs = pair_ratios[load]
+        listed = ", ".join(f"{value:.2f}" for value in pairs) or "n/a"
+        middle = f"{statistics.median(pairs):.2f}" if pairs else "n/a"
+        print(f"| {load} | {ratio(r[0], c[0])} | {ratio(r[1], c[1])} | {ratio(r[2], c[2])} | {listed} | {middle} |")
     print()
     print("| period | rtlab samples | rtlab missed (counted) | rtlab lost | rtlab worst (µs) | cyclictest samples | cyclictest periods skipped silently |")
     print("|---|---|---|---|---|---|---|")

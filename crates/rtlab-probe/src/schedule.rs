@@ -43,6 +43,58 @@ impl PeriodicSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `advance` agrees with walking the deadlines one by one: the next deadline is the first
+        /// one at or after the wake-up, and every deadline strictly between is counted missed.
+        #[test]
+        fn advance_matches_walking_the_deadlines(
+            first in 0u64..1_000_000,
+            period in 1u64..5_000,
+            lateness in proptest::collection::vec(0u64..20_000, 1..50),
+        ) {
+            let mut schedule = PeriodicSchedule::new(first, period);
+            let mut walked_next = first;
+            let mut total_missed = 0;
+            let mut wakeups = 0u64;
+            for late in lateness {
+                let now = schedule.next_deadline_ns() + late;
+                let skipped = schedule.advance(now);
+                // The naive walk: step past the deadline just served, then past every one < now.
+                walked_next += period;
+                let mut walked_skipped = 0;
+                while walked_next < now {
+                    walked_next += period;
+                    walked_skipped += 1;
+                }
+                prop_assert_eq!(skipped, walked_skipped);
+                prop_assert_eq!(schedule.next_deadline_ns(), walked_next);
+                prop_assert!(schedule.next_deadline_ns() >= now);
+                total_missed += skipped;
+                wakeups += 1;
+            }
+            // Every period up to the next deadline was either served or counted missed.
+            prop_assert_eq!(
+                (schedule.next_deadline_ns() - first) / period,
+                wakeups + total_missed
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "period must be positive")]
+    fn a_zero_period_is_refused() {
+        PeriodicSchedule::new(0, 0);
+    }
+
+    #[test]
+    fn a_long_stall_counts_every_period_it_swallowed() {
+        let mut schedule = PeriodicSchedule::new(0, 1_000_000);
+        // Woken 4.2 s late at a 1 ms period: deadlines 1 ms … 4200 ms passed unserved.
+        assert_eq!(schedule.advance(4_200_000_001), 4_200);
+        assert_eq!(schedule.next_deadline_ns(), 4_201_000_000);
+    }
 
     #[test]
     fn on_time_wakeups_skip_nothing() {

@@ -221,14 +221,15 @@ fn cache_stressor_touches_more_than_the_last_level_cache() {
 }
 
 #[test]
+#[ignore = "needs root (SCHED_FIFO)"]
 fn workers_never_run_at_realtime_priority() {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|error| error.into_inner());
-    if !rtlab_sys::sched::realtime_permitted() {
-        eprintln!("skip: needs SCHED_FIFO permission (root or CAP_SYS_NICE) to test inheritance");
-        return;
-    }
+    assert!(
+        rtlab_sys::sched::realtime_permitted(),
+        "this test needs SCHED_FIFO permission to test inheritance: run it as root or with CAP_SYS_NICE"
+    );
     // Start the load from an RT thread: the workers must still be SCHED_OTHER.
     let policies = std::thread::spawn(|| {
         rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Fifo { priority: 5 })

@@ -15,9 +15,9 @@ use rtlab_core::{
 use rtlab_probe::competitor::{self, CompetitorSpec, RunningCompetitors};
 use rtlab_probe::profile::{find_profile, profile_names, Profile};
 use rtlab_probe::stress::{self, RunningStress, StressOptions, StressSpec};
-use rtlab_sys::load_syscalls::{configure_load_command, signal_process_group, GroupSignal};
+use rtlab_sys::load_supervisor::SupervisedLoad;
+use rtlab_sys::load_syscalls::{signal_process_group, GroupSignal};
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What load to run during measurement (the `--load`, `--load-cmd`, `--competitor`, `--usage` and
@@ -268,15 +268,7 @@ impl LoadPlan {
             })?);
         }
         if let Some(text) = &self.command {
-            let mut command = Command::new("/bin/sh");
-            command
-                .arg("-c")
-                .arg(text)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            configure_load_command(&mut command);
-            let child = command.spawn().map_err(|error| LoadError::Start {
+            let child = SupervisedLoad::spawn(text).map_err(|error| LoadError::Start {
                 field: LoadField::LoadCmd,
                 message: format!("cannot start '{text}': {error}"),
             })?;
@@ -323,7 +315,7 @@ const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 struct LoadCommand {
     text: String,
     started_ns: u64,
-    child: Option<Child>,
+    child: Option<SupervisedLoad>,
     /// (CLOCK_MONOTONIC ns, status text) when it ended on its own.
     exited: Option<(u64, String)>,
 }

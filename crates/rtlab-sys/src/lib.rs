@@ -11,6 +11,7 @@ pub mod cpuidle;
 pub mod dma_latency;
 pub mod futex;
 pub mod host;
+pub mod load_supervisor;
 pub mod load_syscalls;
 pub mod memory;
 pub mod output_file;

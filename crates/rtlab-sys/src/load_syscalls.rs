@@ -116,8 +116,35 @@ pub fn signal_process_group(group_id: u32, signal: GroupSignal) -> io::Result<bo
     Ok(true)
 }
 
-/// Prepares a `--load-cmd` child: its own process group (so the whole group can be signalled at
-/// the end) and SIGTERM from the kernel if rtlab dies without cleaning up (even by SIGKILL).
+/// The live (not zombie) processes in process group `group_id`, from /proc: how a caller checks
+/// that a load's group is really gone.
+pub fn live_process_group_members(group_id: u32) -> io::Result<Vec<u32>> {
+    let group = group_id.to_string();
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // Gone between the listing and the read: not a member any more.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command name, which may itself hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').and_then(|index| stat.get(index + 2..)) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (state, _parent, process_group) = (fields.next(), fields.next(), fields.next());
+        if state != Some("Z") && process_group == Some(group.as_str()) {
+            members.push(pid);
+        }
+    }
+    Ok(members)
+}
+
+/// Prepares a helper child process (the timer change experiment's changer): its own process
+/// group and SIGTERM from the kernel if rtlab dies without cleaning up (even by SIGKILL). A
+/// `--load-cmd` goes through [`crate::load_supervisor`] instead, which also reaches its children.
 ///
 /// The parent-death signal fires when the *thread* that spawned the child exits, so spawn from a
 /// thread that lives as long as the load (the main thread).
@@ -366,6 +393,14 @@ mod tests {
     fn refuses_to_signal_group_one() {
         assert!(signal_process_group(1, GroupSignal::Terminate).is_err());
         assert!(signal_process_group(0, GroupSignal::Terminate).is_err());
+    }
+
+    #[test]
+    fn finds_its_own_process_group() {
+        // SAFETY: getpgrp only returns this process's group id.
+        let group = unsafe { libc::getpgrp() } as u32;
+        let members = live_process_group_members(group).unwrap();
+        assert!(members.contains(&std::process::id()), "{members:?}");
     }
 
     #[test]

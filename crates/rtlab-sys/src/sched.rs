@@ -220,11 +220,12 @@ mod tests {
     }
 
     #[test]
-    fn fifo_round_trip_when_permitted() {
-        if !realtime_permitted() {
-            eprintln!("skip: no permission for SCHED_FIFO (needs root or CAP_SYS_NICE)");
-            return;
-        }
+    #[ignore = "needs root (SCHED_FIFO)"]
+    fn fifo_round_trip() {
+        assert!(
+            realtime_permitted(),
+            "this test needs SCHED_FIFO permission: run it as root or with CAP_SYS_NICE"
+        );
         std::thread::spawn(|| {
             set_current_thread_policy(Policy::Fifo { priority: 7 }).unwrap();
             assert_eq!(thread_policy(0).unwrap(), Policy::Fifo { priority: 7 });

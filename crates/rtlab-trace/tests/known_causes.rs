@@ -2,8 +2,9 @@
 //!
 //! Each test runs a small measuring thread (SCHED_FIFO 80, 1 ms absolute sleeps, like the probe's
 //! timer thread) on one CPU, records through a real tracefs instance, creates the cause on the
-//! same CPU, and checks that the episodes name it. They need root and tracefs (CI runs as root);
-//! elsewhere they print why they were skipped.
+//! same CPU, and checks that the episodes name it. They need root and tracefs, so they are
+//! `#[ignore]`d (CI runs them as root with `--include-ignored`); run that way without root or
+//! tracefs they fail saying what is missing.
 
 use rtlab_core::{CauseKind, Episode, Metric};
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
@@ -16,14 +17,14 @@ use std::time::Duration;
 /// The tests pin threads to the same CPU; running them one at a time keeps them independent.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn skip_reason() -> Option<String> {
-    if !rtlab_sys::sched::realtime_permitted() {
-        return Some("needs root (SCHED_FIFO threads and tracefs)".into());
-    }
+fn require_root_and_tracefs() {
+    assert!(
+        rtlab_sys::sched::realtime_permitted(),
+        "this test needs root (SCHED_FIFO threads and tracefs)"
+    );
     if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        return Some(format!("tracefs is not available: {error}"));
+        panic!("this test needs tracefs: {error}");
     }
-    None
 }
 
 /// The CPU the tests measure on: the last online one (CPU 0 carries most housekeeping).
@@ -33,7 +34,8 @@ fn measured_cpu() -> usize {
 
 /// Runs a 1 ms timer thread on `cpu` for `duration`, sending every sample later than
 /// `threshold_ns`, with the explainer recording; `make_cause` runs alongside and must stop by the
-/// deadline it is given.
+/// deadline it is given. Returns the episodes and the CLOCK_MONOTONIC origin their `at_ns` count
+/// from.
 fn measure_with_cause(
     cpu: usize,
     duration: Duration,
@@ -106,10 +108,11 @@ fn measure_with_cause(
         "{events:?} recorded {:?}",
         report.enabled_events
     );
-    (report.episodes, report.late_samples)
+    (report.episodes, origin)
 }
 
 #[test]
+#[ignore = "needs root and tracefs"]
 fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
     spinner_is_named_as_the_cause(EventSet::Standard);
 }
@@ -117,6 +120,7 @@ fn a_fifo_95_spinner_is_named_as_the_cause_of_the_delays_it_creates() {
 /// The same with every event the full set adds (the probe's own hrtimer is then found through
 /// `hrtimer_start`, and `sched_wakeup`/`sched_migrate_task` are in the window).
 #[test]
+#[ignore = "needs root and tracefs"]
 fn a_fifo_95_spinner_is_named_with_the_full_event_set_too() {
     spinner_is_named_as_the_cause(EventSet::Full);
 }
@@ -125,16 +129,16 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
     let cpu = measured_cpu();
     let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
     let spins = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let spins_done = Arc::clone(&spins);
+    // When each spin ran (CLOCK_MONOTONIC, from the spinner's own clock reads).
+    let spin_times: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let spin_times_written = Arc::clone(&spin_times);
     let name = spinner_name.clone();
-    let (episodes, _) = measure_with_cause(
+    let (episodes, origin_ns) = measure_with_cause(
         cpu,
         Duration::from_millis(3_000),
         500_000,
@@ -148,15 +152,21 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
                     set_current_thread_policy(Policy::Fifo { priority: 95 }).unwrap();
                     // Every 200 ms spin ~2 ms; stop on our own at the deadline.
                     let mut next = monotonic_ns() + 100_000_000;
+                    let mut times = Vec::with_capacity(64);
                     while next + 2_000_000 < deadline {
                         sleep_until_ns(next);
-                        let stop = monotonic_ns() + 2_000_000;
-                        while monotonic_ns() < stop {
+                        let start = monotonic_ns();
+                        let stop = start + 2_000_000;
+                        let mut now = start;
+                        while now < stop {
                             std::hint::spin_loop();
+                            now = monotonic_ns();
                         }
+                        times.push((start, now));
                         spins_done.fetch_add(1, Ordering::SeqCst);
                         next += 200_000_000;
                     }
+                    *spin_times_written.lock().unwrap() = times;
                 })
                 .unwrap()
                 .join()
@@ -183,35 +193,69 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
         episodes.len(),
         created.len()
     );
+    assert!(
+        n_spins > 0,
+        "the spinner never spun within the run: nothing was tested"
+    );
     // Each spin lands on at least one 1 ms wake-up; allow for a few lost to a busy machine.
     assert!(
         created.len() as u64 * 2 >= n_spins,
         "only {} of {n_spins} spins produced an episode naming {spinner_name}: {episodes:#?}",
         created.len()
     );
-    // Interrupts that land inside the spin are traced and named as such (a busy disk's BLOCK
-    // softirq takes ~20 % of a spin under `stress-ng --io`); the rest of the window is the
-    // spinner's.
-    let interrupt_time: u64 = created
-        .iter()
-        .flat_map(|episode| episode.causes.iter())
-        .filter(|cause| matches!(cause.kind, CauseKind::Irq | CauseKind::Softirq))
-        .map(|cause| cause.ns)
-        .sum();
-    let total_latency: u64 = created
-        .iter()
-        .map(|episode| episode.latency_ns)
-        .sum::<u64>()
-        - interrupt_time;
+    // The spinner must be named for the time it spun inside each episode's window, less the
+    // interrupts that landed there (a busy disk's BLOCK softirq takes ~20 % of a spin under
+    // `stress-ng --io`; with the full event set hrtimer callbacks such as the --stacks sampler's
+    // and the probe's own wake-up interrupt are traced too). Measuring the spins, rather than
+    // taking the whole window for the spinner's, keeps the check honest on a busy VM: a window can
+    // also hold a hypervisor stall, another task or a late timer outside the spin (a 89.6 % share
+    // failed this test once that way), which the spinner must not be blamed for either.
+    let spin_times = spin_times.lock().unwrap().clone();
+    let in_interrupt = |cause: &rtlab_core::Cause| match cause.kind {
+        CauseKind::Irq | CauseKind::Softirq => true,
+        CauseKind::Timer => cause.name != "timer fired late",
+        _ => false,
+    };
+    let mut spun_outside_interrupts = 0u64;
+    for episode in &created {
+        let start = origin_ns + episode.at_ns;
+        let end = start + episode.latency_ns;
+        let spun: u64 = spin_times
+            .iter()
+            .map(|(spin_start, spin_end)| end.min(*spin_end).saturating_sub(start.max(*spin_start)))
+            .sum();
+        let interrupts: u64 = episode
+            .causes
+            .iter()
+            .filter(|cause| in_interrupt(cause))
+            .map(|cause| cause.ns)
+            .sum();
+        spun_outside_interrupts += spun.saturating_sub(interrupts);
+    }
     let spinner_time: u64 = created
         .iter()
         .flat_map(|episode| episode.causes.iter())
         .filter(|cause| cause.kind == CauseKind::Task && cause.name == spinner_name)
         .map(|cause| cause.ns)
         .sum();
+    // What else was named, by cause: printed always, so a run on a busy machine shows where the
+    // time went even when it passes.
+    let mut elsewhere: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for cause in created.iter().flat_map(|episode| episode.causes.iter()) {
+        if !in_interrupt(cause) && cause.name != spinner_name {
+            *elsewhere
+                .entry(format!("{} {}", cause.kind.as_str(), cause.name))
+                .or_default() += cause.ns;
+        }
+    }
+    eprintln!(
+        "spinner named for {spinner_time} ns of {spun_outside_interrupts} ns it spun in the windows \
+         outside interrupts; elsewhere: {elsewhere:?}"
+    );
     assert!(
-        spinner_time * 10 >= total_latency * 9,
-        "the spinner explains {spinner_time} of {total_latency} ns outside interrupts: {created:#?}"
+        spun_outside_interrupts > 0 && spinner_time * 10 >= spun_outside_interrupts * 9,
+        "the spinner is named for {spinner_time} of the {spun_outside_interrupts} ns it spun in \
+         the windows outside interrupts (elsewhere: {elsewhere:?}): {created:#?}"
     );
     for episode in &created {
         assert_eq!(
@@ -256,14 +300,12 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
 }
 
 #[test]
+#[ignore = "needs root and tracefs"]
 fn a_loopback_flood_shows_network_softirq_time() {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
     let cpu = measured_cpu();
     let (episodes, _) = measure_with_cause(
         cpu,

@@ -122,14 +122,16 @@ fn explain_above_requires_explain_and_a_positive_number() {
     }
 }
 
-fn skip_reason() -> Option<String> {
-    if !rtlab_sys::sched::realtime_permitted() {
-        return Some("needs root (SCHED_FIFO and tracefs)".into());
-    }
+/// The root-only tests are `#[ignore]`d (CI runs them as root with `--include-ignored`); run that
+/// way without root or tracefs they fail here, saying what is missing.
+fn require_root_and_tracefs() {
+    assert!(
+        rtlab_sys::sched::realtime_permitted(),
+        "this test needs root (SCHED_FIFO and tracefs)"
+    );
     if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        return Some(format!("tracefs is not available: {error}"));
+        panic!("this test needs tracefs: {error}");
     }
-    None
 }
 
 fn own_instances_of(pid: u32) -> Vec<String> {
@@ -177,11 +179,9 @@ fn spawn_spinner(
 }
 
 #[test]
+#[ignore = "needs root and tracefs"]
 fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
     let cpu = *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap();
     let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
     let sandbox = Sandbox::new();
@@ -321,11 +321,13 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
 /// set leaves those off the probe's wake-up path. The global task-name option is as it was after
 /// both runs.
 #[test]
+#[ignore = "needs root and tracefs"]
 fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
+    // Held for the whole test: when tracefs is not mounted, the first rtlab to open it mounts it
+    // and unmounts it on exit, and the option would read as absent after the runs.
+    let tracefs = rtlab_sys::tracefs::Tracefs::open().unwrap();
+    let option = tracefs.root().join("options/record-cmd");
     // Read under rtlab's own lock, so a run another test starts meanwhile is not caught in the
     // moment it has the option off.
     let record_cmd = || {
@@ -337,7 +339,7 @@ fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
             .open("/run/rtlab/tracefs.lock")
             .unwrap();
         lock.lock().unwrap();
-        std::fs::read_to_string("/sys/kernel/tracing/options/record-cmd")
+        std::fs::read_to_string(&option)
             .map(|value| value.trim().to_owned())
             .ok()
     };
@@ -424,11 +426,9 @@ fn perfetto_output_is_checked_before_anything_is_written() {
 }
 
 #[test]
+#[ignore = "needs root and tracefs"]
 fn sigint_during_run_explain_removes_the_trace_instance() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    require_root_and_tracefs();
     let sandbox = Sandbox::new();
     let mut child = KillOnDrop(
         sandbox

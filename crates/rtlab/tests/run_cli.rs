@@ -24,24 +24,35 @@ fn unique_tag() -> String {
     )
 }
 
+/// Every process on the machine carrying `tag` in its environment (zombies have none).
+fn tagged_processes(tag: &str) -> Vec<u32> {
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    processes
+        .flatten()
+        .filter_map(|process| process.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .unwrap_or_default()
+                .split(|byte| *byte == 0)
+                .any(|entry| entry == tag.as_bytes())
+        })
+        .collect()
+}
+
+/// `pid`'s command name, or `?` once it is gone.
+fn command_name(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
 /// Every thread on the machine, of a process carrying `tag` in its environment, that runs at a
 /// real-time policy.
 fn tagged_threads_at_realtime(tag: &str) -> Vec<String> {
     let mut found = Vec::new();
-    let Ok(processes) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for process in processes.flatten() {
-        let Ok(pid) = process.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let environment = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if !environment
-            .split(|byte| *byte == 0)
-            .any(|entry| entry == tag.as_bytes())
-        {
-            continue;
-        }
+    for pid in tagged_processes(tag) {
         let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) else {
             continue;
         };
@@ -151,15 +162,16 @@ fn run_writes_a_complete_valid_record() {
 }
 
 #[test]
+#[ignore = "needs root and setpriv (util-linux)"]
 fn without_realtime_permission_warns_once_and_still_records() {
-    if !is_root() {
-        eprintln!("skip: needs root to drop to an unprivileged user with setpriv");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skip: setpriv (util-linux) is not installed");
-        return;
-    }
+    assert!(
+        is_root(),
+        "this test needs root, to drop to an unprivileged user with setpriv"
+    );
+    assert!(
+        Command::new("setpriv").arg("--version").output().is_ok(),
+        "this test needs setpriv (util-linux)"
+    );
     let sandbox = Sandbox::new();
     std::fs::set_permissions(
         sandbox.path(),
@@ -240,6 +252,25 @@ fn wait_for_realtime_threads(pid: u32) -> usize {
     }
 }
 
+/// `rtlab run` for 60 s (100 ms warm-up, nothing stored, stdout discarded) with `tag` in its
+/// environment, for the caller to add flags to and spawn.
+fn tagged_run_command(sandbox: &Sandbox, tag: &str) -> Command {
+    let (tag_name, tag_value) = tag.split_once('=').unwrap();
+    let mut command = sandbox.command();
+    command
+        .env(tag_name, tag_value)
+        .args([
+            "run",
+            "--duration",
+            "60s",
+            "--warmup",
+            "100ms",
+            "--no-store",
+        ])
+        .stdout(std::process::Stdio::null());
+    command
+}
+
 /// A 60 s run started in the background with a unique environment tag, once its real-time
 /// threads are up.
 struct TaggedRun {
@@ -253,58 +284,42 @@ struct TaggedRun {
 }
 
 impl TaggedRun {
-    /// Starts the run, or prints why not and returns `None` when not root (real-time classes and
-    /// `/dev/cpu_dma_latency` need it).
-    fn start_as_root(extra_args: &[&str]) -> Option<TaggedRun> {
-        if !is_root() {
-            eprintln!("skip: needs root for real-time classes and /dev/cpu_dma_latency");
-            return None;
-        }
+    /// Starts the run; fails the test when not root (real-time classes and `/dev/cpu_dma_latency`
+    /// need it).
+    fn start_as_root(extra_args: &[&str]) -> TaggedRun {
+        assert!(
+            is_root(),
+            "this test needs root, for real-time classes and /dev/cpu_dma_latency"
+        );
         let dma_before = rtlab_sys::dma_latency::current().ok();
         let sandbox = Sandbox::new();
         let json = sandbox.file("run.json");
         let tag = unique_tag();
-        let (tag_name, tag_value) = tag.split_once('=').unwrap();
-        let child = KillOnDrop(
-            sandbox
-                .command()
-                .env(tag_name, tag_value)
-                .args([
-                    "run",
-                    "--duration",
-                    "60s",
-                    "--warmup",
-                    "100ms",
-                    "--no-store",
-                    "--cpu-dma-latency",
-                    "0",
-                ])
-                .args(extra_args)
-                .arg("--json")
-                .arg(&json)
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut command = tagged_run_command(&sandbox, &tag);
+        command
+            .args(["--cpu-dma-latency", "0"])
+            .args(extra_args)
+            .arg("--json")
+            .arg(&json);
+        let child = KillOnDrop(command.spawn().unwrap());
         assert!(
             wait_for_realtime_threads(child.id()) > 0,
             "the run should have real-time threads while measuring"
         );
-        Some(TaggedRun {
+        TaggedRun {
             child,
             tag,
             json,
             sandbox,
             dma_before,
-        })
+        }
     }
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
-    let Some(mut run) = TaggedRun::start_as_root(&[]) else {
-        return;
-    };
+    let mut run = TaggedRun::start_as_root(&[]);
     // The scan used after exit does see this run's threads while it runs.
     assert!(!tagged_threads_at_realtime(&run.tag).is_empty());
     if run.dma_before.is_some() {
@@ -332,10 +347,9 @@ fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
-    let Some(mut run) = TaggedRun::start_as_root(&[]) else {
-        return;
-    };
+    let mut run = TaggedRun::start_as_root(&[]);
     run.child.kill().unwrap();
     run.child.wait().unwrap();
     let leftovers = tagged_threads_at_realtime(&run.tag);
@@ -353,6 +367,54 @@ fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
             .map(|entry| entry.file_name())
             .collect::<Vec<_>>()
     );
+}
+
+/// Polls `condition` every 20 ms until it holds or `limit` passes; returns whether it held.
+fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    condition()
+}
+
+/// A `--load-cmd` goes with rtlab even when rtlab is SIGKILLed: not only the shell (which the
+/// parent-death signal alone would reach) but its children too. Needs no root.
+#[test]
+fn sigkill_mid_run_leaves_no_process_of_the_load() {
+    let sandbox = Sandbox::new();
+    let tag = unique_tag();
+    let mut command = tagged_run_command(&sandbox, &tag);
+    command
+        .args(["--classes", "normal", "--no-handoff"])
+        .args(["--load-cmd", "sleep 100 & sleep 100"])
+        .stderr(std::process::Stdio::null());
+    let mut child = KillOnDrop(command.spawn().unwrap());
+    let sleeps = |tag: &str| {
+        tagged_processes(tag)
+            .into_iter()
+            .filter(|pid| command_name(*pid) == "sleep")
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || sleeps(&tag) >= 2),
+        "the load's two sleeps never started: {:?}",
+        tagged_processes(&tag)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The load is told at once (SIGTERM, SIGKILL 2 s later); wait for it by condition.
+    let gone = eventually(Duration::from_secs(20), || {
+        tagged_processes(&tag).is_empty()
+    });
+    let left: Vec<String> = tagged_processes(&tag)
+        .into_iter()
+        .map(|pid| format!("{pid} {}", command_name(pid)))
+        .collect();
+    assert!(gone, "left behind after SIGKILL of rtlab: {left:?}");
 }
 
 #[test]
