@@ -8,6 +8,7 @@
 pub mod export;
 pub mod histogram;
 pub mod record;
+pub mod rpc;
 pub mod units;
 
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
