@@ -121,6 +121,11 @@ fn pidfd_open(id: u32, flags: libc::c_uint) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(result as RawFd) })
 }
 
+/// Whether a pidfd_open error means the thread or process does not exist (any more).
+pub fn is_no_such_process(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ESRCH)
+}
+
 /// Waits until one of `fds` is readable (or hung up), or `timeout` passes (`None`: forever).
 /// Returns, per fd, whether it is ready. EINTR returns with nothing ready.
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {

@@ -70,35 +70,41 @@ pub fn parse_status(text: &str) -> Result<ThreadStatus, StatusError> {
     })
 }
 
-fn not_found_is_esrch(error: io::Error) -> io::Error {
-    if error.kind() == io::ErrorKind::NotFound {
-        io::Error::from_raw_os_error(libc::ESRCH)
-    } else {
-        error
+fn no_such_thread(tid: u32) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("no thread {tid}"))
+}
+
+fn not_found_is_no_thread(tid: u32) -> impl Fn(io::Error) -> io::Error {
+    move |error| {
+        if error.kind() == io::ErrorKind::NotFound {
+            no_such_thread(tid)
+        } else {
+            error
+        }
     }
 }
 
 /// /proc/TID/status of any thread (a thread id works as a /proc entry though it is not listed).
-/// A thread that does not exist gives ESRCH.
+/// A thread that does not exist gives an error of kind `NotFound`.
 pub fn thread_status(tid: u32) -> io::Result<ThreadStatus> {
     if tid == 0 {
-        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        return Err(no_such_thread(tid));
     }
     let text =
-        std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(not_found_is_esrch)?;
+        std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(not_found_is_no_thread(tid))?;
     parse_status(&text).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
 /// The thread's name (`comm`, at most 15 bytes).
 pub fn thread_comm(tid: u32) -> io::Result<String> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/comm")).map_err(not_found_is_esrch)?;
+    let text = std::fs::read_to_string(format!("/proc/{tid}/comm")).map_err(not_found_is_no_thread(tid))?;
     Ok(text.trim_end_matches('\n').to_owned())
 }
 
 /// The thread's start time in clock ticks since boot (field 22 of /proc/TID/stat): a thread id
 /// reused by a later thread has a different one.
 pub fn thread_start_time(tid: u32) -> io::Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/stat")).map_err(not_found_is_esrch)?;
+    let text = std::fs::read_to_string(format!("/proc/{tid}/stat")).map_err(not_found_is_no_thread(tid))?;
     parse_start_time(&text).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -203,6 +209,6 @@ mod tests {
             .unwrap()
             .contains(&(std::process::id(), tid)));
         let missing = thread_status(i32::MAX as u32).unwrap_err();
-        assert_eq!(missing.raw_os_error(), Some(libc::ESRCH));
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
     }
 }
