@@ -52,12 +52,8 @@ pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Nobody listens on the socket.
-    #[error("cannot reach the rtlab daemon at {socket} ({source}): start it with `sudo rtlab daemon` (or `systemctl start rtlabd.socket`), or point --socket or RTLAB_SOCKET at a running one")]
-    NotRunning {
-        socket: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error("cannot reach the rtlab daemon at {socket} ({cause}): start it with `sudo rtlab daemon` (or `systemctl start rtlabd.socket`), or point --socket or RTLAB_SOCKET at a running one")]
+    NotRunning { socket: String, cause: io::Error },
     /// The connection broke or timed out.
     #[error("talking to the rtlab daemon at {socket}: {source}")]
     Io {
@@ -161,9 +157,9 @@ impl Client {
 
     /// Connects to the daemon at `socket`.
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
-        let writer = UnixStream::connect(socket).map_err(|source| ClientError::NotRunning {
+        let writer = UnixStream::connect(socket).map_err(|cause| ClientError::NotRunning {
             socket: socket.display().to_string(),
-            source,
+            cause,
         })?;
         let io_error = |source| ClientError::Io {
             socket: socket.display().to_string(),

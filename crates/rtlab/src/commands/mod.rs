@@ -6,11 +6,15 @@ use std::process::ExitCode;
 pub mod buffer_experiment;
 pub mod check;
 pub mod completions;
+pub mod daemon_client;
 pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
 pub mod plan;
+pub mod release;
+pub mod reservations;
+pub mod reserve;
 pub mod run;
 pub mod run_explain;
 pub mod run_load;
@@ -48,6 +52,12 @@ pub enum Command {
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
     Plan(plan::Args),
+    /// Reserve CPU for a thread of any program through the rtlab daemon: AMOUNT of every PERIOD
+    Reserve(reserve::Args),
+    /// Give a reservation back to the rtlab daemon
+    Release(release::Args),
+    /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
+    Reservations(reservations::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -62,6 +72,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args),
         Command::BufferExperiment(args) => buffer_experiment::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Reserve(args) => reserve::run(args),
+        Command::Release(args) => release::run(args),
+        Command::Reservations(args) => reservations::run(args),
     }
 }
 
