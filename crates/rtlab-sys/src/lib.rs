@@ -18,4 +18,5 @@ pub mod proc_stat;
 pub mod sched;
 pub mod signals;
 pub mod thread_clock;
+pub mod thread_control;
 pub mod tracefs;
