@@ -20,9 +20,17 @@ pub enum SupplyError {
     #[error("step is zero")]
     ZeroStep,
     #[error("the observation [{from}, {to}) is shorter than one period {period}")]
-    TooShort { from: Nanos, to: Nanos, period: Nanos },
+    TooShort {
+        from: Nanos,
+        to: Nanos,
+        period: Nanos,
+    },
     #[error("run interval {index} [{start}, {end}) is reversed or overlaps the one before")]
-    BadInterval { index: usize, start: Nanos, end: Nanos },
+    BadInterval {
+        index: usize,
+        start: Nanos,
+        end: Nanos,
+    },
 }
 
 /// The supply one thread received in every sliding window.

@@ -154,7 +154,9 @@ pub fn tick_ns() -> io::Result<u64> {
     }
     let tick = spec.tv_sec as u64 * 1_000_000_000 + spec.tv_nsec as u64;
     if tick == 0 {
-        return Err(invalid("CLOCK_MONOTONIC_COARSE reports a zero resolution".into()));
+        return Err(invalid(
+            "CLOCK_MONOTONIC_COARSE reports a zero resolution".into(),
+        ));
     }
     Ok(tick)
 }
@@ -190,7 +192,8 @@ mod tests {
 
     #[test]
     fn stat_fields_after_a_command_with_spaces_and_parentheses() {
-        let stat = "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 50";
+        let stat =
+            "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 50";
         assert_eq!(parse_stat_field(stat, 22).unwrap(), 98765);
         assert_eq!(parse_stat_field(stat, 4).unwrap(), 1);
         assert!(parse_stat_field(stat, 60).is_err());
