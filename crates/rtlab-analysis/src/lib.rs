@@ -4,4 +4,5 @@ pub mod classes;
 pub mod forecast;
 pub mod projection;
 pub mod schedulability;
+pub mod supply;
 pub mod tail;

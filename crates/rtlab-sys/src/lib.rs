@@ -20,4 +20,5 @@ pub mod proc_thread;
 pub mod sched;
 pub mod signals;
 pub mod thread_clock;
+pub mod thread_control;
 pub mod tracefs;
