@@ -629,13 +629,22 @@ impl Registry {
         Ok(result)
     }
 
-    /// Every reservation and each CPU's reserved fraction.
+    /// Every reservation and each CPU's reserved fraction. Thread names are read again, since a
+    /// thread renames itself at exec (`rtlab reserve … -- CMD`) or at will.
     pub fn list(&self) -> ListResult {
         ListResult {
             grants: self
                 .grants
                 .iter()
-                .map(|(id, record)| self.info(*id, record))
+                .map(|(id, record)| {
+                    let mut info = self.info(*id, record);
+                    for thread in &mut info.threads {
+                        if let Ok(comm) = rtlab_sys::proc_thread::thread_comm(thread.tid) {
+                            thread.comm = comm;
+                        }
+                    }
+                    info
+                })
                 .collect(),
             cpus: self
                 .enforcement

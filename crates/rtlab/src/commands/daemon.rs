@@ -57,6 +57,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let listening = rtlab_daemon::listen(&config.socket)?;
     let enforcer = rtlab_sched::enforce::Enforcer::open(&config.state_dir, config.default_backend)
         .with_context(|| format!("opening the enforcer (state in {})", config.state_dir.display()))?;
+    let repaired = enforcer.repaired();
+    if !repaired.restored.is_empty() || !repaired.failed.is_empty() {
+        eprintln!(
+            "rtlab daemon: a previous daemon stopped without reverting: restored threads {:?}{}",
+            repaired.restored,
+            if repaired.failed.is_empty() {
+                String::new()
+            } else {
+                format!(", could not restore {:?}", repaired.failed)
+            }
+        );
+    }
     let listener = listening
         .listener
         .try_clone()

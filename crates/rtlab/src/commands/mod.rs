@@ -6,6 +6,7 @@ use std::process::ExitCode;
 pub mod buffer_experiment;
 pub mod check;
 pub mod completions;
+pub mod daemon;
 pub mod daemon_client;
 pub mod explain;
 pub mod forecast;
@@ -52,6 +53,8 @@ pub enum Command {
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
     Plan(plan::Args),
+    /// Run the rtlab daemon in the foreground: shares CPU reservations among programs (rtlab.rpc/1)
+    Daemon(daemon::Args),
     /// Reserve CPU for a thread of any program through the rtlab daemon: AMOUNT of every PERIOD
     Reserve(reserve::Args),
     /// Give a reservation back to the rtlab daemon
@@ -72,6 +75,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args),
         Command::BufferExperiment(args) => buffer_experiment::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Daemon(args) => daemon::run(args),
         Command::Reserve(args) => reserve::run(args),
         Command::Release(args) => release::run(args),
         Command::Reservations(args) => reservations::run(args),
