@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Limits and defaults come from /etc/rtlab/rtlabd.toml (or --config); \
+#[command(
+    after_help = "Limits and defaults come from /etc/rtlab/rtlabd.toml (or --config); \
 the socket from --socket, else $RTLAB_SOCKET, else the file's `socket`, else \
 /run/rtlab/rtlabd.sock. Under systemd the socket comes from rtlabd.socket (LISTEN_FDS). \
 SIGTERM or SIGINT stops it cleanly. Exit status: 0 stopped on request, 2 bad configuration, \
-3 system error.")]
+3 system error."
+)]
 pub struct Args {
     /// Listen on PATH [default: $RTLAB_SOCKET, else /run/rtlab/rtlabd.sock]
     #[arg(long, value_name = "PATH")]
@@ -56,7 +58,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // of the one already running.
     let listening = rtlab_daemon::listen(&config.socket)?;
     let enforcer = rtlab_sched::enforce::Enforcer::open(&config.state_dir, config.default_backend)
-        .with_context(|| format!("opening the enforcer (state in {})", config.state_dir.display()))?;
+        .with_context(|| {
+            format!(
+                "opening the enforcer (state in {})",
+                config.state_dir.display()
+            )
+        })?;
     let repaired = enforcer.repaired();
     if !repaired.restored.is_empty() || !repaired.failed.is_empty() {
         eprintln!(

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// With --pid: every thread of the process shares the reservation (an activity)
-    #[arg(long, requires = "pid")]
+    #[arg(long)]
     pub all_threads: bool,
     /// Threads named NAME (their comm, as `ps -L -o comm` shows), in programs never built for
     /// rtlab; several matching threads share one reservation
@@ -83,6 +83,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let (amount, period) = args.rate;
+    if args.all_threads && args.pid.is_none() {
+        return Err(crate::exit::input("--all-threads goes with --pid"));
+    }
     let target = if let Some(tid) = args.tid {
         Target::Thread { tid }
     } else if let Some(pid) = args.pid {
