@@ -492,3 +492,45 @@ fn the_c_example_runs_against_the_real_daemon() {
     assert!(stdout.contains("1000000/10000000 ns granted"), "{stdout}");
     assert!(stdout.contains("released"), "{stdout}");
 }
+
+#[test]
+fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write(
+        "rtlabd.toml",
+        format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
+    );
+    let socket = sandbox.file("activated.sock");
+    let log = sandbox.file("daemon.log");
+    // systemd's own tool (package systemd) passes the socket as fd 3 with LISTEN_FDS/LISTEN_PID.
+    let mut activator = KillOnDrop(
+        Command::new("systemd-socket-activate")
+            .arg("-l")
+            .arg(&socket)
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .env("RTLAB_HOME", sandbox.path())
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("systemd-socket-activate (Debian package systemd)"),
+    );
+    wait_until("the socket exists", || socket.exists());
+    let output = sandbox
+        .command()
+        .arg("reservations")
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    assert!(stdout_text(&output).contains("no reservations"));
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains("listening on the socket systemd passed"),
+        "{log_text}"
+    );
+    rtlab_sys::signals::send(activator.id(), rtlab_sys::signals::SIGTERM).unwrap();
+    activator.wait().unwrap();
+}
