@@ -40,7 +40,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ping.server_version,
         client.socket().display(),
         ping.default_backend,
-        backend.map_or("the default backend".to_owned(), |backend| backend.to_string())
+        backend.map_or("the default backend".to_owned(), |backend| backend
+            .to_string())
     );
     // Warm-up: the first calls fault in pages on both sides.
     for _ in 0..20 {

@@ -94,8 +94,16 @@ fn with_client<T>(call: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> R
 }
 
 /// Reserves `amount_ns` of every `period_ns` for the calling thread; fills `*grant` if not NULL.
+///
+/// # Safety
+///
+/// `grant` is NULL or points to a writable `struct rtlab_grant`.
 #[no_mangle]
-pub extern "C" fn rtlab_reserve(amount_ns: u64, period_ns: u64, grant: *mut rtlab_grant) -> c_int {
+pub unsafe extern "C" fn rtlab_reserve(
+    amount_ns: u64,
+    period_ns: u64,
+    grant: *mut rtlab_grant,
+) -> c_int {
     if amount_ns == 0 || amount_ns > period_ns {
         return -libc::EINVAL;
     }
@@ -125,8 +133,12 @@ pub extern "C" fn rtlab_release() -> c_int {
 
 /// Asks for `estimate_ns` of CPU for the calling thread between the CLOCK_MONOTONIC times
 /// `start_ns` and `deadline_ns`; on success `*id` names the constraint.
+///
+/// # Safety
+///
+/// `id` is NULL (refused with `-EINVAL`) or points to a writable `uint64_t`.
 #[no_mangle]
-pub extern "C" fn rtlab_begin_constraint(
+pub unsafe extern "C" fn rtlab_begin_constraint(
     start_ns: u64,
     estimate_ns: u64,
     deadline_ns: u64,
@@ -150,8 +162,12 @@ pub extern "C" fn rtlab_begin_constraint(
 
 /// Ends constraint `id`: `*used_ns` (if not NULL) gets the CPU time used. Returns 0 if the
 /// deadline was met, `-ETIME` if it was missed (with `*used_ns` filled all the same).
+///
+/// # Safety
+///
+/// `used_ns` is NULL or points to a writable `uint64_t`.
 #[no_mangle]
-pub extern "C" fn rtlab_end_constraint(id: u64, used_ns: *mut u64) -> c_int {
+pub unsafe extern "C" fn rtlab_end_constraint(id: u64, used_ns: *mut u64) -> c_int {
     match with_client(|client| client.end_constraint(id)) {
         Ok(end) => {
             if !used_ns.is_null() {

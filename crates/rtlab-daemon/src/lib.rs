@@ -7,11 +7,11 @@
 //! every managed thread and gives its time back when it exits (an activity's after a hysteresis,
 //! paper 003 §4.3), and reverts every thread when it stops.
 //!
-//! * [`config`]: `/etc/rtlab/rtlabd.toml`.
-//! * [`socket`]: the listening socket (socket activation or a path).
-//! * [`server`]: connections, line framing, timeouts, caps (the I/O design is explained there).
-//! * [`registry`]: authorisation and the book of reservations, over the enforcement.
-//! * [`watch`]: thread pidfds and the hysteresis timer.
+//! * [`config`] — `/etc/rtlab/rtlabd.toml`.
+//! * [`socket`] — the listening socket (socket activation or a path).
+//! * [`server`] — connections, line framing, timeouts, caps (the I/O design is explained there).
+//! * [`registry`] — authorisation and the book of reservations, over the enforcement.
+//! * [`watch`] — thread pidfds and the hysteresis timer.
 
 pub mod config;
 pub mod registry;

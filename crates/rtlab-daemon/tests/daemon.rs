@@ -366,12 +366,10 @@ fn a_client_that_dies_mid_request_frees_its_slot() {
             .unwrap();
     }
     wait_until(LIMIT, "the dead client's slot is free", || {
-        matches!(
-            rtlab_client::Client::connect(&daemon.socket)
-                .unwrap()
-                .ping(),
-            Ok(_)
-        )
+        rtlab_client::Client::connect(&daemon.socket)
+            .unwrap()
+            .ping()
+            .is_ok()
     });
 }
 

@@ -90,21 +90,23 @@ pub fn thread_status(tid: u32) -> io::Result<ThreadStatus> {
     if tid == 0 {
         return Err(no_such_thread(tid));
     }
-    let text =
-        std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(not_found_is_no_thread(tid))?;
+    let text = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .map_err(not_found_is_no_thread(tid))?;
     parse_status(&text).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
 /// The thread's name (`comm`, at most 15 bytes).
 pub fn thread_comm(tid: u32) -> io::Result<String> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/comm")).map_err(not_found_is_no_thread(tid))?;
+    let text = std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .map_err(not_found_is_no_thread(tid))?;
     Ok(text.trim_end_matches('\n').to_owned())
 }
 
 /// The thread's start time in clock ticks since boot (field 22 of /proc/TID/stat): a thread id
 /// reused by a later thread has a different one.
 pub fn thread_start_time(tid: u32) -> io::Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/stat")).map_err(not_found_is_no_thread(tid))?;
+    let text = std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .map_err(not_found_is_no_thread(tid))?;
     parse_start_time(&text).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,

@@ -181,7 +181,7 @@ pub fn render_grant(grant: &GrantInfo) -> String {
     };
     let release_hint = match grant.threads.as_slice() {
         [one] => format!("`rtlab release --tid {}`", one.tid),
-        _ => format!("`rtlab release --all-mine`"),
+        _ => "`rtlab release --all-mine`".to_owned(),
     };
     format!(
         "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  granted    {}\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
