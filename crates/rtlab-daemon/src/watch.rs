@@ -45,7 +45,7 @@ impl WatchHandle {
                 format!("no thread {tid}"),
             )),
             Err(_) => {
-                let start_time = rtlab_sys::proc_thread::thread_start_time(tid)?;
+                let start_time = rtlab_sys::thread_control::thread_start_time(tid)?;
                 Ok(WatchHandle {
                     tid,
                     kind: HandleKind::Proc { tgid, start_time },

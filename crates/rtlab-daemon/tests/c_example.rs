@@ -3,50 +3,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+#[path = "../../rtlab-client/tests/support/c_example.rs"]
+mod c_example;
+
+use c_example::compile_example;
 use std::process::Command;
 use support::TestDaemon;
-
-/// `librtlab_client.a`, which cargo builds beside this test (in `deps/`) as a dependency.
-fn static_library() -> PathBuf {
-    let deps = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_owned();
-    let library = deps.join("librtlab_client.a");
-    assert!(library.exists(), "{} was not built", library.display());
-    library
-}
-
-/// Compiles the example into `directory` with `cc -Wall -Wextra -Werror`.
-pub fn compile_example(directory: &Path) -> PathBuf {
-    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-client");
-    let binary = directory.join("reserve");
-    let output = Command::new("cc")
-        .args([
-            "-std=c11",
-            "-D_POSIX_C_SOURCE=200809L",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-o",
-        ])
-        .arg(&binary)
-        .arg(client.join("examples/reserve.c"))
-        .arg("-I")
-        .arg(client.join("include"))
-        .arg(static_library())
-        .args(["-lpthread", "-ldl", "-lm"])
-        .output()
-        .expect("running cc (Debian: apt-get install gcc)");
-    assert!(
-        output.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    binary
-}
 
 #[test]
 fn the_c_example_reserves_constrains_and_releases_through_the_daemon() {

@@ -230,34 +230,22 @@ fn a_malformed_line_gets_an_error_and_the_connection_goes_on() {
         )
         .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
-    assert!(
-        first.contains("\"id\":5") && first.contains("bad_request"),
-        "{first}"
-    );
-    let mut second = String::new();
-    reader.read_line(&mut second).unwrap();
-    assert!(
-        second.contains("\"id\":0") && second.contains("bad_request"),
-        "{second}"
-    );
+    let mut expect_answer = |id: &str, text: &str| {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(
+            line.contains(&format!("\"id\":{id}")) && line.contains(text),
+            "expected id {id} and {text}: {line}"
+        );
+    };
+    expect_answer("5", "bad_request");
+    expect_answer("0", "bad_request");
     // Pipelined requests are answered in order on the same connection.
     stream
         .write_all(b"{\"rpc\":\"rtlab.rpc/1\",\"id\":6,\"method\":\"ping\"}\n{\"rpc\":\"rtlab.rpc/1\",\"id\":7,\"method\":\"list\"}\n")
         .unwrap();
-    let mut third = String::new();
-    reader.read_line(&mut third).unwrap();
-    assert!(
-        third.contains("\"id\":6") && third.contains("server_version"),
-        "{third}"
-    );
-    let mut fourth = String::new();
-    reader.read_line(&mut fourth).unwrap();
-    assert!(
-        fourth.contains("\"id\":7") && fourth.contains("grants"),
-        "{fourth}"
-    );
+    expect_answer("6", "server_version");
+    expect_answer("7", "grants");
 }
 
 #[test]

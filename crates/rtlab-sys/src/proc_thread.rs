@@ -1,6 +1,7 @@
 //! Who a thread is, from /proc: its process, its uids and effective capabilities
-//! (/proc/TID/status), its name (comm) and its start time (to tell a thread from a later one that
-//! reuses its id). The daemon decides with these which client may act on which thread.
+//! (/proc/TID/status), its name (comm), whether it is still the thread that started at a given
+//! time (start times: `thread_control::thread_start_time`), and which threads bear a name. The
+//! daemon decides with these which client may act on which thread.
 
 use std::io;
 
@@ -102,32 +103,12 @@ pub fn thread_comm(tid: u32) -> io::Result<String> {
     Ok(text.trim_end_matches('\n').to_owned())
 }
 
-/// The thread's start time in clock ticks since boot (field 22 of /proc/TID/stat): a thread id
-/// reused by a later thread has a different one.
-pub fn thread_start_time(tid: u32) -> io::Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/stat"))
-        .map_err(not_found_is_no_thread(tid))?;
-    parse_start_time(&text).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("/proc/{tid}/stat has no start time"),
-        )
-    })
-}
-
-/// Field 22 of a /proc/*/stat line; the name in parentheses may hold spaces and parentheses.
-pub fn parse_start_time(stat: &str) -> Option<u64> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    // Fields after the name start at field 3 (state); start time is field 22.
-    after_name.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
 /// Whether thread `tid` of process `tgid` still exists and is the one that started at
 /// `start_time` (the poll fallback for kernels without thread pidfds).
 pub fn thread_is_alive(tgid: u32, tid: u32, start_time: u64) -> bool {
     std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat"))
         .ok()
-        .and_then(|text| parse_start_time(&text))
+        .and_then(|text| crate::thread_control::parse_stat_field(&text, 22).ok())
         .is_some_and(|now| now == start_time)
 }
 
@@ -192,18 +173,12 @@ mod tests {
     }
 
     #[test]
-    fn start_time_survives_names_with_parentheses() {
-        let stat = "77 (a) b) S 1 77 77 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 10";
-        assert_eq!(parse_start_time(stat), Some(123456));
-    }
-
-    #[test]
     fn our_own_thread_is_found_by_status_comm_start_time_and_name() {
         let tid = crate::cpu::current_tid();
         let status = thread_status(tid).unwrap();
         assert_eq!(status.tgid, std::process::id());
         assert_eq!(status.real_uid(), current_uid());
-        let start_time = thread_start_time(tid).unwrap();
+        let start_time = crate::thread_control::thread_start_time(tid).unwrap();
         assert!(thread_is_alive(std::process::id(), tid, start_time));
         assert!(!thread_is_alive(std::process::id(), tid, start_time + 1));
         let comm = thread_comm(tid).unwrap();

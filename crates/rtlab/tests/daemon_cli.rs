@@ -5,10 +5,13 @@
 
 mod common;
 
+#[path = "../../rtlab-client/tests/support/c_example.rs"]
+mod c_example;
+
 use common::{assert_exit_code, assert_input_error, stderr_text, stdout_json, stdout_text};
 use common::{KillOnDrop, Sandbox};
 use rtlab_sys::sched::{thread_policy, Policy};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -76,6 +79,16 @@ impl Daemon {
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The rows of `rtlab reservations --json -`.
+    fn reservation_rows(&self, sandbox: &Sandbox) -> Vec<serde_json::Value> {
+        let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
+        assert_exit_code(&output, 0);
+        stdout_json(&output)["reservations"]
+            .as_array()
+            .expect("a reservations array")
+            .clone()
     }
 
     /// rtlab with `RTLAB_SOCKET` pointing at this daemon.
@@ -257,9 +270,7 @@ fn reserve_list_and_release_a_thread_of_another_program() {
         Policy::Deadline { .. }
     ));
 
-    let output = daemon.rtlab(&sandbox, &["reservations", "--json", "-"]);
-    let json = stdout_json(&output);
-    let rows = json["reservations"].as_array().unwrap();
+    let rows = daemon.reservation_rows(&sandbox);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["tid"], tid);
     assert_eq!(rows[0]["pid"], tid);
@@ -272,14 +283,7 @@ fn reserve_list_and_release_a_thread_of_another_program() {
     let output = daemon.rtlab(&sandbox, &["release", "--tid", &tid_text]);
     assert_exit_code(&output, 0);
     assert_eq!(thread_policy(tid).unwrap(), Policy::Other { nice: 0 });
-    let output = daemon.rtlab(&sandbox, &["reservations", "--json", "-"]);
-    assert_eq!(
-        stdout_json(&output)["reservations"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    assert!(daemon.reservation_rows(&sandbox).is_empty());
 }
 
 #[test]
@@ -330,11 +334,7 @@ fn a_reservation_disappears_when_its_thread_exits() {
     target.kill().unwrap();
     target.wait().unwrap();
     wait_until("the reservation is gone", || {
-        let output = daemon.rtlab(&sandbox, &["reservations", "--json", "-"]);
-        stdout_json(&output)["reservations"]
-            .as_array()
-            .unwrap()
-            .is_empty()
+        daemon.reservation_rows(&sandbox).is_empty()
     });
 }
 
@@ -393,11 +393,7 @@ fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through
         "the grant goes to stderr"
     );
     wait_until("the command's reservation is gone", || {
-        let output = daemon.rtlab(&sandbox, &["reservations", "--json", "-"]);
-        stdout_json(&output)["reservations"]
-            .as_array()
-            .unwrap()
-            .is_empty()
+        daemon.reservation_rows(&sandbox).is_empty()
     });
 }
 
@@ -440,21 +436,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
         "{}",
         restarted.log_text()
     );
-    let output = restarted.rtlab(&sandbox, &["reservations", "--json", "-"]);
-    assert!(stdout_json(&output)["reservations"]
-        .as_array()
-        .unwrap()
-        .is_empty());
-}
-
-/// `librtlab_client.a`, built beside this test as a dependency of rtlab.
-fn client_library() -> PathBuf {
-    let deps = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_owned();
-    deps.join("librtlab_client.a")
+    assert!(restarted.reservation_rows(&sandbox).is_empty());
 }
 
 #[test]
@@ -463,26 +445,7 @@ fn the_c_example_runs_against_the_real_daemon() {
     require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
-    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-client");
-    let binary = sandbox.file("reserve");
-    let output = Command::new("cc")
-        .args([
-            "-std=c11",
-            "-D_POSIX_C_SOURCE=200809L",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-o",
-        ])
-        .arg(&binary)
-        .arg(client.join("examples/reserve.c"))
-        .arg("-I")
-        .arg(client.join("include"))
-        .arg(client_library())
-        .args(["-lpthread", "-ldl", "-lm"])
-        .output()
-        .expect("cc");
-    assert!(output.status.success(), "{}", stderr_text(&output));
+    let binary = c_example::compile_example(sandbox.path());
     let output = Command::new(&binary)
         .env("RTLAB_SOCKET", &daemon.socket)
         .output()
