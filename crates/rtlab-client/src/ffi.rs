@@ -3,8 +3,8 @@
 //! Every function returns 0 or a negative errno (see [`ClientError::errno`]) and never unwinds
 //! into C. One connection to the daemon is shared by every thread of the process (behind a
 //! mutex) and opened at the first call, at `$RTLAB_SOCKET` or `/run/rtlab/rtlabd.sock`; a
-//! broken connection is reopened at the next call. The daemon's message for the calling thread's
-//! last error is kept for `rtlab_last_error_message`.
+//! connection the daemon closed meanwhile is reopened (and the call tried again once). The
+//! daemon's message for the calling thread's last error is kept for `rtlab_last_error_message`.
 
 use crate::{current_thread_id, monotonic_now, socket_path, Client, ClientError};
 use rtlab_core::rpc::{Backend, GrantInfo};
@@ -64,24 +64,35 @@ fn remember(error: &ClientError) {
 }
 
 /// Runs `call` on the shared connection, opening it first if needed; maps errors to -errno.
-fn with_client<T>(call: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T, c_int> {
+///
+/// A connection that was already open may have been closed by the daemon meanwhile (its idle
+/// timeout, or a restart); when a call on it fails without an answer, it is reopened and the call
+/// tried once more. The daemon never acted on a request it did not answer on a closed connection.
+fn with_client<T>(mut call: impl FnMut(&mut Client) -> Result<T, ClientError>) -> Result<T, c_int> {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let mut connection = CONNECTION
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if connection.is_none() {
-            *connection = Some(Client::connect(&socket_path(None))?);
+        let mut attempts_left = if connection.is_some() { 2 } else { 1 };
+        loop {
+            if connection.is_none() {
+                *connection = Some(Client::connect(&socket_path(None))?);
+            }
+            let client = connection.as_mut().expect("connected above");
+            let result = call(client);
+            attempts_left -= 1;
+            match result {
+                Err(ClientError::Io { .. } | ClientError::Closed(_)) if attempts_left > 0 => {
+                    *connection = None;
+                }
+                Err(ClientError::Io { .. } | ClientError::Closed(_) | ClientError::Protocol(_)) => {
+                    // The connection is unusable now; the next call opens a new one.
+                    *connection = None;
+                    return result;
+                }
+                _ => return result,
+            }
         }
-        let client = connection.as_mut().expect("connected above");
-        let result = call(client);
-        if matches!(
-            result,
-            Err(ClientError::Io { .. } | ClientError::Closed(_) | ClientError::Protocol(_))
-        ) {
-            // The connection is unusable now; the next call opens a new one.
-            *connection = None;
-        }
-        result
     }));
     match outcome {
         Ok(Ok(value)) => Ok(value),
@@ -227,4 +238,67 @@ pub extern "C" fn rtlab_strerror(error: c_int) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn rtlab_last_error_message() -> *const c_char {
     LAST_ERROR.with(|last| last.borrow().as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_core::rpc::{decode_request, ErrorCode, Response, RpcError};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixListener;
+
+    /// A stand-in daemon that answers one request per connection with `not_found` and then closes
+    /// the connection, as the real one does after its idle timeout.
+    #[test]
+    fn a_connection_the_daemon_closed_is_reopened_and_the_call_tried_again() {
+        let directory = std::env::temp_dir().join(format!("rtlab-ffi-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let socket = directory.join("d.sock");
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket).unwrap();
+        // The only test in this crate that uses the environment and the shared connection.
+        std::env::set_var(rtlab_core::rpc::SOCKET_ENV, &socket);
+        let server = std::thread::spawn(move || {
+            for _ in 0..2 {
+                let (stream, _) = listener.accept().unwrap();
+                let mut line = Vec::new();
+                BufReader::new(&stream)
+                    .read_until(b'\n', &mut line)
+                    .unwrap();
+                let request = decode_request(&line).unwrap();
+                let answer = Response::error(
+                    request.id,
+                    RpcError::new(ErrorCode::NotFound, "thread holds no reservation"),
+                );
+                (&stream).write_all(answer.encode().as_bytes()).unwrap();
+            }
+        });
+        assert_eq!(rtlab_release(), -libc::ENOENT);
+        // The first connection is closed now; the second call reconnects and is answered.
+        assert_eq!(rtlab_release(), -libc::ENOENT);
+        server.join().unwrap();
+        // SAFETY: rtlab_last_error_message returns a valid NUL-terminated string.
+        let message = unsafe { CStr::from_ptr(rtlab_last_error_message()) };
+        assert_eq!(message.to_str().unwrap(), "thread holds no reservation");
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+
+    #[test]
+    fn every_errno_the_abi_returns_has_its_own_text() {
+        for code in [
+            ErrorCode::BadRequest,
+            ErrorCode::Permission,
+            ErrorCode::Limit,
+            ErrorCode::Denied,
+            ErrorCode::Infeasible,
+            ErrorCode::NoSuchThread,
+            ErrorCode::AlreadyReserved,
+            ErrorCode::NotFound,
+        ] {
+            let errno = ClientError::Daemon(RpcError::new(code, "x")).errno();
+            // SAFETY: rtlab_strerror returns a static NUL-terminated string.
+            let text = unsafe { CStr::from_ptr(rtlab_strerror(errno)) };
+            assert_ne!(text.to_str().unwrap(), "unknown rtlab error", "{code:?}");
+        }
+    }
 }
