@@ -7,8 +7,8 @@
 //! default_backend = "deadline"   # or "dispatch"; unset: the enforcer picks what works best here
 //! user_limit = 0.2               # fraction of one CPU each unprivileged uid may hold
 //! hysteresis = "2s"              # how long an activity's reservation outlives its last thread
-//! max_connections = 256
-//! max_connections_per_user = 16
+//! max_connections = 512
+//! max_connections_per_user = 64
 //! request_timeout = "5s"         # from a request's first byte to its newline
 //! idle_timeout = "10m"           # between requests
 //! ```
@@ -50,8 +50,8 @@ impl Default for DaemonConfig {
             default_backend: None,
             user_limit: 0.2,
             hysteresis: Duration::from_secs(2),
-            max_connections: 256,
-            max_connections_per_user: 16,
+            max_connections: 512,
+            max_connections_per_user: 64,
             request_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(600),
         }
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(config.user_limit, 0.5);
         assert_eq!(config.hysteresis, Duration::from_millis(250));
         assert_eq!(config.max_connections, 4);
-        assert_eq!(config.max_connections_per_user, 16);
+        assert_eq!(config.max_connections_per_user, 64);
         assert_eq!(
             DaemonConfig::parse("", "x").unwrap(),
             DaemonConfig::default()
