@@ -10,8 +10,9 @@
 //!   from stalling anyone else: it only ever holds its own thread, never the registry lock while
 //!   reading or writing;
 //! * clients are few (one connection per program that reserves), so the threads' cost is bounded
-//!   by the caps: `max_connections` in all (512) and `max_connections_per_user` per uid (64). A connection
-//!   over a cap gets a `busy` error line (written without blocking) and is closed.
+//!   by the caps: `max_connections` in all (512) and `max_connections_per_user` per uid (64), each
+//!   thread with a 256 KiB stack of which it touches little. A connection over a cap gets a
+//!   `busy` error line (written without blocking) and is closed.
 //!
 //! Every line is read with a cap ([`MAX_LINE_BYTES`]): a longer one gets `too_long` and the
 //! connection is closed, since the rest of it cannot be framed. A request whose first byte
