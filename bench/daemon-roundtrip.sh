@@ -1,14 +1,23 @@
 #!/bin/sh
-# The reserve/release round trip through a real rtlab daemon, for both backends (as root).
-#   cargo build --release -p rtlab -p rtlab-client --bins --examples
+# The reserve/release round trip through a real rtlab daemon (as root):
+#   cargo build --release -p rtlab --bin rtlab && cargo build --release -p rtlab-client --examples
 #   flock /work/measure.lock bench/daemon-roundtrip.sh [ITERATIONS]
-# The daemon runs on a socket and a state directory in a temporary directory and is stopped at
-# the end (SIGTERM: every thread it managed gets its old policy back).
+# Cases: ping alone; `deadline` with a 25 ms pause between round trips (the kernel returns a
+# SCHED_DEADLINE thread's bandwidth only at its 0-lag time); `dispatch` cold (the enforcer starts
+# and stops its dispatcher threads with the only dispatch reservation) and warm (another dispatch
+# reservation holds them up). The daemon runs on a socket and a state directory in a temporary
+# directory and is stopped at the end (SIGTERM: every thread it managed gets its policy back).
 set -eu
 cd "$(dirname "$0")/.."
-iterations=${1:-2000}
+iterations=${1:-1000}
 work=$(mktemp -d)
-trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
+sleeper=
+cleanup() {
+  [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null
+  kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
 export RTLAB_SOCKET="$work/rtlabd.sock"
 : > "$work/daemon.log"
@@ -16,6 +25,11 @@ target/release/rtlab daemon --config "$work/rtlabd.toml" 2>"$work/daemon.log" &
 daemon=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/daemon.log" && break; sleep 0.1; done
 grep "listening on" "$work/daemon.log"
-for backend in deadline dispatch; do
-  target/release/examples/roundtrip "$iterations" "$backend"
-done
+echo "== deadline, 25 ms pause between round trips"
+target/release/examples/roundtrip "$iterations" deadline 25
+echo "== dispatch, cold (no other dispatch reservation)"
+target/release/examples/roundtrip "$iterations" dispatch
+echo "== dispatch, warm (another dispatch reservation held)"
+sleep 600 & sleeper=$!
+target/release/rtlab reserve 1ms/100ms --tid "$sleeper" --backend dispatch >/dev/null
+target/release/examples/roundtrip "$iterations" dispatch

@@ -2,7 +2,11 @@
 //! `ping` round trips (the protocol and socket alone), through a running daemon. Prints the
 //! median, p90, p99 and maximum in microseconds. BENCHMARKS.md has the command and the figures.
 //!
-//!   cargo run --release -p rtlab-client --example roundtrip -- [ITERATIONS] [deadline|dispatch]
+//!   cargo run --release -p rtlab-client --example roundtrip -- [ITERATIONS] [deadline|dispatch] [PAUSE_MS]
+//!
+//! PAUSE_MS (default 0) is slept between round trips, outside the timing: the kernel hands a
+//! SCHED_DEADLINE thread's bandwidth back only at its "0-lag" time after it leaves the class, so
+//! back-to-back `deadline` reservations of the same thread run into EBUSY without a pause.
 
 use rtlab_client::{Backend, Client};
 use rtlab_core::Nanos;
@@ -33,6 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("dispatch") => Some(Backend::Dispatch),
         Some(other) => return Err(format!("unknown backend '{other}'").into()),
     };
+    let pause = std::time::Duration::from_millis(arguments.next().map_or(Ok(0), |text| text.parse())?);
     let mut client = Client::connect_default()?;
     let ping = client.ping()?;
     println!(
@@ -65,6 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         reserves.push((reserved - start).as_nanos() as u64);
         releases.push((released - reserved).as_nanos() as u64);
         round_trips.push((released - start).as_nanos() as u64);
+        std::thread::sleep(pause);
     }
     summary("ping", pings);
     summary("reserve", reserves);
