@@ -37,7 +37,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("dispatch") => Some(Backend::Dispatch),
         Some(other) => return Err(format!("unknown backend '{other}'").into()),
     };
-    let pause = std::time::Duration::from_millis(arguments.next().map_or(Ok(0), |text| text.parse())?);
+    let pause =
+        std::time::Duration::from_millis(arguments.next().map_or(Ok(0), |text| text.parse())?);
     let mut client = Client::connect_default()?;
     let ping = client.ping()?;
     println!(
