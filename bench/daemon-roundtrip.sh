@@ -2,8 +2,7 @@
 # The reserve/release round trip through a real rtlab daemon (as root):
 #   cargo build --release -p rtlab --bin rtlab && cargo build --release -p rtlab-client --examples
 #   flock /work/measure.lock bench/daemon-roundtrip.sh [ITERATIONS]
-# Cases: ping alone; `deadline` with a 25 ms pause between round trips (the kernel returns a
-# SCHED_DEADLINE thread's bandwidth only at its 0-lag time); `dispatch` cold (the enforcer starts
+# Cases: ping alone; `deadline` only with RTLAB_BENCH_DEADLINE=1 (see below); `dispatch` cold (the enforcer starts
 # and stops its dispatcher threads with the only dispatch reservation) and warm (another dispatch
 # reservation holds them up). The daemon runs on a socket and a state directory in a temporary
 # directory and is stopped at the end (SIGTERM: every thread it managed gets its policy back).
@@ -25,8 +24,13 @@ target/release/rtlab daemon --config "$work/rtlabd.toml" 2>"$work/daemon.log" &
 daemon=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/daemon.log" && break; sleep 0.1; done
 grep "listening on" "$work/daemon.log"
-echo "== deadline, 25 ms pause between round trips"
-target/release/examples/roundtrip "$iterations" deadline 25
+if [ "${RTLAB_BENCH_DEADLINE:-0}" = 1 ]; then
+  # Off by default: on kernel 6.18 switching a blocked SCHED_DEADLINE thread back to another
+  # policy leaks its admission bandwidth (see BENCHMARKS.md), and the calling thread is blocked
+  # in read() while the daemon reverts it, so every round trip would leak 50 % of a CPU.
+  echo "== deadline, 25 ms pause between round trips"
+  target/release/examples/roundtrip "$iterations" deadline 25
+fi
 echo "== dispatch, cold (no other dispatch reservation)"
 target/release/examples/roundtrip "$iterations" dispatch
 echo "== dispatch, warm (another dispatch reservation held)"
