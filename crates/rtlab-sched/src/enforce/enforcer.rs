@@ -12,7 +12,10 @@ use rtlab_sys::sched::Policy;
 use rtlab_sys::thread_control::{self, SCHED_FLAG_RESET_ON_FORK};
 
 use super::deadline_map::{deadline_params, DeadlineAdmission, Granularity};
-use super::dispatch::{DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime};
+use super::dispatch::{
+    dispatch_amount, DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime,
+    DISPATCH_EDGE_ALLOWANCE,
+};
 use super::journal::{Journal, JournalEntry, JournalLineError, SavedThread};
 use super::switch::{check_switch, switch_time};
 use super::{
@@ -539,9 +542,13 @@ impl Enforcement for Enforcer {
             });
         }
         let grants_before = self.planner.grants();
-        let grant = self
-            .planner
-            .reserve(request.owner.clone(), request.amount, request.period)?;
+        let grant = match backend {
+            BackendKind::Deadline => {
+                self.planner
+                    .reserve(request.owner.clone(), request.amount, request.period)?
+            }
+            BackendKind::Dispatch => self.reserve_with_edge_allowance(&request)?,
+        };
         let outcome = match backend {
             BackendKind::Deadline => self.enforce_deadline(&grant, &request.threads),
             BackendKind::Dispatch => {
@@ -905,6 +912,44 @@ impl Enforcer {
         };
         self.grants.insert(grant.id, enforced.clone());
         Ok(enforced)
+    }
+
+    /// Reserves in the planner enough that, after every slot edge costs the dispatcher its
+    /// [`DISPATCH_EDGE_ALLOWANCE`], the requested amount still lands in every window: asks for
+    /// `X + allowance · ⌈Y / P'⌉` where `P'` is the granted period, again if `P'` changed. The
+    /// grant reports the caller's request.
+    fn reserve_with_edge_allowance(
+        &mut self,
+        request: &ReserveRequest,
+    ) -> Result<crate::Grant, EnforceError> {
+        let mut asked = request.amount;
+        for _ in 0..4 {
+            let mut grant = self
+                .planner
+                .reserve(request.owner.clone(), asked, request.period)?;
+            let needed = dispatch_amount(
+                request.amount,
+                request.period,
+                grant.granted.period,
+                DISPATCH_EDGE_ALLOWANCE,
+            );
+            if needed <= asked {
+                grant.requested.amount = request.amount;
+                return Ok(grant);
+            }
+            self.planner.release(grant.id)?;
+            if needed > request.period {
+                break;
+            }
+            asked = needed;
+        }
+        Err(EnforceError::Unenforceable {
+            backend: BackendKind::Dispatch,
+            reason: format!(
+                "{} of every {} leaves no room for the dispatcher's {} per slot edge",
+                request.amount, request.period, DISPATCH_EDGE_ALLOWANCE
+            ),
+        })
     }
 
     fn pin_for_dispatch(&mut self, tid: u32, cpu: usize) -> Result<(), EnforceError> {
