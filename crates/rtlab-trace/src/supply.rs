@@ -84,6 +84,8 @@ pub struct RunRecorder {
     page_decoder: PageDecoder,
     page: Vec<u8>,
     switches: Vec<Switch>,
+    /// Per reader, the newest time stamp taken (a page repeating older events is not new).
+    newest_by_cpu: Vec<u64>,
     lost_events: u64,
     from: u64,
 }
@@ -153,6 +155,7 @@ impl RunRecorder {
         let page_size = tracefs::ring_page_size(&tracefs)
             .max(page_decoder.page.data_offset + page_decoder.page.data_size);
         instance.write("tracing_on", "1")?;
+        let newest_by_cpu = vec![0; readers.len()];
         Ok(RunRecorder {
             tid,
             readers,
@@ -162,6 +165,7 @@ impl RunRecorder {
             page_decoder,
             page: vec![0; page_size],
             switches: Vec::new(),
+            newest_by_cpu,
             lost_events: 0,
             from: rtlab_sys::clock::monotonic_ns(),
         })
@@ -170,19 +174,27 @@ impl RunRecorder {
     /// Reads everything the rings hold now.
     pub fn poll(&mut self) -> Result<(), TraceError> {
         let tid = self.tid as i32;
-        for reader in &mut self.readers {
+        for (index, reader) in self.readers.iter_mut().enumerate() {
             let cpu = reader.cpu();
-            // A page without records ends this CPU's read (a reader must never spin on a ring
-            // that keeps returning empty pages); the cap bounds one poll.
+            // A page that brings nothing newer than what this CPU already gave ends its read: a
+            // reader must never spin on a ring that keeps handing back empty or repeated pages
+            // (seen on this kernel once tracing is off); the cap bounds one poll.
             for _ in 0..MAX_PAGES_PER_POLL {
                 let Some(length) = reader.read_page(&mut self.page)? else {
                     break;
                 };
                 let decoder = &self.decoder;
                 let switches = &mut self.switches;
+                let newest = &mut self.newest_by_cpu[index];
+                let mut fresh = 0usize;
                 let summary = self
                     .page_decoder
                     .decode(&self.page[..length], |record| {
+                        if record.timestamp_ns < *newest {
+                            return;
+                        }
+                        *newest = record.timestamp_ns;
+                        fresh += 1;
                         if let Ok(Some(event)) =
                             decoder.decode(cpu as u32, record.timestamp_ns, record.payload)
                         {
@@ -205,7 +217,7 @@ impl RunRecorder {
                     Some(crate::page::LostEvents::Unknown) => self.lost_events += 1,
                     None => {}
                 }
-                if summary.n_records == 0 {
+                if fresh == 0 {
                     break;
                 }
             }
