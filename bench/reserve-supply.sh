@@ -3,7 +3,7 @@
 # supply under RT load").
 #
 # For each X/Y and each way of protecting the thread (none, `chrt -f 50`, the deadline backend, the
-# dispatch backend), `crates/rtlab-sched/examples/supply.rs` runs the thread for SECONDS while
+# dispatch backend, and the default the enforcer picks per request), `crates/rtlab-sched/examples/supply.rs` runs the thread for SECONDS while
 # SCHED_FIFO 95 spinners spin 900 ms of every second on every CPU and `stress-ng --cpu 2` runs,
 # records its sched_switch events, and measures every sliding window of Y (10 µs steps): the share
 # that held >= X, the minimum and the p1, the steal of every CPU over the run and around the worst
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-3}
 rounds=${2:-1}
 rates=${RATES:-500us/2ms 1ms/10ms 2ms/10ms 5ms/20ms}
-modes=${MODES:-none fifo50 deadline dispatch}
+modes=${MODES:-none fifo50 deadline dispatch default}
 out=bench/out/reserve-supply-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 cargo build --release -q -p rtlab-sched --example supply

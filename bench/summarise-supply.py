@@ -25,7 +25,7 @@ def rate_key(rate):
     scale = lambda text: float(text[:-2]) * (1e3 if text.endswith("ms") else 1)
     return (scale(period), scale(amount))
 
-order = {"none": 0, "fifo50": 1, "deadline": 2, "dispatch": 3}
+order = {"none": 0, "fifo50": 1, "deadline": 2, "dispatch": 3, "default": 4}
 print("| X/Y | mode | windows >= X | min | p1 | mean | steal (run, by CPU) | steal near worst window | dispatcher CPU | edge lateness mean / max |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for (rate, mode) in sorted(cells, key=lambda key: (rate_key(key[0]), order.get(key[1], 9))):
@@ -40,7 +40,8 @@ for (rate, mode) in sorted(cells, key=lambda key: (rate_key(key[0]), order.get(k
         dispatchers = [d for d in record["dispatchers"] if d["edges"] > 0]
         cpu = ", ".join(f"{d['cpu_share_of_run'] * 100:.2f} %" for d in dispatchers)
         lateness = ", ".join(f"{d['lateness_mean_ns'] / 1e3:.0f} / {d['lateness_max_ns'] / 1e3:.0f} us" for d in dispatchers)
+        shown = mode if mode != "default" else f"default ({record['grant']['backend']})"
         print(
-            f"| {rate} | {mode} | {report['share_meeting'] * 100:.2f} % | {report['min_ns'] / 1e3:.0f} us"
+            f"| {rate} | {shown} | {report['share_meeting'] * 100:.2f} % | {report['min_ns'] / 1e3:.0f} us"
             f" | {report['p1_ns'] / 1e3:.0f} us | {report['mean_ns'] / 1e3:.0f} us | {steal} | {near} | {cpu} | {lateness} |"
         )

@@ -3,7 +3,7 @@
 //! optionally, `stress-ng --cpu N`, for one way of protecting it.
 //!
 //! ```text
-//! supply --mode none|fifo50|deadline|dispatch --amount 2ms --period 10ms --duration 3s [--stress N]
+//! supply --mode none|fifo50|deadline|dispatch|default --amount 2ms --period 10ms --duration 3s [--stress N]
 //!        [--no-spinners] [--runs FILE]
 //! ```
 //!
@@ -72,7 +72,7 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if !["none", "fifo50", "deadline", "dispatch"].contains(&args.mode.as_str()) {
+    if !["none", "fifo50", "deadline", "dispatch", "default"].contains(&args.mode.as_str()) {
         return Err(format!("--mode: unknown mode '{}'", args.mode));
     }
     Ok(args)
@@ -119,8 +119,10 @@ impl Spinner {
             }
             let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
         });
+        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
+        // on a CPU that RT spinners hold.
         while tid.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_millis(1));
         }
         Spinner {
             tid: tid.load(Ordering::SeqCst),
@@ -179,18 +181,22 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                 .map_err(|e| format!("chrt -f 50: {e}"))?
         }
         mode => {
-            let backend: BackendKind = mode
-                .parse()
-                .map_err(|e: rtlab_sched::enforce::UnknownBackend| e.to_string())?;
-            let mut opened =
-                Enforcer::open(&directory, Some(backend)).map_err(|e| e.to_string())?;
+            // "default": no backend named; the enforcer chooses for this machine and request.
+            let backend: Option<BackendKind> = match mode {
+                "default" => None,
+                name => Some(
+                    name.parse()
+                        .map_err(|e: rtlab_sched::enforce::UnknownBackend| e.to_string())?,
+                ),
+            };
+            let mut opened = Enforcer::open(&directory, backend).map_err(|e| e.to_string())?;
             let grant = opened
                 .reserve(ReserveRequest {
                     owner: Owner::Thread(measured.tid),
                     threads: vec![measured.tid],
                     amount: args.amount,
                     period: args.period,
-                    backend: Some(backend),
+                    backend,
                 })
                 .map_err(|e| format!("reserve: {e}"))?;
             grant_json = serde_json::json!({
