@@ -36,8 +36,10 @@ impl Spinner {
             // Never leave a thread at RT priority, even if the test failed halfway.
             let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
         });
+        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
+        // on a CPU that RT spinners hold.
         while tid.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_millis(1));
         }
         Spinner {
             tid: tid.load(Ordering::SeqCst),

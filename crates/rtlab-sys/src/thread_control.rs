@@ -161,6 +161,21 @@ pub fn tick_ns() -> io::Result<u64> {
     Ok(tick)
 }
 
+/// The running kernel's release (`6.18.44-…`), from /proc/sys/kernel/osrelease.
+pub fn kernel_release() -> io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/osrelease")?
+        .trim()
+        .to_owned())
+}
+
+/// (major, minor) of a kernel release string.
+pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 /// Where the scheduler's feature flags are shown (debugfs).
 pub const SCHED_FEATURES_PATH: &str = "/sys/kernel/debug/sched/features";
 
@@ -208,6 +223,13 @@ mod tests {
         );
         assert!(parse_schedstat("123 x 1").is_err());
         assert!(parse_schedstat("").is_err());
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(parse_kernel_version("6.18.44-fc-v669"), Some((6, 18)));
+        assert_eq!(parse_kernel_version("5.10.0-27-amd64"), Some((5, 10)));
+        assert_eq!(parse_kernel_version("garbage"), None);
     }
 
     #[test]

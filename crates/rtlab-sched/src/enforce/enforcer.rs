@@ -12,7 +12,10 @@ use rtlab_sys::sched::Policy;
 use rtlab_sys::thread_control::{self, SCHED_FLAG_RESET_ON_FORK};
 
 use super::deadline_map::{deadline_params, DeadlineAdmission, Granularity};
-use super::dispatch::{DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime};
+use super::dispatch::{
+    dispatch_amount, DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime,
+    DISPATCH_EDGE_ALLOWANCE,
+};
 use super::journal::{Journal, JournalEntry, JournalLineError, SavedThread};
 use super::switch::{check_switch, switch_time};
 use super::{
@@ -23,6 +26,8 @@ use crate::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
 
 /// The planner's quantum under enforcement: periods are power-of-two multiples of it.
 pub const ENFORCE_QUANTUM: Nanos = Nanos(250_000);
+/// Whether the dispatch backend pins threads that may run anywhere to their plan's CPU.
+pub const PIN_DISPATCHED: bool = true;
 /// How far ahead a new dispatch table is installed, at the least, so every dispatcher sees it
 /// before it applies.
 pub const SWITCH_MARGIN: Nanos = Nanos(2_000_000);
@@ -45,10 +50,16 @@ pub struct Repair {
 pub struct MachineFacts {
     pub cpus: Vec<usize>,
     pub granularity: Granularity,
+    /// The kernel runs SCHED_OTHER through a deadline server (Linux 6.12 and later), which takes
+    /// up to its share (5 %) from real-time threads whenever normal threads starve.
+    pub fair_server: bool,
 }
 
+/// The first kernel whose SCHED_OTHER runs through a deadline "fair server".
+pub const FAIR_SERVER_SINCE: (u32, u32) = (6, 12);
+
 impl MachineFacts {
-    /// Detects the online CPUs and the deadline enforcement granularity.
+    /// Detects the online CPUs, the deadline enforcement granularity and the fair server.
     pub fn detect() -> Result<MachineFacts, EnforceError> {
         let cpus = rtlab_sys::cpu::online_cpus().map_err(|source| EnforceError::System {
             context: "reading /sys/devices/system/cpu/online".into(),
@@ -59,20 +70,29 @@ impl MachineFacts {
             source,
         })?;
         let hrtick_dl = thread_control::hrtick_dl_enabled().unwrap_or(None);
+        let fair_server = thread_control::kernel_release()
+            .ok()
+            .and_then(|release| thread_control::parse_kernel_version(&release))
+            .is_some_and(|version| version >= FAIR_SERVER_SINCE);
         Ok(MachineFacts {
             cpus,
             granularity: Granularity {
                 tick: Nanos(tick),
                 hrtick_dl,
             },
+            fair_server,
         })
     }
 
-    /// The backend that keeps "X in every window of Y" best here. The dispatcher switches at
-    /// hrtimer precision; SCHED_DEADLINE is policed at the tick unless HRTICK_DL is on, so with a
-    /// coarse tick it costs `(X + T)/Y` and refuses periods below `X + 2T`.
+    /// The backend that keeps "X in every window of Y" best here.
+    ///
+    /// With a fair server, only SCHED_DEADLINE outranks it: the dispatcher (SCHED_FIFO 99) and the
+    /// threads it raises lose up to the server's whole budget in one piece (measured: 10 ms) when
+    /// normal threads starve, so `deadline` is the default, and a request it cannot map (period
+    /// shorter than `X + 2T` at a coarse tick) falls back to `dispatch` (see `Enforcer::reserve`).
+    /// Without a fair server and without HRTICK_DL, the dispatcher's hrtimer precision wins.
     pub fn best_backend(&self) -> BackendKind {
-        if self.granularity.hrtick_dl == Some(true) {
+        if self.fair_server || self.granularity.hrtick_dl == Some(true) {
             BackendKind::Deadline
         } else {
             BackendKind::Dispatch
@@ -528,7 +548,9 @@ impl Enforcement for Enforcer {
     }
 
     fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError> {
-        let backend = request.backend.unwrap_or(self.default_backend);
+        let backend = request
+            .backend
+            .unwrap_or_else(|| self.backend_for(&request));
         self.check_threads_free(&request.threads)?;
         if backend == BackendKind::Deadline && request.threads.len() > 1 {
             return Err(EnforceError::Unenforceable {
@@ -539,9 +561,13 @@ impl Enforcement for Enforcer {
             });
         }
         let grants_before = self.planner.grants();
-        let grant = self
-            .planner
-            .reserve(request.owner.clone(), request.amount, request.period)?;
+        let grant = match backend {
+            BackendKind::Deadline => {
+                self.planner
+                    .reserve(request.owner.clone(), request.amount, request.period)?
+            }
+            BackendKind::Dispatch => self.reserve_with_edge_allowance(&request)?,
+        };
         let outcome = match backend {
             BackendKind::Deadline => self.enforce_deadline(&grant, &request.threads),
             BackendKind::Dispatch => {
@@ -907,8 +933,89 @@ impl Enforcer {
         Ok(enforced)
     }
 
+    /// The backend for a request that names none: the default, unless that is `deadline` and it
+    /// cannot take this request (period too short for the tick, several threads, or no room under
+    /// its own admission), in which case `dispatch`.
+    fn backend_for(&self, request: &ReserveRequest) -> BackendKind {
+        if self.default_backend != BackendKind::Deadline {
+            return self.default_backend;
+        }
+        let fits = request.threads.len() <= 1
+            && deadline_params(request.amount, request.period, self.facts.granularity).is_ok_and(
+                |params| {
+                    self.admission()
+                        .admit(&self.deadline_params_in_force(), params)
+                        .is_ok()
+                },
+            );
+        if fits {
+            BackendKind::Deadline
+        } else {
+            BackendKind::Dispatch
+        }
+    }
+
+    /// Reserves in the planner enough that, after every slot edge costs the dispatcher its
+    /// [`DISPATCH_EDGE_ALLOWANCE`], the requested amount still lands in every window: asks for
+    /// `X + allowance · ⌈Y / P'⌉` where `P'` is the granted period, again if `P'` changed. The
+    /// grant reports the caller's request.
+    fn reserve_with_edge_allowance(
+        &mut self,
+        request: &ReserveRequest,
+    ) -> Result<crate::Grant, EnforceError> {
+        let mut asked = request.amount;
+        for _ in 0..4 {
+            let mut grant = self
+                .planner
+                .reserve(request.owner.clone(), asked, request.period)?;
+            let needed = dispatch_amount(
+                request.amount,
+                request.period,
+                grant.granted.period,
+                DISPATCH_EDGE_ALLOWANCE,
+            );
+            if needed <= asked {
+                grant.requested.amount = request.amount;
+                return Ok(grant);
+            }
+            self.planner.release(grant.id)?;
+            if needed > request.period {
+                break;
+            }
+            asked = needed;
+        }
+        Err(EnforceError::Unenforceable {
+            backend: BackendKind::Dispatch,
+            reason: format!(
+                "{} of every {} leaves no room for the dispatcher's {} per slot edge",
+                request.amount, request.period, DISPATCH_EDGE_ALLOWANCE
+            ),
+        })
+    }
+
+    /// Prepares a thread for the dispatcher of `cpu`. With [`PIN_DISPATCHED`] off, a thread free
+    /// to run on every CPU stays free (a raised thread that a kernel deadline entity preempts is
+    /// then pushed to another CPU by the RT balancer instead of waiting); a thread its program
+    /// confined keeps its confinement if it includes `cpu`, pinned to `cpu`.
     fn pin_for_dispatch(&mut self, tid: u32, cpu: usize) -> Result<(), EnforceError> {
-        self.save(tid)?;
+        let saved = self.save(tid)?;
+        let free = self
+            .facts
+            .cpus
+            .iter()
+            .all(|online| saved.affinity.contains(online));
+        if free && !PIN_DISPATCHED {
+            return Ok(());
+        }
+        if !saved.affinity.contains(&cpu) {
+            return Err(EnforceError::Unenforceable {
+                backend: BackendKind::Dispatch,
+                reason: format!(
+                    "thread {tid} is confined to CPUs {:?}, and the plan placed it on CPU {cpu}",
+                    saved.affinity
+                ),
+            });
+        }
         thread_control::set_thread_affinity(tid, &[cpu])
             .map_err(system(format!("pinning thread {tid} to CPU {cpu}")))
     }
@@ -992,4 +1099,61 @@ pub fn thread_cpu_time(tid: u32) -> std::io::Result<u64> {
         }
     }
     thread_control::thread_cpu_time_ns(tid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(fair_server: bool) -> MachineFacts {
+        MachineFacts {
+            cpus: vec![0, 1],
+            granularity: Granularity {
+                tick: Nanos::from_millis(4),
+                hrtick_dl: None,
+            },
+            fair_server,
+        }
+    }
+
+    fn request(amount: Nanos, period: Nanos, threads: Vec<u32>) -> ReserveRequest {
+        ReserveRequest {
+            owner: Owner::Activity("a".into()),
+            threads,
+            amount,
+            period,
+            backend: None,
+        }
+    }
+
+    #[test]
+    fn the_default_backend_follows_the_machine_and_falls_back_per_request() {
+        let directory = std::env::temp_dir().join(format!(
+            "rtlab-enforcer-unit-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let enforcer = Enforcer::open_with(&directory, None, facts(true)).unwrap();
+        assert_eq!(enforcer.default_backend(), BackendKind::Deadline);
+        let ms = Nanos::from_millis;
+        assert_eq!(
+            enforcer.backend_for(&request(ms(2), ms(10), vec![1])),
+            BackendKind::Deadline
+        );
+        // 500 µs of every 2 ms cannot be policed at a 4 ms tick: the dispatcher takes it.
+        assert_eq!(
+            enforcer.backend_for(&request(Nanos::from_micros(500), ms(2), vec![1])),
+            BackendKind::Dispatch
+        );
+        // An activity of several threads needs the dispatcher.
+        assert_eq!(
+            enforcer.backend_for(&request(ms(2), ms(10), vec![1, 2])),
+            BackendKind::Dispatch
+        );
+        drop(enforcer);
+        let enforcer = Enforcer::open_with(&directory, None, facts(false)).unwrap();
+        assert_eq!(enforcer.default_backend(), BackendKind::Dispatch);
+        drop(enforcer);
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
 }
