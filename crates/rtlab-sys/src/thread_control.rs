@@ -13,9 +13,32 @@ use crate::sched::Policy;
 pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 
 /// Sets `tid`'s policy with sched_setattr `flags` (e.g. [`SCHED_FLAG_RESET_ON_FORK`]).
+///
+/// A thread leaving SCHED_DEADLINE is first shrunk to the least deadline bandwidth: the kernel
+/// (seen on 6.18) gives a deadline thread's admission bandwidth back only when its "0-lag" timer
+/// fires, and that timer is not armed for a thread that is blocked, so a blocked thread switched
+/// straight to another policy leaves its bandwidth counted until the root domain is rebuilt
+/// (a cpuset change): after a few such releases every SCHED_DEADLINE request on the machine fails
+/// with EBUSY. A deadline-to-deadline change adjusts the count at once, and 1 µs per second
+/// leaves nothing measurable behind.
 pub fn set_thread_policy_with_flags(tid: u32, policy: Policy, flags: u64) -> io::Result<()> {
+    if !matches!(policy, Policy::Deadline { .. })
+        && matches!(
+            crate::sched::thread_policy(tid),
+            Ok(Policy::Deadline { .. })
+        )
+    {
+        crate::sched::set_thread_policy_flags(tid, LEAST_DEADLINE_BANDWIDTH, flags)?;
+    }
     crate::sched::set_thread_policy_flags(tid, policy, flags)
 }
+
+/// The smallest SCHED_DEADLINE reservation the kernel accepts, per second (runtime ≥ 1024 ns).
+const LEAST_DEADLINE_BANDWIDTH: Policy = Policy::Deadline {
+    runtime_ns: 1_024,
+    deadline_ns: 1_000_000_000,
+    period_ns: 1_000_000_000,
+};
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
@@ -251,5 +274,36 @@ mod tests {
         assert!(thread_cpu_time_ns(tid).is_ok());
         assert!(!thread_affinity(tid).unwrap().is_empty());
         assert!(tick_ns().unwrap() >= 1_000);
+    }
+
+    #[test]
+    #[ignore = "needs root"]
+    fn a_blocked_deadline_thread_switched_back_leaves_no_bandwidth_counted() {
+        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
+        let (exit_sender, exit_receiver) = std::sync::mpsc::channel::<()>();
+        let blocked = std::thread::spawn(move || {
+            tid_sender.send(crate::cpu::current_tid()).unwrap();
+            let _ = exit_receiver.recv();
+        });
+        let tid = tid_receiver.recv().unwrap();
+        let thirty_percent = Policy::Deadline {
+            runtime_ns: 3_000_000,
+            deadline_ns: 10_000_000,
+            period_ns: 10_000_000,
+        };
+        // Ten times 30 % of a CPU is more than any machine's deadline capacity here: without the
+        // shrink, the kernel would refuse one of the later requests with EBUSY.
+        for round in 0..10 {
+            set_thread_policy_with_flags(tid, thirty_percent, 0)
+                .unwrap_or_else(|error| panic!("round {round}: {error}"));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            set_thread_policy_with_flags(tid, Policy::Other { nice: 0 }, 0).unwrap();
+        }
+        assert_eq!(
+            crate::sched::thread_policy(tid).unwrap(),
+            Policy::Other { nice: 0 }
+        );
+        drop(exit_sender);
+        blocked.join().unwrap();
     }
 }
