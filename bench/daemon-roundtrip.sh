@@ -9,7 +9,9 @@
 set -eu
 cd "$(dirname "$0")/.."
 iterations=${1:-1000}
-work=$(mktemp -d)
+# The enforcer syncs its journal on every change: keep it on tmpfs, as /run is on a systemd
+# machine (RTLAB_BENCH_STATE=/path to measure another filesystem).
+work=$(mktemp -d -p "${RTLAB_BENCH_STATE:-/dev/shm}")
 sleeper=
 cleanup() {
   [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null
@@ -25,9 +27,10 @@ daemon=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/daemon.log" && break; sleep 0.1; done
 grep "listening on" "$work/daemon.log"
 if [ "${RTLAB_BENCH_DEADLINE:-0}" = 1 ]; then
-  # Off by default: on kernel 6.18 switching a blocked SCHED_DEADLINE thread back to another
-  # policy leaks its admission bandwidth (see BENCHMARKS.md), and the calling thread is blocked
-  # in read() while the daemon reverts it, so every round trip would leak 50 % of a CPU.
+  # Off by default: kernel 6.18 leaks the admission bandwidth of a blocked SCHED_DEADLINE thread
+  # switched straight back to another policy (the calling thread is blocked in read() while the
+  # daemon reverts it); rtlab-sys shrinks such a thread first, but a build without that fix
+  # would use up the machine's deadline bandwidth here.
   echo "== deadline, 25 ms pause between round trips"
   target/release/examples/roundtrip "$iterations" deadline 25
 fi
