@@ -7,5 +7,6 @@ pub mod forecast;
 pub mod forecast_study;
 pub mod projection;
 pub mod schedulability;
+pub mod supply;
 pub mod tail;
 pub mod timers;

@@ -11,6 +11,7 @@ pub mod histogram;
 pub mod label;
 pub mod packed;
 pub mod record;
+pub mod rpc;
 pub mod run_config;
 pub mod run_load;
 pub mod run_tail;

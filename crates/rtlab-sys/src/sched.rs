@@ -112,9 +112,15 @@ fn to_attr(policy: Policy) -> SchedAttr {
 
 /// Sets the policy of thread `tid` (0 = the calling thread).
 pub fn set_thread_policy(tid: u32, policy: Policy) -> io::Result<()> {
-    let attr = to_attr(policy);
+    set_thread_policy_flags(tid, policy, 0)
+}
+
+/// Sets the policy of thread `tid` with `sched_flags` (e.g. SCHED_FLAG_RESET_ON_FORK).
+pub(crate) fn set_thread_policy_flags(tid: u32, policy: Policy, flags: u64) -> io::Result<()> {
+    let mut attr = to_attr(policy);
+    attr.sched_flags = flags;
     // SAFETY: `attr` is a valid, initialised sched_attr whose `size` field matches its layout;
-    // the kernel only reads it. Flags are 0.
+    // the kernel only reads it. The syscall's own flags argument is 0.
     let result = unsafe {
         libc::syscall(
             libc::SYS_sched_setattr,

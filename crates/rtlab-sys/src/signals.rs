@@ -18,6 +18,15 @@ pub fn install_stop_flag(flag: &Arc<AtomicBool>) -> io::Result<()> {
     Ok(())
 }
 
+/// Registers SIGINT and SIGTERM so that every one of them sets `flag` and nothing else: for a
+/// process (the daemon) that must always finish its own clean-up, however often it is asked.
+pub fn install_flag_only(flag: &Arc<AtomicBool>) -> io::Result<()> {
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(flag))?;
+    }
+    Ok(())
+}
+
 /// Sends `signal` to process `pid` (tests and load commands use it).
 pub fn send(pid: u32, signal: i32) -> io::Result<()> {
     // SAFETY: kill takes plain integers; it cannot corrupt memory.

@@ -14,6 +14,7 @@ pub mod page;
 pub mod perfetto;
 pub mod recorder;
 pub mod stacks;
+pub mod supply;
 pub mod symbols;
 pub mod window;
 

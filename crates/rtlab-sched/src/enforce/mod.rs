@@ -9,6 +9,15 @@
 //! Times are absolute CLOCK_MONOTONIC nanoseconds wherever a time of day is meant (constraints),
 //! and durations elsewhere.
 
+pub mod cbs_sim;
+pub mod deadline_map;
+pub mod dispatch;
+mod enforcer;
+pub mod journal;
+pub mod switch;
+
+pub use enforcer::{thread_cpu_time, Enforcer, MachineFacts, Repair, ENFORCE_QUANTUM};
+
 use std::fmt;
 use std::str::FromStr;
 

@@ -7,13 +7,18 @@ pub mod buffer_experiment;
 pub mod check;
 pub mod compare;
 pub mod completions;
+pub mod daemon;
+pub mod daemon_client;
 pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
 pub mod monitor;
 pub mod plan;
+pub mod release;
 pub mod report;
+pub mod reservations;
+pub mod reserve;
 pub mod run;
 pub mod run_show;
 pub mod show;
@@ -62,6 +67,14 @@ pub enum Command {
     Report(report::Args),
     /// Measure continuously and export the latency on /metrics for Prometheus
     Monitor(monitor::Args),
+    /// Run the rtlab daemon in the foreground: shares CPU reservations among programs (rtlab.rpc/1)
+    Daemon(daemon::Args),
+    /// Reserve CPU for a thread of any program through the rtlab daemon: AMOUNT of every PERIOD
+    Reserve(reserve::Args),
+    /// Give a reservation back to the rtlab daemon
+    Release(release::Args),
+    /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
+    Reservations(reservations::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -81,6 +94,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
         Command::Monitor(args) => monitor::run(args),
+        Command::Daemon(args) => daemon::run(args),
+        Command::Reserve(args) => reserve::run(args),
+        Command::Release(args) => release::run(args),
+        Command::Reservations(args) => reservations::run(args),
     }
 }
 

@@ -1,0 +1,1103 @@
+//! The daemon's book of reservations and constraints: who made each (uid), which threads it holds,
+//! since when, and which activities are lingering after their last thread exited. It owns the
+//! [`Enforcement`] and is the only thing that calls it; the server serialises every call through
+//! one mutex around the registry.
+//!
+//! Authorisation happens here, on facts the caller cannot forge: the caller's uid and capabilities
+//! (from SO_PEERCRED and /proc) and each target thread's uids (/proc/TID/status).
+
+use crate::watch::{WatchHandle, Watcher};
+use rtlab_core::rpc::{
+    self, BeginConstraintParams, BeginConstraintResult, CpuShare, EndConstraintResult, ErrorCode,
+    GrantInfo, ListResult, ReleaseResult, ReleaseTarget, ReserveParams, RpcError, Target,
+    WireDeadlineParams, WireRate, WireThread,
+};
+use rtlab_core::Nanos;
+use rtlab_sched::enforce::{
+    BackendKind, EnforceError, EnforcedGrant, Enforcement, KernelAdmission, ReserveRequest,
+};
+use rtlab_sched::{ConstraintId, GrantId, Owner, PlannerError};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Who is asking, from SO_PEERCRED and the peer's /proc status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub pid: u32,
+    pub uid: u32,
+    /// Root, or CAP_SYS_NICE in the peer's effective set: may act on any thread, no limit.
+    pub privileged: bool,
+}
+
+impl Caller {
+    /// The caller behind a socket: its credentials, and whether its process holds CAP_SYS_NICE.
+    pub fn from_credentials(credentials: rtlab_sys::ipc::PeerCredentials) -> Caller {
+        let has_cap_sys_nice = credentials.pid != 0
+            && rtlab_sys::proc_thread::thread_status(credentials.pid)
+                .is_ok_and(|status| status.has_capability(rtlab_sys::proc_thread::CAP_SYS_NICE));
+        Caller {
+            pid: credentials.pid,
+            uid: credentials.uid,
+            privileged: credentials.uid == 0 || has_cap_sys_nice,
+        }
+    }
+}
+
+/// A thread a request names, as /proc describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetThread {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub real_uid: u32,
+    pub effective_uid: u32,
+}
+
+/// Whether `caller` may act on a thread owned by `thread_uids` (real, effective): privileged callers
+/// on any; others only on threads whose real and effective uid are their own (as rtkit).
+pub fn may_act_on(caller: &Caller, real_uid: u32, effective_uid: u32) -> bool {
+    caller.privileged || (real_uid == caller.uid && effective_uid == caller.uid)
+}
+
+/// Limits the registry enforces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// Fraction of one CPU each unprivileged uid may hold (granted amount / period, summed).
+    pub user_limit: f64,
+    pub hysteresis: Duration,
+}
+
+fn error(code: ErrorCode, message: impl Into<String>) -> RpcError {
+    RpcError::new(code, message)
+}
+
+/// Maps an enforcement error to its wire error.
+pub fn enforce_error(failure: EnforceError) -> RpcError {
+    let code = match &failure {
+        EnforceError::Denied(_) => ErrorCode::Denied,
+        EnforceError::Infeasible(_) => ErrorCode::Infeasible,
+        EnforceError::Planner(PlannerError::UnknownGrant(_))
+        | EnforceError::Planner(PlannerError::UnknownConstraint(_))
+        | EnforceError::ThreadNotManaged(_) => ErrorCode::NotFound,
+        EnforceError::Planner(_) => ErrorCode::Denied,
+        EnforceError::Unenforceable { .. } => ErrorCode::Unenforceable,
+        EnforceError::NoSuchThread(_) => ErrorCode::NoSuchThread,
+        EnforceError::ThreadAlreadyManaged(_) => ErrorCode::AlreadyReserved,
+        EnforceError::System { .. } => ErrorCode::System,
+    };
+    let message = match &failure {
+        EnforceError::System { .. } => {
+            let mut text = failure.to_string();
+            let mut source = std::error::Error::source(&failure);
+            while let Some(cause) = source {
+                let cause_text = cause.to_string();
+                if !text.contains(&cause_text) {
+                    text.push_str(": ");
+                    text.push_str(&cause_text);
+                }
+                source = cause.source();
+            }
+            text
+        }
+        _ => failure.to_string(),
+    };
+    error(code, message)
+}
+
+/// Resolves a request's target to its owner and threads by reading /proc (no lock held).
+pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), RpcError> {
+    let describe = |tid: u32| -> Result<TargetThread, RpcError> {
+        let status = rtlab_sys::proc_thread::thread_status(tid).map_err(|failure| {
+            if failure.kind() == std::io::ErrorKind::NotFound {
+                error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
+            } else {
+                error(
+                    ErrorCode::System,
+                    format!("reading /proc/{tid}/status: {failure}"),
+                )
+            }
+        })?;
+        let comm = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
+        Ok(TargetThread {
+            pid: status.tgid,
+            tid,
+            comm,
+            real_uid: status.real_uid(),
+            effective_uid: status.effective_uid(),
+        })
+    };
+    match target {
+        Target::Thread { tid } => Ok((Owner::Thread(*tid), vec![describe(*tid)?])),
+        Target::Process {
+            pid,
+            all_threads: false,
+        } => {
+            let main = describe(*pid)?;
+            if main.pid != *pid {
+                return Err(error(
+                    ErrorCode::NoSuchThread,
+                    format!(
+                        "{pid} is a thread of process {}, not a process (use tid {pid})",
+                        main.pid
+                    ),
+                ));
+            }
+            Ok((Owner::Thread(*pid), vec![main]))
+        }
+        Target::Process {
+            pid,
+            all_threads: true,
+        } => {
+            let tids = rtlab_sys::sched::process_thread_ids(*pid)
+                .map_err(|_| error(ErrorCode::NoSuchThread, format!("no process {pid}")))?;
+            let threads = tids
+                .into_iter()
+                .filter_map(|tid| describe(tid).ok())
+                .collect::<Vec<_>>();
+            if threads.is_empty() {
+                return Err(error(ErrorCode::NoSuchThread, format!("no process {pid}")));
+            }
+            Ok((Owner::Activity(format!("pid:{pid}")), threads))
+        }
+        Target::Comm { name } => {
+            let found = rtlab_sys::proc_thread::threads_named(name)
+                .map_err(|failure| error(ErrorCode::System, format!("reading /proc: {failure}")))?;
+            let threads = found
+                .into_iter()
+                .filter_map(|(_, tid)| describe(tid).ok())
+                .filter(|thread| thread.comm == *name)
+                .collect::<Vec<_>>();
+            match threads.len() {
+                0 => Err(error(
+                    ErrorCode::NoSuchThread,
+                    format!("no thread is named '{name}'"),
+                )),
+                1 => Ok((Owner::Thread(threads[0].tid), threads)),
+                _ => Ok((Owner::Activity(format!("comm:{name}")), threads)),
+            }
+        }
+        Target::Activity { name, tids } => {
+            if Owner::parse(name) != Ok(Owner::Activity(name.clone())) {
+                return Err(error(
+                    ErrorCode::BadRequest,
+                    format!("reserve: params.activity: '{name}' is not an activity name (no whitespace, not tid:N)"),
+                ));
+            }
+            if tids.is_empty() {
+                return Err(error(
+                    ErrorCode::BadRequest,
+                    "reserve: params.tids: an activity needs at least one thread",
+                ));
+            }
+            let mut threads = tids
+                .iter()
+                .map(|tid| describe(*tid))
+                .collect::<Result<Vec<_>, _>>()?;
+            threads.sort_by_key(|thread| thread.tid);
+            threads.dedup_by_key(|thread| thread.tid);
+            Ok((Owner::Activity(name.clone()), threads))
+        }
+    }
+}
+
+#[derive(Debug)]
+struct GrantRecord {
+    owner_uid: u32,
+    enforced: EnforcedGrant,
+    threads: BTreeMap<u32, WireThread>,
+    since: SystemTime,
+    /// Set while an activity has no threads: when it is let go, monotonic and wall-clock.
+    lingering_until: Option<(Instant, SystemTime)>,
+}
+
+#[derive(Debug)]
+struct ConstraintRecord {
+    uid: u32,
+    tid: u32,
+}
+
+/// The daemon's state.
+pub struct Registry {
+    enforcement: Box<dyn Enforcement>,
+    limits: Limits,
+    watcher: Watcher,
+    grants: BTreeMap<GrantId, GrantRecord>,
+    thread_grants: BTreeMap<u32, GrantId>,
+    constraints: BTreeMap<ConstraintId, ConstraintRecord>,
+    shut_down: bool,
+}
+
+fn backend_kind(backend: rpc::Backend) -> BackendKind {
+    match backend {
+        rpc::Backend::Deadline => BackendKind::Deadline,
+        rpc::Backend::Dispatch => BackendKind::Dispatch,
+    }
+}
+
+/// A wire backend from an enforcement backend.
+pub fn wire_backend(backend: BackendKind) -> rpc::Backend {
+    match backend {
+        BackendKind::Deadline => rpc::Backend::Deadline,
+        BackendKind::Dispatch => rpc::Backend::Dispatch,
+    }
+}
+
+fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+impl Registry {
+    pub fn new(enforcement: Box<dyn Enforcement>, limits: Limits, watcher: Watcher) -> Registry {
+        Registry {
+            enforcement,
+            limits,
+            watcher,
+            grants: BTreeMap::new(),
+            thread_grants: BTreeMap::new(),
+            constraints: BTreeMap::new(),
+            shut_down: false,
+        }
+    }
+
+    pub fn default_backend(&self) -> BackendKind {
+        self.enforcement.default_backend()
+    }
+
+    fn check_open(&self) -> Result<(), RpcError> {
+        if self.shut_down {
+            Err(error(ErrorCode::System, "the daemon is shutting down"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn info(&self, id: GrantId, record: &GrantRecord) -> GrantInfo {
+        let enforced = &record.enforced;
+        GrantInfo {
+            grant_id: id.0,
+            owner_uid: record.owner_uid,
+            owner: enforced.grant.owner.to_string(),
+            threads: record.threads.values().cloned().collect(),
+            requested: WireRate {
+                amount_ns: enforced.grant.requested.amount.0,
+                period_ns: enforced.grant.requested.period.0,
+            },
+            granted: WireRate {
+                amount_ns: enforced.grant.granted.amount.0,
+                period_ns: enforced.grant.granted.period.0,
+            },
+            backend: wire_backend(enforced.backend),
+            cpu: enforced.cpu,
+            planner_cpu: enforced.grant.cpu,
+            kernel_admission: match enforced.kernel_admission {
+                KernelAdmission::Accepted => "accepted".to_owned(),
+                KernelAdmission::NotApplicable => "not_applicable".to_owned(),
+            },
+            deadline_params: enforced.deadline_params.map(|params| WireDeadlineParams {
+                runtime_ns: params.runtime.0,
+                deadline_ns: params.deadline.0,
+                period_ns: params.period.0,
+            }),
+            since: rfc3339(record.since),
+            lingering_until: record.lingering_until.map(|(_, wall)| rfc3339(wall)),
+        }
+    }
+
+    fn held_fraction(&self, uid: u32) -> f64 {
+        self.grants
+            .values()
+            .filter(|record| record.owner_uid == uid)
+            .map(|record| {
+                let granted = record.enforced.grant.granted;
+                granted.amount.0 as f64 / granted.period.0.max(1) as f64
+            })
+            .sum()
+    }
+
+    fn check_limit(&self, caller: &Caller, more: f64) -> Result<(), RpcError> {
+        if caller.privileged {
+            return Ok(());
+        }
+        let held = self.held_fraction(caller.uid);
+        // A little slack for the float sum of exact rationals.
+        if held + more > self.limits.user_limit + 1e-9 {
+            return Err(error(
+                ErrorCode::Limit,
+                format!(
+                    "uid {} holds {:.1} % of a CPU; {:.1} % more would exceed its limit of {:.1} % (user_limit in /etc/rtlab/rtlabd.toml)",
+                    caller.uid,
+                    held * 100.0,
+                    more * 100.0,
+                    self.limits.user_limit * 100.0
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Grants a reservation for threads already resolved and authorised, whose watch handles
+    /// (opened before taking the lock) come along.
+    pub fn reserve(
+        &mut self,
+        caller: &Caller,
+        params: &ReserveParams,
+        owner: Owner,
+        threads: Vec<TargetThread>,
+        handles: Vec<WatchHandle>,
+    ) -> Result<GrantInfo, RpcError> {
+        self.check_open()?;
+        for thread in &threads {
+            if !may_act_on(caller, thread.real_uid, thread.effective_uid) {
+                return Err(error(
+                    ErrorCode::Permission,
+                    format!(
+                        "uid {} may only reserve for its own threads; thread {} ({}) belongs to uid {} (root or CAP_SYS_NICE may reserve for any thread)",
+                        caller.uid, thread.tid, thread.comm, thread.real_uid
+                    ),
+                ));
+            }
+        }
+        // An activity that exists already (e.g. lingering after its last thread exited) is taken
+        // back with its time, as long as the rate is the same.
+        if let Owner::Activity(_) = owner {
+            if let Some((&id, record)) = self
+                .grants
+                .iter()
+                .find(|(_, record)| record.enforced.grant.owner == owner)
+            {
+                if record.owner_uid != caller.uid && !caller.privileged {
+                    return Err(error(
+                        ErrorCode::Permission,
+                        format!("activity {owner} belongs to uid {}", record.owner_uid),
+                    ));
+                }
+                let requested = record.enforced.grant.requested;
+                if requested.amount.0 != params.amount_ns || requested.period.0 != params.period_ns
+                {
+                    return Err(error(
+                        ErrorCode::AlreadyReserved,
+                        format!(
+                            "activity {owner} already holds {requested}; release it (grant {}) before asking for another rate",
+                            id.0
+                        ),
+                    ));
+                }
+                return self.rejoin(id, threads, handles);
+            }
+        }
+        for thread in &threads {
+            if let Some(grant) = self.thread_grants.get(&thread.tid) {
+                return Err(error(
+                    ErrorCode::AlreadyReserved,
+                    format!(
+                        "thread {} already holds a reservation (grant {})",
+                        thread.tid, grant.0
+                    ),
+                ));
+            }
+        }
+        let requested_fraction = params.amount_ns as f64 / params.period_ns.max(1) as f64;
+        self.check_limit(caller, requested_fraction)?;
+        let enforced = self
+            .enforcement
+            .reserve(ReserveRequest {
+                owner,
+                threads: threads.iter().map(|thread| thread.tid).collect(),
+                amount: Nanos(params.amount_ns),
+                period: Nanos(params.period_ns),
+                backend: params.backend.map(backend_kind),
+            })
+            .map_err(enforce_error)?;
+        let id = enforced.grant.id;
+        let granted = enforced.grant.granted;
+        let granted_fraction = granted.amount.0 as f64 / granted.period.0.max(1) as f64;
+        if let Err(limit) = self.check_limit(caller, granted_fraction) {
+            // Rounding made the grant larger than the request, and that is over the limit.
+            let _ = self.enforcement.release(id);
+            return Err(limit);
+        }
+        let record = GrantRecord {
+            owner_uid: caller.uid,
+            enforced,
+            threads: threads
+                .iter()
+                .map(|thread| {
+                    (
+                        thread.tid,
+                        WireThread {
+                            pid: thread.pid,
+                            tid: thread.tid,
+                            comm: thread.comm.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            since: SystemTime::now(),
+            lingering_until: None,
+        };
+        for thread in &threads {
+            self.thread_grants.insert(thread.tid, id);
+        }
+        for handle in handles {
+            self.watcher.watch(handle);
+        }
+        let info = self.info(id, &record);
+        self.grants.insert(id, record);
+        Ok(info)
+    }
+
+    fn rejoin(
+        &mut self,
+        id: GrantId,
+        threads: Vec<TargetThread>,
+        handles: Vec<WatchHandle>,
+    ) -> Result<GrantInfo, RpcError> {
+        let new_threads: Vec<&TargetThread> = threads
+            .iter()
+            .filter(|thread| self.thread_grants.get(&thread.tid) != Some(&id))
+            .collect();
+        if let Some(thread) = new_threads
+            .iter()
+            .find(|thread| self.thread_grants.contains_key(&thread.tid))
+        {
+            return Err(error(
+                ErrorCode::AlreadyReserved,
+                format!("thread {} already holds another reservation", thread.tid),
+            ));
+        }
+        let tids: Vec<u32> = new_threads.iter().map(|thread| thread.tid).collect();
+        if !tids.is_empty() {
+            self.enforcement
+                .add_threads(id, &tids)
+                .map_err(enforce_error)?;
+        }
+        let record = self.grants.get_mut(&id).expect("found above");
+        for thread in new_threads {
+            record.threads.insert(
+                thread.tid,
+                WireThread {
+                    pid: thread.pid,
+                    tid: thread.tid,
+                    comm: thread.comm.clone(),
+                },
+            );
+            self.thread_grants.insert(thread.tid, id);
+        }
+        record.lingering_until = None;
+        if let Some(enforced) = self
+            .enforcement
+            .grants()
+            .into_iter()
+            .find(|grant| grant.grant.id == id)
+        {
+            record.enforced = enforced;
+        }
+        for handle in handles {
+            if tids.contains(&handle.tid()) {
+                self.watcher.watch(handle);
+            }
+        }
+        let record = &self.grants[&id];
+        Ok(self.info(id, record))
+    }
+
+    fn authorise_grant(&self, caller: &Caller, id: GrantId) -> Result<(), RpcError> {
+        let record = &self.grants[&id];
+        if record.owner_uid == caller.uid || caller.privileged {
+            Ok(())
+        } else {
+            Err(error(
+                ErrorCode::Permission,
+                format!(
+                    "reservation {} belongs to uid {}, not to uid {}",
+                    id.0, record.owner_uid, caller.uid
+                ),
+            ))
+        }
+    }
+
+    /// Ends a whole reservation: every thread gets its old policy back.
+    fn end_grant(&mut self, id: GrantId) -> Result<Vec<u32>, RpcError> {
+        self.enforcement.release(id).map_err(enforce_error)?;
+        let record = self.grants.remove(&id).expect("a recorded grant");
+        let tids: Vec<u32> = record.threads.keys().copied().collect();
+        for tid in &tids {
+            self.thread_grants.remove(tid);
+            self.unwatch_if_unused(*tid);
+        }
+        Ok(tids)
+    }
+
+    fn unwatch_if_unused(&mut self, tid: u32) {
+        let in_use = self.thread_grants.contains_key(&tid)
+            || self.constraints.values().any(|record| record.tid == tid);
+        if !in_use {
+            self.watcher.unwatch(tid);
+        }
+    }
+
+    /// Releases what `target` names, after checking the caller may.
+    pub fn release(
+        &mut self,
+        caller: &Caller,
+        target: &ReleaseTarget,
+    ) -> Result<ReleaseResult, RpcError> {
+        self.check_open()?;
+        let mut result = ReleaseResult {
+            released: Vec::new(),
+            threads: Vec::new(),
+        };
+        match target {
+            ReleaseTarget::Thread { tid } => {
+                let id = *self.thread_grants.get(tid).ok_or_else(|| {
+                    error(
+                        ErrorCode::NotFound,
+                        format!("thread {tid} holds no reservation"),
+                    )
+                })?;
+                self.authorise_grant(caller, id)?;
+                let record = &self.grants[&id];
+                if matches!(record.enforced.grant.owner, Owner::Thread(_))
+                    || record.threads.len() == 1
+                {
+                    result.threads = self.end_grant(id)?;
+                    result.released.push(id.0);
+                } else {
+                    self.enforcement
+                        .remove_thread(*tid)
+                        .map_err(enforce_error)?;
+                    self.grants
+                        .get_mut(&id)
+                        .expect("recorded")
+                        .threads
+                        .remove(tid);
+                    self.thread_grants.remove(tid);
+                    self.unwatch_if_unused(*tid);
+                    result.threads.push(*tid);
+                }
+            }
+            ReleaseTarget::Process { pid } => {
+                let activity = Owner::Activity(format!("pid:{pid}"));
+                let ids: Vec<GrantId> = self
+                    .grants
+                    .iter()
+                    .filter(|(_, record)| {
+                        record.enforced.grant.owner == activity
+                            || record.threads.values().any(|thread| thread.pid == *pid)
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                if ids.is_empty() {
+                    return Err(error(
+                        ErrorCode::NotFound,
+                        format!("no thread of process {pid} holds a reservation"),
+                    ));
+                }
+                for id in &ids {
+                    self.authorise_grant(caller, *id)?;
+                }
+                for id in ids {
+                    result.threads.extend(self.end_grant(id)?);
+                    result.released.push(id.0);
+                }
+            }
+            ReleaseTarget::AllMine => {
+                let ids: Vec<GrantId> = self
+                    .grants
+                    .iter()
+                    .filter(|(_, record)| record.owner_uid == caller.uid)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in ids {
+                    result.threads.extend(self.end_grant(id)?);
+                    result.released.push(id.0);
+                }
+            }
+            ReleaseTarget::Grant { grant_id } => {
+                let id = GrantId(*grant_id);
+                if !self.grants.contains_key(&id) {
+                    return Err(error(
+                        ErrorCode::NotFound,
+                        format!("no reservation {grant_id}"),
+                    ));
+                }
+                self.authorise_grant(caller, id)?;
+                result.threads = self.end_grant(id)?;
+                result.released.push(id.0);
+            }
+        }
+        Ok(result)
+    }
+
+    /// Every reservation and each CPU's reserved fraction. Thread names are read again, since a
+    /// thread renames itself at exec (`rtlab reserve … -- CMD`) or at will.
+    pub fn list(&self) -> ListResult {
+        ListResult {
+            grants: self
+                .grants
+                .iter()
+                .map(|(id, record)| {
+                    let mut info = self.info(*id, record);
+                    for thread in &mut info.threads {
+                        if let Ok(comm) = rtlab_sys::proc_thread::thread_comm(thread.tid) {
+                            thread.comm = comm;
+                        }
+                    }
+                    info
+                })
+                .collect(),
+            cpus: self
+                .enforcement
+                .reserved_fractions()
+                .into_iter()
+                .enumerate()
+                .map(|(cpu, reserved_fraction)| CpuShare {
+                    cpu,
+                    reserved_fraction,
+                })
+                .collect(),
+        }
+    }
+
+    /// Admits a time constraint for a thread already resolved and authorised.
+    pub fn begin_constraint(
+        &mut self,
+        caller: &Caller,
+        params: &BeginConstraintParams,
+        thread: &TargetThread,
+        handle: WatchHandle,
+    ) -> Result<BeginConstraintResult, RpcError> {
+        self.check_open()?;
+        if !may_act_on(caller, thread.real_uid, thread.effective_uid) {
+            return Err(error(
+                ErrorCode::Permission,
+                format!(
+                    "uid {} may only begin constraints for its own threads; thread {} belongs to uid {}",
+                    caller.uid, thread.tid, thread.real_uid
+                ),
+            ));
+        }
+        let id = self
+            .enforcement
+            .begin_constraint(
+                thread.tid,
+                Nanos(params.start_ns),
+                Nanos(params.estimate_ns),
+                Nanos(params.deadline_ns),
+            )
+            .map_err(enforce_error)?;
+        self.constraints.insert(
+            id,
+            ConstraintRecord {
+                uid: caller.uid,
+                tid: thread.tid,
+            },
+        );
+        self.watcher.watch(handle);
+        Ok(BeginConstraintResult {
+            constraint_id: id.0,
+        })
+    }
+
+    /// Ends a time constraint the caller began (or any, for a privileged caller).
+    pub fn end_constraint(
+        &mut self,
+        caller: &Caller,
+        constraint_id: u64,
+    ) -> Result<EndConstraintResult, RpcError> {
+        self.check_open()?;
+        let id = ConstraintId(constraint_id);
+        let record = self.constraints.get(&id).ok_or_else(|| {
+            error(
+                ErrorCode::NotFound,
+                format!("no time constraint {constraint_id}"),
+            )
+        })?;
+        if record.uid != caller.uid && !caller.privileged {
+            return Err(error(
+                ErrorCode::Permission,
+                format!(
+                    "time constraint {constraint_id} belongs to uid {}",
+                    record.uid
+                ),
+            ));
+        }
+        let tid = record.tid;
+        let end = self.enforcement.end_constraint(id).map_err(enforce_error)?;
+        self.constraints.remove(&id);
+        self.unwatch_if_unused(tid);
+        Ok(EndConstraintResult {
+            used_ns: end.used.0,
+            met_deadline: end.met_deadline,
+        })
+    }
+
+    /// A watched thread exited: its constraints end, it leaves its reservation; a thread
+    /// reservation ends, an activity left without threads lingers for the hysteresis.
+    pub fn thread_exited(&mut self, tid: u32, now: Instant) {
+        if self.shut_down {
+            return;
+        }
+        let constraint_ids: Vec<ConstraintId> = self
+            .constraints
+            .iter()
+            .filter(|(_, record)| record.tid == tid)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in constraint_ids {
+            let _ = self.enforcement.end_constraint(id);
+            self.constraints.remove(&id);
+        }
+        let Some(id) = self.thread_grants.remove(&tid) else {
+            return;
+        };
+        let remaining = match self.enforcement.remove_thread(tid) {
+            Ok((_, remaining)) => remaining,
+            // The enforcement no longer knows it: treat the grant as empty.
+            Err(_) => 0,
+        };
+        let record = self.grants.get_mut(&id).expect("a recorded grant");
+        record.threads.remove(&tid);
+        let is_thread_owner = matches!(record.enforced.grant.owner, Owner::Thread(_));
+        if remaining == 0 || record.threads.is_empty() {
+            if is_thread_owner || self.limits.hysteresis.is_zero() {
+                let _ = self.end_grant(id);
+            } else {
+                record.lingering_until = Some((
+                    now + self.limits.hysteresis,
+                    SystemTime::now() + self.limits.hysteresis,
+                ));
+            }
+        }
+    }
+
+    /// Lets go of every activity whose hysteresis ran out by `now`; returns when the next one will.
+    pub fn expire(&mut self, now: Instant) -> Option<Instant> {
+        let expired: Vec<GrantId> = self
+            .grants
+            .iter()
+            .filter(|(_, record)| {
+                record
+                    .lingering_until
+                    .is_some_and(|(deadline, _)| deadline <= now)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            if self.end_grant(id).is_err() {
+                // The enforcement refused (an active constraint): try again at the next expiry.
+                if let Some(record) = self.grants.get_mut(&id) {
+                    record.lingering_until = Some((
+                        now + self.limits.hysteresis,
+                        SystemTime::now() + self.limits.hysteresis,
+                    ));
+                }
+            }
+        }
+        self.grants
+            .values()
+            .filter_map(|record| record.lingering_until.map(|(deadline, _)| deadline))
+            .min()
+    }
+
+    /// Reverts every managed thread and refuses every later request.
+    pub fn shut_down(&mut self) {
+        self.shut_down = true;
+        self.enforcement.revert_all();
+        self.grants.clear();
+        self.thread_grants.clear();
+        self.constraints.clear();
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+}
+
+#[cfg(test)]
+#[path = "../tests/support/fake_enforcement.rs"]
+mod fake_enforcement;
+
+#[cfg(test)]
+mod tests {
+    use super::fake_enforcement::FakeEnforcement;
+    use super::*;
+
+    const USER: Caller = Caller {
+        pid: 4000,
+        uid: 1000,
+        privileged: false,
+    };
+
+    fn registry(
+        hysteresis: Duration,
+    ) -> (
+        Registry,
+        std::sync::Arc<std::sync::Mutex<super::fake_enforcement::FakeLog>>,
+    ) {
+        let (fake, log) = FakeEnforcement::new();
+        // The loop is dropped: nothing is watched, the tests call thread_exited themselves.
+        let (watcher, _loop) = Watcher::new().unwrap();
+        (
+            Registry::new(
+                Box::new(fake),
+                Limits {
+                    user_limit: 0.2,
+                    hysteresis,
+                },
+                watcher,
+            ),
+            log,
+        )
+    }
+
+    fn thread(tid: u32, uid: u32) -> TargetThread {
+        TargetThread {
+            pid: tid,
+            tid,
+            comm: "worker".into(),
+            real_uid: uid,
+            effective_uid: uid,
+        }
+    }
+
+    fn params(amount_ms: u64, period_ms: u64) -> ReserveParams {
+        ReserveParams {
+            target: Target::Thread { tid: 0 },
+            amount_ns: amount_ms * 1_000_000,
+            period_ns: period_ms * 1_000_000,
+            backend: None,
+        }
+    }
+
+    fn reserve_thread(
+        registry: &mut Registry,
+        caller: &Caller,
+        tid: u32,
+        uid: u32,
+        amount_ms: u64,
+    ) -> Result<GrantInfo, RpcError> {
+        registry.reserve(
+            caller,
+            &params(amount_ms, 10),
+            Owner::Thread(tid),
+            vec![thread(tid, uid)],
+            Vec::new(),
+        )
+    }
+
+    #[test]
+    fn an_unprivileged_user_cannot_reserve_for_another_users_thread() {
+        let (mut registry, log) = registry(Duration::from_secs(2));
+        let error = reserve_thread(&mut registry, &USER, 1, 0, 1).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Permission);
+        assert!(
+            error.message.contains("thread 1 (worker) belongs to uid 0"),
+            "{error}"
+        );
+        assert!(log.lock().unwrap().managed.is_empty());
+        let root = Caller {
+            pid: 1,
+            uid: 0,
+            privileged: true,
+        };
+        reserve_thread(&mut registry, &root, 2, 1000, 1).unwrap();
+    }
+
+    #[test]
+    fn an_unprivileged_user_is_held_to_the_limit_and_a_privileged_one_is_not() {
+        let (mut registry, _log) = registry(Duration::from_secs(2));
+        let first = reserve_thread(&mut registry, &USER, 10, 1000, 1).unwrap();
+        assert!(first.granted.fraction() <= 0.2);
+        // 10 % held (1 ms of 10 ms) + 20 % more is over the 20 % limit.
+        let error = reserve_thread(&mut registry, &USER, 11, 1000, 2).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Limit, "{error}");
+        assert!(error.message.contains("limit of 20.0 %"), "{error}");
+        let other_user = Caller { uid: 1001, ..USER };
+        reserve_thread(&mut registry, &other_user, 12, 1001, 1).unwrap();
+        let nice = Caller {
+            privileged: true,
+            ..USER
+        };
+        reserve_thread(&mut registry, &nice, 13, 1000, 5).unwrap();
+    }
+
+    #[test]
+    fn only_the_owner_or_a_privileged_caller_releases() {
+        let (mut registry, log) = registry(Duration::from_secs(2));
+        let grant = reserve_thread(&mut registry, &USER, 20, 1000, 1).unwrap();
+        let other_user = Caller { uid: 1001, ..USER };
+        let error = registry
+            .release(
+                &other_user,
+                &ReleaseTarget::Grant {
+                    grant_id: grant.grant_id,
+                },
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::Permission);
+        let nothing = registry
+            .release(&other_user, &ReleaseTarget::AllMine)
+            .unwrap();
+        assert!(nothing.released.is_empty());
+        let released = registry
+            .release(&USER, &ReleaseTarget::Thread { tid: 20 })
+            .unwrap();
+        assert_eq!(released.released, vec![grant.grant_id]);
+        assert_eq!(released.threads, vec![20]);
+        assert_eq!(log.lock().unwrap().released, vec![grant.grant_id]);
+        let error = registry
+            .release(&USER, &ReleaseTarget::Thread { tid: 20 })
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::NotFound);
+    }
+
+    #[test]
+    fn a_thread_reservation_ends_when_its_thread_exits() {
+        let (mut registry, log) = registry(Duration::from_secs(2));
+        reserve_thread(&mut registry, &USER, 30, 1000, 1).unwrap();
+        registry.thread_exited(30, Instant::now());
+        assert!(registry.list().grants.is_empty());
+        assert!(log.lock().unwrap().managed.is_empty());
+    }
+
+    #[test]
+    fn an_activity_lingers_for_the_hysteresis_and_can_be_taken_back() {
+        let (mut registry, log) = registry(Duration::from_secs(2));
+        let activity = |tids: &[u32]| {
+            (
+                ReserveParams {
+                    target: Target::Activity {
+                        name: "mixer".into(),
+                        tids: tids.to_vec(),
+                    },
+                    ..params(1, 10)
+                },
+                tids.iter()
+                    .map(|tid| thread(*tid, 1000))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let (first_params, first_threads) = activity(&[40, 41]);
+        let owner = Owner::Activity("mixer".into());
+        let grant = registry
+            .reserve(
+                &USER,
+                &first_params,
+                owner.clone(),
+                first_threads,
+                Vec::new(),
+            )
+            .unwrap();
+        let start = Instant::now();
+        registry.thread_exited(40, start);
+        assert!(registry.list().grants[0].lingering_until.is_none());
+        registry.thread_exited(41, start);
+        let listed = registry.list();
+        assert_eq!(listed.grants.len(), 1);
+        assert!(listed.grants[0].threads.is_empty());
+        assert!(listed.grants[0].lingering_until.is_some());
+        assert_eq!(
+            registry.expire(start + Duration::from_secs(1)),
+            Some(start + Duration::from_secs(2))
+        );
+        // The restarted activity asks again within the hysteresis: same grant, no new admission.
+        let (again_params, again_threads) = activity(&[42]);
+        let again = registry
+            .reserve(
+                &USER,
+                &again_params,
+                owner.clone(),
+                again_threads,
+                Vec::new(),
+            )
+            .unwrap();
+        assert_eq!(again.grant_id, grant.grant_id);
+        assert!(again.lingering_until.is_none());
+        assert_eq!(again.threads.len(), 1);
+        // A different rate for the same activity is refused while it is held.
+        let (mut other_params, other_threads) = activity(&[43]);
+        other_params.amount_ns *= 2;
+        let error = registry
+            .reserve(&USER, &other_params, owner, other_threads, Vec::new())
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::AlreadyReserved);
+        // Its last thread exits again; after the hysteresis it is gone.
+        let later = Instant::now();
+        registry.thread_exited(42, later);
+        assert_eq!(registry.expire(later + Duration::from_secs(3)), None);
+        assert!(registry.list().grants.is_empty());
+        assert_eq!(log.lock().unwrap().released, vec![grant.grant_id]);
+    }
+
+    #[test]
+    fn shutting_down_reverts_everything_and_refuses_later_requests() {
+        let (mut registry, log) = registry(Duration::from_secs(2));
+        reserve_thread(&mut registry, &USER, 50, 1000, 1).unwrap();
+        registry.shut_down();
+        assert_eq!(log.lock().unwrap().revert_all_calls, 1);
+        assert!(log.lock().unwrap().managed.is_empty());
+        let error = reserve_thread(&mut registry, &USER, 51, 1000, 1).unwrap_err();
+        assert_eq!(error.code, ErrorCode::System);
+    }
+
+    #[test]
+    fn unprivileged_callers_act_only_on_their_own_threads() {
+        let user = Caller {
+            pid: 10,
+            uid: 1000,
+            privileged: false,
+        };
+        assert!(may_act_on(&user, 1000, 1000));
+        assert!(!may_act_on(&user, 0, 0));
+        assert!(
+            !may_act_on(&user, 1000, 0),
+            "a setuid-root thread is not theirs"
+        );
+        assert!(!may_act_on(&user, 0, 1000));
+        let root = Caller {
+            pid: 1,
+            uid: 0,
+            privileged: true,
+        };
+        assert!(may_act_on(&root, 1000, 1000));
+        let nice = Caller {
+            pid: 11,
+            uid: 1000,
+            privileged: true,
+        };
+        assert!(may_act_on(&nice, 0, 0));
+    }
+
+    #[test]
+    fn targets_resolve_to_owners_and_threads() {
+        let tid = rtlab_sys::cpu::current_tid();
+        let (owner, threads) = resolve_target(&Target::Thread { tid }).unwrap();
+        assert_eq!(owner, Owner::Thread(tid));
+        assert_eq!(threads[0].pid, std::process::id());
+        let pid = std::process::id();
+        let (owner, threads) = resolve_target(&Target::Process {
+            pid,
+            all_threads: true,
+        })
+        .unwrap();
+        assert_eq!(owner, Owner::Activity(format!("pid:{pid}")));
+        assert!(threads.iter().any(|thread| thread.tid == tid));
+        let missing = resolve_target(&Target::Thread {
+            tid: i32::MAX as u32,
+        })
+        .unwrap_err();
+        assert_eq!(missing.code, ErrorCode::NoSuchThread);
+        let nobody = resolve_target(&Target::Comm {
+            name: "no-such-thread-name".into(),
+        })
+        .unwrap_err();
+        assert_eq!(nobody.code, ErrorCode::NoSuchThread);
+        let bad = resolve_target(&Target::Activity {
+            name: "tid:5".into(),
+            tids: vec![tid],
+        })
+        .unwrap_err();
+        assert_eq!(bad.code, ErrorCode::BadRequest);
+    }
+}

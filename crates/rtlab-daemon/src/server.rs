@@ -1,0 +1,446 @@
+//! The socket side: accepting clients, reading their lines, answering.
+//!
+//! # I/O design: a thread per connection, capped
+//!
+//! Each accepted connection gets its own small thread that reads with timeouts, and every request
+//! then runs under the one registry mutex. Chosen over an event loop (mio/poll) because
+//! * the work per request is microseconds of bookkeeping plus one enforcement call, and the
+//!   registry must serialise those anyway, so an event loop would buy no parallelism;
+//! * a blocking reader with a deadline per line is all it takes to keep a slow or silent client
+//!   from stalling anyone else: it only ever holds its own thread, never the registry lock while
+//!   reading or writing;
+//! * clients are few (one connection per program that reserves), so the threads' cost is bounded
+//!   by the caps: `max_connections` in all (512) and `max_connections_per_user` per uid (64), each
+//!   thread with a 256 KiB stack of which it touches little. A connection over a cap gets a
+//!   `busy` error line (written without blocking) and is closed.
+//!
+//! Every line is read with a cap ([`MAX_LINE_BYTES`]): a longer one gets `too_long` and the
+//! connection is closed, since the rest of it cannot be framed. A request whose first byte
+//! arrived must be complete within `request_timeout` (else `timeout` and close); an idle
+//! connection is closed after `idle_timeout`. Writes have a timeout too, so a client that never
+//! reads cannot hold its thread forever.
+
+use crate::config::DaemonConfig;
+use crate::registry::{resolve_target, wire_backend, Caller, Limits, Registry};
+use crate::watch::{WatchHandle, Watcher};
+use rtlab_core::rpc::{
+    decode_request, Call, ErrorCode, PingResult, Request, Response, RpcError, Target,
+    MAX_LINE_BYTES, RPC_PROTOCOL,
+};
+use rtlab_sched::enforce::Enforcement;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How often the accept loop looks at the stop flag while no client connects.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Stack of a connection thread: requests are small and decoded iteratively.
+const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+
+/// What went wrong serving.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
+    let context = context.into();
+    move |source| DaemonError::Io { context, source }
+}
+
+/// How serving ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The stop flag was set (SIGTERM/SIGINT).
+    Requested,
+    /// A thread of the daemon panicked; everything was reverted.
+    Panicked,
+}
+
+/// Counts open connections, in all and per uid.
+#[derive(Default)]
+struct ConnectionCounts {
+    total: usize,
+    per_uid: HashMap<u32, usize>,
+}
+
+struct ConnectionSlot {
+    counts: Arc<Mutex<ConnectionCounts>>,
+    uid: u32,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut counts = lock(&self.counts);
+        counts.total -= 1;
+        if let Some(count) = counts.per_uid.get_mut(&self.uid) {
+            *count -= 1;
+            if *count == 0 {
+                counts.per_uid.remove(&self.uid);
+            }
+        }
+    }
+}
+
+/// Locks ignoring poison: a panicking connection thread must not take the daemon's shutdown
+/// (which reverts every thread) down with it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The shared state of a running daemon.
+struct Shared {
+    registry: Arc<Mutex<Registry>>,
+    config: DaemonConfig,
+    counts: Arc<Mutex<ConnectionCounts>>,
+}
+
+/// Serves `listener` until `stop` is set or `panicked` is (by a panic hook), then reverts every
+/// managed thread through `enforcement` and returns. The caller owns the socket file.
+pub fn serve(
+    listener: UnixListener,
+    config: &DaemonConfig,
+    enforcement: Box<dyn Enforcement>,
+    stop: Arc<AtomicBool>,
+    panicked: Arc<AtomicBool>,
+) -> Result<Stopped, DaemonError> {
+    let (watcher, watcher_loop) = Watcher::new().map_err(io_error("creating the watcher"))?;
+    let registry = Arc::new(Mutex::new(Registry::new(
+        enforcement,
+        Limits {
+            user_limit: config.user_limit,
+            hysteresis: config.hysteresis,
+        },
+        watcher.clone(),
+    )));
+    let shared = Arc::new(Shared {
+        registry: Arc::clone(&registry),
+        config: config.clone(),
+        counts: Arc::default(),
+    });
+    let watcher_registry = Arc::clone(&registry);
+    let watcher_panicked = Arc::clone(&panicked);
+    let watcher_thread = std::thread::Builder::new()
+        .name("rtlabd-watch".into())
+        .spawn(move || {
+            if watcher_loop.run(watcher_registry).is_err() {
+                // Without the watcher no exit would be noticed: stop serving, revert everything.
+                watcher_panicked.store(true, Ordering::SeqCst);
+            }
+        })
+        .map_err(io_error("starting the watcher thread"))?;
+    let result = accept_loop(&listener, &shared, &stop, &panicked);
+    lock(&registry).shut_down();
+    watcher.stop();
+    let _ = watcher_thread.join();
+    result
+}
+
+fn accept_loop(
+    listener: &UnixListener,
+    shared: &Arc<Shared>,
+    stop: &AtomicBool,
+    panicked: &AtomicBool,
+) -> Result<Stopped, DaemonError> {
+    listener
+        .set_nonblocking(true)
+        .map_err(io_error("setting the socket non-blocking"))?;
+    loop {
+        if panicked.load(Ordering::SeqCst) {
+            return Ok(Stopped::Panicked);
+        }
+        if stop.load(Ordering::SeqCst) {
+            return Ok(Stopped::Requested);
+        }
+        rtlab_sys::ipc::poll_readable(&[listener.as_fd()], Some(STOP_POLL))
+            .map_err(io_error("waiting for clients"))?;
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => admit(stream, shared),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                // Out of fds and the like: the client is dropped, the daemon goes on.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Writes one error line without blocking, then drops the connection.
+fn refuse(mut stream: UnixStream, code: ErrorCode, message: String) {
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write_all(
+        Response::error(0, RpcError::new(code, message))
+            .encode()
+            .as_bytes(),
+    );
+}
+
+fn admit(stream: UnixStream, shared: &Arc<Shared>) {
+    let Ok(credentials) = rtlab_sys::ipc::peer_credentials(&stream) else {
+        return;
+    };
+    let slot = {
+        let mut counts = lock(&shared.counts);
+        if counts.total >= shared.config.max_connections {
+            drop(counts);
+            refuse(
+                stream,
+                ErrorCode::Busy,
+                format!(
+                    "the daemon has {} connections open, its limit (max_connections); try again later",
+                    shared.config.max_connections
+                ),
+            );
+            return;
+        }
+        let per_uid = counts.per_uid.get(&credentials.uid).copied().unwrap_or(0);
+        if per_uid >= shared.config.max_connections_per_user {
+            drop(counts);
+            refuse(
+                stream,
+                ErrorCode::Busy,
+                format!(
+                    "uid {} has {per_uid} connections open, its limit (max_connections_per_user)",
+                    credentials.uid
+                ),
+            );
+            return;
+        }
+        counts.total += 1;
+        *counts.per_uid.entry(credentials.uid).or_default() += 1;
+        ConnectionSlot {
+            counts: Arc::clone(&shared.counts),
+            uid: credentials.uid,
+        }
+    };
+    let shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name("rtlabd-conn".into())
+        .stack_size(CONNECTION_STACK_BYTES)
+        .spawn(move || {
+            let _slot = slot;
+            if stream.set_nonblocking(false).is_err() {
+                return;
+            }
+            let caller = Caller::from_credentials(credentials);
+            serve_connection(stream, caller, &shared);
+        });
+    // A thread that cannot start drops its closure: the slot is freed, the client disconnected.
+    drop(spawned);
+}
+
+/// Why no further line can be read from a connection.
+enum ReadEnd {
+    /// The client closed (or died), possibly mid-line.
+    Closed,
+    /// No request began within the idle timeout.
+    Idle,
+    /// A request began but did not end in time.
+    Timeout,
+    /// The line is longer than the cap.
+    TooLong,
+}
+
+/// Reads `\n`-terminated lines with a length cap and deadlines, keeping what follows a line.
+struct LineReader {
+    buffer: Vec<u8>,
+}
+
+impl LineReader {
+    fn new() -> LineReader {
+        LineReader {
+            buffer: Vec::with_capacity(1024),
+        }
+    }
+
+    fn take_line(&mut self) -> Option<Vec<u8>> {
+        let end = self.buffer.iter().position(|byte| *byte == b'\n')?;
+        let rest = self.buffer.split_off(end + 1);
+        Some(std::mem::replace(&mut self.buffer, rest))
+    }
+
+    fn next_line(
+        &mut self,
+        stream: &mut UnixStream,
+        idle_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Vec<u8>, ReadEnd> {
+        let started = Instant::now();
+        let mut request_began = (!self.buffer.is_empty()).then(Instant::now);
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(line) = self.take_line() {
+                if line.len() > MAX_LINE_BYTES {
+                    return Err(ReadEnd::TooLong);
+                }
+                return Ok(line);
+            }
+            if self.buffer.len() >= MAX_LINE_BYTES {
+                return Err(ReadEnd::TooLong);
+            }
+            let (deadline, on_expiry) = match request_began {
+                Some(began) => (began + request_timeout, ReadEnd::Timeout),
+                None => (started + idle_timeout, ReadEnd::Idle),
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(on_expiry);
+            }
+            if stream.set_read_timeout(Some(left)).is_err() {
+                return Err(ReadEnd::Closed);
+            }
+            let room = (MAX_LINE_BYTES + 1 - self.buffer.len()).min(chunk.len());
+            match stream.read(&mut chunk[..room]) {
+                Ok(0) => return Err(ReadEnd::Closed),
+                Ok(n) => {
+                    self.buffer.extend_from_slice(&chunk[..n]);
+                    request_began.get_or_insert_with(Instant::now);
+                }
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(ReadEnd::Closed),
+            }
+        }
+    }
+}
+
+fn serve_connection(mut stream: UnixStream, caller: Caller, shared: &Shared) {
+    let request_timeout = shared.config.request_timeout;
+    if stream.set_write_timeout(Some(request_timeout)).is_err() {
+        return;
+    }
+    let mut reader = LineReader::new();
+    loop {
+        let line = match reader.next_line(&mut stream, shared.config.idle_timeout, request_timeout)
+        {
+            Ok(line) => line,
+            Err(ReadEnd::Closed | ReadEnd::Idle) => return,
+            Err(ReadEnd::Timeout) => {
+                let _ = stream.write_all(
+                    Response::error(
+                        0,
+                        RpcError::new(
+                            ErrorCode::Timeout,
+                            format!(
+                                "the request did not end with a newline within {} ms",
+                                request_timeout.as_millis()
+                            ),
+                        ),
+                    )
+                    .encode()
+                    .as_bytes(),
+                );
+                return;
+            }
+            Err(ReadEnd::TooLong) => {
+                let _ = stream.write_all(
+                    Response::error(
+                        0,
+                        RpcError::new(
+                            ErrorCode::TooLong,
+                            format!("request longer than {MAX_LINE_BYTES} bytes"),
+                        ),
+                    )
+                    .encode()
+                    .as_bytes(),
+                );
+                return;
+            }
+        };
+        let response = match decode_request(&line) {
+            Ok(request) => handle(&request, &caller, shared),
+            Err(error) => Response::error(error.id.unwrap_or(0), error.to_rpc_error()),
+        };
+        if stream.write_all(response.encode().as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn answer<T: serde::Serialize>(id: u64, result: Result<T, RpcError>) -> Response {
+    match result {
+        Ok(value) => Response::ok(id, &value),
+        Err(error) => Response::error(id, error),
+    }
+}
+
+fn open_handles(threads: &[crate::registry::TargetThread]) -> Result<Vec<WatchHandle>, RpcError> {
+    threads
+        .iter()
+        .map(|thread| {
+            WatchHandle::open(thread.tid, thread.pid).map_err(|error| {
+                if error.kind() == io::ErrorKind::NotFound {
+                    RpcError::new(
+                        ErrorCode::NoSuchThread,
+                        format!("thread {} exited", thread.tid),
+                    )
+                } else {
+                    RpcError::new(
+                        ErrorCode::System,
+                        format!("watching thread {}: {error}", thread.tid),
+                    )
+                }
+            })
+        })
+        .collect()
+}
+
+/// Answers one request: /proc reads and pidfd opening happen before the registry lock is taken.
+fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
+    let id = request.id;
+    match &request.call {
+        Call::Ping => {
+            let registry = lock(&shared.registry);
+            Response::ok(
+                id,
+                &PingResult {
+                    protocol: RPC_PROTOCOL.to_owned(),
+                    server_version: env!("CARGO_PKG_VERSION").to_owned(),
+                    default_backend: wire_backend(registry.default_backend()),
+                },
+            )
+        }
+        Call::Reserve(params) => answer(
+            id,
+            resolve_target(&params.target).and_then(|(owner, threads)| {
+                let handles = open_handles(&threads)?;
+                lock(&shared.registry).reserve(caller, params, owner, threads, handles)
+            }),
+        ),
+        Call::Release(target) => answer(id, lock(&shared.registry).release(caller, target)),
+        Call::List => answer(id, Ok(lock(&shared.registry).list())),
+        Call::BeginConstraint(params) => answer(
+            id,
+            resolve_target(&Target::Thread { tid: params.tid }).and_then(|(_, threads)| {
+                let handle = open_handles(&threads)?
+                    .pop()
+                    .expect("one handle per thread");
+                lock(&shared.registry).begin_constraint(caller, params, &threads[0], handle)
+            }),
+        ),
+        Call::EndConstraint(params) => answer(
+            id,
+            lock(&shared.registry).end_constraint(caller, params.constraint_id),
+        ),
+    }
+}

@@ -1,0 +1,10 @@
+//! The example configuration shipped in `packaging/rtlabd.toml` parses and states the defaults.
+
+use rtlab_daemon::DaemonConfig;
+
+#[test]
+fn the_packaged_config_is_valid_and_states_the_defaults() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/rtlabd.toml");
+    let config = DaemonConfig::load(std::path::Path::new(path), true).unwrap();
+    assert_eq!(config, DaemonConfig::default());
+}

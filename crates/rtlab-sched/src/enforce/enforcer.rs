@@ -1,0 +1,1159 @@
+//! [`Enforcer`]: the real [`Enforcement`], over the planner, the journal and the two backends.
+//!
+//! Order of every change: planner admission → backend's own admission → journal line (synced) →
+//! the kernel change. On any failure the steps already taken are undone, so an error leaves the
+//! machine and the planner as they were.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rtlab_core::Nanos;
+use rtlab_sys::sched::Policy;
+use rtlab_sys::thread_control::{self, SCHED_FLAG_RESET_ON_FORK};
+
+use super::deadline_map::{deadline_params, DeadlineAdmission, Granularity};
+use super::dispatch::{
+    dispatch_amount, DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime,
+    DISPATCH_EDGE_ALLOWANCE,
+};
+use super::journal::{Journal, JournalEntry, JournalLineError, SavedThread};
+use super::switch::{check_switch, switch_time};
+use super::{
+    BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
+    KernelAdmission, ReserveRequest,
+};
+use crate::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
+
+/// The planner's quantum under enforcement: periods are power-of-two multiples of it.
+pub const ENFORCE_QUANTUM: Nanos = Nanos(250_000);
+/// Whether the dispatch backend pins threads that may run anywhere to their plan's CPU.
+pub const PIN_DISPATCHED: bool = true;
+/// How far ahead a new dispatch table is installed, at the least, so every dispatcher sees it
+/// before it applies.
+pub const SWITCH_MARGIN: Nanos = Nanos(2_000_000);
+
+/// What `open` found and repaired from a previous instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Repair {
+    /// Threads put back to the policy and affinity they had.
+    pub restored: Vec<u32>,
+    /// Threads the journal named that are gone (or whose id now names another thread).
+    pub gone: Vec<u32>,
+    /// Threads that exist but could not be restored, with the error.
+    pub failed: Vec<(u32, String)>,
+    /// Journal lines that could not be read (a torn last line after a crash).
+    pub unreadable: Vec<JournalLineError>,
+}
+
+/// What the machine offers the backends, detected at `open`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineFacts {
+    pub cpus: Vec<usize>,
+    pub granularity: Granularity,
+    /// The kernel runs SCHED_OTHER through a deadline server (Linux 6.12 and later), which takes
+    /// up to its share (5 %) from real-time threads whenever normal threads starve.
+    pub fair_server: bool,
+}
+
+/// The first kernel whose SCHED_OTHER runs through a deadline "fair server".
+pub const FAIR_SERVER_SINCE: (u32, u32) = (6, 12);
+
+impl MachineFacts {
+    /// Detects the online CPUs, the deadline enforcement granularity and the fair server.
+    pub fn detect() -> Result<MachineFacts, EnforceError> {
+        let cpus = rtlab_sys::cpu::online_cpus().map_err(|source| EnforceError::System {
+            context: "reading /sys/devices/system/cpu/online".into(),
+            source,
+        })?;
+        let tick = thread_control::tick_ns().map_err(|source| EnforceError::System {
+            context: "reading the tick (CLOCK_MONOTONIC_COARSE resolution)".into(),
+            source,
+        })?;
+        let hrtick_dl = thread_control::hrtick_dl_enabled().unwrap_or(None);
+        let fair_server = thread_control::kernel_release()
+            .ok()
+            .and_then(|release| thread_control::parse_kernel_version(&release))
+            .is_some_and(|version| version >= FAIR_SERVER_SINCE);
+        Ok(MachineFacts {
+            cpus,
+            granularity: Granularity {
+                tick: Nanos(tick),
+                hrtick_dl,
+            },
+            fair_server,
+        })
+    }
+
+    /// The backend that keeps "X in every window of Y" best here.
+    ///
+    /// With a fair server, only SCHED_DEADLINE outranks it: the dispatcher (SCHED_FIFO 99) and the
+    /// threads it raises lose up to the server's whole budget in one piece (measured: 10 ms) when
+    /// normal threads starve, so `deadline` is the default, and a request it cannot map (period
+    /// shorter than `X + 2T` at a coarse tick) falls back to `dispatch` (see `Enforcer::reserve`).
+    /// Without a fair server and without HRTICK_DL, the dispatcher's hrtimer precision wins.
+    pub fn best_backend(&self) -> BackendKind {
+        if self.fair_server || self.granularity.hrtick_dl == Some(true) {
+            BackendKind::Deadline
+        } else {
+            BackendKind::Dispatch
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ManagedThread {
+    saved: SavedThread,
+    /// Held by a reservation (its grant) or only by a constraint.
+    grant: Option<GrantId>,
+    /// A constraint changed it (one-shot budget or pinning) and restores it at its end.
+    constraint: Option<ConstraintId>,
+}
+
+#[derive(Clone, Debug)]
+struct ConstraintState {
+    thread: u32,
+    cpu_time_at_begin: u64,
+    deadline: u64,
+}
+
+/// The real enforcement: planner + journal + SCHED_DEADLINE and dispatch backends.
+pub struct Enforcer {
+    state_dir: PathBuf,
+    facts: MachineFacts,
+    default_backend: BackendKind,
+    planner: Planner,
+    journal: Journal,
+    /// CLOCK_MONOTONIC of plan time 0.
+    epoch: u64,
+    grants: BTreeMap<GrantId, EnforcedGrant>,
+    threads: BTreeMap<u32, ManagedThread>,
+    constraints: BTreeMap<ConstraintId, ConstraintState>,
+    dispatcher: Option<Dispatcher>,
+    repair: Repair,
+}
+
+fn system(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> EnforceError {
+    let context = context.into();
+    move |source| EnforceError::System { context, source }
+}
+
+/// Puts a saved thread back if it is still the same thread. `Ok(false)`: it is gone.
+fn restore_saved(saved: &SavedThread) -> std::io::Result<bool> {
+    match thread_control::thread_start_time(saved.tid) {
+        Ok(start) if start == saved.start_time => {}
+        Ok(_) => return Ok(false),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error),
+    }
+    let result =
+        thread_control::set_thread_policy_with_flags(saved.tid, saved.policy, 0).and_then(|()| {
+            if saved.affinity.is_empty() {
+                Ok(())
+            } else {
+                thread_control::set_thread_affinity(saved.tid, &saved.affinity)
+            }
+        });
+    match result {
+        Ok(()) => Ok(true),
+        // ESRCH: it exited between the check and the change.
+        Err(error) if error.raw_os_error() == Some(3) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+impl Enforcer {
+    /// Opens the enforcer: repairs what a previous instance journalled in `state_dir` and did not
+    /// undo (threads still alive and the same get their old policy and affinity back), then starts
+    /// with no reservation. `default_backend`: `None` picks the best for this machine.
+    pub fn open(
+        state_dir: &Path,
+        default_backend: Option<BackendKind>,
+    ) -> Result<Enforcer, EnforceError> {
+        let facts = MachineFacts::detect()?;
+        Enforcer::open_with(state_dir, default_backend, facts)
+    }
+
+    /// [`Enforcer::open`] with given machine facts (tests, or a caller that detected them).
+    pub fn open_with(
+        state_dir: &Path,
+        default_backend: Option<BackendKind>,
+        facts: MachineFacts,
+    ) -> Result<Enforcer, EnforceError> {
+        let repair = Enforcer::repair(state_dir)?;
+        let journal = Journal::create(state_dir).map_err(system(format!(
+            "creating the journal in {}",
+            state_dir.display()
+        )))?;
+        let n_cpus = facts.cpus.iter().max().map_or(1, |&cpu| cpu + 1);
+        let planner =
+            Planner::new(n_cpus, ENFORCE_QUANTUM, DEFAULT_CAP).map_err(EnforceError::Planner)?;
+        let default_backend = default_backend.unwrap_or_else(|| facts.best_backend());
+        Ok(Enforcer {
+            state_dir: state_dir.to_owned(),
+            facts,
+            default_backend,
+            planner,
+            journal,
+            epoch: rtlab_sys::clock::monotonic_ns(),
+            grants: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            constraints: BTreeMap::new(),
+            dispatcher: None,
+            repair,
+        })
+    }
+
+    /// Restores every thread a previous instance's journal in `state_dir` left changed.
+    pub fn repair(state_dir: &Path) -> Result<Repair, EnforceError> {
+        let (pending, unreadable) = Journal::read_pending(state_dir).map_err(system(format!(
+            "reading the journal in {}",
+            state_dir.display()
+        )))?;
+        let mut repair = Repair {
+            unreadable,
+            ..Repair::default()
+        };
+        // Restore in reverse order of saving, so a thread saved twice ends at its first state.
+        for saved in pending.iter().rev() {
+            match restore_saved(saved) {
+                Ok(true) => repair.restored.push(saved.tid),
+                Ok(false) => repair.gone.push(saved.tid),
+                Err(error) => repair.failed.push((saved.tid, error.to_string())),
+            }
+        }
+        Ok(repair)
+    }
+
+    /// What `open` repaired.
+    pub fn repaired(&self) -> &Repair {
+        &self.repair
+    }
+
+    pub fn facts(&self) -> &MachineFacts {
+        &self.facts
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// CLOCK_MONOTONIC at plan time 0.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The dispatchers' own measurements (empty when none runs).
+    pub fn dispatcher_stats(&self) -> Vec<DispatcherStats> {
+        self.dispatcher
+            .as_ref()
+            .map(Dispatcher::stats)
+            .unwrap_or_default()
+    }
+
+    /// Read-only view of the planner (the plan the dispatcher follows, utilisation).
+    pub fn planner(&self) -> &Planner {
+        &self.planner
+    }
+
+    fn check_threads_free(&self, threads: &[u32]) -> Result<(), EnforceError> {
+        for &tid in threads {
+            if let Some(managed) = self.threads.get(&tid) {
+                if managed.grant.is_some() || managed.constraint.is_some() {
+                    return Err(EnforceError::ThreadAlreadyManaged(tid));
+                }
+            }
+            thread_control::thread_start_time(tid).map_err(|_| EnforceError::NoSuchThread(tid))?;
+        }
+        Ok(())
+    }
+
+    /// Journals a thread's current policy and affinity, once, before the first change.
+    fn save(&mut self, tid: u32) -> Result<SavedThread, EnforceError> {
+        if let Some(managed) = self.threads.get(&tid) {
+            return Ok(managed.saved.clone());
+        }
+        let start_time =
+            thread_control::thread_start_time(tid).map_err(|_| EnforceError::NoSuchThread(tid))?;
+        let policy = rtlab_sys::sched::thread_policy(tid)
+            .map_err(system(format!("reading the policy of thread {tid}")))?;
+        let affinity = thread_control::thread_affinity(tid)
+            .map_err(system(format!("reading the CPU affinity of thread {tid}")))?;
+        let saved = SavedThread {
+            tid,
+            start_time,
+            policy,
+            affinity,
+        };
+        self.journal
+            .append(&JournalEntry::Save(saved.clone()))
+            .map_err(system(format!(
+                "writing the journal {}",
+                self.journal.path().display()
+            )))?;
+        self.threads.insert(
+            tid,
+            ManagedThread {
+                saved: saved.clone(),
+                grant: None,
+                constraint: None,
+            },
+        );
+        Ok(saved)
+    }
+
+    /// Restores a managed thread and journals that it is done. Errors on a thread that still
+    /// exists are returned (the journal then keeps it for the next start).
+    fn restore(&mut self, tid: u32) -> Result<(), EnforceError> {
+        let Some(managed) = self.threads.remove(&tid) else {
+            return Ok(());
+        };
+        match restore_saved(&managed.saved) {
+            Ok(_) => {
+                self.journal
+                    .append(&JournalEntry::Done {
+                        tid,
+                        start_time: managed.saved.start_time,
+                    })
+                    .map_err(system(format!(
+                        "writing the journal {}",
+                        self.journal.path().display()
+                    )))?;
+                Ok(())
+            }
+            Err(source) => Err(EnforceError::System {
+                context: format!("restoring thread {tid}'s policy"),
+                source,
+            }),
+        }
+    }
+
+    fn deadline_params_in_force(&self) -> Vec<DeadlineParams> {
+        let mut params: Vec<DeadlineParams> = self
+            .grants
+            .values()
+            .filter_map(|grant| grant.deadline_params)
+            .collect();
+        for managed in self.threads.values() {
+            if managed.grant.is_none() && managed.constraint.is_some() {
+                if let Ok(Policy::Deadline {
+                    runtime_ns,
+                    deadline_ns,
+                    period_ns,
+                }) = rtlab_sys::sched::thread_policy(managed.saved.tid)
+                {
+                    params.push(DeadlineParams {
+                        runtime: Nanos(runtime_ns),
+                        deadline: Nanos(deadline_ns),
+                        period: Nanos(period_ns),
+                    });
+                }
+            }
+        }
+        params
+    }
+
+    fn admission(&self) -> DeadlineAdmission {
+        DeadlineAdmission {
+            n_cpus: self.facts.cpus.len(),
+            cap: self.planner.cap(),
+        }
+    }
+
+    fn set_deadline(&mut self, tid: u32, params: DeadlineParams) -> Result<(), EnforceError> {
+        let saved = self.save(tid)?;
+        let all_cpus = &self.facts.cpus;
+        if saved.affinity != *all_cpus {
+            return Err(EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason: format!(
+                    "thread {tid} is confined to CPUs {:?}; a SCHED_DEADLINE thread must be allowed \
+                     every CPU of its root domain (use the dispatch backend for pinned threads)",
+                    saved.affinity
+                ),
+            });
+        }
+        thread_control::set_thread_policy_with_flags(
+            tid,
+            Policy::Deadline {
+                runtime_ns: params.runtime.0,
+                deadline_ns: params.deadline.0,
+                period_ns: params.period.0,
+            },
+            SCHED_FLAG_RESET_ON_FORK,
+        )
+        .map_err(|source| {
+            let context = match source.raw_os_error() {
+                Some(16) => format!(
+                    "the kernel refused SCHED_DEADLINE {}/{} for thread {tid} (EBUSY: its \
+                     deadline bandwidth limit is reached)",
+                    params.runtime, params.period
+                ),
+                Some(1) => format!(
+                    "the kernel refused SCHED_DEADLINE for thread {tid} (EPERM: needs root or \
+                     CAP_SYS_NICE, and the thread's affinity must span its root domain)"
+                ),
+                _ => format!("setting SCHED_DEADLINE for thread {tid}"),
+            };
+            EnforceError::System { context, source }
+        })
+    }
+
+    fn plan_time(&self, monotonic: u64) -> u64 {
+        monotonic.saturating_sub(self.epoch)
+    }
+
+    /// Builds the dispatch owners map (every dispatch grant's threads at their rest policy).
+    fn dispatch_owners(&self) -> BTreeMap<Owner, Vec<DispatchedThread>> {
+        let mut owners: BTreeMap<Owner, Vec<DispatchedThread>> = BTreeMap::new();
+        for grant in self.grants.values() {
+            if grant.backend != BackendKind::Dispatch {
+                continue;
+            }
+            let threads = grant
+                .threads
+                .iter()
+                .filter_map(|tid| self.threads.get(tid))
+                .map(|managed| DispatchedThread {
+                    tid: managed.saved.tid,
+                    rest_policy: managed.saved.policy,
+                })
+                .collect();
+            owners.insert(grant.grant.owner.clone(), threads);
+        }
+        for (id, constraint) in &self.constraints {
+            let Some(managed) = self.threads.get(&constraint.thread) else {
+                continue;
+            };
+            if managed.constraint == Some(*id) && managed.grant.is_none() {
+                owners
+                    .entry(Owner::Thread(constraint.thread))
+                    .or_insert_with(|| {
+                        vec![DispatchedThread {
+                            tid: managed.saved.tid,
+                            rest_policy: managed.saved.policy,
+                        }]
+                    });
+            }
+        }
+        owners
+    }
+
+    fn held_times(&self) -> Vec<HeldTime> {
+        self.planner
+            .constraints()
+            .into_iter()
+            .flat_map(|info| {
+                let owner = info.owner.clone();
+                let cpu = info.cpu;
+                info.held.into_iter().map(move |(start, end)| HeldTime {
+                    cpu,
+                    start: start.0,
+                    end: end.0,
+                    owner: owner.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Brings the dispatchers up to date with the planner: owners and held time at once, the
+    /// schedule at the next common cycle boundary (checked first, see `super::switch`). Starts the
+    /// dispatchers on first use. Returns the failed check, if any (nothing is changed then).
+    fn sync_dispatch(&mut self, check_against: &[crate::Grant]) -> Result<(), EnforceError> {
+        let plan = self.planner.plan();
+        let owners = self.dispatch_owners();
+        let held = self.held_times();
+        let needs_dispatch = !owners.is_empty();
+        if self.dispatcher.is_none() {
+            if !needs_dispatch {
+                return Ok(());
+            }
+            let table = DispatchTable {
+                schedules: plan.cpus.clone(),
+                pending: None,
+                held,
+                owners,
+            };
+            let dispatcher =
+                Dispatcher::start(&self.facts.cpus, self.epoch, table).map_err(system(
+                    "starting the SCHED_FIFO 99 dispatcher threads (needs root or CAP_SYS_NICE)",
+                ))?;
+            self.dispatcher = Some(dispatcher);
+            return Ok(());
+        }
+        let Some(dispatcher) = &self.dispatcher else {
+            return Ok(());
+        };
+        let now = dispatcher.now();
+        dispatcher.update(|table| -> Result<(), EnforceError> {
+            // The schedule the dispatchers will be following when the new one would start.
+            let current = match &table.pending {
+                Some((_, next)) => next.clone(),
+                None => table.schedules.clone(),
+            };
+            let earliest = table
+                .pending
+                .as_ref()
+                .map_or(now + SWITCH_MARGIN.0, |(at, _)| {
+                    (*at).max(now + SWITCH_MARGIN.0)
+                });
+            let mut at = earliest;
+            for (old, new) in current.iter().zip(&plan.cpus) {
+                at = at.max(switch_time(earliest, old.cycle, new.cycle));
+            }
+            let unchanged = current == plan.cpus;
+            if !unchanged {
+                for (old, new) in current.iter().zip(&plan.cpus) {
+                    if let Err((grant, least)) = check_switch(old, new, at, check_against) {
+                        return Err(EnforceError::Unenforceable {
+                            backend: BackendKind::Dispatch,
+                            reason: format!(
+                                "the new plan would leave reservation {} only {least} in some \
+                                 window of {} while switching",
+                                grant.owner, grant.requested.period
+                            ),
+                        });
+                    }
+                }
+                table.pending = Some((at, plan.cpus.clone()));
+            }
+            table.owners = owners;
+            table.held = held;
+            Ok(())
+        })
+    }
+
+    fn undo_threads(&mut self, threads: &[u32]) {
+        for &tid in threads {
+            let _ = self.restore(tid);
+        }
+    }
+
+    fn stop_dispatcher_if_idle(&mut self) {
+        let idle = !self
+            .grants
+            .values()
+            .any(|grant| grant.backend == BackendKind::Dispatch)
+            && self.constraints.is_empty();
+        if idle {
+            if let Some(mut dispatcher) = self.dispatcher.take() {
+                dispatcher.stop();
+            }
+        }
+    }
+}
+
+impl Enforcement for Enforcer {
+    fn default_backend(&self) -> BackendKind {
+        self.default_backend
+    }
+
+    fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError> {
+        let backend = request
+            .backend
+            .unwrap_or_else(|| self.backend_for(&request));
+        self.check_threads_free(&request.threads)?;
+        if backend == BackendKind::Deadline && request.threads.len() > 1 {
+            return Err(EnforceError::Unenforceable {
+                backend,
+                reason: "a SCHED_DEADLINE budget belongs to one thread; an activity of several \
+                         threads needs the dispatch backend"
+                    .into(),
+            });
+        }
+        let grants_before = self.planner.grants();
+        let grant = match backend {
+            BackendKind::Deadline => {
+                self.planner
+                    .reserve(request.owner.clone(), request.amount, request.period)?
+            }
+            BackendKind::Dispatch => self.reserve_with_edge_allowance(&request)?,
+        };
+        let outcome = match backend {
+            BackendKind::Deadline => self.enforce_deadline(&grant, &request.threads),
+            BackendKind::Dispatch => {
+                self.enforce_dispatch(&grant, &request.threads, &grants_before)
+            }
+        };
+        match outcome {
+            Ok(enforced) => Ok(enforced),
+            Err(error) => {
+                let _ = self.planner.release(grant.id);
+                self.grants.remove(&grant.id);
+                self.undo_threads(&request.threads);
+                if backend == BackendKind::Dispatch {
+                    let _ = self.sync_dispatch(&[]);
+                    self.stop_dispatcher_if_idle();
+                }
+                Err(error)
+            }
+        }
+    }
+
+    fn add_threads(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
+        let enforced = self
+            .grants
+            .get(&grant)
+            .cloned()
+            .ok_or(EnforceError::Planner(crate::PlannerError::UnknownGrant(
+                grant.0,
+            )))?;
+        self.check_threads_free(threads)?;
+        match enforced.backend {
+            BackendKind::Deadline => {
+                if enforced.threads.len() + threads.len() > 1 {
+                    return Err(EnforceError::Unenforceable {
+                        backend: BackendKind::Deadline,
+                        reason: "a SCHED_DEADLINE budget belongs to one thread; an activity of \
+                                 several threads needs the dispatch backend"
+                            .into(),
+                    });
+                }
+                let params =
+                    enforced
+                        .deadline_params
+                        .ok_or_else(|| EnforceError::Unenforceable {
+                            backend: BackendKind::Deadline,
+                            reason: "grant has no deadline parameters".into(),
+                        })?;
+                for &tid in threads {
+                    if let Err(error) = self.set_deadline(tid, params) {
+                        self.undo_threads(threads);
+                        return Err(error);
+                    }
+                    if let Some(managed) = self.threads.get_mut(&tid) {
+                        managed.grant = Some(grant);
+                    }
+                }
+            }
+            BackendKind::Dispatch => {
+                for &tid in threads {
+                    if let Err(error) = self.pin_for_dispatch(tid, enforced.grant.cpu) {
+                        self.undo_threads(threads);
+                        return Err(error);
+                    }
+                    if let Some(managed) = self.threads.get_mut(&tid) {
+                        managed.grant = Some(grant);
+                    }
+                }
+            }
+        }
+        if let Some(entry) = self.grants.get_mut(&grant) {
+            entry.threads.extend_from_slice(threads);
+        }
+        if enforced.backend == BackendKind::Dispatch {
+            self.sync_dispatch(&[])?;
+        }
+        Ok(())
+    }
+
+    fn remove_thread(&mut self, thread: u32) -> Result<(GrantId, usize), EnforceError> {
+        let grant = self
+            .threads
+            .get(&thread)
+            .and_then(|managed| managed.grant)
+            .ok_or(EnforceError::ThreadNotManaged(thread))?;
+        let backend = self.grants.get(&grant).map(|enforced| enforced.backend);
+        let remaining = match self.grants.get_mut(&grant) {
+            Some(enforced) => {
+                enforced.threads.retain(|&tid| tid != thread);
+                enforced.threads.len()
+            }
+            None => 0,
+        };
+        if backend == Some(BackendKind::Dispatch) {
+            // Out of the table first, so no dispatcher raises it again after the restore.
+            self.sync_dispatch(&[])?;
+            if let Some(dispatcher) = &self.dispatcher {
+                dispatcher.update(|_| ());
+            }
+        }
+        let still_constrained = self
+            .threads
+            .get(&thread)
+            .is_some_and(|managed| managed.constraint.is_some());
+        if still_constrained {
+            if let Some(managed) = self.threads.get_mut(&thread) {
+                managed.grant = None;
+            }
+        } else {
+            self.restore(thread)?;
+        }
+        Ok((grant, remaining))
+    }
+
+    fn release(&mut self, grant: GrantId) -> Result<(), EnforceError> {
+        let enforced = self
+            .grants
+            .get(&grant)
+            .cloned()
+            .ok_or(EnforceError::Planner(crate::PlannerError::UnknownGrant(
+                grant.0,
+            )))?;
+        self.planner.release(grant)?;
+        self.grants.remove(&grant);
+        if enforced.backend == BackendKind::Dispatch {
+            // Releasing never moves the others' slots; the owner simply leaves the table. Should
+            // the planner's plan differ, the switch is checked against the grants left.
+            let remaining = self.planner.grants();
+            if self.sync_dispatch(&remaining).is_err() {
+                // Keep the installed schedule (the released owner's slots just raise nobody).
+                let owners = self.dispatch_owners();
+                let held = self.held_times();
+                if let Some(dispatcher) = &self.dispatcher {
+                    dispatcher.update(|table| {
+                        table.owners = owners;
+                        table.held = held;
+                    });
+                }
+            }
+        }
+        let mut first_error = None;
+        for tid in enforced.threads {
+            let constrained = self
+                .threads
+                .get(&tid)
+                .is_some_and(|managed| managed.constraint.is_some());
+            if constrained {
+                if let Some(managed) = self.threads.get_mut(&tid) {
+                    managed.grant = None;
+                }
+                continue;
+            }
+            if let Err(error) = self.restore(tid) {
+                first_error.get_or_insert(error);
+            }
+        }
+        self.stop_dispatcher_if_idle();
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    fn grants(&self) -> Vec<EnforcedGrant> {
+        self.grants.values().cloned().collect()
+    }
+
+    fn reserved_fractions(&self) -> Vec<f64> {
+        (0..self.planner.n_cpus())
+            .map(|cpu| self.planner.utilisation_ppm(cpu) as f64 / 1e6)
+            .collect()
+    }
+
+    fn begin_constraint(
+        &mut self,
+        thread: u32,
+        start: Nanos,
+        estimate: Nanos,
+        deadline: Nanos,
+    ) -> Result<ConstraintId, EnforceError> {
+        let managed = self.threads.get(&thread).cloned();
+        if managed
+            .as_ref()
+            .is_some_and(|managed| managed.constraint.is_some())
+        {
+            return Err(EnforceError::ThreadAlreadyManaged(thread));
+        }
+        thread_control::thread_start_time(thread)
+            .map_err(|_| EnforceError::NoSuchThread(thread))?;
+        let reservation = managed
+            .as_ref()
+            .and_then(|managed| managed.grant)
+            .and_then(|grant| self.grants.get(&grant).cloned());
+        let owner = reservation
+            .as_ref()
+            .map_or(Owner::Thread(thread), |grant| grant.grant.owner.clone());
+        let backend = reservation
+            .as_ref()
+            .map_or(self.default_backend, |grant| grant.backend);
+        let id = self.planner.begin_constraint(
+            owner,
+            Nanos(self.plan_time(start.0)),
+            estimate,
+            Nanos(self.plan_time(deadline.0)),
+        )?;
+        let info = self
+            .planner
+            .constraints()
+            .into_iter()
+            .find(|info| info.id == id);
+        let needs_free_time = info.as_ref().is_some_and(|info| !info.held.is_empty());
+        let cpu = info.as_ref().map_or(0, |info| info.cpu);
+        let cpu_time_at_begin = thread_cpu_time(thread).unwrap_or(0);
+        let outcome = match (backend, reservation.is_some()) {
+            // Its reservation covers it, nothing to add.
+            (_, true) if !needs_free_time => Ok(()),
+            (BackendKind::Deadline, true) => Err(EnforceError::Unenforceable {
+                backend,
+                reason: format!(
+                    "thread {thread}'s deadline reservation does not cover {estimate} by the \
+                     deadline, and free time cannot be added to a SCHED_DEADLINE budget"
+                ),
+            }),
+            (BackendKind::Deadline, false) => self.one_shot_budget(thread, id, estimate, deadline),
+            (BackendKind::Dispatch, _) => {
+                let result = if reservation.is_none() {
+                    self.pin_for_dispatch(thread, cpu)
+                } else {
+                    Ok(())
+                };
+                result.and_then(|()| {
+                    if let Some(managed) = self.threads.get_mut(&thread) {
+                        managed.constraint = Some(id);
+                    }
+                    self.constraints.insert(
+                        id,
+                        ConstraintState {
+                            thread,
+                            cpu_time_at_begin,
+                            deadline: deadline.0,
+                        },
+                    );
+                    self.sync_dispatch(&[])
+                })
+            }
+        };
+        if let Err(error) = outcome {
+            let _ = self
+                .planner
+                .end_constraint(id, Nanos(self.plan_time(start.0)));
+            self.constraints.remove(&id);
+            if let Some(managed) = self.threads.get_mut(&thread) {
+                if managed.constraint == Some(id) {
+                    managed.constraint = None;
+                }
+            }
+            if reservation.is_none() {
+                let _ = self.restore(thread);
+            }
+            self.stop_dispatcher_if_idle();
+            return Err(error);
+        }
+        if let Some(managed) = self.threads.get_mut(&thread) {
+            managed.constraint = Some(id);
+        }
+        self.constraints.entry(id).or_insert(ConstraintState {
+            thread,
+            cpu_time_at_begin,
+            deadline: deadline.0,
+        });
+        Ok(id)
+    }
+
+    fn end_constraint(&mut self, id: ConstraintId) -> Result<ConstraintEnd, EnforceError> {
+        let state = self
+            .constraints
+            .get(&id)
+            .cloned()
+            .ok_or(EnforceError::Planner(
+                crate::PlannerError::UnknownConstraint(id.0),
+            ))?;
+        let now = rtlab_sys::clock::monotonic_ns();
+        let used = thread_cpu_time(state.thread)
+            .unwrap_or(state.cpu_time_at_begin)
+            .saturating_sub(state.cpu_time_at_begin);
+        self.planner
+            .end_constraint(id, Nanos(self.plan_time(now)))?;
+        self.constraints.remove(&id);
+        let only_constraint = match self.threads.get_mut(&state.thread) {
+            Some(managed) => {
+                managed.constraint = None;
+                managed.grant.is_none()
+            }
+            None => false,
+        };
+        if self.dispatcher.is_some() {
+            self.sync_dispatch(&[])?;
+        }
+        if only_constraint {
+            self.restore(state.thread)?;
+        }
+        self.stop_dispatcher_if_idle();
+        Ok(ConstraintEnd {
+            used: Nanos(used),
+            met_deadline: now <= state.deadline,
+        })
+    }
+
+    fn revert_all(&mut self) {
+        if let Some(mut dispatcher) = self.dispatcher.take() {
+            dispatcher.stop();
+        }
+        let tids: Vec<u32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            let _ = self.restore(tid);
+        }
+        for id in self.constraints.keys().copied().collect::<Vec<_>>() {
+            let _ = self.planner.end_constraint(id, Nanos(u64::MAX / 2));
+        }
+        self.constraints.clear();
+        for id in self.grants.keys().copied().collect::<Vec<_>>() {
+            let _ = self.planner.release(id);
+        }
+        self.grants.clear();
+    }
+}
+
+impl Enforcer {
+    fn enforce_deadline(
+        &mut self,
+        grant: &crate::Grant,
+        threads: &[u32],
+    ) -> Result<EnforcedGrant, EnforceError> {
+        let params = deadline_params(
+            grant.requested.amount,
+            grant.requested.period,
+            self.facts.granularity,
+        )
+        .map_err(|refused| EnforceError::Unenforceable {
+            backend: BackendKind::Deadline,
+            reason: refused.to_string(),
+        })?;
+        self.admission()
+            .admit(&self.deadline_params_in_force(), params)
+            .map_err(|reason| EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason,
+            })?;
+        for &tid in threads {
+            self.set_deadline(tid, params)?;
+            if let Some(managed) = self.threads.get_mut(&tid) {
+                managed.grant = Some(grant.id);
+            }
+        }
+        let enforced = EnforcedGrant {
+            grant: grant.clone(),
+            backend: BackendKind::Deadline,
+            cpu: None,
+            deadline_params: Some(params),
+            kernel_admission: KernelAdmission::Accepted,
+            threads: threads.to_vec(),
+        };
+        self.grants.insert(grant.id, enforced.clone());
+        Ok(enforced)
+    }
+
+    /// The backend for a request that names none: the default, unless that is `deadline` and it
+    /// cannot take this request (period too short for the tick, several threads, or no room under
+    /// its own admission), in which case `dispatch`.
+    fn backend_for(&self, request: &ReserveRequest) -> BackendKind {
+        if self.default_backend != BackendKind::Deadline {
+            return self.default_backend;
+        }
+        let fits = request.threads.len() <= 1
+            && deadline_params(request.amount, request.period, self.facts.granularity).is_ok_and(
+                |params| {
+                    self.admission()
+                        .admit(&self.deadline_params_in_force(), params)
+                        .is_ok()
+                },
+            );
+        if fits {
+            BackendKind::Deadline
+        } else {
+            BackendKind::Dispatch
+        }
+    }
+
+    /// Reserves in the planner enough that, after every slot edge costs the dispatcher its
+    /// [`DISPATCH_EDGE_ALLOWANCE`], the requested amount still lands in every window: asks for
+    /// `X + allowance · ⌈Y / P'⌉` where `P'` is the granted period, again if `P'` changed. The
+    /// grant reports the caller's request.
+    fn reserve_with_edge_allowance(
+        &mut self,
+        request: &ReserveRequest,
+    ) -> Result<crate::Grant, EnforceError> {
+        let mut asked = request.amount;
+        for _ in 0..4 {
+            let mut grant = self
+                .planner
+                .reserve(request.owner.clone(), asked, request.period)?;
+            let needed = dispatch_amount(
+                request.amount,
+                request.period,
+                grant.granted.period,
+                DISPATCH_EDGE_ALLOWANCE,
+            );
+            if needed <= asked {
+                grant.requested.amount = request.amount;
+                return Ok(grant);
+            }
+            self.planner.release(grant.id)?;
+            if needed > request.period {
+                break;
+            }
+            asked = needed;
+        }
+        Err(EnforceError::Unenforceable {
+            backend: BackendKind::Dispatch,
+            reason: format!(
+                "{} of every {} leaves no room for the dispatcher's {} per slot edge",
+                request.amount, request.period, DISPATCH_EDGE_ALLOWANCE
+            ),
+        })
+    }
+
+    /// Prepares a thread for the dispatcher of `cpu`. With [`PIN_DISPATCHED`] off, a thread free
+    /// to run on every CPU stays free (a raised thread that a kernel deadline entity preempts is
+    /// then pushed to another CPU by the RT balancer instead of waiting); a thread its program
+    /// confined keeps its confinement if it includes `cpu`, pinned to `cpu`.
+    fn pin_for_dispatch(&mut self, tid: u32, cpu: usize) -> Result<(), EnforceError> {
+        let saved = self.save(tid)?;
+        let free = self
+            .facts
+            .cpus
+            .iter()
+            .all(|online| saved.affinity.contains(online));
+        if free && !PIN_DISPATCHED {
+            return Ok(());
+        }
+        if !saved.affinity.contains(&cpu) {
+            return Err(EnforceError::Unenforceable {
+                backend: BackendKind::Dispatch,
+                reason: format!(
+                    "thread {tid} is confined to CPUs {:?}, and the plan placed it on CPU {cpu}",
+                    saved.affinity
+                ),
+            });
+        }
+        thread_control::set_thread_affinity(tid, &[cpu])
+            .map_err(system(format!("pinning thread {tid} to CPU {cpu}")))
+    }
+
+    fn enforce_dispatch(
+        &mut self,
+        grant: &crate::Grant,
+        threads: &[u32],
+        grants_before: &[crate::Grant],
+    ) -> Result<EnforcedGrant, EnforceError> {
+        for &tid in threads {
+            self.pin_for_dispatch(tid, grant.cpu)?;
+            if let Some(managed) = self.threads.get_mut(&tid) {
+                managed.grant = Some(grant.id);
+            }
+        }
+        let enforced = EnforcedGrant {
+            grant: grant.clone(),
+            backend: BackendKind::Dispatch,
+            cpu: Some(grant.cpu),
+            deadline_params: None,
+            kernel_admission: KernelAdmission::NotApplicable,
+            threads: threads.to_vec(),
+        };
+        self.grants.insert(grant.id, enforced.clone());
+        self.sync_dispatch(grants_before)?;
+        Ok(enforced)
+    }
+
+    /// A constraint on `deadline` for a thread without a reservation: a one-shot SCHED_DEADLINE
+    /// budget of the estimate plus one enforcement granule, due at the deadline.
+    fn one_shot_budget(
+        &mut self,
+        thread: u32,
+        id: ConstraintId,
+        estimate: Nanos,
+        deadline: Nanos,
+    ) -> Result<(), EnforceError> {
+        let now = rtlab_sys::clock::monotonic_ns();
+        let window = deadline.0.saturating_sub(now);
+        if window < estimate.0 {
+            return Err(EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason: format!(
+                    "only {} is left before the deadline, less than the estimate {estimate}",
+                    Nanos(window)
+                ),
+            });
+        }
+        let runtime = (estimate.0 + self.facts.granularity.overrun().0).min(window);
+        let params = DeadlineParams {
+            runtime: Nanos(runtime.max(1_024)),
+            deadline: Nanos(window),
+            period: Nanos(window),
+        };
+        self.admission()
+            .admit(&self.deadline_params_in_force(), params)
+            .map_err(|reason| EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason,
+            })?;
+        self.set_deadline(thread, params)?;
+        if let Some(managed) = self.threads.get_mut(&thread) {
+            managed.constraint = Some(id);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Enforcer {
+    fn drop(&mut self) {
+        self.revert_all();
+    }
+}
+
+/// CPU time of `tid`: its thread CPU clock when it is ours (exact), else its schedstat.
+pub fn thread_cpu_time(tid: u32) -> std::io::Result<u64> {
+    if thread_control::thread_group_id(tid).ok() == Some(std::process::id()) {
+        if let Ok(time) = thread_control::thread_cpu_clock_ns(tid) {
+            return Ok(time);
+        }
+    }
+    thread_control::thread_cpu_time_ns(tid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(fair_server: bool) -> MachineFacts {
+        MachineFacts {
+            cpus: vec![0, 1],
+            granularity: Granularity {
+                tick: Nanos::from_millis(4),
+                hrtick_dl: None,
+            },
+            fair_server,
+        }
+    }
+
+    fn request(amount: Nanos, period: Nanos, threads: Vec<u32>) -> ReserveRequest {
+        ReserveRequest {
+            owner: Owner::Activity("a".into()),
+            threads,
+            amount,
+            period,
+            backend: None,
+        }
+    }
+
+    #[test]
+    fn the_default_backend_follows_the_machine_and_falls_back_per_request() {
+        let directory = std::env::temp_dir().join(format!(
+            "rtlab-enforcer-unit-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let enforcer = Enforcer::open_with(&directory, None, facts(true)).unwrap();
+        assert_eq!(enforcer.default_backend(), BackendKind::Deadline);
+        let ms = Nanos::from_millis;
+        assert_eq!(
+            enforcer.backend_for(&request(ms(2), ms(10), vec![1])),
+            BackendKind::Deadline
+        );
+        // 500 µs of every 2 ms cannot be policed at a 4 ms tick: the dispatcher takes it.
+        assert_eq!(
+            enforcer.backend_for(&request(Nanos::from_micros(500), ms(2), vec![1])),
+            BackendKind::Dispatch
+        );
+        // An activity of several threads needs the dispatcher.
+        assert_eq!(
+            enforcer.backend_for(&request(ms(2), ms(10), vec![1, 2])),
+            BackendKind::Dispatch
+        );
+        drop(enforcer);
+        let enforcer = Enforcer::open_with(&directory, None, facts(false)).unwrap();
+        assert_eq!(enforcer.default_backend(), BackendKind::Dispatch);
+        drop(enforcer);
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+}

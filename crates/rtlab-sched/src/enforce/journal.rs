@@ -1,0 +1,355 @@
+//! The enforcer's journal: what every managed thread had before rtlab changed it, written (and
+//! synced) *before* the change, so that the next start after a SIGKILL can put it back.
+//!
+//! One line per fact, appended:
+//!
+//! ```text
+//! rtlab.enforce-journal/1
+//! save TID START_TIME POLICY ARGS… cpus CPU_LIST
+//! done TID START_TIME
+//! ```
+//!
+//! `POLICY ARGS` is `other NICE`, `batch NICE`, `idle`, `fifo PRIO`, `rr PRIO` or
+//! `deadline RUNTIME DEADLINE PERIOD`; `START_TIME` is /proc/TID/stat's field 22, so a thread id
+//! reused by a new thread is never touched. A thread saved and not done is restored by
+//! [`Journal::repair`] if it is still the same thread.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use rtlab_sys::sched::Policy;
+
+/// The journal's first line.
+pub const JOURNAL_HEADER: &str = "rtlab.enforce-journal/1";
+/// The journal's file name inside the state directory.
+pub const JOURNAL_FILE: &str = "enforce.journal";
+
+/// What a thread had before rtlab changed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedThread {
+    pub tid: u32,
+    pub start_time: u64,
+    pub policy: Policy,
+    pub affinity: Vec<usize>,
+}
+
+/// One journal line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JournalEntry {
+    Save(SavedThread),
+    Done { tid: u32, start_time: u64 },
+}
+
+/// A journal line that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct JournalLineError {
+    pub path: String,
+    pub line: usize,
+    pub message: String,
+}
+
+fn format_policy(policy: Policy) -> String {
+    match policy {
+        Policy::Other { nice } => format!("other {nice}"),
+        Policy::Batch { nice } => format!("batch {nice}"),
+        Policy::Idle => "idle".into(),
+        Policy::Fifo { priority } => format!("fifo {priority}"),
+        Policy::RoundRobin { priority } => format!("rr {priority}"),
+        Policy::Deadline {
+            runtime_ns,
+            deadline_ns,
+            period_ns,
+        } => format!("deadline {runtime_ns} {deadline_ns} {period_ns}"),
+    }
+}
+
+fn format_cpus(cpus: &[usize]) -> String {
+    if cpus.is_empty() {
+        return "-".into();
+    }
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl JournalEntry {
+    /// The entry as one line (without the newline).
+    pub fn to_line(&self) -> String {
+        match self {
+            JournalEntry::Save(saved) => format!(
+                "save {} {} {} cpus {}",
+                saved.tid,
+                saved.start_time,
+                format_policy(saved.policy),
+                format_cpus(&saved.affinity)
+            ),
+            JournalEntry::Done { tid, start_time } => format!("done {tid} {start_time}"),
+        }
+    }
+
+    /// Parses one line written by [`JournalEntry::to_line`].
+    pub fn parse(line: &str) -> Result<JournalEntry, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let number = |index: usize, what: &str| -> Result<u64, String> {
+            words
+                .get(index)
+                .ok_or_else(|| format!("{what} missing"))?
+                .parse::<u64>()
+                .map_err(|_| format!("{what} '{}' is not a number", words[index]))
+        };
+        let signed = |index: usize, what: &str| -> Result<i32, String> {
+            words
+                .get(index)
+                .ok_or_else(|| format!("{what} missing"))?
+                .parse::<i32>()
+                .map_err(|_| format!("{what} '{}' is not a number", words[index]))
+        };
+        match words.first().copied() {
+            Some("done") if words.len() == 3 => Ok(JournalEntry::Done {
+                tid: u32::try_from(number(1, "thread id")?).map_err(|_| "thread id too large")?,
+                start_time: number(2, "start time")?,
+            }),
+            Some("save") => {
+                let tid =
+                    u32::try_from(number(1, "thread id")?).map_err(|_| "thread id too large")?;
+                let start_time = number(2, "start time")?;
+                let (policy, next) = match words.get(3).copied() {
+                    Some("other") => (
+                        Policy::Other {
+                            nice: signed(4, "nice")?,
+                        },
+                        5,
+                    ),
+                    Some("batch") => (
+                        Policy::Batch {
+                            nice: signed(4, "nice")?,
+                        },
+                        5,
+                    ),
+                    Some("idle") => (Policy::Idle, 4),
+                    Some("fifo") => (
+                        Policy::Fifo {
+                            priority: number(4, "priority")? as u32,
+                        },
+                        5,
+                    ),
+                    Some("rr") => (
+                        Policy::RoundRobin {
+                            priority: number(4, "priority")? as u32,
+                        },
+                        5,
+                    ),
+                    Some("deadline") => (
+                        Policy::Deadline {
+                            runtime_ns: number(4, "runtime")?,
+                            deadline_ns: number(5, "deadline")?,
+                            period_ns: number(6, "period")?,
+                        },
+                        7,
+                    ),
+                    Some(other) => return Err(format!("unknown policy '{other}'")),
+                    None => return Err("policy missing".into()),
+                };
+                if words.get(next) != Some(&"cpus") || words.len() != next + 2 {
+                    return Err("expected 'cpus LIST' at the end".into());
+                }
+                let affinity = match words[next + 1] {
+                    "-" => Vec::new(),
+                    list => list
+                        .split(',')
+                        .map(|cpu| cpu.parse::<usize>().map_err(|_| format!("bad CPU '{cpu}'")))
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
+                Ok(JournalEntry::Save(SavedThread {
+                    tid,
+                    start_time,
+                    policy,
+                    affinity,
+                }))
+            }
+            _ => Err(format!("not a journal line: '{line}'")),
+        }
+    }
+}
+
+/// Reads a journal text: the threads saved and not yet done, in the order saved. Lines that cannot
+/// be read are returned as errors beside (a torn last line after a crash is expected).
+pub fn pending_threads(text: &str, path: &str) -> (Vec<SavedThread>, Vec<JournalLineError>) {
+    let mut pending: Vec<SavedThread> = Vec::new();
+    let mut errors = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if index == 0 && line == JOURNAL_HEADER {
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        match JournalEntry::parse(line) {
+            Ok(JournalEntry::Save(saved)) => {
+                if !pending
+                    .iter()
+                    .any(|known| known.tid == saved.tid && known.start_time == saved.start_time)
+                {
+                    pending.push(saved);
+                }
+            }
+            Ok(JournalEntry::Done { tid, start_time }) => {
+                pending.retain(|saved| !(saved.tid == tid && saved.start_time == start_time));
+            }
+            Err(message) => errors.push(JournalLineError {
+                path: path.to_owned(),
+                line: index + 1,
+                message,
+            }),
+        }
+    }
+    (pending, errors)
+}
+
+/// The open journal of one enforcer.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+}
+
+impl Journal {
+    /// The threads a previous instance left changed (saved, not done), and the unreadable lines.
+    pub fn read_pending(state_dir: &Path) -> io::Result<(Vec<SavedThread>, Vec<JournalLineError>)> {
+        let path = state_dir.join(JOURNAL_FILE);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), Vec::new()))
+            }
+            Err(error) => return Err(error),
+        };
+        let mut text = String::new();
+        for line in BufReader::new(file).lines() {
+            // A torn line may not be UTF-8; keep it as an unreadable line.
+            match line {
+                Ok(line) => text.push_str(&line),
+                Err(_) => text.push('?'),
+            }
+            text.push('\n');
+        }
+        Ok(pending_threads(&text, &path.display().to_string()))
+    }
+
+    /// Starts a fresh, empty journal (after repair).
+    pub fn create(state_dir: &Path) -> io::Result<Journal> {
+        std::fs::create_dir_all(state_dir)?;
+        let path = state_dir.join(JOURNAL_FILE);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)?;
+        writeln!(file, "{JOURNAL_HEADER}")?;
+        file.sync_data()?;
+        let file = OpenOptions::new().append(true).open(&path)?;
+        Ok(Journal { path, file })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one entry and syncs it to disk before returning.
+    pub fn append(&mut self, entry: &JournalEntry) -> io::Result<()> {
+        let mut line = entry.to_line();
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        self.file.sync_data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn saved(tid: u32, policy: Policy) -> SavedThread {
+        SavedThread {
+            tid,
+            start_time: 1000 + u64::from(tid),
+            policy,
+            affinity: vec![0, 1],
+        }
+    }
+
+    #[test]
+    fn lines_round_trip_for_every_policy() {
+        for policy in [
+            Policy::Other { nice: -5 },
+            Policy::Batch { nice: 3 },
+            Policy::Idle,
+            Policy::Fifo { priority: 50 },
+            Policy::RoundRobin { priority: 2 },
+            Policy::Deadline {
+                runtime_ns: 1,
+                deadline_ns: 2,
+                period_ns: 3,
+            },
+        ] {
+            let entry = JournalEntry::Save(saved(7, policy));
+            assert_eq!(JournalEntry::parse(&entry.to_line()), Ok(entry));
+        }
+        let done = JournalEntry::Done {
+            tid: 7,
+            start_time: 9,
+        };
+        assert_eq!(JournalEntry::parse(&done.to_line()), Ok(done));
+    }
+
+    #[test]
+    fn pending_is_saved_minus_done_and_torn_lines_are_named() {
+        let text = format!(
+            "{JOURNAL_HEADER}\n{}\n{}\n{}\nsave 9 10",
+            JournalEntry::Save(saved(1, Policy::Other { nice: 0 })).to_line(),
+            JournalEntry::Save(saved(2, Policy::Fifo { priority: 3 })).to_line(),
+            JournalEntry::Done {
+                tid: 1,
+                start_time: 1001
+            }
+            .to_line(),
+        );
+        let (pending, errors) = pending_threads(&text, "j");
+        assert_eq!(pending, vec![saved(2, Policy::Fifo { priority: 3 })]);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].line, 5);
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        assert!(JournalEntry::parse("save x 1 other 0 cpus 0")
+            .unwrap_err()
+            .contains("thread id"));
+        assert!(JournalEntry::parse("save 1 1 warp 0 cpus 0")
+            .unwrap_err()
+            .contains("unknown policy"));
+        assert!(JournalEntry::parse("save 1 1 other 0")
+            .unwrap_err()
+            .contains("cpus"));
+        assert!(JournalEntry::parse("hello").is_err());
+    }
+
+    #[test]
+    fn create_append_read_back() {
+        let directory = std::env::temp_dir().join(format!(
+            "rtlab-journal-test-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let mut journal = Journal::create(&directory).unwrap();
+        journal
+            .append(&JournalEntry::Save(saved(4, Policy::Idle)))
+            .unwrap();
+        let (pending, errors) = Journal::read_pending(&directory).unwrap();
+        assert_eq!(pending, vec![saved(4, Policy::Idle)]);
+        assert!(errors.is_empty());
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+}

@@ -1,0 +1,331 @@
+//! The real backends on real threads (root only): policies set and restored, journals repaired
+//! after SIGKILL, and the CPU a reserved thread actually gets beside SCHED_FIFO 95 spinners.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rtlab_core::Nanos;
+use rtlab_sched::enforce::{BackendKind, EnforceError, Enforcement, Enforcer, ReserveRequest};
+use rtlab_sched::Owner;
+use rtlab_sys::sched::{thread_policy, Policy};
+
+/// A CPU-bound thread that stops on its own after `limit` (or when told).
+struct Spinner {
+    tid: u32,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Spinner {
+    fn start(limit: Duration, policy: Option<Policy>) -> Spinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicU32::new(0));
+        let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
+        let handle = std::thread::spawn(move || {
+            if let Some(policy) = policy {
+                rtlab_sys::sched::set_current_thread_policy(policy).expect("spinner policy");
+            }
+            tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
+            let deadline = Instant::now() + limit;
+            while !stop_inner.load(Ordering::Relaxed) && Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            // Never leave a thread at RT priority, even if the test failed halfway.
+            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+        });
+        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
+        // on a CPU that RT spinners hold.
+        while tid.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Spinner {
+            tid: tid.load(Ordering::SeqCst),
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn require_root() {
+    assert!(
+        rtlab_sys::sched::realtime_permitted(),
+        "needs root or CAP_SYS_NICE (run as root: cargo test -- --include-ignored)"
+    );
+}
+
+fn state_dir(name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("rtlab-enforce-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    directory
+}
+
+fn request(tid: u32, amount_ms: u64, period_ms: u64, backend: BackendKind) -> ReserveRequest {
+    ReserveRequest {
+        owner: Owner::Thread(tid),
+        threads: vec![tid],
+        amount: Nanos::from_millis(amount_ms),
+        period: Nanos::from_millis(period_ms),
+        backend: Some(backend),
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
+    require_root();
+    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let before = thread_policy(spinner.tid).unwrap();
+    let directory = state_dir("deadline");
+    let mut enforcer = Enforcer::open(&directory, None).unwrap();
+    let grant = enforcer
+        .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
+        .unwrap();
+    let params = grant.deadline_params.unwrap();
+    let overrun = enforcer.facts().granularity.overrun();
+    assert_eq!(params.runtime, Nanos(Nanos::from_millis(2).0 + overrun.0));
+    assert_eq!(
+        thread_policy(spinner.tid).unwrap(),
+        Policy::Deadline {
+            runtime_ns: params.runtime.0,
+            deadline_ns: params.deadline.0,
+            period_ns: params.period.0,
+        }
+    );
+    // The same thread cannot be reserved twice.
+    assert!(matches!(
+        enforcer.reserve(request(spinner.tid, 1, 20, BackendKind::Deadline)),
+        Err(EnforceError::ThreadAlreadyManaged(_))
+    ));
+    enforcer.release(grant.grant.id).unwrap();
+    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    assert!(enforcer.grants().is_empty());
+
+    enforcer
+        .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
+        .unwrap();
+    drop(enforcer);
+    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
+    require_root();
+    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let before = thread_policy(spinner.tid).unwrap();
+    let directory = state_dir("refuse");
+    let mut enforcer = Enforcer::open(&directory, Some(BackendKind::Deadline)).unwrap();
+    let mut short = request(spinner.tid, 0, 2, BackendKind::Deadline);
+    short.amount = Nanos::from_micros(500);
+    let refused = enforcer.reserve(short).unwrap_err();
+    if enforcer.facts().granularity.overrun() >= Nanos::from_millis(1) {
+        assert!(
+            matches!(refused, EnforceError::Unenforceable { .. }),
+            "{refused}"
+        );
+    }
+    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    assert!(enforcer.grants().is_empty());
+    assert_eq!(enforcer.reserved_fractions().iter().sum::<f64>(), 0.0);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
+    require_root();
+    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let before = thread_policy(spinner.tid).unwrap();
+    let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
+    let directory = state_dir("dispatch");
+    let mut enforcer = Enforcer::open(&directory, Some(BackendKind::Dispatch)).unwrap();
+    let grant = enforcer
+        .reserve(request(spinner.tid, 2, 10, BackendKind::Dispatch))
+        .unwrap();
+    assert_eq!(grant.backend, BackendKind::Dispatch);
+    let cpu = grant.cpu.unwrap();
+    assert_eq!(
+        rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
+        vec![cpu]
+    );
+    // Sample the policy: raised in some samples (its slots), at rest in others.
+    let mut raised = 0;
+    let mut rest = 0;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        match thread_policy(spinner.tid).unwrap() {
+            Policy::Fifo { priority: 98 } => raised += 1,
+            policy if policy == before => rest += 1,
+            other => panic!("unexpected policy {other:?}"),
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    assert!(raised > 0 && rest > 0, "raised {raised}, rest {rest}");
+    let stats = enforcer.dispatcher_stats();
+    assert!(stats.iter().map(|stats| stats.edges).sum::<u64>() > 10);
+    enforcer.release(grant.grant.id).unwrap();
+    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    assert_eq!(
+        rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
+        affinity_before
+    );
+    drop(enforcer);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// The child half of the SIGKILL test: reserves for a thread of the parent, says so, and waits to
+/// be killed.
+#[test]
+#[ignore = "run by sigkill_leaves_a_journal_the_next_open_repairs"]
+fn child_reserves_and_waits_for_sigkill() {
+    let Ok(spec) = std::env::var("RTLAB_ENFORCE_CHILD") else {
+        return;
+    };
+    let (directory, tid, backend) = {
+        let mut parts = spec.split(':');
+        (
+            PathBuf::from(parts.next().unwrap()),
+            parts.next().unwrap().parse::<u32>().unwrap(),
+            parts.next().unwrap().parse::<BackendKind>().unwrap(),
+        )
+    };
+    let mut enforcer = Enforcer::open(&directory, Some(backend)).unwrap();
+    enforcer.reserve(request(tid, 2, 10, backend)).unwrap();
+    println!("RESERVED");
+    std::thread::sleep(Duration::from_secs(30));
+    drop(enforcer);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn sigkill_leaves_a_journal_the_next_open_repairs() {
+    require_root();
+    for backend in BackendKind::ALL {
+        let spinner = Spinner::start(Duration::from_secs(30), None);
+        let before = thread_policy(spinner.tid).unwrap();
+        let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
+        let directory = state_dir(&format!("sigkill-{backend}"));
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "child_reserves_and_waits_for_sigkill",
+                "--nocapture",
+            ])
+            .env(
+                "RTLAB_ENFORCE_CHILD",
+                format!("{}:{}:{backend}", directory.display(), spinner.tid),
+            )
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        let start = Instant::now();
+        while !seen.contains("RESERVED") && start.elapsed() < Duration::from_secs(20) {
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() == 0 {
+                break;
+            }
+            seen.push_str(&line);
+        }
+        assert!(seen.contains("RESERVED"), "child said: {seen}");
+        // The child holds the thread changed (a deadline policy, or pinned for the dispatcher).
+        std::thread::sleep(Duration::from_millis(50));
+        let changed = thread_policy(spinner.tid).unwrap() != before
+            || rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap() != affinity_before;
+        assert!(changed, "{backend}: the child did not change the thread");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // SIGKILL: nothing was undone; the next open repairs it.
+        let enforcer = Enforcer::open(&directory, None).unwrap();
+        assert_eq!(enforcer.repaired().restored, vec![spinner.tid], "{backend}");
+        assert_eq!(thread_policy(spinner.tid).unwrap(), before, "{backend}");
+        assert_eq!(
+            rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
+            affinity_before,
+            "{backend}"
+        );
+        drop(enforcer);
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_repaired_journal_never_touches_a_thread_that_reused_the_id() {
+    require_root();
+    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let directory = state_dir("reused");
+    std::fs::create_dir_all(&directory).unwrap();
+    // A journal entry for this tid with another start time: a different thread.
+    let start = rtlab_sys::thread_control::thread_start_time(spinner.tid).unwrap();
+    std::fs::write(
+        directory.join(rtlab_sched::enforce::journal::JOURNAL_FILE),
+        format!(
+            "rtlab.enforce-journal/1\nsave {} {} fifo 50 cpus 0\n",
+            spinner.tid,
+            start + 1
+        ),
+    )
+    .unwrap();
+    let before = thread_policy(spinner.tid).unwrap();
+    let enforcer = Enforcer::open(&directory, None).unwrap();
+    assert_eq!(enforcer.repaired().gone, vec![spinner.tid]);
+    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    drop(enforcer);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn constraints_answer_at_once_and_report_cpu_time_used() {
+    require_root();
+    for backend in BackendKind::ALL {
+        let directory = state_dir(&format!("constraint-{backend}"));
+        let mut enforcer = Enforcer::open(&directory, Some(backend)).unwrap();
+        let tid = rtlab_sys::cpu::current_tid();
+        let before = thread_policy(0).unwrap();
+        let now = rtlab_sys::clock::monotonic_ns();
+        let id = enforcer
+            .begin_constraint(
+                tid,
+                Nanos(now),
+                Nanos::from_millis(5),
+                Nanos(now + 50_000_000),
+            )
+            .unwrap();
+        rtlab_sys::thread_clock::spin_cpu_time_ns(3_000_000);
+        let end = enforcer.end_constraint(id).unwrap();
+        assert!(end.used >= Nanos::from_millis(3), "{backend}: {:?}", end);
+        assert!(end.used < Nanos::from_millis(200), "{backend}: {:?}", end);
+        assert_eq!(thread_policy(0).unwrap(), before, "{backend}");
+        // More than the window holds: refused at once, nothing changed.
+        let now = rtlab_sys::clock::monotonic_ns();
+        assert!(enforcer
+            .begin_constraint(
+                tid,
+                Nanos(now),
+                Nanos::from_millis(20),
+                Nanos(now + 10_000_000)
+            )
+            .is_err());
+        assert_eq!(thread_policy(0).unwrap(), before, "{backend}");
+        drop(enforcer);
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+}

@@ -1,0 +1,141 @@
+//! A reserved CPU-bound thread gets its amount beside SCHED_FIFO 95 spinners on every CPU (root
+//! and tracefs only). A binary of its own, so its spinners never run beside other tests.
+//!
+//! The bar is a share of windows, not every window: on a VM the hypervisor can take a CPU for
+//! milliseconds (steal) and the kernel's fair server (a deadline entity) takes its 5 % from RT
+//! threads, and neither is under rtlab's control. Without a reservation the thread gets about
+//! nothing while the spinners run, so the share tells a working backend from a broken one.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rtlab_analysis::supply::{sliding_window_supply, DEFAULT_STEP};
+use rtlab_core::Nanos;
+use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
+use rtlab_sched::Owner;
+use rtlab_sys::sched::Policy;
+use rtlab_trace::supply::RunRecorder;
+
+struct Spinner {
+    tid: u32,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Spinner {
+    fn start(limit: Duration, policy: Policy, cpu: Option<usize>) -> Spinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicU32::new(0));
+        let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
+        let handle = std::thread::spawn(move || {
+            if let Some(cpu) = cpu {
+                rtlab_sys::cpu::pin_current_thread(cpu).expect("pin spinner");
+            }
+            rtlab_sys::sched::set_current_thread_policy(policy).expect("spinner policy");
+            tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
+            let deadline = Instant::now() + limit;
+            while !stop_inner.load(Ordering::Relaxed) && Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+        });
+        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
+        // on a CPU that RT spinners hold.
+        while tid.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Spinner {
+            tid: tid.load(Ordering::SeqCst),
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Share of 10 ms windows in which the measured thread got 2 ms, over `record` with FIFO 95
+/// spinners on every CPU.
+fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
+    let directory = std::env::temp_dir().join(format!(
+        "rtlab-enforce-supply-{}-{backend:?}",
+        std::process::id()
+    ));
+    let measured = Spinner::start(Duration::from_secs(10), Policy::Other { nice: 0 }, None);
+    let mut enforcer = Enforcer::open(&directory, backend).unwrap();
+    if let Some(backend) = backend {
+        enforcer
+            .reserve(ReserveRequest {
+                owner: Owner::Thread(measured.tid),
+                threads: vec![measured.tid],
+                amount: Nanos::from_millis(2),
+                period: Nanos::from_millis(10),
+                backend: Some(backend),
+            })
+            .unwrap();
+    }
+    let spinners: Vec<Spinner> = rtlab_sys::cpu::online_cpus()
+        .unwrap()
+        .into_iter()
+        .map(|cpu| {
+            Spinner::start(
+                Duration::from_millis(900),
+                Policy::Fifo { priority: 95 },
+                Some(cpu),
+            )
+        })
+        .collect();
+    let mut recorder = RunRecorder::start(measured.tid).unwrap();
+    let end = Instant::now() + Duration::from_millis(700);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        recorder.poll().unwrap();
+    }
+    let runs = recorder.finish().unwrap();
+    drop(spinners);
+    drop(enforcer);
+    let _ = std::fs::remove_dir_all(&directory);
+    let report = sliding_window_supply(
+        &runs.runs,
+        runs.from,
+        runs.to,
+        Nanos::from_millis(2),
+        Nanos::from_millis(10),
+        DEFAULT_STEP,
+    )
+    .unwrap();
+    eprintln!("{backend:?}: {report:?}");
+    report.share_meeting
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn a_reserved_thread_gets_its_amount_beside_fifo_spinners() {
+    assert!(
+        rtlab_sys::sched::realtime_permitted(),
+        "needs root or CAP_SYS_NICE (run as root: cargo test -- --include-ignored)"
+    );
+    // This thread must not starve under the spinners it starts; its children start at SCHED_OTHER.
+    rtlab_sys::thread_control::set_thread_policy_with_flags(
+        0,
+        Policy::Fifo { priority: 97 },
+        rtlab_sys::thread_control::SCHED_FLAG_RESET_ON_FORK,
+    )
+    .unwrap();
+    let unreserved = share_beside_spinners(None);
+    let deadline = share_beside_spinners(Some(BackendKind::Deadline));
+    let dispatch = share_beside_spinners(Some(BackendKind::Dispatch));
+    rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 }).unwrap();
+    assert!(unreserved < 0.5, "unreserved share {unreserved}");
+    assert!(deadline >= 0.95, "deadline share {deadline}");
+    assert!(dispatch >= 0.95, "dispatch share {dispatch}");
+}

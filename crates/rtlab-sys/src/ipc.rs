@@ -1,0 +1,226 @@
+//! What the daemon needs from the kernel to serve local clients: who is on the other end of a Unix
+//! socket (SO_PEERCRED), systemd socket activation (`LISTEN_FDS`), thread pidfds that become
+//! readable when the thread exits (`pidfd_open` with `PIDFD_THREAD`, Linux 6.9+), and `poll`.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// The credentials of a Unix socket's peer, as the kernel recorded them at `connect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCredentials {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// SO_PEERCRED: the peer's pid, uid and gid (the kernel's record, which a client cannot forge).
+pub fn peer_credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
+    let mut credentials = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut length = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the fd is a live socket owned by `stream`; `credentials` is writable and `length`
+    // holds its size, which the kernel will not exceed.
+    let result = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut credentials as *mut libc::ucred).cast(),
+            &mut length,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if length as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "SO_PEERCRED returned a short ucred",
+        ));
+    }
+    Ok(PeerCredentials {
+        pid: credentials.pid as u32,
+        uid: credentials.uid,
+        gid: credentials.gid,
+    })
+}
+
+/// The first file descriptor systemd passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: RawFd = 3;
+
+/// Takes the sockets systemd passed by socket activation, as `sd_listen_fds(1)` does: only when
+/// `LISTEN_PID` is this process, marks them close-on-exec and removes `LISTEN_PID`, `LISTEN_FDS`
+/// and `LISTEN_FDNAMES` from the environment so that no child takes them too. Empty when the
+/// process was not socket-activated.
+///
+/// Call it once, early, before any thread is started (it changes the environment).
+pub fn take_listen_fds() -> io::Result<Vec<OwnedFd>> {
+    let pid_matches = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|text| text.parse::<u32>().ok())
+        .is_some_and(|pid| pid == std::process::id());
+    if !pid_matches {
+        return Ok(Vec::new());
+    }
+    let count: i32 = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "LISTEN_PID is set but LISTEN_FDS is not a number",
+            )
+        })?;
+    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        std::env::remove_var(name);
+    }
+    let mut fds = Vec::new();
+    for fd in LISTEN_FDS_START..LISTEN_FDS_START + count.clamp(0, 64) {
+        // SAFETY: F_GETFD only reads the descriptor's flags; a closed fd gives EBADF.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above; setting FD_CLOEXEC changes nothing but exec behaviour.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: systemd passed this descriptor to this process (LISTEN_PID matched) and nothing
+        // else in the process owns it; it was checked open above.
+        fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    Ok(fds)
+}
+
+/// Opens a pidfd for one thread (`PIDFD_THREAD`, Linux 6.9+): it polls readable when that thread
+/// exits, not only when the whole process does. Older kernels answer `EINVAL`.
+pub fn pidfd_open_thread(tid: u32) -> io::Result<OwnedFd> {
+    pidfd_open(tid, libc::O_EXCL as libc::c_uint)
+}
+
+/// Opens a pidfd for a process (its thread-group leader): readable when the process exits.
+pub fn pidfd_open_process(pid: u32) -> io::Result<OwnedFd> {
+    pidfd_open(pid, 0)
+}
+
+fn pidfd_open(id: u32, flags: libc::c_uint) -> io::Result<OwnedFd> {
+    if id == 0 || id > i32::MAX as u32 {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let result = unsafe { libc::syscall(libc::SYS_pidfd_open, id as libc::pid_t, flags) };
+    if result < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(result as RawFd) })
+}
+
+/// Whether a pidfd_open error means the thread or process does not exist (any more).
+pub fn is_no_such_process(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Waits until one of `fds` is readable (or hung up), or `timeout` passes (`None`: forever).
+/// Returns, per fd, whether it is ready. EINTR returns with nothing ready.
+pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut entries: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let timeout_ms = match timeout {
+        None => -1,
+        Some(duration) => duration
+            .as_millis()
+            .saturating_add(u128::from(duration.subsec_nanos() % 1_000_000 != 0))
+            .min(i32::MAX as u128) as libc::c_int,
+    };
+    // SAFETY: `entries` is a valid array of `entries.len()` pollfds, each naming a descriptor the
+    // caller keeps open for the call (they are borrowed).
+    let result = unsafe {
+        libc::poll(
+            entries.as_mut_ptr(),
+            entries.len() as libc::nfds_t,
+            timeout_ms,
+        )
+    };
+    if result < 0 {
+        let error = io::Error::last_os_error();
+        if error.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(error);
+    }
+    Ok(entries
+        .iter()
+        .map(|entry| entry.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn peer_credentials_are_our_own_on_a_socket_pair() {
+        let (left, _right) = UnixStream::pair().unwrap();
+        let credentials = peer_credentials(&left).unwrap();
+        assert_eq!(credentials.pid, std::process::id());
+        assert_eq!(credentials.uid, crate::proc_thread::current_uid());
+    }
+
+    #[test]
+    fn a_thread_pidfd_becomes_readable_when_the_thread_exits() {
+        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
+        let (go_sender, go_receiver) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            tid_sender.send(crate::cpu::current_tid()).unwrap();
+            go_receiver.recv().unwrap();
+        });
+        let tid = tid_receiver.recv().unwrap();
+        let pidfd = pidfd_open_thread(tid).unwrap();
+        assert_eq!(
+            poll_readable(&[pidfd.as_fd()], Some(Duration::ZERO)).unwrap(),
+            vec![false]
+        );
+        go_sender.send(()).unwrap();
+        thread.join().unwrap();
+        assert_eq!(poll_readable(&[pidfd.as_fd()], None).unwrap(), vec![true]);
+    }
+
+    #[test]
+    fn poll_reports_which_fd_is_ready() {
+        let (quiet, _quiet_peer) = UnixStream::pair().unwrap();
+        let (ready, mut ready_peer) = UnixStream::pair().unwrap();
+        ready_peer.write_all(b"x").unwrap();
+        let result = poll_readable(
+            &[quiet.as_fd(), ready.as_fd()],
+            Some(Duration::from_secs(5)),
+        );
+        assert_eq!(result.unwrap(), vec![false, true]);
+    }
+
+    #[test]
+    fn pidfd_of_no_thread_is_esrch() {
+        let error = pidfd_open_thread(0).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ESRCH));
+    }
+
+    #[test]
+    fn without_listen_pid_nothing_is_taken() {
+        // The test harness is never socket-activated.
+        assert!(std::env::var("LISTEN_PID").is_err());
+        assert!(take_listen_fds().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,309 @@
+//! Acting on *other* threads for enforcement: their policy with flags, their CPU affinity, their
+//! identity (start time) and CPU time, and the kernel's enforcement granularity (the tick).
+//!
+//! The enforcer changes threads it does not own, journals what they had, and after a SIGKILL must
+//! tell "the same thread" from "a new thread that reused the id": /proc/TID/stat's start time
+//! (field 22, in clock ticks since boot) does that.
+
+use std::io;
+
+use crate::sched::Policy;
+
+/// SCHED_FLAG_RESET_ON_FORK: children of the thread start at SCHED_OTHER, not with its budget.
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+
+/// Sets `tid`'s policy with sched_setattr `flags` (e.g. [`SCHED_FLAG_RESET_ON_FORK`]).
+///
+/// A thread leaving SCHED_DEADLINE is first shrunk to the least deadline bandwidth: the kernel
+/// (seen on 6.18) gives a deadline thread's admission bandwidth back only when its "0-lag" timer
+/// fires, and that timer is not armed for a thread that is blocked, so a blocked thread switched
+/// straight to another policy leaves its bandwidth counted until the root domain is rebuilt
+/// (a cpuset change): after a few such releases every SCHED_DEADLINE request on the machine fails
+/// with EBUSY. A deadline-to-deadline change adjusts the count at once, and 1 µs per second
+/// leaves nothing measurable behind.
+pub fn set_thread_policy_with_flags(tid: u32, policy: Policy, flags: u64) -> io::Result<()> {
+    if !matches!(policy, Policy::Deadline { .. })
+        && matches!(
+            crate::sched::thread_policy(tid),
+            Ok(Policy::Deadline { .. })
+        )
+    {
+        crate::sched::set_thread_policy_flags(tid, LEAST_DEADLINE_BANDWIDTH, flags)?;
+    }
+    crate::sched::set_thread_policy_flags(tid, policy, flags)
+}
+
+/// The smallest SCHED_DEADLINE reservation the kernel accepts, per second (runtime ≥ 1024 ns).
+const LEAST_DEADLINE_BANDWIDTH: Policy = Policy::Deadline {
+    runtime_ns: 1_024,
+    deadline_ns: 1_000_000_000,
+    period_ns: 1_000_000_000,
+};
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+/// Field `number` (1-based, as in proc(5)) of a /proc/PID/stat line, for fields after the command.
+pub fn parse_stat_field(stat: &str, number: usize) -> io::Result<u64> {
+    let rest = stat
+        .rfind(')')
+        .map(|index| &stat[index + 1..])
+        .ok_or_else(|| invalid("stat: no ')' after the command name".into()))?;
+    if number < 3 {
+        return Err(invalid(format!("stat: field {number} is not numeric")));
+    }
+    rest.split_whitespace()
+        .nth(number - 3)
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| invalid(format!("stat: field {number} missing or not a number")))
+}
+
+/// The start time of thread `tid` (clock ticks since boot): with the id, it names one thread for
+/// the life of the machine.
+pub fn thread_start_time(tid: u32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    parse_stat_field(&stat, 22)
+}
+
+/// The thread group (process) id of thread `tid`, from /proc/TID/status.
+pub fn thread_group_id(tid: u32) -> io::Result<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| invalid(format!("/proc/{tid}/status: no Tgid line")))
+}
+
+/// Parses /proc/TID/schedstat: (time on CPU ns, time waiting on a runqueue ns, timeslices).
+pub fn parse_schedstat(text: &str) -> io::Result<(u64, u64, u64)> {
+    let mut fields = text.split_whitespace().map(|field| field.parse::<u64>());
+    let mut next = |name: &str| -> io::Result<u64> {
+        fields
+            .next()
+            .and_then(Result::ok)
+            .ok_or_else(|| invalid(format!("schedstat: {name} missing or not a number")))
+    };
+    Ok((next("run time")?, next("wait time")?, next("timeslices")?))
+}
+
+/// CPU time thread `tid` has used, ns. From /proc/TID/schedstat (the scheduler's
+/// `sum_exec_runtime`), which is exact at every switch but lags by up to one tick for a thread
+/// that is running right now; for a thread of this process, [`thread_cpu_clock_ns`] is exact.
+pub fn thread_cpu_time_ns(tid: u32) -> io::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat"))?;
+    Ok(parse_schedstat(&text)?.0)
+}
+
+/// The CPU clock of thread `tid` of *this* process (exact, including the running slice).
+pub fn thread_cpu_clock_ns(tid: u32) -> io::Result<u64> {
+    // The kernel's encoding of a per-thread CPU clock id (CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD).
+    let clock_id = ((!(tid as libc::clockid_t)) << 3) | 6;
+    let mut spec = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `spec` is a valid, writable timespec; the kernel checks the clock id and fails with
+    // EINVAL for a thread that is not in this process or does not exist.
+    let result = unsafe { libc::clock_gettime(clock_id, &mut spec) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(spec.tv_sec as u64 * 1_000_000_000 + spec.tv_nsec as u64)
+}
+
+/// The CPUs thread `tid` may run on.
+pub fn thread_affinity(tid: u32) -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is writable and of the size passed.
+    let result = unsafe {
+        libc::sched_getaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut set,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, so CPU_ISSET reads inside `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Restricts thread `tid` to `cpus`.
+pub fn set_thread_affinity(tid: u32, cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is out of range"),
+            ));
+        }
+        // SAFETY: `cpu` was checked to be below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; the kernel only reads it.
+    let result = unsafe {
+        libc::sched_setaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The kernel's tick (1/HZ), ns: the resolution of CLOCK_MONOTONIC_COARSE, which advances once per
+/// jiffy. This is the granularity at which SCHED_DEADLINE budgets are enforced without HRTICK.
+pub fn tick_ns() -> io::Result<u64> {
+    let mut spec = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `spec` is a valid, writable timespec.
+    let result = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut spec) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let tick = spec.tv_sec as u64 * 1_000_000_000 + spec.tv_nsec as u64;
+    if tick == 0 {
+        return Err(invalid(
+            "CLOCK_MONOTONIC_COARSE reports a zero resolution".into(),
+        ));
+    }
+    Ok(tick)
+}
+
+/// The running kernel's release (`6.18.44-…`), from /proc/sys/kernel/osrelease.
+pub fn kernel_release() -> io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/osrelease")?
+        .trim()
+        .to_owned())
+}
+
+/// (major, minor) of a kernel release string.
+pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Where the scheduler's feature flags are shown (debugfs).
+pub const SCHED_FEATURES_PATH: &str = "/sys/kernel/debug/sched/features";
+
+/// Whether `HRTICK_DL` is on in a sched features line (`NO_HRTICK_DL` or absent: off).
+pub fn parse_hrtick_dl(features: &str) -> bool {
+    features.split_whitespace().any(|word| word == "HRTICK_DL")
+}
+
+/// HRTICK_DL from debugfs: `Ok(None)` when the file is not there or not readable (debugfs not
+/// mounted, or no permission), so the caller assumes the tick.
+pub fn hrtick_dl_enabled() -> io::Result<Option<bool>> {
+    match std::fs::read_to_string(SCHED_FEATURES_PATH) {
+        Ok(text) => Ok(Some(parse_hrtick_dl(&text))),
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_after_a_command_with_spaces_and_parentheses() {
+        let stat =
+            "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 50";
+        assert_eq!(parse_stat_field(stat, 22).unwrap(), 98765);
+        assert_eq!(parse_stat_field(stat, 4).unwrap(), 1);
+        assert!(parse_stat_field(stat, 60).is_err());
+        assert!(parse_stat_field("no parenthesis", 22).is_err());
+    }
+
+    #[test]
+    fn schedstat_three_numbers() {
+        assert_eq!(
+            parse_schedstat("123456 789 12\n").unwrap(),
+            (123456, 789, 12)
+        );
+        assert!(parse_schedstat("123 x 1").is_err());
+        assert!(parse_schedstat("").is_err());
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(parse_kernel_version("6.18.44-fc-v669"), Some((6, 18)));
+        assert_eq!(parse_kernel_version("5.10.0-27-amd64"), Some((5, 10)));
+        assert_eq!(parse_kernel_version("garbage"), None);
+    }
+
+    #[test]
+    fn hrtick_dl_word_not_its_negation() {
+        assert!(parse_hrtick_dl("GENTLE_FAIR_SLEEPERS HRTICK_DL NO_HRTICK"));
+        assert!(!parse_hrtick_dl("HRTICK NO_HRTICK_DL"));
+        assert!(!parse_hrtick_dl(""));
+    }
+
+    #[test]
+    fn own_thread_identity_clock_and_affinity() {
+        let tid = crate::cpu::current_tid();
+        let start = thread_start_time(tid).unwrap();
+        assert_eq!(thread_start_time(tid).unwrap(), start);
+        assert_eq!(thread_group_id(tid).unwrap(), std::process::id());
+        let before = thread_cpu_clock_ns(tid).unwrap();
+        crate::thread_clock::spin_cpu_time_ns(2_000_000);
+        assert!(thread_cpu_clock_ns(tid).unwrap() >= before + 2_000_000);
+        assert!(thread_cpu_time_ns(tid).is_ok());
+        assert!(!thread_affinity(tid).unwrap().is_empty());
+        assert!(tick_ns().unwrap() >= 1_000);
+    }
+
+    #[test]
+    #[ignore = "needs root"]
+    fn a_blocked_deadline_thread_switched_back_leaves_no_bandwidth_counted() {
+        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
+        let (exit_sender, exit_receiver) = std::sync::mpsc::channel::<()>();
+        let blocked = std::thread::spawn(move || {
+            tid_sender.send(crate::cpu::current_tid()).unwrap();
+            let _ = exit_receiver.recv();
+        });
+        let tid = tid_receiver.recv().unwrap();
+        let thirty_percent = Policy::Deadline {
+            runtime_ns: 3_000_000,
+            deadline_ns: 10_000_000,
+            period_ns: 10_000_000,
+        };
+        // Ten times 30 % of a CPU is more than any machine's deadline capacity here: without the
+        // shrink, the kernel would refuse one of the later requests with EBUSY.
+        for round in 0..10 {
+            set_thread_policy_with_flags(tid, thirty_percent, 0)
+                .unwrap_or_else(|error| panic!("round {round}: {error}"));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            set_thread_policy_with_flags(tid, Policy::Other { nice: 0 }, 0).unwrap();
+        }
+        assert_eq!(
+            crate::sched::thread_policy(tid).unwrap(),
+            Policy::Other { nice: 0 }
+        );
+        drop(exit_sender);
+        blocked.join().unwrap();
+    }
+}

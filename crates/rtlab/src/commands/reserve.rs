@@ -1,0 +1,193 @@
+//! `rtlab reserve`: asks the daemon for a CPU Reservation ("AMOUNT of every PERIOD") for a thread
+//! of any program (the remoter of paper 003 §3.4), or runs a command with its main thread
+//! reserved, like `chrt`. The daemon holds the reservation until `rtlab release` or the thread's
+//! exit.
+
+use super::daemon_client::{describe_rate, failure, SocketArgs};
+use crate::output::PendingOutput;
+use rtlab_core::rpc::{Backend, GrantInfo, Target, GRANT_SCHEMA};
+use rtlab_core::Nanos;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    group(clap::ArgGroup::new("target").required(true).args(["tid", "pid", "comm", "command"])),
+    after_help = "Examples:\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
+Exit status: 0 granted, 1 denied (the reason is printed: no room, over the user's limit, not \
+the caller's thread), 2 bad input (a malformed rate, no such thread), 3 system error (no daemon). \
+With `-- CMD`, the command's own exit status."
+)]
+pub struct Args {
+    /// CPU time and period, e.g. `2ms/10ms`: at least AMOUNT in every window of PERIOD
+    #[arg(value_name = "AMOUNT/PERIOD", value_parser = parse_rate)]
+    pub rate: (Nanos, Nanos),
+    /// The thread to reserve for
+    #[arg(long, value_name = "TID")]
+    pub tid: Option<u32>,
+    /// A process: its main thread, or with --all-threads every thread sharing one reservation
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// With --pid: every thread of the process shares the reservation (an activity)
+    #[arg(long)]
+    pub all_threads: bool,
+    /// Threads named NAME (their comm, as `ps -L -o comm` shows), in programs never built for
+    /// rtlab; several matching threads share one reservation
+    #[arg(long, value_name = "NAME")]
+    pub comm: Option<String>,
+    /// How to enforce it [default: the daemon's choice for this machine]
+    #[arg(long, value_name = "BACKEND", value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Also write the grant as JSON to FILE (`-`: only JSON, to standard output)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub socket: SocketArgs,
+    /// Run CMD with its main thread reserved (after `--`)
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum BackendArg {
+    /// The kernel's SCHED_DEADLINE
+    Deadline,
+    /// rtlab's plan dispatcher
+    Dispatch,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(backend: BackendArg) -> Backend {
+        match backend {
+            BackendArg::Deadline => Backend::Deadline,
+            BackendArg::Dispatch => Backend::Dispatch,
+        }
+    }
+}
+
+fn parse_rate(text: &str) -> Result<(Nanos, Nanos), String> {
+    rtlab_core::rpc::parse_rate(text)
+}
+
+#[derive(Serialize)]
+struct GrantFile<'a> {
+    schema: &'static str,
+    tool_version: &'static str,
+    cmdline: Vec<String>,
+    started_at: String,
+    grant: &'a GrantInfo,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let (amount, period) = args.rate;
+    if args.all_threads && args.pid.is_none() {
+        return Err(crate::exit::input("--all-threads goes with --pid"));
+    }
+    let target = if let Some(tid) = args.tid {
+        Target::Thread { tid }
+    } else if let Some(pid) = args.pid {
+        Target::Process {
+            pid,
+            all_threads: args.all_threads,
+        }
+    } else if let Some(name) = &args.comm {
+        Target::Comm { name: name.clone() }
+    } else {
+        // `-- CMD`: this very thread becomes CMD's main thread at exec, so reserve it.
+        Target::Thread {
+            tid: rtlab_client::current_thread_id(),
+        }
+    };
+    let mut client = args.socket.connect()?;
+    let grant = match client.reserve(target, amount, period, args.backend.map(Backend::from)) {
+        Ok(grant) => grant,
+        Err(error) => return failure(error),
+    };
+    let to_stdout_only = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if let Some(json) = json {
+        let file = GrantFile {
+            schema: GRANT_SCHEMA,
+            tool_version: env!("CARGO_PKG_VERSION"),
+            cmdline: std::env::args().collect(),
+            started_at,
+            grant: &grant,
+        };
+        let mut text = serde_json::to_string_pretty(&file)?;
+        text.push('\n');
+        json.commit(&text)?;
+    }
+    if args.command.is_empty() {
+        if !to_stdout_only {
+            print!("{}", render_grant(&grant));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !to_stdout_only {
+        // The command owns standard output from here on.
+        eprint!("{}", render_grant(&grant));
+    }
+    drop(client);
+    exec_reserved(&args.command, args.socket)
+}
+
+/// Replaces this process with `command` (the reserved thread carries over); only returns if the
+/// exec failed, after giving the reservation back.
+fn exec_reserved(command: &[String], socket: SocketArgs) -> anyhow::Result<ExitCode> {
+    use std::os::unix::process::CommandExt as _;
+    let error = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    let release = socket
+        .connect()
+        .and_then(|mut client| client.release_current_thread().map_err(anyhow::Error::new));
+    if let Err(release_error) = release {
+        eprintln!("rtlab: error: giving the reservation back: {release_error:#}");
+    }
+    Err(crate::exit::input(format!(
+        "cannot run {}: {error}",
+        command[0]
+    )))
+}
+
+/// The grant as the text `rtlab reserve` prints.
+pub fn render_grant(grant: &GrantInfo) -> String {
+    let threads = if grant.threads.is_empty() {
+        "none (the activity lingers until it is taken back or let go)".to_owned()
+    } else {
+        grant
+            .threads
+            .iter()
+            .map(|thread| format!("{} ({}, pid {})", thread.tid, thread.comm, thread.pid))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let cpu = match grant.cpu {
+        Some(cpu) => format!("{cpu} (planner CPU {})", grant.planner_cpu),
+        None => format!("any (global EDF; planner CPU {})", grant.planner_cpu),
+    };
+    let backend = match &grant.deadline_params {
+        Some(params) => format!(
+            "{}: runtime {}, deadline {}, period {}; kernel admission {}",
+            grant.backend,
+            Nanos(params.runtime_ns),
+            Nanos(params.deadline_ns),
+            Nanos(params.period_ns),
+            grant.kernel_admission
+        ),
+        None => grant.backend.to_string(),
+    };
+    let release_hint = match grant.threads.as_slice() {
+        [one] => format!("`rtlab release --tid {}`", one.tid),
+        _ => "`rtlab release --all-mine`".to_owned(),
+    };
+    format!(
+        "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  granted    {}\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
+        grant.grant_id,
+        grant.owner,
+        describe_rate(&grant.requested),
+        describe_rate(&grant.granted),
+    )
+}

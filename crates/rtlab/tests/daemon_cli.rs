@@ -1,0 +1,499 @@
+//! `rtlab daemon`, `rtlab reserve`, `rtlab release` and `rtlab reservations` against a daemon
+//! started on a socket in a temporary directory (never /run/rtlab), its journal there too.
+//! Tests that reserve for real threads need root (SCHED_DEADLINE, SCHED_FIFO, setpriv) and are
+//! `#[ignore = "needs root"]`; they fail, not pass, without it.
+
+mod common;
+
+#[path = "../../rtlab-client/tests/support/c_example.rs"]
+mod c_example;
+
+use common::{assert_exit_code, assert_input_error, stderr_text, stdout_json, stdout_text};
+use common::{KillOnDrop, Sandbox};
+use rtlab_sys::sched::{thread_policy, Policy};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn require_root() {
+    assert!(
+        rtlab_sys::proc_thread::current_uid() == 0,
+        "this test needs root: run it as root (CI does, with --include-ignored)"
+    );
+}
+
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < LIMIT, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A daemon on `sandbox/rtlabd.sock` with its state in the sandbox; killed when dropped.
+struct Daemon {
+    process: KillOnDrop,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(sandbox: &Sandbox) -> Daemon {
+        let config = sandbox.write(
+            "rtlabd.toml",
+            format!(
+                "state_dir = \"{}\"\nhysteresis = \"200ms\"\n",
+                sandbox.file("state").display()
+            ),
+        );
+        let socket = sandbox.file("rtlabd.sock");
+        let log = sandbox.file("daemon.log");
+        let process = sandbox
+            .command()
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start rtlab daemon");
+        let mut daemon = Daemon {
+            process: KillOnDrop(process),
+            socket,
+            log,
+        };
+        // The socket is bound before the enforcer repairs what a killed daemon left; the log line
+        // comes after both.
+        wait_until("the daemon listens", || {
+            if let Ok(Some(status)) = daemon.process.try_wait() {
+                panic!("the daemon exited with {status}: {}", daemon.log_text());
+            }
+            daemon.log_text().contains("listening on")
+        });
+        daemon
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The rows of `rtlab reservations --json -`.
+    fn reservation_rows(&self, sandbox: &Sandbox) -> Vec<serde_json::Value> {
+        let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
+        assert_exit_code(&output, 0);
+        stdout_json(&output)["reservations"]
+            .as_array()
+            .expect("a reservations array")
+            .clone()
+    }
+
+    /// rtlab with `RTLAB_SOCKET` pointing at this daemon.
+    fn rtlab(&self, sandbox: &Sandbox, args: &[&str]) -> std::process::Output {
+        sandbox
+            .command()
+            .env("RTLAB_SOCKET", &self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+/// A process that sleeps until killed, its only thread's id being its pid.
+fn sleeper() -> KillOnDrop {
+    KillOnDrop(
+        Command::new("sleep")
+            .arg("600")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn is_raised(policy: Policy) -> bool {
+    policy.is_realtime() || matches!(policy, Policy::Other { nice } if nice < 0)
+}
+
+#[test]
+fn without_a_daemon_every_client_command_says_how_to_start_one() {
+    let sandbox = Sandbox::new();
+    let socket = sandbox.file("none.sock");
+    for args in [
+        vec!["reserve", "2ms/10ms", "--tid", "1"],
+        vec!["release", "--all-mine"],
+        vec!["reservations"],
+    ] {
+        let output = sandbox
+            .command()
+            .args(&args)
+            .arg("--socket")
+            .arg(&socket)
+            .output()
+            .unwrap();
+        assert_exit_code(&output, 3);
+        let stderr = stderr_text(&output);
+        assert!(stderr.contains("cannot reach the rtlab daemon"), "{stderr}");
+        assert!(stderr.contains("rtlab daemon"), "{stderr}");
+        assert!(stderr.contains(&socket.display().to_string()), "{stderr}");
+    }
+    // RTLAB_SOCKET is honoured as well as --socket.
+    let output = sandbox
+        .command()
+        .env("RTLAB_SOCKET", &socket)
+        .arg("reservations")
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    assert!(stderr_text(&output).contains(&socket.display().to_string()));
+}
+
+#[test]
+fn malformed_rates_and_missing_targets_are_input_errors() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(["reserve", "2ms", "--tid", "1"]);
+    assert_input_error(&output, "is not AMOUNT/PERIOD");
+    let output = sandbox.run(["reserve", "20ms/10ms", "--tid", "1"]);
+    assert_input_error(&output, "exceeds the period");
+    let output = sandbox.run(["reserve", "2ms/10ms"]);
+    assert_exit_code(&output, 2);
+    let output = sandbox.run(["reserve", "2ms/10ms", "--tid", "1", "--pid", "1"]);
+    assert_exit_code(&output, 2);
+    let output = sandbox.run(["reserve", "2ms/10ms", "--tid", "1", "--all-threads"]);
+    assert_input_error(&output, "--all-threads goes with --pid");
+    let output = sandbox.run(["release"]);
+    assert_exit_code(&output, 2);
+}
+
+#[test]
+fn a_bad_config_file_is_an_input_error_naming_its_line() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("rtlabd.toml", "user_limit = 0.1\nhysteresis = \"soon\"\n");
+    let output = sandbox
+        .command()
+        .args(["daemon", "--socket"])
+        .arg(sandbox.file("s.sock"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_input_error(&output, "line 2: hysteresis");
+    let output = sandbox.run(["daemon", "--config", "/nonexistent/rtlabd.toml"]);
+    assert_input_error(&output, "/nonexistent/rtlabd.toml");
+}
+
+#[test]
+fn an_empty_daemon_lists_nothing_and_has_nothing_to_release() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let output = daemon.rtlab(&sandbox, &["reservations"]);
+    assert_exit_code(&output, 0);
+    assert!(stdout_text(&output).contains("no reservations"));
+    let output = daemon.rtlab(&sandbox, &["reservations", "--json", "-"]);
+    assert_exit_code(&output, 0);
+    let json = stdout_json(&output);
+    assert_eq!(json["schema"], "rtlab.reservations/1");
+    assert_eq!(json["reservations"].as_array().unwrap().len(), 0);
+    let cpus = json["cpus"].as_array().unwrap();
+    assert_eq!(
+        cpus.len(),
+        rtlab_sys::cpu::online_cpus().unwrap().iter().max().unwrap() + 1
+    );
+    assert_eq!(cpus[0]["reserved_fraction"], 0.0);
+    let output = daemon.rtlab(&sandbox, &["release", "--all-mine"]);
+    assert_exit_code(&output, 0);
+    assert!(stdout_text(&output).contains("nothing to release"));
+    let output = daemon.rtlab(&sandbox, &["release", "--tid", "1"]);
+    assert_input_error(&output, "thread 1 holds no reservation");
+    let output = daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--tid", "2147483647"]);
+    assert_input_error(&output, "no thread 2147483647");
+    let output = daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--comm", "no-such-prog"]);
+    assert_input_error(&output, "no thread is named 'no-such-prog'");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_socket_refuses_to_start_and_sigterm_stops_cleanly() {
+    let sandbox = Sandbox::new();
+    let mut daemon = Daemon::start(&sandbox);
+    let output = sandbox
+        .command()
+        .args(["daemon", "--socket"])
+        .arg(&daemon.socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    assert!(stderr_text(&output).contains("already listening"));
+    rtlab_sys::signals::send(daemon.process.id(), rtlab_sys::signals::SIGTERM).unwrap();
+    let status = daemon.process.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+    assert!(!daemon.socket.exists(), "the socket file is removed");
+    assert!(daemon.log_text().contains("stopped"));
+}
+
+// ---- as root, with the real enforcer
+
+#[test]
+#[ignore = "needs root"]
+fn reserve_list_and_release_a_thread_of_another_program() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let target = sleeper();
+    let tid = target.id();
+    let tid_text = tid.to_string();
+    let grant_file = sandbox.file("grant.json");
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "2ms/10ms",
+            "--tid",
+            &tid_text,
+            "--backend",
+            "deadline",
+            "--json",
+            grant_file.to_str().unwrap(),
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
+    assert!(text.contains("requested  2ms every 10ms"), "{text}");
+    assert!(text.contains("backend    deadline"), "{text}");
+    let grant: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&grant_file).unwrap()).unwrap();
+    assert_eq!(grant["schema"], "rtlab.grant/1");
+    assert_eq!(grant["grant"]["backend"], "deadline");
+    assert!(matches!(
+        thread_policy(tid).unwrap(),
+        Policy::Deadline { .. }
+    ));
+
+    let rows = daemon.reservation_rows(&sandbox);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["tid"], tid);
+    assert_eq!(rows[0]["pid"], tid);
+    assert_eq!(rows[0]["comm"], "sleep");
+    assert_eq!(rows[0]["owner"], 0);
+    assert_eq!(rows[0]["requested"]["amount_ns"], 2_000_000);
+    assert_eq!(rows[0]["backend"], "deadline");
+    assert!(rows[0]["since"].as_str().unwrap().ends_with('Z'));
+
+    let output = daemon.rtlab(&sandbox, &["release", "--tid", &tid_text]);
+    assert_exit_code(&output, 0);
+    assert_eq!(thread_policy(tid).unwrap(), Policy::Other { nice: 0 });
+    assert!(daemon.reservation_rows(&sandbox).is_empty());
+}
+
+#[test]
+#[ignore = "needs root"]
+fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
+    require_root();
+    let sandbox = Sandbox::new();
+    std::fs::set_permissions(
+        sandbox.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&sandbox);
+    let target = sleeper();
+    let output = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_rtlab"))
+        .args(["reserve", "1ms/10ms", "--tid", &target.id().to_string()])
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .env("RTLAB_HOME", "/nonexistent")
+        .output()
+        .expect("setpriv (util-linux)");
+    assert_exit_code(&output, 1);
+    let stderr = stderr_text(&output);
+    assert!(stderr.contains("denied (permission)"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("thread {} (sleep) belongs to uid 0", target.id())),
+        "{stderr}"
+    );
+    assert_eq!(
+        thread_policy(target.id()).unwrap(),
+        Policy::Other { nice: 0 }
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_reservation_disappears_when_its_thread_exits() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let mut target = sleeper();
+    let output = daemon.rtlab(
+        &sandbox,
+        &["reserve", "1ms/10ms", "--pid", &target.id().to_string()],
+    );
+    assert_exit_code(&output, 0);
+    target.kill().unwrap();
+    target.wait().unwrap();
+    wait_until("the reservation is gone", || {
+        daemon.reservation_rows(&sandbox).is_empty()
+    });
+}
+
+#[test]
+#[ignore = "needs root"]
+fn comm_finds_the_thread_of_an_unmodified_program() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    // A program named uniquely for this test: its comm is its file name.
+    let name = format!("rtlsleep{}", std::process::id() % 100_000);
+    let program = sandbox.file(&name);
+    std::fs::copy("/bin/sleep", &program).unwrap();
+    let target = KillOnDrop(Command::new(&program).arg("600").spawn().unwrap());
+    wait_until("the program runs under its name", || {
+        rtlab_sys::proc_thread::thread_comm(target.id()).is_ok_and(|comm| comm == name)
+    });
+    let output = daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--comm", &name]);
+    assert_exit_code(&output, 0);
+    assert!(stdout_text(&output).contains(&format!("{} ({name}", target.id())));
+    let output = daemon.rtlab(&sandbox, &["release", "--all-mine"]);
+    assert_exit_code(&output, 0);
+    assert_eq!(
+        thread_policy(target.id()).unwrap(),
+        Policy::Other { nice: 0 }
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "1ms/10ms",
+            "--backend",
+            "deadline",
+            "--",
+            "sh",
+            "-c",
+            "chrt -p $$; exit 7",
+        ],
+    );
+    assert_exit_code(&output, 7);
+    assert!(
+        stdout_text(&output).contains("SCHED_DEADLINE"),
+        "{}",
+        stdout_text(&output)
+    );
+    assert!(
+        stderr_text(&output).contains("reservation"),
+        "the grant goes to stderr"
+    );
+    wait_until("the command's reservation is gone", || {
+        daemon.reservation_rows(&sandbox).is_empty()
+    });
+}
+
+#[test]
+#[ignore = "needs root"]
+fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let mut daemon = Daemon::start(&sandbox);
+    let deadline_target = sleeper();
+    let dispatch_target = sleeper();
+    for (target, backend) in [
+        (&deadline_target, "deadline"),
+        (&dispatch_target, "dispatch"),
+    ] {
+        let output = daemon.rtlab(
+            &sandbox,
+            &[
+                "reserve",
+                "1ms/10ms",
+                "--tid",
+                &target.id().to_string(),
+                "--backend",
+                backend,
+            ],
+        );
+        assert_exit_code(&output, 0);
+    }
+    assert!(is_raised(thread_policy(deadline_target.id()).unwrap()));
+    daemon.process.kill().unwrap();
+    daemon.process.wait().unwrap();
+    // The kill left the deadline thread changed; the next start repairs it from the journal.
+    let restarted = Daemon::start(&sandbox);
+    for target in [&deadline_target, &dispatch_target] {
+        let policy = thread_policy(target.id()).unwrap();
+        assert_eq!(policy, Policy::Other { nice: 0 }, "thread {}", target.id());
+    }
+    assert!(
+        restarted.log_text().contains("restored threads"),
+        "{}",
+        restarted.log_text()
+    );
+    assert!(restarted.reservation_rows(&sandbox).is_empty());
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_c_example_runs_against_the_real_daemon() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let binary = c_example::compile_example(sandbox.path());
+    let output = Command::new(&binary)
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let stdout = stdout_text(&output);
+    assert!(stdout.contains("1000000/10000000 ns granted"), "{stdout}");
+    assert!(stdout.contains("released"), "{stdout}");
+}
+
+#[test]
+fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write(
+        "rtlabd.toml",
+        format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
+    );
+    let socket = sandbox.file("activated.sock");
+    let log = sandbox.file("daemon.log");
+    // systemd's own tool (package systemd) passes the socket as fd 3 with LISTEN_FDS/LISTEN_PID.
+    let mut activator = KillOnDrop(
+        Command::new("systemd-socket-activate")
+            .arg("-l")
+            .arg(&socket)
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .env("RTLAB_HOME", sandbox.path())
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("systemd-socket-activate (Debian package systemd)"),
+    );
+    wait_until("the socket exists", || socket.exists());
+    let output = sandbox
+        .command()
+        .arg("reservations")
+        .arg("--socket")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    assert!(stdout_text(&output).contains("no reservations"));
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log_text.contains("listening on the socket systemd passed"),
+        "{log_text}"
+    );
+    rtlab_sys::signals::send(activator.id(), rtlab_sys::signals::SIGTERM).unwrap();
+    activator.wait().unwrap();
+}
