@@ -58,6 +58,16 @@ impl Drop for Spinner {
     }
 }
 
+/// The tests take turns: each may hold SCHED_DEADLINE bandwidth, and together they could exceed
+/// the kernel's limit (EBUSY) on a 2-CPU machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn require_root() {
     assert!(
         rtlab_sys::sched::realtime_permitted(),
@@ -86,6 +96,7 @@ fn request(tid: u32, amount_ms: u64, period_ms: u64, backend: BackendKind) -> Re
 #[ignore = "needs root"]
 fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
     require_root();
+    let _turn = serial();
     let spinner = Spinner::start(Duration::from_secs(20), None);
     let before = thread_policy(spinner.tid).unwrap();
     let directory = state_dir("deadline");
@@ -125,6 +136,7 @@ fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
 #[ignore = "needs root"]
 fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
     require_root();
+    let _turn = serial();
     let spinner = Spinner::start(Duration::from_secs(20), None);
     let before = thread_policy(spinner.tid).unwrap();
     let directory = state_dir("refuse");
@@ -148,6 +160,7 @@ fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
 #[ignore = "needs root"]
 fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
     require_root();
+    let _turn = serial();
     let spinner = Spinner::start(Duration::from_secs(20), None);
     let before = thread_policy(spinner.tid).unwrap();
     let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
@@ -214,6 +227,7 @@ fn child_reserves_and_waits_for_sigkill() {
 #[ignore = "needs root"]
 fn sigkill_leaves_a_journal_the_next_open_repairs() {
     require_root();
+    let _turn = serial();
     for backend in BackendKind::ALL {
         let spinner = Spinner::start(Duration::from_secs(30), None);
         let before = thread_policy(spinner.tid).unwrap();
@@ -269,6 +283,7 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
 #[ignore = "needs root"]
 fn a_repaired_journal_never_touches_a_thread_that_reused_the_id() {
     require_root();
+    let _turn = serial();
     let spinner = Spinner::start(Duration::from_secs(20), None);
     let directory = state_dir("reused");
     std::fs::create_dir_all(&directory).unwrap();
@@ -295,6 +310,7 @@ fn a_repaired_journal_never_touches_a_thread_that_reused_the_id() {
 #[ignore = "needs root"]
 fn constraints_answer_at_once_and_report_cpu_time_used() {
     require_root();
+    let _turn = serial();
     for backend in BackendKind::ALL {
         let directory = state_dir(&format!("constraint-{backend}"));
         let mut enforcer = Enforcer::open(&directory, Some(backend)).unwrap();
@@ -328,4 +344,56 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
         drop(enforcer);
         let _ = std::fs::remove_dir_all(&directory);
     }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn an_activity_of_several_threads_shares_one_dispatch_reservation() {
+    require_root();
+    let _turn = serial();
+    let first = Spinner::start(Duration::from_secs(20), None);
+    let second = Spinner::start(Duration::from_secs(20), None);
+    let before = thread_policy(first.tid).unwrap();
+    let directory = state_dir("activity");
+    let mut enforcer = Enforcer::open(&directory, None).unwrap();
+    let activity = ReserveRequest {
+        owner: Owner::Activity("mixer".into()),
+        threads: vec![first.tid],
+        amount: Nanos::from_millis(1),
+        period: Nanos::from_millis(10),
+        backend: None,
+    };
+    // Several threads under one budget: only the dispatcher can, so the default picks it.
+    let mut two = activity.clone();
+    two.threads = vec![first.tid, second.tid];
+    let grant = enforcer.reserve(two).unwrap();
+    assert_eq!(grant.backend, BackendKind::Dispatch);
+    let cpu = grant.cpu.unwrap();
+    for tid in [first.tid, second.tid] {
+        assert_eq!(
+            rtlab_sys::thread_control::thread_affinity(tid).unwrap(),
+            vec![cpu]
+        );
+    }
+    assert_eq!(
+        enforcer.remove_thread(second.tid).unwrap(),
+        (grant.grant.id, 1)
+    );
+    assert_eq!(thread_policy(second.tid).unwrap(), before);
+    enforcer.add_threads(grant.grant.id, &[second.tid]).unwrap();
+    assert_eq!(enforcer.grants()[0].threads.len(), 2);
+    enforcer.release(grant.grant.id).unwrap();
+    for tid in [first.tid, second.tid] {
+        assert_eq!(thread_policy(tid).unwrap(), before);
+    }
+    // A deadline budget is one thread's: asked explicitly, refused with the reason.
+    let mut deadline_two = activity;
+    deadline_two.threads = vec![first.tid, second.tid];
+    deadline_two.backend = Some(BackendKind::Deadline);
+    assert!(matches!(
+        enforcer.reserve(deadline_two),
+        Err(EnforceError::Unenforceable { .. })
+    ));
+    drop(enforcer);
+    let _ = std::fs::remove_dir_all(&directory);
 }

@@ -83,20 +83,23 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
             })
             .unwrap();
     }
+    // Trace first, then the spinners, and judge only the windows while they spin (they stop on
+    // their own after 1.2 s; the judged stretch is 800 ms of it).
+    let mut recorder = RunRecorder::start(measured.tid).unwrap();
     let spinners: Vec<Spinner> = rtlab_sys::cpu::online_cpus()
         .unwrap()
         .into_iter()
         .map(|cpu| {
             Spinner::start(
-                Duration::from_millis(900),
+                Duration::from_millis(1200),
                 Policy::Fifo { priority: 95 },
                 Some(cpu),
             )
         })
         .collect();
-    let mut recorder = RunRecorder::start(measured.tid).unwrap();
-    let end = Instant::now() + Duration::from_millis(700);
-    while Instant::now() < end {
+    let from = Nanos(rtlab_sys::clock::monotonic_ns());
+    let to = Nanos(from.0 + 800_000_000);
+    while rtlab_sys::clock::monotonic_ns() < to.0 {
         std::thread::sleep(Duration::from_millis(100));
         recorder.poll().unwrap();
     }
@@ -106,8 +109,8 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
     let _ = std::fs::remove_dir_all(&directory);
     let report = sliding_window_supply(
         &runs.runs,
-        runs.from,
-        runs.to,
+        from,
+        to,
         Nanos::from_millis(2),
         Nanos::from_millis(10),
         DEFAULT_STEP,

@@ -244,6 +244,11 @@ impl RunRecorder {
 }
 
 /// Records when thread `tid` ran over the next `duration` (polling the rings every 100 ms).
+///
+/// The calling thread does the polling: under real-time load it must itself be real-time (rtlab's
+/// benchmark runs it at SCHED_FIFO 97 with SCHED_FLAG_RESET_ON_FORK), or it only gets to read when
+/// the load pauses; the rings (2 MiB per CPU, about 30,000 switches) hold what it has not read yet,
+/// and a loss is counted in [`ThreadRuns::lost_events`].
 pub fn record_thread_runs(tid: u32, duration: Duration) -> Result<ThreadRuns, TraceError> {
     let mut recorder = RunRecorder::start(tid)?;
     let end = std::time::Instant::now() + duration;

@@ -180,10 +180,26 @@ impl Enforcer {
         facts: MachineFacts,
     ) -> Result<Enforcer, EnforceError> {
         let repair = Enforcer::repair(state_dir)?;
-        let journal = Journal::create(state_dir).map_err(system(format!(
+        // Threads that could not be restored stay in the fresh journal for the next start.
+        let (pending, _) = Journal::read_pending(state_dir).map_err(system(format!(
+            "reading the journal in {}",
+            state_dir.display()
+        )))?;
+        let mut journal = Journal::create(state_dir).map_err(system(format!(
             "creating the journal in {}",
             state_dir.display()
         )))?;
+        for saved in pending
+            .into_iter()
+            .filter(|saved| repair.failed.iter().any(|(tid, _)| *tid == saved.tid))
+        {
+            journal
+                .append(&JournalEntry::Save(saved))
+                .map_err(system(format!(
+                    "writing the journal in {}",
+                    state_dir.display()
+                )))?;
+        }
         let n_cpus = facts.cpus.iter().max().map_or(1, |&cpu| cpu + 1);
         let planner =
             Planner::new(n_cpus, ENFORCE_QUANTUM, DEFAULT_CAP).map_err(EnforceError::Planner)?;

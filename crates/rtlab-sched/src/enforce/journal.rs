@@ -12,7 +12,7 @@
 //! `POLICY ARGS` is `other NICE`, `batch NICE`, `idle`, `fifo PRIO`, `rr PRIO` or
 //! `deadline RUNTIME DEADLINE PERIOD`; `START_TIME` is /proc/TID/stat's field 22, so a thread id
 //! reused by a new thread is never touched. A thread saved and not done is restored by
-//! [`Journal::repair`] if it is still the same thread.
+//! [`Enforcer::repair`](super::Enforcer::repair) if it is still the same thread.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
