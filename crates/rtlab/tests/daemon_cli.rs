@@ -497,3 +497,45 @@ fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
     rtlab_sys::signals::send(activator.id(), rtlab_sys::signals::SIGTERM).unwrap();
     activator.wait().unwrap();
 }
+
+#[test]
+#[ignore = "needs root"]
+fn verify_measures_the_supply_a_busy_reserved_thread_received() {
+    require_root();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    // A CPU-bound shell that stops on its own after 30 s (killed earlier on drop).
+    let target = KillOnDrop(
+        Command::new("bash")
+            .args([
+                "-c",
+                "end=$((SECONDS+30)); while [ $SECONDS -lt $end ]; do :; done",
+            ])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "2ms/10ms",
+            "--tid",
+            &target.id().to_string(),
+            "--verify",
+            "1s",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let grant = stdout_json(&output);
+    let verify = &grant["verify"];
+    assert_eq!(verify["tid"], target.id());
+    // Behaviour, not timing: about a second of 10 µs steps was measured, and a thread that
+    // never sleeps received CPU in it (the share is the benchmark's to report).
+    let windows = verify["windows"].as_u64().unwrap();
+    assert!(windows > 50_000, "{verify}");
+    assert!(verify["windows_meeting"].as_u64().unwrap() <= windows);
+    assert!(verify["total_run_ns"].as_u64().unwrap() > 0, "{verify}");
+}

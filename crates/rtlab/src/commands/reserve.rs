@@ -5,6 +5,7 @@
 
 use super::daemon_client::{describe_rate, failure, SocketArgs};
 use crate::output::PendingOutput;
+use rtlab_analysis::supply::{sliding_window_supply, SupplyReport, DEFAULT_STEP};
 use rtlab_core::rpc::{Backend, GrantInfo, Target, GRANT_SCHEMA};
 use rtlab_core::Nanos;
 use serde::Serialize;
@@ -42,6 +43,12 @@ pub struct Args {
     /// Also write the grant as JSON to FILE (`-`: only JSON, to standard output)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// After granting, watch the reserved thread for DURATION (e.g. 10s) and report the CPU it
+    /// really received in every sliding window of the period (10 µs steps): the share of windows
+    /// that held the amount, the least any window got, and the 1st percentile. Needs root
+    /// (tracefs); a thread that sleeps of its own accord receives less than it reserved
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration, conflicts_with = "command")]
+    pub verify: Option<Nanos>,
     #[command(flatten)]
     pub socket: SocketArgs,
     /// Run CMD with its main thread reserved (after `--`)
@@ -77,6 +84,19 @@ struct GrantFile<'a> {
     cmdline: Vec<String>,
     started_at: String,
     grant: &'a GrantInfo,
+    /// With `--verify`: what the thread received, window by window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify: Option<Verified>,
+}
+
+/// The result of `--verify`.
+#[derive(Serialize)]
+struct Verified {
+    tid: u32,
+    #[serde(flatten)]
+    supply: SupplyReport,
+    /// Switches the kernel dropped (a full ring): when non-zero the figures may be off.
+    lost_events: u64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -107,6 +127,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(error) => return failure(error),
     };
     let to_stdout_only = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if args.command.is_empty() && !to_stdout_only {
+        print!("{}", render_grant(&grant));
+    }
+    let verify = match args.verify {
+        Some(duration) if args.command.is_empty() => {
+            let tid = grant
+                .threads
+                .first()
+                .map(|thread| thread.tid)
+                .ok_or_else(|| {
+                    crate::exit::input("--verify: the reservation holds no thread to watch")
+                })?;
+            if !to_stdout_only {
+                println!("verifying: watching thread {tid} for {duration} …");
+            }
+            let verified = verify_supply(tid, amount, period, duration)?;
+            if !to_stdout_only {
+                print!("{}", render_verified(&verified, amount, period));
+            }
+            Some(verified)
+        }
+        _ => None,
+    };
     if let Some(json) = json {
         let file = GrantFile {
             schema: GRANT_SCHEMA,
@@ -114,15 +157,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cmdline: std::env::args().collect(),
             started_at,
             grant: &grant,
+            verify,
         };
         let mut text = serde_json::to_string_pretty(&file)?;
         text.push('\n');
         json.commit(&text)?;
     }
     if args.command.is_empty() {
-        if !to_stdout_only {
-            print!("{}", render_grant(&grant));
-        }
         return Ok(ExitCode::SUCCESS);
     }
     if !to_stdout_only {
@@ -190,4 +231,62 @@ pub fn render_grant(grant: &GrantInfo) -> String {
         describe_rate(&grant.requested),
         describe_rate(&grant.granted),
     )
+}
+
+/// Records when `tid` ran for `duration` and measures its supply in every sliding window. The
+/// reading thread runs at SCHED_FIFO 97 meanwhile where permitted (under real-time load it would
+/// otherwise read only when the load pauses) and gets its old policy back afterwards.
+fn verify_supply(
+    tid: u32,
+    amount: Nanos,
+    period: Nanos,
+    duration: Nanos,
+) -> anyhow::Result<Verified> {
+    use anyhow::Context as _;
+    use rtlab_sys::sched::{set_current_thread_policy, thread_policy, Policy};
+    let own = rtlab_client::current_thread_id();
+    let previous = thread_policy(own).ok();
+    let raised = rtlab_sys::sched::realtime_permitted()
+        && set_current_thread_policy(Policy::Fifo { priority: 97 }).is_ok();
+    let runs = rtlab_trace::supply::record_thread_runs(
+        tid,
+        std::time::Duration::from_nanos(duration.as_u64()),
+    );
+    if raised {
+        let _ = set_current_thread_policy(previous.unwrap_or(Policy::Other { nice: 0 }));
+    }
+    let runs = runs.with_context(|| format!("--verify: recording when thread {tid} ran"))?;
+    let supply =
+        sliding_window_supply(&runs.runs, runs.from, runs.to, amount, period, DEFAULT_STEP)
+            .map_err(|error| crate::exit::input(format!("--verify: {error}")))?;
+    Ok(Verified {
+        tid,
+        supply,
+        lost_events: runs.lost_events,
+    })
+}
+
+/// The verification in words, under the grant.
+fn render_verified(verified: &Verified, amount: Nanos, period: Nanos) -> String {
+    let supply = &verified.supply;
+    let mut text = format!(
+        "received: {:.2} % of {} sliding {period} windows held at least {amount}; least {} (p1 {}, mean {})\n",
+        supply.share_meeting * 100.0,
+        supply.windows,
+        Nanos(supply.min_ns),
+        Nanos(supply.p1_ns),
+        Nanos(supply.mean_ns.round() as u64),
+    );
+    if supply.windows_meeting < supply.windows {
+        text.push_str(
+            "  a window short of the amount is the reservation failing only if the thread wanted the CPU then (a thread that sleeps or blocks takes less by its own choice); in a VM the hypervisor can take the difference (see steal in /proc/stat)\n",
+        );
+    }
+    if verified.lost_events > 0 {
+        text.push_str(&format!(
+            "  the kernel dropped {} switch events: these figures may be off\n",
+            verified.lost_events
+        ));
+    }
+    text
 }
