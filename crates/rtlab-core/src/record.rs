@@ -308,6 +308,14 @@ impl RunRecord {
     /// Checks the invariants every consumer relies on: a known schema, at least one series, and
     /// per series a readable histogram that agrees with `count`, ordered percentiles and a period
     /// (`period_ns` may be 0, "unknown", only in an imported record).
+    /// The series of one metric, in record order.
+    pub fn series_of(&self, metric: Metric) -> Vec<&Series> {
+        self.series
+            .iter()
+            .filter(|series| series.metric == metric)
+            .collect()
+    }
+
     pub fn validate(&self) -> Result<(), RecordError> {
         if self.schema != RUN_SCHEMA {
             return Err(RecordError::Schema(self.schema.clone()));

@@ -59,11 +59,7 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::i
     );
     writeln!(out, "{}", wrapped("host ", &host_line, 5))?;
     for metric in [Metric::Wakeup, Metric::Handoff, Metric::Interval] {
-        let rows: Vec<&Series> = record
-            .series
-            .iter()
-            .filter(|series| series.metric == metric)
-            .collect();
+        let rows = record.series_of(metric);
         if rows.is_empty() {
             continue;
         }

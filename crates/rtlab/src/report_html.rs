@@ -215,11 +215,7 @@ fn metric_title(metric: Metric) -> &'static str {
 }
 
 fn write_metric(html: &mut String, record: &RunRecord, metric: Metric) {
-    let series: Vec<&Series> = record
-        .series
-        .iter()
-        .filter(|series| series.metric == metric)
-        .collect();
+    let series = record.series_of(metric);
     if series.is_empty() {
         return;
     }

@@ -80,11 +80,7 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::io::Result
         host.clocksource
     )?;
     for metric in [Metric::Wakeup, Metric::Handoff, Metric::Interval] {
-        let rows: Vec<&Series> = record
-            .series
-            .iter()
-            .filter(|series| series.metric == metric)
-            .collect();
+        let rows = record.series_of(metric);
         if rows.is_empty() {
             continue;
         }
