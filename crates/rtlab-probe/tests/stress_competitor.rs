@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The root-only tests are `#[ignore]`d; run with `--include-ignored` without the permission they
+/// The root-only tests are marked `ignore = "needs root…"`; run with `--include-ignored` without the permission they
 /// fail here, saying so, rather than pass without testing anything.
 fn require_realtime() {
     assert!(

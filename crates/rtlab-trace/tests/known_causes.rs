@@ -3,7 +3,7 @@
 //! Each test runs a small measuring thread (SCHED_FIFO 80, 1 ms absolute sleeps, like the probe's
 //! timer thread) on one CPU, records through a real tracefs instance, creates the cause on the
 //! same CPU, and checks that the episodes name it. They need root and tracefs, so they are
-//! `#[ignore]`d (CI runs them as root with `--include-ignored`); run that way without root or
+//! marked `ignore = "needs root…"` (CI runs them as root with `--include-ignored`); run that way without root or
 //! tracefs they fail saying what is missing.
 
 use rtlab_core::{CauseKind, Episode, Metric};

@@ -122,7 +122,7 @@ fn explain_above_requires_explain_and_a_positive_number() {
     }
 }
 
-/// The root-only tests are `#[ignore]`d (CI runs them as root with `--include-ignored`); run that
+/// The root-only tests are marked `ignore = "needs root…"` (CI runs them as root with `--include-ignored`); run that
 /// way without root or tracefs they fail here, saying what is missing.
 fn require_root_and_tracefs() {
     assert!(
