@@ -14,9 +14,6 @@
 //! `--timeout`, reservations on drop.
 
 use std::process::{Child, Command, ExitCode};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rtlab_analysis::supply::{sliding_window_supply, DEFAULT_STEP};
@@ -25,6 +22,10 @@ use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
 use rtlab_sched::Owner;
 use rtlab_sys::sched::Policy;
 use rtlab_trace::supply::RunRecorder;
+
+#[path = "../tests/support/spinner.rs"]
+mod spinner;
+use spinner::Spinner;
 
 struct Args {
     mode: String,
@@ -78,69 +79,6 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// A spinning thread that stops on its own at `until`.
-struct Spinner {
-    tid: u32,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Spinner {
-    /// `duty`: spin `duty.0` of every `duty.1`, sleeping the rest (RT load that leaves room).
-    fn start(
-        until: Instant,
-        policy: Option<Policy>,
-        cpu: Option<usize>,
-        duty: Option<(Duration, Duration)>,
-    ) -> Spinner {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tid = Arc::new(AtomicU32::new(0));
-        let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
-        let handle = std::thread::spawn(move || {
-            if let Some(cpu) = cpu {
-                let _ = rtlab_sys::cpu::pin_current_thread(cpu);
-            }
-            if let Some(policy) = policy {
-                if rtlab_sys::sched::set_current_thread_policy(policy).is_err() {
-                    tid_inner.store(u32::MAX, Ordering::SeqCst);
-                    return;
-                }
-            }
-            tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
-            let mut cycle_start = Instant::now();
-            while !stop_inner.load(Ordering::Relaxed) && Instant::now() < until {
-                if let Some((busy, cycle)) = duty {
-                    if cycle_start.elapsed() >= busy {
-                        std::thread::sleep(cycle - busy);
-                        cycle_start = Instant::now();
-                    }
-                }
-                std::hint::spin_loop();
-            }
-            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
-        });
-        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
-        // on a CPU that RT spinners hold.
-        while tid.load(Ordering::SeqCst) == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Spinner {
-            tid: tid.load(Ordering::SeqCst),
-            stop,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
 struct StressGuard(Option<Child>);
 
 impl Drop for StressGuard {
@@ -170,7 +108,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     )
     .map_err(|e| format!("SCHED_FIFO 97 for the controlling thread (needs root): {e}"))?;
     let until = Instant::now() + args.duration + Duration::from_secs(10);
-    let measured = Spinner::start(until, None, None, None);
+    let measured = Spinner::start(until, None, None, None)?;
     let directory = std::env::temp_dir().join(format!("rtlab-supply-{}", std::process::id()));
     let mut enforcer = None;
     let mut grant_json = serde_json::Value::Null;
@@ -237,7 +175,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                     Some((Duration::from_millis(900), Duration::from_secs(1))),
                 )
             })
-            .collect()
+            .collect::<Result<_, _>>()?
     } else {
         Vec::new()
     };

@@ -2,9 +2,6 @@
 //! after SIGKILL, and the CPU a reserved thread actually gets beside SCHED_FIFO 95 spinners.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rtlab_core::Nanos;
@@ -12,50 +9,12 @@ use rtlab_sched::enforce::{BackendKind, EnforceError, Enforcement, Enforcer, Res
 use rtlab_sched::Owner;
 use rtlab_sys::sched::{thread_policy, Policy};
 
-/// A CPU-bound thread that stops on its own after `limit` (or when told).
-struct Spinner {
-    tid: u32,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
+mod support;
+use support::spinner::Spinner;
 
-impl Spinner {
-    fn start(limit: Duration, policy: Option<Policy>) -> Spinner {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tid = Arc::new(AtomicU32::new(0));
-        let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
-        let handle = std::thread::spawn(move || {
-            if let Some(policy) = policy {
-                rtlab_sys::sched::set_current_thread_policy(policy).expect("spinner policy");
-            }
-            tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
-            let deadline = Instant::now() + limit;
-            while !stop_inner.load(Ordering::Relaxed) && Instant::now() < deadline {
-                std::hint::spin_loop();
-            }
-            // Never leave a thread at RT priority, even if the test failed halfway.
-            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
-        });
-        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
-        // on a CPU that RT spinners hold.
-        while tid.load(Ordering::SeqCst) == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Spinner {
-            tid: tid.load(Ordering::SeqCst),
-            stop,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
+/// A SCHED_OTHER CPU-bound thread that stops on its own after `limit` (or when dropped).
+fn spin_for(limit: Duration) -> Spinner {
+    Spinner::start(Instant::now() + limit, None, None, None).expect("spinner")
 }
 
 /// The tests take turns: each may hold SCHED_DEADLINE bandwidth, and together they could exceed
@@ -97,7 +56,7 @@ fn request(tid: u32, amount_ms: u64, period_ms: u64, backend: BackendKind) -> Re
 fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
     require_root();
     let _turn = serial();
-    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let spinner = spin_for(Duration::from_secs(20));
     let before = thread_policy(spinner.tid).unwrap();
     let directory = state_dir("deadline");
     let mut enforcer = Enforcer::open(&directory, None).unwrap();
@@ -137,7 +96,7 @@ fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
 fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
     require_root();
     let _turn = serial();
-    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let spinner = spin_for(Duration::from_secs(20));
     let before = thread_policy(spinner.tid).unwrap();
     let directory = state_dir("refuse");
     let mut enforcer = Enforcer::open(&directory, Some(BackendKind::Deadline)).unwrap();
@@ -161,7 +120,7 @@ fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
 fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
     require_root();
     let _turn = serial();
-    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let spinner = spin_for(Duration::from_secs(20));
     let before = thread_policy(spinner.tid).unwrap();
     let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
     let directory = state_dir("dispatch");
@@ -229,7 +188,7 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
     require_root();
     let _turn = serial();
     for backend in BackendKind::ALL {
-        let spinner = Spinner::start(Duration::from_secs(30), None);
+        let spinner = spin_for(Duration::from_secs(30));
         let before = thread_policy(spinner.tid).unwrap();
         let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
         let directory = state_dir(&format!("sigkill-{backend}"));
@@ -284,7 +243,7 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
 fn a_repaired_journal_never_touches_a_thread_that_reused_the_id() {
     require_root();
     let _turn = serial();
-    let spinner = Spinner::start(Duration::from_secs(20), None);
+    let spinner = spin_for(Duration::from_secs(20));
     let directory = state_dir("reused");
     std::fs::create_dir_all(&directory).unwrap();
     // A journal entry for this tid with another start time: a different thread.
@@ -351,8 +310,8 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
 fn an_activity_of_several_threads_shares_one_dispatch_reservation() {
     require_root();
     let _turn = serial();
-    let first = Spinner::start(Duration::from_secs(20), None);
-    let second = Spinner::start(Duration::from_secs(20), None);
+    let first = spin_for(Duration::from_secs(20));
+    let second = spin_for(Duration::from_secs(20));
     let before = thread_policy(first.tid).unwrap();
     let directory = state_dir("activity");
     let mut enforcer = Enforcer::open(&directory, None).unwrap();

@@ -6,9 +6,6 @@
 //! threads, and neither is under rtlab's control. Without a reservation the thread gets about
 //! nothing while the spinners run, so the share tells a working backend from a broken one.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rtlab_analysis::supply::{sliding_window_supply, DEFAULT_STEP};
@@ -18,50 +15,8 @@ use rtlab_sched::Owner;
 use rtlab_sys::sched::Policy;
 use rtlab_trace::supply::RunRecorder;
 
-struct Spinner {
-    tid: u32,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Spinner {
-    fn start(limit: Duration, policy: Policy, cpu: Option<usize>) -> Spinner {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tid = Arc::new(AtomicU32::new(0));
-        let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
-        let handle = std::thread::spawn(move || {
-            if let Some(cpu) = cpu {
-                rtlab_sys::cpu::pin_current_thread(cpu).expect("pin spinner");
-            }
-            rtlab_sys::sched::set_current_thread_policy(policy).expect("spinner policy");
-            tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
-            let deadline = Instant::now() + limit;
-            while !stop_inner.load(Ordering::Relaxed) && Instant::now() < deadline {
-                std::hint::spin_loop();
-            }
-            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
-        });
-        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
-        // on a CPU that RT spinners hold.
-        while tid.load(Ordering::SeqCst) == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Spinner {
-            tid: tid.load(Ordering::SeqCst),
-            stop,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
+mod support;
+use support::spinner::Spinner;
 
 /// Share of 10 ms windows in which the measured thread got 2 ms, over `record` with FIFO 95
 /// spinners on every CPU.
@@ -70,7 +25,8 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
         "rtlab-enforce-supply-{}-{backend:?}",
         std::process::id()
     ));
-    let measured = Spinner::start(Duration::from_secs(10), Policy::Other { nice: 0 }, None);
+    let measured = Spinner::start(Instant::now() + Duration::from_secs(10), None, None, None)
+        .expect("spinner");
     let mut enforcer = Enforcer::open(&directory, backend).unwrap();
     if let Some(backend) = backend {
         enforcer
@@ -91,10 +47,12 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
         .into_iter()
         .map(|cpu| {
             Spinner::start(
-                Duration::from_millis(1200),
-                Policy::Fifo { priority: 95 },
+                Instant::now() + Duration::from_millis(1200),
+                Some(Policy::Fifo { priority: 95 }),
                 Some(cpu),
+                None,
             )
+            .expect("spinner")
         })
         .collect();
     let from = Nanos(rtlab_sys::clock::monotonic_ns());

@@ -1,0 +1,3 @@
+//! Helpers shared by the enforcement test binaries.
+
+pub mod spinner;

@@ -1,0 +1,84 @@
+//! A CPU-bound thread for the enforcement tests and the supply benchmark
+//! (`examples/supply.rs` includes this file by path): optionally pinned, at a policy, spinning all
+//! the time or a duty cycle, and stopping on its own at `until` (or when dropped) at SCHED_OTHER,
+//! so no real-time spinner outlives a failed test.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rtlab_sys::sched::Policy;
+
+/// A spinning thread; `tid` is its thread id.
+pub struct Spinner {
+    pub tid: u32,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The thread could not be pinned or set to its policy (it has already ended).
+const FAILED: u32 = u32::MAX;
+
+impl Spinner {
+    /// Starts a thread pinned to `cpu` (if given) at `policy` (if given; else it stays
+    /// SCHED_OTHER) that spins until `until`, for `duty.0` of every `duty.1` when a duty cycle is
+    /// given. Fails when pinning or the policy is refused.
+    pub fn start(
+        until: Instant,
+        policy: Option<Policy>,
+        cpu: Option<usize>,
+        duty: Option<(Duration, Duration)>,
+    ) -> Result<Spinner, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicU32::new(0));
+        let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
+        let handle = std::thread::spawn(move || {
+            let pinned = cpu.is_none_or(|cpu| rtlab_sys::cpu::pin_current_thread(cpu).is_ok());
+            let set = policy
+                .is_none_or(|policy| rtlab_sys::sched::set_current_thread_policy(policy).is_ok());
+            if !pinned || !set {
+                tid_inner.store(FAILED, Ordering::SeqCst);
+                return;
+            }
+            tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
+            let mut cycle_start = Instant::now();
+            while !stop_inner.load(Ordering::Relaxed) && Instant::now() < until {
+                if let Some((busy, cycle)) = duty {
+                    if cycle_start.elapsed() >= busy {
+                        std::thread::sleep(cycle - busy);
+                        cycle_start = Instant::now();
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            // Never leave a thread at RT priority, even if the caller failed halfway.
+            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+        });
+        // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
+        // on a CPU that RT spinners hold.
+        while tid.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let spinner = Spinner {
+            tid: tid.load(Ordering::SeqCst),
+            stop,
+            handle: Some(handle),
+        };
+        if spinner.tid == FAILED {
+            return Err(format!(
+                "spinner: could not pin to CPU {cpu:?} or set {policy:?}"
+            ));
+        }
+        Ok(spinner)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
