@@ -5,7 +5,7 @@
 //! so the rings hold a few events per slice however busy the machine is. Times are CLOCK_MONOTONIC.
 
 use crate::event::{EventDecoder, EventKind};
-use crate::format::{parse_event_format, parse_header_event, parse_header_page};
+use crate::format::parse_event_format;
 use crate::page::PageDecoder;
 use crate::recorder::TraceError;
 use rtlab_core::Nanos;
@@ -112,20 +112,7 @@ impl RunRecorder {
             std::process::id()
         );
         let instance = tracefs.create_instance(&name)?;
-        let page_decoder = PageDecoder {
-            page: parse_header_page(&tracefs.read("events/header_page")?).map_err(|source| {
-                TraceError::Format {
-                    file: "events/header_page".into(),
-                    source,
-                }
-            })?,
-            event: parse_header_event(&tracefs.read("events/header_event")?).map_err(|source| {
-                TraceError::Format {
-                    file: "events/header_event".into(),
-                    source,
-                }
-            })?,
-        };
+        let page_decoder = crate::recorder::page_decoder(&tracefs)?;
         instance.write("tracing_on", "0")?;
         instance.write("trace_clock", "mono")?;
         instance.write("buffer_size_kb", "2048")?;

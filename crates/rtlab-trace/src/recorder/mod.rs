@@ -186,20 +186,7 @@ impl Recorder {
         let repaired_options = tracefs.repair_options();
         let (instance, comm_recording_off) =
             tracefs.create_instance_without_comm_recording(&name)?;
-        let page_decoder = PageDecoder {
-            page: parse_header_page(&tracefs.read("events/header_page")?).map_err(|source| {
-                TraceError::Format {
-                    file: "events/header_page".into(),
-                    source,
-                }
-            })?,
-            event: parse_header_event(&tracefs.read("events/header_event")?).map_err(|source| {
-                TraceError::Format {
-                    file: "events/header_event".into(),
-                    source,
-                }
-            })?,
-        };
+        let page_decoder = page_decoder(&tracefs)?;
         instance.write("tracing_on", "0")?;
         instance.write("trace_clock", "mono")?;
         if config.cpus.is_empty() {
@@ -569,6 +556,22 @@ impl Recorder {
             timeline,
         }
     }
+}
+
+/// The ring-buffer page layout this kernel describes in tracefs (`events/header_page`,
+/// `events/header_event`), for every reader of raw pages.
+pub(crate) fn page_decoder(tracefs: &Tracefs) -> Result<PageDecoder, TraceError> {
+    let read = |file: &str| -> Result<String, TraceError> { Ok(tracefs.read(file)?) };
+    let format_error = |file: &str| {
+        let file = file.to_owned();
+        move |source| TraceError::Format { file, source }
+    };
+    Ok(PageDecoder {
+        page: parse_header_page(&read("events/header_page")?)
+            .map_err(format_error("events/header_page"))?,
+        event: parse_header_event(&read("events/header_event")?)
+            .map_err(format_error("events/header_event"))?,
+    })
 }
 
 #[cfg(test)]
