@@ -12,6 +12,7 @@ pub mod label;
 pub mod packed;
 pub mod record;
 pub mod rpc;
+pub mod run_conditions;
 pub mod run_config;
 pub mod run_load;
 pub mod run_tail;
@@ -26,6 +27,7 @@ pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
     RUN_SCHEMA,
 };
+pub use run_conditions::RunConditions;
 pub use run_config::{
     BufferExperiment, ExplainSettings, ExplainTrace, ImportSource, RecordConfig, ThresholdKind,
     UnderrunCount,

@@ -235,6 +235,9 @@ pub struct RunRecord {
     /// The timer study (`rtlab timers`, `--change-experiment`); absent in every other record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timers: Option<crate::TimerStudy>,
+    /// How busy the machine was with other work during the run; absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<crate::RunConditions>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -286,6 +289,7 @@ impl RunRecord {
             warnings: Vec::new(),
             interrupted: false,
             timers: None,
+            conditions: None,
         }
     }
 

@@ -169,6 +169,10 @@ impl Session {
         let started_at =
             humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let steal_before = rtlab_sys::proc_stat::cpu_times().ok();
+        let own_before = (
+            rtlab_sys::clock::monotonic_ns(),
+            rtlab_sys::thread_clock::process_and_children_cpu_time_ns(),
+        );
         let probe = Probe::start(&config.probe, Arc::clone(&stop))?;
         let mut explain_session = config
             .explain
@@ -222,6 +226,10 @@ impl Session {
             None => (None, Vec::new()),
         };
         let steal_after = rtlab_sys::proc_stat::cpu_times().ok();
+        let own_after = (
+            rtlab_sys::clock::monotonic_ns(),
+            rtlab_sys::thread_clock::process_and_children_cpu_time_ns(),
+        );
         let mut record = record::build(
             &config,
             &cpus,
@@ -237,6 +245,12 @@ impl Session {
             record
                 .warnings
                 .extend(record::steal_warnings(&cpus, &before, &after));
+            record.conditions = Some(record::conditions(
+                &before,
+                &after,
+                own_after.0.saturating_sub(own_before.0),
+                own_after.1.saturating_sub(own_before.1),
+            ));
         }
         if let Some(session) = explain_session {
             session.finish(&mut record)?;

@@ -1,7 +1,7 @@
 //! Building the Run record from what the probe measured, with the warnings that lower its quality.
 
 use crate::{RunConfig, SessionError};
-use rtlab_core::{Metric, Nanos, RecordConfig, RunRecord, RUN_SCHEMA};
+use rtlab_core::{Metric, Nanos, RecordConfig, RunConditions, RunRecord, RUN_SCHEMA};
 use rtlab_probe::ProbeResult;
 use rtlab_sys::proc_stat::CpuTimes;
 use std::collections::BTreeMap;
@@ -93,6 +93,7 @@ pub(crate) fn build(
         warnings,
         interrupted,
         timers: None,
+        conditions: None,
     };
     record.validate()?;
     Ok(record)
@@ -117,6 +118,34 @@ pub(crate) fn steal_warnings(
             ))
         })
         .collect()
+}
+
+/// What the whole machine did between two /proc/stat readings `elapsed_ns` apart, while rtlab
+/// itself used `rtlab_cpu_ns`.
+pub(crate) fn conditions(
+    before: &BTreeMap<usize, CpuTimes>,
+    after: &BTreeMap<usize, CpuTimes>,
+    elapsed_ns: u64,
+    rtlab_cpu_ns: u64,
+) -> RunConditions {
+    let busy = |times: &CpuTimes| {
+        times.user_ns + times.nice_ns + times.system_ns + times.irq_ns + times.softirq_ns
+    };
+    let (mut busy_ns, mut steal_ns) = (0u64, 0u64);
+    for (cpu, after) in after {
+        let Some(before) = before.get(cpu) else {
+            continue;
+        };
+        busy_ns += busy(after).saturating_sub(busy(before));
+        steal_ns += after.steal_ns.saturating_sub(before.steal_ns);
+    }
+    RunConditions {
+        elapsed_ns,
+        cpus: after.len() as u32,
+        busy_ns,
+        steal_ns,
+        rtlab_cpu_ns,
+    }
 }
 
 /// One line for the run history: the worst wake-up p99 and max of the first class measured.
@@ -156,6 +185,24 @@ pub fn summary_line(record: &RunRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conditions_sum_busy_and_steal_time_over_every_cpu() {
+        let times = |busy_ns: u64, idle_ns: u64, steal_ns: u64| CpuTimes {
+            user_ns: busy_ns / 2,
+            system_ns: busy_ns / 2,
+            idle_ns,
+            steal_ns,
+            ..CpuTimes::default()
+        };
+        let before = BTreeMap::from([(0, times(0, 0, 0)), (1, times(1_000, 0, 50))]);
+        let after = BTreeMap::from([(0, times(400, 600, 10)), (1, times(1_800, 200, 60))]);
+        let conditions = conditions(&before, &after, 1_000, 200);
+        assert_eq!(conditions.cpus, 2);
+        assert_eq!(conditions.busy_ns, 1_200);
+        assert_eq!(conditions.steal_ns, 20);
+        assert!((conditions.other_work_fraction() - 1_000.0 / 1_800.0).abs() < 1e-12);
+    }
 
     #[test]
     fn steal_is_warned_per_cpu_that_lost_time() {

@@ -174,23 +174,43 @@ pub fn write_comparison(
             }
         }
     }
+    if let Some(conditions) = &comparison.conditions {
+        let line = format!(
+            "other programs used {:.0} % of the CPU time rtlab left free in A, {:.0} % in B; hypervisor steal {:.1} % in A, {:.1} % in B{}",
+            conditions.other_work_a * 100.0,
+            conditions.other_work_b * 100.0,
+            conditions.steal_a * 100.0,
+            conditions.steal_b * 100.0,
+            if conditions.comparable {
+                ""
+            } else {
+                " — NOT the same conditions"
+            }
+        );
+        writeln!(out, "{}", wrapped("conditions: ", &line, 12))?;
+    }
     writeln!(out)?;
     writeln!(out, "{}", wrapped("verdict: ", &comparison.verdict, 9))?;
     if let Some(gate) = gate {
+        let mut scope = format!("on {}", gate.scope);
+        if !gate.not_gated.is_empty() {
+            scope.push_str(&format!(
+                "; not gated: {} (to gate them: --gate-classes all)",
+                list_with_more(&gate.not_gated, 3)
+            ));
+        }
         if gate.breaches.is_empty() {
-            writeln!(
-                out,
-                "--fail-if-worse {}: passed ({} series judged)",
-                gate.threshold, gate.judged
-            )?;
+            let line = format!("passed ({} series judged) {scope}", gate.judged);
+            let lead = format!("--fail-if-worse {}: ", gate.threshold);
+            writeln!(out, "{}", wrapped(&lead, &line, 4))?;
         } else {
-            writeln!(
-                out,
-                "--fail-if-worse {}: FAILED in {} of {} series judged:",
-                gate.threshold,
+            let line = format!(
+                "FAILED in {} of {} series judged {scope}:",
                 gate.breaches.len(),
                 gate.judged
-            )?;
+            );
+            let lead = format!("--fail-if-worse {}: ", gate.threshold);
+            writeln!(out, "{}", wrapped(&lead, &line, 4))?;
             for breach in &gate.breaches {
                 let line = format!(
                     "{} p{}: {} [{}, {}] ({:+.0} % at least)",

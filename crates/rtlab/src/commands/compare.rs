@@ -6,7 +6,7 @@
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_analysis::compare::{
-    compare, parse_threshold, CompareOptions, Comparison, Gate, Threshold,
+    compare, parse_threshold, CompareOptions, Comparison, Gate, GateScope, Threshold,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -24,7 +24,9 @@ pub struct Args {
     /// hand-off series are gated
     #[arg(long, value_name = "PCTL:LIMIT", value_parser = parse_threshold_arg)]
     pub fail_if_worse: Option<Threshold>,
-    /// Gate only series of these classes (comma-separated, e.g. rt-high); default: every class
+    /// Gate only series of these classes (comma-separated, e.g. rt-high,normal), or `all`;
+    /// default: the series measured with a real-time policy (a SCHED_OTHER thread's tail moves
+    /// with whatever else runs), or every series when none is
     #[arg(
         long,
         value_delimiter = ',',
@@ -109,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let gate = args
         .fail_if_worse
         .as_ref()
-        .map(|threshold| comparison.gate(threshold, &args.gate_classes));
+        .map(|threshold| comparison.gate(threshold, &GateScope::from_classes(&args.gate_classes)));
     let output = Output {
         schema: "rtlab.compare/1",
         tool_version: env!("CARGO_PKG_VERSION"),
