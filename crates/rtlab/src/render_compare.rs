@@ -176,7 +176,7 @@ pub fn write_comparison(
     }
     if let Some(conditions) = &comparison.conditions {
         let line = format!(
-            "other programs used {:.0} % of the CPU time rtlab left free in A, {:.0} % in B; hypervisor steal {:.1} % in A, {:.1} % in B{}",
+            "other programs used {:.0}\u{a0}% of the CPU time rtlab left free in A, {:.0}\u{a0}% in B; hypervisor steal {:.1}\u{a0}% in A, {:.1}\u{a0}% in B{}",
             conditions.other_work_a * 100.0,
             conditions.other_work_b * 100.0,
             conditions.steal_a * 100.0,
