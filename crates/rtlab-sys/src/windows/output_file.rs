@@ -1,0 +1,79 @@
+//! Output files that appear complete or not at all (the Windows side of `output_file`).
+//!
+//! Windows has no unnamed files: the output is written to a hidden temporary beside the target
+//! (created at the start of a run, so a bad path fails in the first second) and renamed over the
+//! target, whole, by `commit`; a failed or interrupted run removes it on drop. A run killed
+//! outright (TerminateProcess) can leave the temporary, `.NAME.rtlab-PID.tmp`, never the target
+//! half-written.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug)]
+pub struct PendingFile {
+    file: Option<File>,
+    target: PathBuf,
+    temporary: PathBuf,
+}
+
+fn temporary_name(target: &Path) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(target.file_name().unwrap_or_default());
+    name.push(format!(".rtlab-{}.tmp", std::process::id()));
+    target.with_file_name(name)
+}
+
+impl PendingFile {
+    /// Creates the temporary for `target`.
+    pub fn create(target: &Path) -> io::Result<PendingFile> {
+        if target.file_name().is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a file name",
+            ));
+        }
+        let directory = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        if !directory.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("directory {} does not exist", directory.display()),
+            ));
+        }
+        let temporary = temporary_name(target);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temporary)?;
+        Ok(PendingFile {
+            file: Some(file),
+            target: target.to_owned(),
+            temporary,
+        })
+    }
+
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Writes `contents` and renames the temporary over the target.
+    pub fn commit(mut self, contents: &[u8]) -> io::Result<()> {
+        let mut file = self.file.take().expect("committed once");
+        file.write_all(contents)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.temporary, &self.target)
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
