@@ -3,25 +3,39 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod buffer_experiment;
 pub mod check;
 pub mod compare;
 pub mod completions;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod daemon;
+#[cfg(target_os = "linux")]
 pub mod daemon_client;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod monitor;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod plan;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod release;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod report;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod reservations;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod reserve;
+#[cfg_attr(windows, path = "windows/run.rs")]
 pub mod run;
+#[cfg(target_os = "linux")]
 pub mod run_show;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod show;
+#[cfg_attr(windows, path = "windows/timers.rs")]
 pub mod timers;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up

@@ -3,8 +3,10 @@
 //! Numbers are stored in ns and printed in µs with one decimal, the unit cyclictest users read.
 
 pub mod check;
+#[cfg(target_os = "linux")]
 pub mod explain;
 pub mod forecast;
+#[cfg(target_os = "linux")]
 pub mod plan;
 
 use rtlab_core::{CompetitorEntry, Metric, RunRecord, Series, TailUsage, WindowEstimate};
