@@ -6,7 +6,7 @@
 //! `SetWaitableTimer` (`relative`, `high-res`) and `timeSetEvent` (`periodic`).
 
 use super::{ms, us};
-use rtlab_core::timer_study::TimerRow;
+use rtlab_core::timer_study::{ChangeExperiment, TimerRow};
 use rtlab_core::LatencyHistogram;
 
 /// Paper 000's bins: 100 µs.
@@ -107,6 +107,42 @@ pub fn windows_findings(rows: &[TimerRow]) -> Vec<String> {
     lines
 }
 
+/// What the other process's timeBeginPeriod requests did to this process's Sleep(1), against the
+/// first step (no request): Dawson's experiment (paper 004).
+pub fn windows_change_findings(experiment: &ChangeExperiment) -> Vec<String> {
+    let Some(baseline) = experiment.steps.first() else {
+        return Vec::new();
+    };
+    if baseline.sleep.count == 0 {
+        return Vec::new();
+    }
+    let before = baseline.sleep.p50_ns as f64;
+    let mut changed = Vec::new();
+    let mut unchanged = Vec::new();
+    for step in experiment.steps.iter().skip(1).filter(|step| step.sleep.count > 0) {
+        let after = step.sleep.p50_ns as f64;
+        let difference = after - before;
+        if difference.abs() >= 200_000.0 && difference.abs() >= 0.2 * before {
+            changed.push(format!(
+                "while the other process held {}, this process's Sleep(1) took {} µs (median) instead of {} µs",
+                step.setting,
+                us(after),
+                us(before)
+            ));
+        } else {
+            unchanged.push(step.setting.split(',').next().unwrap_or(&step.setting).to_owned());
+        }
+    }
+    if !unchanged.is_empty() {
+        changed.push(format!(
+            "{} in the other process changed nothing measurable in this one (Sleep(1) median {} µs without any request): the timer resolution is per process here, or was already fine",
+            unchanged.join(", "),
+            us(before)
+        ));
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +194,38 @@ mod tests {
         let lines = windows_findings(&rows);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains("fired 3 times"), "{}", lines[0]);
+    }
+
+    fn step(setting: &str, sleeps: &[u64]) -> rtlab_core::timer_study::ChangeStep {
+        let mut histogram = LatencyHistogram::new();
+        for &sleep in sleeps {
+            histogram.record(sleep);
+        }
+        rtlab_core::timer_study::ChangeStep {
+            setting: setting.to_owned(),
+            sleep: rtlab_core::timer_study::DelayStats {
+                count: histogram.count(),
+                p50_ns: histogram.value_at_quantile(0.5),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn says_which_requests_changed_sleep() {
+        let experiment = ChangeExperiment {
+            steps: vec![
+                step("no request", &[15_600_000; 20]),
+                step("timeBeginPeriod(1), in force 1ms", &[1_990_000; 20]),
+                step("timeBeginPeriod(15), in force 15.6ms", &[15_600_000; 20]),
+            ],
+            ..ChangeExperiment::default()
+        };
+        let lines = windows_change_findings(&experiment);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("held timeBeginPeriod(1), in force 1ms, this process's Sleep(1) took 1990 µs"), "{}", lines[0]);
+        assert!(lines[1].starts_with("timeBeginPeriod(15) in the other process changed nothing"), "{}", lines[1]);
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub fn change_experiment(
     };
     if let Some(restored) = restored_ns {
         study.findings.push(format!(
-            "after the changer quit the resolution in force was {} (Windows drops a process's request when it exits)",
+            "after the changer quit, the resolution in force was {} (NtQueryTimerResolution)",
             Nanos(restored)
         ));
     }

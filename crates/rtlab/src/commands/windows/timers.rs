@@ -281,13 +281,8 @@ fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Re
             row.class
         )?;
         for (lower, count) in bins {
-            writeln!(
-                out,
-                "  {:>7.1}-{:<7.1} ms {:>8}",
-                lower as f64 / 1e6,
-                (lower + 100_000) as f64 / 1e6,
-                count
-            )?;
+            let bin = format!("{:.1}-{:.1} ms", lower as f64 / 1e6, (lower + 100_000) as f64 / 1e6);
+            writeln!(out, "  {bin:>16} {count:>8}")?;
         }
     }
     if !study.unavailable.is_empty() {
@@ -352,7 +347,7 @@ fn write_change(
             micros(step.sleep.max_ns as f64)
         )?;
     }
-    for finding in rtlab_analysis::timers::change_findings(experiment) {
+    for finding in rtlab_analysis::timers::windows::windows_change_findings(experiment) {
         writeln!(out, "  - {finding}")?;
     }
     write_findings_and_warnings(out, record)
