@@ -49,9 +49,12 @@ pub fn checked(passed: bool) -> ExitCode {
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::BrokenPipe
+                    // Windows: ERROR_NO_DATA maps to BrokenPipe; a reader that went away can
+                    // also give ERROR_PIPE_NOT_CONNECTED (233).
+                    || (cfg!(windows) && io.raw_os_error() == Some(233))
+        })
     })
 }
 

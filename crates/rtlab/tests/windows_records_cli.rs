@@ -1,7 +1,6 @@
 //! Records written by `rtlab.exe` (cross-built for x86_64-pc-windows-gnu, run under Wine by
-//! `.ci/windows-smoke`) read in the Linux build: they validate, show, forecast, compare and report like any Linux
-//! record. The fixtures in `test_data/windows` were
-//! produced by `wine rtlab.exe run --duration 3s --period 2ms --json -` and
+//! `.ci/windows-smoke`) read in the Linux build: they validate, show, forecast, compare and
+//! report like any Linux record. The fixtures in `test_data/windows` were produced by `wine rtlab.exe run --duration 3s --period 2ms --json -` and
 //! `wine rtlab.exe timers -D 3s --intervals 2ms --json -`.
 
 mod common;
@@ -74,9 +73,17 @@ fn a_windows_timer_study_shows_in_the_linux_build() {
     let study = fixture("wine-timers.json");
     let record = read_record(&study);
     let timers = record.timers.as_ref().expect("a timer study");
-    for api in ["Sleep", "WaitForSingleObject", "SetWaitableTimer", "timeSetEvent"] {
+    for api in [
+        "Sleep",
+        "WaitForSingleObject",
+        "SetWaitableTimer",
+        "timeSetEvent",
+    ] {
         assert!(
-            timers.rows.iter().any(|row| row.api == api && row.count > 0),
+            timers
+                .rows
+                .iter()
+                .any(|row| row.api == api && row.count > 0),
             "{api} measured"
         );
     }

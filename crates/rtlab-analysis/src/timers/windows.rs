@@ -29,7 +29,9 @@ pub fn interval_bins(row: &TimerRow) -> Option<Vec<(u64, u64)>> {
 
 fn call(row: &TimerRow) -> String {
     match (row.api.as_str(), row.mode.as_str()) {
-        ("SetWaitableTimer", "high-res") => format!("a high-resolution waitable timer of {}", ms(row.asked_ns)),
+        ("SetWaitableTimer", "high-res") => {
+            format!("a high-resolution waitable timer of {}", ms(row.asked_ns))
+        }
         ("SetWaitableTimer", _) => format!("a waitable timer of {}", ms(row.asked_ns)),
         ("timeSetEvent", _) => format!("timeSetEvent({})", ms(row.asked_ns)),
         (api, _) => format!("{api}({})", row.asked_ns / 1_000_000),
@@ -119,7 +121,12 @@ pub fn windows_change_findings(experiment: &ChangeExperiment) -> Vec<String> {
     let before = baseline.sleep.p50_ns as f64;
     let mut changed = Vec::new();
     let mut unchanged = Vec::new();
-    for step in experiment.steps.iter().skip(1).filter(|step| step.sleep.count > 0) {
+    for step in experiment
+        .steps
+        .iter()
+        .skip(1)
+        .filter(|step| step.sleep.count > 0)
+    {
         let after = step.sleep.p50_ns as f64;
         let difference = after - before;
         if difference.abs() >= 200_000.0 && difference.abs() >= 0.2 * before {
@@ -130,7 +137,13 @@ pub fn windows_change_findings(experiment: &ChangeExperiment) -> Vec<String> {
                 us(before)
             ));
         } else {
-            unchanged.push(step.setting.split(',').next().unwrap_or(&step.setting).to_owned());
+            unchanged.push(
+                step.setting
+                    .split(',')
+                    .next()
+                    .unwrap_or(&step.setting)
+                    .to_owned(),
+            );
         }
     }
     if !unchanged.is_empty() {
@@ -171,7 +184,11 @@ mod tests {
         ];
         let lines = windows_findings(&rows);
         assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].starts_with("Sleep(1) returns every 15625 µs"), "{}", lines[0]);
+        assert!(
+            lines[0].starts_with("Sleep(1) returns every 15625 µs"),
+            "{}",
+            lines[0]
+        );
         assert!(lines[0].contains("every 1950 µs with it"));
     }
 
@@ -190,7 +207,13 @@ mod tests {
     fn counts_catch_up_bursts() {
         let mut intervals = vec![1_000_000u64; 40];
         intervals.extend([8_000_000, 10_000, 12_000, 9_000]);
-        let rows = vec![row("timeSetEvent", "periodic", "normal", 1_000_000, &intervals)];
+        let rows = vec![row(
+            "timeSetEvent",
+            "periodic",
+            "normal",
+            1_000_000,
+            &intervals,
+        )];
         let lines = windows_findings(&rows);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains("fired 3 times"), "{}", lines[0]);
@@ -224,8 +247,18 @@ mod tests {
         };
         let lines = windows_change_findings(&experiment);
         assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].contains("held timeBeginPeriod(1), in force 1ms, this process's Sleep(1) took 1990 µs"), "{}", lines[0]);
-        assert!(lines[1].starts_with("timeBeginPeriod(15) in the other process changed nothing"), "{}", lines[1]);
+        assert!(
+            lines[0].contains(
+                "held timeBeginPeriod(1), in force 1ms, this process's Sleep(1) took 1990 µs"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("timeBeginPeriod(15) in the other process changed nothing"),
+            "{}",
+            lines[1]
+        );
     }
 
     #[test]

@@ -72,7 +72,8 @@ pub fn parse_answer(line: &str) -> Result<Option<u64>, String> {
 /// What Sleep(`sleep_ms`) took, again and again for `hold`: each sleep's duration, ns.
 pub fn measure_sleeps(sleep_ms_each: u32, hold: Nanos, stop: &AtomicBool) -> Vec<u64> {
     let end = monotonic_ns() + hold.as_u64();
-    let capacity = (hold.as_u64() / (u64::from(sleep_ms_each.max(1)) * 1_000_000)) as usize * 2 + 16;
+    let capacity =
+        (hold.as_u64() / (u64::from(sleep_ms_each.max(1)) * 1_000_000)) as usize * 2 + 16;
     let mut durations = Vec::with_capacity(capacity.min(1_000_000));
     while durations.len() < durations.capacity() && !stop.load(Ordering::Relaxed) {
         let before = monotonic_ns();

@@ -431,7 +431,9 @@ fn measure(
         let now = monotonic_ns();
         if deadline > now {
             if let Err(error) = timer.wait_ns(deadline - now) {
-                warnings.push(format!("{class_name}: the timer failed, measuring ended early: {error}"));
+                warnings.push(format!(
+                    "{class_name}: the timer failed, measuring ended early: {error}"
+                ));
                 break;
             }
         }

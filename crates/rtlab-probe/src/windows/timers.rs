@@ -87,7 +87,8 @@ pub enum WindowsTimerClass {
 }
 
 impl WindowsTimerClass {
-    pub const ALL: [WindowsTimerClass; 2] = [WindowsTimerClass::Normal, WindowsTimerClass::Period1ms];
+    pub const ALL: [WindowsTimerClass; 2] =
+        [WindowsTimerClass::Normal, WindowsTimerClass::Period1ms];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -295,7 +296,8 @@ fn cell_thread(
     let milliseconds = (asked_ns / 1_000_000) as u32;
     let end_ns = monotonic_ns() + duration_ns;
     if api == WindowsTimerApi::TimeSetEvent {
-        let timer = MultimediaTimer::start(milliseconds, capacity).map_err(|error| error.to_string())?;
+        let timer =
+            MultimediaTimer::start(milliseconds, capacity).map_err(|error| error.to_string())?;
         while monotonic_ns() < end_ns && !stop.load(Ordering::Relaxed) {
             sleep_ms(20);
         }

@@ -259,14 +259,15 @@ fn drive_changer(
         .take()
         .ok_or_else(|| changer_error("the changer has no stdout pipe".to_owned()))?;
     let mut answers = std::io::BufReader::new(output);
-    let commands: Vec<(String, String)> = std::iter::once(("none".to_owned(), "no request".to_owned()))
-        .chain(settings.periods_ms.iter().map(|period| {
-            (
-                format!("period {period}"),
-                format!("timeBeginPeriod({period})"),
-            )
-        }))
-        .collect();
+    let commands: Vec<(String, String)> =
+        std::iter::once(("none".to_owned(), "no request".to_owned()))
+            .chain(settings.periods_ms.iter().map(|period| {
+                (
+                    format!("period {period}"),
+                    format!("timeBeginPeriod({period})"),
+                )
+            }))
+            .collect();
     let mut steps = Vec::with_capacity(commands.len());
     for (index, (command, setting)) in commands.iter().enumerate() {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -285,7 +286,10 @@ fn drive_changer(
         }
         let in_force = parse_answer(&answer).map_err(changer_error)?;
         let sleeps = measure_sleeps(1, settings.hold, stop);
-        let wakeups: Vec<u64> = sleeps.iter().map(|took| took.saturating_sub(1_000_000)).collect();
+        let wakeups: Vec<u64> = sleeps
+            .iter()
+            .map(|took| took.saturating_sub(1_000_000))
+            .collect();
         let setting = match in_force {
             Some(resolution) => format!("{setting}, in force {}", Nanos(resolution)),
             None => setting.clone(),

@@ -49,7 +49,10 @@ mod tests {
     #[test]
     fn converts_ticks_without_overflow() {
         assert_eq!(ticks_to_ns(10_000_000, 10_000_000), 1_000_000_000);
-        assert_eq!(ticks_to_ns(u64::MAX / 2, 10_000_000), 922_337_203_685_477_580);
+        assert_eq!(
+            ticks_to_ns(u64::MAX / 2, 10_000_000),
+            922_337_203_685_477_580
+        );
     }
 
     #[test]

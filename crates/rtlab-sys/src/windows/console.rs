@@ -36,7 +36,9 @@ unsafe extern "system" fn handler(event: u32) -> BOOL {
 
 /// Sets `flag` on the first Ctrl-C / Ctrl-Break / close and exits with 130 on the second.
 pub fn install_stop_flag(flag: &Arc<AtomicBool>) -> io::Result<()> {
-    let mut flags = FLAGS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut flags = FLAGS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if flags.is_empty() {
         // SAFETY: `handler` is a valid `extern "system"` function for the life of the process
         // (it is never removed); it touches only the static above.

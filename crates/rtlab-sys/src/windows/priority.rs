@@ -14,9 +14,8 @@ use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::Threading::{
     AvRevertMmThreadCharacteristics, AvSetMmThreadCharacteristicsW, GetCurrentProcess,
     GetCurrentThread, GetPriorityClass, GetThreadPriority, SetPriorityClass, SetThreadAffinityMask,
-    SetThreadPriority,
-    ABOVE_NORMAL_PRIORITY_CLASS, BELOW_NORMAL_PRIORITY_CLASS, HIGH_PRIORITY_CLASS,
-    IDLE_PRIORITY_CLASS, NORMAL_PRIORITY_CLASS, REALTIME_PRIORITY_CLASS,
+    SetThreadPriority, ABOVE_NORMAL_PRIORITY_CLASS, BELOW_NORMAL_PRIORITY_CLASS,
+    HIGH_PRIORITY_CLASS, IDLE_PRIORITY_CLASS, NORMAL_PRIORITY_CLASS, REALTIME_PRIORITY_CLASS,
     THREAD_PRIORITY_TIME_CRITICAL,
 };
 
@@ -58,7 +57,9 @@ impl RealtimeProcess {
         // SAFETY: pseudo-handle of this process; the call changes only its priority class.
         let result = unsafe { SetPriorityClass(GetCurrentProcess(), REALTIME_PRIORITY_CLASS) };
         if result == 0 {
-            return Err(super::last_error("SetPriorityClass(REALTIME_PRIORITY_CLASS)"));
+            return Err(super::last_error(
+                "SetPriorityClass(REALTIME_PRIORITY_CLASS)",
+            ));
         }
         let granted = process_priority_class()?;
         Ok(RealtimeProcess { previous, granted })
@@ -138,7 +139,9 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     // SAFETY: pseudo-handle of the calling thread; the mask is a plain integer.
     let previous = unsafe { SetThreadAffinityMask(GetCurrentThread(), 1usize << cpu) };
     if previous == 0 {
-        return Err(super::last_error(&format!("SetThreadAffinityMask(CPU {cpu})")));
+        return Err(super::last_error(&format!(
+            "SetThreadAffinityMask(CPU {cpu})"
+        )));
     }
     Ok(())
 }

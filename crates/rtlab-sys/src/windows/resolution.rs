@@ -57,7 +57,9 @@ pub fn multimedia_period_range_ms() -> io::Result<(u32, u32)> {
     // SAFETY: `caps` is a live TIMECAPS and the size passed is its size.
     let result = unsafe { timeGetDevCaps(&mut caps, std::mem::size_of::<TIMECAPS>() as u32) };
     if result != 0 {
-        return Err(io::Error::other(format!("timeGetDevCaps: MMRESULT {result}")));
+        return Err(io::Error::other(format!(
+            "timeGetDevCaps: MMRESULT {result}"
+        )));
     }
     Ok((caps.wPeriodMin, caps.wPeriodMax))
 }

@@ -110,12 +110,13 @@ impl WaitableTimer {
         let due: i64 = -(delay_ns.div_ceil(100).max(1) as i64);
         // SAFETY: the handle is a live timer owned by self; `due` outlives the call; no
         // completion routine, no period.
-        let result =
-            unsafe { SetWaitableTimer(self.handle.0, &due, 0, None, std::ptr::null(), 0) };
+        let result = unsafe { SetWaitableTimer(self.handle.0, &due, 0, None, std::ptr::null(), 0) };
         if result == 0 {
             return Err(super::last_error("SetWaitableTimer"));
         }
-        let bound_ms = (delay_ns / 1_000_000).saturating_add(1_000).min(u32::MAX as u64 - 1);
+        let bound_ms = (delay_ns / 1_000_000)
+            .saturating_add(1_000)
+            .min(u32::MAX as u64 - 1);
         // SAFETY: the handle is a live timer owned by self.
         let waited = unsafe { WaitForSingleObject(self.handle.0, bound_ms as u32) };
         match waited {

@@ -50,12 +50,20 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Measure wake-up, interval and hand-off latency per CPU and priority class
+    #[cfg_attr(
+        windows,
+        command(
+            about = "Measure wake-up and interval latency per priority class (rt-high, mmcss, normal)"
+        )
+    )]
     Run(run::Args),
     /// List stored runs, newest first
     History(history::Args),
     /// Print a stored run (by id, id prefix or `latest`) or a Run record file
+    #[cfg_attr(windows, command(hide = true))]
     Show(show::Args),
     /// Re-print the explained late wake-ups of a run measured with --explain (worst episodes, top offenders)
+    #[cfg_attr(windows, command(hide = true))]
     Explain(explain::Args),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) or the man page (`man`)
     Completions(completions::Args),
@@ -67,10 +75,18 @@ pub enum Command {
     Import(import::Args),
     /// Producer/consumer buffer experiment: real underruns vs the forecast (BENCHMARKS.md)
     #[command(hide = true)]
+    #[cfg_attr(windows, command(hide = true))]
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
+    #[cfg_attr(windows, command(hide = true))]
     Plan(plan::Args),
     /// What each Linux timer API really delivers per class; --audit, --change-experiment
+    #[cfg_attr(
+        windows,
+        command(
+            about = "What each Windows way to wait really delivers, with and without timeBeginPeriod(1); --audit, --change-experiment"
+        )
+    )]
     Timers(timers::Args),
     /// The change experiment's other process (started by `rtlab timers --change-experiment`)
     #[command(hide = true)]
@@ -78,16 +94,22 @@ pub enum Command {
     /// Compare two runs (before/after): percentiles with bootstrap intervals, causes, a verdict
     Compare(compare::Args),
     /// Write a self-contained HTML report (plots, verdicts, episodes) of one or several runs
+    #[cfg_attr(windows, command(hide = true))]
     Report(report::Args),
     /// Measure continuously and export the latency on /metrics for Prometheus
+    #[cfg_attr(windows, command(hide = true))]
     Monitor(monitor::Args),
     /// Run the rtlab daemon in the foreground: shares CPU reservations among programs (rtlab.rpc/1)
+    #[cfg_attr(windows, command(hide = true))]
     Daemon(daemon::Args),
     /// Reserve CPU for a thread of any program through the rtlab daemon: AMOUNT of every PERIOD
+    #[cfg_attr(windows, command(hide = true))]
     Reserve(reserve::Args),
     /// Give a reservation back to the rtlab daemon
+    #[cfg_attr(windows, command(hide = true))]
     Release(release::Args),
     /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
+    #[cfg_attr(windows, command(hide = true))]
     Reservations(reservations::Args),
 }
 

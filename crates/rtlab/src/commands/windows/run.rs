@@ -191,7 +191,7 @@ impl Progress {
 }
 
 impl Observer for Progress {
-    fn progress(&mut self, progress: &SessionProgress) {
+    fn progress(&mut self, _progress: &SessionProgress) {
         if self.terminal && !self.announced {
             self.announced = true;
             eprintln!(
@@ -199,6 +199,5 @@ impl Observer for Progress {
                 Nanos(self.total_ns)
             );
         }
-        let _ = progress;
     }
 }

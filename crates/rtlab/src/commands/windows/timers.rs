@@ -77,7 +77,10 @@ fn selected_apis(names: &[String]) -> anyhow::Result<Vec<WindowsTimerApi>> {
         return Ok(WindowsTimerApi::ALL.to_vec());
     }
     for name in names {
-        if !WindowsTimerApi::ALL.iter().any(|api| api.function() == name) {
+        if !WindowsTimerApi::ALL
+            .iter()
+            .any(|api| api.function() == name)
+        {
             return Err(crate::exit::input(format!(
                 "--apis: unknown API '{name}' (expected Sleep, WaitForSingleObject, SetWaitableTimer or timeSetEvent)"
             )));
@@ -123,7 +126,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn study(args: &Args) -> anyhow::Result<ExitCode> {
     let apis = selected_apis(&args.apis)?;
-    if args.intervals.iter().any(|interval| interval.as_u64() < 100_000) {
+    if args
+        .intervals
+        .iter()
+        .any(|interval| interval.as_u64() < 100_000)
+    {
         return Err(crate::exit::input(
             "--intervals: every interval must be at least 100us",
         ));
@@ -144,7 +151,12 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
         cpu: args.cpu.unwrap_or_else(default_cpu),
     };
     let cells = config.cell_count().max(1) as u64;
-    let longest = args.intervals.iter().map(|interval| interval.0).max().unwrap_or(0);
+    let longest = args
+        .intervals
+        .iter()
+        .map(|interval| interval.0)
+        .max()
+        .unwrap_or(0);
     let mut warnings = Vec::new();
     let mut cell_duration = args.duration.0 / cells;
     // Whole-millisecond APIs round an interval up to 1 ms at least: five of those per cell.
@@ -178,11 +190,10 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     if terminal {
         eprintln!();
     }
-    finish(args, &record, json_output, store, "timer study")
+    finish(&record, json_output, store, "timer study")
 }
 
 fn finish(
-    args: &Args,
     record: &RunRecord,
     json_output: Option<PendingOutput>,
     store: Option<rtlab_store::Store>,
@@ -203,7 +214,6 @@ fn finish(
     if let Some(output) = json_output {
         output.commit(&(record.to_json_pretty() + "\n"))?;
     }
-    let _ = args;
     Ok(crate::exit::finished(record.interrupted))
 }
 
@@ -232,7 +242,11 @@ fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Re
         record.started_at,
         study.cpu,
         record.host.kernel,
-        if record.interrupted { "  (interrupted)" } else { "" }
+        if record.interrupted {
+            "  (interrupted)"
+        } else {
+            ""
+        }
     )?;
     let mut intervals: Vec<u64> = study.rows.iter().map(|row| row.requested_ns).collect();
     intervals.sort_unstable();
@@ -247,9 +261,24 @@ fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Re
         writeln!(
             out,
             "{:<20} {:<9} {:<11} {:>7} {:>6} {:>9} {:>8} {:>9} {:>9} {:>9} {:>7} {:>7}",
-            "api", "mode", "class", "given", "count", "mean", "drift", "p50", "p99", "max", "catchup", "skipped"
+            "api",
+            "mode",
+            "class",
+            "given",
+            "count",
+            "mean",
+            "drift",
+            "p50",
+            "p99",
+            "max",
+            "catchup",
+            "skipped"
         )?;
-        for row in study.rows.iter().filter(|row| row.requested_ns == requested) {
+        for row in study
+            .rows
+            .iter()
+            .filter(|row| row.requested_ns == requested)
+        {
             writeln!(
                 out,
                 "{:<20} {:<9} {:<11} {:>7} {:>6} {:>9} {:>7.2}% {:>9} {:>9} {:>9} {:>7} {:>7}",
@@ -272,8 +301,14 @@ fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Re
         out,
         "\ncatchup: returns less than a quarter period after the previous one; skipped: periods with no return"
     )?;
-    for row in study.rows.iter().filter(|row| row.api == "timeSetEvent" && row.count > 0) {
-        let Some(bins) = interval_bins(row) else { continue };
+    for row in study
+        .rows
+        .iter()
+        .filter(|row| row.api == "timeSetEvent" && row.count > 0)
+    {
+        let Some(bins) = interval_bins(row) else {
+            continue;
+        };
         writeln!(
             out,
             "\ntimeSetEvent({}) in {}: intervals between callbacks in 100 µs bins (paper 000, Tables 1-3)",
@@ -281,7 +316,11 @@ fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Re
             row.class
         )?;
         for (lower, count) in bins {
-            let bin = format!("{:.1}-{:.1} ms", lower as f64 / 1e6, (lower + 100_000) as f64 / 1e6);
+            let bin = format!(
+                "{:.1}-{:.1} ms",
+                lower as f64 / 1e6,
+                (lower + 100_000) as f64 / 1e6
+            );
             writeln!(out, "  {bin:>16} {count:>8}")?;
         }
     }
@@ -371,15 +410,25 @@ fn change(args: &Args) -> anyhow::Result<ExitCode> {
         cmdline: std::env::args().collect(),
     };
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let record = rtlab_session::windows::change_experiment(&settings, changer, &stop, &mut |done, total| {
-        if terminal {
-            eprint!("\rstep {done}/{total}");
-        }
-    })?;
+    let record = rtlab_session::windows::change_experiment(
+        &settings,
+        changer,
+        &stop,
+        &mut |done, total| {
+            if terminal {
+                eprint!("\rstep {done}/{total}");
+            }
+        },
+    )?;
     if terminal {
         eprintln!();
     }
-    finish(args, &record, json_output, store, "timeBeginPeriod change experiment")
+    finish(
+        &record,
+        json_output,
+        store,
+        "timeBeginPeriod change experiment",
+    )
 }
 
 /// What `--audit` reports (`rtlab.timer-audit-windows/1`).
@@ -406,7 +455,8 @@ fn audit(args: &Args) -> anyhow::Result<ExitCode> {
         timer_resolution_ns: facts.timer_resolution_ns,
         timer_resolution_finest_ns: facts.timer_resolution_finest_ns,
         timer_resolution_coarsest_ns: facts.timer_resolution_coarsest_ns,
-        multimedia_period_range_ms: rtlab_sys::windows::resolution::multimedia_period_range_ms().ok(),
+        multimedia_period_range_ms: rtlab_sys::windows::resolution::multimedia_period_range_ms()
+            .ok(),
         power_plan: facts.power_plan,
         requesters: REQUESTERS.to_owned(),
     };
@@ -421,25 +471,50 @@ fn audit(args: &Args) -> anyhow::Result<ExitCode> {
         output.commit_json("rtlab.timer-audit-windows/1", Some(host), &audit)?;
     }
     let mut out = std::io::stdout().lock();
-    let resolution = |value: Option<u64>| value.map_or("unreadable".to_owned(), |ns| Nanos(ns).to_string());
+    let resolution =
+        |value: Option<u64>| value.map_or("unreadable".to_owned(), |ns| Nanos(ns).to_string());
     writeln!(out, "Windows {}", audit.version)?;
     if let Some(wine) = &audit.wine {
-        writeln!(out, "running under Wine {wine}: these are Wine's answers, not a Windows kernel's")?;
+        writeln!(
+            out,
+            "running under Wine {wine}: these are Wine's answers, not a Windows kernel's"
+        )?;
     }
-    writeln!(out, "timer resolution in force   {}", resolution(audit.timer_resolution_ns))?;
-    writeln!(out, "finest a process can ask    {}", resolution(audit.timer_resolution_finest_ns))?;
-    writeln!(out, "default (coarsest)          {}", resolution(audit.timer_resolution_coarsest_ns))?;
+    writeln!(
+        out,
+        "timer resolution in force   {}",
+        resolution(audit.timer_resolution_ns)
+    )?;
+    writeln!(
+        out,
+        "finest a process can ask    {}",
+        resolution(audit.timer_resolution_finest_ns)
+    )?;
+    writeln!(
+        out,
+        "default (coarsest)          {}",
+        resolution(audit.timer_resolution_coarsest_ns)
+    )?;
     match audit.multimedia_period_range_ms {
         Some((low, high)) => writeln!(out, "timeBeginPeriod range       {low}..{high} ms")?,
-        None => writeln!(out, "timeBeginPeriod range       unreadable (timeGetDevCaps failed)")?,
+        None => writeln!(
+            out,
+            "timeBeginPeriod range       unreadable (timeGetDevCaps failed)"
+        )?,
     }
     writeln!(
         out,
         "power plan                  {}",
-        audit.power_plan.as_deref().unwrap_or("unreadable (PowerGetActiveScheme failed)")
+        audit
+            .power_plan
+            .as_deref()
+            .unwrap_or("unreadable (PowerGetActiveScheme failed)")
     )?;
     writeln!(out, "who asked for the resolution: {}", audit.requesters)?;
-    if let (Some(now), Some(coarsest)) = (audit.timer_resolution_ns, audit.timer_resolution_coarsest_ns) {
+    if let (Some(now), Some(coarsest)) = (
+        audit.timer_resolution_ns,
+        audit.timer_resolution_coarsest_ns,
+    ) {
         if now < coarsest {
             writeln!(
                 out,
