@@ -24,11 +24,12 @@ pub fn qpc_ticks() -> u64 {
     counter as u64
 }
 
-/// `ticks` of a counter running at `frequency` per second, in nanoseconds (no overflow for
-/// centuries: the product is computed in 128 bits).
+/// `ticks` of a counter running at `frequency` per second, in nanoseconds (the product is
+/// computed in 128 bits; a result beyond 584 years saturates).
 #[inline]
 pub fn ticks_to_ns(ticks: u64, frequency: u64) -> u64 {
-    ((ticks as u128 * 1_000_000_000) / frequency.max(1) as u128) as u64
+    let nanos = (ticks as u128 * 1_000_000_000) / frequency.max(1) as u128;
+    nanos.min(u64::MAX as u128) as u64
 }
 
 /// QueryPerformanceCounter in nanoseconds since boot.
@@ -49,10 +50,14 @@ mod tests {
     #[test]
     fn converts_ticks_without_overflow() {
         assert_eq!(ticks_to_ns(10_000_000, 10_000_000), 1_000_000_000);
+        // A year of a 3 GHz counter: the product overflows 64 bits, the result does not.
+        let year_ticks = 3_000_000_000u64 * 86_400 * 365;
         assert_eq!(
-            ticks_to_ns(u64::MAX / 2, 10_000_000),
-            922_337_203_685_477_580
+            ticks_to_ns(year_ticks, 3_000_000_000),
+            31_536_000_000_000_000
         );
+        // Beyond 584 years of nanoseconds it saturates rather than wrapping.
+        assert_eq!(ticks_to_ns(u64::MAX, 1_000), u64::MAX);
     }
 
     #[test]

@@ -221,3 +221,26 @@ pub fn describe(cpu_dma_latency_us: Option<i32>) -> Host {
         windows: Some(windows),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_power_plans() {
+        assert_eq!(
+            power_plan_name("381b4222-f694-41f0-9685-ff5bb260df2e"),
+            "Balanced"
+        );
+        assert!(power_plan_name("00000000-0000-0000-0000-000000000000").starts_with("custom"));
+    }
+
+    #[test]
+    fn describes_a_windows_host() {
+        let host = describe(None);
+        let windows = host.windows.expect("the Windows part");
+        assert!(!windows.version.is_empty());
+        assert!(windows.timer_resolution_ns.is_some());
+        assert!(host.clocksource.starts_with("QueryPerformanceCounter"));
+    }
+}

@@ -77,3 +77,25 @@ impl Drop for PendingFile {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_appears_only_when_committed() {
+        let directory = std::env::temp_dir().join(format!("rtlab-output-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let target = directory.join("out.json");
+        let pending = PendingFile::create(&target).unwrap();
+        assert!(!target.exists());
+        pending.commit(b"{}").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"{}");
+        let dropped = PendingFile::create(&directory.join("never.json")).unwrap();
+        drop(dropped);
+        assert!(!directory.join("never.json").exists());
+        assert_eq!(std::fs::read_dir(&directory).unwrap().count(), 1);
+        std::fs::remove_dir_all(&directory).unwrap();
+        assert!(PendingFile::create(&directory.join("missing").join("x")).is_err());
+    }
+}

@@ -178,3 +178,32 @@ pub fn base_priority(class: u32, relative: i32) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_priorities_follow_the_scheduler_table() {
+        assert_eq!(base_priority(REALTIME_PRIORITY_CLASS, 15), 31);
+        assert_eq!(base_priority(HIGH_PRIORITY_CLASS, 15), 15);
+        assert_eq!(base_priority(NORMAL_PRIORITY_CLASS, 0), 8);
+        assert_eq!(base_priority(HIGH_PRIORITY_CLASS, 0), 13);
+        assert_eq!(base_priority(REALTIME_PRIORITY_CLASS, -15), 16);
+        assert_eq!(base_priority(NORMAL_PRIORITY_CLASS, -15), 1);
+    }
+
+    #[test]
+    fn a_thread_becomes_time_critical_and_joins_mmcss() {
+        std::thread::spawn(|| {
+            pin_current_thread(0).unwrap();
+            set_thread_time_critical().unwrap();
+            assert_eq!(thread_priority(), 15);
+            let task = MmcssTask::join("Pro Audio").unwrap();
+            drop(task);
+        })
+        .join()
+        .unwrap();
+        assert!(pin_current_thread(64).is_err());
+    }
+}

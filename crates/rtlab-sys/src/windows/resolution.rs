@@ -95,3 +95,21 @@ impl Drop for PeriodRequest {
         unsafe { timeEndPeriod(self.period_ms) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resolution_is_read_and_a_request_is_ended() {
+        let resolution = query().unwrap();
+        assert!(resolution.finest_100ns <= resolution.current_100ns);
+        assert!(resolution.current_100ns <= resolution.coarsest_100ns);
+        let request = PeriodRequest::begin(1).unwrap();
+        assert_eq!(request.period_ms(), 1);
+        drop(request);
+        assert!(PeriodRequest::begin(0).is_err());
+        let (low, high) = multimedia_period_range_ms().unwrap();
+        assert!(low >= 1 && low <= high);
+    }
+}

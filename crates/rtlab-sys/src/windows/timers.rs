@@ -219,3 +219,31 @@ impl Drop for MultimediaTimer {
         self.kill();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_waiter_returns() {
+        sleep_ms(1);
+        TimeoutEvent::new().unwrap().wait_ms(1).unwrap();
+        for high_resolution in [false, true] {
+            let timer = WaitableTimer::new(high_resolution).unwrap();
+            assert_eq!(timer.is_high_resolution(), high_resolution);
+            timer.wait_ns(500_000).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_multimedia_timer_stamps_in_order_and_stops() {
+        let timer = MultimediaTimer::start(1, 4).unwrap();
+        while timer.count() < 6 {
+            sleep_ms(5);
+        }
+        let (stamps, beyond) = timer.stop();
+        assert_eq!(stamps.len(), 4);
+        assert!(beyond >= 2);
+        assert!(stamps.windows(2).all(|pair| pair[0] <= pair[1]));
+    }
+}
