@@ -33,7 +33,6 @@ pub mod reserve;
 pub mod run;
 #[cfg(target_os = "linux")]
 pub mod run_show;
-#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod show;
 #[cfg_attr(windows, path = "windows/timers.rs")]
 pub mod timers;
@@ -60,7 +59,6 @@ pub enum Command {
     /// List stored runs, newest first
     History(history::Args),
     /// Print a stored run (by id, id prefix or `latest`) or a Run record file
-    #[cfg_attr(windows, command(hide = true))]
     Show(show::Args),
     /// Re-print the explained late wake-ups of a run measured with --explain (worst episodes, top offenders)
     #[cfg_attr(windows, command(hide = true))]

@@ -20,7 +20,7 @@ fn why_absent() -> (&'static str, &'static str) {
         "monitor" => "the monitor runs the Linux probe window by window",
         "buffer_experiment" => "the buffer experiment's device thread is a Linux SCHED_FIFO thread",
         "plan" => "the reservation planner is built with the Linux enforcement it plans for",
-        "show" | "report" => "its renderers read Linux-only facts (idle states, kernel event causes); copy the record to Linux and run it there",
+        "report" => "its HTML renderer needs the Linux trace library (kernel event causes); copy the records to Linux and run it there",
         _ => "it needs Linux",
     };
     (module, reason)

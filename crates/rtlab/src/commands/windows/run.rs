@@ -153,6 +153,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     })?;
     let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    // The summary tables, not the Linux verdict block (its advice names Linux flags and
+    // cyclictest): `rtlab forecast` gives the per-class verdicts on either platform.
     if !json_to_stdout {
         let mut out = std::io::stdout().lock();
         crate::render::write_summary(&mut out, &record)?;

@@ -228,7 +228,7 @@ fn millis(ns: u64) -> String {
 
 /// The study's table per interval (with paper 000's 100 µs bins for the multimedia timer), what
 /// was not measured, and the findings.
-fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_study(out: &mut impl std::io::Write, record: &RunRecord) -> std::io::Result<()> {
     let Some(study) = &record.timers else {
         return Ok(());
     };
