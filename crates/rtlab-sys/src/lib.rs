@@ -26,6 +26,7 @@ pub mod load_syscalls;
 pub mod memory;
 #[cfg_attr(windows, path = "windows/output_file.rs")]
 pub mod output_file;
+mod output_target;
 #[cfg(target_os = "linux")]
 pub mod perf;
 #[cfg(target_os = "linux")]

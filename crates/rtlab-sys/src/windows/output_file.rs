@@ -6,6 +6,7 @@
 //! outright (TerminateProcess) can leave the temporary, `.NAME.rtlab-PID.tmp`, never the target
 //! half-written.
 
+use crate::output_target::temporary_name;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -17,32 +18,10 @@ pub struct PendingFile {
     temporary: PathBuf,
 }
 
-fn temporary_name(target: &Path) -> PathBuf {
-    let mut name = std::ffi::OsString::from(".");
-    name.push(target.file_name().unwrap_or_default());
-    name.push(format!(".rtlab-{}.tmp", std::process::id()));
-    target.with_file_name(name)
-}
-
 impl PendingFile {
     /// Creates the temporary for `target`.
     pub fn create(target: &Path) -> io::Result<PendingFile> {
-        if target.file_name().is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a file name",
-            ));
-        }
-        let directory = match target.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        if !directory.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("directory {} does not exist", directory.display()),
-            ));
-        }
+        crate::output_target::checked_directory(target)?;
         let temporary = temporary_name(target);
         let file = OpenOptions::new()
             .write(true)
