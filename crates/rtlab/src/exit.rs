@@ -94,6 +94,9 @@ fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
         || cause
             .downcast_ref::<rtlab_probe::windows::run::WindowsProbeError>()
             .is_some_and(rtlab_probe::windows::run::WindowsProbeError::is_input)
+        || cause
+            .downcast_ref::<rtlab_sched::PlanReportError>()
+            .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
 }
 
 /// The exit code of an error.

@@ -19,7 +19,6 @@ pub mod history;
 pub mod import;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod monitor;
-#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod plan;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod release;
@@ -76,7 +75,6 @@ pub enum Command {
     #[cfg_attr(windows, command(hide = true))]
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
-    #[cfg_attr(windows, command(hide = true))]
     Plan(plan::Args),
     /// What each Linux timer API really delivers per class; --audit, --change-experiment
     #[cfg_attr(

@@ -6,7 +6,6 @@ pub mod check;
 #[cfg(target_os = "linux")]
 pub mod explain;
 pub mod forecast;
-#[cfg(target_os = "linux")]
 pub mod plan;
 
 use rtlab_core::{CompetitorEntry, Metric, RunRecord, Series, TailUsage, WindowEstimate};
