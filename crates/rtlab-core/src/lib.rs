@@ -25,7 +25,7 @@ pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
 pub use label::{write_late_marker, SeriesLabel, LATE_MARKER_PREFIX};
 pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
-    RUN_SCHEMA,
+    WindowsHost, RUN_SCHEMA,
 };
 pub use run_conditions::RunConditions;
 pub use run_config::{

@@ -133,6 +133,32 @@ pub struct Host {
     pub clocksource: String,
     /// The /dev/cpu_dma_latency value rtlab held during the run, µs; None when not held.
     pub cpu_dma_latency_us: Option<i32>,
+    /// What only a Windows host has (absent on Linux records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowsHost>,
+}
+
+/// The Windows facts that change timing: the system timer's resolution, the power plan, and
+/// whether "Windows" was really Wine (whose timings are the Linux host's).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowsHost {
+    /// `10.0.22631.4317 (Windows 11 Pro 23H2)`, as the registry and RtlGetVersion say.
+    pub version: String,
+    /// The timer period in force when the run started, ns (NtQueryTimerResolution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_resolution_ns: Option<u64>,
+    /// The finest period a timeBeginPeriod request can get, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_resolution_finest_ns: Option<u64>,
+    /// The default (coarsest) period, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_resolution_coarsest_ns: Option<u64>,
+    /// The active power plan (`Balanced`, `High performance`, … or its GUID); None if unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_plan: Option<String>,
+    /// The Wine version when running under Wine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wine: Option<String>,
 }
 
 /// What kind of thing took time from a late wake-up.

@@ -320,6 +320,7 @@ pub fn to_record(
             virtualization: "unknown".to_owned(),
             clocksource: "unknown".to_owned(),
             cpu_dma_latency_us: None,
+            windows: None,
         },
         config: rtlab_core::RecordConfig {
             import: Some(rtlab_core::ImportSource {

@@ -6,17 +6,28 @@
 //! path does no allocation, no locking, no logging and no syscall beyond the clock read, the
 //! futex hand-off and the absolute sleep.
 
+#[cfg(target_os = "linux")]
 pub mod buffer_experiment;
+#[cfg(target_os = "linux")]
 pub mod class;
+#[cfg(target_os = "linux")]
 pub mod competitor;
+#[cfg(target_os = "linux")]
 pub mod probe;
+#[cfg(target_os = "linux")]
 pub mod profile;
 pub mod recorder;
 pub mod schedule;
+#[cfg(target_os = "linux")]
 pub mod stress;
+#[cfg(target_os = "linux")]
 pub mod timers;
+#[cfg(windows)]
+pub mod windows;
 
+#[cfg(target_os = "linux")]
 pub use class::Class;
+#[cfg(target_os = "linux")]
 pub use probe::{
     LateSample, LateSampleSink, Probe, ProbeConfig, ProbeError, ProbeResult, RunningProbe,
     SeriesKey, SeriesResult,

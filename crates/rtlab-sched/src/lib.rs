@@ -24,6 +24,8 @@
 //! ```
 
 pub mod check;
+// Grants on real threads (SCHED_DEADLINE, the plan dispatcher): Linux only; the planner is pure.
+#[cfg(target_os = "linux")]
 pub mod enforce;
 pub mod owner;
 pub mod plan_report;

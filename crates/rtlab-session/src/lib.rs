@@ -16,25 +16,40 @@
 //!
 //! Nothing here prints; progress goes to an [`Observer`].
 
+#[cfg(target_os = "linux")]
 pub mod buffer;
+#[cfg(target_os = "linux")]
 pub mod explain;
+#[cfg(target_os = "linux")]
 pub mod load;
+#[cfg(target_os = "linux")]
 mod record;
+mod summary;
 pub mod tails;
+#[cfg(windows)]
+pub mod windows;
 
+#[cfg(target_os = "linux")]
 pub use explain::ExplainConfig;
+#[cfg(target_os = "linux")]
 pub use load::{LoadError, LoadField, LoadPlan, LoadRequest, RunningLoad};
-pub use record::summary_line;
+pub use summary::summary_line;
 pub use tails::{attach_tails, usage_of_record};
 
+#[cfg(target_os = "linux")]
 use rtlab_core::{HistogramError, RecordError, RunRecord};
+#[cfg(target_os = "linux")]
 use rtlab_probe::{Probe, ProbeConfig, ProbeError};
+#[cfg(target_os = "linux")]
 use rtlab_trace::TraceError;
+#[cfg(target_os = "linux")]
 use std::sync::atomic::AtomicBool;
+#[cfg(target_os = "linux")]
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything a run needs.
+#[cfg(target_os = "linux")]
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     /// The measuring threads. An empty `cpus` means every online CPU.
@@ -82,6 +97,7 @@ pub struct SessionProgress {
     pub max_wakeup_ns: u64,
 }
 
+#[cfg(target_os = "linux")]
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error(transparent)]
@@ -98,6 +114,7 @@ pub enum SessionError {
     Record(#[from] RecordError),
 }
 
+#[cfg(target_os = "linux")]
 impl SessionError {
     /// True when the configuration was at fault (the caller's input), not the system.
     pub fn is_input(&self) -> bool {
@@ -111,6 +128,7 @@ impl SessionError {
 
 /// True for the probe errors a configuration causes (a CPU that is not online, a too short
 /// period, …), false for those the system causes (a thread that cannot be set up).
+#[cfg(target_os = "linux")]
 pub fn probe_error_is_input(error: &ProbeError) -> bool {
     !matches!(
         error,
@@ -119,6 +137,7 @@ pub fn probe_error_is_input(error: &ProbeError) -> bool {
 }
 
 /// One run, checked and ready to start.
+#[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub struct Session {
     config: RunConfig,
@@ -126,6 +145,7 @@ pub struct Session {
     stop: Arc<AtomicBool>,
 }
 
+#[cfg(target_os = "linux")]
 impl Session {
     /// Checks what can be checked before measuring (the load plan, the CPUs); starts nothing.
     pub fn new(mut config: RunConfig) -> Result<Session, SessionError> {

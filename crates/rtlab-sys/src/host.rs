@@ -1,6 +1,7 @@
 //! What machine is this: kernel, preemption model, CPU, hypervisor, clocksource. Every Run
 //! record carries it, because a latency figure without its machine means nothing.
 
+#[cfg(target_os = "linux")]
 use rtlab_core::Host;
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -88,6 +89,7 @@ pub fn hypervisor_name(signature: &[u8]) -> String {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -100,7 +102,11 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+#[cfg(windows)]
+pub use crate::windows::host::describe;
+
 /// Gathers the host description. `cpu_dma_latency_us` is what rtlab holds, if anything.
+#[cfg(target_os = "linux")]
 pub fn describe(cpu_dma_latency_us: Option<i32>) -> Host {
     Host {
         hostname: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".into()),
@@ -116,6 +122,7 @@ pub fn describe(cpu_dma_latency_us: Option<i32>) -> Host {
         )
         .unwrap_or_else(|| "unknown".into()),
         cpu_dma_latency_us,
+        windows: None,
     }
 }
 

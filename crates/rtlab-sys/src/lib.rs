@@ -5,24 +5,47 @@
 //! here, each with a `// SAFETY:` comment. Functions return `std::io::Result` or this crate's
 //! errors; nothing here prints.
 
+#[cfg(target_os = "linux")]
 pub mod clock;
+#[cfg(target_os = "linux")]
 pub mod cpu;
+#[cfg(target_os = "linux")]
 pub mod cpuidle;
+#[cfg(target_os = "linux")]
 pub mod dma_latency;
+#[cfg(target_os = "linux")]
 pub mod futex;
 pub mod host;
+#[cfg(target_os = "linux")]
 pub mod ipc;
+#[cfg(target_os = "linux")]
 pub mod load_supervisor;
+#[cfg(target_os = "linux")]
 pub mod load_syscalls;
+#[cfg(target_os = "linux")]
 pub mod memory;
+#[cfg_attr(windows, path = "windows/output_file.rs")]
 pub mod output_file;
+mod output_target;
+#[cfg(target_os = "linux")]
 pub mod perf;
+#[cfg(target_os = "linux")]
 pub mod proc_stat;
+#[cfg(target_os = "linux")]
 pub mod proc_thread;
+#[cfg(target_os = "linux")]
 pub mod sched;
+#[cfg(target_os = "linux")]
 pub mod signals;
+#[cfg(target_os = "linux")]
 pub mod thread_clock;
+#[cfg(target_os = "linux")]
 pub mod thread_control;
+#[cfg(target_os = "linux")]
 pub mod timer_apis;
+#[cfg(target_os = "linux")]
 pub mod timer_audit;
+#[cfg(target_os = "linux")]
 pub mod tracefs;
+#[cfg(windows)]
+pub mod windows;

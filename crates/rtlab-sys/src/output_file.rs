@@ -5,6 +5,7 @@
 //! through /proc/self/fd and an atomic rename. A run that dies leaves no file behind. Where the
 //! filesystem has no O_TMPFILE, a hidden named temporary is used instead (removed on drop).
 
+use crate::output_target::temporary_name;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -19,32 +20,10 @@ pub struct PendingFile {
     named_temporary: Option<PathBuf>,
 }
 
-fn temporary_name(target: &Path) -> PathBuf {
-    let mut name = std::ffi::OsString::from(".");
-    name.push(target.file_name().unwrap_or_default());
-    name.push(format!(".rtlab-{}.tmp", std::process::id()));
-    target.with_file_name(name)
-}
-
 impl PendingFile {
     /// Creates the (still invisible) file for `target`.
     pub fn create(target: &Path) -> io::Result<PendingFile> {
-        if target.file_name().is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a file name",
-            ));
-        }
-        let directory = match target.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        if !directory.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("directory {} does not exist", directory.display()),
-            ));
-        }
+        let directory = crate::output_target::checked_directory(target)?;
         match OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_TMPFILE)

@@ -49,9 +49,12 @@ pub fn checked(passed: bool) -> ExitCode {
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::BrokenPipe
+                    // Windows: ERROR_NO_DATA maps to BrokenPipe; a reader that went away can
+                    // also give ERROR_PIPE_NOT_CONNECTED (233).
+                    || (cfg!(windows) && io.raw_os_error() == Some(233))
+        })
     })
 }
 
@@ -61,19 +64,39 @@ fn is_input(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.downcast_ref::<InputError>().is_some()
             || cause.downcast_ref::<rtlab_core::RecordError>().is_some()
-            || cause
-                .downcast_ref::<rtlab_session::SessionError>()
-                .is_some_and(rtlab_session::SessionError::is_input)
-            || cause
-                .downcast_ref::<rtlab_probe::ProbeError>()
-                .is_some_and(rtlab_session::probe_error_is_input)
-            || cause
-                .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
-                .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
-            || cause
-                .downcast_ref::<rtlab_sched::PlanReportError>()
-                .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
+            || is_library_input(cause)
     })
+}
+
+/// True for the errors of this platform's libraries that are of the input kind.
+#[cfg(target_os = "linux")]
+fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<rtlab_session::SessionError>()
+        .is_some_and(rtlab_session::SessionError::is_input)
+        || cause
+            .downcast_ref::<rtlab_probe::ProbeError>()
+            .is_some_and(rtlab_session::probe_error_is_input)
+        || cause
+            .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
+            .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
+        || cause
+            .downcast_ref::<rtlab_sched::PlanReportError>()
+            .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
+}
+
+/// True for the errors of this platform's libraries that are of the input kind.
+#[cfg(windows)]
+fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<rtlab_session::windows::WindowsSessionError>()
+        .is_some_and(rtlab_session::windows::WindowsSessionError::is_input)
+        || cause
+            .downcast_ref::<rtlab_probe::windows::run::WindowsProbeError>()
+            .is_some_and(rtlab_probe::windows::run::WindowsProbeError::is_input)
+        || cause
+            .downcast_ref::<rtlab_sched::PlanReportError>()
+            .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
 }
 
 /// The exit code of an error.
@@ -98,6 +121,7 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
 mod tests {
     use super::*;
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn error_kinds_map_to_their_codes() {
         assert_eq!(code(&input("--cpus: bad")), USAGE_OR_INPUT);

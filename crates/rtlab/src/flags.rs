@@ -7,6 +7,7 @@ use rtlab_analysis::classes::{parse_rate, Rate};
 use rtlab_analysis::tail::UsageModel;
 use rtlab_core::{parse_duration, Nanos};
 use rtlab_import::{Format, ValueUnit};
+#[cfg(target_os = "linux")]
 use rtlab_sys::sched::Policy;
 
 /// The flag of a library setting: `load_cmd` → `--load-cmd`; the few whose flag differs are
@@ -79,6 +80,7 @@ pub fn dma_latency_us(text: &str) -> Result<i32, String> {
 #[derive(Clone, Debug)]
 pub struct CpuList(pub Vec<usize>);
 
+#[cfg(target_os = "linux")]
 pub fn cpu_list(text: &str) -> Result<CpuList, String> {
     rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)
 }
@@ -95,6 +97,7 @@ pub fn rate(text: &str) -> Result<Rate, String> {
 }
 
 /// `normal` or `fifo:PRIO` (below the buffer experiment's device at 99).
+#[cfg(target_os = "linux")]
 pub fn producer_policy(text: &str) -> Result<Policy, String> {
     match text.split_once(':') {
         None if text == "normal" => Ok(Policy::Other { nice: 0 }),
@@ -147,6 +150,7 @@ mod tests {
         assert!(positive_duration("0s").is_err());
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn policies_and_lists() {
         assert_eq!(

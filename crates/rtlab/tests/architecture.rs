@@ -170,6 +170,30 @@ fn only_rtlab_sys_depends_on_libc() {
     );
 }
 
+/// The Windows side of the same invariant: only `rtlab-sys` depends on `windows-sys` (the Win32
+/// and native API), so every Windows `unsafe` block is there too.
+#[test]
+fn only_rtlab_sys_depends_on_windows_sys() {
+    let offenders: Vec<String> = workspace_dependencies()
+        .into_iter()
+        .filter(|(package, dependencies)| {
+            package != "rtlab-sys"
+                && dependencies
+                    .iter()
+                    .any(|(dependency, _)| dependency == "windows-sys")
+        })
+        .map(|(package, _)| package)
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "depend on windows-sys directly (only rtlab-sys may): {offenders:?}"
+    );
+    let sys = &workspace_dependencies()["rtlab-sys"];
+    assert!(sys
+        .iter()
+        .any(|(dependency, _)| dependency == "windows-sys"));
+}
+
 /// The checks themselves: a graph with an upward edge, an unknown crate or a stray libc is caught.
 #[test]
 fn the_checks_catch_what_they_guard() {

@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod change;
+pub mod windows;
 
 pub use audit::judge_audit;
 pub use change::change_findings;

@@ -3,25 +3,37 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod buffer_experiment;
 pub mod check;
 pub mod compare;
 pub mod completions;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod daemon;
+#[cfg(target_os = "linux")]
 pub mod daemon_client;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod import;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod monitor;
 pub mod plan;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod release;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod report;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod reservations;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod reserve;
+#[cfg_attr(windows, path = "windows/run.rs")]
 pub mod run;
+#[cfg(target_os = "linux")]
 pub mod run_show;
 pub mod show;
+#[cfg_attr(windows, path = "windows/timers.rs")]
 pub mod timers;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
@@ -36,12 +48,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Measure wake-up, interval and hand-off latency per CPU and priority class
+    #[cfg_attr(
+        windows,
+        command(
+            about = "Measure wake-up and interval latency per priority class (rt-high, mmcss, normal)"
+        )
+    )]
     Run(run::Args),
     /// List stored runs, newest first
     History(history::Args),
     /// Print a stored run (by id, id prefix or `latest`) or a Run record file
     Show(show::Args),
     /// Re-print the explained late wake-ups of a run measured with --explain (worst episodes, top offenders)
+    #[cfg_attr(windows, command(hide = true))]
     Explain(explain::Args),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) or the man page (`man`)
     Completions(completions::Args),
@@ -53,10 +72,17 @@ pub enum Command {
     Import(import::Args),
     /// Producer/consumer buffer experiment: real underruns vs the forecast (BENCHMARKS.md)
     #[command(hide = true)]
+    #[cfg_attr(windows, command(hide = true))]
     BufferExperiment(buffer_experiment::Args),
     /// Plan CPU reservations from a request file: grants, denials and per-CPU timelines
     Plan(plan::Args),
     /// What each Linux timer API really delivers per class; --audit, --change-experiment
+    #[cfg_attr(
+        windows,
+        command(
+            about = "What each Windows way to wait really delivers, with and without timeBeginPeriod(1); --audit, --change-experiment"
+        )
+    )]
     Timers(timers::Args),
     /// The change experiment's other process (started by `rtlab timers --change-experiment`)
     #[command(hide = true)]
@@ -64,16 +90,22 @@ pub enum Command {
     /// Compare two runs (before/after): percentiles with bootstrap intervals, causes, a verdict
     Compare(compare::Args),
     /// Write a self-contained HTML report (plots, verdicts, episodes) of one or several runs
+    #[cfg_attr(windows, command(hide = true))]
     Report(report::Args),
     /// Measure continuously and export the latency on /metrics for Prometheus
+    #[cfg_attr(windows, command(hide = true))]
     Monitor(monitor::Args),
     /// Run the rtlab daemon in the foreground: shares CPU reservations among programs (rtlab.rpc/1)
+    #[cfg_attr(windows, command(hide = true))]
     Daemon(daemon::Args),
     /// Reserve CPU for a thread of any program through the rtlab daemon: AMOUNT of every PERIOD
+    #[cfg_attr(windows, command(hide = true))]
     Reserve(reserve::Args),
     /// Give a reservation back to the rtlab daemon
+    #[cfg_attr(windows, command(hide = true))]
     Release(release::Args),
     /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
+    #[cfg_attr(windows, command(hide = true))]
     Reservations(reservations::Args),
 }
 

@@ -3,6 +3,7 @@
 //! Numbers are stored in ns and printed in µs with one decimal, the unit cyclictest users read.
 
 pub mod check;
+#[cfg(target_os = "linux")]
 pub mod explain;
 pub mod forecast;
 pub mod plan;

@@ -1,0 +1,28 @@
+//! The Windows side of the session (`cfg(windows)`): a run, the timer study and the change
+//! experiment, each as a library call that returns the same Run record (`rtlab.run/1`) the Linux
+//! build writes, so history, show, forecast, check, compare and report read it unchanged.
+//!
+//! What has no Windows counterpart (explain over tracefs/BPF, load, competitors, SCHED_DEADLINE
+//! reservations, the daemon) is not built here; the CLI says so when asked.
+
+mod run;
+mod timers;
+
+pub use run::{run, WindowsRunConfig, WindowsSessionError};
+pub use timers::{change_experiment, timer_study, ChangeSettings, StudySettings};
+
+/// The warning every record made under Wine carries: its timings are the Linux host's.
+pub(crate) fn wine_warning(host: &rtlab_core::Host) -> Option<String> {
+    let wine = host.windows.as_ref()?.wine.as_ref()?;
+    Some(format!(
+        "measured under Wine {wine}: the timings are the Linux host's, not Windows'; run rtlab.exe on Windows for Windows figures"
+    ))
+}
+
+/// The warning for a virtual machine (the same sentence as on Linux).
+pub(crate) fn vm_warning(host: &rtlab_core::Host) -> Option<String> {
+    (host.virtualization != "none").then(|| format!(
+        "running in a virtual machine ({}): expect multi-millisecond hiccups when the hypervisor deschedules a virtual CPU; they are real for software in this guest",
+        host.virtualization
+    ))
+}

@@ -1,0 +1,205 @@
+//! `rtlab run` on Windows: measuring threads per class (rt-high, mmcss, normal) on
+//! high-resolution waitable timers. The flags become a `WindowsRunConfig`; the session measures
+//! and returns the same Run record as on Linux; this module prints, writes and stores it.
+//! Linux-only flags are accepted only to say plainly that they are not available here.
+
+use crate::exit;
+use crate::output::PendingOutput;
+use anyhow::Context as _;
+use rtlab_core::Nanos;
+use rtlab_probe::windows::run::{WindowsClass, WindowsProbeConfig};
+use rtlab_session::windows::WindowsRunConfig;
+use rtlab_session::{Observer, SessionProgress};
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+fn class(text: &str) -> Result<WindowsClass, String> {
+    text.parse()
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How long to measure, after warm-up (e.g. 10s, 5m, 2h)
+    #[arg(short = 'D', long, default_value = "60s", value_parser = crate::flags::duration)]
+    pub duration: Nanos,
+    /// Classes to measure: rt-high (TIME_CRITICAL in REALTIME_PRIORITY_CLASS, else HIGH),
+    /// mmcss (the "Pro Audio" MMCSS task), normal
+    #[arg(long, value_delimiter = ',', default_value = "rt-high,mmcss,normal", value_parser = class)]
+    pub classes: Vec<WindowsClass>,
+    /// The CPU the measuring threads are pinned to (default: the last)
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Wake-up period of every measuring thread (e.g. 1ms, 500us)
+    #[arg(long, default_value = "1ms", value_parser = crate::flags::duration)]
+    pub period: Nanos,
+    /// Time to run before samples count (caches, frequency, first faults)
+    #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
+    pub warmup: Nanos,
+    /// Write the Run record as JSON to FILE (`-` for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print the times between wake-ups in 100 µs bins (paper 000, Tables 2-3)
+    #[arg(long)]
+    pub intervals: bool,
+    /// Do not store the run in the history database
+    #[arg(long)]
+    pub no_store: bool,
+    /// How many of the largest samples each series keeps with their times
+    #[arg(long, default_value_t = 4096, hide = true)]
+    pub keep_peaks: usize,
+    /// Linux only (tracefs); refused here with the reason
+    #[arg(long, hide = true)]
+    pub explain: bool,
+    /// Linux only; refused here with the reason
+    #[arg(long, hide = true, value_name = "SPEC")]
+    pub load: Option<String>,
+    /// Linux only; refused here with the reason
+    #[arg(long, hide = true, value_name = "CMD")]
+    pub load_cmd: Option<String>,
+    /// Linux only; refused here with the reason
+    #[arg(long, hide = true, value_name = "POLICY:PRIO")]
+    pub competitor: Vec<String>,
+    /// Linux only; refused here with the reason
+    #[arg(long, hide = true, value_name = "TIME")]
+    pub cpu_dma_latency: Option<String>,
+    /// Linux only; refused here with the reason
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub histfile: Option<PathBuf>,
+}
+
+/// The first Linux-only flag given, with the reason it is absent.
+fn linux_only_flag(args: &Args) -> Option<(&'static str, &'static str)> {
+    if args.explain {
+        return Some((
+            "--explain",
+            "explaining late wake-ups needs Linux kernel events (tracefs); rtlab has no Windows event source (ETW) yet",
+        ));
+    }
+    if args.load.is_some() || args.load_cmd.is_some() || !args.competitor.is_empty() {
+        return Some((
+            "--load/--load-cmd/--competitor",
+            "rtlab's stressors and competitors are Linux threads and process groups; run your own load beside rtlab.exe",
+        ));
+    }
+    if args.cpu_dma_latency.is_some() {
+        return Some((
+            "--cpu-dma-latency",
+            "/dev/cpu_dma_latency is Linux's; on Windows the power plan decides idle states (the record names it)",
+        ));
+    }
+    if args.histfile.is_some() {
+        return Some((
+            "--histfile",
+            "not built on Windows; `rtlab show RECORD --histfile` is not either: write --json and convert on Linux",
+        ));
+    }
+    None
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some((flag, reason)) = linux_only_flag(&args) {
+        return Err(exit::input(format!(
+            "{flag}: not available on Windows: {reason}"
+        )));
+    }
+    let json_output = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let store = if args.no_store {
+        None
+    } else {
+        Some(
+            rtlab_store::Store::open_default()
+                .context("opening the run history (use --no-store to skip it)")?,
+        )
+    };
+    let cpu = match args.cpu {
+        Some(cpu) => cpu,
+        None => std::thread::available_parallelism()
+            .map(|count| count.get() - 1)
+            .unwrap_or(0),
+    };
+    let mut classes = args.classes.clone();
+    classes.dedup();
+    let config = WindowsRunConfig {
+        probe: WindowsProbeConfig {
+            classes,
+            cpu,
+            period: args.period,
+            duration: args.duration,
+            warmup: args.warmup,
+            peaks_per_series: args.keep_peaks,
+        },
+        cmdline: std::env::args().collect(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    rtlab_sys::windows::console::install_stop_flag(&stop)
+        .context("installing the console control handler")?;
+    let mut progress = Progress::new(args.warmup.as_u64() + args.duration.as_u64());
+    let record = rtlab_session::windows::run(&config, stop, &mut progress).map_err(|error| {
+        let flag = match &error {
+            rtlab_session::windows::WindowsSessionError::Probe(probe) => match probe {
+                rtlab_probe::windows::run::WindowsProbeError::NoClasses => Some("--classes"),
+                rtlab_probe::windows::run::WindowsProbeError::PeriodTooShort(_) => Some("--period"),
+                rtlab_probe::windows::run::WindowsProbeError::NoSuchCpu { .. } => Some("--cpu"),
+                _ => None,
+            },
+            _ => None,
+        };
+        match flag {
+            Some(flag) => anyhow::Error::new(error).context(flag),
+            None => anyhow::Error::new(error),
+        }
+    })?;
+    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    // The summary tables, not the Linux verdict block (its advice names Linux flags and
+    // cyclictest): `rtlab forecast` gives the per-class verdicts on either platform.
+    if !json_to_stdout {
+        let mut out = std::io::stdout().lock();
+        crate::render::write_summary(&mut out, &record)?;
+        if args.intervals {
+            crate::render::write_interval_table(&mut out, &record)?;
+        }
+    }
+    if let Some(store) = &store {
+        store.insert(&record, &rtlab_session::summary_line(&record))?;
+        if !json_to_stdout {
+            let short_id: String = record.id.chars().take(8).collect();
+            println!("\nstored as run {short_id} (rtlab history; the record reads on Linux with `rtlab show FILE`)");
+        }
+    }
+    if let Some(output) = json_output {
+        output.commit(&(record.to_json_pretty() + "\n"))?;
+    }
+    Ok(exit::finished(record.interrupted))
+}
+
+/// One line on stderr when measuring starts and ends (only on a terminal).
+struct Progress {
+    total_ns: u64,
+    terminal: bool,
+    announced: bool,
+}
+
+impl Progress {
+    fn new(total_ns: u64) -> Progress {
+        Progress {
+            total_ns,
+            terminal: std::io::stderr().is_terminal(),
+            announced: false,
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn progress(&mut self, _progress: &SessionProgress) {
+        if self.terminal && !self.announced {
+            self.announced = true;
+            eprintln!(
+                "measuring for {} (Ctrl-C stops early and keeps what was measured)…",
+                Nanos(self.total_ns)
+            );
+        }
+    }
+}
