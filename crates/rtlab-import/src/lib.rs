@@ -335,6 +335,7 @@ pub fn to_record(
         warnings,
         interrupted: false,
         timers: None,
+        workload: None,
     };
     record
         .validate()

@@ -112,6 +112,7 @@ pub fn run(
         warnings,
         interrupted: result.interrupted,
         timers: None,
+        workload: None,
     };
     record.validate()?;
     Ok((record, result))

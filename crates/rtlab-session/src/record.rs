@@ -93,6 +93,7 @@ pub(crate) fn build(
         warnings,
         interrupted,
         timers: None,
+        workload: None,
     };
     record.validate()?;
     Ok(record)

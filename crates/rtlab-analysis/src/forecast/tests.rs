@@ -309,6 +309,7 @@ fn test_record() -> RunRecord {
         warnings: vec![],
         interrupted: false,
         timers: None,
+        workload: None,
     }
 }
 

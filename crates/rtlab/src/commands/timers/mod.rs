@@ -166,6 +166,7 @@ fn base_record(
         warnings,
         interrupted,
         timers: Some(study),
+        workload: None,
     };
     record
         .validate()
