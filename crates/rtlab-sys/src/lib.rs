@@ -14,6 +14,7 @@ pub mod host;
 pub mod ipc;
 pub mod load_supervisor;
 pub mod load_syscalls;
+pub mod locks;
 pub mod memory;
 pub mod output_file;
 pub mod perf;
