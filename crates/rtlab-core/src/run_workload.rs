@@ -77,7 +77,10 @@ impl WorkloadOutcome {
 
     /// Deadline misses of every thread together.
     pub fn deadline_misses(&self) -> u64 {
-        self.threads.iter().map(|thread| thread.deadline_misses).sum()
+        self.threads
+            .iter()
+            .map(|thread| thread.deadline_misses)
+            .sum()
     }
 
     /// Starvations of every thread together.

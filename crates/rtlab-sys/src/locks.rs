@@ -172,11 +172,10 @@ mod tests {
         assert_eq!(counter.load(Ordering::Relaxed), 8000);
         lock.lock_until(far()).unwrap();
         let other = Arc::clone(&lock);
-        let timed_out = std::thread::spawn(move || {
-            other.lock_until(crate::clock::monotonic_ns() + 20_000_000)
-        })
-        .join()
-        .unwrap();
+        let timed_out =
+            std::thread::spawn(move || other.lock_until(crate::clock::monotonic_ns() + 20_000_000))
+                .join()
+                .unwrap();
         assert_eq!(timed_out, Err(LockTimedOut));
         lock.unlock();
     }

@@ -61,9 +61,10 @@ pub fn read_workload(path: &str) -> Result<(Workload, &'static str), LoadFileErr
         path: path.to_owned(),
         source,
     })?;
-    let stem = std::path::Path::new(path)
-        .file_stem()
-        .map_or_else(|| "workload".to_owned(), |stem| stem.to_string_lossy().into_owned());
+    let stem = std::path::Path::new(path).file_stem().map_or_else(
+        || "workload".to_owned(),
+        |stem| stem.to_string_lossy().into_owned(),
+    );
     match format_of(path, &text) {
         "rt-app" => rt_app::parse_rt_app(&text, &stem)
             .map(|workload| (workload, "rt-app"))

@@ -261,7 +261,9 @@ impl Workload {
             }
         }
         // A cycle of wakers: no period of its own.
-        self.threads[index].deadline.unwrap_or(Nanos::from_millis(1))
+        self.threads[index]
+            .deadline
+            .unwrap_or(Nanos::from_millis(1))
     }
 
     pub fn thread_index(&self, name: &str) -> Option<usize> {

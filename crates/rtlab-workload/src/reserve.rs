@@ -12,9 +12,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReserveError {
-    #[error(
-        "reservations need a running rtlab daemon or root (in-process enforcement): {0}"
-    )]
+    #[error("reservations need a running rtlab daemon or root (in-process enforcement): {0}")]
     Unavailable(String),
     #[error("reserving {reservation} for thread '{thread}': {message}")]
     Refused {

@@ -81,9 +81,8 @@ fn task_entries(path: &str, task: &RawValue) -> Result<Vec<(String, Value)>, RtA
                 ));
             }
             let (phase_name, phase) = &phases.0[0];
-            let inner: Ordered = serde_json::from_str(phase.get()).map_err(|_| {
-                field(&format!("{path}.phases.{phase_name}"), "must be an object")
-            })?;
+            let inner: Ordered = serde_json::from_str(phase.get())
+                .map_err(|_| field(&format!("{path}.phases.{phase_name}"), "must be an object"))?;
             for (key, raw) in inner.0 {
                 let value = value_of(&key, &raw)?;
                 entries.push((key, value));
@@ -104,9 +103,12 @@ fn field(path: &str, message: &str) -> RtAppError {
 }
 
 fn micros(path: &str, value: &Value) -> Result<Nanos, RtAppError> {
-    let number = value
-        .as_u64()
-        .ok_or_else(|| field(path, &format!("{value} is not a whole number of microseconds")))?;
+    let number = value.as_u64().ok_or_else(|| {
+        field(
+            path,
+            &format!("{value} is not a whole number of microseconds"),
+        )
+    })?;
     if number > 86_400_000_000 {
         return Err(field(path, "longer than a day"));
     }
@@ -149,14 +151,16 @@ fn event_kind(key: &str) -> &str {
 
 /// Parses an rt-app JSON file into a workload.
 pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppError> {
-    let file: RawFile = serde_json::from_str(text).map_err(|error| RtAppError::Json(error.to_string()))?;
+    let file: RawFile =
+        serde_json::from_str(text).map_err(|error| RtAppError::Json(error.to_string()))?;
     let _ = &file.resources;
     let mut duration = None;
     let mut default_policy = "SCHED_OTHER".to_owned();
     let mut pi = false;
     for (key, raw) in file.global.unwrap_or_default().0 {
         let path = format!("global.{key}");
-        let value: Value = serde_json::from_str(raw.get()).map_err(|error| field(&path, &error.to_string()))?;
+        let value: Value =
+            serde_json::from_str(raw.get()).map_err(|error| field(&path, &error.to_string()))?;
         match key.as_str() {
             "duration" => {
                 let seconds = value
@@ -175,7 +179,11 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
                     .ok_or_else(|| field(&path, "must be a string"))?
                     .to_owned()
             }
-            "pi_enabled" => pi = value.as_bool().ok_or_else(|| field(&path, "must be true or false"))?,
+            "pi_enabled" => {
+                pi = value
+                    .as_bool()
+                    .ok_or_else(|| field(&path, "must be true or false"))?
+            }
             // Settings of rt-app's own process that do not change the task set.
             "calibration" | "logdir" | "log_basename" | "lock_pages" | "ftrace" | "gnuplot"
             | "io_device" | "mem_buffer_size" | "cumulative_slack" | "log_size" => {}
@@ -202,18 +210,35 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
             let key_path = format!("{path}.{key}");
             match (key.as_str(), event_kind(&key)) {
                 ("policy", _) => {
-                    policy_name = value.as_str().ok_or_else(|| field(&key_path, "must be a string"))?.to_owned()
+                    policy_name = value
+                        .as_str()
+                        .ok_or_else(|| field(&key_path, "must be a string"))?
+                        .to_owned()
                 }
-                ("priority", _) => priority = Some(value.as_i64().ok_or_else(|| field(&key_path, "must be a whole number"))?),
+                ("priority", _) => {
+                    priority = Some(
+                        value
+                            .as_i64()
+                            .ok_or_else(|| field(&key_path, "must be a whole number"))?,
+                    )
+                }
                 ("cpus", _) => {
-                    let list = value.as_array().ok_or_else(|| field(&key_path, "must be an array of CPU numbers"))?;
+                    let list = value
+                        .as_array()
+                        .ok_or_else(|| field(&key_path, "must be an array of CPU numbers"))?;
                     for cpu in list {
-                        let cpu = cpu.as_u64().filter(|&cpu| cpu < 4096).ok_or_else(|| field(&key_path, "must be an array of CPU numbers"))?;
+                        let cpu = cpu
+                            .as_u64()
+                            .filter(|&cpu| cpu < 4096)
+                            .ok_or_else(|| field(&key_path, "must be an array of CPU numbers"))?;
                         cpus.push(cpu as usize);
                     }
                 }
                 ("instance", _) => {
-                    instances = value.as_u64().filter(|&count| (1..=64).contains(&count)).ok_or_else(|| field(&key_path, "must be 1..64"))?
+                    instances = value
+                        .as_u64()
+                        .filter(|&count| (1..=64).contains(&count))
+                        .ok_or_else(|| field(&key_path, "must be 1..64"))?
                 }
                 ("loop", _) => {}
                 ("dl-runtime", _) => dl_runtime = Some(micros(&key_path, &value)?),
@@ -240,23 +265,37 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
                     period = Some(timer_period);
                 }
                 (_, "lock") => {
-                    let name = value.as_str().ok_or_else(|| field(&key_path, "must be a resource name"))?.to_owned();
+                    let name = value
+                        .as_str()
+                        .ok_or_else(|| field(&key_path, "must be a resource name"))?
+                        .to_owned();
                     if critical.is_some() {
-                        return Err(field(&key_path, "only one critical section per task is supported"));
+                        return Err(field(
+                            &key_path,
+                            "only one critical section per task is supported",
+                        ));
                     }
                     critical = Some((name.clone(), Nanos::ZERO));
                     held = Some(name);
                 }
                 (_, "unlock") => {
-                    let name = value.as_str().ok_or_else(|| field(&key_path, "must be a resource name"))?;
+                    let name = value
+                        .as_str()
+                        .ok_or_else(|| field(&key_path, "must be a resource name"))?;
                     if held.as_deref() != Some(name) {
-                        return Err(field(&key_path, &format!("unlocks '{name}', which the task does not hold")));
+                        return Err(field(
+                            &key_path,
+                            &format!("unlocks '{name}', which the task does not hold"),
+                        ));
                     }
                     held = None;
                 }
                 (_, "sleep") if value.as_u64() == Some(0) => {}
                 (other, _) => {
-                    return Err(field(&key_path, &format!("event '{other}' is not supported (run, timer, lock, unlock)")))
+                    return Err(field(
+                        &key_path,
+                        &format!("event '{other}' is not supported (run, timer, lock, unlock)"),
+                    ))
                 }
             }
         }
@@ -264,11 +303,17 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
             return Err(field(&path, &format!("ends holding lock '{name}'")));
         }
         let Some(period) = period else {
-            return Err(field(&path, "no timer: only periodic tasks (run + timer) are supported"));
+            return Err(field(
+                &path,
+                "no timer: only periodic tasks (run + timer) are supported",
+            ));
         };
         let (policy, reserve) = if policy_name == "SCHED_DEADLINE" {
             let (Some(runtime), Some(dl_period)) = (dl_runtime, dl_period) else {
-                return Err(field(&path, "SCHED_DEADLINE needs dl-runtime and dl-period"));
+                return Err(field(
+                    &path,
+                    "SCHED_DEADLINE needs dl-runtime and dl-period",
+                ));
             };
             if runtime.0 == 0 || runtime > dl_period {
                 return Err(field(&path, "needs 0 < dl-runtime ≤ dl-period"));
@@ -282,12 +327,18 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
                 }),
             )
         } else {
-            (policy_of(&format!("{path}.policy"), &policy_name, priority)?, None)
+            (
+                policy_of(&format!("{path}.policy"), &policy_name, priority)?,
+                None,
+            )
         };
         let critical_section = match critical {
             Some((name, section)) => {
                 if section.0 == 0 {
-                    return Err(field(&path, &format!("the critical section of '{name}' runs nothing")));
+                    return Err(field(
+                        &path,
+                        &format!("the critical section of '{name}' runs nothing"),
+                    ));
                 }
                 let lock = match locks.iter().position(|lock| lock.name == name) {
                     Some(index) => index,
@@ -316,7 +367,10 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
             } else {
                 format!("{task_name}-{instance}")
             };
-            if threads.iter().any(|thread: &ThreadSpec| thread.name == name) {
+            if threads
+                .iter()
+                .any(|thread: &ThreadSpec| thread.name == name)
+            {
                 return Err(field(&path, &format!("two threads named '{name}'")));
             }
             threads.push(ThreadSpec {
@@ -371,7 +425,10 @@ mod tests {
         let fast = &workload.threads[0];
         assert_eq!(fast.policy, Policy::Fifo { priority: 30 });
         assert_eq!(fast.work, Nanos::from_micros(200));
-        assert_eq!(fast.critical_section.unwrap().critical, Nanos::from_micros(100));
+        assert_eq!(
+            fast.critical_section.unwrap().critical,
+            Nanos::from_micros(100)
+        );
         assert_eq!(workload.locks[0].kind, LockKind::PriorityInheritance);
         assert_eq!(workload.threads[2].name, "slow-1");
     }

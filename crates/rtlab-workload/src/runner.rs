@@ -124,9 +124,12 @@ struct WakeWord {
 
 impl WakeWord {
     fn wake(&self, released_ns: u64) {
-        let _ = self
-            .released_ns
-            .compare_exchange(0, released_ns.max(1), Ordering::AcqRel, Ordering::Relaxed);
+        let _ = self.released_ns.compare_exchange(
+            0,
+            released_ns.max(1),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
         self.pending.fetch_add(1, Ordering::Release);
         rtlab_sys::futex::wake(&self.pending, 1);
     }
@@ -136,7 +139,11 @@ impl WakeWord {
         loop {
             if self.pending.swap(0, Ordering::AcqRel) > 0 {
                 let released = self.released_ns.swap(0, Ordering::AcqRel);
-                return Some(if released == 0 { monotonic_ns() } else { released });
+                return Some(if released == 0 {
+                    monotonic_ns()
+                } else {
+                    released
+                });
             }
             let now = monotonic_ns();
             if now >= end_ns || stop.load(Ordering::Relaxed) {
@@ -216,8 +223,13 @@ fn set_up(cpus: &[usize], policy: Policy) -> Result<(), String> {
         rtlab_sys::cpu::pin_current_thread_to(cpus)
             .map_err(|error| format!("cannot run on CPUs {cpus:?}: {error}"))?;
     }
-    rtlab_sys::sched::set_current_thread_policy(policy)
-        .map_err(|error| format!("cannot set {} {}: {error}", policy.name(), policy.priority_or_nice()))
+    rtlab_sys::sched::set_current_thread_policy(policy).map_err(|error| {
+        format!(
+            "cannot set {} {}: {error}",
+            policy.name(),
+            policy.priority_or_nice()
+        )
+    })
 }
 
 fn work_at(spec: &ThreadSpec, since_start_ns: u64) -> Option<Nanos> {
@@ -414,14 +426,15 @@ pub fn run(
                 .iter()
                 .find(|thread| thread.policy.is_realtime() || thread.reserve.is_some())
                 .map_or_else(String::new, |thread| thread.name.clone()),
-            message: "needs an RT policy or a reservation: run as root or with CAP_SYS_NICE"
-                .into(),
+            message: "needs an RT policy or a reservation: run as root or with CAP_SYS_NICE".into(),
         });
     }
     let _memory = match rtlab_sys::memory::MemoryLock::lock_all() {
         Ok(lock) => Some(lock),
         Err(error) => {
-            warnings.push(format!("memory not locked (mlockall: {error}): page faults may add latency"));
+            warnings.push(format!(
+                "memory not locked (mlockall: {error}): page faults may add latency"
+            ));
             None
         }
     };
@@ -448,7 +461,11 @@ pub fn run(
                 LockKind::PriorityInheritance => SharedLock::Pi(PiMutex::new()),
             })
             .collect(),
-        wake_words: workload.threads.iter().map(|_| WakeWord::default()).collect(),
+        wake_words: workload
+            .threads
+            .iter()
+            .map(|_| WakeWord::default())
+            .collect(),
         ring_producer,
         start_ns: AtomicU64::new(0),
         go: AtomicU32::new(0),
@@ -483,7 +500,10 @@ pub fn run(
             cpu_time_ns: 0,
         };
         let handle = std::thread::Builder::new()
-            .name(format!("wl-{}", spec.name.chars().take(12).collect::<String>()))
+            .name(format!(
+                "wl-{}",
+                spec.name.chars().take(12).collect::<String>()
+            ))
             .spawn(move || {
                 match set_up(&spec_for_thread.cpus, spec_for_thread.policy) {
                     Ok(()) => {
@@ -537,7 +557,10 @@ pub fn run(
         };
         let device = device.clone();
         let handle = std::thread::Builder::new()
-            .name(format!("wl-dev-{}", ring.name.chars().take(8).collect::<String>()))
+            .name(format!(
+                "wl-dev-{}",
+                ring.name.chars().take(8).collect::<String>()
+            ))
             .spawn(move || {
                 if !device.cpus.is_empty() {
                     let _ = rtlab_sys::cpu::pin_current_thread_to(&device.cpus);
@@ -594,8 +617,8 @@ pub fn run(
     } else {
         Some(load_plan.start(start_ns, end_ns)?)
     };
-    let started_at = std::time::SystemTime::now()
-        + std::time::Duration::from_nanos(START_MARGIN_NS);
+    let started_at =
+        std::time::SystemTime::now() + std::time::Duration::from_nanos(START_MARGIN_NS);
     shared.start_ns.store(start_ns, Ordering::Release);
     shared.end_ns.store(end_ns, Ordering::Release);
     shared.go.store(1, Ordering::Release);

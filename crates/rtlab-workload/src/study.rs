@@ -36,15 +36,78 @@ pub struct Experiment {
 
 /// Table 3-2's nine experiments.
 pub const EXPERIMENTS: [Experiment; 9] = [
-    Experiment { number: 1, windows_priority: None, decoder: None, mixer: None, paper_glitches: "0", paper_starvations: "0" },
-    Experiment { number: 2, windows_priority: Some(8), decoder: None, mixer: None, paper_glitches: "0", paper_starvations: "0" },
-    Experiment { number: 3, windows_priority: Some(10), decoder: None, mixer: None, paper_glitches: "many", paper_starvations: "many" },
-    Experiment { number: 4, windows_priority: Some(9), decoder: None, mixer: None, paper_glitches: "4", paper_starvations: "many" },
-    Experiment { number: 5, windows_priority: Some(10), decoder: Some((40, 1024)), mixer: None, paper_glitches: "4", paper_starvations: "many" },
-    Experiment { number: 6, windows_priority: Some(10), decoder: Some((40, 1024)), mixer: Some((1, 16)), paper_glitches: "0", paper_starvations: "0" },
-    Experiment { number: 7, windows_priority: Some(10), decoder: Some((20, 512)), mixer: None, paper_glitches: "0", paper_starvations: "0" },
-    Experiment { number: 8, windows_priority: Some(10), decoder: Some((1, 16)), mixer: None, paper_glitches: "0", paper_starvations: "0" },
-    Experiment { number: 9, windows_priority: Some(9), decoder: Some((1, 16)), mixer: None, paper_glitches: "1", paper_starvations: "0" },
+    Experiment {
+        number: 1,
+        windows_priority: None,
+        decoder: None,
+        mixer: None,
+        paper_glitches: "0",
+        paper_starvations: "0",
+    },
+    Experiment {
+        number: 2,
+        windows_priority: Some(8),
+        decoder: None,
+        mixer: None,
+        paper_glitches: "0",
+        paper_starvations: "0",
+    },
+    Experiment {
+        number: 3,
+        windows_priority: Some(10),
+        decoder: None,
+        mixer: None,
+        paper_glitches: "many",
+        paper_starvations: "many",
+    },
+    Experiment {
+        number: 4,
+        windows_priority: Some(9),
+        decoder: None,
+        mixer: None,
+        paper_glitches: "4",
+        paper_starvations: "many",
+    },
+    Experiment {
+        number: 5,
+        windows_priority: Some(10),
+        decoder: Some((40, 1024)),
+        mixer: None,
+        paper_glitches: "4",
+        paper_starvations: "many",
+    },
+    Experiment {
+        number: 6,
+        windows_priority: Some(10),
+        decoder: Some((40, 1024)),
+        mixer: Some((1, 16)),
+        paper_glitches: "0",
+        paper_starvations: "0",
+    },
+    Experiment {
+        number: 7,
+        windows_priority: Some(10),
+        decoder: Some((20, 512)),
+        mixer: None,
+        paper_glitches: "0",
+        paper_starvations: "0",
+    },
+    Experiment {
+        number: 8,
+        windows_priority: Some(10),
+        decoder: Some((1, 16)),
+        mixer: None,
+        paper_glitches: "0",
+        paper_starvations: "0",
+    },
+    Experiment {
+        number: 9,
+        windows_priority: Some(9),
+        decoder: Some((1, 16)),
+        mixer: None,
+        paper_glitches: "1",
+        paper_starvations: "0",
+    },
 ];
 
 /// The Linux competitor for a Windows priority, on `cpu`.
@@ -214,13 +277,23 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
     let _ = writeln!(
         out,
         "{:>3}  {:<10} {:<28} {:>8} {:>8} {:>9}  {:>8} {:>8}",
-        "exp", "competitor", "reservations", "glitches", "starved", "worst ms", "003 glit", "003 starv"
+        "exp",
+        "competitor",
+        "reservations",
+        "glitches",
+        "starved",
+        "worst ms",
+        "003 glit",
+        "003 starv"
     );
     for outcome in outcomes {
         let experiment = EXPERIMENTS
             .iter()
             .find(|experiment| experiment.number == outcome.experiment);
-        let competitor = match (experiment.and_then(|e| e.windows_priority), &outcome.competitor) {
+        let competitor = match (
+            experiment.and_then(|e| e.windows_priority),
+            &outcome.competitor,
+        ) {
             (Some(windows), Some(linux)) => {
                 format!("{windows}→{}", linux.split('@').next().unwrap_or(linux))
             }

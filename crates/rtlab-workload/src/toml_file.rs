@@ -180,7 +180,13 @@ impl Context<'_> {
         self.text[..offset].matches('\n').count() + 1
     }
 
-    fn fail<T>(&self, at: &Spanned<T>, what: &str, field: &'static str, message: String) -> FileError {
+    fn fail<T>(
+        &self,
+        at: &Spanned<T>,
+        what: &str,
+        field: &'static str,
+        message: String,
+    ) -> FileError {
         FileError::Field {
             line: self.line(at),
             what: what.to_owned(),
@@ -317,7 +323,12 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         };
         if prefill > buffers {
             let at = raw.prefill.as_ref().expect("prefill was given");
-            return Err(context.fail(at, &what, "prefill", format!("{prefill} is more than the {buffers} buffers")));
+            return Err(context.fail(
+                at,
+                &what,
+                "prefill",
+                format!("{prefill} is more than the {buffers} buffers"),
+            ));
         }
         let ring = RingSpec {
             name: raw.name.get_ref().clone(),
@@ -338,13 +349,23 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         };
         if prefill > buffers {
             let at = raw.prefill.as_ref().expect("prefill was given");
-            return Err(context.fail(at, &what, "prefill", format!("{prefill} is more than the {buffers} buffers")));
+            return Err(context.fail(
+                at,
+                &what,
+                "prefill",
+                format!("{prefill} is more than the {buffers} buffers"),
+            ));
         }
         let priority = match &raw.priority {
             Some(value) => {
                 let number = *value.get_ref();
                 if !(1..=99).contains(&number) {
-                    return Err(context.fail(value, &what, "priority", format!("{number} is outside 1..99")));
+                    return Err(context.fail(
+                        value,
+                        &what,
+                        "priority",
+                        format!("{number} is outside 1..99"),
+                    ));
                 }
                 number as u32
             }
@@ -370,11 +391,20 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         if locks.iter().any(|lock| &lock.name == raw.name.get_ref()) {
             return Err(context.fail(&raw.name, &what, "name", "given twice".into()));
         }
-        let kind = match raw.kind.as_ref().map(|kind| (kind, kind.get_ref().as_str())) {
+        let kind = match raw
+            .kind
+            .as_ref()
+            .map(|kind| (kind, kind.get_ref().as_str()))
+        {
             None | Some((_, "plain")) => LockKind::Plain,
             Some((_, "pi")) => LockKind::PriorityInheritance,
             Some((at, other)) => {
-                return Err(context.fail(at, &what, "kind", format!("unknown lock kind '{other}' (expected plain or pi)")))
+                return Err(context.fail(
+                    at,
+                    &what,
+                    "kind",
+                    format!("unknown lock kind '{other}' (expected plain or pi)"),
+                ))
             }
         };
         locks.push(LockSpec {
@@ -399,13 +429,27 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         rings
             .iter()
             .position(|ring| &ring.name == value.get_ref())
-            .ok_or_else(|| context.fail(value, what, field, format!("no ring or device named '{}'", value.get_ref())))
+            .ok_or_else(|| {
+                context.fail(
+                    value,
+                    what,
+                    field,
+                    format!("no ring or device named '{}'", value.get_ref()),
+                )
+            })
     };
     let thread_index = |value: &Spanned<String>, what: &str, field: &'static str| {
         names
             .iter()
             .position(|name| name == value.get_ref())
-            .ok_or_else(|| context.fail(value, what, field, format!("no thread named '{}'", value.get_ref())))
+            .ok_or_else(|| {
+                context.fail(
+                    value,
+                    what,
+                    field,
+                    format!("no thread named '{}'", value.get_ref()),
+                )
+            })
     };
     let mut threads = Vec::new();
     for (index, spanned) in file.thread.iter().enumerate() {
@@ -416,28 +460,46 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
             return Err(context.fail(&raw.name, &what, "name", "must not be empty".into()));
         }
         if names[..index].contains(&name.as_str()) {
-            return Err(context.fail(&raw.name, &what, "name", "two threads have this name".into()));
+            return Err(context.fail(
+                &raw.name,
+                &what,
+                "name",
+                "two threads have this name".into(),
+            ));
         }
-        let policy_name = raw.policy.as_ref().map_or("other", |policy| policy.get_ref().as_str());
-        let policy = policy_of(policy_name, raw.priority.as_ref().map(|value| *value.get_ref()))
-            .map_err(|message| match (&raw.policy, &raw.priority) {
-                (_, Some(priority)) if !message.contains("unknown policy") => {
-                    context.fail(priority, &what, "priority", message)
-                }
-                (Some(policy), _) => context.fail(policy, &what, "policy", message),
-                (None, _) => context.fail(&raw.name, &what, "policy", message),
-            })?;
+        let policy_name = raw
+            .policy
+            .as_ref()
+            .map_or("other", |policy| policy.get_ref().as_str());
+        let policy = policy_of(
+            policy_name,
+            raw.priority.as_ref().map(|value| *value.get_ref()),
+        )
+        .map_err(|message| match (&raw.policy, &raw.priority) {
+            (_, Some(priority)) if !message.contains("unknown policy") => {
+                context.fail(priority, &what, "priority", message)
+            }
+            (Some(policy), _) => context.fail(policy, &what, "policy", message),
+            (None, _) => context.fail(&raw.name, &what, "policy", message),
+        })?;
         let reserve = match &raw.reserve {
             Some(value) => {
                 let (amount, period) = parse_reservation(value.get_ref())
                     .map_err(|message| context.fail(value, &what, "reserve", message))?;
                 if policy.is_realtime() {
-                    return Err(context.fail(value, &what, "reserve", "give a reservation or an RT policy, not both".into()));
+                    return Err(context.fail(
+                        value,
+                        &what,
+                        "reserve",
+                        "give a reservation or an RT policy, not both".into(),
+                    ));
                 }
                 let backend = match &raw.backend {
-                    Some(text) => Some(text.get_ref().parse().map_err(|error: rtlab_sched::enforce::UnknownBackend| {
-                        context.fail(text, &what, "backend", error.to_string())
-                    })?),
+                    Some(text) => Some(text.get_ref().parse().map_err(
+                        |error: rtlab_sched::enforce::UnknownBackend| {
+                            context.fail(text, &what, "backend", error.to_string())
+                        },
+                    )?),
                     None => None,
                 };
                 Some(Reservation {
@@ -448,7 +510,12 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
             }
             None => {
                 if let Some(backend) = &raw.backend {
-                    return Err(context.fail(backend, &what, "backend", "a backend needs 'reserve'".into()));
+                    return Err(context.fail(
+                        backend,
+                        &what,
+                        "backend",
+                        "a backend needs 'reserve'".into(),
+                    ));
                 }
                 None
             }
@@ -468,10 +535,20 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
             (None, Some(waker), None) => Trigger::WokenBy(thread_index(waker, &what, "woken_by")?),
             (None, None, Some(ring)) => Trigger::BufferFree(ring_index(ring, &what, "when_free")?),
             (None, None, None) => {
-                return Err(context.fail(&raw.name, &what, "period", "missing: give period, woken_by or when_free".into()))
+                return Err(context.fail(
+                    &raw.name,
+                    &what,
+                    "period",
+                    "missing: give period, woken_by or when_free".into(),
+                ))
             }
             _ => {
-                return Err(context.fail(&raw.name, &what, "period", "give only one of period, woken_by and when_free".into()))
+                return Err(context.fail(
+                    &raw.name,
+                    &what,
+                    "period",
+                    "give only one of period, woken_by and when_free".into(),
+                ))
             }
         };
         if raw.offset.is_some() && !matches!(trigger, Trigger::Period { .. }) {
@@ -491,7 +568,12 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
             Some(value) => {
                 let ring = ring_index(value, &what, "consumes")?;
                 if rings[ring].device.is_some() {
-                    return Err(context.fail(value, &what, "consumes", format!("'{}' is a device: the device consumes it", value.get_ref())));
+                    return Err(context.fail(
+                        value,
+                        &what,
+                        "consumes",
+                        format!("'{}' is a device: the device consumes it", value.get_ref()),
+                    ));
                 }
                 Some(ring)
             }
@@ -507,19 +589,43 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
                 lock: locks
                     .iter()
                     .position(|spec| &spec.name == lock.get_ref())
-                    .ok_or_else(|| context.fail(lock, &what, "lock", format!("no lock named '{}'", lock.get_ref())))?,
+                    .ok_or_else(|| {
+                        context.fail(
+                            lock,
+                            &what,
+                            "lock",
+                            format!("no lock named '{}'", lock.get_ref()),
+                        )
+                    })?,
                 critical: context.duration(critical, &what, "critical", false)?,
             }),
             (None, None) => None,
-            (Some(lock), None) => return Err(context.fail(lock, &what, "critical", "a lock needs 'critical' (its CPU time per activation)".into())),
-            (None, Some(critical)) => return Err(context.fail(critical, &what, "lock", "'critical' needs 'lock'".into())),
+            (Some(lock), None) => {
+                return Err(context.fail(
+                    lock,
+                    &what,
+                    "critical",
+                    "a lock needs 'critical' (its CPU time per activation)".into(),
+                ))
+            }
+            (None, Some(critical)) => {
+                return Err(context.fail(critical, &what, "lock", "'critical' needs 'lock'".into()))
+            }
         };
         let mut phases = Vec::new();
         for phase in &raw.phase {
             let phase = phase.get_ref();
             let after = context.duration(&phase.after, &what, "phase.after", true)?;
-            if phases.last().is_some_and(|last: &Phase| last.after >= after) {
-                return Err(context.fail(&phase.after, &what, "phase.after", "phases must come in time order".into()));
+            if phases
+                .last()
+                .is_some_and(|last: &Phase| last.after >= after)
+            {
+                return Err(context.fail(
+                    &phase.after,
+                    &what,
+                    "phase.after",
+                    "phases must come in time order".into(),
+                ));
             }
             phases.push(Phase {
                 after,
@@ -607,19 +713,61 @@ period = "10ms"
     #[test]
     fn errors_name_line_and_field() {
         let cases = [
-            (GOOD.replace("work = \"1ms\"", "work = \"1\""), "line 6", "'work'"),
-            (GOOD.replace("period = \"10ms\"\nwork", "work"), "line 4", "'period'"),
-            (GOOD.replace("produces = \"out\"", "produces = \"nowhere\""), "line 7", "'produces'"),
-            (GOOD.replace("buffers = 3", "buffers = 0"), "line 11", "'buffers'"),
-            (GOOD.replace("name = \"producer\"", "name = \"producer\"\npolicy = \"fifo\"\npriority = 100"), "line 6", "'priority'"),
-            (GOOD.replace("name = \"producer\"", "name = \"producer\"\npolicy = \"fifo\"\npriority = 5\nreserve = \"1ms/16ms\""), "line 7", "'reserve'"),
-            (GOOD.replace("name = \"producer\"", "name = \"producer\"\nreserve = \"2ms/1ms\""), "line 5", "'reserve'"),
+            (
+                GOOD.replace("work = \"1ms\"", "work = \"1\""),
+                "line 6",
+                "'work'",
+            ),
+            (
+                GOOD.replace("period = \"10ms\"\nwork", "work"),
+                "line 4",
+                "'period'",
+            ),
+            (
+                GOOD.replace("produces = \"out\"", "produces = \"nowhere\""),
+                "line 7",
+                "'produces'",
+            ),
+            (
+                GOOD.replace("buffers = 3", "buffers = 0"),
+                "line 11",
+                "'buffers'",
+            ),
+            (
+                GOOD.replace(
+                    "name = \"producer\"",
+                    "name = \"producer\"\npolicy = \"fifo\"\npriority = 100",
+                ),
+                "line 6",
+                "'priority'",
+            ),
+            (
+                GOOD.replace(
+                    "name = \"producer\"",
+                    "name = \"producer\"\npolicy = \"fifo\"\npriority = 5\nreserve = \"1ms/16ms\"",
+                ),
+                "line 7",
+                "'reserve'",
+            ),
+            (
+                GOOD.replace(
+                    "name = \"producer\"",
+                    "name = \"producer\"\nreserve = \"2ms/1ms\"",
+                ),
+                "line 5",
+                "'reserve'",
+            ),
         ];
         for (text, line, field) in cases {
             let error = parse_workload_toml(&text, "x").unwrap_err().to_string();
-            assert!(error.contains(line) && error.contains(field), "{error}\n{text}");
+            assert!(
+                error.contains(line) && error.contains(field),
+                "{error}\n{text}"
+            );
         }
-        let error = parse_workload_toml("[[thread]]\nname = 3\n", "x").unwrap_err().to_string();
+        let error = parse_workload_toml("[[thread]]\nname = 3\n", "x")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("line 2"), "{error}");
     }
 }

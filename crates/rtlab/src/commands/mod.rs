@@ -22,7 +22,9 @@ pub mod reserve;
 pub mod run;
 pub mod run_show;
 pub mod show;
+pub mod study;
 pub mod timers;
+pub mod workload;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
 /// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
@@ -75,6 +77,10 @@ pub enum Command {
     Release(release::Args),
     /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
     Reservations(reservations::Args),
+    /// Run a workload model (rtlab TOML or rt-app JSON): underruns, deadline misses, response times
+    Workload(workload::Args),
+    /// Reproduce a paper's study on this machine (media-player: paper 003 Table 3-2)
+    Study(study::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -98,6 +104,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reserve(args) => reserve::run(args),
         Command::Release(args) => release::run(args),
         Command::Reservations(args) => reservations::run(args),
+        Command::Workload(args) => workload::run(args),
+        Command::Study(args) => study::run(args),
     }
 }
 
