@@ -130,6 +130,8 @@ pub struct ExperimentOutcome {
     pub underruns: u64,
     pub starvations: u64,
     pub worst_mixer_lateness_ns: u64,
+    /// When the first underruns happened, s since the start (at most 12).
+    pub underrun_times_s: Vec<f64>,
     pub decoder_activations: u64,
     pub mixer_activations: u64,
     /// How each reserved thread was granted.
@@ -245,6 +247,14 @@ pub fn run_experiment(
         underruns: device.map_or(0, |device| device.underruns),
         starvations: mixer.map_or(0, |mixer| mixer.starvations),
         worst_mixer_lateness_ns: mixer.map_or(0, |mixer| mixer.wakeup.max()),
+        underrun_times_s: device.map_or_else(Vec::new, |device| {
+            device
+                .underrun_events
+                .iter()
+                .take(12)
+                .map(|event| (event.at_ns as f64 / 1e7).round() / 100.0)
+                .collect()
+        }),
         decoder_activations: decoder.map_or(0, |decoder| decoder.activations),
         mixer_activations: mixer.map_or(0, |mixer| mixer.activations),
         granted,
@@ -335,9 +345,7 @@ pub fn render_notes(outcomes: &[ExperimentOutcome]) -> String {
     if let Some(outcome) = get(4) {
         notes.push(format!(
             "4: an equal-priority SCHED_RR spinner takes turns with the decoder in 100 ms slices; \
-             the decoder's 300 ms of buffering outlasts a slice, and the stream lock is held for \
-             0.2 ms of each 3 ms activation, so the inversion 003 saw (decoder preempted holding \
-             the lock) is rare here: {} glitches",
+             the decoder's 300 ms of decoded audio outlasts a slice: {} glitches",
             outcome.underruns
         ));
     }
@@ -347,17 +355,49 @@ pub fn render_notes(outcomes: &[ExperimentOutcome]) -> String {
              priority 30 above the mixer, after it had starved for the rest of the second. On \
              Linux the reservation is SCHED_DEADLINE, which outranks every FIFO thread just the \
              same, but its server runs the decoder on demand, whenever it is woken with budget \
-             left, so no backlog builds and each stretch is one activation (~3 ms) — far below \
-             the mixer's 20 ms of slack: {} glitches. The danger is real when a deadline thread's \
-             own activation is longer than the slack of a FIFO thread on its CPU.",
+             left, so no backlog builds and each stretch is one activation (~3 ms), far below \
+             the mixer's 20 ms of slack: {} glitches from the decoder. The danger is real when a \
+             deadline thread's own activation is longer than the slack of a FIFO thread on its CPU",
             outcome.underruns
         ));
     }
+    let throttled: Vec<String> = outcomes
+        .iter()
+        .filter(|outcome| {
+            outcome.underruns > 0
+                && outcome.competitor.is_some()
+                && outcome.underruns < 40
+                && !outcome.reservations.iter().any(|r| r.starts_with("mixer"))
+        })
+        .map(|outcome| {
+            let times: Vec<String> = outcome
+                .underrun_times_s
+                .iter()
+                .map(|time| format!("{time:.2}"))
+                .collect();
+            format!("{} at {} s", outcome.experiment, times.join(", "))
+        })
+        .collect();
+    notes.push(format!(
+        "RT throttling: Linux keeps 5 % of every second from RT threads that use up a CPU \
+         (sched_rt_runtime_us = 950000 of 1 s; since 6.12 the fair server runs SCHED_OTHER \
+         threads then, above every RT thread). A spinning FIFO/RR competitor uses the budget up, so \
+         the mixer — a FIFO thread too — loses up to 50 ms once a second, more than its 20 ms of \
+         slack: glitches about 1 s apart{}. Rialto/NT had no such rule. A reserved mixer (6) is \
+         SCHED_DEADLINE, outside RT throttling, and does not glitch: on Linux the right threads \
+         to reserve are the decoder and the mixer",
+        if throttled.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", throttled.join("; "))
+        }
+    ));
     if get(6).is_some() || get(8).is_some() {
         notes.push(
             "6-9: a SCHED_DEADLINE thread must be allowed every CPU (global EDF here), so a \
-             reserved decoder or mixer may also run on another CPU; the mapping adds one 4 ms \
-             tick to each budget (HZ=250, no HRTICK_DL), so 1 ms/16 ms is 5 ms/16 ms to the kernel"
+             reserved decoder or mixer may also run on another CPU; the mapping adds one tick \
+             to each budget when HRTICK_DL is off, so 1 ms/16 ms is 5 ms/16 ms to the kernel at \
+             HZ=250 (the 'granted' lines)"
                 .to_owned(),
         );
     }

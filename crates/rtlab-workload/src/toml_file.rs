@@ -551,8 +551,7 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
                 ))
             }
         };
-        if raw.offset.is_some() && !matches!(trigger, Trigger::Period { .. }) {
-            let offset = raw.offset.as_ref().expect("checked");
+        if let (Some(offset), false) = (&raw.offset, matches!(trigger, Trigger::Period { .. })) {
             return Err(context.fail(offset, &what, "offset", "an offset needs 'period'".into()));
         }
         let work = context.duration(&raw.work, &what, "work", true)?;
@@ -664,7 +663,7 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
             .thread
             .iter()
             .find(|raw| raw.get_ref().name.get_ref() == &error.thread)
-            .map_or(1, |raw| context.line(raw));
+            .map_or(1, |raw| context.line(&raw.get_ref().name));
         FileError::Field {
             line,
             what: if error.thread.is_empty() {
