@@ -9,12 +9,15 @@ seconds=${1:-20}
 runs=${2:-2}
 rtlab=${3:-target/debug/rtlab}
 cpu=$(( $(nproc) - 1 ))
+# rt-app's "run" is a loop count from its ns-per-loop calibration; CALIBRATION=N (ns per loop)
+# fixes it instead of calibrating at start.
+calibration=${CALIBRATION:-"\"CPU$cpu\""}
 out=bench/out/vs-rt-app
 rm -rf "$out" && mkdir -p "$out"
 # 3 threads on one CPU, 1/4/10 ms periods, 25/30/30 % load, rate-monotonic SCHED_FIFO priorities.
 cat >"$out/taskset.json" <<JSON
 {
-  "global": {"duration": $seconds, "default_policy": "SCHED_FIFO", "calibration": "CPU$cpu",
+  "global": {"duration": $seconds, "default_policy": "SCHED_FIFO", "calibration": $calibration,
              "logdir": "$out", "log_basename": "rt-app", "lock_pages": true},
   "tasks": {
     "t1ms":  {"priority": 50, "cpus": [$cpu], "run": 250,  "timer": {"ref": "t1",  "period": 1000}},
@@ -26,7 +29,7 @@ JSON
 # The cost task set: the same periods with 10 µs of work, rt-app's calibration given as a number
 # (no calibration phase), so the process's CPU time is almost all the runner's own.
 sed -e 's/"run": 250/"run": 10/' -e 's/"run": 1200/"run": 10/' -e 's/"run": 3000/"run": 10/' \
-    -e "s/\"calibration\": \"CPU$cpu\"/\"calibration\": 15/" "$out/taskset.json" >"$out/cost.json"
+    -e "s/\"calibration\": [^,]*,/\"calibration\": 15,/" "$out/taskset.json" >"$out/cost.json"
 for run in $(seq 1 "$runs"); do
   mkdir -p "$out/rt-app-$run"
   sed "s|\"logdir\": \"$out\"|\"logdir\": \"$out/rt-app-$run\"|" "$out/taskset.json" >"$out/rt-app-$run/taskset.json"
