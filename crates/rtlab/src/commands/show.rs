@@ -32,6 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             writeln!(out)?;
             super::timers::write_study(&mut out, &record)?;
         }
+        if record.workload.is_some() {
+            writeln!(out)?;
+            super::workload::write_outcome(&mut out, &record)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_core::{Nanos, RunRecord};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -37,23 +38,25 @@ pub struct Args {
     pub no_store: bool,
 }
 
-/// Prints the workload's counts and per-thread response times.
-pub fn print_outcome(record: &RunRecord) {
+/// Writes the workload's counts and per-thread response times (also `rtlab show`'s).
+pub fn write_outcome(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
     let Some(outcome) = &record.workload else {
-        return;
+        return Ok(());
     };
-    println!(
+    writeln!(
+        out,
         "workload {} ({}, {})  run {}  {}",
         outcome.name,
         outcome.format,
         outcome.source,
         record.id,
         Nanos(record.duration_ns)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:<14} {:<44} {:>6} {:>7} {:>8} {:>9} {:>9} {:>9}",
         "thread", "scheduling", "runs", "misses", "starved", "resp p50", "resp p99", "resp max"
-    );
+    )?;
     for thread in &outcome.threads {
         let response = record.series.iter().find(|series| {
             series.class == thread.name && series.metric == rtlab_core::Metric::Response
@@ -63,7 +66,8 @@ pub fn print_outcome(record: &RunRecord) {
                 .and_then(|series| series.percentiles.get(key).copied())
                 .map_or("-".to_owned(), |value| format!("{:.2}", value as f64 / 1e6))
         };
-        println!(
+        writeln!(
+            out,
             "{:<14} {:<44} {:>6} {:>7} {:>8} {:>9} {:>9} {:>9}",
             thread.name,
             thread.scheduling,
@@ -76,9 +80,9 @@ pub fn print_outcome(record: &RunRecord) {
                 "{:.2}",
                 series.max_ns as f64 / 1e6
             ))
-        );
+        )?;
     }
-    println!("(response times in ms, release → completion)");
+    writeln!(out, "(response times in ms, release → completion)")?;
     for device in &outcome.devices {
         let first: Vec<String> = device
             .underrun_events
@@ -86,7 +90,8 @@ pub fn print_outcome(record: &RunRecord) {
             .take(8)
             .map(|event| format!("{:.2}s", event.at_ns as f64 / 1e9))
             .collect();
-        println!(
+        writeln!(
+            out,
             "device {}: {} underruns in {} periods of {}{}",
             device.name,
             device.underruns,
@@ -97,11 +102,12 @@ pub fn print_outcome(record: &RunRecord) {
             } else {
                 format!(" (first at {})", first.join(", "))
             }
-        );
+        )?;
     }
     for warning in &record.warnings {
-        println!("warning: {warning}");
+        writeln!(out, "warning: {warning}")?;
     }
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -158,7 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if !to_stdout {
-        print_outcome(&record);
+        write_outcome(&mut std::io::stdout().lock(), &record)?;
         if let Some(path) = &args.wav {
             println!("wrote {}", path.display());
         }
