@@ -112,7 +112,7 @@ pub fn write_outcome(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (workload, format) =
-        rtlab_workload::read_workload(&args.file).map_err(|error| crate::exit::input(error))?;
+        rtlab_workload::read_workload(&args.file).map_err(crate::exit::input)?;
     let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     if workload.rings.iter().all(|ring| ring.device.is_none()) && args.wav.is_some() {
         return Err(crate::exit::input(format!(
