@@ -166,3 +166,48 @@ fn a_pi_lock_removes_the_inversion_a_plain_lock_shows() {
     assert!(plain >= 10, "plain lock: {plain} deadline misses");
     assert_eq!(inherited, 0, "PI lock: {inherited} deadline misses");
 }
+
+/// Paper 003's Table 3-2 in miniature: experiment 3 (a competitor above the decoder, no
+/// reservation) glitches throughout, experiment 6 (decoder and mixer reserved) does not, and the
+/// WAV file of experiment 3 has exactly one silent period per glitch.
+#[test]
+#[ignore = "needs root"]
+fn the_study_glitches_without_reservations_and_not_with_them() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let cpu = require_root();
+    let stop = Arc::new(AtomicBool::new(false));
+    let experiment = |number: u32| {
+        let experiment = rtlab_workload::study::EXPERIMENTS
+            .iter()
+            .find(|experiment| experiment.number == number)
+            .unwrap();
+        rtlab_workload::study::run_experiment(experiment, Nanos::from_secs(2), cpu, &stop).unwrap()
+    };
+    let starved = experiment(3);
+    // 200 periods; the 330 ms of buffered audio lasts a sixth of them.
+    assert!(
+        starved.underruns >= 100,
+        "experiment 3: {} glitches",
+        starved.underruns
+    );
+    assert!(
+        starved.starvations >= 100,
+        "experiment 3: {} starvations",
+        starved.starvations
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("experiment-3.wav");
+    rtlab_workload::wav::write_play_log(&path, 10_000_000, &starved.play_log).unwrap();
+    let (silent, _) = rtlab_workload::wav::count_silent_periods(&path, 10_000_000).unwrap();
+    assert_eq!(silent, starved.underruns);
+    let reserved = experiment(6);
+    assert_eq!(
+        reserved.underruns, 0,
+        "experiment 6 glitched at {:?} s",
+        reserved.underrun_times_s
+    );
+    assert_eq!(reserved.starvations, 0);
+    assert_eq!(reserved.granted.len(), 2, "{:?}", reserved.granted);
+}
