@@ -148,20 +148,19 @@ mod tests {
         crate::clock::monotonic_ns() + 10_000_000_000
     }
 
-    #[test]
-    fn plain_mutex_excludes_and_times_out() {
-        let lock = Arc::new(PlainMutex::new());
+    /// Four threads increment a counter non-atomically under the lock 2000 times each: lost
+    /// updates if exclusion failed.
+    fn hammer<L: Send + Sync + 'static>(lock: Arc<L>, lock_it: fn(&L), unlock_it: fn(&L)) {
         let counter = Arc::new(AtomicU64::new(0));
         let workers: Vec<_> = (0..4)
             .map(|_| {
                 let (lock, counter) = (Arc::clone(&lock), Arc::clone(&counter));
                 std::thread::spawn(move || {
                     for _ in 0..2000 {
-                        lock.lock_until(far()).unwrap();
-                        // A non-atomic read-modify-write: lost updates if exclusion failed.
+                        lock_it(&lock);
                         let value = counter.load(Ordering::Relaxed);
                         counter.store(value + 1, Ordering::Relaxed);
-                        lock.unlock();
+                        unlock_it(&lock);
                     }
                 })
             })
@@ -170,6 +169,16 @@ mod tests {
             worker.join().unwrap();
         }
         assert_eq!(counter.load(Ordering::Relaxed), 8000);
+    }
+
+    #[test]
+    fn plain_mutex_excludes_and_times_out() {
+        let lock = Arc::new(PlainMutex::new());
+        hammer(
+            Arc::clone(&lock),
+            |lock| lock.lock_until(far()).unwrap(),
+            PlainMutex::unlock,
+        );
         lock.lock_until(far()).unwrap();
         let other = Arc::clone(&lock);
         let timed_out =
@@ -183,24 +192,11 @@ mod tests {
     #[test]
     fn pi_mutex_excludes_and_times_out() {
         let lock = Arc::new(PiMutex::new());
-        let counter = Arc::new(AtomicU64::new(0));
-        let workers: Vec<_> = (0..4)
-            .map(|_| {
-                let (lock, counter) = (Arc::clone(&lock), Arc::clone(&counter));
-                std::thread::spawn(move || {
-                    for _ in 0..2000 {
-                        lock.lock_until(far()).unwrap().unwrap();
-                        let value = counter.load(Ordering::Relaxed);
-                        counter.store(value + 1, Ordering::Relaxed);
-                        lock.unlock().unwrap();
-                    }
-                })
-            })
-            .collect();
-        for worker in workers {
-            worker.join().unwrap();
-        }
-        assert_eq!(counter.load(Ordering::Relaxed), 8000);
+        hammer(
+            Arc::clone(&lock),
+            |lock| lock.lock_until(far()).unwrap().unwrap(),
+            |lock| lock.unlock().unwrap(),
+        );
         lock.lock_until(far()).unwrap().unwrap();
         let other = Arc::clone(&lock);
         let timed_out = std::thread::spawn(move || {
