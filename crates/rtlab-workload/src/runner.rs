@@ -610,15 +610,25 @@ pub fn run(
             enforcement.describe()
         ));
     }
-    let start_ns = monotonic_ns() + START_MARGIN_NS;
-    let end_ns = start_ns + duration.0;
+    // The load starts first (its threads are created and lock their stacks, which can take long
+    // on a busy machine); the start is set only once it runs, so no release is in the past. The
+    // load stops by itself 2 s after the end it was given, which covers a late start.
+    let planned_start_ns = monotonic_ns() + START_MARGIN_NS;
     let running_load = if load_plan.is_idle() {
         None
     } else {
-        Some(load_plan.start(start_ns, end_ns)?)
+        Some(load_plan.start(planned_start_ns, planned_start_ns + duration.0)?)
     };
-    let started_at =
-        std::time::SystemTime::now() + std::time::Duration::from_nanos(START_MARGIN_NS);
+    let start_ns = planned_start_ns.max(monotonic_ns() + START_MARGIN_NS / 3);
+    let end_ns = start_ns + duration.0;
+    if start_ns - planned_start_ns > 1_000_000_000 {
+        warnings.push(format!(
+            "the load took {} to start; competitors may stop up to that long before the end",
+            Nanos(start_ns - planned_start_ns)
+        ));
+    }
+    let started_at = std::time::SystemTime::now()
+        + std::time::Duration::from_nanos(start_ns.saturating_sub(monotonic_ns()));
     shared.start_ns.store(start_ns, Ordering::Release);
     shared.end_ns.store(end_ns, Ordering::Release);
     shared.go.store(1, Ordering::Release);
