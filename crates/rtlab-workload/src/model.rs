@@ -28,6 +28,23 @@ impl fmt::Display for Reservation {
     }
 }
 
+/// A thread name becomes a series class (`NAME/response@CPU`), so it is letters, digits, `-`,
+/// `_` and `.` only, at most 64 of them.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!("'{name}' must have 1 to 64 characters"));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "'{name}' contains '{bad}' (letters, digits, '-', '_' and '.' only)"
+        ));
+    }
+    Ok(())
+}
+
 /// Parses `AMOUNT/PERIOD`, e.g. `1ms/16ms`.
 pub fn parse_reservation(text: &str) -> Result<(Nanos, Nanos), String> {
     let (amount, period) = text
@@ -175,6 +192,13 @@ impl Workload {
     /// Checks what the formats cannot: each ring has one producer and one consumer (a device
     /// counts), buffer-free triggers name the thread's own output ring, nobody wakes itself.
     pub fn check(&self) -> Result<(), ModelError> {
+        for thread in &self.threads {
+            check_name(&thread.name).map_err(|message| ModelError {
+                thread: thread.name.clone(),
+                field: "name",
+                message,
+            })?;
+        }
         for (ring_index, ring) in self.rings.iter().enumerate() {
             let producers: Vec<&ThreadSpec> = self
                 .threads

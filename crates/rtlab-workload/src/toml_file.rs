@@ -456,9 +456,8 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         let raw = spanned.get_ref();
         let name = raw.name.get_ref();
         let what = format!("thread '{name}'");
-        if name.trim().is_empty() {
-            return Err(context.fail(&raw.name, &what, "name", "must not be empty".into()));
-        }
+        crate::model::check_name(name)
+            .map_err(|message| context.fail(&raw.name, &what, "name", message))?;
         if names[..index].contains(&name.as_str()) {
             return Err(context.fail(
                 &raw.name,
