@@ -356,7 +356,8 @@ pub fn render_notes(outcomes: &[ExperimentOutcome]) -> String {
              Linux the reservation is SCHED_DEADLINE, which outranks every FIFO thread just the \
              same, but its server runs the decoder on demand, whenever it is woken with budget \
              left, so no backlog builds and each stretch is one activation (~3 ms), far below \
-             the mixer's 20 ms of slack: {} glitches from the decoder. The danger is real when a \
+             the mixer's 20 ms of slack; the {} glitches here come at the times listed under RT \
+             throttling, below. The danger is real when a \
              deadline thread's own activation is longer than the slack of a FIFO thread on its CPU",
             outcome.underruns
         ));
