@@ -286,7 +286,7 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>3}  {:<10} {:<28} {:>8} {:>8} {:>9}  {:>8} {:>8}",
+        "{:>3}  {:<10} {:<36} {:>8} {:>8} {:>9}  {:>8} {:>8}",
         "exp",
         "competitor",
         "reservations",
@@ -316,7 +316,7 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>3}  {:<10} {:<28} {:>8} {:>8} {:>9}  {:>8} {:>8}",
+            "{:>3}  {:<10} {:<36} {:>8} {:>8} {:>9}  {:>8} {:>8}",
             outcome.experiment,
             competitor,
             reservations,
