@@ -16,6 +16,7 @@ pub mod run_conditions;
 pub mod run_config;
 pub mod run_load;
 pub mod run_tail;
+pub mod run_workload;
 pub mod timer_audit;
 pub mod timer_study;
 pub mod units;
@@ -36,5 +37,6 @@ pub use run_load::{
     CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
 };
 pub use run_tail::{EstimateValue, FitSummary, Tail, TailFit, TailUsage, WindowEstimate, Windows};
+pub use run_workload::{DeviceOutcome, ThreadOutcome, WorkloadEvent, WorkloadOutcome};
 pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};

@@ -23,6 +23,8 @@ pub enum Metric {
     Interval,
     /// Signalling thread → first instruction of the woken thread (paper 002's thread latency).
     Handoff,
+    /// Release → completion of one activation of a workload thread (`rtlab workload`).
+    Response,
 }
 
 impl Metric {
@@ -31,6 +33,7 @@ impl Metric {
             Metric::Wakeup => "wakeup",
             Metric::Interval => "interval",
             Metric::Handoff => "handoff",
+            Metric::Response => "response",
         }
     }
 }
@@ -48,8 +51,9 @@ impl std::str::FromStr for Metric {
             "wakeup" => Ok(Metric::Wakeup),
             "interval" => Ok(Metric::Interval),
             "handoff" => Ok(Metric::Handoff),
+            "response" => Ok(Metric::Response),
             other => Err(format!(
-                "unknown metric '{other}' (expected wakeup, interval or handoff)"
+                "unknown metric '{other}' (expected wakeup, interval, handoff or response)"
             )),
         }
     }
@@ -264,6 +268,10 @@ pub struct RunRecord {
     /// How busy the machine was with other work during the run; absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<crate::RunConditions>,
+    /// What a workload run counted (`rtlab workload`): per thread and per device; absent in every
+    /// other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::WorkloadOutcome>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -316,6 +324,7 @@ impl RunRecord {
             interrupted: false,
             timers: None,
             conditions: None,
+            workload: None,
         }
     }
 

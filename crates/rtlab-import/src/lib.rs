@@ -337,6 +337,7 @@ pub fn to_record(
         interrupted: false,
         timers: None,
         conditions: None,
+        workload: None,
     };
     record
         .validate()

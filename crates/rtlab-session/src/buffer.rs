@@ -113,6 +113,7 @@ pub fn run(
         interrupted: result.interrupted,
         timers: None,
         conditions: None,
+        workload: None,
     };
     record.validate()?;
     Ok((record, result))

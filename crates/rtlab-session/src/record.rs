@@ -94,6 +94,7 @@ pub(crate) fn build(
         interrupted,
         timers: None,
         conditions: None,
+        workload: None,
     };
     record.validate()?;
     Ok(record)

@@ -23,6 +23,8 @@ pub mod load_supervisor;
 #[cfg(target_os = "linux")]
 pub mod load_syscalls;
 #[cfg(target_os = "linux")]
+pub mod locks;
+#[cfg(target_os = "linux")]
 pub mod memory;
 #[cfg_attr(windows, path = "windows/output_file.rs")]
 pub mod output_file;

@@ -68,6 +68,7 @@ pub fn write_comparison(
                 Metric::Wakeup => "wake-up latency",
                 Metric::Handoff => "hand-off latency",
                 Metric::Interval => "interval",
+                Metric::Response => "response time",
             }
         )?;
         writeln!(

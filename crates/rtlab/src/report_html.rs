@@ -211,6 +211,7 @@ fn metric_title(metric: Metric) -> &'static str {
         Metric::Wakeup => "Wake-up latency",
         Metric::Handoff => "Hand-off latency",
         Metric::Interval => "Interval between wake-ups",
+        Metric::Response => "Response time",
     }
 }
 

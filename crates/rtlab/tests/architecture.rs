@@ -29,6 +29,17 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-sched",
         ],
     ),
+    (
+        "rtlab-workload",
+        &[
+            "rtlab-core",
+            "rtlab-sys",
+            "rtlab-probe",
+            "rtlab-sched",
+            "rtlab-client",
+            "rtlab-session",
+        ],
+    ),
 ];
 
 /// The binary crate: it may use every library.

@@ -310,6 +310,7 @@ fn test_record() -> RunRecord {
         interrupted: false,
         timers: None,
         conditions: None,
+        workload: None,
     }
 }
 

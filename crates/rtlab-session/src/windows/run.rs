@@ -155,6 +155,7 @@ fn build(
         interrupted: result.interrupted,
         timers: None,
         conditions: None,
+        workload: None,
     };
     record.validate()?;
     Ok(record)

@@ -63,6 +63,7 @@ fn record(
         interrupted,
         timers: Some(study),
         conditions: None,
+        workload: None,
     };
     record.validate()?;
     Ok(record)

@@ -33,8 +33,12 @@ pub mod run;
 #[cfg(target_os = "linux")]
 pub mod run_show;
 pub mod show;
+#[cfg_attr(windows, path = "windows/absent.rs")]
+pub mod study;
 #[cfg_attr(windows, path = "windows/timers.rs")]
 pub mod timers;
+#[cfg_attr(windows, path = "windows/absent.rs")]
+pub mod workload;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
 /// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
@@ -107,6 +111,12 @@ pub enum Command {
     /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
     #[cfg_attr(windows, command(hide = true))]
     Reservations(reservations::Args),
+    /// Run a workload model (rtlab TOML or rt-app JSON): underruns, deadline misses, response times
+    #[cfg_attr(windows, command(hide = true))]
+    Workload(workload::Args),
+    /// Reproduce a paper's study on this machine (media-player: paper 003 Table 3-2)
+    #[cfg_attr(windows, command(hide = true))]
+    Study(study::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -130,6 +140,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reserve(args) => reserve::run(args),
         Command::Release(args) => release::run(args),
         Command::Reservations(args) => reservations::run(args),
+        Command::Workload(args) => workload::run(args),
+        Command::Study(args) => study::run(args),
     }
 }
 

@@ -32,6 +32,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             writeln!(out)?;
             super::timers::write_study(&mut out, &record)?;
         }
+        // The workload runner and its tables are Linux-only; Windows shows the series.
+        #[cfg(target_os = "linux")]
+        if record.workload.is_some() {
+            writeln!(out)?;
+            super::workload::write_outcome(&mut out, &record)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -38,6 +38,7 @@ pub fn metric_explanation(metric: Metric) -> &'static str {
         Metric::Handoff => {
             "hand-off latency: from one thread signalling another to the woken thread running"
         }
+        Metric::Response => "response time: from a workload thread's release to its completion",
     }
 }
 
@@ -80,7 +81,12 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::io::Result
         host.virtualization,
         host.clocksource
     )?;
-    for metric in [Metric::Wakeup, Metric::Handoff, Metric::Interval] {
+    for metric in [
+        Metric::Wakeup,
+        Metric::Handoff,
+        Metric::Interval,
+        Metric::Response,
+    ] {
         let rows = record.series_of(metric);
         if rows.is_empty() {
             continue;

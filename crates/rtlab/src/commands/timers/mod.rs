@@ -167,6 +167,7 @@ fn base_record(
         interrupted,
         timers: Some(study),
         conditions: None,
+        workload: None,
     };
     record
         .validate()
