@@ -51,7 +51,13 @@ impl TailModel for ProjectedTail {
         }
         let cutoff = self.fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0;
         let inside = |log_probability: f64| {
-            gpd::profile_log_likelihood(&self.fit.excesses, excess, log_probability.exp()) >= cutoff
+            gpd::profile_reaches(
+                &self.fit.excesses,
+                excess,
+                log_probability.exp(),
+                cutoff,
+                xi,
+            )
         };
         let centre = conditional.ln();
         // Lower end: down to 10^-12 of the estimate; inside there means "not bounded below".
