@@ -20,7 +20,9 @@ pub mod buffer;
 pub mod explain;
 pub mod load;
 mod record;
+pub mod supply;
 pub mod tails;
+pub mod timers;
 
 pub use explain::ExplainConfig;
 pub use load::{LoadError, LoadField, LoadPlan, LoadRequest, RunningLoad};

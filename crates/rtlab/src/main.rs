@@ -8,14 +8,6 @@ mod commands;
 mod exit;
 mod flags;
 mod output;
-mod render;
-mod render_compare;
-mod render_verdict;
-mod report_html;
-mod svg_plots;
-mod svg_timers;
-mod text;
-mod verdict;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -209,22 +209,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(session_error)?;
     let interrupted = record.interrupted;
 
-    let mut out = std::io::stdout().lock();
     let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
     // integration: show — summary, extra reports, then the verdict block
     let mut unsuitable = false;
     if !json_to_stdout {
-        unsuitable = super::run_show::write_end(&mut out, &record, &args.show, |mut out| {
-            if args.intervals {
-                crate::render::write_interval_table(&mut out, &record)?;
-            }
-            if args.explain.explain {
-                crate::render::explain::write_report(&mut out, &record, 10)?;
-            }
-            Ok(())
-        })?;
+        let mut extra = String::new();
+        if args.intervals {
+            extra.push_str(&rtlab_render::summary::interval_table(&record));
+        }
+        if args.explain.explain {
+            extra.push_str(&rtlab_render::explain::report(&record, 10));
+        }
+        unsuitable = super::run_show::print_end(&record, &args.show, &extra)?;
     }
-    drop(out);
     if let Some(output) = histfile_output {
         let text = rtlab_core::export::record_histfile(&record, args.histogram)
             .context("decoding a histogram")?;
@@ -290,7 +287,7 @@ impl rtlab_session::Observer for ProgressDisplay {
             bar.set_message(format!(
                 "{} samples  worst wake-up {} us",
                 progress.samples,
-                crate::render::micros(progress.max_wakeup_ns)
+                rtlab_render::micros(progress.max_wakeup_ns)
             ));
         }
     }

@@ -1,12 +1,12 @@
 //! The explain report (`rtlab explain`, `rtlab run --explain`): the worst episodes with their
 //! causes, then the top offenders over all of them.
 
-use super::micros;
+use crate::summary::micros;
 use rtlab_core::{Episode, RunRecord};
 use rtlab_trace::{top_offenders, Offender};
-use std::io::Write;
+use std::fmt::Write;
 
-pub(crate) fn short_id(record: &RunRecord) -> String {
+pub fn short_id(record: &RunRecord) -> String {
     record.id.chars().take(8).collect()
 }
 
@@ -26,7 +26,12 @@ fn threshold_text(record: &RunRecord) -> String {
 const CAUSES_PER_EPISODE: usize = 6;
 
 /// The explain report: the worst `worst` episodes, then the top offenders of all of them.
-pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> std::io::Result<()> {
+/// The explain report as text (the `worst` longest episodes in detail): [`write_report`].
+pub fn report(record: &RunRecord, worst: usize) -> String {
+    crate::to_text(|out| write_report(out, record, worst))
+}
+
+pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> std::fmt::Result {
     let episodes = &record.episodes;
     writeln!(out)?;
     if episodes.is_empty() {
@@ -58,7 +63,7 @@ pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> s
     write_offenders(out, &top_offenders(episodes), episodes.len())
 }
 
-fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::io::Result<()> {
+fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::fmt::Result {
     let steal = match episode.steal_ns {
         Some(steal) => format!(", steal {} µs", micros(steal)),
         None => String::new(),
@@ -114,7 +119,7 @@ fn write_offenders(
     out: &mut impl Write,
     offenders: &[Offender],
     n_episodes: usize,
-) -> std::io::Result<()> {
+) -> std::fmt::Result {
     writeln!(out, "Top offenders over all {n_episodes} episodes:")?;
     writeln!(
         out,
