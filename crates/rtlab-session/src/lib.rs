@@ -19,6 +19,7 @@
 pub mod buffer;
 pub mod explain;
 pub mod load;
+pub mod monitor;
 mod record;
 pub mod supply;
 pub mod tails;
