@@ -71,6 +71,9 @@ fn is_input(error: &anyhow::Error) -> bool {
                 .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
                 .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
             || cause
+                .downcast_ref::<rtlab_store::LoadError>()
+                .is_some_and(rtlab_store::LoadError::is_input)
+            || cause
                 .downcast_ref::<rtlab_session::supply::VerifyError>()
                 .is_some_and(rtlab_session::supply::VerifyError::is_input)
             || cause
