@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use rtlab_core::{parse_duration, Nanos};
 use rtlab_probe::Class;
 use rtlab_session::monitor::{Monitor, MonitorConfig};
-use rtlab_session::ExplainConfig;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -60,11 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cpus: cpus.clone(),
         handoff: args.handoff,
         stop_after: args.stop_after,
-        explain: args.explain.explain.then(|| ExplainConfig {
-            threshold: args.explain.explain_above,
-            stacks: args.explain.stacks,
-            events: args.explain.explain_events.into(),
-        }),
+        explain: args.explain.config(),
     };
     let monitor = Monitor::bind(config).map_err(|error| match error.setting() {
         Some("listen") => crate::exit::input(format!("--prometheus {}: {error}", args.prometheus)),

@@ -114,6 +114,17 @@ pub struct ExplainArgs {
     pub explain_events: ExplainEvents,
 }
 
+impl ExplainArgs {
+    /// The explain session's settings, when `--explain` is given.
+    pub fn config(&self) -> Option<ExplainConfig> {
+        self.explain.then(|| ExplainConfig {
+            threshold: self.explain_above,
+            stacks: self.stacks,
+            events: self.explain_events.into(),
+        })
+    }
+}
+
 /// `--explain-events`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExplainEvents {
@@ -155,11 +166,7 @@ impl Args {
                 usage: self.load.usage,
                 force: self.load.force,
             },
-            explain: self.explain.explain.then(|| ExplainConfig {
-                threshold: self.explain.explain_above,
-                stacks: self.explain.stacks,
-                events: self.explain.explain_events.into(),
-            }),
+            explain: self.explain.config(),
             cmdline: std::env::args().collect(),
         }
     }
