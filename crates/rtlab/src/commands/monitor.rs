@@ -3,7 +3,7 @@
 
 use crate::flags::CpuList;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Nanos};
+use rtlab_core::Nanos;
 use rtlab_probe::Class;
 use rtlab_session::monitor::{Monitor, MonitorConfig};
 use std::net::SocketAddr;
@@ -17,33 +17,25 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub prometheus: SocketAddr,
     /// Wake-up period of every measuring thread (100 Hz by default: low overhead for weeks)
-    #[arg(long, default_value = "10ms", value_parser = parse_nanos)]
+    #[arg(long, default_value = "10ms", value_parser = crate::flags::duration)]
     pub period: Nanos,
     /// Length of one measuring window: the worst-latency gauge covers the last window
-    #[arg(long, default_value = "10s", value_parser = parse_nanos)]
+    #[arg(long, default_value = "10s", value_parser = crate::flags::duration)]
     pub window: Nanos,
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high")]
     pub classes: Vec<Class>,
     /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    #[arg(long, value_name = "LIST", value_parser = crate::flags::cpu_list)]
     pub cpus: Option<CpuList>,
     /// Also measure hand-off latency (a waiter thread per class)
     #[arg(long)]
     pub handoff: bool,
     /// Stop after this long (e.g. 1h); default: until SIGINT or SIGTERM
-    #[arg(long, value_parser = parse_nanos)]
+    #[arg(long, value_parser = crate::flags::duration)]
     pub stop_after: Option<Nanos>,
     #[command(flatten)]
     pub explain: super::run::ExplainArgs,
-}
-
-fn parse_nanos(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
-}
-
-fn parse_cpus(text: &str) -> Result<CpuList, String> {
-    crate::flags::cpu_list(text)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

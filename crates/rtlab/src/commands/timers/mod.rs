@@ -10,7 +10,7 @@ pub use change::{run_changer, ChangerArgs};
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{parse_duration, Nanos, RunRecord};
+use rtlab_core::{Nanos, RunRecord};
 use rtlab_probe::timers::{RunningStudy, TimerClass};
 use rtlab_render::svg_timers::{interval_distributions, millis_label};
 use rtlab_session::timers::{study_record, StudyRequest};
@@ -25,10 +25,10 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Total measuring time, split evenly over every (API, class, interval) cell
-    #[arg(short = 'D', long, default_value = "30s", value_parser = parse_nanos)]
+    #[arg(short = 'D', long, default_value = "30s", value_parser = crate::flags::duration)]
     pub duration: Nanos,
     /// The intervals to request, each measured with every API and class
-    #[arg(long, value_delimiter = ',', default_value = "1ms,2ms,10ms,16.667ms", value_parser = parse_nanos)]
+    #[arg(long, value_delimiter = ',', default_value = "1ms,2ms,10ms,16.667ms", value_parser = crate::flags::duration)]
     pub intervals: Vec<Nanos>,
     /// Only these APIs (function names; `timerfd` means both its periodic and re-armed loops)
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -60,12 +60,8 @@ pub struct Args {
     #[arg(long)]
     pub change_experiment: bool,
     /// With --change-experiment: how long each setting is held
-    #[arg(long, default_value = "3s", value_parser = parse_nanos)]
+    #[arg(long, default_value = "3s", value_parser = crate::flags::duration)]
     pub hold: Nanos,
-}
-
-fn parse_nanos(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
 }
 
 fn selected_apis(names: &[String]) -> anyhow::Result<Vec<TimerApi>> {
