@@ -273,7 +273,12 @@ impl Probe {
                 return Err(ProbeError::NothingPermitted);
             }
         }
-        let memory_lock = match rtlab_sys::memory::MemoryLock::lock_all() {
+        // On fault, not all at once: populating the whole binary, every thread's stack and every
+        // heap mapping cost more CPU than a 20 s run's measuring (BENCHMARKS.md "probe"). What
+        // the sample path touches is written before the first deadline instead
+        // (`Recorder::prefault`, `prefault_stack`, the late queues below), so it is resident
+        // and locked all the same.
+        let memory_lock = match rtlab_sys::memory::MemoryLock::lock_on_fault() {
             Ok(lock) => Some(lock),
             Err(error) => {
                 warnings.push(format!(
@@ -335,7 +340,18 @@ impl Probe {
         let make_late_channel = |running: &mut RunningProbe, key: SeriesKey| {
             let threshold_ns = Arc::new(LateThreshold(AtomicU64::new(u64::MAX)));
             running.thresholds.push((key, Arc::clone(&threshold_ns)));
-            let (producer, consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
+            let (mut producer, mut consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
+            // Every slot written and read once, so a late sample's push never faults a page in.
+            let blank = LateSample {
+                metric: Metric::Wakeup,
+                class: Class::Normal,
+                cpu: 0,
+                intended_ns: 0,
+                actual_ns: 0,
+                latency_ns: 0,
+            };
+            while producer.push(blank).is_ok() {}
+            while consumer.pop().is_ok() {}
             running
                 .late_consumers
                 .lock()
@@ -462,7 +478,20 @@ fn set_up_thread(cpu: usize, policy: Policy, name: &str) -> Result<u32, ProbeErr
     // 1 ns slack: measure the scheduler, not the default 50 µs coalescing of SCHED_OTHER timers.
     // Per thread, so nothing is left changed when the thread ends.
     rtlab_sys::clock::set_timer_slack_ns(1).map_err(|error| fail("timer slack", error))?;
+    prefault_stack();
     Ok(rtlab_sys::cpu::current_tid())
+}
+
+/// Stack a measuring thread's sample path may use, written once before measuring (far more than
+/// the loop's few frames need; the thread's stack is 2 MiB).
+const PREFAULTED_STACK_BYTES: usize = 64 * 1024;
+
+/// Writes the next [`PREFAULTED_STACK_BYTES`] of this thread's stack, so that under
+/// `mlockall(MCL_ONFAULT)` those pages are resident and locked before the first sample.
+#[inline(never)]
+fn prefault_stack() {
+    let mut area = [0u8; PREFAULTED_STACK_BYTES];
+    std::hint::black_box(&mut area);
 }
 
 #[inline]
@@ -514,6 +543,8 @@ impl TimerThread {
             .to_owned();
         match set_up_thread(self.cpu, self.class.policy(), &name) {
             Ok(tid) => {
+                self.wakeup.prefault();
+                self.interval.prefault();
                 let _ = setup.send(Ok((vec![wakeup_key, interval_key], tid)));
             }
             Err(error) => {
@@ -602,6 +633,7 @@ impl WaiterThread {
             .to_owned();
         match set_up_thread(self.key.cpu, self.key.class.policy(), &name) {
             Ok(tid) => {
+                self.recorder.prefault();
                 let _ = setup.send(Ok((vec![self.key], tid)));
             }
             Err(error) => {

@@ -37,6 +37,15 @@ impl LargestSamples {
         }
     }
 
+    /// Writes every slot of the buffer once, so its pages are resident (and, under
+    /// `mlockall(MCL_ONFAULT)`, locked) before the first sample.
+    pub fn prefault(&mut self) {
+        let slots = self.buffer.capacity();
+        self.buffer.resize(slots, (0, 0));
+        std::hint::black_box(&mut self.buffer);
+        self.buffer.clear();
+    }
+
     /// Offers one sample taken `at_ns`.
     #[inline]
     pub fn offer(&mut self, value_ns: u64, at_ns: u64) {
@@ -134,6 +143,19 @@ impl Recorder {
             published_max_ns: 0,
             live,
         }
+    }
+
+    /// Writes every page of the recorder's buffers (histogram counts, per-second table, peaks)
+    /// once, so the sample path never takes a page fault: the probe locks memory with
+    /// `MCL_ONFAULT`, which locks pages as they are touched instead of populating everything.
+    pub fn prefault(&mut self) {
+        self.histogram.prefault();
+        // One write per page; `black_box` keeps the compiler from dropping a store of the
+        // zero the allocator already promised.
+        for page in self.max_per_second.chunks_mut(512) {
+            page[0] = std::hint::black_box(0);
+        }
+        self.peaks.prefault();
     }
 
     /// Records one sample taken `at_ns` after measurement started.
@@ -333,6 +355,31 @@ mod tests {
         assert_eq!(recorder.max_per_second(1_500_000_000), vec![30, 20]);
         assert_eq!(recorder.beyond_table, 1);
         assert_eq!(recorder.histogram.count(), 5);
+    }
+
+    /// Prefaulting writes memory, never data: a prefaulted recorder records exactly what a
+    /// fresh one does, and its peak buffer keeps its allocation.
+    #[test]
+    fn prefaulting_changes_nothing_recorded() {
+        let mut plain = recorder(3, 4);
+        let mut touched = recorder(3, 4);
+        touched.prefault();
+        assert_eq!(touched.count(), 0);
+        assert!(touched.peaks().is_empty());
+        let capacity = touched.peaks.buffer.capacity();
+        for (index, value) in [7u64, 3, 90, 12, 90, 5, 44, 1].into_iter().enumerate() {
+            let at_ns = index as u64 * 400_000_000;
+            plain.record(value, at_ns);
+            touched.record(value, at_ns);
+        }
+        assert_eq!(touched.peaks(), plain.peaks());
+        assert_eq!(
+            touched.max_per_second(3_000_000_000),
+            plain.max_per_second(3_000_000_000)
+        );
+        assert_eq!(touched.histogram.count(), plain.histogram.count());
+        assert_eq!(touched.histogram.max(), plain.histogram.max());
+        assert_eq!(touched.peaks.buffer.capacity(), capacity);
     }
 
     #[test]

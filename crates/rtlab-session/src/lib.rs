@@ -23,9 +23,15 @@ pub mod explain;
 #[cfg(target_os = "linux")]
 pub mod load;
 #[cfg(target_os = "linux")]
+pub mod monitor;
+#[cfg(target_os = "linux")]
 mod record;
 mod summary;
+#[cfg(target_os = "linux")]
+pub mod supply;
 pub mod tails;
+#[cfg(target_os = "linux")]
+pub mod timers;
 #[cfg(windows)]
 pub mod windows;
 

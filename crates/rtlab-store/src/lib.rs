@@ -5,6 +5,10 @@
 //! and a reader never blocks the writer. The whole Run record is stored as JSON beside a few
 //! indexed columns; the JSON is the source of truth.
 
+mod resolve;
+
+pub use resolve::{load_record, LoadError};
+
 use rtlab_core::{RecordError, RunRecord};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};

@@ -64,6 +64,9 @@ fn is_input(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.downcast_ref::<InputError>().is_some()
             || cause.downcast_ref::<rtlab_core::RecordError>().is_some()
+            || cause
+                .downcast_ref::<rtlab_store::LoadError>()
+                .is_some_and(rtlab_store::LoadError::is_input)
             || is_library_input(cause)
     })
 }
@@ -80,6 +83,9 @@ fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
         || cause
             .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
             .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
+        || cause
+            .downcast_ref::<rtlab_session::supply::VerifyError>()
+            .is_some_and(rtlab_session::supply::VerifyError::is_input)
         || cause
             .downcast_ref::<rtlab_sched::PlanReportError>()
             .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))

@@ -15,19 +15,6 @@ mod commands;
 mod exit;
 mod flags;
 mod output;
-mod render;
-mod render_compare;
-#[cfg(target_os = "linux")]
-mod render_verdict;
-#[cfg(target_os = "linux")]
-mod report_html;
-#[cfg(target_os = "linux")]
-mod svg_plots;
-#[cfg(target_os = "linux")]
-mod svg_timers;
-mod text;
-#[cfg(target_os = "linux")]
-mod verdict;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -92,3 +92,12 @@ impl PendingOutput {
         Ok(())
     }
 }
+
+/// Writes rendered text to standard output (a closed pipe is an `io::Error` that `exit.rs`
+/// turns into a quiet exit, where `print!` would panic).
+pub fn print(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}

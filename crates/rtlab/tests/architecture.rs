@@ -40,6 +40,17 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-session",
         ],
     ),
+    (
+        "rtlab-render",
+        &[
+            "rtlab-core",
+            "rtlab-sys",
+            "rtlab-trace",
+            "rtlab-analysis",
+            "rtlab-sched",
+            "rtlab-session",
+        ],
+    ),
 ];
 
 /// The binary crate: it may use every library.
@@ -169,7 +180,11 @@ fn no_crate_depends_upward() {
     let packages = workspace_dependencies();
     let problems = upward_edges(&packages);
     assert!(problems.is_empty(), "{problems:#?}");
-    assert!(packages.contains_key(CLI) && packages.contains_key("rtlab-session"));
+    assert!(
+        packages.contains_key(CLI)
+            && packages.contains_key("rtlab-session")
+            && packages.contains_key("rtlab-render")
+    );
 }
 
 #[test]

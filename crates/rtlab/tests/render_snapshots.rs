@@ -45,17 +45,30 @@ fn run_summary_with_its_load() {
     insta::assert_snapshot!(render(0, &["show", &fixture("main-4487fa2-load.json")]));
 }
 
+/// Every line of `text` fits an 80-column terminal.
+fn assert_fits_80_columns(text: &str) {
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}
+
 #[test]
 fn explain_report() {
-    insta::assert_snapshot!(render(
+    let text = render(
         0,
         &[
             "explain",
             &fixture("main-4487fa2-explain.json"),
             "--worst",
-            "3"
-        ]
-    ));
+            "3",
+        ],
+    );
+    assert_fits_80_columns(&text);
+    insta::assert_snapshot!(text);
 }
 
 #[test]
@@ -108,7 +121,9 @@ fn explain_report_with_a_fixed_threshold_and_a_stack() {
         ),
     ];
     let path = sandbox.write_record("explained.json", &record);
-    insta::assert_snapshot!(render(0, &["explain", path.to_str().unwrap()]));
+    let text = render(0, &["explain", path.to_str().unwrap()]);
+    assert_fits_80_columns(&text);
+    insta::assert_snapshot!(text);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::process::Command;
 
 fn fixture() -> String {
     format!(
-        "{}/test_data/records/vm-5s.json",
+        "{}/../rtlab-render/test_data/records/vm-5s.json",
         env!("CARGO_MANIFEST_DIR")
     )
 }

@@ -243,30 +243,82 @@ fn sigma_for_quantile(excess: f64, tail_probability: f64, xi: f64) -> f64 {
     }
 }
 
+/// Steps of the ξ grid a profile likelihood starts from (the grid has one more point).
+const PROFILE_GRID_STEPS: usize = 30;
+
+/// ξ at grid point `step` of a profile likelihood.
+fn profile_grid_xi(step: usize) -> f64 {
+    XI_MIN + (XI_MAX - XI_MIN) / PROFILE_GRID_STEPS as f64 * step as f64
+}
+
 /// Best log-likelihood with the quantile of conditional tail probability `tail_probability` fixed
 /// at `excess` (ξ re-fitted over [XI_MIN, XI_MAX]).
 pub fn profile_log_likelihood(data: &Excesses, excess: f64, tail_probability: f64) -> f64 {
     let objective =
         |xi: f64| log_likelihood(data, sigma_for_quantile(excess, tail_probability, xi), xi);
-    let steps = 30;
-    let width = (XI_MAX - XI_MIN) / f64::from(steps);
+    let mut grid = [f64::NEG_INFINITY; PROFILE_GRID_STEPS + 1];
+    for (step, value) in grid.iter_mut().enumerate() {
+        *value = objective(profile_grid_xi(step));
+    }
+    refine_profile(&grid, objective)
+}
+
+/// The profile's maximum from its values on the grid: the best grid point, refined by 20
+/// golden steps between its neighbours.
+fn refine_profile(grid: &[f64], objective: impl Fn(f64) -> f64) -> f64 {
     let mut best = (0usize, f64::NEG_INFINITY);
-    for step in 0..=steps {
-        let value = objective(XI_MIN + width * f64::from(step));
-        if value > best.1 {
-            best = (step as usize, value);
+    for (step, value) in grid.iter().enumerate() {
+        if *value > best.1 {
+            best = (step, *value);
         }
     }
     if !best.1.is_finite() {
         return f64::NEG_INFINITY;
     }
-    let center = XI_MIN + width * best.0 as f64;
+    let width = (XI_MAX - XI_MIN) / PROFILE_GRID_STEPS as f64;
+    let center = profile_grid_xi(best.0);
     let low = (center - width).max(XI_MIN);
     let high = (center + width).min(XI_MAX);
     // 20 golden steps narrow the bracket (two grid steps, 0.17) to 1e-5 in ξ, where the
     // likelihood is flat to far below the interval's cut-off precision.
     let (_, refined) = golden_maximum(low, high, 20, objective);
     refined.max(best.1)
+}
+
+/// Whether `profile_log_likelihood(data, excess, tail_probability) >= cutoff`, always with the
+/// same answer, but cheaper: the grid is walked outward from the grid point nearest `near_xi`
+/// (the fitted ξ, where the profile of a quantile inside the interval peaks), and the first
+/// grid value at or above the cut-off decides (the profile's maximum is at least every grid
+/// value). Only a quantile outside the interval pays for the whole grid and the refinement.
+/// An interval's bisection asks this about 45 times per quantile, half of them inside, and the
+/// projection at the end of a run was most of rtlab's fixed cost (BENCHMARKS.md, probe cost).
+pub fn profile_reaches(
+    data: &Excesses,
+    excess: f64,
+    tail_probability: f64,
+    cutoff: f64,
+    near_xi: f64,
+) -> bool {
+    let objective =
+        |xi: f64| log_likelihood(data, sigma_for_quantile(excess, tail_probability, xi), xi);
+    let width = (XI_MAX - XI_MIN) / PROFILE_GRID_STEPS as f64;
+    let start = ((near_xi - XI_MIN) / width)
+        .round()
+        .clamp(0.0, PROFILE_GRID_STEPS as f64) as usize;
+    let mut grid = [f64::NEG_INFINITY; PROFILE_GRID_STEPS + 1];
+    for distance in 0..=PROFILE_GRID_STEPS {
+        let below = start.checked_sub(distance);
+        let above =
+            Some(start + distance).filter(|step| distance > 0 && *step <= PROFILE_GRID_STEPS);
+        for step in [below, above].into_iter().flatten() {
+            let value = objective(profile_grid_xi(step));
+            if value >= cutoff {
+                return true;
+            }
+            grid[step] = value;
+        }
+    }
+    refine_profile(&grid, objective) >= cutoff
 }
 
 /// A quantile estimate with its interval.
@@ -309,7 +361,7 @@ pub fn quantile_interval(
 ) -> QuantileInterval {
     let estimate = excess_quantile(tail_probability, fitted.sigma, fitted.xi);
     let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
-    let inside = |excess: f64| profile_log_likelihood(data, excess, tail_probability) >= cutoff;
+    let inside = |excess: f64| profile_reaches(data, excess, tail_probability, cutoff, fitted.xi);
     // Lower end: between a vanishing excess (likelihood → −∞) and the estimate, in log space.
     let mut below = (estimate * 1e-9).ln();
     let mut above = estimate.ln();
@@ -420,6 +472,40 @@ mod tests {
             high - interval.low
         };
         assert!(width(&large) < width(&small));
+    }
+
+    /// The cheap test answers exactly what the full profile likelihood does, inside the
+    /// interval, outside it and at its edges, for light, exponential and heavy tails.
+    #[test]
+    fn profile_reaches_agrees_with_the_full_profile() {
+        let mut checked = (0, 0);
+        for (sigma, xi) in [(2.0, 0.3), (1.0, 0.0), (5.0, -0.2), (1.0, 0.8)] {
+            let data = gpd_sample(300, sigma, xi);
+            let fitted = fit(&data).unwrap();
+            for probability in [0.5, 1e-2, 1e-4, 1e-7] {
+                let estimate = excess_quantile(probability, fitted.sigma, fitted.xi);
+                for confidence in [0.90, 0.95, 0.99] {
+                    let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
+                    for step in -40..=40 {
+                        let excess = estimate * (f64::from(step) * 0.05).exp();
+                        let full = profile_log_likelihood(&data, excess, probability) >= cutoff;
+                        for near_xi in [fitted.xi, XI_MIN, XI_MAX, 0.0] {
+                            assert_eq!(
+                                profile_reaches(&data, excess, probability, cutoff, near_xi),
+                                full,
+                                "sigma {sigma} xi {xi} p {probability} excess {excess}"
+                            );
+                        }
+                        if full {
+                            checked.0 += 1;
+                        } else {
+                            checked.1 += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked.0 > 100 && checked.1 > 100, "{checked:?}");
     }
 
     #[test]

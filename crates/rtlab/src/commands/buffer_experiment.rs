@@ -66,8 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.period.0 as f64 / 1e6,
             args.compute.0 / 1_000,
             result.producer_policy.name(),
-            crate::render::micros(result.wakeup.value_at_quantile(0.99)),
-            crate::render::micros(result.wakeup.max()),
+            rtlab_render::micros(result.wakeup.value_at_quantile(0.99)),
+            rtlab_render::micros(result.wakeup.max()),
         );
         for (buffers, checked, underruns) in &result.underruns {
             println!("n = {buffers}: {underruns} underruns in {checked} buffers");

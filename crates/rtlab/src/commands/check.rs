@@ -58,8 +58,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::exit::input(format!("{}: {error}", args.run.as_deref().unwrap_or("")))
     })?;
     if !json.as_ref().is_some_and(PendingOutput::is_stdout) {
-        let mut out = std::io::stdout().lock();
-        crate::render::check::write_table(&mut out, &output, &tasks, &args.miss_rate)?;
+        crate::output::print(&rtlab_render::check::table(
+            &output,
+            &tasks,
+            &args.miss_rate,
+        ))?;
     }
     if let Some(json) = json {
         let host = record.as_ref().map(|record| record.host.clone());

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use rtlab_analysis::compare::{
     compare, parse_threshold, CompareOptions, Comparison, Gate, GateScope, Threshold,
 };
+use rtlab_render::compare::RunSummary;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,17 +61,6 @@ fn parse_confidence(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
-/// What a compared run was, in the JSON output.
-#[derive(Serialize)]
-pub struct RunSummary {
-    pub id: String,
-    pub source: String,
-    pub started_at: String,
-    pub duration_ns: u64,
-    pub host: rtlab_core::Host,
-    pub cmdline: Vec<String>,
-}
-
 #[derive(Serialize)]
 struct Output<'a> {
     schema: &'static str,
@@ -84,17 +74,6 @@ struct Output<'a> {
     comparison: &'a Comparison,
     #[serde(skip_serializing_if = "Option::is_none")]
     gate: Option<Gate>,
-}
-
-fn summary(source: &str, record: &rtlab_core::RunRecord) -> RunSummary {
-    RunSummary {
-        id: record.id.clone(),
-        source: source.to_owned(),
-        started_at: record.started_at.clone(),
-        duration_ns: record.duration_ns,
-        host: record.host.clone(),
-        cmdline: record.cmdline.clone(),
-    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -118,21 +97,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cmdline: std::env::args().collect(),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         host: rtlab_sys::host::describe(None),
-        a: summary(&args.a, &record_a),
-        b: summary(&args.b, &record_b),
+        a: RunSummary::of(&args.a, &record_a),
+        b: RunSummary::of(&args.b, &record_b),
         comparison: &comparison,
         gate: gate.clone(),
     };
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
-        let mut out = std::io::stdout().lock();
-        crate::render_compare::write_comparison(
-            &mut out,
+        crate::output::print(&rtlab_render::compare::comparison(
             &output.a,
             &output.b,
             &comparison,
             gate.as_ref(),
-        )?;
+        ))?;
     }
     if let Some(json) = json {
         let text =

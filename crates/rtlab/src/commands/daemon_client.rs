@@ -2,7 +2,7 @@
 //! daemon, and turning the daemon's errors into rtlab's exit codes.
 
 use rtlab_client::{Client, ClientError};
-use rtlab_core::rpc::{ErrorCode, WireRate};
+use rtlab_core::rpc::ErrorCode;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,14 +44,4 @@ pub fn failure(error: ClientError) -> anyhow::Result<ExitCode> {
         }
         _ => Err(anyhow::Error::new(error)),
     }
-}
-
-/// `2ms every 10ms (20.0 % of a CPU)`.
-pub fn describe_rate(rate: &WireRate) -> String {
-    format!(
-        "{} every {} ({:.1} % of a CPU)",
-        rtlab_core::Nanos(rate.amount_ns),
-        rtlab_core::Nanos(rate.period_ns),
-        rate.fraction() * 100.0
-    )
 }

@@ -4,8 +4,8 @@
 //! viewers open.
 
 use crate::output::PendingOutput;
-use crate::render::explain::{short_id, write_report};
 use rtlab_core::{Episode, ExplainSettings};
+use rtlab_render::explain::{report, short_id};
 use rtlab_trace::{chrome_trace, top_offenders, Offender};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -79,10 +79,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let to_stdout = json.is_stdout();
             json.commit_json(EXPLAIN_SCHEMA, Some(record.host.clone()), &output)?;
             if !to_stdout {
-                write_report(&mut std::io::stdout().lock(), &record, args.worst)?;
+                crate::output::print(&report(&record, args.worst))?;
             }
         }
-        None => write_report(&mut std::io::stdout().lock(), &record, args.worst)?,
+        None => crate::output::print(&report(&record, args.worst))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -95,8 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })?;
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
-        let mut out = std::io::stdout().lock();
-        crate::render::forecast::write_report(&mut out, &output)?;
+        crate::output::print(&rtlab_render::forecast::report(&output))?;
     }
     if let Some(json) = json {
         json.commit_json(FORECAST_SCHEMA, Some(record.host.clone()), &output)?;

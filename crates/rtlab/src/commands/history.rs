@@ -1,7 +1,7 @@
 //! `rtlab history`: the stored runs, newest first.
 
-use crate::render::micros;
 use rtlab_core::Nanos;
+use rtlab_render::micros;
 use std::io::Write as _;
 use std::process::ExitCode;
 

@@ -76,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     let mut out = std::io::stdout().lock();
     if !to_stdout {
-        crate::render::write_summary(&mut out, &record)?;
+        out.write_all(rtlab_render::summary::summary(&record).as_bytes())?;
     }
     if !args.no_store {
         let store = rtlab_store::Store::open_default()?;

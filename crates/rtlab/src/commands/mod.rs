@@ -148,36 +148,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Loads a Run record from a file path or from the store (id, unique prefix, or `latest`).
 /// A path that exists wins over an id.
 pub fn load_record(run_or_file: &str) -> anyhow::Result<rtlab_core::RunRecord> {
-    use anyhow::Context as _;
-    let path = std::path::Path::new(run_or_file);
-    if run_or_file == "-" || path.exists() {
-        let bytes = if run_or_file == "-" {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
-                .context("reading a Run record from stdin")?;
-            bytes
-        } else {
-            std::fs::read(path).with_context(|| format!("reading {run_or_file}"))?
-        };
-        // A binary file is the user's mistake (exit 2), not a failing system.
-        let text = String::from_utf8(bytes).map_err(|error| {
-            crate::exit::input(format!(
-                "{run_or_file}: not a Run record: not text (invalid UTF-8 at byte {})",
-                error.utf8_error().valid_up_to()
-            ))
-        })?;
-        return rtlab_core::RunRecord::from_json(&text)
-            .map_err(|error| crate::exit::input(format!("{run_or_file}: {error}")));
-    }
-    let store = rtlab_store::Store::open_default()?;
-    store.get(run_or_file).map_err(|error| match error {
-        rtlab_store::StoreError::NotFound(_) | rtlab_store::StoreError::Ambiguous { .. } => {
-            crate::exit::input(format!(
-                "'{run_or_file}' is neither a file nor a stored run: {error}"
-            ))
-        }
-        other => anyhow::Error::new(other),
-    })
+    // exit.rs tells a bad name or file (2) from a failing system (3) by the error's kind.
+    Ok(rtlab_store::load_record(run_or_file)?)
 }
 
 #[cfg(test)]

@@ -1,30 +1,15 @@
-//! `rtlab monitor`: a long-running, low-overhead measurement for fleets, exported on `/metrics`
-//! in the Prometheus text format (prometheus-client), served by tiny_http.
-//!
-//! The probe is used as a library, one window at a time: each window starts the measuring threads
-//! (no warm-up after the first), measures for `--window`, joins them and folds the window's
-//! histograms into the exported metrics. Restarting per window needs no new probe API and keeps
-//! memory bounded (the probe allocates per window; the exporter's histograms have fixed buckets);
-//! the cost is a gap of about the probe's 50 ms thread set-up per window (0.5 % of a 10 s
-//! window), which the `rtlab_monitor_measured_seconds_total` counter makes visible. SIGINT and
-//! SIGTERM stop the current window within one period and end the process cleanly.
+//! `rtlab monitor`: flags, the start line and exit codes; the measuring windows and the
+//! Prometheus exporter are `rtlab_session::monitor`.
 
 use crate::flags::CpuList;
 use anyhow::Context as _;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
-use rtlab_core::{parse_duration, Metric, Nanos, RunRecord};
-use rtlab_probe::{Class, ProbeConfig};
-use rtlab_session::{ExplainConfig, LoadRequest, RunConfig, Session};
+use rtlab_core::Nanos;
+use rtlab_probe::Class;
+use rtlab_session::monitor::{Monitor, MonitorConfig};
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -32,257 +17,50 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     pub prometheus: SocketAddr,
     /// Wake-up period of every measuring thread (100 Hz by default: low overhead for weeks)
-    #[arg(long, default_value = "10ms", value_parser = parse_nanos)]
+    #[arg(long, default_value = "10ms", value_parser = crate::flags::duration)]
     pub period: Nanos,
     /// Length of one measuring window: the worst-latency gauge covers the last window
-    #[arg(long, default_value = "10s", value_parser = parse_nanos)]
+    #[arg(long, default_value = "10s", value_parser = crate::flags::duration)]
     pub window: Nanos,
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high")]
     pub classes: Vec<Class>,
     /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    #[arg(long, value_name = "LIST", value_parser = crate::flags::cpu_list)]
     pub cpus: Option<CpuList>,
     /// Also measure hand-off latency (a waiter thread per class)
     #[arg(long)]
     pub handoff: bool,
     /// Stop after this long (e.g. 1h); default: until SIGINT or SIGTERM
-    #[arg(long, value_parser = parse_nanos)]
+    #[arg(long, value_parser = crate::flags::duration)]
     pub stop_after: Option<Nanos>,
     #[command(flatten)]
     pub explain: super::run::ExplainArgs,
 }
 
-fn parse_nanos(text: &str) -> Result<Nanos, String> {
-    parse_duration(text).map_err(|error| error.to_string())
-}
-
-fn parse_cpus(text: &str) -> Result<CpuList, String> {
-    crate::flags::cpu_list(text)
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SeriesLabels {
-    class: String,
-    cpu: String,
-    metric: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-struct CauseLabels {
-    kind: String,
-    name: String,
-}
-
-/// Upper bucket bounds of the latency histogram, seconds: 1-2-5 from 1 µs to 1 s.
-fn latency_buckets() -> Vec<f64> {
-    let mut buckets = Vec::new();
-    for exponent in -6..=0 {
-        for step in [1, 2, 5] {
-            // Parsed from decimal text so each bound is the double nearest 5e-6, not 5 × 1e-6.
-            let value: f64 = format!("{step}e{exponent}")
-                .parse()
-                .expect("a decimal number");
-            if value <= 1.0 {
-                buckets.push(value);
-            }
-        }
-    }
-    buckets
-}
-
-/// Distinct (kind, name) cause labels exported; later causes are summed as name `(other)`, so
-/// weeks of task names (every compiler process) cannot grow the exporter without bound.
-const MAX_CAUSE_LABELS: usize = 256;
-
-/// Every metric the monitor exports.
-struct Metrics {
-    registry: Registry,
-    latency: Family<SeriesLabels, Histogram, fn() -> Histogram>,
-    missed: Family<SeriesLabels, Counter>,
-    worst: Family<SeriesLabels, Gauge<f64, AtomicU64>>,
-    causes: Family<CauseLabels, Counter<f64, AtomicU64>>,
-    cause_labels: Mutex<std::collections::BTreeSet<CauseLabels>>,
-    measured: Counter<f64, AtomicU64>,
-    windows: Counter,
-}
-
-impl Metrics {
-    fn new(explain: bool) -> Metrics {
-        let mut registry = Registry::with_prefix("rtlab");
-        let latency: Family<SeriesLabels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(|| Histogram::new(latency_buckets()));
-        let missed = Family::<SeriesLabels, Counter>::default();
-        let worst = Family::<SeriesLabels, Gauge<f64, AtomicU64>>::default();
-        let causes = Family::<CauseLabels, Counter<f64, AtomicU64>>::default();
-        let measured = Counter::<f64, AtomicU64>::default();
-        let windows = Counter::default();
-        registry.register(
-            "wakeup_latency_seconds",
-            "How late measuring threads ran after their deadline (metric=wakeup), or after being signalled (metric=handoff)",
-            latency.clone(),
-        );
-        registry.register(
-            "missed_periods",
-            "Periods with no wake-up at all because an earlier one was so late",
-            missed.clone(),
-        );
-        registry.register(
-            "worst_latency_seconds",
-            "The largest latency of the last measuring window",
-            worst.clone(),
-        );
-        if explain {
-            registry.register(
-                "episode_cause_seconds",
-                "Time late wake-ups lost to each cause (kind: irq, softirq, task, timer, switch, unaccounted)",
-                causes.clone(),
-            );
-        }
-        registry.register(
-            "monitor_measured_seconds",
-            "Time covered by measuring windows (less than wall time by the gaps between windows)",
-            measured.clone(),
-        );
-        registry.register(
-            "monitor_windows",
-            "Measuring windows completed",
-            windows.clone(),
-        );
-        Metrics {
-            registry,
-            latency,
-            missed,
-            worst,
-            causes,
-            cause_labels: Mutex::new(std::collections::BTreeSet::new()),
-            measured,
-            windows,
-        }
-    }
-
-    fn encode(&self) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)
-            .expect("writing to a String cannot fail");
-        text
-    }
-
-    /// The labels of a cause: its own while fewer than [`MAX_CAUSE_LABELS`] are exported, else
-    /// `(other)` of its kind.
-    fn cause_label(&self, kind: &str, name: &str) -> CauseLabels {
-        let labels = CauseLabels {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-        };
-        let Ok(mut known) = self.cause_labels.lock() else {
-            return labels;
-        };
-        if known.contains(&labels) || known.len() < MAX_CAUSE_LABELS {
-            known.insert(labels.clone());
-            labels
-        } else {
-            CauseLabels {
-                kind: kind.to_owned(),
-                name: "(other)".to_owned(),
-            }
-        }
-    }
-
-    /// Folds one window's result into the metrics.
-    fn add_window(&self, record: &RunRecord) {
-        for series in &record.series {
-            if series.metric == Metric::Interval {
-                continue;
-            }
-            let Ok(measured) = series.histogram() else {
-                continue;
-            };
-            let labels = SeriesLabels {
-                class: series.class.clone(),
-                cpu: series.cpu.to_string(),
-                metric: series.metric.as_str().to_owned(),
-            };
-            let histogram = self.latency.get_or_create(&labels);
-            for (value_ns, count) in measured.buckets() {
-                let seconds = value_ns as f64 / 1e9;
-                for _ in 0..count {
-                    histogram.observe(seconds);
-                }
-            }
-            self.missed.get_or_create(&labels).inc_by(series.missed);
-            self.worst
-                .get_or_create(&labels)
-                .set(series.max_ns as f64 / 1e9);
-        }
-        {
-            for episode in &record.episodes {
-                for cause in &episode.causes {
-                    let labels = self.cause_label(cause.kind.as_str(), &cause.name);
-                    self.causes
-                        .get_or_create(&labels)
-                        .inc_by(cause.ns as f64 / 1e9);
-                }
-            }
-        }
-        self.measured.inc_by(record.duration_ns as f64 / 1e9);
-        self.windows.inc();
-    }
-}
-
-/// Serves `/metrics` until `stop` is set.
-fn serve(
-    server: tiny_http::Server,
-    metrics: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(200)) else {
-                continue;
-            };
-            let response = if request.url() == "/metrics" {
-                let body = metrics.lock().map(|text| text.clone()).unwrap_or_default();
-                let header = tiny_http::Header::from_bytes(
-                    "Content-Type",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )
-                .expect("a valid header");
-                tiny_http::Response::from_string(body).with_header(header)
-            } else {
-                tiny_http::Response::from_string("rtlab monitor: metrics at /metrics\n")
-                    .with_status_code(404)
-            };
-            // A client that went away is its own problem.
-            let _ = request.respond(response);
-        }
-    })
-}
-
-/// A window's series as a minimal Run record, for the explain session's thresholds and episodes.
-/// A window reports nothing while it runs; the exporter reads its record at the end.
-struct QuietWindow;
-
-impl rtlab_session::Observer for QuietWindow {}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.window.as_u64() < Nanos::from_secs(1).as_u64() {
-        return Err(crate::exit::input("--window: must be at least 1s"));
-    }
     let cpus = match &args.cpus {
         Some(cpus) => cpus.0.clone(),
         None => rtlab_sys::cpu::online_cpus().context("reading the online CPUs")?,
     };
-    let server = tiny_http::Server::http(args.prometheus).map_err(|error| {
-        crate::exit::input(format!("--prometheus {}: {error}", args.prometheus))
+    let config = MonitorConfig {
+        listen: args.prometheus,
+        period: args.period,
+        window: args.window,
+        classes: args.classes.clone(),
+        cpus: cpus.clone(),
+        handoff: args.handoff,
+        stop_after: args.stop_after,
+        explain: args.explain.config(),
+    };
+    let monitor = Monitor::bind(config).map_err(|error| match error.setting() {
+        Some("listen") => crate::exit::input(format!("--prometheus {}: {error}", args.prometheus)),
+        Some(setting) => crate::exit::input(format!("{}: {error}", crate::flags::flag_of(setting))),
+        None => anyhow::Error::new(error),
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop)
         .context("installing the SIGINT/SIGTERM handler")?;
-    let metrics = Metrics::new(args.explain.explain);
-    let exported = Arc::new(Mutex::new(metrics.encode()));
-    let server_stop = Arc::new(AtomicBool::new(false));
-    let server_thread = serve(server, Arc::clone(&exported), Arc::clone(&server_stop));
     eprintln!(
         "rtlab monitor: measuring {} on CPUs {:?} every {}, windows of {}; metrics on http://{}/metrics",
         args.classes
@@ -295,147 +73,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.window,
         args.prometheus
     );
-    let deadline = args
-        .stop_after
-        .map(|after| rtlab_sys::clock::monotonic_ns() + after.as_u64());
-    let mut first = true;
-    let outcome = loop {
-        if stop.load(Ordering::Relaxed)
-            || deadline.is_some_and(|deadline| rtlab_sys::clock::monotonic_ns() >= deadline)
-        {
-            break Ok(());
-        }
-        let config = ProbeConfig {
-            cpus: cpus.clone(),
-            classes: args.classes.clone(),
-            period: args.period,
-            duration: args.window,
-            warmup: if first {
-                Nanos::from_secs(1)
-            } else {
-                Nanos::ZERO
-            },
-            handoff: args.handoff,
-            peaks_per_series: 0,
-            cpu_dma_latency_us: None,
-        };
-        first = false;
-        let run = RunConfig {
-            probe: config,
-            load: LoadRequest::default(),
-            explain: args.explain.explain.then(|| ExplainConfig {
-                threshold: args.explain.explain_above,
-                stacks: args.explain.stacks,
-                events: args.explain.explain_events.into(),
-            }),
-            cmdline: Vec::new(),
-        };
-        let record = match Session::new(run).and_then(|session| {
-            session
-                .with_stop_flag(Arc::clone(&stop))
-                .run(&mut QuietWindow)
-        }) {
-            Ok(record) => record,
-            Err(error) => break Err(anyhow::Error::new(error).context("measuring a window")),
-        };
-        metrics.add_window(&record);
-        if let Ok(mut text) = exported.lock() {
-            *text = metrics.encode();
-        }
-    };
-    server_stop.store(true, Ordering::Relaxed);
-    let _ = server_thread.join();
-    outcome?;
+    monitor.run(&stop)?;
     // A stop by signal is how a monitor is meant to end: exit 0, as systemd expects.
     Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
+    /// The packaged unit's command line is one this CLI accepts.
     #[test]
-    fn buckets_rise_on_a_1_2_5_ladder_to_one_second() {
-        let buckets = latency_buckets();
-        assert_eq!(buckets.first(), Some(&1e-6));
-        assert_eq!(buckets.last(), Some(&1.0));
-        assert_eq!(buckets.len(), 19);
-        assert!(buckets.windows(2).all(|pair| pair[0] < pair[1]));
-    }
-
-    #[test]
-    fn metric_names_and_labels_are_the_documented_ones() {
-        let metrics = Metrics::new(true);
-        let labels = SeriesLabels {
-            class: "rt-high".to_owned(),
-            cpu: "0".to_owned(),
-            metric: "wakeup".to_owned(),
-        };
-        metrics.latency.get_or_create(&labels).observe(20e-6);
-        metrics.missed.get_or_create(&labels).inc_by(2);
-        metrics.worst.get_or_create(&labels).set(20e-6);
-        let text = metrics.encode();
-        assert!(
-            text.contains("# TYPE rtlab_wakeup_latency_seconds histogram"),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"rtlab_wakeup_latency_seconds_bucket{le="0.00002",class="rt-high",cpu="0",metric="wakeup"} 1"#),
-            "{text}"
-        );
-        assert!(text.contains(r#"le="0.000005""#), "{text}");
-        assert!(
-            text.contains(
-                r#"rtlab_missed_periods_total{class="rt-high",cpu="0",metric="wakeup"} 2"#
-            ),
-            "{text}"
-        );
-        assert!(text.contains("rtlab_worst_latency_seconds{"), "{text}");
-        assert!(
-            text.contains("# TYPE rtlab_episode_cause_seconds counter"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn the_grafana_dashboard_and_the_unit_use_only_exported_names() {
-        let metrics = Metrics::new(true);
-        let labels = SeriesLabels {
-            class: "rt-high".to_owned(),
-            cpu: "0".to_owned(),
-            metric: "wakeup".to_owned(),
-        };
-        metrics.latency.get_or_create(&labels).observe(1e-5);
-        metrics.missed.get_or_create(&labels).inc();
-        metrics.worst.get_or_create(&labels).set(1e-5);
-        metrics
-            .causes
-            .get_or_create(&CauseLabels {
-                kind: "irq".to_owned(),
-                name: "eth0".to_owned(),
-            })
-            .inc_by(1e-5);
-        let exported = metrics.encode();
+    fn the_systemd_unit_parses() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging");
-        let dashboard = std::fs::read_to_string(format!("{root}/grafana-rtlab-dashboard.json"))
-            .expect("packaging/grafana-rtlab-dashboard.json");
-        let json: serde_json::Value = serde_json::from_str(&dashboard).expect("valid JSON");
-        assert!(json["panels"]
-            .as_array()
-            .is_some_and(|panels| !panels.is_empty()));
-        let mut names = 0;
-        for (index, _) in dashboard.match_indices("rtlab_") {
-            let name: String = dashboard[index..]
-                .chars()
-                .take_while(|character| character.is_ascii_alphanumeric() || *character == '_')
-                .collect();
-            assert!(
-                exported.contains(&format!("{name}{{")) || exported.contains(&format!("{name} ")),
-                "the dashboard uses {name}, which the monitor does not export"
-            );
-            names += 1;
-        }
-        assert!(names >= 5);
         let unit = std::fs::read_to_string(format!("{root}/rtlab-monitor.service")).unwrap();
         let exec = unit
             .lines()
@@ -449,23 +97,5 @@ mod tests {
             parsed.is_ok(),
             "the unit's ExecStart does not parse: {exec}"
         );
-    }
-
-    #[test]
-    fn cause_labels_are_bounded() {
-        let metrics = Metrics::new(true);
-        for index in 0..MAX_CAUSE_LABELS + 50 {
-            let labels = metrics.cause_label("task", &format!("cc1-{index}"));
-            metrics.causes.get_or_create(&labels).inc_by(1e-6);
-        }
-        let text = metrics.encode();
-        let exported = text
-            .lines()
-            .filter(|line| line.starts_with("rtlab_episode_cause_seconds_total{"))
-            .count();
-        assert_eq!(exported, MAX_CAUSE_LABELS + 1, "{text}");
-        assert!(text.contains(r#"name="(other)""#));
-        // A cause already exported keeps its own label.
-        assert_eq!(metrics.cause_label("task", "cc1-0").name, "cc1-0");
     }
 }

@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         json.commit_json(PLAN_SCHEMA, None, &report)?;
     }
     if !to_stdout {
-        crate::render::plan::write_text(&mut std::io::stdout().lock(), &report)?;
+        crate::output::print(&rtlab_render::plan::text(&report))?;
     }
     Ok(crate::exit::checked(report.denied.is_empty()))
 }

@@ -22,6 +22,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|run| super::load_record(run))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    output.commit(&crate::report_html::render(&records))?;
+    output.commit(&rtlab_render::report_html::render(&records))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,11 +3,13 @@
 //! reserved, like `chrt`. The daemon holds the reservation until `rtlab release` or the thread's
 //! exit.
 
-use super::daemon_client::{describe_rate, failure, SocketArgs};
+use super::daemon_client::{failure, SocketArgs};
 use crate::output::PendingOutput;
-use rtlab_analysis::supply::{sliding_window_supply, SupplyReport, DEFAULT_STEP};
+use anyhow::Context as _;
 use rtlab_core::rpc::{Backend, GrantInfo, Target, GRANT_SCHEMA};
 use rtlab_core::Nanos;
+use rtlab_render::reserve::{grant as render_grant, verified as render_verified};
+use rtlab_session::supply::{verify_supply, VerifiedSupply};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,17 +88,7 @@ struct GrantFile<'a> {
     grant: &'a GrantInfo,
     /// With `--verify`: what the thread received, window by window.
     #[serde(skip_serializing_if = "Option::is_none")]
-    verify: Option<Verified>,
-}
-
-/// The result of `--verify`.
-#[derive(Serialize)]
-struct Verified {
-    tid: u32,
-    #[serde(flatten)]
-    supply: SupplyReport,
-    /// Switches the kernel dropped (a full ring): when non-zero the figures may be off.
-    lost_events: u64,
+    verify: Option<VerifiedSupply>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -142,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if !to_stdout_only {
                 println!("verifying: watching thread {tid} for {duration} …");
             }
-            let verified = verify_supply(tid, amount, period, duration)?;
+            let verified = verify_supply(tid, amount, period, duration).context("--verify")?;
             if !to_stdout_only {
                 print!("{}", render_verified(&verified, amount, period));
             }
@@ -191,102 +183,4 @@ fn exec_reserved(command: &[String], socket: SocketArgs) -> anyhow::Result<ExitC
         "cannot run {}: {error}",
         command[0]
     )))
-}
-
-/// The grant as the text `rtlab reserve` prints.
-pub fn render_grant(grant: &GrantInfo) -> String {
-    let threads = if grant.threads.is_empty() {
-        "none (the activity lingers until it is taken back or let go)".to_owned()
-    } else {
-        grant
-            .threads
-            .iter()
-            .map(|thread| format!("{} ({}, pid {})", thread.tid, thread.comm, thread.pid))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let cpu = match grant.cpu {
-        Some(cpu) => format!("{cpu} (planner CPU {})", grant.planner_cpu),
-        None => format!("any (global EDF; planner CPU {})", grant.planner_cpu),
-    };
-    let backend = match &grant.deadline_params {
-        Some(params) => format!(
-            "{}: runtime {}, deadline {}, period {}; kernel admission {}",
-            grant.backend,
-            Nanos(params.runtime_ns),
-            Nanos(params.deadline_ns),
-            Nanos(params.period_ns),
-            grant.kernel_admission
-        ),
-        None => grant.backend.to_string(),
-    };
-    let release_hint = match grant.threads.as_slice() {
-        [one] => format!("`rtlab release --tid {}`", one.tid),
-        _ => "`rtlab release --all-mine`".to_owned(),
-    };
-    format!(
-        "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  granted    {}\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
-        grant.grant_id,
-        grant.owner,
-        describe_rate(&grant.requested),
-        describe_rate(&grant.granted),
-    )
-}
-
-/// Records when `tid` ran for `duration` and measures its supply in every sliding window. The
-/// reading thread runs at SCHED_FIFO 97 meanwhile where permitted (under real-time load it would
-/// otherwise read only when the load pauses) and gets its old policy back afterwards.
-fn verify_supply(
-    tid: u32,
-    amount: Nanos,
-    period: Nanos,
-    duration: Nanos,
-) -> anyhow::Result<Verified> {
-    use anyhow::Context as _;
-    use rtlab_sys::sched::{set_current_thread_policy, thread_policy, Policy};
-    let own = rtlab_client::current_thread_id();
-    let previous = thread_policy(own).ok();
-    let raised = rtlab_sys::sched::realtime_permitted()
-        && set_current_thread_policy(Policy::Fifo { priority: 97 }).is_ok();
-    let runs = rtlab_trace::supply::record_thread_runs(
-        tid,
-        std::time::Duration::from_nanos(duration.as_u64()),
-    );
-    if raised {
-        let _ = set_current_thread_policy(previous.unwrap_or(Policy::Other { nice: 0 }));
-    }
-    let runs = runs.with_context(|| format!("--verify: recording when thread {tid} ran"))?;
-    let supply =
-        sliding_window_supply(&runs.runs, runs.from, runs.to, amount, period, DEFAULT_STEP)
-            .map_err(|error| crate::exit::input(format!("--verify: {error}")))?;
-    Ok(Verified {
-        tid,
-        supply,
-        lost_events: runs.lost_events,
-    })
-}
-
-/// The verification in words, under the grant.
-fn render_verified(verified: &Verified, amount: Nanos, period: Nanos) -> String {
-    let supply = &verified.supply;
-    let mut text = format!(
-        "received: {:.2} % of {} sliding {period} windows held at least {amount}; least {} (p1 {}, mean {})\n",
-        supply.share_meeting * 100.0,
-        supply.windows,
-        Nanos(supply.min_ns),
-        Nanos(supply.p1_ns),
-        Nanos(supply.mean_ns.round() as u64),
-    );
-    if supply.windows_meeting < supply.windows {
-        text.push_str(
-            "  a window short of the amount is the reservation failing only if the thread wanted the CPU then (a thread that sleeps or blocks takes less by its own choice); in a VM the hypervisor can take the difference (see steal in /proc/stat)\n",
-        );
-    }
-    if verified.lost_events > 0 {
-        text.push_str(&format!(
-            "  the kernel dropped {} switch events: these figures may be off\n",
-            verified.lost_events
-        ));
-    }
-    text
 }

@@ -114,6 +114,17 @@ pub struct ExplainArgs {
     pub explain_events: ExplainEvents,
 }
 
+impl ExplainArgs {
+    /// The explain session's settings, when `--explain` is given.
+    pub fn config(&self) -> Option<ExplainConfig> {
+        self.explain.then(|| ExplainConfig {
+            threshold: self.explain_above,
+            stacks: self.stacks,
+            events: self.explain_events.into(),
+        })
+    }
+}
+
 /// `--explain-events`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExplainEvents {
@@ -155,11 +166,7 @@ impl Args {
                 usage: self.load.usage,
                 force: self.load.force,
             },
-            explain: self.explain.explain.then(|| ExplainConfig {
-                threshold: self.explain.explain_above,
-                stacks: self.explain.stacks,
-                events: self.explain.explain_events.into(),
-            }),
+            explain: self.explain.config(),
             cmdline: std::env::args().collect(),
         }
     }
@@ -209,22 +216,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(session_error)?;
     let interrupted = record.interrupted;
 
-    let mut out = std::io::stdout().lock();
     let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
     // integration: show — summary, extra reports, then the verdict block
     let mut unsuitable = false;
     if !json_to_stdout {
-        unsuitable = super::run_show::write_end(&mut out, &record, &args.show, |mut out| {
-            if args.intervals {
-                crate::render::write_interval_table(&mut out, &record)?;
-            }
-            if args.explain.explain {
-                crate::render::explain::write_report(&mut out, &record, 10)?;
-            }
-            Ok(())
-        })?;
+        let mut extra = String::new();
+        if args.intervals {
+            extra.push_str(&rtlab_render::summary::interval_table(&record));
+        }
+        if args.explain.explain {
+            extra.push_str(&rtlab_render::explain::report(&record, 10));
+        }
+        unsuitable = super::run_show::print_end(&record, &args.show, &extra)?;
     }
-    drop(out);
     if let Some(output) = histfile_output {
         let text = rtlab_core::export::record_histfile(&record, args.histogram)
             .context("decoding a histogram")?;
@@ -290,7 +294,7 @@ impl rtlab_session::Observer for ProgressDisplay {
             bar.set_message(format!(
                 "{} samples  worst wake-up {} us",
                 progress.samples,
-                crate::render::micros(progress.max_wakeup_ns)
+                rtlab_render::micros(progress.max_wakeup_ns)
             ));
         }
     }

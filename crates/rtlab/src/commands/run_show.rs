@@ -1,13 +1,10 @@
 //! How `rtlab run` ends: `--quiet` / `--verbose` / `--for CLASS`, the summary people read and the
-//! verdict block (rendered by `render_verdict`). Kept apart from `run.rs`, which only calls
-//! [`write_end`].
+//! verdict block (rendered by `rtlab_render::run_verdict`). Kept apart from `run.rs`, which only
+//! calls [`print_end`].
 
-use crate::render_verdict::{write_compact_summary, write_verdict, IdleInfo};
-use crate::verdict::run_verdict;
 use rtlab_analysis::classes::builtin_classes;
-use rtlab_analysis::forecast::VerdictKind;
 use rtlab_core::RunRecord;
-use std::io::Write;
+use rtlab_render::run_verdict::{run_end, EndOptions, IdleInfo};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShowArgs {
@@ -49,35 +46,13 @@ fn idle_info(record: &RunRecord) -> Option<IdleInfo> {
 
 /// The summary (unless `--quiet`), then `extra` (interval table, explain report), then the
 /// verdict. Returns true when `--for CLASS` found the machine unsuitable.
-pub fn write_end(
-    out: &mut impl Write,
-    record: &RunRecord,
-    args: &ShowArgs,
-    extra: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<bool> {
-    if !args.quiet {
-        if args.verbose {
-            crate::render::write_summary(out, record)?;
-        } else {
-            write_compact_summary(out, record)?;
-        }
-        extra(out)?;
-    }
-    let mut classes = builtin_classes();
-    if let Some(name) = &args.for_class {
-        classes.retain(|class| &class.name == name);
-    }
-    let verdict = run_verdict(record, &classes);
-    write_verdict(
-        out,
-        record,
-        &verdict,
-        idle_info(record).as_ref(),
-        args.verbose,
-    )?;
-    Ok(args.for_class.is_some()
-        && verdict
-            .classes
-            .iter()
-            .any(|class| class.kind == VerdictKind::NotSuitable))
+pub fn print_end(record: &RunRecord, args: &ShowArgs, extra: &str) -> std::io::Result<bool> {
+    let options = EndOptions {
+        quiet: args.quiet,
+        verbose: args.verbose,
+        for_class: args.for_class.as_deref(),
+    };
+    let (text, unsuitable) = run_end(record, &options, extra, idle_info(record).as_ref());
+    crate::output::print(&text)?;
+    Ok(unsuitable)
 }

@@ -1,7 +1,6 @@
 //! `rtlab show`: re-prints a stored run or a Run record file.
 
 use crate::output::PendingOutput;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,18 +25,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         json.commit(&(record.to_json_pretty() + "\n"))?;
     }
     if !to_stdout {
-        let mut out = std::io::stdout().lock();
-        crate::render::write_summary(&mut out, &record)?;
+        let mut text = rtlab_render::summary::summary(&record);
         if record.timers.is_some() {
-            writeln!(out)?;
-            super::timers::write_study(&mut out, &record)?;
+            text.push('\n');
+            #[cfg(target_os = "linux")]
+            text.push_str(&rtlab_render::timers::study(&record));
+            #[cfg(windows)]
+            {
+                let mut study = Vec::new();
+                super::timers::write_study(&mut study, &record)?;
+                text.push_str(&String::from_utf8_lossy(&study));
+            }
         }
         // The workload runner and its tables are Linux-only; Windows shows the series.
         #[cfg(target_os = "linux")]
         if record.workload.is_some() {
-            writeln!(out)?;
-            super::workload::write_outcome(&mut out, &record)?;
+            let mut outcome = Vec::new();
+            super::workload::write_outcome(&mut outcome, &record)?;
+            text.push('\n');
+            text.push_str(&String::from_utf8_lossy(&outcome));
         }
+        crate::output::print(&text)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -27,8 +27,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let to_stdout = json_output.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
-        let mut out = std::io::stdout().lock();
-        write_audit(&mut out, &report)?;
+        crate::output::print(&rtlab_render::timers::audit(&report))?;
     }
     if let Some(output) = json_output {
         output.commit(
@@ -36,34 +35,4 @@ pub(super) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn write_audit(out: &mut impl std::io::Write, report: &AuditReport) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "settings that change everyone's timing on {} (kernel {})",
-        report.host.hostname, report.host.kernel
-    )?;
-    let mut topic = "";
-    for item in &report.items {
-        if item.topic != topic {
-            topic = &item.topic;
-            writeln!(out, "\n{topic}")?;
-        }
-        writeln!(
-            out,
-            "  [{:<7}] {}: {}",
-            item.effect.as_str(),
-            item.setting,
-            item.value
-        )?;
-        writeln!(out, "            {} (set by: {})", item.why, item.set_by)?;
-    }
-    if !report.skipped.is_empty() {
-        writeln!(out, "\nnot known:")?;
-        for line in &report.skipped {
-            writeln!(out, "  - {line}")?;
-        }
-    }
-    Ok(())
 }

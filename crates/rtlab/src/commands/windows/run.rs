@@ -156,11 +156,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The summary tables, not the Linux verdict block (its advice names Linux flags and
     // cyclictest): `rtlab forecast` gives the per-class verdicts on either platform.
     if !json_to_stdout {
-        let mut out = std::io::stdout().lock();
-        crate::render::write_summary(&mut out, &record)?;
+        let mut text = rtlab_render::summary::summary(&record);
         if args.intervals {
-            crate::render::write_interval_table(&mut out, &record)?;
+            text.push_str(&rtlab_render::summary::interval_table(&record));
         }
+        crate::output::print(&text)?;
     }
     if let Some(store) = &store {
         store.insert(&record, &rtlab_session::summary_line(&record))?;

@@ -5,7 +5,7 @@
 //! top offenders, the load and the warnings. The output depends only on the records, so it is
 //! deterministic.
 
-use crate::render_verdict::cyclictest_note;
+use crate::run_verdict::cyclictest_note;
 use crate::svg_plots::{line_plot, timeline, Axis, Line, Mark};
 use crate::verdict::run_verdict;
 use rtlab_analysis::classes::builtin_classes;
@@ -36,7 +36,7 @@ fn escape(text: &str) -> String {
 }
 
 fn micros(nanos: u64) -> String {
-    crate::render::micros(nanos)
+    crate::summary::micros(nanos)
 }
 
 /// The whole document for `records`.
@@ -224,7 +224,7 @@ fn write_metric(html: &mut String, record: &RunRecord, metric: Metric) {
         html,
         "<h3>{}</h3>\n<p>{}</p>",
         metric_title(metric),
-        escape(crate::render::metric_explanation(metric))
+        escape(crate::summary::metric_explanation(metric))
     );
     write_series_table(html, &series);
     let mut classes: Vec<&str> = Vec::new();
@@ -593,13 +593,9 @@ fn write_load_and_warnings(html: &mut String, record: &RunRecord) {
             );
         }
         Some(load) => {
-            let mut text = Vec::new();
-            crate::render::write_load_summary(&mut text, record).expect("writing to memory");
-            let _ = writeln!(
-                html,
-                "<pre>{}</pre>",
-                escape(String::from_utf8_lossy(&text).trim())
-            );
+            let mut text = String::new();
+            crate::summary::write_load_summary(&mut text, record).expect("writing to memory");
+            let _ = writeln!(html, "<pre>{}</pre>", escape(text.trim()));
             let _ = load;
         }
     }
@@ -608,11 +604,11 @@ fn write_load_and_warnings(html: &mut String, record: &RunRecord) {
         let _ = writeln!(html, "<p>None.</p>");
         return;
     }
-    let mut text = Vec::new();
-    crate::render_verdict::write_collapsed_warnings(&mut text, &record.warnings)
+    let mut text = String::new();
+    crate::run_verdict::write_collapsed_warnings(&mut text, &record.warnings)
         .expect("writing to memory");
     let _ = writeln!(html, "<ul class=\"warnings\">");
-    let text = String::from_utf8_lossy(&text).replace('\u{a0}', " ");
+    let text = text.replace('\u{a0}', " ");
     // One item per collapsed warning (continuation lines joined back).
     let mut items: Vec<String> = Vec::new();
     for line in text.lines() {

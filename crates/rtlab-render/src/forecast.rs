@@ -1,6 +1,6 @@
 //! `rtlab forecast`'s report.
 
-use super::micros;
+use crate::summary::micros;
 use rtlab_analysis::forecast::{describe_seconds, Forecast, CONFIDENCE};
 use rtlab_analysis::forecast_study::ForecastStudy;
 
@@ -29,7 +29,12 @@ fn mttf_cells(row: &Forecast) -> (String, String) {
 
 /// The forecast report: the series, the model, a line per class (or configuration), the buffer
 /// table and the least buffering.
-pub fn write_report(out: &mut impl std::io::Write, output: &ForecastStudy) -> std::io::Result<()> {
+/// The forecast as text: [`write_report`].
+pub fn report(output: &ForecastStudy) -> String {
+    crate::to_text(|out| write_report(out, output))
+}
+
+pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> std::fmt::Result {
     let table = &output.table;
     let asked_target = output.asked_target;
     writeln!(

@@ -10,7 +10,7 @@ use crate::verdict::RunVerdict;
 use rtlab_analysis::forecast::VerdictKind;
 use rtlab_core::{Metric, RunRecord, Series};
 use rtlab_sys::cpuidle::IdleState;
-use std::io::Write;
+use std::fmt::Write;
 
 /// The idle states the measured CPUs could enter, read from sysfs when the run ends (the record
 /// does not hold them).
@@ -22,7 +22,7 @@ pub struct IdleInfo {
 }
 
 fn micros(nanos: u64) -> String {
-    crate::render::micros(nanos)
+    crate::summary::micros(nanos)
 }
 
 fn percentile(series: &Series, key: &str) -> String {
@@ -34,7 +34,64 @@ fn percentile(series: &Series, key: &str) -> String {
 }
 
 /// The run, host and one 80-column table per metric, then load, tail and warnings.
-pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+/// How the end of a run (or `rtlab show` of one) is shown.
+#[derive(Debug, Clone, Default)]
+pub struct EndOptions<'a> {
+    /// Only the verdict block.
+    pub quiet: bool,
+    /// Every table in full instead of the compact summary.
+    pub verbose: bool,
+    /// The verdict for this application class only.
+    pub for_class: Option<&'a str>,
+}
+
+/// The summary (unless quiet), then `extra` (the interval table, the explain report), then the
+/// verdict block; and whether `for_class` found the machine unsuitable.
+pub fn run_end(
+    record: &RunRecord,
+    options: &EndOptions<'_>,
+    extra: &str,
+    idle: Option<&IdleInfo>,
+) -> (String, bool) {
+    let mut text = String::new();
+    if !options.quiet {
+        if options.verbose {
+            text.push_str(&crate::summary::summary(record));
+        } else {
+            text.push_str(&compact_summary(record));
+        }
+        text.push_str(extra);
+    }
+    let mut classes = rtlab_analysis::classes::builtin_classes();
+    if let Some(name) = options.for_class {
+        classes.retain(|class| class.name == name);
+    }
+    let run_verdict = crate::verdict::run_verdict(record, &classes);
+    text.push_str(&verdict(record, &run_verdict, idle, options.verbose));
+    let unsuitable = options.for_class.is_some()
+        && run_verdict
+            .classes
+            .iter()
+            .any(|class| class.kind == VerdictKind::NotSuitable);
+    (text, unsuitable)
+}
+
+/// The run's compact summary as text: [`write_compact_summary`].
+pub fn compact_summary(record: &RunRecord) -> String {
+    crate::to_text(|out| write_compact_summary(out, record))
+}
+
+/// The verdict block as text: [`write_verdict`].
+pub fn verdict(
+    record: &RunRecord,
+    verdict: &RunVerdict,
+    idle: Option<&IdleInfo>,
+    verbose: bool,
+) -> String {
+    crate::to_text(|out| write_verdict(out, record, verdict, idle, verbose))
+}
+
+pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let host = &record.host;
     let short_id: String = record.id.chars().take(8).collect();
     writeln!(
@@ -69,7 +126,7 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::i
             "{}",
             wrapped(
                 "",
-                &format!("{} (µs)", crate::render::metric_explanation(metric)),
+                &format!("{} (µs)", crate::summary::metric_explanation(metric)),
                 2
             )
         )?;
@@ -94,7 +151,7 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::i
             )?;
         }
     }
-    crate::render::write_load_summary(out, record)?;
+    crate::summary::write_load_summary(out, record)?;
     write_compact_tail(out, record)?;
     write_collapsed_warnings(out, &record.warnings)?;
     Ok(())
@@ -132,7 +189,7 @@ fn tail_refusal(window: &serde_json::Value, window_s: f64, duration_s: f64) -> S
 
 /// The tail projection of the wake-up series: a row with the numbers where there are any, one
 /// line per series saying what to measure where there are none.
-pub fn write_compact_tail(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_compact_tail(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let rows: Vec<&Series> = record
         .series
         .iter()
@@ -239,7 +296,7 @@ type WarningGroup = (String, String, Vec<(String, Option<u64>)>);
 
 /// Warnings, each kind once: warnings that differ only in their series and numbers become one
 /// line with the series counted ("… in 8 series: rt-high/wakeup@1 (4), …").
-pub fn write_collapsed_warnings(out: &mut impl Write, warnings: &[String]) -> std::io::Result<()> {
+pub fn write_collapsed_warnings(out: &mut impl Write, warnings: &[String]) -> std::fmt::Result {
     if warnings.is_empty() {
         return Ok(());
     }
@@ -317,7 +374,7 @@ pub fn write_verdict(
     verdict: &RunVerdict,
     idle: Option<&IdleInfo>,
     verbose: bool,
-) -> std::io::Result<()> {
+) -> std::fmt::Result {
     writeln!(out)?;
     let cpus: Vec<u32> = record
         .series
@@ -440,11 +497,11 @@ mod tests {
     }
 
     fn render(record: &RunRecord, verbose: bool) -> String {
-        let mut out = Vec::new();
+        let mut out = String::new();
         write_compact_summary(&mut out, record).unwrap();
         let verdict = run_verdict(record, &builtin_classes());
         write_verdict(&mut out, record, &verdict, Some(&haltpoll()), verbose).unwrap();
-        String::from_utf8(out).unwrap()
+        out
     }
 
     fn assert_fits(text: &str) {
@@ -463,10 +520,10 @@ mod tests {
     #[test]
     fn short_vm_run_verdict_verbose() {
         let record = fixture("vm-5s.json");
-        let mut out = Vec::new();
+        let mut out = String::new();
         let verdict = run_verdict(&record, &builtin_classes());
         write_verdict(&mut out, &record, &verdict, None, true).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = out;
         assert_fits(&text);
         insta::assert_snapshot!(text);
     }
@@ -492,9 +549,9 @@ mod tests {
             "the hypervisor took 12ms from CPU 0 during the run (steal time)".to_owned(),
             "the hypervisor took 3ms from CPU 1 during the run (steal time)".to_owned(),
         ];
-        let mut out = Vec::new();
+        let mut out = String::new();
         write_collapsed_warnings(&mut out, &warnings).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = out;
         assert_fits(&text);
         insta::assert_snapshot!(text);
     }

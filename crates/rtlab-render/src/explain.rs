@@ -1,12 +1,13 @@
 //! The explain report (`rtlab explain`, `rtlab run --explain`): the worst episodes with their
 //! causes, then the top offenders over all of them.
 
-use super::micros;
+use crate::summary::micros;
+use crate::text::{truncate, wrapped, WIDTH};
 use rtlab_core::{Episode, RunRecord};
 use rtlab_trace::{top_offenders, Offender};
-use std::io::Write;
+use std::fmt::Write;
 
-pub(crate) fn short_id(record: &RunRecord) -> String {
+pub fn short_id(record: &RunRecord) -> String {
     record.id.chars().take(8).collect()
 }
 
@@ -25,8 +26,14 @@ fn threshold_text(record: &RunRecord) -> String {
 /// Causes printed per episode before the rest is summed up in one line.
 const CAUSES_PER_EPISODE: usize = 6;
 
-/// The explain report: the worst `worst` episodes, then the top offenders of all of them.
-pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> std::io::Result<()> {
+/// The explain report as text (the `worst` longest episodes in detail): [`write_report`].
+pub fn report(record: &RunRecord, worst: usize) -> String {
+    crate::to_text(|out| write_report(out, record, worst))
+}
+
+/// The explain report: the worst `worst` episodes, then the top offenders of all of them, in 80
+/// columns (a cause's text wraps under itself).
+pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> std::fmt::Result {
     let episodes = &record.episodes;
     writeln!(out)?;
     if episodes.is_empty() {
@@ -45,12 +52,12 @@ pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> s
             .then(left.at_ns.cmp(&right.at_ns))
     });
     let shown = by_latency.len().min(worst);
-    writeln!(
-        out,
+    let title = format!(
         "Late wake-ups explained: {} episodes {}; the worst {shown}:",
         episodes.len(),
         threshold_text(record)
-    )?;
+    );
+    writeln!(out, "{}", wrapped("", &title, 2))?;
     for (rank, episode) in by_latency.iter().take(shown).enumerate() {
         write_episode(out, rank + 1, episode)?;
     }
@@ -58,33 +65,42 @@ pub fn write_report(out: &mut impl Write, record: &RunRecord, worst: usize) -> s
     write_offenders(out, &top_offenders(episodes), episodes.len())
 }
 
-fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::io::Result<()> {
+/// Where a cause's text starts on its line (after the µs and % columns).
+const CAUSE_COLUMN: usize = 22;
+
+/// One cause in words: `kind name: detail` (the name once when it is the kind).
+fn cause_text(cause: &rtlab_core::Cause) -> String {
+    let kind = cause.kind.as_str();
+    let who = match cause.pid {
+        _ if cause.name == kind => kind.to_owned(),
+        Some(pid) => format!("{kind} {} [{pid}]", cause.name),
+        None => format!("{kind} {}", cause.name),
+    };
+    let detail = cause.detail.as_deref();
+    match detail {
+        Some(detail) if !detail.is_empty() => format!("{who}: {detail}"),
+        _ => who,
+    }
+}
+
+fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::fmt::Result {
     let steal = match episode.steal_ns {
         Some(steal) => format!(", steal {} µs", micros(steal)),
         None => String::new(),
     };
-    writeln!(
-        out,
-        "\n  #{rank}  {}  at {:.6} s  latency {} µs{steal}",
+    let header = format!(
+        "  #{rank}  {}  at {:.6} s  latency {} µs{steal}",
         episode.series,
         episode.at_ns as f64 / 1e9,
         micros(episode.latency_ns)
-    )?;
+    );
+    writeln!(out, "\n{}", wrapped("", &header, 6))?;
+    writeln!(out, "    {:>9} {:>6}  cause", "µs", "%")?;
     for cause in episode.causes.iter().take(CAUSES_PER_EPISODE) {
-        let name = match cause.pid {
-            Some(pid) => format!("{} [{pid}]", cause.name),
-            None => cause.name.clone(),
-        };
         let percent = cause.ns as f64 * 100.0 / episode.latency_ns.max(1) as f64;
-        writeln!(
-            out,
-            "    {:>10} µs {:>5.1}%  {:<11} {:<28} {}",
-            micros(cause.ns),
-            percent,
-            cause.kind.as_str(),
-            name,
-            cause.detail.as_deref().unwrap_or("")
-        )?;
+        let columns = format!("    {:>9} {:>5.1}%  ", micros(cause.ns), percent);
+        let text = cause_text(cause);
+        writeln!(out, "{}", wrapped(&columns, &text, CAUSE_COLUMN))?;
     }
     if episode.causes.len() > CAUSES_PER_EPISODE {
         let rest: u64 = episode.causes[CAUSES_PER_EPISODE..]
@@ -93,7 +109,7 @@ fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::i
             .sum();
         writeln!(
             out,
-            "    {:>10} µs         {} more causes",
+            "    {:>9}         {} more causes",
             micros(rest),
             episode.causes.len() - CAUSES_PER_EPISODE
         )?;
@@ -101,7 +117,7 @@ fn write_episode(out: &mut impl Write, rank: usize, episode: &Episode) -> std::i
     if let Some(stack) = &episode.stack {
         writeln!(out, "    stack sampled inside the episode:")?;
         for frame in stack.iter().take(16) {
-            writeln!(out, "      {frame}")?;
+            writeln!(out, "      {}", truncate(frame, WIDTH - 6))?;
         }
     }
     Ok(())
@@ -114,19 +130,19 @@ fn write_offenders(
     out: &mut impl Write,
     offenders: &[Offender],
     n_episodes: usize,
-) -> std::io::Result<()> {
+) -> std::fmt::Result {
     writeln!(out, "Top offenders over all {n_episodes} episodes:")?;
     writeln!(
         out,
-        "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
+        "  {:<11} {:<24} {:>8} {:>7} {:>10} {:>9}",
         "kind", "name", "episodes", "largest", "total µs", "max µs"
     )?;
     for offender in offenders.iter().take(OFFENDER_ROWS) {
         writeln!(
             out,
-            "  {:<11} {:<32} {:>8} {:>8} {:>12} {:>10}",
+            "  {:<11} {:<24} {:>8} {:>7} {:>10} {:>9}",
             offender.kind.as_str(),
-            offender.name,
+            truncate(&offender.name, 24),
             offender.episodes,
             offender.dominant_in,
             micros(offender.total_ns),
@@ -138,6 +154,11 @@ fn write_offenders(
     }
     writeln!(
         out,
-        "  (largest: episodes in which it was the biggest cause; unaccounted = time the trace cannot name: idle exit, hypervisor, firmware)"
+        "{}",
+        wrapped(
+            "  ",
+            "(largest: episodes in which it was the biggest cause; unaccounted = time the trace cannot name: idle exit, hypervisor, firmware)",
+            3
+        )
     )
 }

@@ -1,7 +1,7 @@
 //! `rtlab plan`'s text: grants, denials and per-CPU timelines.
 
 use rtlab_sched::PlanReport;
-use std::io::Write;
+use std::fmt::Write;
 
 /// Slots printed per CPU in the text timeline; `--json` always has them all.
 const TIMELINE_SLOTS_SHOWN: usize = 32;
@@ -22,7 +22,12 @@ pub fn exact(nanos: u64) -> String {
 }
 
 /// The plan: a summary line, grants, denials and each CPU's timeline.
-pub fn write_text(out: &mut impl Write, output: &PlanReport) -> std::io::Result<()> {
+/// The plan as text: [`write_text`].
+pub fn text(output: &PlanReport) -> String {
+    crate::to_text(|out| write_text(out, output))
+}
+
+pub fn write_text(out: &mut impl Write, output: &PlanReport) -> std::fmt::Result {
     let rebuilds = output
         .grants
         .iter()

@@ -45,13 +45,15 @@ pub fn millis_label(ns: u64) -> String {
 
 /// Counts per bin of width requested/20 over [0, 3 periods), the last bin holding everything
 /// beyond.
-fn binned(row: &TimerRow) -> anyhow::Result<Vec<u64>> {
+fn binned(row: &TimerRow) -> Result<Vec<u64>, UnreadableRow> {
     let mut bins = vec![0u64; BINS as usize + 1];
     if row.count == 0 {
         return Ok(bins);
     }
-    let histogram = LatencyHistogram::from_base64(&row.hdr)
-        .map_err(|error| anyhow::anyhow!("row {}: field 'hdr': {error}", row.label()))?;
+    let histogram = LatencyHistogram::from_base64(&row.hdr).map_err(|error| UnreadableRow {
+        row: row.label(),
+        message: error.to_string(),
+    })?;
     let width = (row.requested_ns * SPAN_PERIODS / BINS).max(1);
     for (value, count) in histogram.buckets() {
         let bin = (value / width).min(BINS) as usize;
@@ -60,9 +62,20 @@ fn binned(row: &TimerRow) -> anyhow::Result<Vec<u64>> {
     Ok(bins)
 }
 
+/// A row of the study whose histogram cannot be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("row {row}: field 'hdr': {message}")]
+pub struct UnreadableRow {
+    pub row: String,
+    pub message: String,
+}
+
 /// One SVG of every row requested at `requested_ns`: a row of panels per API (and mode), a
 /// column per class.
-pub fn interval_distributions(rows: &[TimerRow], requested_ns: u64) -> anyhow::Result<String> {
+pub fn interval_distributions(
+    rows: &[TimerRow],
+    requested_ns: u64,
+) -> Result<String, UnreadableRow> {
     let rows: Vec<&TimerRow> = rows
         .iter()
         .filter(|row| row.requested_ns == requested_ns)

@@ -2,14 +2,8 @@
 //!
 //! Numbers are stored in ns and printed in µs with one decimal, the unit cyclictest users read.
 
-pub mod check;
-#[cfg(target_os = "linux")]
-pub mod explain;
-pub mod forecast;
-pub mod plan;
-
 use rtlab_core::{CompetitorEntry, Metric, RunRecord, Series, TailUsage, WindowEstimate};
-use std::io::Write;
+use std::fmt::Write;
 
 /// ns → µs with one decimal, as printed in every table.
 pub fn micros(nanos: u64) -> String {
@@ -42,8 +36,18 @@ pub fn metric_explanation(metric: Metric) -> &'static str {
     }
 }
 
+/// The run's summary as text: [`write_summary`].
+pub fn summary(record: &RunRecord) -> String {
+    crate::to_text(|out| write_summary(out, record))
+}
+
+/// Paper 000's interval table as text: [`write_interval_table`].
+pub fn interval_table(record: &RunRecord) -> String {
+    crate::to_text(|out| write_interval_table(out, record))
+}
+
 /// The run's summary: one table per metric (class × CPU rows), then the warnings.
-pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     write_tables(out, record)?;
     write_load_summary(out, record)?;
     write_tail_summary(out, record)?;
@@ -57,7 +61,7 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
 }
 
 /// The run and host lines and one table per metric (class × CPU rows).
-pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let host = &record.host;
     writeln!(
         out,
@@ -130,7 +134,7 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::io::Result
 }
 
 /// Paper 000's Tables 2-3: times between wake-ups in 100 µs bins, one column per series.
-pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let mut columns = Vec::new();
     for series in record
         .series
@@ -191,7 +195,7 @@ fn tail_cell(window: Option<&WindowEstimate>) -> (String, Option<String>) {
 }
 
 /// What load ran (the record's `load`), in two or three lines.
-pub fn write_load_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_load_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let Some(load) = &record.load else {
         return Ok(());
     };
@@ -236,7 +240,7 @@ pub fn write_load_summary(out: &mut impl Write, record: &RunRecord) -> std::io::
 /// The tail projection of every series that has one: worst case per hour / day / week of use with
 /// intervals, the reasons where there is no number, and the `rare` lines of each class's worst
 /// wake-up series.
-pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let rows: Vec<&Series> = record
         .series
         .iter()

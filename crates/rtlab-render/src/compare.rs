@@ -1,10 +1,35 @@
 //! The terminal form of `rtlab compare`: two run headers, one table per metric (percentiles of A
 //! and B, the difference with its interval), missed periods, causes, the verdict. 80 columns.
 
-use crate::commands::compare::RunSummary;
 use rtlab_analysis::compare::{signed_latency, Change, Comparison, Gate};
-use rtlab_core::Metric;
-use std::io::Write;
+use rtlab_core::{Metric, RunRecord};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// What a compared run was: its header line here and its entry in `compare --json`.
+#[derive(Debug, Serialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub source: String,
+    pub started_at: String,
+    pub duration_ns: u64,
+    pub host: rtlab_core::Host,
+    pub cmdline: Vec<String>,
+}
+
+impl RunSummary {
+    /// The summary of `record`, read from `source` (a file or a stored run).
+    pub fn of(source: &str, record: &RunRecord) -> RunSummary {
+        RunSummary {
+            id: record.id.clone(),
+            source: source.to_owned(),
+            started_at: record.started_at.clone(),
+            duration_ns: record.duration_ns,
+            host: record.host.clone(),
+            cmdline: record.cmdline.clone(),
+        }
+    }
+}
 
 fn short_id(id: &str) -> String {
     id.chars().take(8).collect()
@@ -29,7 +54,7 @@ fn run_line(name: &str, run: &RunSummary) -> String {
 use crate::text::{truncate, wrapped};
 
 fn micros(nanos: u64) -> String {
-    crate::render::micros(nanos)
+    crate::summary::micros(nanos)
 }
 
 fn change_mark(change: Change) -> &'static str {
@@ -41,13 +66,23 @@ fn change_mark(change: Change) -> &'static str {
     }
 }
 
+/// The comparison as text: [`write_comparison`].
+pub fn comparison(
+    a: &RunSummary,
+    b: &RunSummary,
+    comparison: &Comparison,
+    gate: Option<&Gate>,
+) -> String {
+    crate::to_text(|out| write_comparison(out, a, b, comparison, gate))
+}
+
 pub fn write_comparison(
     out: &mut impl Write,
     a: &RunSummary,
     b: &RunSummary,
     comparison: &Comparison,
     gate: Option<&Gate>,
-) -> std::io::Result<()> {
+) -> std::fmt::Result {
     writeln!(out, "{}", run_line("A", a))?;
     writeln!(out, "{}", run_line("B", b))?;
     let confidence = (comparison.confidence * 100.0).round();

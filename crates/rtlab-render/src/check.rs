@@ -1,17 +1,22 @@
 //! `rtlab check`'s table.
 
-use super::micros;
+use crate::summary::micros;
 use rtlab_analysis::check_study::CheckStudy;
 use rtlab_analysis::classes::Rate;
 use rtlab_analysis::schedulability::{PseudoBasis, Scheduling, Task};
 
+/// The check table as text: [`write_table`].
+pub fn table(output: &CheckStudy, tasks: &[Task], miss_rate: &Rate) -> String {
+    crate::to_text(|out| write_table(out, output, tasks, miss_rate))
+}
+
 /// The check table: one line per task with its response time, slack and verdict.
 pub fn write_table(
-    out: &mut impl std::io::Write,
+    out: &mut impl std::fmt::Write,
     output: &CheckStudy,
     tasks: &[Task],
     miss_rate: &Rate,
-) -> std::io::Result<()> {
+) -> std::fmt::Result {
     match (&output.run_id, &output.series) {
         (Some(run), Some(series)) => writeln!(
             out,

@@ -1,0 +1,41 @@
+//! rtlab-render: everything rtlab shows, as text. Terminal tables of a run, the verdict block,
+//! the explain report, forecasts, checks, plans, comparisons and timer studies; the HTML report
+//! and its hand-built SVG plots. Every renderer returns a `String` (or writes into any
+//! `std::fmt::Write`), so a daemon, a web page or a test uses the same text the CLI prints; the
+//! CLI only decides where it goes. Output is deterministic, so it is snapshot-tested (insta).
+//!
+//! Numbers are stored in ns and printed in µs with one decimal (the unit cyclictest users read);
+//! terminal text fits 80 columns.
+
+pub mod check;
+pub mod compare;
+#[cfg(target_os = "linux")]
+pub mod explain;
+pub mod forecast;
+pub mod plan;
+#[cfg(target_os = "linux")]
+pub mod report_html;
+#[cfg(target_os = "linux")]
+pub mod reserve;
+#[cfg(target_os = "linux")]
+pub mod run_verdict;
+pub mod summary;
+#[cfg(target_os = "linux")]
+pub mod svg_plots;
+#[cfg(target_os = "linux")]
+pub mod svg_timers;
+pub mod text;
+#[cfg(target_os = "linux")]
+pub mod timers;
+#[cfg(target_os = "linux")]
+pub mod verdict;
+
+pub use summary::{metric_explanation, micros};
+
+/// The text a `std::fmt::Write` renderer produces. Writing into a `String` cannot fail; a
+/// `Display` implementation that reports an error would be a bug, and its text is cut there.
+pub(crate) fn to_text(render: impl FnOnce(&mut String) -> std::fmt::Result) -> String {
+    let mut text = String::new();
+    let _ = render(&mut text);
+    text
+}

@@ -1,0 +1,197 @@
+//! The daemon's answers as text: a grant (`rtlab reserve`), what the reserved thread received
+//! (`--verify`) and the table of every reservation (`rtlab reservations`).
+
+use rtlab_core::rpc::{GrantInfo, ListResult, WireRate};
+use rtlab_core::Nanos;
+use rtlab_session::supply::VerifiedSupply;
+use serde::Serialize;
+
+/// `2ms every 10ms (20.0 % of a CPU)`.
+pub fn describe_rate(rate: &WireRate) -> String {
+    format!(
+        "{} every {} ({:.1} % of a CPU)",
+        Nanos(rate.amount_ns),
+        Nanos(rate.period_ns),
+        rate.fraction() * 100.0
+    )
+}
+
+/// The grant as the text `rtlab reserve` prints.
+pub fn grant(grant: &GrantInfo) -> String {
+    let threads = if grant.threads.is_empty() {
+        "none (the activity lingers until it is taken back or let go)".to_owned()
+    } else {
+        grant
+            .threads
+            .iter()
+            .map(|thread| format!("{} ({}, pid {})", thread.tid, thread.comm, thread.pid))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let cpu = match grant.cpu {
+        Some(cpu) => format!("{cpu} (planner CPU {})", grant.planner_cpu),
+        None => format!("any (global EDF; planner CPU {})", grant.planner_cpu),
+    };
+    let backend = match &grant.deadline_params {
+        Some(params) => format!(
+            "{}: runtime {}, deadline {}, period {}; kernel admission {}",
+            grant.backend,
+            Nanos(params.runtime_ns),
+            Nanos(params.deadline_ns),
+            Nanos(params.period_ns),
+            grant.kernel_admission
+        ),
+        None => grant.backend.to_string(),
+    };
+    let release_hint = match grant.threads.as_slice() {
+        [one] => format!("`rtlab release --tid {}`", one.tid),
+        _ => "`rtlab release --all-mine`".to_owned(),
+    };
+    format!(
+        "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  granted    {}\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
+        grant.grant_id,
+        grant.owner,
+        describe_rate(&grant.requested),
+        describe_rate(&grant.granted),
+    )
+}
+
+/// The verification in words, under the grant.
+pub fn verified(verified: &VerifiedSupply, amount: Nanos, period: Nanos) -> String {
+    let supply = &verified.supply;
+    let mut text = format!(
+        "received: {:.2} % of {} sliding {period} windows held at least {amount}; least {} (p1 {}, mean {})\n",
+        supply.share_meeting * 100.0,
+        supply.windows,
+        Nanos(supply.min_ns),
+        Nanos(supply.p1_ns),
+        Nanos(supply.mean_ns.round() as u64),
+    );
+    if supply.windows_meeting < supply.windows {
+        text.push_str(
+            "  a window short of the amount is the reservation failing only if the thread wanted the CPU then (a thread that sleeps or blocks takes less by its own choice); in a VM the hypervisor can take the difference (see steal in /proc/stat)\n",
+        );
+    }
+    if verified.lost_events > 0 {
+        text.push_str(&format!(
+            "  the kernel dropped {} switch events: these figures may be off\n",
+            verified.lost_events
+        ));
+    }
+    text
+}
+
+/// One row of `reservations`: a thread under a reservation (or a lingering activity, without one).
+#[derive(Debug, Serialize)]
+pub struct ReservationRow {
+    pub grant_id: u64,
+    /// The uid that made the reservation.
+    pub owner: u32,
+    /// `tid:N` or the activity's name.
+    pub reservation: String,
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub comm: Option<String>,
+    pub requested: WireRate,
+    pub granted: WireRate,
+    pub backend: String,
+    pub cpu: Option<usize>,
+    pub since: String,
+    pub lingering_until: Option<String>,
+}
+
+/// One CPU's reserved share.
+#[derive(Debug, Serialize)]
+pub struct CpuShare {
+    pub cpu: usize,
+    pub reserved_fraction: f64,
+}
+
+/// The daemon's list as rows (one per thread) and CPU shares.
+pub fn reservation_rows(list: &ListResult) -> (Vec<ReservationRow>, Vec<CpuShare>) {
+    let mut rows = Vec::new();
+    for grant in &list.grants {
+        let row = |pid, tid, comm| ReservationRow {
+            grant_id: grant.grant_id,
+            owner: grant.owner_uid,
+            reservation: grant.owner.clone(),
+            pid,
+            tid,
+            comm,
+            requested: grant.requested,
+            granted: grant.granted,
+            backend: grant.backend.to_string(),
+            cpu: grant.cpu,
+            since: grant.since.clone(),
+            lingering_until: grant.lingering_until.clone(),
+        };
+        if grant.threads.is_empty() {
+            rows.push(row(None, None, None));
+        }
+        for thread in &grant.threads {
+            rows.push(row(
+                Some(thread.pid),
+                Some(thread.tid),
+                Some(thread.comm.clone()),
+            ));
+        }
+    }
+    let cpus = list
+        .cpus
+        .iter()
+        .map(|share| CpuShare {
+            cpu: share.cpu,
+            reserved_fraction: share.reserved_fraction,
+        })
+        .collect();
+    (rows, cpus)
+}
+
+/// The reservations table and each CPU's reserved share.
+pub fn reservations(rows: &[ReservationRow], cpus: &[CpuShare]) -> String {
+    let mut text = String::new();
+    if rows.is_empty() {
+        text.push_str("no reservations\n");
+    } else {
+        text.push_str(&format!(
+            "{:>5}  {:>6}  {:>7}  {:>7}  {:<15}  {:>15}  {:>15}  {:<8}  {:>3}  {}\n",
+            "GRANT",
+            "OWNER",
+            "PID",
+            "TID",
+            "COMM",
+            "REQUESTED",
+            "GRANTED",
+            "BACKEND",
+            "CPU",
+            "SINCE"
+        ));
+        for row in rows {
+            let optional = |value: Option<u32>| value.map_or("-".to_owned(), |v| v.to_string());
+            let rate =
+                |rate: &WireRate| format!("{}/{}", Nanos(rate.amount_ns), Nanos(rate.period_ns));
+            let since = match &row.lingering_until {
+                Some(until) => format!("{} (lingering until {until})", row.since),
+                None => row.since.clone(),
+            };
+            text.push_str(&format!(
+                "{:>5}  {:>6}  {:>7}  {:>7}  {:<15}  {:>15}  {:>15}  {:<8}  {:>3}  {since}\n",
+                row.grant_id,
+                row.owner,
+                optional(row.pid),
+                optional(row.tid),
+                row.comm.as_deref().unwrap_or(&row.reservation),
+                rate(&row.requested),
+                rate(&row.granted),
+                row.backend,
+                row.cpu.map_or("any".to_owned(), |cpu| cpu.to_string()),
+            ));
+        }
+    }
+    let shares: Vec<String> = cpus
+        .iter()
+        .map(|cpu| format!("CPU {} {:.1} %", cpu.cpu, cpu.reserved_fraction * 100.0))
+        .collect();
+    text.push_str(&format!("reserved: {}\n", shares.join(", ")));
+    text
+}

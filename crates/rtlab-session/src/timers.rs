@@ -1,0 +1,285 @@
+//! A timer study as a Run record (`rtlab timers`, paper 000 §4.1 and paper 004): the study's
+//! plan (each cell's share of the measuring time), the record from the cells the probe measured
+//! (rows, what could not be measured, findings), and the change experiment's set-up and record.
+//! Measuring is `rtlab_probe::timers`, the statistics `rtlab_analysis::timers`; this is the glue
+//! between them that any caller (the CLI, a daemon) needs.
+
+use rtlab_analysis::timers::{change_findings, findings, timer_row, CellInput};
+use rtlab_core::timer_study::{TimerStudy, UnavailableCell};
+use rtlab_core::{Nanos, RecordError, RunRecord, RUN_SCHEMA};
+use rtlab_probe::timers::change::{self, ChangeConfig, ChangeOutcome};
+use rtlab_probe::timers::{StudyConfig, StudyResult, TimerClass};
+use rtlab_sys::timer_apis::TimerApi;
+use std::time::SystemTime;
+
+/// The shortest interval a study measures.
+pub const MIN_INTERVAL: Nanos = Nanos(10_000);
+
+/// Why a study's record could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TimersError {
+    /// An interval below [`MIN_INTERVAL`] (the caller's input).
+    #[error("every interval must be at least 10us")]
+    IntervalTooShort,
+    #[error("the study's settings: {0}")]
+    Settings(#[source] serde_json::Error),
+    #[error("the study produced an invalid record: {0}")]
+    Record(#[from] RecordError),
+}
+
+impl TimersError {
+    /// True when the request was at fault, not the system.
+    pub fn is_input(&self) -> bool {
+        matches!(self, TimersError::IntervalTooShort)
+    }
+}
+
+/// What to measure: every API × class × interval, `duration` split evenly over the cells.
+#[derive(Debug, Clone)]
+pub struct StudyRequest {
+    pub apis: Vec<TimerApi>,
+    pub classes: Vec<TimerClass>,
+    pub intervals: Vec<Nanos>,
+    pub duration: Nanos,
+    pub cpu: usize,
+}
+
+/// A study ready to start: the probe's configuration and what the plan had to change.
+#[derive(Debug, Clone)]
+pub struct StudyPlan {
+    pub config: StudyConfig,
+    pub warnings: Vec<String>,
+}
+
+impl StudyRequest {
+    /// Splits the time over the cells; a cell gets at least five of its longest interval.
+    pub fn plan(&self) -> Result<StudyPlan, TimersError> {
+        if self
+            .intervals
+            .iter()
+            .any(|interval| *interval < MIN_INTERVAL)
+        {
+            return Err(TimersError::IntervalTooShort);
+        }
+        let mut classes = self.classes.clone();
+        classes.sort();
+        classes.dedup();
+        let mut config = StudyConfig {
+            apis: self.apis.clone(),
+            classes,
+            intervals: self.intervals.clone(),
+            cell_duration: Nanos::ZERO,
+            cpu: self.cpu,
+        };
+        let cells = config.cell_count().max(1) as u64;
+        let longest = self
+            .intervals
+            .iter()
+            .map(|interval| interval.0)
+            .max()
+            .unwrap_or(0);
+        let mut warnings = Vec::new();
+        let mut cell_duration = self.duration.0 / cells;
+        if cell_duration < 5 * longest {
+            cell_duration = 5 * longest;
+            warnings.push(format!(
+                "a measuring time of {} gives each of the {cells} cells less than 5 intervals of {}: each cell measured {} instead",
+                self.duration,
+                Nanos(longest),
+                Nanos(cell_duration)
+            ));
+        }
+        config.cell_duration = Nanos(cell_duration);
+        Ok(StudyPlan { config, warnings })
+    }
+}
+
+/// The study's Run record from what the probe measured (`measured_ns` of wall time from
+/// `started`).
+pub fn study_record(
+    plan: &StudyPlan,
+    result: StudyResult,
+    started: SystemTime,
+    measured_ns: u64,
+    cmdline: Vec<String>,
+) -> Result<RunRecord, TimersError> {
+    let config = &plan.config;
+    let mut warnings = plan.warnings.clone();
+    warnings.extend(result.warnings);
+    let mut study = TimerStudy {
+        cpu: config.cpu as u32,
+        ..TimerStudy::default()
+    };
+    let mut unavailable_reasons: Vec<(String, String, String, String)> = Vec::new();
+    for cell in &result.cells {
+        if let Some(reason) = &cell.unavailable {
+            unavailable_reasons.push((
+                cell.api.function().to_owned(),
+                cell.api.mode().to_owned(),
+                cell.class.name().to_owned(),
+                reason.clone(),
+            ));
+            continue;
+        }
+        if let Some(error) = &cell.error {
+            warnings.push(format!(
+                "{} ({}) in {} at {}: ended early: {error}",
+                cell.api.function(),
+                cell.api.mode(),
+                cell.class.name(),
+                Nanos(cell.requested_ns)
+            ));
+        }
+        study.rows.push(timer_row(&CellInput {
+            api: cell.api.function(),
+            mode: cell.api.mode(),
+            class: cell.class.name(),
+            policy: cell.policy.name(),
+            priority: cell.policy.priority_or_nice(),
+            timer_slack_ns: cell.timer_slack_ns,
+            requested_ns: cell.requested_ns,
+            asked_ns: cell.api.effective_request_ns(cell.requested_ns),
+            intervals: &cell.intervals,
+            reported_overruns: cell
+                .api
+                .reports_overruns()
+                .then_some(cell.reported_overruns),
+        }));
+    }
+    // One entry per (api, mode, class) and reason, not per interval.
+    unavailable_reasons.dedup();
+    for (api, mode, class, reason) in unavailable_reasons {
+        let entry = UnavailableCell {
+            api,
+            mode,
+            class: Some(class),
+            reason,
+        };
+        if !study.unavailable.contains(&entry) {
+            study.unavailable.push(entry);
+        }
+    }
+    study.findings = findings(&study.rows);
+    let settings = serde_json::json!({
+        "timers": {
+            "apis": config.apis.iter().map(|api| format!("{}/{}", api.function(), api.mode())).collect::<Vec<_>>(),
+            "classes": config.classes.iter().map(|class| class.name()).collect::<Vec<_>>(),
+            "intervals_ns": config.intervals.iter().map(|interval| interval.0).collect::<Vec<_>>(),
+            "cell_duration_ns": config.cell_duration.0,
+            "cpu": config.cpu,
+        }
+    });
+    base_record(
+        started,
+        measured_ns,
+        cmdline,
+        settings,
+        study,
+        warnings,
+        result.interrupted,
+    )
+}
+
+/// The change experiment on `cpu` (its SCHED_FIFO companion on another online CPU), each
+/// setting held for `hold`: the settings are the cpu_dma_latency steps this machine's idle
+/// states make meaningful, and the timer-slack steps.
+pub fn change_config(cpu: usize, hold: Nanos) -> ChangeConfig {
+    let facts = rtlab_sys::timer_audit::collect();
+    let latencies: Vec<u64> = facts
+        .idle_states
+        .iter()
+        .filter(|state| !state.disabled)
+        .map(|state| state.exit_latency_us)
+        .collect();
+    let rt_cpu = rtlab_sys::cpu::online_cpus()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|other| *other != cpu);
+    ChangeConfig {
+        settings: change::settings_for(&latencies),
+        hold,
+        sleep: Nanos::from_millis(1),
+        cpu,
+        rt_cpu,
+    }
+}
+
+/// The change experiment's Run record.
+pub fn change_record(
+    config: &ChangeConfig,
+    outcome: ChangeOutcome,
+    started: SystemTime,
+    measured_ns: u64,
+    cmdline: Vec<String>,
+) -> Result<RunRecord, TimersError> {
+    let mut warnings = Vec::new();
+    let restored = &outcome.experiment.restored;
+    if restored.timer_slack_ns_after != restored.timer_slack_ns_before {
+        warnings.push(format!(
+            "the measuring thread's timer slack reads {} after restoring, not {}",
+            Nanos(restored.timer_slack_ns_after),
+            Nanos(restored.timer_slack_ns_before)
+        ));
+    }
+    let study = TimerStudy {
+        cpu: config.cpu as u32,
+        findings: change_findings(&outcome.experiment),
+        change_experiment: Some(outcome.experiment),
+        ..TimerStudy::default()
+    };
+    let settings = serde_json::json!({
+        "change_experiment": {
+            "settings": config.settings.iter().map(|setting| setting.describe()).collect::<Vec<_>>(),
+            "hold_ns": config.hold.0,
+            "sleep_ns": config.sleep.0,
+            "cpu": config.cpu,
+        }
+    });
+    base_record(
+        started,
+        measured_ns,
+        cmdline,
+        settings,
+        study,
+        warnings,
+        outcome.interrupted,
+    )
+}
+
+fn base_record(
+    started: SystemTime,
+    duration_ns: u64,
+    cmdline: Vec<String>,
+    settings: serde_json::Value,
+    study: TimerStudy,
+    mut warnings: Vec<String>,
+    interrupted: bool,
+) -> Result<RunRecord, TimersError> {
+    let host = rtlab_sys::host::describe(None);
+    if host.virtualization != "none" {
+        warnings.push(format!(
+            "running in a virtual machine ({}): the hypervisor's own timers and descheduling show up in every API",
+            host.virtualization
+        ));
+    }
+    let record = RunRecord {
+        schema: RUN_SCHEMA.to_owned(),
+        id: uuid::Uuid::new_v4().to_string(),
+        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+        duration_ns,
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        cmdline,
+        host,
+        config: serde_json::from_value(settings).map_err(TimersError::Settings)?,
+        series: Vec::new(),
+        load: None,
+        episodes: Vec::new(),
+        warnings,
+        interrupted,
+        timers: Some(study),
+        conditions: None,
+        workload: None,
+    };
+    record.validate()?;
+    Ok(record)
+}
