@@ -27,7 +27,8 @@ pub use record::{
     RUN_SCHEMA,
 };
 pub use run_config::{
-    BufferExperiment, ExplainSettings, ExplainTrace, ImportSource, RecordConfig, ThresholdKind,
+    BufferExperiment, ExplainRecorder, ExplainSettings, ExplainTrace, ImportSource, RecordConfig,
+    ThresholdKind,
     UnderrunCount,
 };
 pub use run_load::{

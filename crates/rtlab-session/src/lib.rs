@@ -22,7 +22,7 @@ pub mod load;
 mod record;
 pub mod tails;
 
-pub use explain::ExplainConfig;
+pub use explain::{ExplainConfig, RecorderChoice};
 pub use load::{LoadError, LoadField, LoadPlan, LoadRequest, RunningLoad};
 pub use record::summary_line;
 pub use tails::{attach_tails, usage_of_record};

@@ -57,6 +57,19 @@ pub struct ExplainerReport {
     /// The instance was created without task-name recording (cheaper switches).
     pub comm_recording_off: bool,
     pub warnings: Vec<String>,
+    /// What only the BPF recorder counts (None: the tracefs recorder).
+    pub bpf: Option<BpfSummary>,
+}
+
+/// The BPF recorder's own counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BpfSummary {
+    /// Kernel episodes no late probe sample claimed (below the probe's threshold).
+    pub episodes_unclaimed: u64,
+    /// Wake-ups of the measuring threads the kernel timed.
+    pub samples: u64,
+    /// `bpf_ktime_get_ns` calls the programs made.
+    pub clock_reads: u64,
 }
 
 /// A recorder on its own thread, explaining late samples as they arrive.
@@ -74,12 +87,12 @@ impl std::fmt::Debug for Explainer {
 
 /// Per-CPU steal samples, to report the steal delta around each episode.
 #[derive(Debug, Default)]
-struct StealHistory {
+pub(super) struct StealHistory {
     samples: VecDeque<(u64, BTreeMap<usize, u64>)>,
 }
 
 impl StealHistory {
-    fn sample(&mut self, now_ns: u64) {
+    pub(super) fn sample(&mut self, now_ns: u64) {
         if let Ok(times) = rtlab_sys::proc_stat::cpu_times() {
             let steal = times
                 .into_iter()
@@ -97,12 +110,12 @@ impl StealHistory {
         }
     }
 
-    fn latest_ns(&self) -> u64 {
+    pub(super) fn latest_ns(&self) -> u64 {
         self.samples.back().map_or(0, |(time, _)| *time)
     }
 
     /// Steal on `cpu` between the last sample before `start_ns` and the first after `end_ns`.
-    fn delta(&self, cpu: usize, start_ns: u64, end_ns: u64) -> Option<u64> {
+    pub(super) fn delta(&self, cpu: usize, start_ns: u64, end_ns: u64) -> Option<u64> {
         let before = self
             .samples
             .iter()
@@ -164,7 +177,7 @@ const QUIET_PAGES_PER_POLL: usize = 64;
 
 /// The explainer thread's scheduling policy (see `run_explainer`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ReaderPolicy {
+pub(super) enum ReaderPolicy {
     /// SCHED_IDLE: yields to every other thread at once.
     Background,
     /// SCHED_BATCH nice 0: a fair share, no wake-up preemption of others.
@@ -172,7 +185,7 @@ enum ReaderPolicy {
 }
 
 impl ReaderPolicy {
-    fn apply(self) {
+    pub(super) fn apply(self) {
         let policy = match self {
             ReaderPolicy::Background => rtlab_sys::sched::Policy::Idle,
             ReaderPolicy::CatchingUp => rtlab_sys::sched::Policy::Batch { nice: 0 },

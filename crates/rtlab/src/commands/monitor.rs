@@ -327,6 +327,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 threshold: args.explain.explain_above,
                 stacks: args.explain.stacks,
                 events: args.explain.explain_events.into(),
+                recorder: args.explain.explain_recorder.into(),
             }),
             cmdline: Vec::new(),
         };
