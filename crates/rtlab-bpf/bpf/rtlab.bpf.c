@@ -144,8 +144,10 @@ struct measured {
 	__u64 intended_ns;
 	__u64 expired_ns; /* 0: not woken by its timer (hand-off) */
 	__u64 switched_ns; /* 0: not switched in yet */
+	__u32 preempted; /* switched out runnable after its switch-in, before it blocked */
 	__u32 cpu;
 	__u32 depth;
+	__u32 pad;
 	struct task_snapshot interrupted;
 	struct context_entry stack[STACK_DEPTH];
 };
@@ -191,7 +193,7 @@ _Static_assert(sizeof(struct context_entry) == 24, "context layout");
 _Static_assert(sizeof(struct episode_header) == 240, "episode header layout");
 _Static_assert(__builtin_offsetof(struct episode_header, stack) == 96, "episode header layout");
 _Static_assert(sizeof(struct sample) == 40, "sample layout");
-_Static_assert(sizeof(struct measured) == 216, "measured layout");
+_Static_assert(sizeof(struct measured) == 224, "measured layout");
 
 /* Set by the loader. */
 const volatile __u64 cpu_mask[4] = {};
@@ -245,7 +247,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 * 1024 * 1024);
+	__uint(max_entries, 32 * 1024 * 1024);
 } records SEC(".maps");
 
 static __always_inline void count(__u32 which)
@@ -367,7 +369,12 @@ static __always_inline void finish_wakeup(struct measured *m, __u32 tid, __u32 c
 	else
 		count(COUNTER_SAMPLES_LOST);
 	__u64 *threshold = bpf_map_lookup_elem(&thresholds, &slot);
-	if (threshold && latency > *threshold) {
+	/* Late at the switch-in, or preempted after it and late by the time it blocked: the
+	 * thread's own clock read may have come after the preemption. */
+	bool late = threshold && (latency > *threshold ||
+				  (m->preempted && now - m->intended_ns > *threshold));
+	m->preempted = 0;
+	if (late) {
 		struct window *window = bpf_map_lookup_elem(&windows, &cpu);
 		if (!window)
 			return;
@@ -429,11 +436,15 @@ int rtlab_sched_switch(__u64 *ctx)
 	/* Nothing nests across a switch. */
 	state->depth = 0;
 	/* pid 0 is each CPU's idle task, never a measured thread. */
-	if (prev_pid != 0 && !preempt && prev_state != 0) {
+	if (prev_pid != 0) {
 		__u32 tid = (__u32)prev_pid;
 		struct measured *m = bpf_map_lookup_elem(&measured, &tid);
-		if (m && m->pending)
-			finish_wakeup(m, tid, cpu, ts);
+		if (m && m->pending) {
+			if (!preempt && prev_state != 0)
+				finish_wakeup(m, tid, cpu, ts);
+			else if (m->switched_ns != 0)
+				m->preempted = 1;
+		}
 	}
 	if (next_pid != 0) {
 		__u32 tid = (__u32)next_pid;
@@ -472,6 +483,7 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 		m->intended_ns = ts;
 		m->expired_ns = 0;
 		m->switched_ns = 0;
+		m->preempted = 0;
 		copy_state(m, state, cpu);
 	}
 	struct rtlab_event *event = window_slot(cpu, ts, kind, current_pid(state));
@@ -619,6 +631,7 @@ int rtlab_hrtimer_expire_entry(__u64 *ctx)
 				m->intended_ns = (__u64)timer->_softexpires;
 				m->expired_ns = (__u64)now;
 				m->switched_ns = 0;
+				m->preempted = 0;
 				copy_state(m, state, cpu);
 			}
 		}

@@ -21,7 +21,7 @@ pub const PROGRAM_PREFIX: &str = "rtlab_";
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/rtlab.bpf.o");
 
 /// Size of the C `struct measured`.
-const MEASURED_SIZE: usize = 216;
+const MEASURED_SIZE: usize = 224;
 
 /// (program, tracepoint, in the standard event set). The full set attaches all.
 const PROGRAMS: &[(&str, &str, bool)] = &[

@@ -59,6 +59,8 @@ const MAX_WAITING_EPISODES: usize = 256;
 const ROLLING_WINDOW_NS: u64 = 10_000_000_000;
 const ROLLING_STEP_NS: u64 = 1_000_000_000;
 const ROLLING_MIN_SAMPLES: u64 = 1_000;
+/// A read that found more episodes than this gives the reader a fair share of CPU.
+const BUSY_EPISODES_PER_READ: usize = 32;
 /// How often the ring buffer is read when no late episode wakes the reader.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
@@ -455,11 +457,14 @@ fn run_bpf_explainer(
     let mut unmatched_kernel = 0u64;
     let mut undecodable = 0u64;
     let mut stopping = false;
+    let mut policy = ReaderPolicy::Background;
     loop {
         let _ = rtlab_sys::ipc::poll_readable(&[recorder.ring_fd()], Some(POLL_INTERVAL));
         let now = rtlab_sys::clock::monotonic_ns();
+        let mut episodes_read = 0;
         let (_, bad) = recorder.drain(|record| {
             if let Record::Episode(episode) = record {
+                episodes_read += 1;
                 if kernel_episodes.len() >= MAX_WAITING_EPISODES {
                     kernel_episodes.pop_front();
                     unmatched_kernel += 1;
@@ -468,6 +473,18 @@ fn run_bpf_explainer(
             }
         });
         undecodable += bad;
+        // SCHED_IDLE while episodes come slowly; a fair share while they come fast, so the ring
+        // (about 500 episodes) does not overflow under load.
+        let wanted = if episodes_read > BUSY_EPISODES_PER_READ {
+            ReaderPolicy::CatchingUp
+        } else {
+            ReaderPolicy::Background
+        };
+        if wanted != policy {
+            policy = wanted;
+            policy.apply();
+            report.catch_ups += u64::from(policy == ReaderPolicy::CatchingUp);
+        }
         if config.fixed_threshold_ns.is_none() {
             rolling.step(now, &mut recorder, thresholds)?;
         }
