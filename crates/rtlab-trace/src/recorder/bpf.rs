@@ -322,6 +322,14 @@ pub fn trace_events_of_episode(episode: &EpisodeRecord) -> Vec<TraceEvent> {
     events
 }
 
+/// True when `episode` is the kernel's record of the probe's late sample `late`: the same
+/// thread, switched in inside the sample's window.
+fn claims(late: &LateWakeup, episode: &EpisodeRecord) -> bool {
+    episode.tid == late.tid
+        && episode.switched_ns >= late.intended_ns
+        && episode.switched_ns <= late.actual_ns
+}
+
 /// Attributes one late sample from its kernel episode.
 fn explain(
     late: &LateWakeup,
@@ -461,10 +469,28 @@ fn run_bpf_explainer(
     loop {
         let _ = rtlab_sys::ipc::poll_readable(&[recorder.ring_fd()], Some(POLL_INTERVAL));
         let now = rtlab_sys::clock::monotonic_ns();
+        // The probe's late samples first, so each kernel episode read below can be matched at
+        // once instead of waiting in a bounded queue.
+        drained.clear();
+        source(&mut drained);
+        for late in drained.drain(..) {
+            report.late_samples += 1;
+            if report.episodes.len() + probe_samples.len() < config.max_episodes {
+                probe_samples.push_back(late);
+            } else {
+                report.episodes_not_kept += 1;
+            }
+        }
         let mut episodes_read = 0;
+        let mut matched: Vec<(LateWakeup, Box<EpisodeRecord>)> = Vec::new();
         let (_, bad) = recorder.drain(|record| {
             if let Record::Episode(episode) = record {
                 episodes_read += 1;
+                if let Some(index) = probe_samples.iter().position(|late| claims(late, &episode)) {
+                    let late = probe_samples.remove(index).expect("found");
+                    matched.push((late, episode));
+                    return;
+                }
                 if kernel_episodes.len() >= MAX_WAITING_EPISODES {
                     kernel_episodes.pop_front();
                     unmatched_kernel += 1;
@@ -495,24 +521,17 @@ fn run_bpf_explainer(
         {
             steal.sample(now);
         }
-        drained.clear();
-        source(&mut drained);
-        for late in drained.drain(..) {
-            report.late_samples += 1;
-            if report.episodes.len() + probe_samples.len() < config.max_episodes {
-                probe_samples.push_back(late);
-            } else {
-                report.episodes_not_kept += 1;
-            }
+        for (late, episode) in matched {
+            let mut explained = explain(&late, &episode, config.origin_ns, &symbols);
+            explained.steal_ns = steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
+            report.episodes.push(explained);
         }
         let finishing = stopping;
         let mut still_waiting = VecDeque::with_capacity(probe_samples.len());
         for late in probe_samples.drain(..) {
-            let found = kernel_episodes.iter().position(|(_, episode)| {
-                episode.tid == late.tid
-                    && episode.switched_ns >= late.intended_ns
-                    && episode.switched_ns <= late.actual_ns
-            });
+            let found = kernel_episodes
+                .iter()
+                .position(|(_, episode)| claims(&late, episode));
             match found {
                 Some(index) => {
                     let (_, episode) = kernel_episodes.remove(index).expect("found");
