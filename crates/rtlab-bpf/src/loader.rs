@@ -386,3 +386,31 @@ pub fn loaded_program_names() -> Result<Vec<String>, BpfError> {
         })
         .collect()
 }
+
+/// The ids of every BPF program loaded in the kernel now.
+pub fn loaded_program_ids() -> Result<Vec<u32>, BpfError> {
+    aya::programs::loaded_programs()
+        .map(|info| {
+            info.map(|info| info.id())
+                .map_err(|error| BpfError::Load(chain(&error)))
+        })
+        .collect()
+}
+
+/// The ids of the BPF programs process `pid` holds (a program's or a link's descriptor names its
+/// program in `/proc/PID/fdinfo`), to check that a process's programs go when it does.
+pub fn program_ids_of_process(pid: u32) -> std::io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))? {
+        let Ok(text) = std::fs::read_to_string(entry?.path()) else {
+            continue;
+        };
+        ids.extend(text.lines().filter_map(|line| {
+            line.strip_prefix("prog_id:")
+                .and_then(|id| id.trim().parse::<u32>().ok())
+        }));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
