@@ -28,8 +28,7 @@ pub use record::{
 };
 pub use run_config::{
     BufferExperiment, ExplainRecorder, ExplainSettings, ExplainTrace, ImportSource, RecordConfig,
-    ThresholdKind,
-    UnderrunCount,
+    ThresholdKind, UnderrunCount,
 };
 pub use run_load::{
     CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,

@@ -43,9 +43,16 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn main() {
     let mut arguments = std::env::args().skip(1);
-    let rounds: u64 = arguments.next().map_or(200_000, |text| text.parse().expect("ROUNDS"));
-    let repeats: usize = arguments.next().map_or(5, |text| text.parse().expect("REPEATS"));
-    let cpu = *rtlab_sys::cpu::online_cpus().expect("cpus").last().expect("a CPU");
+    let rounds: u64 = arguments
+        .next()
+        .map_or(200_000, |text| text.parse().expect("ROUNDS"));
+    let repeats: usize = arguments
+        .next()
+        .map_or(5, |text| text.parse().expect("REPEATS"));
+    let cpu = *rtlab_sys::cpu::online_cpus()
+        .expect("cpus")
+        .last()
+        .expect("a CPU");
     let modes = ["plain", "tracefs", "bpf", "bpf-clock-every-event"];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut events_per_round = Vec::new();

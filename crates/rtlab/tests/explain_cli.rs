@@ -552,7 +552,10 @@ fn nothing_of_the_bpf_recorder_is_left_after_sigint_or_sigkill() {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
-        assert!(left.is_empty(), "signal {signal}: programs {left:?} still loaded");
+        assert!(
+            left.is_empty(),
+            "signal {signal}: programs {left:?} still loaded"
+        );
         let pinned = std::fs::read_dir("/sys/fs/bpf")
             .map(|entries| {
                 entries
