@@ -451,10 +451,27 @@ impl ExplainSession {
             Backend::Bpf { explainer, .. } => (explainer.finish()?, ExplainRecorder::Bpf),
         };
         let mut episodes = std::mem::take(&mut report.episodes);
+        // Late samples the BPF recorder had no kernel episode for, counted where they matter:
+        // above the fixed threshold, or above their series' final p99.9.
+        let final_p999 = final_thresholds(record);
+        let unexplained = report
+            .unexplained
+            .iter()
+            .filter(|(series, latency)| {
+                self.fixed_threshold_ns.is_some()
+                    || final_p999
+                        .get(series)
+                        .is_none_or(|threshold| latency > threshold)
+            })
+            .count();
+        if unexplained > 0 {
+            warnings.push(format!(
+                "explain: {unexplained} late wake-ups had no kernel episode (the kernel's switch-in time was under its threshold then: the delay came after the switch-in, or the rolling threshold was higher); not explained"
+            ));
+        }
         if self.fixed_threshold_ns.is_none() {
             // Keep what is above each series' final p99.9 (the provisional threshold came from
             // the first second only).
-            let final_p999 = final_thresholds(record);
             let before = episodes.len();
             episodes.retain(|episode| {
                 final_p999

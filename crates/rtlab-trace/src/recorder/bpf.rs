@@ -7,9 +7,9 @@
 //! recorder decodes, so `attribute_with_timeline` gives causes and timelines that mean the same
 //! from either recorder. The probe's own late sample (its clock read, not the kernel's switch-in
 //! time) stays the episode's latency: a kernel episode is used for the probe sample of the same
-//! thread whose switch-in lies in the sample's window. The kernel's thresholds are set a quarter
-//! below the probe's, since the probe reads its clock after the switch-in, so a sample late to the
-//! probe is rarely missing from the kernel's episodes; kernel episodes no probe sample claims are
+//! thread whose switch-in lies in the sample's window. The kernel's thresholds are set below the
+//! probe's (`kernel_threshold`), since the probe reads its clock after the switch-in, so a sample
+//! late to the probe is rarely missing from the kernel's episodes; kernel episodes no probe sample claims are
 //! dropped after a while (counted).
 //!
 //! Thresholds: fixed, or rolling — every second each thread's p99.9 over the last 10 s from the
@@ -166,13 +166,17 @@ impl Drop for BpfExplainer {
     }
 }
 
-/// The kernel's threshold for a probe threshold: a quarter lower (see the module).
+/// The kernel's threshold for a probe threshold: lower by a quarter and at least by 5 µs (the
+/// probe's clock read comes after the switch-in, and a hand-off's intended time before the
+/// waking), but at most by half (see the module).
 fn kernel_threshold(probe_threshold_ns: u64) -> u64 {
     if probe_threshold_ns == u64::MAX {
-        u64::MAX
-    } else {
-        probe_threshold_ns - probe_threshold_ns / 4
+        return u64::MAX;
     }
+    let margin = (probe_threshold_ns / 4).max(5_000);
+    probe_threshold_ns
+        .saturating_sub(margin)
+        .max(probe_threshold_ns / 2)
 }
 
 /// The events of an episode's window, as the tracefs recorder would have decoded them, in time
@@ -461,7 +465,6 @@ fn run_bpf_explainer(
     let mut probe_samples: VecDeque<LateWakeup> = VecDeque::new();
     let mut drained = Vec::with_capacity(1024);
     let mut steal = StealHistory::default();
-    let mut unmatched_probe = 0u64;
     let mut unmatched_kernel = 0u64;
     let mut undecodable = 0u64;
     let mut stopping = false;
@@ -544,7 +547,9 @@ fn run_bpf_explainer(
                     report.episodes.push(explained);
                 }
                 None if finishing || now >= late.actual_ns.saturating_add(MATCH_WAIT_NS) => {
-                    unmatched_probe += 1;
+                    if report.unexplained.len() < config.max_episodes {
+                        report.unexplained.push((late.series.clone(), late.latency_ns));
+                    }
                 }
                 None => still_waiting.push_back(late),
             }
@@ -574,11 +579,6 @@ fn run_bpf_explainer(
         report.warnings.push(format!(
             "explain: the BPF ring buffer was full for {} late wake-ups; they were not explained",
             counters.episodes_lost
-        ));
-    }
-    if unmatched_probe > 0 {
-        report.warnings.push(format!(
-            "explain: {unmatched_probe} late samples had no kernel episode (late only after the switch-in, or the window was not handed over); not explained"
         ));
     }
     report.bpf = Some(super::BpfSummary {
@@ -664,6 +664,8 @@ mod tests {
     #[test]
     fn the_kernel_threshold_is_a_quarter_lower() {
         assert_eq!(kernel_threshold(100_000), 75_000);
+        assert_eq!(kernel_threshold(12_000), 7_000);
+        assert_eq!(kernel_threshold(6_000), 3_000);
         assert_eq!(kernel_threshold(u64::MAX), u64::MAX);
     }
 }

@@ -59,6 +59,9 @@ pub struct ExplainerReport {
     pub warnings: Vec<String>,
     /// What only the BPF recorder counts (None: the tracefs recorder).
     pub bpf: Option<BpfSummary>,
+    /// Late samples no episode could be made for (series, latency): with the BPF recorder, those
+    /// the kernel did not find late (late only after the switch-in).
+    pub unexplained: Vec<(String, u64)>,
 }
 
 /// The BPF recorder's own counts.
