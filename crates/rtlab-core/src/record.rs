@@ -23,6 +23,12 @@ pub enum Metric {
     Interval,
     /// Signalling thread → first instruction of the woken thread (paper 002's thread latency).
     Handoff,
+    /// Timer expiry − intended time of a timer thread's wake-up: rtla timerlat's IRQ latency
+    /// (the BPF recorder, from `hrtimer_expire_entry`).
+    Irq,
+    /// Switch-in − timer expiry of a timer thread's wake-up: from the timer callback to the
+    /// thread running (the BPF recorder).
+    Thread,
 }
 
 impl Metric {
@@ -31,6 +37,8 @@ impl Metric {
             Metric::Wakeup => "wakeup",
             Metric::Interval => "interval",
             Metric::Handoff => "handoff",
+            Metric::Irq => "irq",
+            Metric::Thread => "thread",
         }
     }
 }
@@ -48,8 +56,10 @@ impl std::str::FromStr for Metric {
             "wakeup" => Ok(Metric::Wakeup),
             "interval" => Ok(Metric::Interval),
             "handoff" => Ok(Metric::Handoff),
+            "irq" => Ok(Metric::Irq),
+            "thread" => Ok(Metric::Thread),
             other => Err(format!(
-                "unknown metric '{other}' (expected wakeup, interval or handoff)"
+                "unknown metric '{other}' (expected wakeup, interval, handoff, irq or thread)"
             )),
         }
     }

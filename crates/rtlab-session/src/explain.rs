@@ -448,7 +448,15 @@ impl ExplainSession {
         drop(self.sender);
         let (mut report, recorder) = match explainer {
             Backend::Tracefs(explainer) => (explainer.finish()?, ExplainRecorder::Tracefs),
-            Backend::Bpf { explainer, .. } => (explainer.finish()?, ExplainRecorder::Bpf),
+            Backend::Bpf {
+                explainer,
+                slot_keys,
+                ..
+            } => {
+                let mut report = explainer.finish()?;
+                add_timerlat_series(record, &slot_keys, std::mem::take(&mut report.timerlat));
+                (report, ExplainRecorder::Bpf)
+            }
         };
         let mut episodes = std::mem::take(&mut report.episodes);
         // Late samples the BPF recorder had no kernel episode for, counted where they matter:
@@ -538,6 +546,51 @@ impl ExplainSession {
             stack_samples: report.stats.stack_samples,
         });
         Ok(())
+    }
+}
+
+/// The BPF recorder's timerlat split as two more series (`irq`, `thread`) beside each timer
+/// thread's `wakeup` series, with its class, CPU, policy and period.
+fn add_timerlat_series(
+    record: &mut RunRecord,
+    slot_keys: &[Vec<SeriesKey>],
+    splits: Vec<rtlab_trace::TimerlatSplit>,
+) {
+    for split in splits {
+        let Some(key) = slot_keys
+            .get(split.slot)
+            .and_then(|keys| keys.iter().find(|key| key.metric == Metric::Wakeup))
+        else {
+            continue;
+        };
+        let Some(wakeup) = record
+            .series
+            .iter()
+            .find(|series| series.label() == label(key))
+            .cloned()
+        else {
+            continue;
+        };
+        for (metric, histogram, maxima) in [
+            (Metric::Irq, &split.irq, split.irq_max_per_second),
+            (Metric::Thread, &split.thread, split.thread_max_per_second),
+        ] {
+            if let Ok(series) = RunRecord::series_from_histogram(
+                metric,
+                &wakeup.class,
+                wakeup.cpu,
+                &wakeup.policy,
+                wakeup.priority,
+                wakeup.period_ns,
+                histogram,
+                0,
+                0,
+                maxima,
+                Vec::new(),
+            ) {
+                record.series.push(series);
+            }
+        }
     }
 }
 

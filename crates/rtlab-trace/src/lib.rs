@@ -24,6 +24,6 @@ pub use offenders::{top_offenders, Offender};
 pub use perfetto::chrome_trace;
 pub use recorder::{
     BpfExplainer, BpfExplainerConfig, BpfSummary, Explainer, ExplainerConfig, ExplainerReport,
-    PollOutcome, Recorder, RecorderConfig, TraceError,
+    PollOutcome, Recorder, RecorderConfig, TimerlatSplit, TraceError,
 };
 pub use symbols::KernelSymbols;

@@ -68,6 +68,8 @@ pub fn write_comparison(
                 Metric::Wakeup => "wake-up latency",
                 Metric::Handoff => "hand-off latency",
                 Metric::Interval => "interval",
+                Metric::Irq => "irq latency",
+                Metric::Thread => "thread latency",
             }
         )?;
         writeln!(

@@ -211,6 +211,8 @@ fn metric_title(metric: Metric) -> &'static str {
         Metric::Wakeup => "Wake-up latency",
         Metric::Handoff => "Hand-off latency",
         Metric::Interval => "Interval between wake-ups",
+        Metric::Irq => "IRQ latency (timer expiry − intended)",
+        Metric::Thread => "Thread latency (switch-in − timer expiry)",
     }
 }
 

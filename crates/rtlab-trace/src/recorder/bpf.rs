@@ -18,7 +18,9 @@
 //! sets the probe's late thresholds to them.
 
 use super::explainer::{ReaderPolicy, StealHistory};
-use super::{name_task_policies, ExplainerReport, LateSource, RecorderStats, TraceError};
+use super::{
+    name_task_policies, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
+};
 use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
 use crate::event::{Comm, EventKind, EventSet, TraceEvent};
 use crate::symbols::KernelSymbols;
@@ -461,6 +463,12 @@ fn run_bpf_explainer(
         ..ExplainerReport::default()
     };
     let mut rolling = Rolling::new(config.threads.len());
+    let mut timerlat: Vec<TimerlatSplit> = (0..config.threads.len())
+        .map(|slot| TimerlatSplit {
+            slot,
+            ..TimerlatSplit::default()
+        })
+        .collect();
     let mut kernel_episodes: VecDeque<(u64, Box<EpisodeRecord>)> = VecDeque::new();
     let mut probe_samples: VecDeque<LateWakeup> = VecDeque::new();
     let mut drained = Vec::with_capacity(1024);
@@ -487,6 +495,19 @@ fn run_bpf_explainer(
         let mut episodes_read = 0;
         let mut matched: Vec<(LateWakeup, Box<EpisodeRecord>)> = Vec::new();
         let (_, bad) = recorder.drain(|record| {
+            if let Record::Sample(sample) = &record {
+                // Timer threads' wake-ups during the measurement (not the warm-up).
+                if let (Some(irq), Some(thread), Some(split)) = (
+                    sample.irq_latency_ns(),
+                    sample.thread_latency_ns(),
+                    timerlat.get_mut(sample.slot as usize),
+                ) {
+                    if sample.intended_ns >= config.origin_ns {
+                        let second = ((sample.intended_ns - config.origin_ns) / 1_000_000_000) as usize;
+                        split.record(second, irq, thread);
+                    }
+                }
+            }
             if let Record::Episode(episode) = record {
                 episodes_read += 1;
                 if let Some(index) = probe_samples.iter().position(|late| claims(late, &episode)) {
@@ -581,6 +602,10 @@ fn run_bpf_explainer(
             counters.episodes_lost
         ));
     }
+    report.timerlat = timerlat
+        .into_iter()
+        .filter(|split| split.irq.count() > 0)
+        .collect();
     report.bpf = Some(super::BpfSummary {
         episodes_unclaimed: unmatched_kernel,
         samples: counters.samples,

@@ -62,6 +62,37 @@ pub struct ExplainerReport {
     /// Late samples no episode could be made for (series, latency): with the BPF recorder, those
     /// the kernel did not find late (late only after the switch-in).
     pub unexplained: Vec<(String, u64)>,
+    /// The BPF recorder's timerlat split of every timer-thread wake-up, per measuring thread.
+    pub timerlat: Vec<TimerlatSplit>,
+}
+
+/// rtla timerlat's split of one timer thread's wake-ups, from the BPF recorder's sample records:
+/// `irq` = timer expiry − intended time, `thread` = switch-in − timer expiry.
+#[derive(Clone, Debug, Default)]
+pub struct TimerlatSplit {
+    /// The measuring thread's slot (the index in `BpfExplainerConfig::threads`).
+    pub slot: usize,
+    pub irq: rtlab_core::LatencyHistogram,
+    pub thread: rtlab_core::LatencyHistogram,
+    pub irq_max_per_second: Vec<u64>,
+    pub thread_max_per_second: Vec<u64>,
+}
+
+impl TimerlatSplit {
+    /// Records one sample at `second` of the measurement.
+    pub fn record(&mut self, second: usize, irq_ns: u64, thread_ns: u64) {
+        self.irq.record(irq_ns);
+        self.thread.record(thread_ns);
+        for (maxima, value) in [
+            (&mut self.irq_max_per_second, irq_ns),
+            (&mut self.thread_max_per_second, thread_ns),
+        ] {
+            if maxima.len() <= second {
+                maxima.resize(second + 1, 0);
+            }
+            maxima[second] = maxima[second].max(value);
+        }
+    }
 }
 
 /// The BPF recorder's own counts.

@@ -14,7 +14,9 @@ mod explainer;
 
 pub use bpf::{trace_events_of_episode, BpfExplainer, BpfExplainerConfig};
 
-pub use explainer::{BpfSummary, Explainer, ExplainerConfig, ExplainerReport, LateSource};
+pub use explainer::{
+    BpfSummary, Explainer, ExplainerConfig, ExplainerReport, LateSource, TimerlatSplit,
+};
 
 use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
 use crate::event::{EventDecoder, EventError, EventKind, EventSet};

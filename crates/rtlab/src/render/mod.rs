@@ -37,6 +37,8 @@ pub fn metric_explanation(metric: Metric) -> &'static str {
         Metric::Handoff => {
             "hand-off latency: from one thread signalling another to the woken thread running"
         }
+        Metric::Irq => "irq latency: how late the timer thread's timer fired (rtla's IRQ latency)",
+        Metric::Thread => "thread latency: from the timer firing to the timer thread running",
     }
 }
 
@@ -79,7 +81,13 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::io::Result
         host.virtualization,
         host.clocksource
     )?;
-    for metric in [Metric::Wakeup, Metric::Handoff, Metric::Interval] {
+    for metric in [
+        Metric::Wakeup,
+        Metric::Handoff,
+        Metric::Interval,
+        Metric::Irq,
+        Metric::Thread,
+    ] {
         let rows = record.series_of(metric);
         if rows.is_empty() {
             continue;
