@@ -503,7 +503,8 @@ fn run_bpf_explainer(
                     timerlat.get_mut(sample.slot as usize),
                 ) {
                     if sample.intended_ns >= config.origin_ns {
-                        let second = ((sample.intended_ns - config.origin_ns) / 1_000_000_000) as usize;
+                        let second =
+                            ((sample.intended_ns - config.origin_ns) / 1_000_000_000) as usize;
                         split.record(second, irq, thread);
                     }
                 }
@@ -569,7 +570,9 @@ fn run_bpf_explainer(
                 }
                 None if finishing || now >= late.actual_ns.saturating_add(MATCH_WAIT_NS) => {
                     if report.unexplained.len() < config.max_episodes {
-                        report.unexplained.push((late.series.clone(), late.latency_ns));
+                        report
+                            .unexplained
+                            .push((late.series.clone(), late.latency_ns));
                     }
                 }
                 None => still_waiting.push_back(late),
