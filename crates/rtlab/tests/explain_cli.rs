@@ -299,6 +299,19 @@ fn spinner_is_named_by(recorder: &str) {
     );
     if recorder == "bpf" {
         assert_eq!(settings.lost_events, 0, "{settings:?}");
+        // The timerlat split of every wake-up, beside the wake-up series; each part is at most
+        // the whole (the wake-up also holds the return to user space).
+        let of = |metric: &str| {
+            record
+                .series
+                .iter()
+                .find(|series| series.metric.as_str() == metric)
+                .unwrap_or_else(|| panic!("no {metric} series"))
+        };
+        let (wakeup, irq, thread) = (of("wakeup"), of("irq"), of("thread"));
+        assert!(irq.count > 0 && thread.count > 0, "{irq:?} {thread:?}");
+        assert!(irq.percentiles["50"] <= wakeup.percentiles["50"]);
+        assert!(thread.percentiles["50"] <= wakeup.percentiles["50"]);
         return;
     }
     assert!(own_instances_of(std::process::id()).is_empty());

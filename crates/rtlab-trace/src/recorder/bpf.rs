@@ -690,6 +690,18 @@ mod tests {
     }
 
     #[test]
+    fn the_timerlat_split_keeps_both_histograms_and_each_seconds_maximum() {
+        let mut split = TimerlatSplit::default();
+        split.record(0, 3_000, 5_000);
+        split.record(0, 4_000, 2_000);
+        split.record(2, 1_000, 9_000);
+        assert_eq!(split.irq.count(), 3);
+        assert_eq!(split.thread.count(), 3);
+        assert_eq!(split.irq_max_per_second, vec![4_000, 0, 1_000]);
+        assert_eq!(split.thread_max_per_second, vec![5_000, 0, 9_000]);
+    }
+
+    #[test]
     fn the_kernel_threshold_is_a_quarter_lower() {
         assert_eq!(kernel_threshold(100_000), 75_000);
         assert_eq!(kernel_threshold(12_000), 7_000);
