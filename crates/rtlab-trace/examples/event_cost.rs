@@ -57,19 +57,27 @@ fn main() {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut events_per_round = Vec::new();
     let mut clock_reads_per_round = Vec::new();
+    let mut tracefs_events_per_round = Vec::new();
     // Interleaved, so drifting background load hits every mode alike.
     for _ in 0..repeats {
         for (index, mode) in modes.iter().enumerate() {
             let time = match *mode {
                 "plain" => ping_pong(cpu, rounds),
                 "tracefs" => {
-                    let _recorder = Recorder::start(&RecorderConfig {
+                    let mut recorder = Recorder::start(&RecorderConfig {
                         cpus: vec![cpu],
                         events: EventSet::Standard,
                         ..RecorderConfig::default()
                     })
                     .expect("tracefs recorder (root, tracefs)");
-                    ping_pong(cpu, rounds)
+                    let time = ping_pong(cpu, rounds);
+                    // What the instance recorded (read after the loop; what the ring overwrote is
+                    // counted as lost), to show it really traced the loop.
+                    while recorder.poll(4096).map_or(false, |outcome| !outcome.caught_up) {}
+                    let stats = recorder.stats();
+                    tracefs_events_per_round
+                        .push((stats.events + stats.lost_events) as f64 / rounds as f64);
+                    time
                 }
                 _ => {
                     let recorder = rtlab_bpf::BpfRecorder::start(&rtlab_bpf::BpfConfig {
@@ -96,6 +104,10 @@ fn main() {
     let events = median(&mut events_per_round);
     let clock_reads = median(&mut clock_reads_per_round);
     let plain = median(&mut times[0].clone());
+    println!(
+        "tracefs recorded {:.2} events per round trip (decoded + lost)",
+        median(&mut tracefs_events_per_round)
+    );
     println!(
         "CPU {cpu}, {rounds} round trips × {repeats} (interleaved); {events:.2} events and {clock_reads:.2} clock reads per round trip (BPF counters)"
     );
