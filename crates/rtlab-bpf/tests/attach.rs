@@ -1,7 +1,10 @@
 //! Root-only: the programs load, attach, record a measuring thread's wake-ups, and leave nothing
 //! behind when the recorder is dropped.
 
-use rtlab_bpf::{loaded_program_names, BpfConfig, BpfRecorder, Record, PROGRAM_PREFIX};
+use rtlab_bpf::{
+    loaded_program_ids, loaded_program_names, program_ids_of_process, BpfConfig, BpfRecorder,
+    Record, PROGRAM_PREFIX,
+};
 use std::time::{Duration, Instant};
 
 fn ours() -> Vec<String> {
@@ -12,12 +15,13 @@ fn ours() -> Vec<String> {
         .collect()
 }
 
-/// The kernel frees a program after its last link closes, asynchronously (RCU): what is still
-/// listed after `limit`.
-fn gone_within(limit: Duration) -> Vec<String> {
+/// The kernel frees a program after its last link closes, asynchronously (RCU): which of `ids`
+/// are still loaded after `limit`. (By id: another rtlab may have its own programs loaded.)
+fn gone_within(ids: &[u32], limit: Duration) -> Vec<u32> {
     let deadline = Instant::now() + limit;
     loop {
-        let left = ours();
+        let loaded = loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
+        let left: Vec<u32> = ids.iter().copied().filter(|id| loaded.contains(id)).collect();
         if left.is_empty() || Instant::now() >= deadline {
             return left;
         }
@@ -57,6 +61,11 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
     .expect("the recorder loads as root");
     assert!(recorder.attached().contains(&"sched_switch"));
     assert!(!ours().is_empty(), "our programs are listed while attached");
+    let ids = program_ids_of_process(std::process::id()).expect("fdinfo");
+    assert!(
+        ids.len() >= recorder.attached().len(),
+        "this process holds its programs: {ids:?}"
+    );
     // This thread sleeps on absolute timers (hrtimer_wakeup): each wake-up is a sample, and with
     // threshold 0 every one is an episode.
     let tid = gettid();
@@ -96,8 +105,8 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
     println!("attached: {:?}", recorder.attached());
     drop(recorder);
     assert_eq!(
-        gone_within(Duration::from_secs(10)),
-        Vec::<String>::new(),
+        gone_within(&ids, Duration::from_secs(10)),
+        Vec::<u32>::new(),
         "nothing of ours left after drop"
     );
 }
