@@ -21,7 +21,11 @@ fn gone_within(ids: &[u32], limit: Duration) -> Vec<u32> {
     let deadline = Instant::now() + limit;
     loop {
         let loaded = loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
-        let left: Vec<u32> = ids.iter().copied().filter(|id| loaded.contains(id)).collect();
+        let left: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|id| loaded.contains(id))
+            .collect();
         if left.is_empty() || Instant::now() >= deadline {
             return left;
         }
