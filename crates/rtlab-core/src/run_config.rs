@@ -97,6 +97,10 @@ pub struct ExplainSettings {
     /// counted and summed into `explain_trace`, not attributed one by one).
     #[serde(default)]
     pub episodes_not_kept: u64,
+    /// The causes of the episodes not kept, summed by kind and name (BPF recorder: it keeps the
+    /// latest episodes up to the cap and summarises the least late ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarised_causes: Vec<crate::Cause>,
 }
 
 /// Which recorder `--explain` used.

@@ -504,7 +504,12 @@ impl ExplainSession {
         }
         warnings.extend(report.warnings.iter().cloned());
         episodes.sort_by_key(|episode| episode.at_ns);
-        if report.episodes_not_kept > 0 {
+        if report.episodes_not_kept > 0 && recorder == ExplainRecorder::Bpf {
+            warnings.push(format!(
+                "explain: {} late wake-ups beyond the cap of {MAX_EPISODES} episodes were summarised, not kept (the least late; their causes are summed in config.explain.summarised_causes)",
+                report.episodes_not_kept
+            ));
+        } else if report.episodes_not_kept > 0 {
             warnings.push(format!(
                 "explain: {} late wake-ups beyond the first {MAX_EPISODES} were counted, not explained",
                 report.episodes_not_kept
@@ -621,6 +626,7 @@ fn record_config(
         recorder,
         lost_events: report.stats.lost_events,
         episodes_not_kept: report.episodes_not_kept,
+        summarised_causes: report.summarised_causes.clone(),
     });
 }
 

@@ -73,10 +73,7 @@ fn main() {
                     let time = ping_pong(cpu, rounds);
                     // What the instance recorded (read after the loop; what the ring overwrote is
                     // counted as lost), to show it really traced the loop.
-                    while recorder
-                        .poll(4096)
-                        .map_or(false, |outcome| !outcome.caught_up)
-                    {}
+                    while recorder.poll(4096).is_ok_and(|outcome| !outcome.caught_up) {}
                     let stats = recorder.stats();
                     tracefs_events_per_round
                         .push((stats.events + stats.lost_events) as f64 / rounds as f64);

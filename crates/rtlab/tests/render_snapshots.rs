@@ -75,6 +75,7 @@ fn explain_report_with_a_fixed_threshold_and_a_stack() {
         recorder: None,
         lost_events: 0,
         episodes_not_kept: 0,
+        summarised_causes: Vec::new(),
     });
     let cause = |kind, name: &str, ns| rtlab_core::Cause {
         kind,

@@ -369,6 +369,43 @@ fn explain(
     }
 }
 
+/// Keeps at most `cap` episodes, the latest-by-latency: beyond the cap the least late one (the
+/// new one or a kept one) is summarised instead (its causes summed into
+/// `report.summarised_causes`), so memory stays bounded over hours while the worst stay whole.
+fn keep_episode(report: &mut ExplainerReport, episode: Episode, cap: usize) {
+    if report.episodes.len() < cap {
+        report.episodes.push(episode);
+        return;
+    }
+    let smallest = report
+        .episodes
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, kept)| kept.latency_ns)
+        .map(|(index, kept)| (index, kept.latency_ns));
+    let dropped = match smallest {
+        Some((index, latency)) if latency < episode.latency_ns => {
+            std::mem::replace(&mut report.episodes[index], episode)
+        }
+        _ => episode,
+    };
+    report.episodes_not_kept += 1;
+    for cause in dropped.causes {
+        match report
+            .summarised_causes
+            .iter_mut()
+            .find(|summed| summed.kind == cause.kind && summed.name == cause.name)
+        {
+            Some(summed) => summed.ns += cause.ns,
+            None => report.summarised_causes.push(rtlab_core::Cause {
+                pid: None,
+                detail: None,
+                ..cause
+            }),
+        }
+    }
+}
+
 /// The p99.9 of a histogram's counts, as its bucket's lower bound; None below the sample minimum.
 fn rolling_p999(counts: &[u64]) -> Option<u64> {
     let total: u64 = counts.iter().sum();
@@ -486,7 +523,8 @@ fn run_bpf_explainer(
         source(&mut drained);
         for late in drained.drain(..) {
             report.late_samples += 1;
-            if report.episodes.len() + probe_samples.len() < config.max_episodes {
+            // Waiting samples are bounded; kept episodes are bounded in `keep_episode`.
+            if probe_samples.len() < config.max_episodes {
                 probe_samples.push_back(late);
             } else {
                 report.episodes_not_kept += 1;
@@ -549,7 +587,7 @@ fn run_bpf_explainer(
         for (late, episode) in matched {
             let mut explained = explain(&late, &episode, config.origin_ns, &symbols);
             explained.steal_ns = steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
-            report.episodes.push(explained);
+            keep_episode(&mut report, explained, config.max_episodes);
         }
         let finishing = stopping;
         let mut still_waiting = VecDeque::with_capacity(probe_samples.len());
@@ -566,7 +604,7 @@ fn run_bpf_explainer(
                     }
                     explained.steal_ns =
                         steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
-                    report.episodes.push(explained);
+                    keep_episode(&mut report, explained, config.max_episodes);
                 }
                 None if finishing || now >= late.actual_ns.saturating_add(MATCH_WAIT_NS) => {
                     if report.unexplained.len() < config.max_episodes {
@@ -699,6 +737,37 @@ mod tests {
         assert_eq!(split.thread.count(), 3);
         assert_eq!(split.irq_max_per_second, vec![4_000, 0, 1_000]);
         assert_eq!(split.thread_max_per_second, vec![5_000, 0, 9_000]);
+    }
+
+    #[test]
+    fn beyond_the_cap_the_least_late_episodes_are_summarised() {
+        let episode = |latency_ns, name: &str| Episode {
+            series: "rt-high/wakeup@0".into(),
+            cpu: 0,
+            at_ns: latency_ns,
+            latency_ns,
+            causes: vec![rtlab_core::Cause {
+                kind: rtlab_core::CauseKind::Task,
+                name: name.into(),
+                pid: Some(1),
+                ns: latency_ns,
+                detail: None,
+            }],
+            steal_ns: None,
+            stack: None,
+            timeline: Vec::new(),
+        };
+        let mut report = ExplainerReport::default();
+        for (latency, name) in [(50, "a"), (10, "b"), (70, "c"), (5, "b"), (60, "a")] {
+            keep_episode(&mut report, episode(latency, name), 3);
+        }
+        let mut kept: Vec<u64> = report.episodes.iter().map(|e| e.latency_ns).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![50, 60, 70]);
+        assert_eq!(report.episodes_not_kept, 2);
+        assert_eq!(report.summarised_causes.len(), 1);
+        assert_eq!(report.summarised_causes[0].name, "b");
+        assert_eq!(report.summarised_causes[0].ns, 15);
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct ExplainerReport {
     pub unexplained: Vec<(String, u64)>,
     /// The BPF recorder's timerlat split of every timer-thread wake-up, per measuring thread.
     pub timerlat: Vec<TimerlatSplit>,
+    /// The causes of the episodes not kept beyond the cap, summed by kind and name.
+    pub summarised_causes: Vec<rtlab_core::Cause>,
 }
 
 /// rtla timerlat's split of one timer thread's wake-ups, from the BPF recorder's sample records:
