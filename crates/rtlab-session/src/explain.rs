@@ -89,6 +89,10 @@ fn micros(nanos: u64) -> String {
 /// Episodes kept per run; late wake-ups beyond are counted, not attributed (bounded memory for
 /// hours-long runs: an episode with its timeline is a few KiB).
 const MAX_EPISODES: usize = 10_000;
+/// The BPF recorder keeps the latest 4000 episodes and summarises the rest: a kept episode takes
+/// about 8.5 KiB (BENCHMARKS.md "Long runs: memory"), so the cap bounds them near 34 MiB over any
+/// run length.
+const MAX_EPISODES_BPF: usize = 4_000;
 
 /// Hands the probe's late samples to whichever recorder starts: the BPF one, or tracefs after it.
 fn split_source(source: LateSource) -> (LateSource, LateSource) {
@@ -225,7 +229,7 @@ pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) 
                 threads,
                 fixed_threshold_ns: args.threshold.map(Nanos::as_u64),
                 origin_ns: measure_start_ns,
-                max_episodes: MAX_EPISODES,
+                max_episodes: MAX_EPISODES_BPF,
                 deadline_ns: probe.end_ns() + 30_000_000_000,
             };
             let (bpf_source, tracefs_source) = split_source(source);
@@ -506,7 +510,7 @@ impl ExplainSession {
         episodes.sort_by_key(|episode| episode.at_ns);
         if report.episodes_not_kept > 0 && recorder == ExplainRecorder::Bpf {
             warnings.push(format!(
-                "explain: {} late wake-ups beyond the cap of {MAX_EPISODES} episodes were summarised, not kept (the least late; their causes are summed in config.explain.summarised_causes)",
+                "explain: {} late wake-ups beyond the cap of {MAX_EPISODES_BPF} episodes were summarised, not kept (the least late; their causes are summed in config.explain.summarised_causes)",
                 report.episodes_not_kept
             ));
         } else if report.episodes_not_kept > 0 {
