@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Overhead of `rtlab run --explain` (issue 4, BENCHMARKS.md "What --explain costs the probe").
 #
-# The same run plain, with --explain (standard events) and with --explain --explain-events full,
-# interleaved plain/standard/full, plain/standard/full … so drifting background load hits every
-# mode alike: every online CPU, rt-high/rt-mid/normal classes, 1 ms period, default threshold (each
+# The same run plain and with --explain through each recorder and event set, interleaved
+# plain/bpf/tracefs/…, plain/bpf/tracefs/… so drifting background load hits every mode alike.
+# Modes: plain; bpf, bpf-full (--explain-recorder bpf, standard/full events); tracefs,
+# tracefs-full (--explain-recorder tracefs; `standard` and `full` are their old names); bpf-clock
+# (bpf reading the clock on every event, RTLAB_BPF_CLOCK_EVERY_EVENT=1). Runs: every online CPU, rt-high/rt-mid/normal classes, 1 ms period, default threshold (each
 # series' p99.9). Per run it prints the median over CPUs of the rt-high and normal wake-up p50 and
-# p99 (µs), the episodes explained and the trace events decoded. The shift of a mode is the median,
+# p99 (µs), the episodes explained and the events recorded (tracefs: decoded; BPF: counted in the
+# kernel). The shift of a mode is the median,
 # over rounds, of its p50 divided by the plain p50 of the same round (paired, so a round in which
 # the VM was slow counts against both), and the mean of the p50s beside it.
 #
 # usage: bench/explain-overhead.sh [SECONDS_PER_RUN=5] [ROUNDS=12]   (needs root and tracefs)
 #        RUN_FLAGS="--classes rt-high --no-handoff" bench/explain-overhead.sh …  (extra run flags)
-#        MODES="plain standard" bench/explain-overhead.sh …  (a subset of the modes)
+#        MODES="plain bpf tracefs" bench/explain-overhead.sh …  (the modes, default all five)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
 rounds=${2:-12}
-modes=${MODES:-plain standard full}
+modes=${MODES:-plain bpf bpf-full tracefs tracefs-full}
 rtlab=${RTLAB:-target/release/rtlab}
 out=bench/out/explain-overhead-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
@@ -26,18 +29,28 @@ for round in $(seq 1 "$rounds"); do
         flags=()
         case $mode in
         plain) ;;
-        standard) flags=(--explain) ;;
-        full) flags=(--explain --explain-events full) ;;
+        bpf) flags=(--explain --explain-recorder bpf) ;;
+        bpf-full) flags=(--explain --explain-recorder bpf --explain-events full) ;;
+        # What reusing the timer tracepoint's time saves: the same with a clock read on every event.
+        bpf-clock) flags=(--explain --explain-recorder bpf) ;;
+        tracefs | standard) flags=(--explain --explain-recorder tracefs) ;;
+        tracefs-full | full) flags=(--explain --explain-recorder tracefs --explain-events full) ;;
         *) echo "unknown mode $mode" >&2; exit 2 ;;
         esac
         # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
-        "$rtlab" run --duration "${seconds}s" --warmup 1s --no-store ${RUN_FLAGS:-} "${flags[@]}" \
+        clock=()
+        [ "$mode" = bpf-clock ] && clock=(env RTLAB_BPF_CLOCK_EVERY_EVENT=1)
+        "${clock[@]}" "$rtlab" run --duration "${seconds}s" --warmup 1s --no-store ${RUN_FLAGS:-} "${flags[@]}" \
             --json "$out/$mode-$round.json" > "$out/$mode-$round.txt"
     done
 done
 python3 - "$out" "$rounds" $modes <<'PY'
 import json, statistics, sys
 out, rounds, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def mode_of(path):
+    return path.rsplit("/", 1)[1].rsplit("-", 1)[0]
+def recorder_of(path):
+    return "bpf" if mode_of(path).startswith("bpf") else "tracefs"
 def figures(path):
     record = json.load(open(path))
     row = {}
@@ -52,6 +65,8 @@ def figures(path):
     row["episodes"] = len(record["episodes"])
     row["events/s"] = trace.get("decoded_events", 0) / (record["duration_ns"] / 1e9)
     row["lost"] = trace.get("lost_events", 0)
+    if mode_of(path) != "plain" and record["config"].get("explain", {}).get("recorder") not in (None, recorder_of(path)):
+        sys.exit(f"{path}: recorded with {record['config']['explain']['recorder']}, not {recorder_of(path)}")
     return row
 keys = ["rt-high p50", "rt-high p99", "normal p50", "normal p99", "episodes", "events/s", "lost"]
 print("run          " + "".join(f"{key:>13}" for key in keys))
@@ -67,7 +82,7 @@ if "plain" in rows:
     for mode in modes:
         if mode == "plain":
             continue
-        for key in ("rt-high p50", "normal p50", "rt-high p99"):
+        for key in ("rt-high p50", "normal p50", "rt-high p99", "normal p99"):
             pairs = [(row[key], base[key]) for row, base in zip(rows[mode], rows["plain"])
                      if row[key] == row[key] and base[key] == base[key]]
             if not pairs:

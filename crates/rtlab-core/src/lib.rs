@@ -30,8 +30,8 @@ pub use record::{
 };
 pub use run_conditions::RunConditions;
 pub use run_config::{
-    BufferExperiment, ExplainSettings, ExplainTrace, ImportSource, RecordConfig, ThresholdKind,
-    UnderrunCount,
+    BufferExperiment, ExplainRecorder, ExplainSettings, ExplainTrace, ImportSource, RecordConfig,
+    ThresholdKind, UnderrunCount,
 };
 pub use run_load::{
     CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,

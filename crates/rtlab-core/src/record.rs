@@ -25,6 +25,12 @@ pub enum Metric {
     Handoff,
     /// Release → completion of one activation of a workload thread (`rtlab workload`).
     Response,
+    /// Timer expiry − intended time of a timer thread's wake-up: rtla timerlat's IRQ latency
+    /// (the BPF recorder, from `hrtimer_expire_entry`).
+    Irq,
+    /// Switch-in − timer expiry of a timer thread's wake-up: from the timer callback to the
+    /// thread running (the BPF recorder).
+    Thread,
 }
 
 impl Metric {
@@ -34,6 +40,8 @@ impl Metric {
             Metric::Interval => "interval",
             Metric::Handoff => "handoff",
             Metric::Response => "response",
+            Metric::Irq => "irq",
+            Metric::Thread => "thread",
         }
     }
 }
@@ -52,8 +60,10 @@ impl std::str::FromStr for Metric {
             "interval" => Ok(Metric::Interval),
             "handoff" => Ok(Metric::Handoff),
             "response" => Ok(Metric::Response),
+            "irq" => Ok(Metric::Irq),
+            "thread" => Ok(Metric::Thread),
             other => Err(format!(
-                "unknown metric '{other}' (expected wakeup, interval, handoff or response)"
+                "unknown metric '{other}' (expected wakeup, interval, handoff, response, irq or thread)"
             )),
         }
     }

@@ -87,6 +87,39 @@ pub struct ExplainSettings {
     pub provisional_threshold_ns: BTreeMap<String, u64>,
     /// Whether kernel events were recorded (false: the recorder could not start).
     pub recorded: bool,
+    /// The recorder that recorded them (absent in records before the BPF recorder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<ExplainRecorder>,
+    /// Events (tracefs) or episode and sample records (BPF) the kernel could not hand over.
+    #[serde(default)]
+    pub lost_events: u64,
+    /// Late wake-ups not kept as episodes because the run reached its episode cap (they are
+    /// counted and summed into `explain_trace`, not attributed one by one).
+    #[serde(default)]
+    pub episodes_not_kept: u64,
+    /// The causes of the episodes not kept, summed by kind and name (BPF recorder: it keeps the
+    /// latest episodes up to the cap and summarises the least late ones).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarised_causes: Vec<crate::Cause>,
+}
+
+/// Which recorder `--explain` used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExplainRecorder {
+    /// BPF programs on the scheduler and interrupt tracepoints (rtlab-bpf).
+    Bpf,
+    /// A private tracefs instance's ring buffers.
+    Tracefs,
+}
+
+impl ExplainRecorder {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExplainRecorder::Bpf => "bpf",
+            ExplainRecorder::Tracefs => "tracefs",
+        }
+    }
 }
 
 /// `config.explain_trace`: what the recording saw.

@@ -104,6 +104,8 @@ pub fn write_comparison(
                 Metric::Handoff => "hand-off latency",
                 Metric::Interval => "interval",
                 Metric::Response => "response time",
+                Metric::Irq => "irq latency",
+                Metric::Thread => "thread latency",
             }
         )?;
         writeln!(

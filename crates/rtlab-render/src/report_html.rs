@@ -212,6 +212,8 @@ fn metric_title(metric: Metric) -> &'static str {
         Metric::Handoff => "Hand-off latency",
         Metric::Interval => "Interval between wake-ups",
         Metric::Response => "Response time",
+        Metric::Irq => "IRQ latency (timer expiry − intended)",
+        Metric::Thread => "Thread latency (switch-in − timer expiry)",
     }
 }
 

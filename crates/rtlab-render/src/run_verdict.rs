@@ -115,7 +115,13 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::f
         host.clocksource
     );
     writeln!(out, "{}", wrapped("host ", &host_line, 5))?;
-    for metric in [Metric::Wakeup, Metric::Handoff, Metric::Interval] {
+    for metric in [
+        Metric::Wakeup,
+        Metric::Handoff,
+        Metric::Interval,
+        Metric::Irq,
+        Metric::Thread,
+    ] {
         let rows = record.series_of(metric);
         if rows.is_empty() {
             continue;

@@ -33,6 +33,8 @@ pub fn metric_explanation(metric: Metric) -> &'static str {
             "hand-off latency: from one thread signalling another to the woken thread running"
         }
         Metric::Response => "response time: from a workload thread's release to its completion",
+        Metric::Irq => "irq latency: how late the timer thread's timer fired (rtla's IRQ latency)",
+        Metric::Thread => "thread latency: from the timer firing to the timer thread running",
     }
 }
 
@@ -90,6 +92,8 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::fmt::Resul
         Metric::Handoff,
         Metric::Interval,
         Metric::Response,
+        Metric::Irq,
+        Metric::Thread,
     ] {
         let rows = record.series_of(metric);
         if rows.is_empty() {

@@ -8,10 +8,16 @@
 //! the end only episodes above the series' final p99.9 are kept. The threshold walks down once:
 //! from [`ExplainConfig`] (or the calibration here) into the probe, never back up.
 
-use rtlab_core::{ExplainSettings, ExplainTrace, Metric, Nanos, RunRecord, ThresholdKind};
+use rtlab_core::{
+    ExplainRecorder, ExplainSettings, ExplainTrace, Metric, Nanos, RunRecord, ThresholdKind,
+};
 use rtlab_probe::{LateSample, LateSampleSink, RunningProbe, SeriesKey};
 use rtlab_sys::tracefs::Marker;
-use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig, TraceError};
+use rtlab_trace::recorder::LateSource;
+use rtlab_trace::{
+    BpfExplainer, BpfExplainerConfig, EventSet, Explainer, ExplainerConfig, ExplainerReport,
+    LateWakeup, RecorderConfig, TraceError,
+};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -26,6 +32,29 @@ pub struct ExplainConfig {
     pub stacks: bool,
     /// Which kernel events to record.
     pub events: EventSet,
+    /// Which recorder records them.
+    pub recorder: RecorderChoice,
+}
+
+/// Which recorder `--explain` uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecorderChoice {
+    /// BPF when it loads (and no call stacks are wanted), else tracefs, saying why.
+    #[default]
+    Auto,
+    Bpf,
+    Tracefs,
+}
+
+/// The recorder that runs.
+enum Backend {
+    Tracefs(Explainer),
+    /// The BPF explainer, with the series keys each of its slots (measuring threads) feeds.
+    Bpf {
+        explainer: BpfExplainer,
+        slot_keys: Vec<Vec<SeriesKey>>,
+        applied: Vec<u64>,
+    },
 }
 
 /// The probe's late-sample sink while explaining: one `trace_marker` line per late sample, so
@@ -57,6 +86,32 @@ fn micros(nanos: u64) -> String {
     format!("{:.1}", nanos as f64 / 1_000.0)
 }
 
+/// Episodes kept per run; late wake-ups beyond are counted, not attributed (bounded memory for
+/// hours-long runs: an episode with its timeline is a few KiB).
+const MAX_EPISODES: usize = 10_000;
+/// The BPF recorder keeps the latest 4000 episodes and summarises the rest: a kept episode takes
+/// about 8.5 KiB (BENCHMARKS.md "Long runs: memory"), so the cap bounds them near 34 MiB over any
+/// run length.
+const MAX_EPISODES_BPF: usize = 4_000;
+
+/// Hands the probe's late samples to whichever recorder starts: the BPF one, or tracefs after it.
+fn split_source(source: LateSource) -> (LateSource, LateSource) {
+    let shared = Arc::new(Mutex::new(source));
+    let second = Arc::clone(&shared);
+    (
+        Box::new(move |out: &mut Vec<LateWakeup>| {
+            if let Ok(mut source) = shared.lock() {
+                source(out);
+            }
+        }),
+        Box::new(move |out: &mut Vec<LateWakeup>| {
+            if let Ok(mut source) = second.lock() {
+                source(out);
+            }
+        }),
+    )
+}
+
 /// How long after warm-up the default threshold is calibrated.
 const CALIBRATION_NS: u64 = 1_000_000_000;
 /// Samples kept per series for calibration (1 s at 1 kHz is 1000).
@@ -78,11 +133,13 @@ enum Threshold {
         samples: BTreeMap<SeriesKey, Vec<LateSample>>,
     },
     Provisional,
+    /// The BPF recorder's rolling p99.9, copied into the probe every poll.
+    Rolling,
 }
 
 /// The explain side of one run.
 pub(crate) struct ExplainSession {
-    explainer: Option<Explainer>,
+    explainer: Option<Backend>,
     sender: mpsc::Sender<LateWakeup>,
     thread_ids: BTreeMap<SeriesKey, u32>,
     threshold: Threshold,
@@ -120,17 +177,20 @@ pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) 
         // holds seconds of events even under load.
         poll_interval: Duration::from_millis(250),
         origin_ns: measure_start_ns,
-        max_episodes: 10_000,
+        max_episodes: MAX_EPISODES,
         settle: Duration::from_millis(200),
         deadline_ns: probe.end_ns() + 30_000_000_000,
     };
     let mut warnings = Vec::new();
-    let explainer = match Explainer::start(config, source) {
+    let thread_ids: BTreeMap<SeriesKey, u32> = probe.thread_ids().into_iter().collect();
+    let start_tracefs = |source: LateSource, warnings: &mut Vec<String>| match Explainer::start(
+        config, source,
+    ) {
         Ok(explainer) => {
             if let Some(marker) = explainer.marker() {
                 probe.set_late_sink(Arc::new(TraceMarkerSink(marker)));
             }
-            Some(explainer)
+            Some(Backend::Tracefs(explainer))
         }
         Err(error) => {
             warnings.push(format!(
@@ -139,11 +199,73 @@ pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) 
             None
         }
     };
+    let explainer = match args.recorder {
+        RecorderChoice::Tracefs => start_tracefs(source, &mut warnings),
+        RecorderChoice::Auto if args.stacks => {
+            warnings.push(
+                "explain: recording with tracefs: call stacks are sampled only beside the tracefs recorder".into(),
+            );
+            start_tracefs(source, &mut warnings)
+        }
+        RecorderChoice::Auto | RecorderChoice::Bpf => {
+            // One slot per measuring thread; a timer thread feeds its wakeup and interval series.
+            let mut slot_keys: Vec<Vec<SeriesKey>> = Vec::new();
+            let mut threads: Vec<u32> = Vec::new();
+            for (key, tid) in &thread_ids {
+                if key.metric == Metric::Interval {
+                    continue;
+                }
+                match threads.iter().position(|known| known == tid) {
+                    Some(slot) => slot_keys[slot].push(*key),
+                    None => {
+                        threads.push(*tid);
+                        slot_keys.push(vec![*key]);
+                    }
+                }
+            }
+            let bpf_config = BpfExplainerConfig {
+                cpus: cpus.to_vec(),
+                events: args.events,
+                threads,
+                fixed_threshold_ns: args.threshold.map(Nanos::as_u64),
+                origin_ns: measure_start_ns,
+                max_episodes: MAX_EPISODES_BPF,
+                deadline_ns: probe.end_ns() + 30_000_000_000,
+            };
+            let (bpf_source, tracefs_source) = split_source(source);
+            match BpfExplainer::start(bpf_config, bpf_source) {
+                Ok(explainer) => {
+                    let applied = vec![u64::MAX; slot_keys.len()];
+                    Some(Backend::Bpf {
+                        explainer,
+                        slot_keys,
+                        applied,
+                    })
+                }
+                Err(error) if args.recorder == RecorderChoice::Auto => {
+                    warnings.push(format!(
+                        "explain: the BPF recorder did not load ({error}); recording with tracefs"
+                    ));
+                    start_tracefs(tracefs_source, &mut warnings)
+                }
+                Err(error) => {
+                    warnings.push(format!(
+                        "explain: the BPF recorder did not load ({error}); late wake-ups are measured but not explained"
+                    ));
+                    None
+                }
+            }
+        }
+    };
+    let bpf = matches!(explainer, Some(Backend::Bpf { .. }));
     let threshold = match args.threshold {
         Some(threshold) => {
             probe.set_late_threshold(None, threshold.as_u64());
             Threshold::Fixed
         }
+        // The BPF recorder calibrates from its kernel histograms, rolling (rtlab_trace::recorder
+        // ::bpf); `poll` hands its thresholds to the probe.
+        None if bpf => Threshold::Rolling,
         None => Threshold::Calibrating {
             until_ns: measure_start_ns + CALIBRATION_NS,
             started: false,
@@ -153,7 +275,7 @@ pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) 
     ExplainSession {
         explainer,
         sender,
-        thread_ids: probe.thread_ids().into_iter().collect(),
+        thread_ids,
         threshold,
         drained: Vec::with_capacity(4096),
         measure_start_ns,
@@ -180,6 +302,26 @@ impl ExplainSession {
     pub(crate) fn poll(&mut self, probe: &RunningProbe) {
         if self.explainer.is_none() {
             return;
+        }
+        if let Some(Backend::Bpf {
+            explainer,
+            slot_keys,
+            applied,
+        }) = &mut self.explainer
+        {
+            if matches!(self.threshold, Threshold::Rolling) {
+                for (slot, threshold) in explainer.thresholds().into_iter().enumerate() {
+                    if applied[slot] != threshold {
+                        applied[slot] = threshold;
+                        for key in &slot_keys[slot] {
+                            probe.set_late_threshold(Some(*key), threshold);
+                            if threshold != u64::MAX {
+                                self.provisional.insert(label(key), threshold);
+                            }
+                        }
+                    }
+                }
+            }
         }
         let now = rtlab_sys::clock::monotonic_ns();
         if let Threshold::Calibrating {
@@ -246,7 +388,7 @@ impl ExplainSession {
                     }
                 }
             }
-            Threshold::Fixed | Threshold::Provisional => {
+            Threshold::Fixed | Threshold::Provisional | Threshold::Rolling => {
                 for sample in &drained {
                     self.forward(*sample);
                 }
@@ -280,9 +422,16 @@ impl ExplainSession {
         let mut warnings = std::mem::take(&mut self.warnings);
         let Some(explainer) = self.explainer.take() else {
             record.warnings.extend(warnings);
-            record_config(record, self.fixed_threshold_ns, &self.provisional, false);
+            record_config(
+                record,
+                self.fixed_threshold_ns,
+                &self.provisional,
+                None,
+                &ExplainerReport::default(),
+            );
             return Ok(());
         };
+        let rolling = matches!(self.threshold, Threshold::Rolling);
         // A run shorter than the calibration second: its samples are still buffered here; hand
         // over those above the series' final p99.9.
         if let Threshold::Calibrating { samples, .. } =
@@ -301,12 +450,40 @@ impl ExplainSession {
         }
         // Senders must see the channel closed only after the last sample was queued.
         drop(self.sender);
-        let report = explainer.finish()?;
-        let mut episodes = report.episodes;
+        let (mut report, recorder) = match explainer {
+            Backend::Tracefs(explainer) => (explainer.finish()?, ExplainRecorder::Tracefs),
+            Backend::Bpf {
+                explainer,
+                slot_keys,
+                ..
+            } => {
+                let mut report = explainer.finish()?;
+                add_timerlat_series(record, &slot_keys, std::mem::take(&mut report.timerlat));
+                (report, ExplainRecorder::Bpf)
+            }
+        };
+        let mut episodes = std::mem::take(&mut report.episodes);
+        // Late samples the BPF recorder had no kernel episode for, counted where they matter:
+        // above the fixed threshold, or above their series' final p99.9.
+        let final_p999 = final_thresholds(record);
+        let unexplained = report
+            .unexplained
+            .iter()
+            .filter(|(series, latency)| {
+                self.fixed_threshold_ns.is_some()
+                    || final_p999
+                        .get(series)
+                        .is_none_or(|threshold| latency > threshold)
+            })
+            .count();
+        if unexplained > 0 {
+            warnings.push(format!(
+                "explain: {unexplained} late wake-ups had no kernel episode (the kernel's switch-in time was under its threshold then: the delay came after the switch-in, or the rolling threshold was higher); not explained"
+            ));
+        }
         if self.fixed_threshold_ns.is_none() {
             // Keep what is above each series' final p99.9 (the provisional threshold came from
             // the first second only).
-            let final_p999 = final_thresholds(record);
             let before = episodes.len();
             episodes.retain(|episode| {
                 final_p999
@@ -317,7 +494,7 @@ impl ExplainSession {
             if below_final > 0 {
                 self.dropped_below_final = below_final;
             }
-            for (series, provisional) in &self.provisional {
+            for (series, provisional) in self.provisional.iter().filter(|_| !rolling) {
                 if let Some(final_threshold) = final_p999.get(series) {
                     if provisional > final_threshold {
                         warnings.push(format!(
@@ -329,11 +506,16 @@ impl ExplainSession {
                 }
             }
         }
-        warnings.extend(report.warnings);
+        warnings.extend(report.warnings.iter().cloned());
         episodes.sort_by_key(|episode| episode.at_ns);
-        if report.episodes_not_kept > 0 {
+        if report.episodes_not_kept > 0 && recorder == ExplainRecorder::Bpf {
             warnings.push(format!(
-                "explain: {} late wake-ups beyond the first 10000 were not explained",
+                "explain: {} late wake-ups beyond the cap of {MAX_EPISODES_BPF} episodes were summarised, not kept (the least late; their causes are summed in config.explain.summarised_causes)",
+                report.episodes_not_kept
+            ));
+        } else if report.episodes_not_kept > 0 {
+            warnings.push(format!(
+                "explain: {} late wake-ups beyond the first {MAX_EPISODES} were counted, not explained",
                 report.episodes_not_kept
             ));
         }
@@ -351,7 +533,13 @@ impl ExplainSession {
         }
         record.episodes = episodes;
         record.warnings.extend(warnings);
-        record_config(record, self.fixed_threshold_ns, &self.provisional, true);
+        record_config(
+            record,
+            self.fixed_threshold_ns,
+            &self.provisional,
+            Some(recorder),
+            &report,
+        );
         record.config.explain_trace = Some(ExplainTrace {
             event_set: report.event_set.name().to_owned(),
             comm_recording_off: report.comm_recording_off,
@@ -370,6 +558,51 @@ impl ExplainSession {
     }
 }
 
+/// The BPF recorder's timerlat split as two more series (`irq`, `thread`) beside each timer
+/// thread's `wakeup` series, with its class, CPU, policy and period.
+fn add_timerlat_series(
+    record: &mut RunRecord,
+    slot_keys: &[Vec<SeriesKey>],
+    splits: Vec<rtlab_trace::TimerlatSplit>,
+) {
+    for split in splits {
+        let Some(key) = slot_keys
+            .get(split.slot)
+            .and_then(|keys| keys.iter().find(|key| key.metric == Metric::Wakeup))
+        else {
+            continue;
+        };
+        let Some(wakeup) = record
+            .series
+            .iter()
+            .find(|series| series.label() == label(key))
+            .cloned()
+        else {
+            continue;
+        };
+        for (metric, histogram, maxima) in [
+            (Metric::Irq, &split.irq, split.irq_max_per_second),
+            (Metric::Thread, &split.thread, split.thread_max_per_second),
+        ] {
+            if let Ok(series) = RunRecord::series_from_histogram(
+                metric,
+                &wakeup.class,
+                wakeup.cpu,
+                &wakeup.policy,
+                wakeup.priority,
+                wakeup.period_ns,
+                histogram,
+                0,
+                0,
+                maxima,
+                Vec::new(),
+            ) {
+                record.series.push(series);
+            }
+        }
+    }
+}
+
 /// Each series' p99.9 over the whole measurement, by label.
 fn final_thresholds(record: &RunRecord) -> BTreeMap<String, u64> {
     record
@@ -383,7 +616,8 @@ fn record_config(
     record: &mut RunRecord,
     fixed_ns: Option<u64>,
     provisional: &BTreeMap<String, u64>,
-    recorded: bool,
+    recorder: Option<ExplainRecorder>,
+    report: &ExplainerReport,
 ) {
     record.config.explain = Some(ExplainSettings {
         threshold: match fixed_ns {
@@ -392,7 +626,11 @@ fn record_config(
         },
         explain_above_ns: fixed_ns,
         provisional_threshold_ns: provisional.clone(),
-        recorded,
+        recorded: recorder.is_some(),
+        recorder,
+        lost_events: report.stats.lost_events,
+        episodes_not_kept: report.episodes_not_kept,
+        summarised_causes: report.summarised_causes.clone(),
     });
 }
 

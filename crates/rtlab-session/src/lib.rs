@@ -36,7 +36,7 @@ pub mod timers;
 pub mod windows;
 
 #[cfg(target_os = "linux")]
-pub use explain::ExplainConfig;
+pub use explain::{ExplainConfig, RecorderChoice};
 #[cfg(target_os = "linux")]
 pub use load::{LoadError, LoadField, LoadPlan, LoadRequest, RunningLoad};
 pub use summary::summary_line;

@@ -21,7 +21,7 @@ impl Comm {
         Comm(bytes)
     }
 
-    fn from_bytes(raw: &[u8]) -> Comm {
+    pub(crate) fn from_bytes(raw: &[u8]) -> Comm {
         let mut bytes = [0u8; 16];
         let length = raw
             .iter()

@@ -23,6 +23,7 @@ pub use event::{Comm, EventDecoder, EventKind, EventSet, TraceEvent};
 pub use offenders::{top_offenders, Offender};
 pub use perfetto::chrome_trace;
 pub use recorder::{
-    Explainer, ExplainerConfig, ExplainerReport, PollOutcome, Recorder, RecorderConfig, TraceError,
+    BpfExplainer, BpfExplainerConfig, BpfSummary, Explainer, ExplainerConfig, ExplainerReport,
+    PollOutcome, Recorder, RecorderConfig, TimerlatSplit, TraceError,
 };
 pub use symbols::KernelSymbols;

@@ -1,15 +1,19 @@
 //! Attribution against causes we create ourselves: a SCHED_FIFO 95 spinner and a loopback flood.
 //!
 //! Each test runs a small measuring thread (SCHED_FIFO 80, 1 ms absolute sleeps, like the probe's
-//! timer thread) on one CPU, records through a real tracefs instance, creates the cause on the
-//! same CPU, and checks that the episodes name it. They need root and tracefs, so they are
+//! timer thread) on one CPU, records through a real tracefs instance and, at the same time, the
+//! BPF recorder (both are handed every late sample), creates the cause on the same CPU, and
+//! checks that the episodes of both recorders name it. They need root and tracefs, so they are
 //! marked `ignore = "needs root…"` (CI runs them as root with `--include-ignored`); run that way without root or
 //! tracefs they fail saying what is missing.
 
 use rtlab_core::{CauseKind, Episode, Metric};
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
 use rtlab_sys::sched::{set_current_thread_policy, Policy};
-use rtlab_trace::{EventSet, Explainer, ExplainerConfig, LateWakeup, RecorderConfig};
+use rtlab_trace::{
+    BpfExplainer, BpfExplainerConfig, EventSet, Explainer, ExplainerConfig, LateWakeup,
+    RecorderConfig,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -32,25 +36,51 @@ fn measured_cpu() -> usize {
     *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap()
 }
 
+/// What both recorders explained of the same late samples.
+struct Explained {
+    tracefs: Vec<Episode>,
+    bpf: Vec<Episode>,
+    /// The CLOCK_MONOTONIC origin the episodes' `at_ns` count from.
+    origin_ns: u64,
+}
+
+/// Which recorders record a measurement.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recording {
+    /// Both at once, handed the same late samples (the culprits can be compared one by one).
+    Both,
+    /// One alone: a flood that overwhelms one recorder's reader must not starve the other's.
+    TracefsOnly,
+    BpfOnly,
+}
+
+/// A late-sample source for an explainer, fed by the returned sender.
+fn late_channel() -> (mpsc::Sender<LateWakeup>, rtlab_trace::recorder::LateSource) {
+    let (sender, receiver) = mpsc::channel::<LateWakeup>();
+    let receiver = Mutex::new(receiver);
+    let source = Box::new(move |out: &mut Vec<LateWakeup>| {
+        out.extend(receiver.lock().unwrap().try_iter());
+    });
+    (sender, source)
+}
+
 /// Runs a 1 ms timer thread on `cpu` for `duration`, sending every sample later than
-/// `threshold_ns`, with the explainer recording; `make_cause` runs alongside and must stop by the
-/// deadline it is given. Returns the episodes and the CLOCK_MONOTONIC origin their `at_ns` count
-/// from.
+/// `threshold_ns` to both recorders; `make_cause` runs alongside and must stop by the deadline it
+/// is given.
 fn measure_with_cause(
     cpu: usize,
     duration: Duration,
     threshold_ns: u64,
     stack_period_ns: Option<u64>,
     events: EventSet,
+    recording: Recording,
     make_cause: impl FnOnce(u64) + Send,
-) -> (Vec<Episode>, u64) {
-    let (sender, receiver) = mpsc::channel::<LateWakeup>();
-    let receiver = Mutex::new(receiver);
-    let source = Box::new(move |out: &mut Vec<LateWakeup>| {
-        out.extend(receiver.lock().unwrap().try_iter());
-    });
+) -> Explained {
+    let (sender, source) = late_channel();
+    let (bpf_sender, bpf_source) = late_channel();
     let origin = monotonic_ns();
-    let deadline = origin + duration.as_nanos() as u64;
+    // Time to start both recorders, then the measurement and the cause run for `duration`.
+    let deadline_bound = origin + duration.as_nanos() as u64 + 10_000_000_000;
     let config = ExplainerConfig {
         recorder: RecorderConfig {
             cpus: vec![cpu],
@@ -62,23 +92,29 @@ fn measure_with_cause(
         origin_ns: origin,
         max_episodes: 10_000,
         settle: Duration::from_millis(100),
-        deadline_ns: deadline + 5_000_000_000,
+        deadline_ns: deadline_bound + 5_000_000_000,
     };
-    let explainer = Explainer::start(config, source).expect("starting the recorder");
+    let explainer = (recording != Recording::BpfOnly)
+        .then(|| Explainer::start(config, source).expect("starting the recorder"));
     let measured = AtomicBool::new(false);
-    std::thread::scope(|scope| {
+    let (tid_sender, tid_receiver) = mpsc::channel::<u32>();
+    let (go_sender, go_receiver) = mpsc::channel::<(Option<BpfExplainer>, u64)>();
+    let bpf_explainer = std::thread::scope(|scope| {
         let measured = &measured;
-        scope.spawn(move || {
+        let measuring = scope.spawn(move || {
             rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
             set_current_thread_policy(Policy::Fifo { priority: 80 }).unwrap();
             let tid = rtlab_sys::cpu::current_tid();
+            // The BPF recorder watches this thread by its id: it starts once the id is known.
+            tid_sender.send(tid).unwrap();
+            let (bpf_explainer, deadline) = go_receiver.recv().unwrap();
             let mut intended = monotonic_ns() + 1_000_000;
             while intended < deadline {
                 sleep_until_ns(intended);
                 let actual = monotonic_ns();
                 let latency = actual.saturating_sub(intended);
                 if latency > threshold_ns {
-                    let _ = sender.send(LateWakeup {
+                    let late = LateWakeup {
                         series: format!("test/wakeup@{cpu}"),
                         metric: Metric::Wakeup,
                         cpu: cpu as u32,
@@ -86,7 +122,9 @@ fn measure_with_cause(
                         intended_ns: intended,
                         actual_ns: actual,
                         latency_ns: latency,
-                    });
+                    };
+                    let _ = bpf_sender.send(late.clone());
+                    let _ = sender.send(late);
                 }
                 intended += 1_000_000;
                 // After a long delay, skip the periods already missed instead of bursting.
@@ -95,20 +133,74 @@ fn measure_with_cause(
                 }
             }
             measured.store(true, Ordering::SeqCst);
+            bpf_explainer
         });
+        let tid = tid_receiver.recv().unwrap();
+        let bpf_explainer = (recording != Recording::TracefsOnly).then(|| {
+            BpfExplainer::start(
+                BpfExplainerConfig {
+                    cpus: vec![cpu],
+                    events,
+                    threads: vec![tid],
+                    fixed_threshold_ns: Some(threshold_ns),
+                    origin_ns: origin,
+                    max_episodes: 10_000,
+                    deadline_ns: deadline_bound + 5_000_000_000,
+                },
+                bpf_source,
+            )
+            .expect("starting the BPF recorder")
+        });
+        let deadline = monotonic_ns() + duration.as_nanos() as u64;
+        go_sender.send((bpf_explainer, deadline)).unwrap();
         scope.spawn(move || make_cause(deadline));
+        measuring.join().unwrap()
     });
     assert!(measured.load(Ordering::SeqCst));
-    let report = explainer.finish().expect("explainer finished");
+    let report = explainer
+        .map(|explainer| explainer.finish().expect("explainer finished"))
+        .unwrap_or_default();
+    let bpf_report = bpf_explainer
+        .map(|explainer| explainer.finish().expect("BPF explainer finished"))
+        .unwrap_or_default();
     eprintln!("recorder: {:?}", report.stats);
+    eprintln!("BPF recorder: {:?} {:?}", bpf_report.stats, bpf_report.bpf);
     let full_only = "sched:sched_wakeup".to_owned();
-    assert_eq!(
-        report.enabled_events.contains(&full_only),
-        events == EventSet::Full,
-        "{events:?} recorded {:?}",
-        report.enabled_events
-    );
-    (report.episodes, origin)
+    if recording != Recording::BpfOnly {
+        assert_eq!(
+            report.enabled_events.contains(&full_only),
+            events == EventSet::Full,
+            "{events:?} recorded {:?}",
+            report.enabled_events
+        );
+    }
+    if recording != Recording::TracefsOnly {
+        assert_eq!(
+            bpf_report
+                .enabled_events
+                .contains(&"bpf:sched_wakeup".to_owned()),
+            events == EventSet::Full
+        );
+    }
+    Explained {
+        tracefs: report.episodes,
+        bpf: bpf_report.episodes,
+        origin_ns: origin,
+    }
+}
+
+/// The episodes whose largest cause is the task `name`.
+fn largest_is<'a>(episodes: &'a [Episode], name: &str) -> Vec<&'a Episode> {
+    episodes
+        .iter()
+        .filter(|episode| {
+            episode
+                .causes
+                .iter()
+                .max_by_key(|cause| cause.ns)
+                .is_some_and(|largest| largest.kind == CauseKind::Task && largest.name == name)
+        })
+        .collect()
 }
 
 #[test]
@@ -138,12 +230,13 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
     let spin_times: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let spin_times_written = Arc::clone(&spin_times);
     let name = spinner_name.clone();
-    let (episodes, origin_ns) = measure_with_cause(
+    let explained = measure_with_cause(
         cpu,
         Duration::from_millis(3_000),
         500_000,
         Some(500_000),
         events,
+        Recording::Both,
         move |deadline| {
             std::thread::Builder::new()
                 .name(name)
@@ -174,20 +267,46 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
         },
     );
     let n_spins = spins.load(Ordering::SeqCst);
-    let created: Vec<&Episode> = episodes
+    let (episodes, origin_ns) = (&explained.tracefs, explained.origin_ns);
+    // The episodes the spinner created: those in which it is the largest cause (on a shared VM
+    // an unrelated hypervisor stall can land in the same window and dominate it).
+    let created = largest_is(episodes, &spinner_name);
+    // The BPF recorder explained the same late samples: it must name the same culprit.
+    let created_bpf = largest_is(&explained.bpf, &spinner_name);
+    let agreeing = created
         .iter()
-        // The episodes the spinner created: those in which it is the largest cause (on a shared
-        // VM an unrelated hypervisor stall can land in the same window and dominate it).
-        .filter(|episode| {
-            episode
-                .causes
-                .iter()
-                .max_by_key(|cause| cause.ns)
-                .is_some_and(|largest| {
-                    largest.kind == CauseKind::Task && largest.name == spinner_name
-                })
-        })
-        .collect();
+        .filter(|episode| created_bpf.iter().any(|bpf| bpf.at_ns == episode.at_ns))
+        .count();
+    eprintln!(
+        "BPF: {} episodes, {} name the spinner, {agreeing} of tracefs' {} the same",
+        explained.bpf.len(),
+        created_bpf.len(),
+        created.len()
+    );
+    for episode in created
+        .iter()
+        .filter(|episode| !created_bpf.iter().any(|bpf| bpf.at_ns == episode.at_ns))
+    {
+        eprintln!("tracefs only: {:?}", episode.timeline);
+    }
+    assert!(
+        created_bpf.len() as u64 * 2 >= n_spins,
+        "only {} of {n_spins} spins produced a BPF episode naming {spinner_name}: {:#?}",
+        created_bpf.len(),
+        explained.bpf
+    );
+    assert!(
+        agreeing * 10 >= created.len() * 8,
+        "the BPF recorder named the spinner in {agreeing} of the {} episodes tracefs did",
+        created.len()
+    );
+    for episode in &created_bpf {
+        assert_eq!(
+            episode.causes.iter().map(|cause| cause.ns).sum::<u64>(),
+            episode.latency_ns,
+            "causes must add up: {episode:#?}"
+        );
+    }
     eprintln!(
         "{n_spins} spins, {} episodes above 500 µs, {} name the spinner",
         episodes.len(),
@@ -307,59 +426,72 @@ fn a_loopback_flood_shows_network_softirq_time() {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     require_root_and_tracefs();
     let cpu = measured_cpu();
-    let (episodes, _) = measure_with_cause(
-        cpu,
-        Duration::from_millis(3_000),
-        5_000,
-        None,
-        EventSet::Standard,
-        move |deadline| {
-            let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            receiver
-                .set_read_timeout(Some(Duration::from_millis(50)))
-                .unwrap();
-            let address = receiver.local_addr().unwrap();
-            std::thread::scope(|scope| {
-                scope.spawn(|| {
-                    rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
-                    let mut buffer = [0u8; 2048];
-                    while monotonic_ns() < deadline {
-                        let _ = receiver.recv(&mut buffer);
-                    }
-                });
-                scope.spawn(|| {
-                    rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
-                    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-                    let payload = [0x5au8; 1400];
-                    while monotonic_ns() < deadline {
-                        for _ in 0..64 {
-                            let _ = sender.send_to(&payload, address);
-                        }
-                    }
-                });
+    let flood = |recording| {
+        measure_with_cause(
+            cpu,
+            Duration::from_millis(3_000),
+            5_000,
+            None,
+            EventSet::Standard,
+            recording,
+            flood_loopback(cpu),
+        )
+    };
+    let bpf = flood(Recording::BpfOnly).bpf;
+    let tracefs = flood(Recording::TracefsOnly).tracefs;
+    for (recorder, episodes) in [("tracefs", &tracefs), ("bpf", &bpf)] {
+        let network_ns: u64 = episodes
+            .iter()
+            .flat_map(|episode| episode.causes.iter())
+            .filter(|cause| {
+                cause.kind == CauseKind::Softirq
+                    && (cause.name == "NET_RX" || cause.name == "NET_TX")
+            })
+            .map(|cause| cause.ns)
+            .sum();
+        eprintln!(
+            "{recorder}: {} episodes above 5 µs, {network_ns} ns of NET_RX/NET_TX softirq",
+            episodes.len()
+        );
+        assert!(
+            !episodes.is_empty(),
+            "{recorder}: the flood produced no late wake-ups above 5 µs"
+        );
+        assert!(
+            network_ns > 0,
+            "{recorder}: no NET_RX/NET_TX time in {} episodes: {:#?}",
+            episodes.len(),
+            &episodes[..episodes.len().min(5)]
+        );
+    }
+}
+
+/// A UDP flood over loopback on `cpu` (sender and receiver pinned there) until the deadline.
+fn flood_loopback(cpu: usize) -> impl FnOnce(u64) + Send {
+    move |deadline| {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let address = receiver.local_addr().unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+                let mut buffer = [0u8; 2048];
+                while monotonic_ns() < deadline {
+                    let _ = receiver.recv(&mut buffer);
+                }
             });
-        },
-    );
-    let network_ns: u64 = episodes
-        .iter()
-        .flat_map(|episode| episode.causes.iter())
-        .filter(|cause| {
-            cause.kind == CauseKind::Softirq && (cause.name == "NET_RX" || cause.name == "NET_TX")
-        })
-        .map(|cause| cause.ns)
-        .sum();
-    eprintln!(
-        "{} episodes above 5 µs, {network_ns} ns of NET_RX/NET_TX softirq",
-        episodes.len()
-    );
-    assert!(
-        !episodes.is_empty(),
-        "the flood produced no late wake-ups above 5 µs"
-    );
-    assert!(
-        network_ns > 0,
-        "no NET_RX/NET_TX time in {} episodes: {:#?}",
-        episodes.len(),
-        &episodes[..episodes.len().min(5)]
-    );
+            scope.spawn(|| {
+                rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+                let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                let payload = [0x5au8; 1400];
+                while monotonic_ns() < deadline {
+                    for _ in 0..64 {
+                        let _ = sender.send_to(&payload, address);
+                    }
+                }
+            });
+        });
+    }
 }

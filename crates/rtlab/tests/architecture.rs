@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-core", &[]),
     ("rtlab-sys", &["rtlab-core"]),
+    // The BPF recorder's programs and loader: talks to the kernel like rtlab-sys (a sibling with
+    // its rules), through aya's safe API, so it needs neither unsafe nor libc.
+    ("rtlab-bpf", &[]),
     ("rtlab-probe", &["rtlab-core", "rtlab-sys"]),
-    ("rtlab-trace", &["rtlab-core", "rtlab-sys"]),
+    ("rtlab-trace", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
     ("rtlab-analysis", &["rtlab-core"]),
     ("rtlab-sched", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-daemon", &["rtlab-core", "rtlab-sys", "rtlab-sched"]),

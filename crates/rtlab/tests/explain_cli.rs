@@ -181,6 +181,17 @@ fn spawn_spinner(
 #[test]
 #[ignore = "needs root and tracefs"]
 fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
+    spinner_is_named_by("tracefs");
+}
+
+/// The same through the BPF recorder (the default where it loads): the same culprit.
+#[test]
+#[ignore = "needs root and tracefs"]
+fn the_bpf_recorder_names_the_spinner_too() {
+    spinner_is_named_by("bpf");
+}
+
+fn spinner_is_named_by(recorder: &str) {
     require_root_and_tracefs();
     let cpu = *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap();
     let spinner_name = format!("spin95-{}", std::process::id() % 100_000);
@@ -198,6 +209,8 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
         .args([
             "run",
             "--explain",
+            "--explain-recorder",
+            recorder,
             "--explain-above",
             "500",
             "--duration",
@@ -279,6 +292,28 @@ fn run_explain_names_a_fifo_95_spinner_as_the_cause_of_its_episodes() {
     }
     let stdout = stdout_text(&child);
     assert!(stdout.contains("Top offenders"), "{stdout}");
+    let settings = record.config.explain.as_ref().expect("config.explain");
+    assert_eq!(
+        settings.recorder.map(|recorder| recorder.name()),
+        Some(recorder)
+    );
+    if recorder == "bpf" {
+        assert_eq!(settings.lost_events, 0, "{settings:?}");
+        // The timerlat split of every wake-up, beside the wake-up series; each part is at most
+        // the whole (the wake-up also holds the return to user space).
+        let of = |metric: &str| {
+            record
+                .series
+                .iter()
+                .find(|series| series.metric.as_str() == metric)
+                .unwrap_or_else(|| panic!("no {metric} series"))
+        };
+        let (wakeup, irq, thread) = (of("wakeup"), of("irq"), of("thread"));
+        assert!(irq.count > 0 && thread.count > 0, "{irq:?} {thread:?}");
+        assert!(irq.percentiles["50"] <= wakeup.percentiles["50"]);
+        assert!(thread.percentiles["50"] <= wakeup.percentiles["50"]);
+        return;
+    }
     assert!(own_instances_of(std::process::id()).is_empty());
     // With a fixed threshold every late sample is marked in the trace by the thread that took it.
     let trace = record.config.explain_trace.as_ref().expect("explain_trace");
@@ -351,6 +386,8 @@ fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
             [
                 "run",
                 "--explain",
+                "--explain-recorder",
+                "tracefs",
                 "--explain-events",
                 set,
                 "--duration",
@@ -436,6 +473,8 @@ fn sigint_during_run_explain_removes_the_trace_instance() {
             .args([
                 "run",
                 "--explain",
+                "--explain-recorder",
+                "tracefs",
                 "--duration",
                 "60s",
                 "--warmup",
@@ -467,6 +506,80 @@ fn sigint_during_run_explain_removes_the_trace_instance() {
         own_instances_of(pid)
     );
     assert!(!Path::new(&format!("/proc/{pid}")).exists() || status.code().is_some());
+}
+
+/// The BPF recorder's programs are held by links of the rtlab process alone and nothing is
+/// pinned: they are gone after SIGINT and after SIGKILL alike (the kernel frees them with the
+/// last descriptor, shortly after the process exits).
+#[test]
+#[ignore = "needs root and tracefs"]
+fn nothing_of_the_bpf_recorder_is_left_after_sigint_or_sigkill() {
+    require_root_and_tracefs();
+    for (signal, code) in [(2, Some(130)), (9, None)] {
+        let sandbox = Sandbox::new();
+        let mut child = KillOnDrop(
+            sandbox
+                .command()
+                .args([
+                    "run",
+                    "--explain",
+                    "--explain-recorder",
+                    "bpf",
+                    "--duration",
+                    "60s",
+                    "--warmup",
+                    "200ms",
+                    "--no-store",
+                    "--classes",
+                    "rt-high",
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let pid = child.id();
+        let started = Instant::now();
+        let mut programs = Vec::new();
+        while programs.len() < 8 && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+            programs = rtlab_bpf::program_ids_of_process(pid).unwrap_or_default();
+        }
+        assert!(
+            programs.len() >= 8,
+            "rtlab never attached its programs: {programs:?}"
+        );
+        rtlab_sys::signals::send(pid, signal).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), code, "signal {signal}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let left = loop {
+            let loaded = rtlab_bpf::loaded_program_ids().unwrap();
+            let left: Vec<u32> = programs
+                .iter()
+                .copied()
+                .filter(|id| loaded.contains(id))
+                .collect();
+            if left.is_empty() || Instant::now() >= deadline {
+                break left;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            left.is_empty(),
+            "signal {signal}: programs {left:?} still loaded"
+        );
+        let pinned = std::fs::read_dir("/sys/fs/bpf")
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.contains("rtlab"))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        assert!(pinned.is_empty(), "pinned in bpffs: {pinned:?}");
+    }
 }
 
 #[test]

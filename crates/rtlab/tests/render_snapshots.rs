@@ -85,6 +85,10 @@ fn explain_report_with_a_fixed_threshold_and_a_stack() {
         explain_above_ns: Some(100_000),
         provisional_threshold_ns: Default::default(),
         recorded: true,
+        recorder: None,
+        lost_events: 0,
+        episodes_not_kept: 0,
+        summarised_causes: Vec::new(),
     });
     let cause = |kind, name: &str, ns| rtlab_core::Cause {
         kind,

@@ -57,6 +57,55 @@ pub struct ExplainerReport {
     /// The instance was created without task-name recording (cheaper switches).
     pub comm_recording_off: bool,
     pub warnings: Vec<String>,
+    /// What only the BPF recorder counts (None: the tracefs recorder).
+    pub bpf: Option<BpfSummary>,
+    /// Late samples no episode could be made for (series, latency): with the BPF recorder, those
+    /// the kernel did not find late (late only after the switch-in).
+    pub unexplained: Vec<(String, u64)>,
+    /// The BPF recorder's timerlat split of every timer-thread wake-up, per measuring thread.
+    pub timerlat: Vec<TimerlatSplit>,
+    /// The causes of the episodes not kept beyond the cap, summed by kind and name.
+    pub summarised_causes: Vec<rtlab_core::Cause>,
+}
+
+/// rtla timerlat's split of one timer thread's wake-ups, from the BPF recorder's sample records:
+/// `irq` = timer expiry − intended time, `thread` = switch-in − timer expiry.
+#[derive(Clone, Debug, Default)]
+pub struct TimerlatSplit {
+    /// The measuring thread's slot (the index in `BpfExplainerConfig::threads`).
+    pub slot: usize,
+    pub irq: rtlab_core::LatencyHistogram,
+    pub thread: rtlab_core::LatencyHistogram,
+    pub irq_max_per_second: Vec<u64>,
+    pub thread_max_per_second: Vec<u64>,
+}
+
+impl TimerlatSplit {
+    /// Records one sample at `second` of the measurement.
+    pub fn record(&mut self, second: usize, irq_ns: u64, thread_ns: u64) {
+        self.irq.record(irq_ns);
+        self.thread.record(thread_ns);
+        for (maxima, value) in [
+            (&mut self.irq_max_per_second, irq_ns),
+            (&mut self.thread_max_per_second, thread_ns),
+        ] {
+            if maxima.len() <= second {
+                maxima.resize(second + 1, 0);
+            }
+            maxima[second] = maxima[second].max(value);
+        }
+    }
+}
+
+/// The BPF recorder's own counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BpfSummary {
+    /// Kernel episodes no late probe sample claimed (below the probe's threshold).
+    pub episodes_unclaimed: u64,
+    /// Wake-ups of the measuring threads the kernel timed.
+    pub samples: u64,
+    /// `bpf_ktime_get_ns` calls the programs made.
+    pub clock_reads: u64,
 }
 
 /// A recorder on its own thread, explaining late samples as they arrive.
@@ -74,12 +123,12 @@ impl std::fmt::Debug for Explainer {
 
 /// Per-CPU steal samples, to report the steal delta around each episode.
 #[derive(Debug, Default)]
-struct StealHistory {
+pub(super) struct StealHistory {
     samples: VecDeque<(u64, BTreeMap<usize, u64>)>,
 }
 
 impl StealHistory {
-    fn sample(&mut self, now_ns: u64) {
+    pub(super) fn sample(&mut self, now_ns: u64) {
         if let Ok(times) = rtlab_sys::proc_stat::cpu_times() {
             let steal = times
                 .into_iter()
@@ -97,12 +146,12 @@ impl StealHistory {
         }
     }
 
-    fn latest_ns(&self) -> u64 {
+    pub(super) fn latest_ns(&self) -> u64 {
         self.samples.back().map_or(0, |(time, _)| *time)
     }
 
     /// Steal on `cpu` between the last sample before `start_ns` and the first after `end_ns`.
-    fn delta(&self, cpu: usize, start_ns: u64, end_ns: u64) -> Option<u64> {
+    pub(super) fn delta(&self, cpu: usize, start_ns: u64, end_ns: u64) -> Option<u64> {
         let before = self
             .samples
             .iter()
@@ -164,7 +213,7 @@ const QUIET_PAGES_PER_POLL: usize = 64;
 
 /// The explainer thread's scheduling policy (see `run_explainer`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ReaderPolicy {
+pub(super) enum ReaderPolicy {
     /// SCHED_IDLE: yields to every other thread at once.
     Background,
     /// SCHED_BATCH nice 0: a fair share, no wake-up preemption of others.
@@ -172,7 +221,7 @@ enum ReaderPolicy {
 }
 
 impl ReaderPolicy {
-    fn apply(self) {
+    pub(super) fn apply(self) {
         let policy = match self {
             ReaderPolicy::Background => rtlab_sys::sched::Policy::Idle,
             ReaderPolicy::CatchingUp => rtlab_sys::sched::Policy::Batch { nice: 0 },

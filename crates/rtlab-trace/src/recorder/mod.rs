@@ -9,9 +9,14 @@
 //! probe's late samples and deciding when a sample's events are in — is the [`Explainer`], in
 //! `explainer.rs`: the recorder is the data, the explainer the schedule.
 
+mod bpf;
 mod explainer;
 
-pub use explainer::{Explainer, ExplainerConfig, ExplainerReport, LateSource};
+pub use bpf::{trace_events_of_episode, BpfExplainer, BpfExplainerConfig};
+
+pub use explainer::{
+    BpfSummary, Explainer, ExplainerConfig, ExplainerReport, LateSource, TimerlatSplit,
+};
 
 use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
 use crate::event::{EventDecoder, EventError, EventKind, EventSet};
@@ -43,6 +48,8 @@ pub enum TraceError {
     MissingEvent(String),
     #[error("the explainer thread panicked")]
     ThreadPanicked,
+    #[error("{0}")]
+    Bpf(String),
 }
 
 /// What to record.
@@ -505,29 +512,7 @@ impl Recorder {
             symbols: Some(&self.symbols).filter(|symbols| !symbols.is_empty()),
         };
         let (mut causes, timeline) = attribute_with_timeline(late, &events, context);
-        for cause in causes
-            .iter_mut()
-            .filter(|cause| cause.kind == CauseKind::Task)
-        {
-            if let Some(pid) = cause.pid {
-                if let Ok(policy) = rtlab_sys::sched::thread_policy(pid) {
-                    let policy_text = if policy.is_realtime() {
-                        format!("{} {}", policy.name(), policy.priority_or_nice())
-                    } else {
-                        format!("{} nice {}", policy.name(), policy.priority_or_nice())
-                    };
-                    // The trace only knew the kernel priority; the policy replaces that part.
-                    let rest = cause
-                        .detail
-                        .as_deref()
-                        .and_then(|detail| {
-                            detail.split_once(", ").map(|(_, rest)| format!(", {rest}"))
-                        })
-                        .unwrap_or_default();
-                    cause.detail = Some(format!("{policy_text}{rest}"));
-                }
-            }
-        }
+        name_task_policies(&mut causes);
         let stack = self.stack_rings.get(&cpu).and_then(|ring| {
             let sample = ring.during(late.intended_ns, late.actual_ns, late.tid)?;
             let comm = events.iter().rev().find_map(|event| match &event.kind {
@@ -554,6 +539,32 @@ impl Recorder {
             steal_ns: None,
             stack,
             timeline,
+        }
+    }
+}
+
+/// Replaces the kernel priority the trace showed for each task cause with the task's policy now
+/// (`SCHED_FIFO 80`, `SCHED_OTHER nice 0`), when the task still exists. Both recorders do this.
+pub(crate) fn name_task_policies(causes: &mut [rtlab_core::Cause]) {
+    for cause in causes
+        .iter_mut()
+        .filter(|cause| cause.kind == CauseKind::Task)
+    {
+        if let Some(pid) = cause.pid {
+            if let Ok(policy) = rtlab_sys::sched::thread_policy(pid) {
+                let policy_text = if policy.is_realtime() {
+                    format!("{} {}", policy.name(), policy.priority_or_nice())
+                } else {
+                    format!("{} nice {}", policy.name(), policy.priority_or_nice())
+                };
+                // The trace only knew the kernel priority; the policy replaces that part.
+                let rest = cause
+                    .detail
+                    .as_deref()
+                    .and_then(|detail| detail.split_once(", ").map(|(_, rest)| format!(", {rest}")))
+                    .unwrap_or_default();
+                cause.detail = Some(format!("{policy_text}{rest}"));
+            }
         }
     }
 }

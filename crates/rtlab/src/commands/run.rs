@@ -96,7 +96,7 @@ pub struct LoadArgs {
 /// Explaining late wake-ups (`rtlab_session::ExplainConfig`).
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct ExplainArgs {
-    /// Record kernel events (tracefs) and explain every late wake-up: which IRQ, softirq, timer or
+    /// Record kernel events (BPF or tracefs) and explain every late wake-up: which IRQ, softirq, timer or
     /// task ran instead, and what time went unaccounted
     #[arg(long)]
     pub explain: bool,
@@ -112,6 +112,30 @@ pub struct ExplainArgs {
     /// probe more, see BENCHMARKS.md)
     #[arg(long, value_enum, default_value_t = ExplainEvents::Standard, requires = "explain")]
     pub explain_events: ExplainEvents,
+    /// Which recorder: `bpf` (programs on the scheduler and interrupt tracepoints; hands over only
+    /// late wake-ups), `tracefs` (a private trace instance), or `auto`: bpf when it loads, else
+    /// tracefs with the reason
+    #[arg(long, value_enum, default_value_t = ExplainRecorderArg::Auto, requires = "explain")]
+    pub explain_recorder: ExplainRecorderArg,
+}
+
+/// `--explain-recorder`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainRecorderArg {
+    #[default]
+    Auto,
+    Bpf,
+    Tracefs,
+}
+
+impl From<ExplainRecorderArg> for rtlab_session::RecorderChoice {
+    fn from(recorder: ExplainRecorderArg) -> rtlab_session::RecorderChoice {
+        match recorder {
+            ExplainRecorderArg::Auto => rtlab_session::RecorderChoice::Auto,
+            ExplainRecorderArg::Bpf => rtlab_session::RecorderChoice::Bpf,
+            ExplainRecorderArg::Tracefs => rtlab_session::RecorderChoice::Tracefs,
+        }
+    }
 }
 
 impl ExplainArgs {
@@ -121,6 +145,7 @@ impl ExplainArgs {
             threshold: self.explain_above,
             stacks: self.stacks,
             events: self.explain_events.into(),
+            recorder: self.explain_recorder.into(),
         })
     }
 }

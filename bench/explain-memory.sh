@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Memory of a long `rtlab run --explain` (BENCHMARKS.md "Long runs: memory"): one run at 1 kHz on
+# every CPU with the three default classes, its resident set (VmRSS) sampled every 10 s, and the
+# growth per hour fitted (least squares) to the samples after the first minute, when calibration
+# and the first episodes are over. Prints the samples, the fit, and the projection for 8 h.
+#
+# usage: bench/explain-memory.sh [DURATION=10m] [RECORDER=bpf]   (needs root; run under
+#        flock /work/measure.lock)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${1:-10m}
+recorder=${2:-bpf}
+rtlab=${RTLAB:-target/release/rtlab}
+out=bench/out/explain-memory-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+[ -x "$rtlab" ] || cargo build --release -p rtlab
+"$rtlab" run --explain --explain-recorder "$recorder" --duration "$duration" --no-store \
+    --json "$out/run.json" > "$out/run.txt" &
+pid=$!
+start=$(date +%s)
+: > "$out/rss.tsv"
+while kill -0 "$pid" 2>/dev/null; do
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [ -n "$rss" ] && printf '%s\t%s\n' "$(( $(date +%s) - start ))" "$rss" >> "$out/rss.tsv"
+    sleep 10
+done
+wait "$pid"
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+rows = [tuple(map(int, line.split())) for line in open(f"{out}/rss.tsv") if line.strip()]
+for seconds, kib in rows:
+    print(f"{seconds:5d} s  {kib / 1024:7.1f} MiB")
+fit = [(s, k) for s, k in rows if s >= 60]
+n = len(fit)
+if n >= 3:
+    mean_s = sum(s for s, _ in fit) / n
+    mean_k = sum(k for _, k in fit) / n
+    slope = sum((s - mean_s) * (k - mean_k) for s, k in fit) / sum((s - mean_s) ** 2 for s, _ in fit)
+    last_s, last_k = fit[-1]
+    per_hour = slope * 3600 / 1024
+    print(f"growth after the first minute: {per_hour:+.1f} MiB per hour "
+          f"(fit over {n} samples, {fit[0][0]}-{last_s} s); "
+          f"projected at 8 h: {(last_k + slope * (8 * 3600 - last_s)) / 1024:.1f} MiB")
+record = json.load(open(f"{out}/run.json"))
+explain = record["config"].get("explain", {})
+print(f"series {len(record['series'])}, episodes kept {len(record['episodes'])}, "
+      f"not kept {explain.get('episodes_not_kept')}, recorder {explain.get('recorder')}, "
+      f"lost {explain.get('lost_events')}")
+PY
+echo "raw: $out"

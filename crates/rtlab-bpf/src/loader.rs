@@ -1,0 +1,416 @@
+//! Loading, attaching and reading the programs (aya).
+//!
+//! [`BpfRecorder::start`] loads the committed object with the running kernel's BTF (CO-RE
+//! relocations resolve the few `task_struct`/`hrtimer` fields the programs read), sizes the
+//! per-CPU windows, sets the measured CPUs and the address of `hrtimer_wakeup` as read-only
+//! globals, and attaches every program through a BPF link this process owns. Nothing is pinned:
+//! dropping the recorder, or the process dying in any way, closes the links and the kernel
+//! detaches and frees everything.
+
+use crate::records::{decode_record, Record, RecordError, HISTOGRAM_BUCKETS, MAX_SLOTS};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::BtfTracePoint;
+use aya::{Btf, Ebpf, EbpfLoader};
+use std::os::fd::{AsFd, BorrowedFd};
+use thiserror::Error;
+
+/// Every program of ours is named with this prefix (the kernel keeps 15 characters of a name).
+pub const PROGRAM_PREFIX: &str = "rtlab_";
+
+/// The compiled programs (`bpf/build.sh`; `.ci/bpf-check` rebuilds and compares it).
+static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/rtlab.bpf.o");
+
+/// Size of the C `struct measured`.
+const MEASURED_SIZE: usize = 224;
+
+/// (program, tracepoint, in the standard event set). The full set attaches all.
+const PROGRAMS: &[(&str, &str, bool)] = &[
+    ("rtlab_sched_switch", "sched_switch", true),
+    ("rtlab_sched_waking", "sched_waking", true),
+    ("rtlab_irq_handler_entry", "irq_handler_entry", true),
+    ("rtlab_irq_handler_exit", "irq_handler_exit", true),
+    ("rtlab_softirq_entry", "softirq_entry", true),
+    ("rtlab_softirq_exit", "softirq_exit", true),
+    // The measuring threads' timers are found here (the tracepoint carries their expiry): the
+    // recorder needs these in both sets.
+    ("rtlab_hrtimer_expire_entry", "hrtimer_expire_entry", true),
+    ("rtlab_hrtimer_expire_exit", "hrtimer_expire_exit", true),
+    (
+        "rtlab_workqueue_execute_start",
+        "workqueue_execute_start",
+        true,
+    ),
+    ("rtlab_workqueue_execute_end", "workqueue_execute_end", true),
+    ("rtlab_reschedule_entry", "reschedule_entry", true),
+    ("rtlab_reschedule_exit", "reschedule_exit", true),
+    ("rtlab_call_function_entry", "call_function_entry", true),
+    ("rtlab_call_function_exit", "call_function_exit", true),
+    (
+        "rtlab_call_function_single_entry",
+        "call_function_single_entry",
+        true,
+    ),
+    (
+        "rtlab_call_function_single_exit",
+        "call_function_single_exit",
+        true,
+    ),
+    ("rtlab_irq_work_entry", "irq_work_entry", true),
+    ("rtlab_irq_work_exit", "irq_work_exit", true),
+    ("rtlab_local_timer_entry", "local_timer_entry", false),
+    ("rtlab_local_timer_exit", "local_timer_exit", false),
+    ("rtlab_sched_wakeup", "sched_wakeup", false),
+    ("rtlab_sched_migrate_task", "sched_migrate_task", false),
+];
+
+/// Tracepoints whose absence fails the start; the others are attached where the kernel has them.
+const REQUIRED: &[&str] = &[
+    "sched_switch",
+    "sched_waking",
+    "irq_handler_entry",
+    "irq_handler_exit",
+    "softirq_entry",
+    "softirq_exit",
+    "hrtimer_expire_entry",
+    "hrtimer_expire_exit",
+];
+
+#[derive(Debug, Error)]
+pub enum BpfError {
+    #[error("kernel BTF (/sys/kernel/btf/vmlinux): {0}")]
+    Btf(String),
+    #[error("loading the BPF object: {0}")]
+    Load(String),
+    #[error("BPF program {program} ({tracepoint}): {reason}")]
+    Program {
+        program: &'static str,
+        tracepoint: &'static str,
+        reason: String,
+    },
+    #[error("BPF map {map}: {reason}")]
+    Map { map: &'static str, reason: String },
+    #[error("/proc/kallsyms: {0}")]
+    Symbols(String),
+    #[error("CPU {0} is beyond the 256 CPUs the recorder supports")]
+    CpuOutOfRange(usize),
+    #[error("more than {MAX_SLOTS} measuring threads")]
+    TooManyThreads,
+    #[error("possible CPUs: {0}")]
+    Cpus(String),
+}
+
+/// An error with its causes, `a: b: c` (aya's outer messages alone say little).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
+    move |error| BpfError::Map {
+        map,
+        reason: chain(&error),
+    }
+}
+
+/// What to record.
+#[derive(Clone, Debug, Default)]
+pub struct BpfConfig {
+    /// The measured CPUs: events are kept only for these.
+    pub cpus: Vec<usize>,
+    /// Attach the full event set (adds the local timer vector, sched_wakeup, sched_migrate_task).
+    pub full_events: bool,
+    /// Read the clock on every event instead of reusing the times the timer tracepoint carries
+    /// (only to measure what reusing them saves).
+    pub clock_every_event: bool,
+}
+
+/// The counters the programs keep, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub events: u64,
+    pub episodes: u64,
+    /// Episodes the ring buffer had no room for.
+    pub episodes_lost: u64,
+    pub samples: u64,
+    pub samples_lost: u64,
+    pub clock_reads: u64,
+}
+
+/// The loaded and attached programs with their maps. Dropping it detaches everything.
+pub struct BpfRecorder {
+    records: RingBuf<MapData>,
+    measured: HashMap<MapData, u32, [u8; MEASURED_SIZE]>,
+    thresholds: Array<MapData, u64>,
+    histograms: PerCpuArray<MapData, u64>,
+    counters: PerCpuArray<MapData, u64>,
+    attached: Vec<&'static str>,
+    /// Owns the programs and their links; dropped last.
+    _ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for BpfRecorder {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("BpfRecorder")
+            .field("attached", &self.attached)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The address of a kernel function from /proc/kallsyms.
+fn kernel_symbol(name: &str) -> Result<u64, BpfError> {
+    let text = std::fs::read_to_string("/proc/kallsyms")
+        .map_err(|error| BpfError::Symbols(error.to_string()))?;
+    let address = text
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = fields.next()?;
+            let _kind = fields.next()?;
+            (fields.next()? == name).then(|| u64::from_str_radix(address, 16).ok())?
+        })
+        .ok_or_else(|| BpfError::Symbols(format!("no symbol {name}")))?;
+    if address == 0 {
+        return Err(BpfError::Symbols(format!(
+            "{name}'s address is hidden (kptr_restrict; needs root)"
+        )));
+    }
+    Ok(address)
+}
+
+impl BpfRecorder {
+    /// Loads and attaches the programs. Errors say which step and which program failed.
+    pub fn start(config: &BpfConfig) -> Result<BpfRecorder, BpfError> {
+        let btf = Btf::from_sys_fs().map_err(|error| BpfError::Btf(chain(&error)))?;
+        let possible_cpus = aya::util::nr_cpus()
+            .map_err(|(what, error)| BpfError::Cpus(format!("{what}: {error}")))?;
+        let mut cpu_mask = [0u64; 4];
+        for cpu in &config.cpus {
+            if *cpu >= 256 {
+                return Err(BpfError::CpuOutOfRange(*cpu));
+            }
+            cpu_mask[cpu / 64] |= 1 << (cpu % 64);
+        }
+        let hrtimer_wakeup = kernel_symbol("hrtimer_wakeup")?;
+        let clock_every_event = u32::from(config.clock_every_event);
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
+            .map_max_entries("windows", possible_cpus as u32)
+            .override_global("cpu_mask", &cpu_mask, true)
+            .override_global("hrtimer_wakeup_function", &hrtimer_wakeup, true)
+            .override_global("clock_every_event", &clock_every_event, true)
+            .load(OBJECT)
+            .map_err(|error| BpfError::Load(chain(&error)))?;
+        let mut thresholds: Array<MapData, u64> = Array::try_from(
+            ebpf.take_map("thresholds")
+                .ok_or_else(|| missing_map("thresholds"))?,
+        )
+        .map_err(map_error("thresholds"))?;
+        // No episode before a threshold is set.
+        for slot in 0..MAX_SLOTS as u32 {
+            thresholds
+                .set(slot, u64::MAX, 0)
+                .map_err(map_error("thresholds"))?;
+        }
+        let mut attached = Vec::new();
+        for (program, tracepoint, standard) in PROGRAMS {
+            if !standard && !config.full_events {
+                continue;
+            }
+            let required = REQUIRED.contains(tracepoint);
+            let result = (|| -> Result<(), String> {
+                let handle: &mut BtfTracePoint = ebpf
+                    .program_mut(program)
+                    .ok_or_else(|| "not in the object".to_owned())?
+                    .try_into()
+                    .map_err(|error: aya::programs::ProgramError| chain(&error))?;
+                handle
+                    .load(tracepoint, &btf)
+                    .map_err(|error| chain(&error))?;
+                handle.attach().map_err(|error| chain(&error))?;
+                Ok(())
+            })();
+            match result {
+                Ok(()) => attached.push(*tracepoint),
+                Err(reason) if required => {
+                    return Err(BpfError::Program {
+                        program,
+                        tracepoint,
+                        reason,
+                    })
+                }
+                // An optional tracepoint this kernel lacks (e.g. x86 vectors elsewhere).
+                Err(_) => {}
+            }
+        }
+        let records = RingBuf::try_from(
+            ebpf.take_map("records")
+                .ok_or_else(|| missing_map("records"))?,
+        )
+        .map_err(map_error("records"))?;
+        let measured = HashMap::try_from(
+            ebpf.take_map("measured")
+                .ok_or_else(|| missing_map("measured"))?,
+        )
+        .map_err(map_error("measured"))?;
+        let histograms = PerCpuArray::try_from(
+            ebpf.take_map("histograms")
+                .ok_or_else(|| missing_map("histograms"))?,
+        )
+        .map_err(map_error("histograms"))?;
+        let counters = PerCpuArray::try_from(
+            ebpf.take_map("counters")
+                .ok_or_else(|| missing_map("counters"))?,
+        )
+        .map_err(map_error("counters"))?;
+        Ok(BpfRecorder {
+            records,
+            measured,
+            thresholds,
+            histograms,
+            counters,
+            attached,
+            _ebpf: ebpf,
+        })
+    }
+
+    /// The tracepoints attached.
+    pub fn attached(&self) -> &[&'static str] {
+        &self.attached
+    }
+
+    /// Starts watching measuring thread `tid`, whose wake-ups feed series slot `slot`.
+    pub fn watch_thread(&mut self, tid: u32, slot: u32) -> Result<(), BpfError> {
+        if slot as usize >= MAX_SLOTS {
+            return Err(BpfError::TooManyThreads);
+        }
+        let mut value = [0u8; MEASURED_SIZE];
+        value[0..4].copy_from_slice(&slot.to_ne_bytes());
+        self.measured
+            .insert(tid, value, 0)
+            .map_err(map_error("measured"))
+    }
+
+    /// Sets the late threshold of slot `slot`: wake-ups later than this (switch-in − intended)
+    /// become episodes. `u64::MAX`: none.
+    pub fn set_threshold(&mut self, slot: u32, threshold_ns: u64) -> Result<(), BpfError> {
+        self.thresholds
+            .set(slot, threshold_ns, 0)
+            .map_err(map_error("thresholds"))
+    }
+
+    /// The ring buffer's descriptor: readable when records are waiting (the programs wake
+    /// readers only for episodes).
+    pub fn ring_fd(&self) -> BorrowedFd<'_> {
+        self.records.as_fd()
+    }
+
+    /// Decodes every record waiting in the ring buffer; returns how many were read and how many
+    /// could not be decoded.
+    pub fn drain(&mut self, mut on_record: impl FnMut(Record)) -> (u64, u64) {
+        let mut read = 0;
+        let mut undecodable = 0;
+        while let Some(item) = self.records.next() {
+            read += 1;
+            match decode_record(&item) {
+                Ok(record) => on_record(record),
+                Err(RecordError::Short(_) | RecordError::UnknownType(_)) => undecodable += 1,
+            }
+        }
+        (read, undecodable)
+    }
+
+    /// The counters, summed over CPUs.
+    pub fn counters(&self) -> Result<Counters, BpfError> {
+        let read = |index: u32| -> Result<u64, BpfError> {
+            Ok(self
+                .counters
+                .get(&index, 0)
+                .map_err(map_error("counters"))?
+                .iter()
+                .sum())
+        };
+        Ok(Counters {
+            events: read(0)?,
+            episodes: read(1)?,
+            episodes_lost: read(2)?,
+            samples: read(3)?,
+            samples_lost: read(4)?,
+            clock_reads: read(5)?,
+        })
+    }
+
+    /// Slot `slot`'s latency histogram (switch-in − intended), summed over CPUs: counts per
+    /// bucket (`records::bucket_lower_bound_ns`).
+    pub fn histogram(&self, slot: u32) -> Result<Vec<u64>, BpfError> {
+        if slot as usize >= MAX_SLOTS {
+            return Err(BpfError::TooManyThreads);
+        }
+        (0..HISTOGRAM_BUCKETS as u32)
+            .map(|bucket| {
+                let index = slot * HISTOGRAM_BUCKETS as u32 + bucket;
+                Ok(self
+                    .histograms
+                    .get(&index, 0)
+                    .map_err(map_error("histograms"))?
+                    .iter()
+                    .sum())
+            })
+            .collect()
+    }
+}
+
+fn missing_map(map: &'static str) -> BpfError {
+    BpfError::Map {
+        map,
+        reason: "not in the object".into(),
+    }
+}
+
+/// The names of every BPF program loaded in the kernel now (any process's), for the tests that
+/// check nothing of ours is left.
+pub fn loaded_program_names() -> Result<Vec<String>, BpfError> {
+    aya::programs::loaded_programs()
+        .map(|info| {
+            info.map(|info| info.name_as_str().unwrap_or("").to_owned())
+                .map_err(|error| BpfError::Load(chain(&error)))
+        })
+        .collect()
+}
+
+/// The ids of every BPF program loaded in the kernel now.
+pub fn loaded_program_ids() -> Result<Vec<u32>, BpfError> {
+    aya::programs::loaded_programs()
+        .map(|info| {
+            info.map(|info| info.id())
+                .map_err(|error| BpfError::Load(chain(&error)))
+        })
+        .collect()
+}
+
+/// The ids of the BPF programs process `pid` holds (a program's or a link's descriptor names its
+/// program in `/proc/PID/fdinfo`), to check that a process's programs go when it does.
+pub fn program_ids_of_process(pid: u32) -> std::io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))? {
+        let Ok(text) = std::fs::read_to_string(entry?.path()) else {
+            continue;
+        };
+        ids.extend(text.lines().filter_map(|line| {
+            line.strip_prefix("prog_id:")
+                .and_then(|id| id.trim().parse::<u32>().ok())
+        }));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}

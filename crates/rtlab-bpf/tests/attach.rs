@@ -1,0 +1,116 @@
+//! Root-only: the programs load, attach, record a measuring thread's wake-ups, and leave nothing
+//! behind when the recorder is dropped.
+
+use rtlab_bpf::{
+    loaded_program_ids, loaded_program_names, program_ids_of_process, BpfConfig, BpfRecorder,
+    Record, PROGRAM_PREFIX,
+};
+use std::time::{Duration, Instant};
+
+fn ours() -> Vec<String> {
+    loaded_program_names()
+        .expect("BPF_PROG_GET_NEXT_ID works as root")
+        .into_iter()
+        .filter(|name| name.starts_with(PROGRAM_PREFIX))
+        .collect()
+}
+
+/// The kernel frees a program after its last link closes, asynchronously (RCU): which of `ids`
+/// are still loaded after `limit`. (By id: another rtlab may have its own programs loaded.)
+fn gone_within(ids: &[u32], limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let loaded = loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
+        let left: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|id| loaded.contains(id))
+            .collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn current_cpu() -> usize {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("stat");
+    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
+    after_comm
+        .split_whitespace()
+        .nth(36)
+        .expect("processor field")
+        .parse()
+        .expect("cpu")
+}
+
+fn gettid() -> u32 {
+    std::fs::read_link("/proc/thread-self")
+        .expect("thread-self")
+        .file_name()
+        .and_then(|name| name.to_str())
+        .and_then(|name| name.parse().ok())
+        .expect("tid")
+}
+
+#[test]
+#[ignore = "needs root"]
+fn programs_attach_record_wakeups_and_detach_on_drop() {
+    let cpus: Vec<usize> =
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    let mut recorder = BpfRecorder::start(&BpfConfig {
+        cpus,
+        ..BpfConfig::default()
+    })
+    .expect("the recorder loads as root");
+    assert!(recorder.attached().contains(&"sched_switch"));
+    assert!(!ours().is_empty(), "our programs are listed while attached");
+    let ids = program_ids_of_process(std::process::id()).expect("fdinfo");
+    assert!(
+        ids.len() >= recorder.attached().len(),
+        "this process holds its programs: {ids:?}"
+    );
+    // This thread sleeps on absolute timers (hrtimer_wakeup): each wake-up is a sample, and with
+    // threshold 0 every one is an episode.
+    let tid = gettid();
+    recorder.watch_thread(tid, 3).expect("watch");
+    recorder.set_threshold(3, 0).expect("threshold");
+    let _ = current_cpu();
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut samples = 0;
+    let mut episodes = Vec::new();
+    recorder.drain(|record| match record {
+        Record::Sample(sample) => {
+            assert_eq!(sample.tid, tid);
+            assert_eq!(sample.slot, 3);
+            assert!(sample.switched_ns >= sample.intended_ns);
+            samples += 1;
+        }
+        Record::Episode(episode) => episodes.push(episode),
+    });
+    assert!(samples >= 20, "{samples} samples from ~100 sleeps");
+    let episode = episodes.first().expect("episodes at threshold 0");
+    assert_eq!(episode.tid, tid);
+    assert!(episode.expired_ns >= episode.intended_ns, "{episode:?}");
+    assert!(
+        episode.events.iter().any(|event| matches!(
+            event.kind,
+            rtlab_bpf::RawKind::Switch { next_pid, .. } if next_pid == tid as i32
+        )),
+        "the window holds the switch to the thread"
+    );
+    let counters = recorder.counters().expect("counters");
+    assert!(counters.events > 0 && counters.samples >= samples);
+    let histogram = recorder.histogram(3).expect("histogram");
+    assert!(histogram.iter().sum::<u64>() >= samples);
+    println!("attached: {:?}", recorder.attached());
+    drop(recorder);
+    assert_eq!(
+        gone_within(&ids, Duration::from_secs(10)),
+        Vec::<u32>::new(),
+        "nothing of ours left after drop"
+    );
+}

@@ -1,0 +1,780 @@
+//! The BPF recorder's explainer: episodes the kernel decided were late, matched with the probe's
+//! late samples and attributed by the same passes as the tracefs recorder's.
+//!
+//! The kernel side (`rtlab-bpf`) hands over, per late wake-up, the measured CPU's last 1024
+//! events and the CPU's state when the wake-up began (the task running since when, the interrupt
+//! contexts open). [`trace_events_of_episode`] turns that into the [`TraceEvent`]s the tracefs
+//! recorder decodes, so `attribute_with_timeline` gives causes and timelines that mean the same
+//! from either recorder. The probe's own late sample (its clock read, not the kernel's switch-in
+//! time) stays the episode's latency: a kernel episode is used for the probe sample of the same
+//! thread whose switch-in lies in the sample's window. The kernel's thresholds are set below the
+//! probe's (`kernel_threshold`), since the probe reads its clock after the switch-in, so a sample
+//! late to the probe is rarely missing from the kernel's episodes; kernel episodes no probe sample claims are
+//! dropped after a while (counted).
+//!
+//! Thresholds: fixed, or rolling — every second each thread's p99.9 over the last 10 s from the
+//! kernel's per-CPU histograms (only once 1000 wake-ups are in), so an hours-long run follows the
+//! machine instead of its first second. The current values are shared with the session, which
+//! sets the probe's late thresholds to them.
+
+use super::explainer::{ReaderPolicy, StealHistory};
+use super::{
+    name_task_policies, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
+};
+use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
+use crate::event::{Comm, EventKind, EventSet, TraceEvent};
+use crate::symbols::KernelSymbols;
+use rtlab_bpf::records::bucket_lower_bound_ns;
+use rtlab_bpf::{
+    BpfConfig, BpfError, BpfRecorder, EpisodeRecord, RawKind, Record, HISTOGRAM_BUCKETS,
+    VECTOR_NAMES,
+};
+use rtlab_core::Episode;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Settings of the BPF explainer.
+#[derive(Clone, Debug)]
+pub struct BpfExplainerConfig {
+    pub cpus: Vec<usize>,
+    pub events: EventSet,
+    /// The measuring threads, one per slot (the index is the slot).
+    pub threads: Vec<u32>,
+    /// A fixed late threshold; None: rolling p99.9 (see the module).
+    pub fixed_threshold_ns: Option<u64>,
+    /// Start of measurement, CLOCK_MONOTONIC ns (episode `at_ns` is relative to it).
+    pub origin_ns: u64,
+    /// At most this many episodes are kept (the rest are counted).
+    pub max_episodes: usize,
+    /// The thread stops by itself at this CLOCK_MONOTONIC time even if nobody asks.
+    pub deadline_ns: u64,
+}
+
+/// A probe sample or kernel episode unmatched for this long is given up.
+const MATCH_WAIT_NS: u64 = 2_000_000_000;
+/// Kernel episodes waiting for their probe sample, at most.
+const MAX_WAITING_EPISODES: usize = 256;
+/// Rolling threshold: the window, how often it moves, and the wake-ups it needs first.
+const ROLLING_WINDOW_NS: u64 = 10_000_000_000;
+const ROLLING_STEP_NS: u64 = 1_000_000_000;
+const ROLLING_MIN_SAMPLES: u64 = 1_000;
+/// A read that found more episodes than this gives the reader a fair share of CPU.
+const BUSY_EPISODES_PER_READ: usize = 32;
+/// How often the ring buffer is read when no late episode wakes the reader.
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The BPF recorder on a thread of its own, explaining late samples as they arrive.
+pub struct BpfExplainer {
+    stop: Arc<AtomicBool>,
+    thresholds: Arc<Vec<AtomicU64>>,
+    attached: Vec<String>,
+    handle: Option<JoinHandle<Result<ExplainerReport, TraceError>>>,
+}
+
+impl std::fmt::Debug for BpfExplainer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("BpfExplainer")
+            .field("attached", &self.attached)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<BpfError> for TraceError {
+    fn from(error: BpfError) -> TraceError {
+        TraceError::Bpf(error.to_string())
+    }
+}
+
+impl BpfExplainer {
+    /// Loads and attaches the programs now (errors are returned here, before measuring), then
+    /// starts the thread.
+    pub fn start(
+        config: BpfExplainerConfig,
+        source: LateSource,
+    ) -> Result<BpfExplainer, TraceError> {
+        let mut recorder = BpfRecorder::start(&BpfConfig {
+            cpus: config.cpus.clone(),
+            full_events: config.events == EventSet::Full,
+            clock_every_event: std::env::var_os("RTLAB_BPF_CLOCK_EVERY_EVENT").is_some(),
+        })?;
+        let thresholds: Arc<Vec<AtomicU64>> = Arc::new(
+            config
+                .threads
+                .iter()
+                .map(|_| AtomicU64::new(u64::MAX))
+                .collect(),
+        );
+        for (slot, tid) in config.threads.iter().enumerate() {
+            recorder.watch_thread(*tid, slot as u32)?;
+            if let Some(fixed) = config.fixed_threshold_ns {
+                recorder.set_threshold(slot as u32, kernel_threshold(fixed))?;
+                thresholds[slot].store(fixed, Ordering::Relaxed);
+            }
+        }
+        let attached = recorder
+            .attached()
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = Arc::clone(&stop);
+        let thread_thresholds = Arc::clone(&thresholds);
+        let handle = std::thread::Builder::new()
+            .name("rtlab-explain".into())
+            .spawn(move || {
+                run_bpf_explainer(recorder, config, source, &thread_stop, &thread_thresholds)
+            })?;
+        Ok(BpfExplainer {
+            stop,
+            thresholds,
+            attached,
+            handle: Some(handle),
+        })
+    }
+
+    /// The tracepoints attached.
+    pub fn attached(&self) -> &[String] {
+        &self.attached
+    }
+
+    /// The current late threshold of each slot (`u64::MAX`: not calibrated yet), for the probe.
+    pub fn thresholds(&self) -> Vec<u64> {
+        self.thresholds
+            .iter()
+            .map(|threshold| threshold.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Stops the thread after a last read and returns the episodes.
+    pub fn finish(mut self) -> Result<ExplainerReport, TraceError> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.handle.take() {
+            Some(handle) => handle.join().map_err(|_| TraceError::ThreadPanicked)?,
+            None => Ok(ExplainerReport::default()),
+        }
+    }
+}
+
+impl Drop for BpfExplainer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The kernel's threshold for a probe threshold: lower by a quarter and at least by 5 µs (the
+/// probe's clock read comes after the switch-in, and a hand-off's intended time before the
+/// waking), but at most by half (see the module).
+fn kernel_threshold(probe_threshold_ns: u64) -> u64 {
+    if probe_threshold_ns == u64::MAX {
+        return u64::MAX;
+    }
+    let margin = (probe_threshold_ns / 4).max(5_000);
+    probe_threshold_ns
+        .saturating_sub(margin)
+        .max(probe_threshold_ns / 2)
+}
+
+/// The events of an episode's window, as the tracefs recorder would have decoded them, in time
+/// order; the CPU's state when the wake-up began is put in front where the window no longer
+/// reaches back to it (a task switched in, the interrupt contexts entered).
+pub fn trace_events_of_episode(episode: &EpisodeRecord) -> Vec<TraceEvent> {
+    let cpu = episode.cpu;
+    let mut events = Vec::with_capacity(episode.events.len() + 8);
+    let first_ns = episode
+        .events
+        .first()
+        .map_or(u64::MAX, |event| event.timestamp_ns);
+    let interrupted = &episode.interrupted;
+    if interrupted.since_ns != 0 && interrupted.since_ns < first_ns {
+        let comm = Comm::from_bytes(&interrupted.comm);
+        events.push(TraceEvent {
+            timestamp_ns: interrupted.since_ns,
+            cpu,
+            pid: -1,
+            kind: EventKind::Switch {
+                prev_comm: Comm::default(),
+                prev_pid: -1,
+                prev_prio: -1,
+                prev_state: 0,
+                next_comm: comm,
+                next_pid: interrupted.pid,
+                next_prio: interrupted.prio,
+            },
+        });
+    }
+    for context in episode
+        .open_contexts
+        .iter()
+        .filter(|context| context.entered_ns < first_ns)
+    {
+        let kind = match context.kind {
+            5 => EventKind::IrqEntry {
+                irq: context.key as i32,
+                name: format!("irq {}", context.key).into(),
+            },
+            7 => EventKind::SoftirqEntry {
+                vector: context.key as u32,
+            },
+            9 => EventKind::HrtimerExpireEntry {
+                timer: context.key,
+                now_ns: context.entered_ns as i64,
+                function: 0,
+            },
+            13 => match VECTOR_NAMES.get(context.key as usize) {
+                Some(name) => EventKind::VectorEntry { name },
+                None => continue,
+            },
+            _ => continue,
+        };
+        events.push(TraceEvent {
+            timestamp_ns: context.entered_ns,
+            cpu,
+            pid: -1,
+            kind,
+        });
+    }
+    for raw in &episode.events {
+        let kind = match &raw.kind {
+            RawKind::Switch {
+                prev_pid,
+                prev_prio,
+                prev_state,
+                prev_comm,
+                next_pid,
+                next_prio,
+                next_comm,
+            } => EventKind::Switch {
+                prev_comm: Comm::from_bytes(prev_comm),
+                prev_pid: *prev_pid,
+                prev_prio: *prev_prio,
+                prev_state: i64::from(*prev_state),
+                next_comm: Comm::from_bytes(next_comm),
+                next_pid: *next_pid,
+                next_prio: *next_prio,
+            },
+            RawKind::Waking {
+                pid,
+                prio,
+                target_cpu,
+                comm,
+            } => EventKind::Waking {
+                comm: Comm::from_bytes(comm),
+                pid: *pid,
+                prio: *prio,
+                target_cpu: *target_cpu,
+            },
+            RawKind::Wakeup {
+                pid,
+                prio,
+                target_cpu,
+                comm,
+            } => EventKind::Wakeup {
+                comm: Comm::from_bytes(comm),
+                pid: *pid,
+                prio: *prio,
+                target_cpu: *target_cpu,
+            },
+            RawKind::Migrate {
+                pid,
+                prio,
+                orig_cpu,
+                dest_cpu,
+            } => EventKind::Migrate {
+                pid: *pid,
+                prio: *prio,
+                orig_cpu: *orig_cpu,
+                dest_cpu: *dest_cpu,
+            },
+            RawKind::IrqEntry { irq, name } => EventKind::IrqEntry {
+                irq: *irq,
+                name: Comm::from_bytes(name).as_str().into(),
+            },
+            RawKind::IrqExit { irq } => EventKind::IrqExit { irq: *irq },
+            RawKind::SoftirqEntry { vector } => EventKind::SoftirqEntry { vector: *vector },
+            RawKind::SoftirqExit { vector } => EventKind::SoftirqExit { vector: *vector },
+            RawKind::HrtimerEntry {
+                timer,
+                function,
+                now_ns,
+            } => EventKind::HrtimerExpireEntry {
+                timer: *timer,
+                now_ns: *now_ns,
+                function: *function,
+            },
+            RawKind::HrtimerExit { timer } => EventKind::HrtimerExpireExit { timer: *timer },
+            RawKind::WorkStart { function } => EventKind::WorkStart {
+                function: *function,
+            },
+            RawKind::WorkEnd { function } => EventKind::WorkEnd {
+                function: *function,
+            },
+            RawKind::VectorEntry { name } => EventKind::VectorEntry { name },
+            RawKind::VectorExit { name } => EventKind::VectorExit { name },
+        };
+        events.push(TraceEvent {
+            timestamp_ns: raw.timestamp_ns,
+            cpu,
+            pid: raw.pid,
+            kind,
+        });
+    }
+    events
+}
+
+/// True when `episode` is the kernel's record of the probe's late sample `late`: the same
+/// thread, switched in inside the sample's window.
+fn claims(late: &LateWakeup, episode: &EpisodeRecord) -> bool {
+    episode.tid == late.tid
+        && episode.switched_ns >= late.intended_ns
+        && episode.switched_ns <= late.actual_ns
+}
+
+/// Attributes one late sample from its kernel episode.
+fn explain(
+    late: &LateWakeup,
+    episode: &EpisodeRecord,
+    origin_ns: u64,
+    symbols: &KernelSymbols,
+) -> Episode {
+    let events = trace_events_of_episode(episode);
+    // The window lost what came before its first event: say so when that is inside the sample.
+    let events_lost = episode.window_wrapped
+        && episode
+            .events
+            .first()
+            .is_some_and(|first| first.timestamp_ns > late.intended_ns);
+    let context = AttributionContext {
+        wake_hint_ns: None,
+        events_lost,
+        symbols: Some(symbols).filter(|symbols| !symbols.is_empty()),
+    };
+    let (mut causes, timeline) = attribute_with_timeline(late, &events, context);
+    name_task_policies(&mut causes);
+    Episode {
+        series: late.series.clone(),
+        cpu: late.cpu,
+        at_ns: late.intended_ns.saturating_sub(origin_ns),
+        latency_ns: late.latency_ns,
+        causes,
+        steal_ns: None,
+        stack: None,
+        timeline,
+    }
+}
+
+/// Keeps at most `cap` episodes, the latest-by-latency: beyond the cap the least late one (the
+/// new one or a kept one) is summarised instead (its causes summed into
+/// `report.summarised_causes`), so memory stays bounded over hours while the worst stay whole.
+fn keep_episode(report: &mut ExplainerReport, episode: Episode, cap: usize) {
+    if report.episodes.len() < cap {
+        report.episodes.push(episode);
+        return;
+    }
+    let smallest = report
+        .episodes
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, kept)| kept.latency_ns)
+        .map(|(index, kept)| (index, kept.latency_ns));
+    let dropped = match smallest {
+        Some((index, latency)) if latency < episode.latency_ns => {
+            std::mem::replace(&mut report.episodes[index], episode)
+        }
+        _ => episode,
+    };
+    report.episodes_not_kept += 1;
+    for cause in dropped.causes {
+        match report
+            .summarised_causes
+            .iter_mut()
+            .find(|summed| summed.kind == cause.kind && summed.name == cause.name)
+        {
+            Some(summed) => summed.ns += cause.ns,
+            None => report.summarised_causes.push(rtlab_core::Cause {
+                pid: None,
+                detail: None,
+                ..cause
+            }),
+        }
+    }
+}
+
+/// The p99.9 of a histogram's counts, as its bucket's lower bound; None below the sample minimum.
+fn rolling_p999(counts: &[u64]) -> Option<u64> {
+    let total: u64 = counts.iter().sum();
+    if total < ROLLING_MIN_SAMPLES {
+        return None;
+    }
+    let rank = total - total / 1000;
+    let mut seen = 0;
+    for (bucket, count) in counts.iter().enumerate() {
+        seen += count;
+        if seen >= rank {
+            return Some(bucket_lower_bound_ns(bucket));
+        }
+    }
+    None
+}
+
+/// Per slot, the histogram snapshots of the last rolling window.
+struct Rolling {
+    snapshots: Vec<VecDeque<(u64, Vec<u64>)>>,
+    next_ns: u64,
+}
+
+impl Rolling {
+    fn new(slots: usize) -> Rolling {
+        Rolling {
+            snapshots: (0..slots).map(|_| VecDeque::new()).collect(),
+            next_ns: 0,
+        }
+    }
+
+    /// Every step: snapshots each slot's histogram and sets its threshold from the window.
+    fn step(
+        &mut self,
+        now_ns: u64,
+        recorder: &mut BpfRecorder,
+        thresholds: &[AtomicU64],
+    ) -> Result<(), TraceError> {
+        if now_ns < self.next_ns {
+            return Ok(());
+        }
+        self.next_ns = now_ns + ROLLING_STEP_NS;
+        for (slot, snapshots) in self.snapshots.iter_mut().enumerate() {
+            let histogram = recorder.histogram(slot as u32)?;
+            snapshots.push_back((now_ns, histogram));
+            while snapshots
+                .front()
+                .is_some_and(|(time, _)| now_ns - time > ROLLING_WINDOW_NS)
+            {
+                snapshots.pop_front();
+            }
+            let (Some((_, oldest)), Some((_, newest))) = (snapshots.front(), snapshots.back())
+            else {
+                continue;
+            };
+            // Before a second snapshot, the window is everything since the start.
+            let counts: Vec<u64> = if snapshots.len() == 1 {
+                newest.clone()
+            } else {
+                (0..HISTOGRAM_BUCKETS)
+                    .map(|bucket| newest[bucket].saturating_sub(oldest[bucket]))
+                    .collect()
+            };
+            if let Some(threshold) = rolling_p999(&counts) {
+                recorder.set_threshold(slot as u32, kernel_threshold(threshold))?;
+                thresholds[slot].store(threshold, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run_bpf_explainer(
+    mut recorder: BpfRecorder,
+    config: BpfExplainerConfig,
+    mut source: LateSource,
+    stop: &AtomicBool,
+    thresholds: &[AtomicU64],
+) -> Result<ExplainerReport, TraceError> {
+    ReaderPolicy::Background.apply();
+    let mut symbols = KernelSymbols::default();
+    if let Ok(text) = rtlab_sys::tracefs::read_kallsyms() {
+        symbols = KernelSymbols::parse(&text);
+    }
+    let mut report = ExplainerReport {
+        enabled_events: recorder
+            .attached()
+            .iter()
+            .map(|name| format!("bpf:{name}"))
+            .collect(),
+        event_set: config.events,
+        ..ExplainerReport::default()
+    };
+    let mut rolling = Rolling::new(config.threads.len());
+    let mut timerlat: Vec<TimerlatSplit> = (0..config.threads.len())
+        .map(|slot| TimerlatSplit {
+            slot,
+            ..TimerlatSplit::default()
+        })
+        .collect();
+    let mut kernel_episodes: VecDeque<(u64, Box<EpisodeRecord>)> = VecDeque::new();
+    let mut probe_samples: VecDeque<LateWakeup> = VecDeque::new();
+    let mut drained = Vec::with_capacity(1024);
+    let mut steal = StealHistory::default();
+    let mut unmatched_kernel = 0u64;
+    let mut undecodable = 0u64;
+    let mut stopping = false;
+    let mut policy = ReaderPolicy::Background;
+    loop {
+        let _ = rtlab_sys::ipc::poll_readable(&[recorder.ring_fd()], Some(POLL_INTERVAL));
+        let now = rtlab_sys::clock::monotonic_ns();
+        // The probe's late samples first, so each kernel episode read below can be matched at
+        // once instead of waiting in a bounded queue.
+        drained.clear();
+        source(&mut drained);
+        for late in drained.drain(..) {
+            report.late_samples += 1;
+            // Waiting samples are bounded; kept episodes are bounded in `keep_episode`.
+            if probe_samples.len() < config.max_episodes {
+                probe_samples.push_back(late);
+            } else {
+                report.episodes_not_kept += 1;
+            }
+        }
+        let mut episodes_read = 0;
+        let mut matched: Vec<(LateWakeup, Box<EpisodeRecord>)> = Vec::new();
+        let (_, bad) = recorder.drain(|record| {
+            if let Record::Sample(sample) = &record {
+                // Timer threads' wake-ups during the measurement (not the warm-up).
+                if let (Some(irq), Some(thread), Some(split)) = (
+                    sample.irq_latency_ns(),
+                    sample.thread_latency_ns(),
+                    timerlat.get_mut(sample.slot as usize),
+                ) {
+                    if sample.intended_ns >= config.origin_ns {
+                        let second =
+                            ((sample.intended_ns - config.origin_ns) / 1_000_000_000) as usize;
+                        split.record(second, irq, thread);
+                    }
+                }
+            }
+            if let Record::Episode(episode) = record {
+                episodes_read += 1;
+                if let Some(index) = probe_samples.iter().position(|late| claims(late, &episode)) {
+                    let late = probe_samples.remove(index).expect("found");
+                    matched.push((late, episode));
+                    return;
+                }
+                if kernel_episodes.len() >= MAX_WAITING_EPISODES {
+                    kernel_episodes.pop_front();
+                    unmatched_kernel += 1;
+                }
+                kernel_episodes.push_back((now, episode));
+            }
+        });
+        undecodable += bad;
+        // SCHED_IDLE while episodes come slowly; a fair share while they come fast, so the ring
+        // (about 500 episodes) does not overflow under load.
+        let wanted = if episodes_read > BUSY_EPISODES_PER_READ {
+            ReaderPolicy::CatchingUp
+        } else {
+            ReaderPolicy::Background
+        };
+        if wanted != policy {
+            policy = wanted;
+            policy.apply();
+            report.catch_ups += u64::from(policy == ReaderPolicy::CatchingUp);
+        }
+        if config.fixed_threshold_ns.is_none() {
+            rolling.step(now, &mut recorder, thresholds)?;
+        }
+        if now
+            >= steal
+                .latest_ns()
+                .saturating_add(POLL_INTERVAL.as_nanos() as u64)
+        {
+            steal.sample(now);
+        }
+        for (late, episode) in matched {
+            let mut explained = explain(&late, &episode, config.origin_ns, &symbols);
+            explained.steal_ns = steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
+            keep_episode(&mut report, explained, config.max_episodes);
+        }
+        let finishing = stopping;
+        let mut still_waiting = VecDeque::with_capacity(probe_samples.len());
+        for late in probe_samples.drain(..) {
+            let found = kernel_episodes
+                .iter()
+                .position(|(_, episode)| claims(&late, episode));
+            match found {
+                Some(index) => {
+                    let (_, episode) = kernel_episodes.remove(index).expect("found");
+                    let mut explained = explain(&late, &episode, config.origin_ns, &symbols);
+                    if steal.latest_ns() < late.actual_ns {
+                        steal.sample(rtlab_sys::clock::monotonic_ns());
+                    }
+                    explained.steal_ns =
+                        steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
+                    keep_episode(&mut report, explained, config.max_episodes);
+                }
+                None if finishing || now >= late.actual_ns.saturating_add(MATCH_WAIT_NS) => {
+                    if report.unexplained.len() < config.max_episodes {
+                        report
+                            .unexplained
+                            .push((late.series.clone(), late.latency_ns));
+                    }
+                }
+                None => still_waiting.push_back(late),
+            }
+        }
+        probe_samples = still_waiting;
+        while kernel_episodes
+            .front()
+            .is_some_and(|(arrived, _)| finishing || now >= arrived + MATCH_WAIT_NS)
+        {
+            kernel_episodes.pop_front();
+            unmatched_kernel += 1;
+        }
+        if finishing {
+            break;
+        }
+        // One more round after the stop: the last samples and episodes are read and matched.
+        stopping = stop.load(Ordering::SeqCst) || now >= config.deadline_ns;
+    }
+    let counters = recorder.counters()?;
+    report.stats = RecorderStats {
+        events: counters.events,
+        lost_events: counters.episodes_lost + counters.samples_lost,
+        undecodable_events: undecodable,
+        ..RecorderStats::default()
+    };
+    if counters.episodes_lost > 0 {
+        report.warnings.push(format!(
+            "explain: the BPF ring buffer was full for {} late wake-ups; they were not explained",
+            counters.episodes_lost
+        ));
+    }
+    report.timerlat = timerlat
+        .into_iter()
+        .filter(|split| split.irq.count() > 0)
+        .collect();
+    report.bpf = Some(super::BpfSummary {
+        episodes_unclaimed: unmatched_kernel,
+        samples: counters.samples,
+        clock_reads: counters.clock_reads,
+    });
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_bpf::{ContextEntry, RawEvent, TaskSnapshot};
+
+    fn comm(text: &str) -> [u8; 16] {
+        let mut bytes = [0u8; 16];
+        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn the_state_before_the_window_is_put_in_front() {
+        let episode = EpisodeRecord {
+            cpu: 1,
+            tid: 500,
+            slot: 0,
+            intended_ns: 10_000,
+            expired_ns: 40_000,
+            switched_ns: 45_000,
+            blocked_ns: 50_000,
+            interrupted: TaskSnapshot {
+                since_ns: 1_000,
+                pid: 77,
+                prio: 49,
+                comm: comm("spinner"),
+            },
+            open_contexts: vec![ContextEntry {
+                entered_ns: 2_000,
+                key: 3,
+                kind: 7,
+            }],
+            window_wrapped: true,
+            events: vec![RawEvent {
+                timestamp_ns: 45_000,
+                pid: 77,
+                kind: RawKind::Switch {
+                    prev_pid: 77,
+                    prev_prio: 49,
+                    prev_state: 0,
+                    prev_comm: comm("spinner"),
+                    next_pid: 500,
+                    next_prio: 0,
+                    next_comm: comm("rtlab-timer"),
+                },
+            }],
+        };
+        let events = trace_events_of_episode(&episode);
+        assert_eq!(events.len(), 3);
+        assert!(matches!(
+            &events[0].kind,
+            EventKind::Switch { next_pid: 77, next_comm, .. } if next_comm.as_str() == "spinner"
+        ));
+        assert_eq!(events[1].kind, EventKind::SoftirqEntry { vector: 3 });
+        assert!(events
+            .windows(2)
+            .all(|pair| pair[0].timestamp_ns <= pair[1].timestamp_ns));
+    }
+
+    #[test]
+    fn rolling_p999_needs_enough_samples_and_takes_the_bucket_floor() {
+        let mut counts = vec![0u64; HISTOGRAM_BUCKETS];
+        counts[40] = 500;
+        assert_eq!(rolling_p999(&counts), None);
+        counts[40] = 9_990;
+        counts[100] = 10;
+        // 10,000 samples: p99.9 is rank 9,990, the last of bucket 40.
+        assert_eq!(rolling_p999(&counts), Some(bucket_lower_bound_ns(40)));
+        counts[100] = 11;
+        assert_eq!(rolling_p999(&counts), Some(bucket_lower_bound_ns(100)));
+    }
+
+    #[test]
+    fn the_timerlat_split_keeps_both_histograms_and_each_seconds_maximum() {
+        let mut split = TimerlatSplit::default();
+        split.record(0, 3_000, 5_000);
+        split.record(0, 4_000, 2_000);
+        split.record(2, 1_000, 9_000);
+        assert_eq!(split.irq.count(), 3);
+        assert_eq!(split.thread.count(), 3);
+        assert_eq!(split.irq_max_per_second, vec![4_000, 0, 1_000]);
+        assert_eq!(split.thread_max_per_second, vec![5_000, 0, 9_000]);
+    }
+
+    #[test]
+    fn beyond_the_cap_the_least_late_episodes_are_summarised() {
+        let episode = |latency_ns, name: &str| Episode {
+            series: "rt-high/wakeup@0".into(),
+            cpu: 0,
+            at_ns: latency_ns,
+            latency_ns,
+            causes: vec![rtlab_core::Cause {
+                kind: rtlab_core::CauseKind::Task,
+                name: name.into(),
+                pid: Some(1),
+                ns: latency_ns,
+                detail: None,
+            }],
+            steal_ns: None,
+            stack: None,
+            timeline: Vec::new(),
+        };
+        let mut report = ExplainerReport::default();
+        for (latency, name) in [(50, "a"), (10, "b"), (70, "c"), (5, "b"), (60, "a")] {
+            keep_episode(&mut report, episode(latency, name), 3);
+        }
+        let mut kept: Vec<u64> = report.episodes.iter().map(|e| e.latency_ns).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![50, 60, 70]);
+        assert_eq!(report.episodes_not_kept, 2);
+        assert_eq!(report.summarised_causes.len(), 1);
+        assert_eq!(report.summarised_causes[0].name, "b");
+        assert_eq!(report.summarised_causes[0].ns, 15);
+    }
+
+    #[test]
+    fn the_kernel_threshold_is_a_quarter_lower() {
+        assert_eq!(kernel_threshold(100_000), 75_000);
+        assert_eq!(kernel_threshold(12_000), 7_000);
+        assert_eq!(kernel_threshold(6_000), 3_000);
+        assert_eq!(kernel_threshold(u64::MAX), u64::MAX);
+    }
+}
