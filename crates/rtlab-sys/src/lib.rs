@@ -18,6 +18,7 @@ pub mod memory;
 pub mod output_file;
 pub mod perf;
 pub mod proc_stat;
+pub mod process_locks;
 pub mod proc_thread;
 pub mod sched;
 pub mod signals;
