@@ -38,7 +38,19 @@ pub const USED_EVENTS: &[(&str, &str)] = &[
     ("irq", "irq_handler_exit"),
     ("irq", "softirq_entry"),
     ("irq", "softirq_exit"),
+    // x86 interrupt vectors: a timer's wake-up runs in `local_timer`, which the irq events miss.
+    ("irq_vectors", "local_timer_entry"),
+    ("irq_vectors", "local_timer_exit"),
+    ("irq_vectors", "reschedule_entry"),
+    ("irq_vectors", "reschedule_exit"),
+    ("irq_vectors", "call_function_single_entry"),
+    ("irq_vectors", "call_function_single_exit"),
+    ("irq_vectors", "irq_work_entry"),
+    ("irq_vectors", "irq_work_exit"),
 ];
+
+/// The `irq` number given to x86 vector events (they have none).
+pub const VECTOR_IRQ: i32 = -1;
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -92,6 +104,8 @@ enum Shape {
     IrqExit,
     SoftirqEntry,
     SoftirqExit,
+    VectorEntry,
+    VectorExit,
 }
 
 fn shape_of(system: &str, name: &str) -> Option<(Shape, &'static [&'static str])> {
@@ -129,6 +143,8 @@ fn shape_of(system: &str, name: &str) -> Option<(Shape, &'static [&'static str])
         ("irq", "irq_handler_exit") => (Shape::IrqExit, &["irq"][..]),
         ("irq", "softirq_entry") => (Shape::SoftirqEntry, &["vec"][..]),
         ("irq", "softirq_exit") => (Shape::SoftirqExit, &["vec"][..]),
+        ("irq_vectors", name) if name.ends_with("_entry") => (Shape::VectorEntry, &[][..]),
+        ("irq_vectors", name) if name.ends_with("_exit") => (Shape::VectorExit, &[][..]),
         _ => return None,
     })
 }
@@ -339,6 +355,8 @@ impl PayloadDecoder {
             Shape::SoftirqExit => EventKind::SoftirqExit {
                 vector: int(0)? as u32,
             },
+            Shape::VectorEntry => EventKind::IrqEntry { irq: VECTOR_IRQ },
+            Shape::VectorExit => EventKind::IrqExit { irq: VECTOR_IRQ },
         };
         for (tid, comm) in names.into_iter().flatten() {
             if let Some(name_event) = self.note_name(tid, comm, timestamp_ns, cpu) {

@@ -8,6 +8,7 @@
 //! format (`file`), the trace.dat reader (`tracedat`), the analyses (`analyze`) and the
 //! timelines (`svg`, `perfetto`). Recording goes through `rtlab-trace`'s tracefs recorder.
 
+pub mod analyze;
 pub mod decode;
 pub mod model;
 pub mod tracedat;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Captures a trace-cmd trace.dat of a command the way `trace-cmd record` would, on machines where
+# `trace-cmd record` cannot enable ftrace (this VM: /proc/sys/kernel/ftrace_enabled is read-only):
+# a private tracefs instance with the events `rtlab trace analyze` uses, then `trace-cmd extract`.
+# Touches nothing outside its own instance, which it removes on every exit.
+# Usage: capture.sh OUT.dat COMMAND [ARGS...]
+set -euo pipefail
+out=$1; shift
+tracefs=/sys/kernel/tracing
+[ -d "$tracefs/instances" ] || tracefs=/sys/kernel/debug/tracing
+name=apptrace-capture-$$
+instance=$tracefs/instances/$name
+cleanup() { [ -d "$instance" ] && { echo 0 > "$instance/tracing_on"; rmdir "$instance"; } || true; }
+trap cleanup EXIT
+mkdir "$instance"
+echo 0 > "$instance/tracing_on"
+echo 4096 > "$instance/buffer_size_kb"
+for event in sched/sched_switch sched/sched_waking sched/sched_wakeup_new sched/sched_process_fork \
+    sched/sched_process_exit sched/sched_migrate_task sched/sched_pi_setprio \
+    syscalls/sys_enter_futex syscalls/sys_exit_futex irq/irq_handler_entry irq/irq_handler_exit \
+    irq/softirq_entry irq/softirq_exit irq_vectors/local_timer_entry irq_vectors/local_timer_exit \
+    irq_vectors/reschedule_entry irq_vectors/reschedule_exit; do
+  echo 1 > "$instance/events/$event/enable"
+done
+echo 1 > "$instance/tracing_on"
+status=0
+"$@" || status=$?
+echo 0 > "$instance/tracing_on"
+trace-cmd extract -B "$name" -o "$out" >/dev/null
+exit $status
