@@ -10,7 +10,9 @@
 
 pub mod analyze;
 pub mod decode;
+pub mod file;
 pub mod model;
+pub mod source;
 pub mod tracedat;
 
 pub use model::{Comm, Event, EventKind};
