@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod decode;
 pub mod file;
 pub mod model;
+pub mod record;
 pub mod source;
 pub mod tracedat;
 
