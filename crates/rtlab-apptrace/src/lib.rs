@@ -14,6 +14,9 @@ pub mod file;
 pub mod model;
 pub mod record;
 pub mod source;
+pub mod perfetto;
+pub mod svg;
+pub mod text;
 pub mod tracedat;
 
 pub use model::{Comm, Event, EventKind};

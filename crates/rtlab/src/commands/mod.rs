@@ -23,6 +23,7 @@ pub mod run;
 pub mod run_show;
 pub mod show;
 pub mod timers;
+pub mod trace;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
 /// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
@@ -75,6 +76,9 @@ pub enum Command {
     Release(release::Args),
     /// List the reservations the rtlab daemon holds and each CPU's reserved fraction
     Reservations(reservations::Args),
+    /// Record an application's threads, or analyse a recording or trace-cmd trace.dat: thread
+    /// structure, wake-up chains, priority inversions, hangs, starvation
+    Trace(trace::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -98,6 +102,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reserve(args) => reserve::run(args),
         Command::Release(args) => release::run(args),
         Command::Reservations(args) => reservations::run(args),
+        Command::Trace(args) => trace::run(args),
     }
 }
 
