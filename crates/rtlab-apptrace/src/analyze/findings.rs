@@ -6,7 +6,7 @@ use super::report::*;
 use super::timeline::{SpanState, Timeline};
 use super::{Activation, Analyzer, BlockReason, State};
 use rtlab_core::header::OutputHeader;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Most entries kept in the late-activation and starvation lists.
 const MAX_LISTED: usize = 200;
@@ -243,6 +243,22 @@ impl Analyzer {
         (report, self.timeline.take())
     }
 
+    /// The process of `tid` when the recording read it; otherwise the oldest ancestor the
+    /// trace's fork events name (threads and processes alike), or the thread itself.
+    fn family_of(&self, tid: i32) -> i32 {
+        if let Some(tgid) = self.threads.get(&tid).and_then(|thread| thread.tgid) {
+            return tgid;
+        }
+        let mut current = tid;
+        for _ in 0..64 {
+            match self.parent_of.get(&current) {
+                Some(&parent) if parent > 0 && parent != current => current = parent,
+                _ => break,
+            }
+        }
+        current
+    }
+
     fn critical_path(&self, job: &[Activation]) -> Vec<PathStep> {
         let mut steps = Vec::new();
         let by = |tid: i32, ns: u64| Ran {
@@ -284,111 +300,98 @@ impl Analyzer {
         steps
     }
 
-    /// Hung threads: those still blocked on a futex longer than the threshold at the end, named
-    /// in wait-for cycles where owners are known and otherwise grouped by process; then the long
-    /// futex waits that ended, grouped by overlap.
+    /// Hangs: futex waits longer than the threshold (still going at the end, or ended). Waits
+    /// that overlap and whose owners (read while recording, or from PI boosts) wait for each
+    /// other in a circle are a deadlock; the other waits are grouped by process and overlap.
     fn hangs(&self, ongoing: &[(i32, u64, u64)]) -> Vec<Hang> {
+        // (tid, since, until, uaddr)
+        let mut waits: Vec<(i32, u64, Option<u64>, u64)> = ongoing
+            .iter()
+            .map(|&(tid, since, uaddr)| (tid, since, None, uaddr))
+            .collect();
+        for (tid, thread) in &self.threads {
+            for &(since, until, uaddr) in &thread.long_waits {
+                waits.push((*tid, since, Some(until), uaddr));
+            }
+        }
+        waits.sort_by_key(|wait| (wait.1, wait.0));
+        let owner_of = |wait: &(i32, u64, Option<u64>, u64)| -> Option<i32> {
+            let (futex, owner) = *self.owners.get(&wait.0)?;
+            (futex == 0 || futex == wait.3).then_some(owner)
+        };
+        let overlaps = |a: &(i32, u64, Option<u64>, u64), b: &(i32, u64, Option<u64>, u64)| {
+            a.1 < b.2.unwrap_or(u64::MAX) && b.1 < a.2.unwrap_or(u64::MAX)
+        };
+        let hung_thread = |wait: &(i32, u64, Option<u64>, u64)| HungThread {
+            tid: wait.0,
+            name: self.name_of(wait.0),
+            futex: format!("{:#x}", wait.3),
+            owner: owner_of(wait),
+        };
+        let make_hang = |members: &[(i32, u64, Option<u64>, u64)], cycle: bool| Hang {
+            since_ns: members.iter().map(|wait| wait.1).max().unwrap_or(0),
+            ended_ns: members
+                .iter()
+                .map(|wait| wait.2)
+                .collect::<Option<Vec<u64>>>()
+                .and_then(|ends| ends.into_iter().max()),
+            cycle,
+            threads: members.iter().map(hung_thread).collect(),
+        };
         let mut hangs = Vec::new();
-        let hung: HashMap<i32, (u64, u64)> =
-            ongoing.iter().map(|&(tid, since, uaddr)| (tid, (since, uaddr))).collect();
-        let owner_of = |tid: i32| -> Option<i32> {
-            let (futex, owner) = *self.owners.get(&tid)?;
-            let (_, uaddr) = hung.get(&tid)?;
-            (futex == 0 || futex == *uaddr).then_some(owner)
-        };
-        let hung_thread = |tid: i32| HungThread {
-            tid,
-            name: self.name_of(tid),
-            futex: format!("{:#x}", hung.get(&tid).map(|(_, uaddr)| *uaddr).unwrap_or(0)),
-            owner: owner_of(tid),
-        };
-        let mut placed: HashSet<i32> = HashSet::new();
-        let mut order: Vec<i32> = hung.keys().copied().collect();
-        order.sort_unstable();
-        for &start in &order {
-            if placed.contains(&start) {
+        let mut placed = vec![false; waits.len()];
+        for start in 0..waits.len() {
+            if placed[start] {
                 continue;
             }
-            // Follow waiter → owner; a return to a thread on the path closes a cycle.
+            // Follow waiter → owner among overlapping waits; a return closes a cycle.
             let mut path = vec![start];
             let mut current = start;
-            while let Some(owner) = owner_of(current) {
-                if let Some(position) = path.iter().position(|tid| *tid == owner) {
-                    let cycle: Vec<i32> = path[position..].to_vec();
-                    if cycle.iter().all(|tid| !placed.contains(tid)) {
-                        placed.extend(cycle.iter().copied());
-                        hangs.push(Hang {
-                            since_ns: cycle.iter().map(|tid| hung[tid].0).max().unwrap_or(0),
-                            threads: cycle.into_iter().map(hung_thread).collect(),
-                            cycle: true,
-                            ended_ns: None,
-                        });
+            while let Some(owner) = owner_of(&waits[current]) {
+                let next = (0..waits.len()).find(|&index| {
+                    !placed[index] && waits[index].0 == owner && overlaps(&waits[index], &waits[current])
+                });
+                let Some(next) = next else {
+                    break;
+                };
+                if let Some(position) = path.iter().position(|index| *index == next) {
+                    let cycle: Vec<usize> = path[position..].to_vec();
+                    for index in &cycle {
+                        placed[*index] = true;
                     }
+                    let members: Vec<_> = cycle.iter().map(|index| waits[*index]).collect();
+                    hangs.push(make_hang(&members, true));
                     break;
                 }
-                if !hung.contains_key(&owner) {
-                    break;
-                }
-                path.push(owner);
-                current = owner;
+                path.push(next);
+                current = next;
             }
         }
-        // The rest, by process (unknown processes together).
-        let mut by_process: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-        for &tid in &order {
-            if !placed.contains(&tid) {
-                let tgid = self.threads.get(&tid).and_then(|thread| thread.tgid).unwrap_or(-1);
-                by_process.entry(tgid).or_default().push(tid);
-            }
-        }
-        for (_, tids) in by_process {
-            hangs.push(Hang {
-                since_ns: tids.iter().map(|tid| hung[tid].0).max().unwrap_or(0),
-                threads: tids.into_iter().map(hung_thread).collect(),
-                cycle: false,
-                ended_ns: None,
-            });
-        }
-        // Long waits that ended, grouped while they overlap.
-        let mut ended: Vec<(u64, u64, i32, u64)> = self
-            .threads
+        // The rest: by process, then while they overlap.
+        let mut rest: Vec<(i32, (i32, u64, Option<u64>, u64))> = waits
             .iter()
-            .flat_map(|(tid, thread)| {
-                thread
-                    .long_waits
-                    .iter()
-                    .map(move |&(since, until, uaddr)| (since, until, *tid, uaddr))
+            .enumerate()
+            .filter(|(index, _)| !placed[*index])
+            .map(|(_, wait)| {
+                (self.family_of(wait.0), *wait)
             })
             .collect();
-        ended.sort_unstable();
-        let mut group: Vec<(u64, u64, i32, u64)> = Vec::new();
-        let flush = |group: &mut Vec<(u64, u64, i32, u64)>, hangs: &mut Vec<Hang>| {
-            if group.is_empty() {
-                return;
+        rest.sort_by_key(|(tgid, wait)| (*tgid, wait.1, wait.0));
+        let mut group: Vec<(i32, u64, Option<u64>, u64)> = Vec::new();
+        let mut group_process = None;
+        for (tgid, wait) in rest {
+            let joins = group_process == Some(tgid) && group.iter().any(|other| overlaps(other, &wait));
+            if !joins && !group.is_empty() {
+                hangs.push(make_hang(&group, false));
+                group.clear();
             }
-            hangs.push(Hang {
-                since_ns: group.iter().map(|entry| entry.0).max().unwrap_or(0),
-                ended_ns: group.iter().map(|entry| entry.1).max(),
-                cycle: false,
-                threads: group
-                    .drain(..)
-                    .map(|(_, _, tid, uaddr)| HungThread {
-                        tid,
-                        name: self.name_of(tid),
-                        futex: format!("{uaddr:#x}"),
-                        owner: None,
-                    })
-                    .collect(),
-            });
-        };
-        for entry in ended {
-            let overlaps = group.iter().any(|other| other.1 > entry.0);
-            if !overlaps {
-                flush(&mut group, &mut hangs);
-            }
-            group.push(entry);
+            group_process = Some(tgid);
+            group.push(wait);
         }
-        flush(&mut group, &mut hangs);
+        if !group.is_empty() {
+            hangs.push(make_hang(&group, false));
+        }
+        hangs.sort_by(|a, b| b.cycle.cmp(&a.cycle).then(a.since_ns.cmp(&b.since_ns)));
         hangs
     }
 }

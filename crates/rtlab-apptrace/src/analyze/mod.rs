@@ -179,6 +179,8 @@ pub struct Analyzer {
     pub(crate) starvation: Vec<(i32, u64, u64, Vec<(i32, u64)>)>,
     /// waiter → (futex, owner), from memory reads while recording and from PI boosts.
     pub(crate) owners: HashMap<i32, (u64, i32)>,
+    /// child → parent, from fork events (for grouping hangs when processes are unknown).
+    pub(crate) parent_of: HashMap<i32, i32>,
     pub(crate) timeline: Option<Timeline>,
     pub(crate) saw_futex: bool,
     pub(crate) saw_waking: bool,
@@ -198,6 +200,7 @@ impl Analyzer {
             pi_boosts: Vec::new(),
             starvation: Vec::new(),
             owners: HashMap::new(),
+            parent_of: HashMap::new(),
             timeline: (config.timeline_spans > 0).then(|| Timeline::new(config.timeline_spans)),
             saw_futex: false,
             saw_waking: false,
@@ -278,7 +281,9 @@ impl Analyzer {
                 self.thread(tid).queue_cpu = dest_cpu.max(0) as u32;
             }
             EventKind::Exit { tid } => self.thread(tid).exiting = true,
-            EventKind::Fork { .. } => {}
+            EventKind::Fork { parent, child } => {
+                self.parent_of.insert(child, parent);
+            }
             EventKind::PiSetprio {
                 tid,
                 old_prio,
