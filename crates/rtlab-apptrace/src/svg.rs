@@ -152,7 +152,7 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
             column += 1;
         }
     }
-    let height = TOP + rows.len() as f64 * (ROW_HEIGHT + ROW_GAP) + 50.0;
+    let height = TOP + rows.len() as f64 * (ROW_HEIGHT + ROW_GAP) + 44.0;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -210,10 +210,14 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         for column in 0..columns {
             let bin = bins[row * columns + column];
             let total: u64 = bin.iter().sum();
+            // Short runs must stay visible: running wins when it took as long as waiting for a
+            // CPU, and waiting wins over being blocked when it took a tenth of the column.
             let state = if total == 0 {
                 None
-            } else if bin[0] * 10 >= column_ns as u64 {
+            } else if bin[0] > 0 && bin[0] >= bin[1] {
                 Some(0)
+            } else if bin[1] * 10 >= column_ns as u64 {
+                Some(1)
             } else {
                 (0..5).max_by_key(|state| (bin[*state], 5 - state))
             };
