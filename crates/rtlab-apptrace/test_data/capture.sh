@@ -26,5 +26,5 @@ echo 1 > "$instance/tracing_on"
 status=0
 "$@" || status=$?
 echo 0 > "$instance/tracing_on"
-trace-cmd extract -B "$name" -o "$out" >/dev/null
+trace-cmd extract -B "$name" -o "$out" >/dev/null 2>&1
 exit $status
