@@ -134,8 +134,8 @@ impl<'source, S: DatSource + ?Sized> Cursor<'source, S> {
             return Err(self.error(
                 at,
                 format!(
-                    "{length} bytes wanted, the file ends {} bytes later",
-                    self.source.length().saturating_sub(at)
+                    "{length} bytes wanted, the file ends at byte {}",
+                    self.source.length()
                 ),
             ));
         }
@@ -445,6 +445,7 @@ impl<S: DatSource> TraceDat<S> {
             return Err(cursor.error(cursor.position - 4, format!("{n_cpus} CPUs")));
         }
         let mut clock = None;
+        let mut instances: Vec<(u64, String)> = Vec::new();
         loop {
             let at = cursor.position;
             let label = cursor.bytes(10)?;
@@ -461,6 +462,12 @@ impl<S: DatSource> TraceDat<S> {
                         if id == 4 {
                             clock = Some(String::from_utf8_lossy(&data).trim_matches('\0').to_owned());
                         }
+                        if id == 3 && data.len() > 8 {
+                            // An instance's buffer: its own flyrecord header at this offset.
+                            let offset = u64::from_le_bytes(data[0..8].try_into().expect("8 bytes"));
+                            let name = String::from_utf8_lossy(&data[8..]).trim_matches('\0').to_owned();
+                            instances.push((offset, name));
+                        }
                     }
                 }
                 b"flyrecord\0" => break,
@@ -471,18 +478,35 @@ impl<S: DatSource> TraceDat<S> {
             }
         }
         cursor.section = "flyrecord".into();
-        let mut cpus = Vec::new();
-        for cpu in 0..n_cpus {
-            let offset = cursor.u64()?;
-            let size = cursor.u64()?;
-            cpus.push(CpuData { cpu, offset, size });
+        let read_cpus = |cursor: &mut Cursor<'_, S>| -> Result<Vec<CpuData>, DatError> {
+            (0..n_cpus)
+                .map(|cpu| {
+                    let offset = cursor.u64()?;
+                    let size = cursor.u64()?;
+                    Ok(CpuData { cpu, offset, size })
+                })
+                .collect()
+        };
+        let total = |cpus: &[CpuData]| cpus.iter().map(|cpu| cpu.size).sum::<u64>();
+        let mut cpus = read_cpus(cursor)?;
+        let mut buffer_name = String::new();
+        // The instance with the most data when the top buffer is empty (`trace-cmd extract -B`).
+        for (offset, name) in instances {
+            cursor.position = offset;
+            cursor.section = format!("buffer {name:?}");
+            cursor.expect(b"flyrecord\0")?;
+            let instance_cpus = read_cpus(cursor)?;
+            if total(&instance_cpus) > total(&cpus) {
+                cpus = instance_cpus;
+                buffer_name = name;
+            }
         }
         Ok(DatInfo {
             version: 6,
             page_size,
             compression: Compression::None,
             clock: clock.map(|text| selected_clock(&text)),
-            buffer_name: String::new(),
+            buffer_name,
             cpus,
             chunked: false,
         })
@@ -830,10 +854,11 @@ impl CpuStream {
                 .map_err(|error| {
                     self.error(
                         page_offset,
-                        format!(
-                            "page {}: {error}",
-                            if context.info.chunked { "in chunk" } else { "" }
-                        ),
+                        if context.info.chunked {
+                            format!("a page of the chunk: {error}")
+                        } else {
+                            format!("page: {error}")
+                        },
                     )
                 })?;
             if let Some(error) = payload_error {

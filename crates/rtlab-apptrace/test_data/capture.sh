@@ -3,7 +3,9 @@
 # `trace-cmd record` cannot enable ftrace (this VM: /proc/sys/kernel/ftrace_enabled is read-only):
 # a private tracefs instance with the events `rtlab trace analyze` uses, then `trace-cmd extract`.
 # Touches nothing outside its own instance, which it removes on every exit.
-# Usage: capture.sh OUT.dat COMMAND [ARGS...]
+# With SLIM=1 the kallsyms are left out (trace-cmd reads an empty /proc/kallsyms in a private
+# mount namespace): the fixtures' way to stay small.
+# Usage: [SLIM=1] capture.sh OUT.dat COMMAND [ARGS...]
 set -euo pipefail
 out=$1; shift
 tracefs=/sys/kernel/tracing
@@ -26,5 +28,10 @@ echo 1 > "$instance/tracing_on"
 status=0
 "$@" || status=$?
 echo 0 > "$instance/tracing_on"
-trace-cmd extract -B "$name" -o "$out" >/dev/null 2>&1
+if [ "${SLIM:-0}" = 1 ]; then
+  unshare -m sh -c 'mount --bind /dev/null /proc/kallsyms && exec trace-cmd "$@"' sh \
+    extract -B "$name" -o "$out" >/dev/null 2>&1
+else
+  trace-cmd extract -B "$name" -o "$out" >/dev/null 2>&1
+fi
 exit $status
