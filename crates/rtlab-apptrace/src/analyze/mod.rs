@@ -654,3 +654,6 @@ impl Analyzer {
         self.n_events
     }
 }
+
+#[cfg(test)]
+mod tests;
