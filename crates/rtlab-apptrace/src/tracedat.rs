@@ -874,3 +874,27 @@ impl CpuStream {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    #[test]
+    fn zlib_and_zstd_blocks_decompress_and_a_wrong_size_is_an_error() {
+        let data: Vec<u8> = (0..10_000u32).flat_map(|value| (value % 251).to_le_bytes()).collect();
+        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&data).unwrap();
+        let compressed = encoder.finish().unwrap();
+        assert_eq!(decompress(Compression::Zlib, &compressed, data.len()).unwrap(), data);
+        let error = decompress(Compression::Zlib, &compressed, data.len() - 1).unwrap_err();
+        assert!(error.contains("the header says"), "{error}");
+        assert!(decompress(Compression::Zstd, b"not zstd", 10).unwrap_err().starts_with("zstd"));
+    }
+
+    #[test]
+    fn the_selected_clock_is_the_bracketed_one() {
+        assert_eq!(selected_clock("local [global] mono"), "global");
+        assert_eq!(selected_clock("mono"), "mono");
+    }
+}

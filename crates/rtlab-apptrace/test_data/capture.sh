@@ -5,7 +5,8 @@
 # Touches nothing outside its own instance, which it removes on every exit.
 # With SLIM=1 the kallsyms are left out (trace-cmd reads an empty /proc/kallsyms in a private
 # mount namespace): the fixtures' way to stay small.
-# Usage: [SLIM=1] capture.sh OUT.dat COMMAND [ARGS...]
+# BUFFER_KB sets the ring per CPU (default 4096).
+# Usage: [SLIM=1] [BUFFER_KB=N] capture.sh OUT.dat COMMAND [ARGS...]
 set -euo pipefail
 out=$1; shift
 tracefs=/sys/kernel/tracing
@@ -16,7 +17,7 @@ cleanup() { [ -d "$instance" ] && { echo 0 > "$instance/tracing_on"; rmdir "$ins
 trap cleanup EXIT
 mkdir "$instance"
 echo 0 > "$instance/tracing_on"
-echo 4096 > "$instance/buffer_size_kb"
+echo "${BUFFER_KB:-4096}" > "$instance/buffer_size_kb"
 for event in sched/sched_switch sched/sched_waking sched/sched_wakeup_new sched/sched_process_fork \
     sched/sched_process_exit sched/sched_migrate_task sched/sched_pi_setprio \
     syscalls/sys_enter_futex syscalls/sys_exit_futex irq/irq_handler_entry irq/irq_handler_exit \
