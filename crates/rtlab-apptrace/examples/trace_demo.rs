@@ -100,7 +100,12 @@ fn main() {
     let mut arguments = std::env::args().skip(1);
     while let Some(argument) = arguments.next() {
         match argument.as_str() {
-            "--seconds" => seconds = arguments.next().and_then(|v| v.parse().ok()).expect("--seconds N"),
+            "--seconds" => {
+                seconds = arguments
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--seconds N")
+            }
             "--only" => {
                 only = arguments
                     .next()
@@ -124,31 +129,63 @@ fn main() {
         let to_mid = Arc::new(Signal::default());
         let to_sink = Arc::new(Signal::default());
         let (post, next) = (Arc::clone(&to_mid), Arc::clone(&to_sink));
-        handles.push(spawn(Setup { name: "pipe-src", cpu: Some(0), policy: fifo(20) }, &started, move || {
-            periodic(start, 10 * MS, end, || {
-                spin_cpu_time_ns(MS);
-                post.post();
-            })
-        }));
+        handles.push(spawn(
+            Setup {
+                name: "pipe-src",
+                cpu: Some(0),
+                policy: fifo(20),
+            },
+            &started,
+            move || {
+                periodic(start, 10 * MS, end, || {
+                    spin_cpu_time_ns(MS);
+                    post.post();
+                })
+            },
+        ));
         let wait = Arc::clone(&to_mid);
-        handles.push(spawn(Setup { name: "pipe-mid", cpu: Some(0), policy: fifo(19) }, &started, move || {
-            let mut seen = 0;
-            while wait.wait(&mut seen, end + 50 * MS) {
-                spin_cpu_time_ns(MS / 2);
-                next.post();
-            }
-        }));
-        handles.push(spawn(Setup { name: "pipe-sink", cpu: Some(0), policy: fifo(18) }, &started, move || {
-            let mut seen = 0;
-            while to_sink.wait(&mut seen, end + 50 * MS) {
-                spin_cpu_time_ns(MS / 3);
-            }
-        }));
-        handles.push(spawn(Setup { name: "ui", cpu: Some(0), policy: other }, &started, move || {
-            periodic(start + 3 * MS, 45 * MS, end, || {
-                spin_cpu_time_ns(MS / 5);
-            })
-        }));
+        handles.push(spawn(
+            Setup {
+                name: "pipe-mid",
+                cpu: Some(0),
+                policy: fifo(19),
+            },
+            &started,
+            move || {
+                let mut seen = 0;
+                while wait.wait(&mut seen, end + 50 * MS) {
+                    spin_cpu_time_ns(MS / 2);
+                    next.post();
+                }
+            },
+        ));
+        handles.push(spawn(
+            Setup {
+                name: "pipe-sink",
+                cpu: Some(0),
+                policy: fifo(18),
+            },
+            &started,
+            move || {
+                let mut seen = 0;
+                while to_sink.wait(&mut seen, end + 50 * MS) {
+                    spin_cpu_time_ns(MS / 3);
+                }
+            },
+        ));
+        handles.push(spawn(
+            Setup {
+                name: "ui",
+                cpu: Some(0),
+                policy: other,
+            },
+            &started,
+            move || {
+                periodic(start + 3 * MS, 45 * MS, end, || {
+                    spin_cpu_time_ns(MS / 5);
+                })
+            },
+        ));
     }
 
     if wants("inversion") {
@@ -156,23 +193,47 @@ fn main() {
         let cycle = 250 * MS;
         let first = start + 20 * MS;
         let low_lock = Arc::clone(&lock);
-        handles.push(spawn(Setup { name: "inv-low", cpu: Some(1), policy: fifo(10) }, &started, move || {
-            periodic(first, cycle, end, || {
-                let _guard = low_lock.lock().expect("lock");
-                spin_cpu_time_ns(8 * MS);
-            })
-        }));
-        handles.push(spawn(Setup { name: "inv-high", cpu: Some(1), policy: fifo(30) }, &started, move || {
-            periodic(first + 2 * MS, cycle, end, || {
-                let _guard = lock.lock().expect("lock");
-                spin_cpu_time_ns(MS / 2);
-            })
-        }));
-        handles.push(spawn(Setup { name: "inv-mid", cpu: Some(1), policy: fifo(20) }, &started, move || {
-            periodic(first + 4 * MS, cycle, end, || {
-                spin_cpu_time_ns(20 * MS);
-            })
-        }));
+        handles.push(spawn(
+            Setup {
+                name: "inv-low",
+                cpu: Some(1),
+                policy: fifo(10),
+            },
+            &started,
+            move || {
+                periodic(first, cycle, end, || {
+                    let _guard = low_lock.lock().expect("lock");
+                    spin_cpu_time_ns(8 * MS);
+                })
+            },
+        ));
+        handles.push(spawn(
+            Setup {
+                name: "inv-high",
+                cpu: Some(1),
+                policy: fifo(30),
+            },
+            &started,
+            move || {
+                periodic(first + 2 * MS, cycle, end, || {
+                    let _guard = lock.lock().expect("lock");
+                    spin_cpu_time_ns(MS / 2);
+                })
+            },
+        ));
+        handles.push(spawn(
+            Setup {
+                name: "inv-mid",
+                cpu: Some(1),
+                policy: fifo(20),
+            },
+            &started,
+            move || {
+                periodic(first + 4 * MS, cycle, end, || {
+                    spin_cpu_time_ns(20 * MS);
+                })
+            },
+        ));
     }
 
     if wants("deadlock") {
@@ -180,31 +241,63 @@ fn main() {
         let two = Arc::new(GlibcMutex::new(false).expect("mutex"));
         let give_up = Duration::from_secs(seconds + 2);
         let (a_first, a_second) = (Arc::clone(&one), Arc::clone(&two));
-        handles.push(spawn(Setup { name: "dead-a", cpu: None, policy: other }, &started, move || {
-            sleep_until_ns(start + 200 * MS);
-            let _held = a_first.lock().expect("lock");
-            sleep_until_ns(start + 300 * MS);
-            let _ = a_second.lock_timeout(give_up).expect("timed lock");
-        }));
-        handles.push(spawn(Setup { name: "dead-b", cpu: None, policy: other }, &started, move || {
-            sleep_until_ns(start + 250 * MS);
-            let _held = two.lock().expect("lock");
-            sleep_until_ns(start + 350 * MS);
-            let _ = one.lock_timeout(give_up).expect("timed lock");
-        }));
+        handles.push(spawn(
+            Setup {
+                name: "dead-a",
+                cpu: None,
+                policy: other,
+            },
+            &started,
+            move || {
+                sleep_until_ns(start + 200 * MS);
+                let _held = a_first.lock().expect("lock");
+                sleep_until_ns(start + 300 * MS);
+                let _ = a_second.lock_timeout(give_up).expect("timed lock");
+            },
+        ));
+        handles.push(spawn(
+            Setup {
+                name: "dead-b",
+                cpu: None,
+                policy: other,
+            },
+            &started,
+            move || {
+                sleep_until_ns(start + 250 * MS);
+                let _held = two.lock().expect("lock");
+                sleep_until_ns(start + 350 * MS);
+                let _ = one.lock_timeout(give_up).expect("timed lock");
+            },
+        ));
     }
 
     if wants("starvation") {
         let hog_at = start + seconds * 1_000_000_000 / 2;
-        handles.push(spawn(Setup { name: "starved", cpu: Some(1), policy: other }, &started, move || {
-            periodic(start + 7 * MS, 20 * MS, end, || {
-                spin_cpu_time_ns(MS / 10);
-            })
-        }));
-        handles.push(spawn(Setup { name: "hog", cpu: Some(1), policy: fifo(5) }, &started, move || {
-            sleep_until_ns(hog_at);
-            spin_cpu_time_ns(300 * MS);
-        }));
+        handles.push(spawn(
+            Setup {
+                name: "starved",
+                cpu: Some(1),
+                policy: other,
+            },
+            &started,
+            move || {
+                periodic(start + 7 * MS, 20 * MS, end, || {
+                    spin_cpu_time_ns(MS / 10);
+                })
+            },
+        ));
+        handles.push(spawn(
+            Setup {
+                name: "hog",
+                cpu: Some(1),
+                policy: fifo(5),
+            },
+            &started,
+            move || {
+                sleep_until_ns(hog_at);
+                spin_cpu_time_ns(300 * MS);
+            },
+        ));
     }
 
     drop(started);

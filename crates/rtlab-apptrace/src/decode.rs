@@ -125,18 +125,14 @@ fn shape_of(system: &str, name: &str) -> Option<(Shape, &'static [&'static str])
         ("sched", "sched_waking") => (Shape::Waking, &["comm", "pid", "prio", "target_cpu"][..]),
         ("sched", "sched_wakeup") => (Shape::Wakeup, &["comm", "pid", "prio", "target_cpu"][..]),
         ("sched", "sched_wakeup_new") => (Shape::WakeupNew, &["comm", "pid", "prio"][..]),
-        ("sched", "sched_process_fork") => (
-            Shape::Fork,
-            &["parent_pid", "child_comm", "child_pid"][..],
-        ),
-        ("sched", "sched_process_exit") => (Shape::Exit, &["comm", "pid"][..]),
-        ("sched", "sched_migrate_task") => {
-            (Shape::Migrate, &["pid", "orig_cpu", "dest_cpu"][..])
+        ("sched", "sched_process_fork") => {
+            (Shape::Fork, &["parent_pid", "child_comm", "child_pid"][..])
         }
-        ("sched", "sched_pi_setprio") => (
-            Shape::PiSetprio,
-            &["comm", "pid", "oldprio", "newprio"][..],
-        ),
+        ("sched", "sched_process_exit") => (Shape::Exit, &["comm", "pid"][..]),
+        ("sched", "sched_migrate_task") => (Shape::Migrate, &["pid", "orig_cpu", "dest_cpu"][..]),
+        ("sched", "sched_pi_setprio") => {
+            (Shape::PiSetprio, &["comm", "pid", "oldprio", "newprio"][..])
+        }
         ("syscalls", "sys_enter_futex") => (Shape::FutexEnter, &["uaddr", "op", "val"][..]),
         ("syscalls", "sys_exit_futex") => (Shape::FutexExit, &["ret"][..]),
         ("irq", "irq_handler_entry") => (Shape::IrqEntry, &["irq"][..]),
@@ -194,11 +190,7 @@ impl PayloadDecoder {
         if self.readers.len() <= index {
             self.readers.resize_with(index + 1, || None);
         }
-        self.readers[index] = Some(Reader {
-            shape,
-            pid,
-            fields,
-        });
+        self.readers[index] = Some(Reader { shape, pid, fields });
         if shape == Shape::Waking {
             self.has_waking = true;
         }
@@ -238,11 +230,13 @@ impl PayloadDecoder {
             size: 2,
             layout: FieldLayout::Fixed,
         });
-        let id = type_slot.integer(payload).ok_or(DecodeError::ShortPayload {
-            id: 0,
-            field: "common_type",
-            length: payload.len(),
-        })? as u16;
+        let id = type_slot
+            .integer(payload)
+            .ok_or(DecodeError::ShortPayload {
+                id: 0,
+                field: "common_type",
+                length: payload.len(),
+            })? as u16;
         let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
             return Ok(());
         };

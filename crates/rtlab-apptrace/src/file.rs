@@ -210,7 +210,13 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
 
 /// Decodes one record; `Err` names what is wrong with it.
 pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
-    let word = |index: usize| i32::from_le_bytes(record[16 + index * 4..20 + index * 4].try_into().expect("4 bytes"));
+    let word = |index: usize| {
+        i32::from_le_bytes(
+            record[16 + index * 4..20 + index * 4]
+                .try_into()
+                .expect("4 bytes"),
+        )
+    };
     let long = || u64::from_le_bytes(record[16..24].try_into().expect("8 bytes"));
     let tid = i32::from_le_bytes(record[12..16].try_into().expect("4 bytes"));
     let kind = match record[10] {
@@ -340,8 +346,10 @@ impl<W: Write> TraceFileWriter<W> {
         encoder.write_all(&self.block)?;
         let compressed = encoder.finish()?;
         self.output.write_all(b"C")?;
-        self.output.write_all(&(compressed.len() as u32).to_le_bytes())?;
-        self.output.write_all(&(self.n_in_block as u32).to_le_bytes())?;
+        self.output
+            .write_all(&(compressed.len() as u32).to_le_bytes())?;
+        self.output
+            .write_all(&(self.n_in_block as u32).to_le_bytes())?;
         self.output.write_all(&compressed)?;
         self.output.flush()?;
         self.bytes_written += 9 + compressed.len() as u64;
@@ -412,15 +420,27 @@ impl<R: Read> TraceFile<R> {
         let mut fixed = [0u8; 16];
         read_exact_at(&mut input, &mut fixed, 0, "file header")?;
         if &fixed[0..8] != MAGIC {
-            return Err(malformed(0, "file header", "not an rtlab trace file (magic)"));
+            return Err(malformed(
+                0,
+                "file header",
+                "not an rtlab trace file (magic)",
+            ));
         }
         let version = u32::from_le_bytes(fixed[8..12].try_into().expect("4 bytes"));
         if version != VERSION {
-            return Err(malformed(8, "file header", format!("version {version}, this rtlab reads {VERSION}")));
+            return Err(malformed(
+                8,
+                "file header",
+                format!("version {version}, this rtlab reads {VERSION}"),
+            ));
         }
         let length = u32::from_le_bytes(fixed[12..16].try_into().expect("4 bytes"));
         if length > MAX_HEADER {
-            return Err(malformed(12, "file header", format!("header of {length} bytes")));
+            return Err(malformed(
+                12,
+                "file header",
+                format!("header of {length} bytes"),
+            ));
         }
         let mut json = vec![0u8; length as usize];
         read_exact_at(&mut input, &mut json, 16, "header")?;
@@ -434,7 +454,10 @@ impl<R: Read> TraceFile<R> {
     }
 
     /// Every event in file order.
-    pub fn for_each_event(&mut self, mut visit: impl FnMut(&Event)) -> Result<ReadSummary, FileError> {
+    pub fn for_each_event(
+        &mut self,
+        mut visit: impl FnMut(&Event),
+    ) -> Result<ReadSummary, FileError> {
         let mut n_events = 0u64;
         let mut compressed = Vec::new();
         let mut records = Vec::new();
@@ -442,7 +465,12 @@ impl<R: Read> TraceFile<R> {
             let block_at = self.offset;
             let mut tag = [0u8; 1];
             match self.input.read(&mut tag) {
-                Ok(0) => return Ok(ReadSummary { n_events, trailer: None }),
+                Ok(0) => {
+                    return Ok(ReadSummary {
+                        n_events,
+                        trailer: None,
+                    })
+                }
                 Ok(_) => {}
                 Err(error) => return Err(malformed(block_at, "block", error.to_string())),
             }
@@ -452,42 +480,71 @@ impl<R: Read> TraceFile<R> {
                     let mut head = [0u8; 8];
                     if self.input.read_exact(&mut head).is_err() {
                         // Cut short while a block was being written.
-                        return Ok(ReadSummary { n_events, trailer: None });
+                        return Ok(ReadSummary {
+                            n_events,
+                            trailer: None,
+                        });
                     }
-                    let length = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")) as usize;
-                    let count = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+                    let length =
+                        u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")) as usize;
+                    let count =
+                        u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
                     if count > RECORDS_PER_BLOCK || length > RECORDS_PER_BLOCK * RECORD_SIZE * 2 {
-                        return Err(malformed(block_at, "block", format!("{count} records in {length} bytes")));
+                        return Err(malformed(
+                            block_at,
+                            "block",
+                            format!("{count} records in {length} bytes"),
+                        ));
                     }
                     compressed.resize(length, 0);
                     if self.input.read_exact(&mut compressed).is_err() {
-                        return Ok(ReadSummary { n_events, trailer: None });
+                        return Ok(ReadSummary {
+                            n_events,
+                            trailer: None,
+                        });
                     }
                     records.clear();
                     flate2::read::DeflateDecoder::new(&compressed[..])
                         .take((count * RECORD_SIZE + 1) as u64)
                         .read_to_end(&mut records)
-                        .map_err(|error| malformed(block_at, "block", format!("deflate: {error}")))?;
+                        .map_err(|error| {
+                            malformed(block_at, "block", format!("deflate: {error}"))
+                        })?;
                     if records.len() != count * RECORD_SIZE {
-                        return Err(malformed(block_at, "block", format!("{} bytes of records, {count} records expected", records.len())));
+                        return Err(malformed(
+                            block_at,
+                            "block",
+                            format!(
+                                "{} bytes of records, {count} records expected",
+                                records.len()
+                            ),
+                        ));
                     }
                     for (index, chunk) in records.chunks_exact(RECORD_SIZE).enumerate() {
-                        let event = decode(chunk.try_into().expect("32 bytes")).map_err(|message| {
-                            malformed(block_at, "block", format!("record {index}: {message}"))
-                        })?;
+                        let event =
+                            decode(chunk.try_into().expect("32 bytes")).map_err(|message| {
+                                malformed(block_at, "block", format!("record {index}: {message}"))
+                            })?;
                         visit(&event);
                         n_events += 1;
                     }
                     self.offset += 9 + length as u64;
                 }
                 b'E' => {
-                    let cut_short = Ok(ReadSummary { n_events, trailer: None });
+                    let cut_short = Ok(ReadSummary {
+                        n_events,
+                        trailer: None,
+                    });
                     if self.input.read_exact(&mut sizes).is_err() {
                         return cut_short;
                     }
                     let length = u32::from_le_bytes(sizes);
                     if length > MAX_HEADER {
-                        return Err(malformed(block_at, "trailer", format!("trailer of {length} bytes")));
+                        return Err(malformed(
+                            block_at,
+                            "trailer",
+                            format!("trailer of {length} bytes"),
+                        ));
                     }
                     let mut json = vec![0u8; length as usize];
                     if self.input.read_exact(&mut json).is_err() {
@@ -500,7 +557,13 @@ impl<R: Read> TraceFile<R> {
                         trailer: Some(trailer),
                     });
                 }
-                other => return Err(malformed(block_at, "block", format!("unknown block tag {other:#04x}"))),
+                other => {
+                    return Err(malformed(
+                        block_at,
+                        "block",
+                        format!("unknown block tag {other:#04x}"),
+                    ))
+                }
             }
         }
     }
@@ -527,27 +590,78 @@ mod tests {
 
     fn every_kind() -> Vec<Event> {
         let kinds = vec![
-            EventKind::Switch { prev_tid: 1, prev_prio: 120, prev_state: 0x100, next_tid: 2, next_prio: 89 },
-            EventKind::Waking { tid: 3, prio: 70, waker: 4, target_cpu: 1 },
-            EventKind::WakeupNew { tid: 5, prio: 120, waker: 1 },
-            EventKind::Fork { parent: 1, child: 5 },
+            EventKind::Switch {
+                prev_tid: 1,
+                prev_prio: 120,
+                prev_state: 0x100,
+                next_tid: 2,
+                next_prio: 89,
+            },
+            EventKind::Waking {
+                tid: 3,
+                prio: 70,
+                waker: 4,
+                target_cpu: 1,
+            },
+            EventKind::WakeupNew {
+                tid: 5,
+                prio: 120,
+                waker: 1,
+            },
+            EventKind::Fork {
+                parent: 1,
+                child: 5,
+            },
             EventKind::Exit { tid: 5 },
-            EventKind::Migrate { tid: 3, orig_cpu: 0, dest_cpu: 1 },
-            EventKind::PiSetprio { tid: 2, old_prio: 89, new_prio: 69, by: 3 },
-            EventKind::FutexEnter { tid: 3, uaddr: 0x7fff_1234_5678, op: 0x80, value: 2 },
-            EventKind::FutexExit { tid: 3, result: -110 },
+            EventKind::Migrate {
+                tid: 3,
+                orig_cpu: 0,
+                dest_cpu: 1,
+            },
+            EventKind::PiSetprio {
+                tid: 2,
+                old_prio: 89,
+                new_prio: 69,
+                by: 3,
+            },
+            EventKind::FutexEnter {
+                tid: 3,
+                uaddr: 0x7fff_1234_5678,
+                op: 0x80,
+                value: 2,
+            },
+            EventKind::FutexExit {
+                tid: 3,
+                result: -110,
+            },
             EventKind::IrqEntry { irq: -1 },
             EventKind::IrqExit { irq: 11 },
             EventKind::SoftirqEntry { vector: 1 },
             EventKind::SoftirqExit { vector: 1 },
-            EventKind::Name { tid: 3, comm: Comm::new("inv-high") },
-            EventKind::Owner { waiter: 3, uaddr: 0x55_0000, owner: 2 },
-            EventKind::ThreadInfo { tid: 3, tgid: 1, policy: Policy::Fifo, priority: 30 },
+            EventKind::Name {
+                tid: 3,
+                comm: Comm::new("inv-high"),
+            },
+            EventKind::Owner {
+                waiter: 3,
+                uaddr: 0x55_0000,
+                owner: 2,
+            },
+            EventKind::ThreadInfo {
+                tid: 3,
+                tgid: 1,
+                policy: Policy::Fifo,
+                priority: 30,
+            },
         ];
         kinds
             .into_iter()
             .enumerate()
-            .map(|(index, kind)| Event { timestamp_ns: 1000 + index as u64, cpu: (index % 2) as u32, kind })
+            .map(|(index, kind)| Event {
+                timestamp_ns: 1000 + index as u64,
+                cpu: (index % 2) as u32,
+                kind,
+            })
             .collect()
     }
 
@@ -560,7 +674,12 @@ mod tests {
                 writer.push(event).unwrap();
             }
         }
-        let bytes = writer.finish(FileTrailer { lost_events: 3, ..FileTrailer::default() }).unwrap();
+        let bytes = writer
+            .finish(FileTrailer {
+                lost_events: 3,
+                ..FileTrailer::default()
+            })
+            .unwrap();
         let mut file = TraceFile::open(&bytes[..]).unwrap();
         assert_eq!(file.header, sample_header());
         let mut read = Vec::new();
@@ -580,12 +699,24 @@ mod tests {
 
     #[test]
     fn malformed_files_name_offset_and_section() {
-        let error = TraceFile::open(&b"RTLABTRX\x01\0\0\0\0\0\0\0"[..]).unwrap_err().to_string();
+        let error = TraceFile::open(&b"RTLABTRX\x01\0\0\0\0\0\0\0"[..])
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("offset 0 (file header)"), "{error}");
-        let mut bytes = TraceFileWriter::new(Vec::new(), &sample_header()).unwrap().finish(FileTrailer::default()).unwrap();
+        let mut bytes = TraceFileWriter::new(Vec::new(), &sample_header())
+            .unwrap()
+            .finish(FileTrailer::default())
+            .unwrap();
         let trailer_at = bytes.iter().rposition(|byte| *byte == b'E').unwrap();
         bytes[trailer_at] = b'Q';
-        let error = TraceFile::open(&bytes[..]).unwrap().for_each_event(|_| {}).unwrap_err().to_string();
-        assert_eq!(error, format!("offset {trailer_at} (block): unknown block tag 0x51"));
+        let error = TraceFile::open(&bytes[..])
+            .unwrap()
+            .for_each_event(|_| {})
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            format!("offset {trailer_at} (block): unknown block tag 0x51")
+        );
     }
 }

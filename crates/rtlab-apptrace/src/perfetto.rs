@@ -24,8 +24,10 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
     for row in &report.threads {
         events.push(json!({"ph": "M", "name": "thread_name", "pid": pid(row.tid), "tid": row.tid,
             "args": {"name": format!("{} ({} {})", row.name, row.policy.split('|').next().unwrap_or(""), row.priority)}}));
-        events.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid(row.tid), "tid": row.tid,
-            "args": {"sort_index": row.kernel_prio}}));
+        events.push(
+            json!({"ph": "M", "name": "thread_sort_index", "pid": pid(row.tid), "tid": row.tid,
+            "args": {"sort_index": row.kernel_prio}}),
+        );
     }
     for span in spans {
         events.push(json!({

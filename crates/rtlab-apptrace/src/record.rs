@@ -206,14 +206,18 @@ pub fn record<W: Write>(
     };
     if let Target::Pid(pid) = config.target {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(RecordError::NoTarget(format!("process {pid} does not exist")));
+            return Err(RecordError::NoTarget(format!(
+                "process {pid} does not exist"
+            )));
         }
     }
     let start_ns = rtlab_sys::clock::monotonic_ns();
     let mut info_events = targets.refresh(start_ns);
     if let Target::Comm(name) = &config.target {
         if targets.pids.is_empty() {
-            return Err(RecordError::NoTarget(format!("no process is named {name:?}")));
+            return Err(RecordError::NoTarget(format!(
+                "no process is named {name:?}"
+            )));
         }
     }
     let initial: Vec<u32> = targets.threads.keys().copied().collect();
@@ -263,7 +267,8 @@ pub fn record<W: Write>(
             if decode_error.is_some() {
                 return;
             }
-            if let Err(error) = decoder.decode(cpu, time, payload, &mut |event| pending.push(event)) {
+            if let Err(error) = decoder.decode(cpu, time, payload, &mut |event| pending.push(event))
+            {
                 decode_error = Some(error);
             }
         })?;

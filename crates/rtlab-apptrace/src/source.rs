@@ -31,7 +31,7 @@ pub enum SourceError {
 pub enum TraceSource {
     Rtlab {
         path: String,
-        file: TraceFile<std::io::BufReader<std::fs::File>>,
+        file: Box<TraceFile<std::io::BufReader<std::fs::File>>>,
     },
     TraceDat {
         path: String,
@@ -59,12 +59,16 @@ impl TraceSource {
         let mut magic = [0u8; 10];
         let n = std::os::unix::fs::FileExt::read_at(&file, &mut magic, 0).map_err(open_error)?;
         if n >= 8 && &magic[..8] == crate::file::MAGIC {
-            let file = TraceFile::open(std::io::BufReader::with_capacity(1 << 16, file))
-                .map_err(|source| SourceError::File {
+            let file = TraceFile::open(std::io::BufReader::with_capacity(1 << 16, file)).map_err(
+                |source| SourceError::File {
                     path: name.clone(),
                     source,
-                })?;
-            return Ok(TraceSource::Rtlab { path: name, file });
+                },
+            )?;
+            return Ok(TraceSource::Rtlab {
+                path: name,
+                file: Box::new(file),
+            });
         }
         if n == 10 && &magic == crate::tracedat::MAGIC {
             let dat = TraceDat::open(file).map_err(|source| SourceError::TraceDat {
@@ -103,15 +107,18 @@ impl TraceSource {
     }
 
     /// Every event, in time order.
-    pub fn for_each_event(&mut self, mut visit: impl FnMut(&Event)) -> Result<PassStats, SourceError> {
+    pub fn for_each_event(
+        &mut self,
+        mut visit: impl FnMut(&Event),
+    ) -> Result<PassStats, SourceError> {
         match self {
             TraceSource::Rtlab { path, file } => {
-                let summary = file
-                    .for_each_event(&mut visit)
-                    .map_err(|source| SourceError::File {
-                        path: path.clone(),
-                        source,
-                    })?;
+                let summary =
+                    file.for_each_event(&mut visit)
+                        .map_err(|source| SourceError::File {
+                            path: path.clone(),
+                            source,
+                        })?;
                 Ok(PassStats {
                     n_events: summary.n_events,
                     lost_events: summary.trailer.as_ref().map(|t| t.lost_events).unwrap_or(0),
@@ -119,12 +126,12 @@ impl TraceSource {
                 })
             }
             TraceSource::TraceDat { path, dat } => {
-                let stats = dat
-                    .for_each_event(&mut visit)
-                    .map_err(|source| SourceError::TraceDat {
-                        path: path.clone(),
-                        source,
-                    })?;
+                let stats =
+                    dat.for_each_event(&mut visit)
+                        .map_err(|source| SourceError::TraceDat {
+                            path: path.clone(),
+                            source,
+                        })?;
                 Ok(PassStats {
                     n_events: stats.n_records,
                     lost_events: stats.lost_events,

@@ -115,7 +115,10 @@ fn rows(report: &TraceReport) -> Vec<(i32, String)> {
                 .unwrap_or_default();
             (
                 row.tid,
-                format!("{} {} · {} {}{}", row.name, row.tid, policy, row.priority, period),
+                format!(
+                    "{} {} · {} {}{}",
+                    row.name, row.tid, policy, row.priority, period
+                ),
             )
         })
         .collect()
@@ -124,7 +127,11 @@ fn rows(report: &TraceReport) -> Vec<(i32, String)> {
 /// Renders the timeline of `report` from its `spans`.
 pub fn render(report: &TraceReport, spans: &[Span]) -> String {
     let rows = rows(report);
-    let index: HashMap<i32, usize> = rows.iter().enumerate().map(|(row, (tid, _))| (*tid, row)).collect();
+    let index: HashMap<i32, usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(row, (tid, _))| (*tid, row))
+        .collect();
     let first = report.first_ns;
     let duration = report.duration_ns.max(1);
     let columns = PLOT_WIDTH as usize;
@@ -135,7 +142,10 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         let Some(&row) = index.get(&span.tid) else {
             continue;
         };
-        let state = STATES.iter().position(|(state, _)| *state == span.state).unwrap_or(0);
+        let state = STATES
+            .iter()
+            .position(|(state, _)| *state == span.state)
+            .unwrap_or(0);
         let start = span.start_ns.saturating_sub(first) as f64;
         let end = span.end_ns.saturating_sub(first) as f64;
         let mut column = (start / column_ns) as usize;
@@ -158,7 +168,10 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Verdana, sans-serif" font-size="12">"#
     );
-    let _ = writeln!(svg, r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
+    let _ = writeln!(
+        svg,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/>"##
+    );
     let _ = writeln!(
         svg,
         r#"<text x="10" y="20" font-size="15" font-weight="bold">{} — {} threads, {:.3} s, {} inversions, {} hangs</text>"#,
@@ -171,33 +184,73 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
     // Legend.
     let mut x = 10.0;
     for (state, fill) in STATES {
-        let _ = writeln!(svg, r##"<rect x="{x}" y="32" width="14" height="12" fill="{fill}" stroke="#555" stroke-width="0.5"/><text x="{}" y="43">{}</text>"##, x + 18.0, state.name());
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{x}" y="32" width="14" height="12" fill="{fill}" stroke="#555" stroke-width="0.5"/><text x="{}" y="43">{}</text>"##,
+            x + 18.0,
+            state.name()
+        );
         x += 30.0 + state.name().len() as f64 * 7.0;
     }
-    let _ = writeln!(svg, r##"<rect x="{x}" y="32" width="14" height="12" fill="none" stroke="#b71c1c" stroke-width="2"/><text x="{}" y="43">priority inversion</text>"##, x + 18.0);
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{x}" y="32" width="14" height="12" fill="none" stroke="#b71c1c" stroke-width="2"/><text x="{}" y="43">priority inversion</text>"##,
+        x + 18.0
+    );
     x += 150.0;
-    let _ = writeln!(svg, r##"<rect x="{x}" y="32" width="14" height="12" fill="#6a1b9a" fill-opacity="0.35"/><text x="{}" y="43">hang / deadlock</text>"##, x + 18.0);
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{x}" y="32" width="14" height="12" fill="#6a1b9a" fill-opacity="0.35"/><text x="{}" y="43">hang / deadlock</text>"##,
+        x + 18.0
+    );
     let plot_bottom = TOP + rows.len() as f64 * (ROW_HEIGHT + ROW_GAP);
     // Axis with grid lines.
     let step = tick_step(duration);
     let mut tick = 0u64;
     while tick <= duration {
         let x = LABEL_WIDTH + tick as f64 / duration as f64 * PLOT_WIDTH;
-        let _ = writeln!(svg, r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{plot_bottom}" stroke="#cccccc" stroke-width="0.5"/>"##, TOP - 6.0);
-        let _ = writeln!(svg, r##"<text x="{x:.1}" y="{}" text-anchor="middle" fill="#333">{}</text>"##, plot_bottom + 16.0, time_label(tick, step));
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{plot_bottom}" stroke="#cccccc" stroke-width="0.5"/>"##,
+            TOP - 6.0
+        );
+        let _ = writeln!(
+            svg,
+            r##"<text x="{x:.1}" y="{}" text-anchor="middle" fill="#333">{}</text>"##,
+            plot_bottom + 16.0,
+            time_label(tick, step)
+        );
         tick += step;
     }
-    let _ = writeln!(svg, r##"<text x="{}" y="{}" text-anchor="middle" fill="#333">time since the first event</text>"##, LABEL_WIDTH + PLOT_WIDTH / 2.0, plot_bottom + 34.0);
+    let _ = writeln!(
+        svg,
+        r##"<text x="{}" y="{}" text-anchor="middle" fill="#333">time since the first event</text>"##,
+        LABEL_WIDTH + PLOT_WIDTH / 2.0,
+        plot_bottom + 34.0
+    );
     // Rows.
     for (row, (_, label)) in rows.iter().enumerate() {
         let y = TOP + row as f64 * (ROW_HEIGHT + ROW_GAP);
-        let _ = writeln!(svg, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, LABEL_WIDTH - 8.0, y + ROW_HEIGHT - 4.0, escape(label));
-        let _ = writeln!(svg, r##"<rect x="{LABEL_WIDTH}" y="{y:.1}" width="{PLOT_WIDTH}" height="{ROW_HEIGHT}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/>"##);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LABEL_WIDTH - 8.0,
+            y + ROW_HEIGHT - 4.0,
+            escape(label)
+        );
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{LABEL_WIDTH}" y="{y:.1}" width="{PLOT_WIDTH}" height="{ROW_HEIGHT}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/>"##
+        );
         let mut run: Option<(usize, usize)> = None;
         let flush = |svg: &mut String, run: Option<(usize, usize)>, end: usize| {
             if let Some((start, state)) = run {
                 let fill = color(STATES[state].0);
-                let bar_height = if state == 0 { ROW_HEIGHT } else { ROW_HEIGHT * 0.6 };
+                let bar_height = if state == 0 {
+                    ROW_HEIGHT
+                } else {
+                    ROW_HEIGHT * 0.6
+                };
                 let _ = writeln!(
                     svg,
                     r#"<rect x="{:.1}" y="{:.1}" width="{}" height="{bar_height:.1}" fill="{fill}"/>"#,
@@ -231,7 +284,8 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         }
         flush(&mut svg, run, columns);
     }
-    let x_of = |ns: u64| LABEL_WIDTH + ns.saturating_sub(first) as f64 / duration as f64 * PLOT_WIDTH;
+    let x_of =
+        |ns: u64| LABEL_WIDTH + ns.saturating_sub(first) as f64 / duration as f64 * PLOT_WIDTH;
     let y_of = |row: usize| TOP + row as f64 * (ROW_HEIGHT + ROW_GAP);
     // Hangs: a band over each hung thread's row from its start to its end (or the trace's end).
     for hang in &report.hangs {
@@ -244,9 +298,19 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
                     r##"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{ROW_HEIGHT}" fill="#6a1b9a" fill-opacity="0.35"><title>{}</title></rect>"##,
                     y_of(row),
                     (x_of(end) - x).max(2.0),
-                    if hang.cycle { "deadlock (wait-for cycle)" } else { "hung on a futex" }
+                    if hang.cycle {
+                        "deadlock (wait-for cycle)"
+                    } else {
+                        "hung on a futex"
+                    }
                 );
-                let _ = writeln!(svg, r##"<text x="{:.1}" y="{:.1}" fill="#4a148c" font-weight="bold">{}</text>"##, x + 4.0, y_of(row) + ROW_HEIGHT - 4.0, if hang.cycle { "DEADLOCK" } else { "HANG" });
+                let _ = writeln!(
+                    svg,
+                    r##"<text x="{:.1}" y="{:.1}" fill="#4a148c" font-weight="bold">{}</text>"##,
+                    x + 4.0,
+                    y_of(row) + ROW_HEIGHT - 4.0,
+                    if hang.cycle { "DEADLOCK" } else { "HANG" }
+                );
             }
         }
     }
@@ -254,7 +318,10 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
     for inversion in &report.inversions {
         let x = x_of(inversion.at_ns);
         let width = (x_of(inversion.at_ns + inversion.duration_ns) - x).max(3.0);
-        for (tid, dash) in [(inversion.high.tid, ""), (inversion.low.tid, r#" stroke-dasharray="3,2""#)] {
+        for (tid, dash) in [
+            (inversion.high.tid, ""),
+            (inversion.low.tid, r#" stroke-dasharray="3,2""#),
+        ] {
             if let Some(&row) = index.get(&tid) {
                 let _ = writeln!(
                     svg,

@@ -44,15 +44,32 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         .filter(|row| all_threads || !any_target || row.target)
         .collect();
     if !all_threads && !any_target {
-        rows.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns));
+        rows.sort_by_key(|row| std::cmp::Reverse(row.cpu_ns));
         rows.truncate(DEFAULT_ROWS);
         rows.sort_by(|a, b| a.kernel_prio.cmp(&b.kernel_prio).then(a.tid.cmp(&b.tid)));
     }
-    let _ = writeln!(out, "\nThreads{}:", if !all_threads && !any_target { format!(" (the {DEFAULT_ROWS} busiest; --all-threads for every one)") } else { String::new() });
     let _ = writeln!(
         out,
-        "  {:>7}  {:<16} {:<12} {:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6}  {}",
-        "tid", "name", "policy", "prio", "acts", "period ms", "jitter µs", "cpu µs", "p99 µs", "cpu %", "woken by"
+        "\nThreads{}:",
+        if !all_threads && !any_target {
+            format!(" (the {DEFAULT_ROWS} busiest; --all-threads for every one)")
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  {:>7}  {:<16} {:<12} {:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6}  woken by",
+        "tid",
+        "name",
+        "policy",
+        "prio",
+        "acts",
+        "period ms",
+        "jitter µs",
+        "cpu µs",
+        "p99 µs",
+        "cpu %",
     );
     for row in &rows {
         let policy = row.policy.replace("SCHED_", "");
@@ -73,8 +90,10 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         );
     }
     // Wake-up chains: follow each thread's usual waker back to an interrupt or a thread outside.
-    let shown: std::collections::HashMap<i32, &str> =
-        rows.iter().map(|row| (row.tid, row.name.as_str())).collect();
+    let shown: std::collections::HashMap<i32, &str> = rows
+        .iter()
+        .map(|row| (row.tid, row.name.as_str()))
+        .collect();
     let usual_waker: std::collections::HashMap<i32, i32> = report
         .threads
         .iter()
@@ -83,7 +102,9 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
     let mut chains: Vec<Vec<i32>> = Vec::new();
     for row in &rows {
         // Chains end at threads that wake nobody shown.
-        if row.wakes.iter().any(|woken| shown.contains_key(&woken.tid) && usual_waker.get(&woken.tid) == Some(&row.tid)) {
+        if row.wakes.iter().any(|woken| {
+            shown.contains_key(&woken.tid) && usual_waker.get(&woken.tid) == Some(&row.tid)
+        }) {
             continue;
         }
         let mut chain = vec![row.tid];
@@ -112,7 +133,15 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         let middle: Vec<String> = inversion
             .middle
             .iter()
-            .map(|middle| format!("{} ({}, prio {}) ran {} ms", middle.name, middle.tid, middle.priority, ms(middle.ns)))
+            .map(|middle| {
+                format!(
+                    "{} ({}, prio {}) ran {} ms",
+                    middle.name,
+                    middle.tid,
+                    middle.priority,
+                    ms(middle.ns)
+                )
+            })
             .collect();
         let _ = writeln!(
             out,
@@ -127,42 +156,88 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         );
     }
     if !report.pi_boosts.is_empty() {
-        let _ = writeln!(out, "\nPriority-inheritance boosts: {}", report.pi_boosts.len());
+        let _ = writeln!(
+            out,
+            "\nPriority-inheritance boosts: {}",
+            report.pi_boosts.len()
+        );
         for boost in report.pi_boosts.iter().take(5) {
-            let _ = writeln!(out, "  {} ({}) raised from {} to {} by {} ({})", boost.owner.name, boost.owner.tid, boost.from_priority, boost.to_priority, boost.by.name, boost.by.tid);
+            let _ = writeln!(
+                out,
+                "  {} ({}) raised from {} to {} by {} ({})",
+                boost.owner.name,
+                boost.owner.tid,
+                boost.from_priority,
+                boost.to_priority,
+                boost.by.name,
+                boost.by.tid
+            );
         }
     }
-    let _ = writeln!(out, "\nHangs (blocked on a futex longer than {} ms): {}", ms(report.hang_threshold_ns), report.hangs.len());
+    let _ = writeln!(
+        out,
+        "\nHangs (blocked on a futex longer than {} ms): {}",
+        ms(report.hang_threshold_ns),
+        report.hangs.len()
+    );
     for hang in &report.hangs {
         let threads: Vec<String> = hang
             .threads
             .iter()
             .map(|thread| match thread.owner {
-                Some(owner) => format!("{} ({}) waits on {} held by {}", thread.name, thread.tid, thread.futex, owner),
+                Some(owner) => format!(
+                    "{} ({}) waits on {} held by {}",
+                    thread.name, thread.tid, thread.futex, owner
+                ),
                 None => format!("{} ({}) on {}", thread.name, thread.tid, thread.futex),
             })
             .collect();
         let _ = writeln!(
             out,
             "  {} since {} s{}: {}",
-            if hang.cycle { "DEADLOCK (wait-for cycle)" } else { "hung together" },
+            if hang.cycle {
+                "DEADLOCK (wait-for cycle)"
+            } else {
+                "hung together"
+            },
             ms(hang.since_ns.saturating_sub(report.first_ns) / 1000),
-            hang.ended_ns.map(|end| format!(" until {} s", ms(end.saturating_sub(report.first_ns) / 1000))).unwrap_or_else(|| ", still at the end".into()),
+            hang.ended_ns
+                .map(|end| format!(
+                    " until {} s",
+                    ms(end.saturating_sub(report.first_ns) / 1000)
+                ))
+                .unwrap_or_else(|| ", still at the end".into()),
             threads.join("; ")
         );
     }
-    let _ = writeln!(out, "\nStarvation (runnable longer than {} ms): {}", ms(report.starve_threshold_ns), report.starvation.len());
+    let _ = writeln!(
+        out,
+        "\nStarvation (runnable longer than {} ms): {}",
+        ms(report.starve_threshold_ns),
+        report.starvation.len()
+    );
     for starved in report.starvation.iter().take(10) {
-        let ran: Vec<String> = starved.ran.iter().take(3).map(|ran| format!("{} {} ms", ran.name, ms(ran.ns))).collect();
+        let ran: Vec<String> = starved
+            .ran
+            .iter()
+            .take(3)
+            .map(|ran| format!("{} {} ms", ran.name, ms(ran.ns)))
+            .collect();
         let _ = writeln!(
             out,
             "  {} ({}) waited {} ms for a CPU at {} s; ran meanwhile: {}",
-            starved.thread.name, starved.thread.tid, ms(starved.runnable_ns),
+            starved.thread.name,
+            starved.thread.tid,
+            ms(starved.runnable_ns),
             ms(starved.since_ns.saturating_sub(report.first_ns) / 1000),
             ran.join(", ")
         );
     }
-    let _ = writeln!(out, "\nLate activations (work not done by the next period): {}", report.late_activations_total);
+    let _ = writeln!(
+        out,
+        "\nLate activations (work not done by the next period): {}",
+        report.late_activations_total
+    );
     for late in report.late_activations.iter().take(10) {
         let path: Vec<String> = late
             .critical_path
@@ -175,9 +250,12 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         let _ = writeln!(
             out,
             "  {} ({}) at {} s took {} ms of its {} ms period: {}",
-            late.thread.name, late.thread.tid,
+            late.thread.name,
+            late.thread.tid,
             ms(late.at_ns.saturating_sub(report.first_ns) / 1000),
-            ms(late.response_ns), ms(late.period_ns), path.join(" → ")
+            ms(late.response_ns),
+            ms(late.period_ns),
+            path.join(" → ")
         );
     }
     for warning in &report.warnings {

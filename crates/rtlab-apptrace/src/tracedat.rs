@@ -73,11 +73,7 @@ pub enum Compression {
     Zlib,
 }
 
-fn decompress(
-    compression: Compression,
-    data: &[u8],
-    expected: usize,
-) -> Result<Vec<u8>, String> {
+fn decompress(compression: Compression, data: &[u8], expected: usize) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(expected);
     match compression {
         Compression::None => return Ok(data.to_vec()),
@@ -372,7 +368,10 @@ impl<S: DatSource> TraceDat<S> {
         let version_at = cursor.position;
         let version_text = cursor.cstring()?;
         let version: u32 = version_text.parse().map_err(|_| {
-            cursor.error(version_at, format!("version {version_text:?} is not a number"))
+            cursor.error(
+                version_at,
+                format!("version {version_text:?} is not a number"),
+            )
         })?;
         let [endian] = cursor.array::<1>()?;
         if endian != 0 {
@@ -388,9 +387,7 @@ impl<S: DatSource> TraceDat<S> {
         let info = match version {
             6 => Self::open_v6(&mut cursor, &mut header, page_size)?,
             7 => Self::open_v7(&mut cursor, &mut header, page_size)?,
-            other => {
-                return Err(cursor.error(version_at, format!("version {other} is not 6 or 7")))
-            }
+            other => return Err(cursor.error(version_at, format!("version {other} is not 6 or 7"))),
         };
         let missing = |what: &str| DatError {
             offset: 0,
@@ -460,12 +457,16 @@ impl<S: DatSource> TraceDat<S> {
                         let size = u64::from(cursor.u32()?);
                         let data = cursor.bytes(size)?;
                         if id == 4 {
-                            clock = Some(String::from_utf8_lossy(&data).trim_matches('\0').to_owned());
+                            clock =
+                                Some(String::from_utf8_lossy(&data).trim_matches('\0').to_owned());
                         }
                         if id == 3 && data.len() > 8 {
                             // An instance's buffer: its own flyrecord header at this offset.
-                            let offset = u64::from_le_bytes(data[0..8].try_into().expect("8 bytes"));
-                            let name = String::from_utf8_lossy(&data[8..]).trim_matches('\0').to_owned();
+                            let offset =
+                                u64::from_le_bytes(data[0..8].try_into().expect("8 bytes"));
+                            let name = String::from_utf8_lossy(&data[8..])
+                                .trim_matches('\0')
+                                .to_owned();
                             instances.push((offset, name));
                         }
                     }
@@ -551,7 +552,9 @@ impl<S: DatSource> TraceDat<S> {
             "none" => Compression::None,
             "zstd" => Compression::Zstd,
             "zlib" => Compression::Zlib,
-            other => return Err(cursor.error(at, format!("compression {other:?} is not supported"))),
+            other => {
+                return Err(cursor.error(at, format!("compression {other:?} is not supported")))
+            }
         };
         let mut next_options = cursor.u64()?;
         let source = cursor.source;
@@ -565,7 +568,10 @@ impl<S: DatSource> TraceDat<S> {
             let options_at = next_options;
             let (id, content) = Self::section(source, options_at, compression, "options")?;
             if id != 0 {
-                return Err(cursor.error(options_at, format!("section id {id} where options were expected")));
+                return Err(cursor.error(
+                    options_at,
+                    format!("section id {id} where options were expected"),
+                ));
             }
             let mut options = Cursor::new(&content[..], 0, "options");
             let option_error = |message: String| DatError {
@@ -581,9 +587,9 @@ impl<S: DatSource> TraceDat<S> {
                     .map_err(|error| option_error(error.message))?;
                 let mut option = Cursor::new(&data[..], 0, "option");
                 let mut offset_option = || {
-                    option
-                        .u64()
-                        .map_err(|_| option_error(format!("option {id} of {size} bytes, 8 expected")))
+                    option.u64().map_err(|_| {
+                        option_error(format!("option {id} of {size} bytes, 8 expected"))
+                    })
                 };
                 match id {
                     0 => {
@@ -614,22 +620,23 @@ impl<S: DatSource> TraceDat<S> {
                             }
                             Ok((name, clock, cpus, offset))
                         };
-                        buffers.push(
-                            parse(&mut option)
-                                .map_err(|error| option_error(format!("buffer option: {}", error.message)))?,
-                        );
+                        buffers.push(parse(&mut option).map_err(|error| {
+                            option_error(format!("buffer option: {}", error.message))
+                        })?);
                     }
                     16 => {
                         let at = offset_option()?;
                         let (_, content) = Self::section(source, at, compression, "header info")?;
                         let mut inner = Cursor::new(&content[..], 0, "header info");
-                        read_header_info(&mut inner, header).map_err(|error| relocate(error, at))?;
+                        read_header_info(&mut inner, header)
+                            .map_err(|error| relocate(error, at))?;
                     }
                     18 => {
                         let at = offset_option()?;
                         let (_, content) = Self::section(source, at, compression, "event formats")?;
                         let mut inner = Cursor::new(&content[..], 0, "event formats");
-                        read_event_formats(&mut inner, header).map_err(|error| relocate(error, at))?;
+                        read_event_formats(&mut inner, header)
+                            .map_err(|error| relocate(error, at))?;
                     }
                     21 => {
                         let at = offset_option()?;
@@ -732,7 +739,10 @@ impl<S: DatSource> TraceDat<S> {
 /// The selected clock in a `trace_clock` text (`local [global] mono`) or the name itself.
 fn selected_clock(text: &str) -> String {
     text.split_whitespace()
-        .find_map(|word| word.strip_prefix('[').and_then(|word| word.strip_suffix(']')))
+        .find_map(|word| {
+            word.strip_prefix('[')
+                .and_then(|word| word.strip_suffix(']'))
+        })
         .unwrap_or(text.trim())
         .to_owned()
 }
@@ -815,7 +825,9 @@ impl CpuStream {
                 }
                 page_offset = self.chunk_offset;
                 let start = self.chunk_position;
-                context.page.copy_from_slice(&self.chunk[start..start + page_size]);
+                context
+                    .page
+                    .copy_from_slice(&self.chunk[start..start + page_size]);
                 self.chunk_position += page_size;
             } else {
                 if self.next_offset + page_size as u64 > end {
@@ -845,9 +857,11 @@ impl CpuStream {
                     if payload_error.is_some() {
                         return;
                     }
-                    if let Err(error) = decoder.decode(cpu, record.timestamp_ns, record.payload, &mut |event| {
-                        events.push_back(event)
-                    }) {
+                    if let Err(error) =
+                        decoder.decode(cpu, record.timestamp_ns, record.payload, &mut |event| {
+                            events.push_back(event)
+                        })
+                    {
                         payload_error = Some(error);
                     }
                 })
@@ -882,14 +896,22 @@ mod tests {
 
     #[test]
     fn zlib_and_zstd_blocks_decompress_and_a_wrong_size_is_an_error() {
-        let data: Vec<u8> = (0..10_000u32).flat_map(|value| (value % 251).to_le_bytes()).collect();
-        let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        let data: Vec<u8> = (0..10_000u32)
+            .flat_map(|value| (value % 251).to_le_bytes())
+            .collect();
+        let mut encoder =
+            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         encoder.write_all(&data).unwrap();
         let compressed = encoder.finish().unwrap();
-        assert_eq!(decompress(Compression::Zlib, &compressed, data.len()).unwrap(), data);
+        assert_eq!(
+            decompress(Compression::Zlib, &compressed, data.len()).unwrap(),
+            data
+        );
         let error = decompress(Compression::Zlib, &compressed, data.len() - 1).unwrap_err();
         assert!(error.contains("the header says"), "{error}");
-        assert!(decompress(Compression::Zstd, b"not zstd", 10).unwrap_err().starts_with("zstd"));
+        assert!(decompress(Compression::Zstd, b"not zstd", 10)
+            .unwrap_err()
+            .starts_with("zstd"));
     }
 
     #[test]

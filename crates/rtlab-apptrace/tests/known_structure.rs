@@ -25,7 +25,11 @@ fn header(schema: &str) -> OutputHeader {
 }
 
 fn analysis_source() -> rtlab_apptrace::analyze::report::SourceInfo {
-    rtlab_apptrace::analyze::report::SourceInfo { path: "test".into(), format: "test".into(), clock: None }
+    rtlab_apptrace::analyze::report::SourceInfo {
+        path: "test".into(),
+        format: "test".into(),
+        clock: None,
+    }
 }
 
 #[test]
@@ -34,7 +38,11 @@ fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle
     let _one_at_a_time = support::require_root_and_tracefs();
     let demo = support::demo_binary();
     let config = RecordConfig {
-        target: Target::Command(vec![demo.display().to_string(), "--seconds".into(), "2".into()]),
+        target: Target::Command(vec![
+            demo.display().to_string(),
+            "--seconds".into(),
+            "2".into(),
+        ]),
         // The deadlocked pair is still blocked when the recording ends (and the program killed).
         duration: Some(Duration::from_millis(3000)),
         ..RecordConfig::default()
@@ -49,9 +57,13 @@ fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle
     let (bytes, summary) = record(&config, Vec::new(), file_header, &stop, |_| {}).unwrap();
     assert!(!summary.interrupted);
     assert!(summary.owners_found >= 2, "{summary:?}");
-    assert!(summary.enabled_events.contains(&"syscalls:sys_enter_futex".to_owned()));
+    assert!(summary
+        .enabled_events
+        .contains(&"syscalls:sys_enter_futex".to_owned()));
     let name = format!("rtlab-{}-apptrace", std::process::id());
-    assert!(!std::path::Path::new("/sys/kernel/tracing/instances").join(name).exists());
+    assert!(!std::path::Path::new("/sys/kernel/tracing/instances")
+        .join(name)
+        .exists());
     let mut file = TraceFile::open(&bytes[..]).unwrap();
     let mut analyzer = rtlab_apptrace::analyze::Analyzer::new(AnalysisConfig::default());
     let read = file.for_each_event(|event| analyzer.push(event)).unwrap();
@@ -68,22 +80,35 @@ fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle
 fn a_trace_cmd_trace_dat_of_the_same_program_gives_the_same_analysis() {
     let _one_at_a_time = support::require_root_and_tracefs();
     assert!(
-        std::process::Command::new("trace-cmd").arg("--version").output().is_ok(),
+        std::process::Command::new("trace-cmd")
+            .arg("--version")
+            .output()
+            .is_ok(),
         "this test needs trace-cmd (apt-get install trace-cmd)"
     );
     let demo = support::demo_binary();
     let directory = tempfile::tempdir().unwrap();
     let dat = directory.path().join("demo.dat");
-    let status = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/test_data/capture.sh"))
-        .arg(&dat)
-        .arg(&demo)
-        .args(["--seconds", "2"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
+    let status =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/test_data/capture.sh"))
+            .arg(&dat)
+            .arg(&demo)
+            .args(["--seconds", "2"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
     assert!(status.success());
-    let (report, _) = rtlab_apptrace::source::analyze_path(&dat, AnalysisConfig::default(), header("rtlab.trace/1")).unwrap();
-    assert!(report.source.format.starts_with("trace.dat v7"), "{:?}", report.source);
+    let (report, _) = rtlab_apptrace::source::analyze_path(
+        &dat,
+        AnalysisConfig::default(),
+        header("rtlab.trace/1"),
+    )
+    .unwrap();
+    assert!(
+        report.source.format.starts_with("trace.dat v7"),
+        "{:?}",
+        report.source
+    );
     // Without the process's memory the owners are unknown: the pair is found hung together.
     support::check_known_structure(&report, false);
 }

@@ -9,7 +9,9 @@ use rtlab_core::header::OutputHeader;
 use std::path::Path;
 
 fn fixtures(kind: &str) -> Vec<std::path::PathBuf> {
-    let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data/tracedat").join(kind);
+    let directory = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("test_data/tracedat")
+        .join(kind);
     let mut files: Vec<_> = std::fs::read_dir(directory)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -31,16 +33,26 @@ fn every_ok_fixture_reads_whole_and_shows_the_inversion() {
             started_at: "2026-01-01T00:00:00Z".into(),
             host: None,
         };
-        let (report, _) = rtlab_apptrace::source::analyze_path(&path, AnalysisConfig::default(), header)
-            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-        assert!(report.n_events > 1000, "{}: {} events", path.display(), report.n_events);
+        let (report, _) =
+            rtlab_apptrace::source::analyze_path(&path, AnalysisConfig::default(), header)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        assert!(
+            report.n_events > 1000,
+            "{}: {} events",
+            path.display(),
+            report.n_events
+        );
         assert_eq!(report.lost_events, 0);
         let inversion = report
             .inversions
             .first()
             .unwrap_or_else(|| panic!("{}: no inversion", path.display()));
         assert_eq!(
-            (inversion.high.name.as_str(), inversion.low.name.as_str(), inversion.middle[0].name.as_str()),
+            (
+                inversion.high.name.as_str(),
+                inversion.low.name.as_str(),
+                inversion.middle[0].name.as_str()
+            ),
             ("inv-high", "inv-low", "inv-mid"),
             "{}",
             path.display()
@@ -48,7 +60,10 @@ fn every_ok_fixture_reads_whole_and_shows_the_inversion() {
         formats.push(report.source.format);
     }
     assert!(formats.contains(&"trace.dat v6".to_owned()), "{formats:?}");
-    assert!(formats.contains(&"trace.dat v7 zstd".to_owned()), "{formats:?}");
+    assert!(
+        formats.contains(&"trace.dat v7 zstd".to_owned()),
+        "{formats:?}"
+    );
 }
 
 #[test]

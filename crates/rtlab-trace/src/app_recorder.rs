@@ -87,7 +87,11 @@ impl AppRecorder {
     pub fn start(buffer_kb: u32, futex_threads: Option<&[u32]>) -> Result<AppRecorder, TraceError> {
         let tracefs = Tracefs::open()?;
         let removed_stale = tracefs.remove_stale_instances()?;
-        let name = format!("{}{}-apptrace", tracefs::INSTANCE_PREFIX, std::process::id());
+        let name = format!(
+            "{}{}-apptrace",
+            tracefs::INSTANCE_PREFIX,
+            std::process::id()
+        );
         let instance = tracefs.create_instance(&name)?;
         let page_decoder = crate::recorder::page_decoder(&tracefs)?;
         instance.write("tracing_on", "0")?;
@@ -104,12 +108,13 @@ impl AppRecorder {
                 continue;
             }
             let format_file = format!("{directory}/format");
-            let format = parse_event_format(system, &instance.read(&format_file)?).map_err(
-                |source| TraceError::Format {
-                    file: format_file.clone(),
-                    source,
-                },
-            )?;
+            let format =
+                parse_event_format(system, &instance.read(&format_file)?).map_err(|source| {
+                    TraceError::Format {
+                        file: format_file.clone(),
+                        source,
+                    }
+                })?;
             instance.write(&format!("{directory}/enable"), "1")?;
             formats.push(format);
             enabled.push(format!("{system}:{event}"));

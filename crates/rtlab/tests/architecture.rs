@@ -12,7 +12,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-sys", &["rtlab-core"]),
     ("rtlab-probe", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-trace", &["rtlab-core", "rtlab-sys"]),
-    ("rtlab-apptrace", &["rtlab-core", "rtlab-sys", "rtlab-trace"]),
+    (
+        "rtlab-apptrace",
+        &["rtlab-core", "rtlab-sys", "rtlab-trace"],
+    ),
     ("rtlab-analysis", &["rtlab-core"]),
     ("rtlab-sched", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-daemon", &["rtlab-core", "rtlab-sys", "rtlab-sched"]),

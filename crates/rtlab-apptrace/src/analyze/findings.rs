@@ -47,7 +47,11 @@ impl Analyzer {
                         timeline.push(tid, since, end, SpanState::Runnable);
                     }
                 }
-                State::Blocked { since, reason, uaddr } => {
+                State::Blocked {
+                    since,
+                    reason,
+                    uaddr,
+                } => {
                     let thread = &self.threads[&tid];
                     let was_active = !thread.activations.is_empty() || thread.cpu_ns > 0;
                     if reason == BlockReason::Futex
@@ -91,7 +95,10 @@ impl Analyzer {
                 .iter()
                 .max_by_key(|(waker, count)| (**count, -**waker))
                 .map(|(waker, count)| (*waker, *count));
-            let all_starts: Vec<u64> = activations.iter().map(|activation| activation.start).collect();
+            let all_starts: Vec<u64> = activations
+                .iter()
+                .map(|activation| activation.start)
+                .collect();
             let dominant_starts: Vec<u64> = match dominant {
                 Some((waker, _)) => activations
                     .iter()
@@ -101,8 +108,16 @@ impl Analyzer {
                 _ => all_starts.clone(),
             };
             let period = detect_period(&dominant_starts).or_else(|| detect_period(&all_starts));
-            let mut cpu: Vec<u64> = thread.activations.iter().map(|activation| activation.cpu_ns).collect();
-            let mean = if cpu.is_empty() { 0 } else { cpu.iter().sum::<u64>() / cpu.len() as u64 };
+            let mut cpu: Vec<u64> = thread
+                .activations
+                .iter()
+                .map(|activation| activation.cpu_ns)
+                .collect();
+            let mean = if cpu.is_empty() {
+                0
+            } else {
+                cpu.iter().sum::<u64>() / cpu.len() as u64
+            };
             let p99 = percentile(&mut cpu, 99.0);
             let max = cpu.iter().copied().max().unwrap_or(0);
             let counted = |map: &HashMap<i32, u64>| -> Vec<Counted> {
@@ -182,7 +197,7 @@ impl Analyzer {
                         ns: *ns,
                     })
                     .collect();
-                ran.sort_by(|a, b| b.ns.cmp(&a.ns));
+                ran.sort_by_key(|ran| std::cmp::Reverse(ran.ns));
                 ran.truncate(5);
                 Starvation {
                     thread: self.thread_ref(*tid),
@@ -192,7 +207,11 @@ impl Analyzer {
                 }
             })
             .collect();
-        starvation.sort_by(|a, b| b.runnable_ns.cmp(&a.runnable_ns).then(a.since_ns.cmp(&b.since_ns)));
+        starvation.sort_by(|a, b| {
+            b.runnable_ns
+                .cmp(&a.runnable_ns)
+                .then(a.since_ns.cmp(&b.since_ns))
+        });
         starvation.truncate(MAX_LISTED);
         let pi_boosts = self
             .pi_boosts
@@ -218,7 +237,10 @@ impl Analyzer {
         }
         if let Some(timeline) = &self.timeline {
             if timeline.dropped > 0 {
-                warnings.push(format!("the timeline keeps the first {} spans; {} later ones are not drawn", timeline.cap, timeline.dropped));
+                warnings.push(format!(
+                    "the timeline keeps the first {} spans; {} later ones are not drawn",
+                    timeline.cap, timeline.dropped
+                ));
             }
         }
         let report = TraceReport {
@@ -349,7 +371,9 @@ impl Analyzer {
             let mut current = start;
             while let Some(owner) = owner_of(&waits[current]) {
                 let next = (0..waits.len()).find(|&index| {
-                    !placed[index] && waits[index].0 == owner && overlaps(&waits[index], &waits[current])
+                    !placed[index]
+                        && waits[index].0 == owner
+                        && overlaps(&waits[index], &waits[current])
                 });
                 let Some(next) = next else {
                     break;
@@ -368,19 +392,18 @@ impl Analyzer {
             }
         }
         // The rest: by process, then while they overlap.
-        let mut rest: Vec<(i32, (i32, u64, Option<u64>, u64))> = waits
+        let mut rest: Vec<(i32, Wait)> = waits
             .iter()
             .enumerate()
             .filter(|(index, _)| !placed[*index])
-            .map(|(_, wait)| {
-                (self.family_of(wait.0), *wait)
-            })
+            .map(|(_, wait)| (self.family_of(wait.0), *wait))
             .collect();
         rest.sort_by_key(|(tgid, wait)| (*tgid, wait.1, wait.0));
         let mut group: Vec<(i32, u64, Option<u64>, u64)> = Vec::new();
         let mut group_process = None;
         for (tgid, wait) in rest {
-            let joins = group_process == Some(tgid) && group.iter().any(|other| overlaps(other, &wait));
+            let joins =
+                group_process == Some(tgid) && group.iter().any(|other| overlaps(other, &wait));
             if !joins && !group.is_empty() {
                 hangs.push(make_hang(&group, false));
                 group.clear();
@@ -395,6 +418,9 @@ impl Analyzer {
         hangs
     }
 }
+
+/// A long futex wait: (tid, since, until, futex address).
+type Wait = (i32, u64, Option<u64>, u64);
 
 /// Groups activations into jobs: a job starts with an activation by the thread's usual waker
 /// and takes the activations that follow until the next one.

@@ -7,9 +7,9 @@
 //! activation, kept for period detection and late-activation critical paths) and, only when a
 //! timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
+mod findings;
 pub mod period;
 pub mod report;
-mod findings;
 pub mod timeline;
 
 use crate::model::{futex_op, Comm, Event, EventKind, Policy};
@@ -58,9 +58,18 @@ impl BlockReason {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
     Unknown,
-    Running { cpu: u32, since: u64 },
-    Runnable { since: u64 },
-    Blocked { since: u64, reason: BlockReason, uaddr: u64 },
+    Running {
+        cpu: u32,
+        since: u64,
+    },
+    Runnable {
+        since: u64,
+    },
+    Blocked {
+        since: u64,
+        reason: BlockReason,
+        uaddr: u64,
+    },
     Dead,
 }
 
@@ -151,6 +160,9 @@ pub(crate) struct CpuState {
     pub irq_total: u64,
 }
 
+/// A starvation found on the way: (tid, since, waited, who ran meanwhile with how long).
+pub(crate) type Starved = (i32, u64, u64, Vec<(i32, u64)>);
+
 /// Recent runnable episodes kept per thread (for the inversion check).
 const EPISODES_KEPT: usize = 32;
 
@@ -176,7 +188,8 @@ pub struct Analyzer {
     pub(crate) n_events: u64,
     pub(crate) inversions: Vec<Inversion>,
     pub(crate) pi_boosts: Vec<(u64, i32, i32, i32, i32)>,
-    pub(crate) starvation: Vec<(i32, u64, u64, Vec<(i32, u64)>)>,
+    /// (tid, since, waited, who ran meanwhile)
+    pub(crate) starvation: Vec<Starved>,
     /// waiter → (futex, owner), from memory reads while recording and from PI boosts.
     pub(crate) owners: HashMap<i32, (u64, i32)>,
     /// child → parent, from fork events (for grouping hangs when processes are unknown).
@@ -220,7 +233,10 @@ impl Analyzer {
     }
 
     pub(crate) fn prio_of(&self, tid: i32) -> i32 {
-        self.threads.get(&tid).map(|thread| thread.prio).unwrap_or(120)
+        self.threads
+            .get(&tid)
+            .map(|thread| thread.prio)
+            .unwrap_or(120)
     }
 
     fn span(&mut self, tid: i32, start: u64, end: u64, state: SpanState) {
@@ -262,7 +278,9 @@ impl Analyzer {
                 prev_state,
                 next_tid,
                 next_prio,
-            } => self.switch(time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio),
+            } => self.switch(
+                time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio,
+            ),
             EventKind::Waking {
                 tid,
                 waker,
@@ -331,7 +349,11 @@ impl Analyzer {
                     }
                 }
             }
-            EventKind::Owner { waiter, uaddr, owner } => {
+            EventKind::Owner {
+                waiter,
+                uaddr,
+                owner,
+            } => {
                 self.owners.insert(waiter, (uaddr, owner));
             }
             EventKind::Name { .. } | EventKind::ThreadInfo { .. } => {}
@@ -374,7 +396,12 @@ impl Analyzer {
             if waiter == prev {
                 continue;
             }
-            if let Some((State::Runnable { since: waiting_since }, queue_cpu)) = self
+            if let Some((
+                State::Runnable {
+                    since: waiting_since,
+                },
+                queue_cpu,
+            )) = self
                 .threads
                 .get(&waiter)
                 .map(|thread| (thread.state, thread.queue_cpu))
@@ -436,7 +463,11 @@ impl Analyzer {
         let state = self.thread(next).state;
         match state {
             State::Runnable { since } => self.end_runnable(time, cpu, next, since),
-            State::Blocked { since, reason, uaddr } => {
+            State::Blocked {
+                since,
+                reason,
+                uaddr,
+            } => {
                 // Woken without a traced wake-up (sched_waking not recorded).
                 self.end_blocked(time, next, since, reason, uaddr, -1);
                 self.thread(next).current = Some(Activation {
@@ -541,7 +572,11 @@ impl Analyzer {
         }
         let state = self.thread(tid).state;
         let (woke_from, blocked_before) = match state {
-            State::Blocked { since, reason, uaddr } => {
+            State::Blocked {
+                since,
+                reason,
+                uaddr,
+            } => {
                 self.end_blocked(time, tid, since, reason, uaddr, waker);
                 if reason == BlockReason::Futex && waker > 0 {
                     self.check_inversion(tid, waker, since, time, uaddr);
@@ -602,7 +637,7 @@ impl Analyzer {
         if middle.is_empty() {
             return;
         }
-        middle.sort_by(|a, b| b.1.cmp(&a.1));
+        middle.sort_by_key(|entry| std::cmp::Reverse(entry.1));
         let middle = middle
             .into_iter()
             .map(|(tid, ns)| Middle {

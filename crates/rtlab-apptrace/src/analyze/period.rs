@@ -56,7 +56,11 @@ mod tests {
         let mut time = 1_000u64;
         for index in 0..50u64 {
             starts.push(time);
-            time += if index % 10 == 9 { 37_000_000 } else { 10_000_000 + (index % 3) * 100_000 };
+            time += if index % 10 == 9 {
+                37_000_000
+            } else {
+                10_000_000 + (index % 3) * 100_000
+            };
         }
         let (period, jitter) = detect_period(&starts).unwrap();
         assert!(period.abs_diff(10_100_000) < 100_000, "{period}");

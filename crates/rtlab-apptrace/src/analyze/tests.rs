@@ -38,7 +38,13 @@ impl Script {
         self
     }
 
-    fn switch(&mut self, time_ms: f64, cpu: u32, prev: (i32, i32, u32), next: (i32, i32)) -> &mut Script {
+    fn switch(
+        &mut self,
+        time_ms: f64,
+        cpu: u32,
+        prev: (i32, i32, u32),
+        next: (i32, i32),
+    ) -> &mut Script {
         self.at(
             time_ms,
             cpu,
@@ -53,7 +59,16 @@ impl Script {
     }
 
     fn wake(&mut self, time_ms: f64, cpu: u32, tid: i32, prio: i32, waker: i32) -> &mut Script {
-        self.at(time_ms, cpu, EventKind::Waking { tid, prio, waker, target_cpu: cpu as i32 })
+        self.at(
+            time_ms,
+            cpu,
+            EventKind::Waking {
+                tid,
+                prio,
+                waker,
+                target_cpu: cpu as i32,
+            },
+        )
     }
 
     fn analyse(&self) -> TraceReport {
@@ -68,7 +83,11 @@ impl Script {
             started_at: "2026-01-01T00:00:00Z".into(),
             host: None,
         };
-        let source = SourceInfo { path: "synthetic".into(), format: "test".into(), clock: None };
+        let source = SourceInfo {
+            path: "synthetic".into(),
+            format: "test".into(),
+            clock: None,
+        };
         analyzer.finish(header, source, 0).0
     }
 }
@@ -87,14 +106,30 @@ fn an_inversion_names_its_three_threads() {
         .switch(0.0, 1, (0, 120, 0), (LOW, P_LOW))
         .wake(1.0, 1, HIGH, P_HIGH, 0)
         .switch(1.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(1.1, 1, EventKind::FutexEnter { tid: HIGH, uaddr: 0xabc0, op: 0x80, value: 2 })
+        .at(
+            1.1,
+            1,
+            EventKind::FutexEnter {
+                tid: HIGH,
+                uaddr: 0xabc0,
+                op: 0x80,
+                value: 2,
+            },
+        )
         .switch(1.2, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
         .wake(2.0, 1, MIDDLE, P_MIDDLE, 0)
         .switch(2.0, 1, (LOW, P_LOW, PREEMPTED), (MIDDLE, P_MIDDLE))
         .switch(22.0, 1, (MIDDLE, P_MIDDLE, SLEEPING), (LOW, P_LOW))
         .wake(23.0, 1, HIGH, P_HIGH, LOW)
         .switch(23.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(23.1, 1, EventKind::FutexExit { tid: HIGH, result: 0 })
+        .at(
+            23.1,
+            1,
+            EventKind::FutexExit {
+                tid: HIGH,
+                result: 0,
+            },
+        )
         .switch(24.0, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW));
     let report = script.analyse();
     assert_eq!(report.inversions.len(), 1, "{:#?}", report.inversions);
@@ -102,13 +137,23 @@ fn an_inversion_names_its_three_threads() {
     assert_eq!((inversion.high.tid, inversion.high.priority), (HIGH, 30));
     assert_eq!((inversion.low.tid, inversion.low.priority), (LOW, 10));
     assert_eq!(inversion.middle.len(), 1);
-    assert_eq!((inversion.middle[0].tid, inversion.middle[0].priority, inversion.middle[0].ns), (MIDDLE, 20, 20 * MS));
+    assert_eq!(
+        (
+            inversion.middle[0].tid,
+            inversion.middle[0].priority,
+            inversion.middle[0].ns
+        ),
+        (MIDDLE, 20, 20 * MS)
+    );
     assert_eq!(inversion.at_ns, 1_200_000);
     assert_eq!(inversion.duration_ns, 21_800_000);
     assert_eq!(inversion.futex, "0xabc0");
     let high = report.threads.iter().find(|row| row.tid == HIGH).unwrap();
     assert_eq!(high.blocked_ns.futex, 21_800_000);
-    assert!(high.wakers.iter().any(|waker| waker.tid == LOW && waker.count == 1));
+    assert!(high
+        .wakers
+        .iter()
+        .any(|waker| waker.tid == LOW && waker.count == 1));
 }
 
 #[test]
@@ -118,7 +163,16 @@ fn a_middle_thread_on_another_cpu_is_no_inversion() {
         .switch(0.0, 1, (0, 120, 0), (LOW, P_LOW))
         .wake(1.0, 1, HIGH, P_HIGH, 0)
         .switch(1.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(1.1, 1, EventKind::FutexEnter { tid: HIGH, uaddr: 0xabc0, op: 0, value: 2 })
+        .at(
+            1.1,
+            1,
+            EventKind::FutexEnter {
+                tid: HIGH,
+                uaddr: 0xabc0,
+                op: 0,
+                value: 2,
+            },
+        )
         .switch(1.2, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
         .wake(2.0, 0, MIDDLE, P_MIDDLE, 0)
         .switch(2.0, 0, (0, 120, 0), (MIDDLE, P_MIDDLE))
@@ -134,12 +188,46 @@ fn owners_read_while_recording_close_a_deadlock_cycle() {
     let mut script = Script::new(&[(a, "dead-a"), (b, "dead-b"), (idle, "other")]);
     script
         .switch(0.0, 0, (0, 120, 0), (a, 120))
-        .at(10.0, 0, EventKind::FutexEnter { tid: a, uaddr: 0x100, op: 0x89, value: 2 })
+        .at(
+            10.0,
+            0,
+            EventKind::FutexEnter {
+                tid: a,
+                uaddr: 0x100,
+                op: 0x89,
+                value: 2,
+            },
+        )
         .switch(10.0, 0, (a, 120, SLEEPING), (b, 120))
-        .at(11.0, 0, EventKind::FutexEnter { tid: b, uaddr: 0x200, op: 0x89, value: 2 })
+        .at(
+            11.0,
+            0,
+            EventKind::FutexEnter {
+                tid: b,
+                uaddr: 0x200,
+                op: 0x89,
+                value: 2,
+            },
+        )
         .switch(11.0, 0, (b, 120, SLEEPING), (0, 120))
-        .at(300.0, 0, EventKind::Owner { waiter: a, uaddr: 0x100, owner: b })
-        .at(300.0, 0, EventKind::Owner { waiter: b, uaddr: 0x200, owner: a })
+        .at(
+            300.0,
+            0,
+            EventKind::Owner {
+                waiter: a,
+                uaddr: 0x100,
+                owner: b,
+            },
+        )
+        .at(
+            300.0,
+            0,
+            EventKind::Owner {
+                waiter: b,
+                uaddr: 0x200,
+                owner: a,
+            },
+        )
         .switch(2000.0, 0, (0, 120, 0), (idle, 120));
     let report = script.analyse();
     assert_eq!(report.hangs.len(), 1, "{:#?}", report.hangs);
@@ -147,7 +235,11 @@ fn owners_read_while_recording_close_a_deadlock_cycle() {
     assert!(hang.cycle);
     assert_eq!(hang.ended_ns, None);
     assert_eq!(hang.since_ns, 11 * MS);
-    let owners: Vec<(i32, Option<i32>)> = hang.threads.iter().map(|thread| (thread.tid, thread.owner)).collect();
+    let owners: Vec<(i32, Option<i32>)> = hang
+        .threads
+        .iter()
+        .map(|thread| (thread.tid, thread.owner))
+        .collect();
     assert_eq!(owners, vec![(a, Some(b)), (b, Some(a))]);
 }
 
@@ -157,12 +249,44 @@ fn without_owners_the_hung_pair_is_reported_together_but_not_as_a_cycle() {
     let mut script = Script::new(&[(a, "dead-a"), (b, "dead-b")]);
     script
         .switch(0.0, 0, (0, 120, 0), (a, 120))
-        .at(10.0, 0, EventKind::FutexEnter { tid: a, uaddr: 0x100, op: 0, value: 2 })
+        .at(
+            10.0,
+            0,
+            EventKind::FutexEnter {
+                tid: a,
+                uaddr: 0x100,
+                op: 0,
+                value: 2,
+            },
+        )
         .switch(10.0, 0, (a, 120, SLEEPING), (b, 120))
-        .at(11.0, 0, EventKind::FutexEnter { tid: b, uaddr: 0x200, op: 0, value: 2 })
+        .at(
+            11.0,
+            0,
+            EventKind::FutexEnter {
+                tid: b,
+                uaddr: 0x200,
+                op: 0,
+                value: 2,
+            },
+        )
         .switch(11.0, 0, (b, 120, SLEEPING), (0, 120))
-        .at(1500.0, 0, EventKind::Fork { parent: 1, child: a })
-        .at(1500.0, 0, EventKind::Fork { parent: 1, child: b })
+        .at(
+            1500.0,
+            0,
+            EventKind::Fork {
+                parent: 1,
+                child: a,
+            },
+        )
+        .at(
+            1500.0,
+            0,
+            EventKind::Fork {
+                parent: 1,
+                child: b,
+            },
+        )
         .switch(2000.0, 0, (0, 120, 0), (0, 120));
     let report = script.analyse();
     assert_eq!(report.hangs.len(), 1, "{:#?}", report.hangs);
@@ -201,9 +325,12 @@ fn periods_wakers_and_late_activations_of_a_two_stage_pipeline() {
             .wake(start + 1.0, 0, sink, 80, source)
             .switch(start + 1.0, 0, (source, 79, SLEEPING), (0, 120));
         if wait > 0.0 {
-            script
-                .switch(start + 1.0, 0, (0, 120, 0), (99, 50))
-                .switch(start + 1.0 + wait, 0, (99, 50, SLEEPING), (0, 120));
+            script.switch(start + 1.0, 0, (0, 120, 0), (99, 50)).switch(
+                start + 1.0 + wait,
+                0,
+                (99, 50, SLEEPING),
+                (0, 120),
+            );
         }
         script
             .switch(start + 1.0 + wait, 0, (0, 120, 0), (sink, 80))
@@ -212,7 +339,12 @@ fn periods_wakers_and_late_activations_of_a_two_stage_pipeline() {
     let report = script.analyse();
     let row = |tid: i32| report.threads.iter().find(|row| row.tid == tid).unwrap();
     assert_eq!(row(source).period_ns, Some(10 * MS));
-    assert_eq!(row(sink).period_ns.map(|period| period.abs_diff(10 * MS) < MS / 2), Some(true));
+    assert_eq!(
+        row(sink)
+            .period_ns
+            .map(|period| period.abs_diff(10 * MS) < MS / 2),
+        Some(true)
+    );
     assert_eq!(row(sink).wakers[0].tid, source);
     assert_eq!(row(source).wakes[0].tid, sink);
     assert_eq!(row(sink).cpu_per_activation_ns.max, 3 * MS);

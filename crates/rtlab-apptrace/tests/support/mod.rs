@@ -19,7 +19,9 @@ pub fn require_root_and_tracefs() -> std::sync::MutexGuard<'static, ()> {
         std::path::Path::new("/sys/kernel/tracing/instances").is_dir(),
         "this test needs tracefs at /sys/kernel/tracing"
     );
-    ONE_DEMO_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ONE_DEMO_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Builds `examples/trace_demo.rs` and returns its path.
@@ -36,7 +38,11 @@ pub fn demo_binary() -> PathBuf {
         ])
         .output()
         .expect("cargo runs");
-    assert!(output.status.success(), "building trace_demo: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "building trace_demo: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -72,7 +78,10 @@ pub fn check_known_structure(report: &TraceReport, deadlock_is_cycle: bool) {
         ("starved", 20.0),
     ] {
         let row = thread(report, name);
-        let period = row.period_ns.unwrap_or_else(|| panic!("{name}: no period found ({row:?})")) as f64 / 1e6;
+        let period =
+            row.period_ns
+                .unwrap_or_else(|| panic!("{name}: no period found ({row:?})")) as f64
+                / 1e6;
         assert!(
             (period - period_ms).abs() <= period_ms * 0.05,
             "{name}: period {period} ms, expected {period_ms} ms ± 5 %"
@@ -80,7 +89,10 @@ pub fn check_known_structure(report: &TraceReport, deadlock_is_cycle: bool) {
     }
     assert_eq!(thread(report, "pipe-mid").wakers[0].name, "pipe-src");
     assert_eq!(thread(report, "pipe-sink").wakers[0].name, "pipe-mid");
-    assert!(thread(report, "pipe-src").wakes.iter().any(|woken| woken.name == "pipe-mid"));
+    assert!(thread(report, "pipe-src")
+        .wakes
+        .iter()
+        .any(|woken| woken.name == "pipe-mid"));
     assert_eq!(thread(report, "pipe-src").priority, 20);
     assert_eq!(thread(report, "inv-high").priority, 30);
     let inversions: Vec<_> = report
@@ -89,27 +101,53 @@ pub fn check_known_structure(report: &TraceReport, deadlock_is_cycle: bool) {
         .filter(|inversion| {
             inversion.high.name == "inv-high"
                 && inversion.low.name == "inv-low"
-                && inversion.middle.first().is_some_and(|middle| middle.name == "inv-mid")
+                && inversion
+                    .middle
+                    .first()
+                    .is_some_and(|middle| middle.name == "inv-mid")
         })
         .collect();
-    assert!(inversions.len() >= 3, "inversions: {:#?}", report.inversions);
+    assert!(
+        inversions.len() >= 3,
+        "inversions: {:#?}",
+        report.inversions
+    );
     for inversion in &inversions {
         assert!(inversion.middle[0].ns > 10_000_000, "{inversion:?}");
-        assert_eq!((inversion.high.priority, inversion.low.priority, inversion.middle[0].priority), (30, 10, 20));
+        assert_eq!(
+            (
+                inversion.high.priority,
+                inversion.low.priority,
+                inversion.middle[0].priority
+            ),
+            (30, 10, 20)
+        );
     }
     let pair = report
         .hangs
         .iter()
         .find(|hang| {
-            let names: Vec<&str> = hang.threads.iter().map(|thread| thread.name.as_str()).collect();
+            let names: Vec<&str> = hang
+                .threads
+                .iter()
+                .map(|thread| thread.name.as_str())
+                .collect();
             names.contains(&"dead-a") && names.contains(&"dead-b")
         })
         .unwrap_or_else(|| panic!("no hang with dead-a and dead-b: {:#?}", report.hangs));
     if deadlock_is_cycle {
         assert!(pair.cycle, "{pair:?}");
         assert_eq!(pair.threads.len(), 2, "{pair:?}");
-        let a = pair.threads.iter().find(|thread| thread.name == "dead-a").unwrap();
-        let b = pair.threads.iter().find(|thread| thread.name == "dead-b").unwrap();
+        let a = pair
+            .threads
+            .iter()
+            .find(|thread| thread.name == "dead-a")
+            .unwrap();
+        let b = pair
+            .threads
+            .iter()
+            .find(|thread| thread.name == "dead-b")
+            .unwrap();
         assert_eq!((a.owner, b.owner), (Some(b.tid), Some(a.tid)));
     }
     let starved = report
@@ -118,6 +156,10 @@ pub fn check_known_structure(report: &TraceReport, deadlock_is_cycle: bool) {
         .find(|starved| starved.thread.name == "starved")
         .unwrap_or_else(|| panic!("starved not found: {:#?}", report.starvation));
     // The hog ran most of that time (other RT work on a shared machine may have run too).
-    let hog = starved.ran.iter().find(|ran| ran.name == "hog").unwrap_or_else(|| panic!("{starved:?}, {} events lost", report.lost_events));
+    let hog = starved
+        .ran
+        .iter()
+        .find(|ran| ran.name == "hog")
+        .unwrap_or_else(|| panic!("{starved:?}, {} events lost", report.lost_events));
     assert!(hog.ns >= 200_000_000, "{starved:?}");
 }

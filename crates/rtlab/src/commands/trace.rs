@@ -93,14 +93,18 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let pending = match PendingOutput::prepare(&args.output, "--output")? {
         PendingOutput::File(file) => file,
         PendingOutput::Stdout => {
-            return Err(crate::exit::input("--output: a recording cannot go to stdout"))
+            return Err(crate::exit::input(
+                "--output: a recording cannot go to stdout",
+            ))
         }
     };
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop).context("installing the SIGINT handler")?;
     let config = RecordConfig {
         target: target.clone(),
-        duration: args.duration.map(|duration| Duration::from_nanos(duration.0)),
+        duration: args
+            .duration
+            .map(|duration| Duration::from_nanos(duration.0)),
         buffer_kb: args.buffer_kb,
         ..RecordConfig::default()
     };
@@ -211,11 +215,17 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         json.commit(&(text + "\n"))?;
     }
     if let Some(svg) = svg {
-        let spans = timeline.as_ref().map(|timeline| &timeline.spans[..]).unwrap_or(&[]);
+        let spans = timeline
+            .as_ref()
+            .map(|timeline| &timeline.spans[..])
+            .unwrap_or(&[]);
         svg.commit(&rtlab_apptrace::svg::render(&report, spans))?;
     }
     if let Some(perfetto) = perfetto {
-        let spans = timeline.as_ref().map(|timeline| &timeline.spans[..]).unwrap_or(&[]);
+        let spans = timeline
+            .as_ref()
+            .map(|timeline| &timeline.spans[..])
+            .unwrap_or(&[]);
         perfetto.commit(&rtlab_apptrace::perfetto::render(&report, spans))?;
     }
     if !json_to_stdout {
