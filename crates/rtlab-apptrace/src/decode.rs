@@ -202,7 +202,7 @@ impl PayloadDecoder {
     }
 
     fn note_name(&mut self, tid: i32, comm: Comm, timestamp_ns: u64, cpu: u32) -> Option<Event> {
-        if tid <= 0 || comm.0[0] == 0 {
+        if tid <= 0 || comm.bytes()[0] == 0 {
             return None;
         }
         if self.names.get(&tid) == Some(&comm) {

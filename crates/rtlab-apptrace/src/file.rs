@@ -178,7 +178,7 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
         EventKind::SoftirqEntry { vector } => (12, vector as i32),
         EventKind::SoftirqExit { vector } => (13, vector as i32),
         EventKind::Name { tid, comm } => {
-            body.copy_from_slice(&comm.0);
+            body.copy_from_slice(comm.bytes());
             (14, tid)
         }
         EventKind::Owner {

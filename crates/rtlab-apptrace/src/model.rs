@@ -4,49 +4,8 @@
 //! Priorities are the kernel's `prio` as the sched tracepoints print it: 0..=99 real-time (lower
 //! is more urgent; RT priority p is 99 − p), 100..=139 normal (120 = nice 0), −1 deadline.
 
-use std::fmt;
-
-/// A task's command name: up to 15 bytes, NUL-padded.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-pub struct Comm(pub [u8; 16]);
-
-impl Comm {
-    pub fn new(text: &str) -> Comm {
-        let mut bytes = [0u8; 16];
-        let length = text.len().min(15);
-        bytes[..length].copy_from_slice(&text.as_bytes()[..length]);
-        Comm(bytes)
-    }
-
-    /// From raw bytes, up to the first NUL.
-    pub fn from_bytes(raw: &[u8]) -> Comm {
-        let mut bytes = [0u8; 16];
-        let length = raw
-            .iter()
-            .position(|byte| *byte == 0)
-            .unwrap_or(raw.len())
-            .min(15);
-        bytes[..length].copy_from_slice(&raw[..length]);
-        Comm(bytes)
-    }
-
-    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
-        let length = self.0.iter().position(|byte| *byte == 0).unwrap_or(16);
-        String::from_utf8_lossy(&self.0[..length])
-    }
-}
-
-impl fmt::Display for Comm {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(&self.as_str())
-    }
-}
-
-impl fmt::Debug for Comm {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{:?}", self.as_str())
-    }
-}
+/// A task's command name (16 NUL-padded bytes), as the scheduler tracepoints carry it.
+pub use rtlab_trace::event::Comm;
 
 /// Scheduling policy as recorded (`sched_getattr` while recording).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

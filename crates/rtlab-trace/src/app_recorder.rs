@@ -56,6 +56,48 @@ pub struct AppPoll {
     pub lost_events: u64,
 }
 
+/// Reads one CPU's ring until it hands back nothing newer than `newest` (a ring can keep handing
+/// back its last page once tracing is off) or `max_pages` pages were read; `visit(time,
+/// payload)` for each new record. Shared by every tracefs recorder that reads raw pages.
+pub(crate) fn drain_ring(
+    reader: &mut RawPipe,
+    page: &mut [u8],
+    page_decoder: &PageDecoder,
+    newest: &mut u64,
+    max_pages: usize,
+    mut visit: impl FnMut(u64, &[u8]),
+) -> Result<AppPoll, TraceError> {
+    let cpu = reader.cpu();
+    let mut outcome = AppPoll::default();
+    for _ in 0..max_pages {
+        let Some(length) = reader.read_page(page)? else {
+            break;
+        };
+        outcome.n_pages += 1;
+        let mut fresh = 0u64;
+        let summary = page_decoder
+            .decode(&page[..length], |record| {
+                if record.timestamp_ns < *newest {
+                    return;
+                }
+                *newest = record.timestamp_ns;
+                fresh += 1;
+                visit(record.timestamp_ns, record.payload);
+            })
+            .map_err(|source| TraceError::Page { cpu, source })?;
+        outcome.n_records += fresh;
+        match summary.lost_events {
+            Some(LostEvents::Counted(count)) => outcome.lost_events += count,
+            Some(LostEvents::Unknown) => outcome.lost_events += 1,
+            None => {}
+        }
+        if fresh == 0 {
+            break;
+        }
+    }
+    Ok(outcome)
+}
+
 /// A running recording.
 pub struct AppRecorder {
     readers: Vec<RawPipe>,
@@ -197,37 +239,18 @@ impl AppRecorder {
     pub fn poll(&mut self, mut visit: impl FnMut(u32, u64, &[u8])) -> Result<AppPoll, TraceError> {
         let mut outcome = AppPoll::default();
         for (index, reader) in self.readers.iter_mut().enumerate() {
-            let cpu = reader.cpu();
-            // A page with nothing newer than this CPU already gave ends the read (a ring can keep
-            // handing back its last page); the cap bounds one poll.
-            for _ in 0..MAX_PAGES_PER_POLL {
-                let Some(length) = reader.read_page(&mut self.page)? else {
-                    break;
-                };
-                outcome.n_pages += 1;
-                let newest = &mut self.newest_by_cpu[index];
-                let mut fresh = 0u64;
-                let summary = self
-                    .page_decoder
-                    .decode(&self.page[..length], |record| {
-                        if record.timestamp_ns < *newest {
-                            return;
-                        }
-                        *newest = record.timestamp_ns;
-                        fresh += 1;
-                        visit(cpu as u32, record.timestamp_ns, record.payload);
-                    })
-                    .map_err(|source| TraceError::Page { cpu, source })?;
-                outcome.n_records += fresh;
-                match summary.lost_events {
-                    Some(LostEvents::Counted(count)) => outcome.lost_events += count,
-                    Some(LostEvents::Unknown) => outcome.lost_events += 1,
-                    None => {}
-                }
-                if fresh == 0 {
-                    break;
-                }
-            }
+            let cpu = reader.cpu() as u32;
+            let read = drain_ring(
+                reader,
+                &mut self.page,
+                &self.page_decoder,
+                &mut self.newest_by_cpu[index],
+                MAX_PAGES_PER_POLL,
+                |time, payload| visit(cpu, time, payload),
+            )?;
+            outcome.n_pages += read.n_pages;
+            outcome.n_records += read.n_records;
+            outcome.lost_events += read.lost_events;
         }
         Ok(outcome)
     }
