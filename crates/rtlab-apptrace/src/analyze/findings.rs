@@ -23,7 +23,8 @@ impl Analyzer {
         let first = self.first_ns.unwrap_or(end);
         let duration = end.saturating_sub(first).max(1);
         // Close the open states.
-        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        let mut tids: Vec<i32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
         let mut ongoing_hangs: Vec<(i32, u64, u64)> = Vec::new();
         for &tid in &tids {
             let state = self.threads[&tid].state;
@@ -39,7 +40,8 @@ impl Analyzer {
                     }
                 }
                 State::Runnable { since } => {
-                    let meanwhile = self.threads[&tid].meanwhile.clone();
+                    let queue_cpu = self.threads[&tid].queue_cpu;
+                    let meanwhile = self.meanwhile(tid, queue_cpu, since, end, None);
                     if end - since >= self.config.starve_ns {
                         self.starvation.push((tid, since, end - since, meanwhile));
                     }

@@ -14,6 +14,7 @@ pub mod timeline;
 
 use crate::model::{futex_op, Comm, Event, EventKind, Policy};
 use report::*;
+use rustc_hash::FxHashMap;
 use std::collections::{HashMap, VecDeque};
 use timeline::{SpanState, Timeline};
 
@@ -94,7 +95,8 @@ pub(crate) struct Activation {
 pub(crate) struct Episode {
     pub start: u64,
     pub end: u64,
-    pub meanwhile: Vec<(i32, u64)>,
+    /// The CPU it waited for (who ran there is read back from its slices when needed).
+    pub queue_cpu: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -116,7 +118,6 @@ pub(crate) struct Thread {
     pub wakers: HashMap<i32, u64>,
     pub wakes: HashMap<i32, u64>,
     pub blocked_ns: [u64; 3],
-    pub meanwhile: Vec<(i32, u64)>,
     /// The CPU whose run queue it waits on while runnable.
     pub queue_cpu: u32,
     pub episodes: VecDeque<Episode>,
@@ -143,7 +144,6 @@ impl Default for Thread {
             wakers: HashMap::new(),
             wakes: HashMap::new(),
             blocked_ns: [0; 3],
-            meanwhile: Vec::new(),
             queue_cpu: 0,
             episodes: VecDeque::new(),
             long_waits: Vec::new(),
@@ -151,17 +151,26 @@ impl Default for Thread {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct CpuState {
     pub current: i32,
     pub since: u64,
     pub irq_depth: u32,
     pub irq_since: u64,
     pub irq_total: u64,
+    /// The latest slices run here, (tid, start, end), oldest first: who held the CPU while a
+    /// thread waited for it is read back from them when the wait ends.
+    pub slices: VecDeque<(i32, u64, u64)>,
 }
+
+/// Slices kept per CPU: a wait longer than this many slices sees only the latest of them.
+const SLICES_KEPT: usize = 16384;
 
 /// A starvation found on the way: (tid, since, waited, who ran meanwhile with how long).
 pub(crate) type Starved = (i32, u64, u64, Vec<(i32, u64)>);
+
+/// Runnable waits at least this long get who held the CPU worked out (critical paths).
+const DETAILED_WAIT_NS: u64 = 1_000_000;
 
 /// Recent runnable episodes kept per thread (for the inversion check).
 const EPISODES_KEPT: usize = 32;
@@ -180,9 +189,9 @@ fn add_to(list: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
 #[derive(Debug)]
 pub struct Analyzer {
     pub(crate) config: AnalysisConfig,
-    pub(crate) threads: HashMap<i32, Thread>,
+    /// FxHash: looked up several times per event, by small integer keys.
+    pub(crate) threads: FxHashMap<i32, Thread>,
     pub(crate) cpus: Vec<CpuState>,
-    pub(crate) runnable: Vec<i32>,
     pub(crate) first_ns: Option<u64>,
     pub(crate) last_ns: u64,
     pub(crate) n_events: u64,
@@ -203,9 +212,8 @@ impl Analyzer {
     pub fn new(config: AnalysisConfig) -> Analyzer {
         Analyzer {
             config,
-            threads: HashMap::new(),
+            threads: FxHashMap::default(),
             cpus: Vec::new(),
-            runnable: Vec::new(),
             first_ns: None,
             last_ns: 0,
             n_events: 0,
@@ -390,28 +398,12 @@ impl Analyzer {
         };
         let irq_now = cpu.map(|cpu| self.cpu(cpu).irq_total).unwrap_or(0);
         let slice = time.saturating_sub(since);
-        // Who was waiting for this CPU while this slice ran.
-        for index in 0..self.runnable.len() {
-            let waiter = self.runnable[index];
-            if waiter == prev {
-                continue;
+        if slice > 0 {
+            let slices = &mut self.cpu(on_cpu).slices;
+            if slices.len() == SLICES_KEPT {
+                slices.pop_front();
             }
-            if let Some((
-                State::Runnable {
-                    since: waiting_since,
-                },
-                queue_cpu,
-            )) = self
-                .threads
-                .get(&waiter)
-                .map(|thread| (thread.state, thread.queue_cpu))
-            {
-                if queue_cpu != on_cpu {
-                    continue;
-                }
-                let overlap = time.saturating_sub(since.max(waiting_since));
-                add_to(&mut self.thread(waiter).meanwhile, prev, overlap);
-            }
+            slices.push_back((prev, since, time));
         }
         let thread = self.thread(prev);
         if !thread.boosted {
@@ -430,8 +422,6 @@ impl Analyzer {
         if preempted {
             thread.state = State::Runnable { since: time };
             thread.queue_cpu = on_cpu;
-            thread.meanwhile.clear();
-            self.runnable.push(prev);
         } else if exiting {
             thread.state = State::Dead;
             if let Some(mut activation) = thread.current.take() {
@@ -489,24 +479,39 @@ impl Analyzer {
         thread.irq_mark = irq_total;
     }
 
+    /// Who ran on `queue_cpu` between `since` and `until` (not `tid`), with how long: the
+    /// slices kept, and the one still running there unless `tid` just took that CPU.
+    pub(crate) fn meanwhile(&self, tid: i32, queue_cpu: u32, since: u64, until: u64, started_on: Option<u32>) -> Vec<(i32, u64)> {
+        let mut meanwhile = Vec::new();
+        let Some(cpu) = self.cpus.get(queue_cpu as usize) else {
+            return meanwhile;
+        };
+        for &(other, start, end) in cpu.slices.iter().rev() {
+            if end <= since {
+                break;
+            }
+            if other != tid && start < until {
+                add_to(&mut meanwhile, other, end.min(until).saturating_sub(start.max(since)));
+            }
+        }
+        if started_on != Some(queue_cpu) && cpu.current > 0 && cpu.current != tid {
+            add_to(&mut meanwhile, cpu.current, until.saturating_sub(cpu.since.max(since)));
+        }
+        meanwhile
+    }
+
     fn end_runnable(&mut self, time: u64, start_cpu: u32, tid: i32, since: u64) {
-        self.runnable.retain(|waiting| *waiting != tid);
-        // Pulled to another CPU: the slice still running on the CPU it waited for counts too.
         let queue_cpu = self.thread(tid).queue_cpu;
-        let running: Vec<(i32, u64)> = self
-            .cpus
-            .get(queue_cpu as usize)
-            .filter(|cpu| queue_cpu != start_cpu && cpu.current > 0 && cpu.current != tid)
-            .map(|cpu| (cpu.current, time.saturating_sub(cpu.since.max(since))))
-            .into_iter()
-            .collect();
+        let waited = time.saturating_sub(since);
+        // Who held the CPU matters for waits long enough to show in a critical path or as
+        // starvation; reading it back for every short wait would cost a scan per switch.
+        let meanwhile = if waited >= DETAILED_WAIT_NS || waited >= self.config.starve_ns {
+            self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu))
+        } else {
+            Vec::new()
+        };
         let starve_ns = self.config.starve_ns;
         let thread = self.thread(tid);
-        for (other, ns) in running {
-            add_to(&mut thread.meanwhile, other, ns);
-        }
-        let meanwhile = std::mem::take(&mut thread.meanwhile);
-        let waited = time.saturating_sub(since);
         if let Some(activation) = &mut thread.current {
             activation.wait_ns += waited;
             if let Some(&(holder, ns)) = meanwhile.iter().max_by_key(|(_, ns)| *ns) {
@@ -516,17 +521,18 @@ impl Analyzer {
                 }
             }
         }
+        if waited >= starve_ns {
+            self.starvation.push((tid, since, waited, meanwhile));
+        }
+        let thread = self.thread(tid);
         if thread.episodes.len() == EPISODES_KEPT {
             thread.episodes.pop_front();
         }
         thread.episodes.push_back(Episode {
             start: since,
             end: time,
-            meanwhile: meanwhile.clone(),
+            queue_cpu,
         });
-        if waited >= starve_ns {
-            self.starvation.push((tid, since, waited, meanwhile));
-        }
         if since < time {
             self.span(tid, since, time, SpanState::Runnable);
         }
@@ -597,7 +603,6 @@ impl Analyzer {
         }
         thread.state = State::Runnable { since: time };
         thread.queue_cpu = queue_cpu;
-        thread.meanwhile.clear();
         thread.current = Some(Activation {
             start: time,
             waker,
@@ -605,7 +610,6 @@ impl Analyzer {
             blocked_before_ns: blocked_before,
             ..Activation::default()
         });
-        self.runnable.push(tid);
     }
 
     fn check_inversion(&mut self, high: i32, low: i32, blocked_at: u64, woken_at: u64, uaddr: u64) {
@@ -623,8 +627,10 @@ impl Analyzer {
             if episode.end <= blocked_at || episode.start >= woken_at {
                 continue;
             }
-            low_runnable_ns += episode.end.min(woken_at) - episode.start.max(blocked_at);
-            for &(other, ns) in &episode.meanwhile {
+            let from = episode.start.max(blocked_at);
+            let to = episode.end.min(woken_at);
+            low_runnable_ns += to - from;
+            for (other, ns) in self.meanwhile(low, episode.queue_cpu, from, to, None) {
                 if other == high || other == low {
                     continue;
                 }
