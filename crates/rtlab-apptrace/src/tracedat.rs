@@ -25,8 +25,9 @@ pub struct DatError {
     pub message: String,
 }
 
-/// Positional reads from the file (or bytes) the trace is in.
-pub trait DatSource {
+/// Positional reads from the file (or bytes) the trace is in. `Sync`: compressed chunks are read
+/// and decompressed on one thread per CPU while the events are merged on the caller's.
+pub trait DatSource: Sync {
     fn read_at(&self, offset: u64, buffer: &mut [u8]) -> std::io::Result<usize>;
     fn length(&self) -> u64;
 }
@@ -686,52 +687,90 @@ impl<S: DatSource> TraceDat<S> {
                 },
             });
         }
-        let mut streams: Vec<CpuStream> = self
-            .info
-            .cpus
-            .iter()
-            .filter(|cpu| cpu.size > 0)
-            .map(|cpu| CpuStream {
-                data: *cpu,
-                next_offset: cpu.offset,
-                chunks_left: None,
-                chunk: Vec::new(),
-                chunk_offset: 0,
-                chunk_position: 0,
-                events: VecDeque::new(),
-                done: false,
-            })
-            .collect();
-        let mut context = StreamContext {
-            source: &self.source,
-            info: &self.info,
-            page_decoder: &self.page_decoder,
-            decoder: &mut self.decoder,
-            stats: &mut stats,
-            page: vec![0u8; self.info.page_size],
-        };
-        for stream in &mut streams {
-            stream.fill(&mut context)?;
-        }
-        loop {
-            let mut best: Option<(usize, u64)> = None;
-            for (index, stream) in streams.iter().enumerate() {
-                if let Some(event) = stream.events.front() {
-                    if best.is_none_or(|(_, time)| event.timestamp_ns < time) {
-                        best = Some((index, event.timestamp_ns));
+        let chunked = self.info.chunked;
+        let source = &self.source;
+        let info = &self.info;
+        let page_decoder = &self.page_decoder;
+        let decoder = &mut self.decoder;
+        std::thread::scope(|scope| -> Result<(), DatError> {
+            let mut streams: Vec<CpuStream> = info
+                .cpus
+                .iter()
+                .filter(|cpu| cpu.size > 0)
+                .map(|cpu| {
+                    let chunks = chunked.then(|| {
+                        // Reading and decompressing runs ahead on its own thread, a few chunks
+                        // at most (bounded memory); an error ends the stream with that error.
+                        let (sender, receiver) = std::sync::mpsc::sync_channel(2);
+                        let data = *cpu;
+                        scope.spawn(move || {
+                            let mut next_offset = data.offset;
+                            let mut chunks_left = None;
+                            loop {
+                                let chunk = read_chunk(
+                                    source,
+                                    info,
+                                    data,
+                                    &mut next_offset,
+                                    &mut chunks_left,
+                                );
+                                let stop = !matches!(chunk, Ok(Some(_)));
+                                if let Some(chunk) = chunk.transpose() {
+                                    if sender.send(chunk).is_err() {
+                                        break;
+                                    }
+                                }
+                                if stop {
+                                    break;
+                                }
+                            }
+                        });
+                        receiver
+                    });
+                    CpuStream {
+                        data: *cpu,
+                        next_offset: cpu.offset,
+                        chunks,
+                        chunk: Vec::new(),
+                        chunk_offset: 0,
+                        chunk_position: 0,
+                        events: VecDeque::new(),
+                        done: false,
                     }
-                }
-            }
-            let Some((index, _)) = best else {
-                break;
+                })
+                .collect();
+            let mut context = StreamContext {
+                source,
+                info,
+                page_decoder,
+                decoder,
+                stats: &mut stats,
+                page: vec![0u8; info.page_size],
             };
-            let stream = &mut streams[index];
-            let event = stream.events.pop_front().expect("front exists");
-            visit(&event);
-            if stream.events.is_empty() {
+            for stream in &mut streams {
                 stream.fill(&mut context)?;
             }
-        }
+            loop {
+                let mut best: Option<(usize, u64)> = None;
+                for (index, stream) in streams.iter().enumerate() {
+                    if let Some(event) = stream.events.front() {
+                        if best.is_none_or(|(_, time)| event.timestamp_ns < time) {
+                            best = Some((index, event.timestamp_ns));
+                        }
+                    }
+                }
+                let Some((index, _)) = best else {
+                    break;
+                };
+                let stream = &mut streams[index];
+                let event = stream.events.pop_front().expect("front exists");
+                visit(&event);
+                if stream.events.is_empty() {
+                    stream.fill(&mut context)?;
+                }
+            }
+            Ok(())
+        })?;
         Ok(stats)
     }
 }
@@ -768,12 +807,49 @@ struct StreamContext<'a, S: DatSource> {
 struct CpuStream {
     data: CpuData,
     next_offset: u64,
-    chunks_left: Option<u32>,
+    /// Decompressed chunks (offset in the file, pages) from the CPU's reading thread.
+    chunks: Option<std::sync::mpsc::Receiver<Result<(u64, Vec<u8>), DatError>>>,
     chunk: Vec<u8>,
     chunk_offset: u64,
     chunk_position: usize,
     events: VecDeque<Event>,
     done: bool,
+}
+
+/// Reads and decompresses the next chunk of one CPU's data: `Ok(None)` after the last one.
+fn read_chunk<S: DatSource>(
+    source: &S,
+    info: &DatInfo,
+    data: CpuData,
+    next_offset: &mut u64,
+    chunks_left: &mut Option<u32>,
+) -> Result<Option<(u64, Vec<u8>)>, DatError> {
+    let section = format!("cpu {} data", data.cpu);
+    let end = data.offset + data.size;
+    let mut cursor = Cursor::new(source, *next_offset, &section);
+    let left = match *chunks_left {
+        Some(left) => left,
+        None => cursor.u32()?,
+    };
+    if left == 0 {
+        return Ok(None);
+    }
+    *chunks_left = Some(left - 1);
+    let at = cursor.position;
+    let compressed = u64::from(cursor.u32()?);
+    let uncompressed = u64::from(cursor.u32()?);
+    // The CPU's size does not count the 4-byte chunk count before the chunks.
+    if uncompressed > MAX_BLOCK || cursor.position + compressed > end + 4 {
+        return Err(cursor.error(
+            at,
+            format!("chunk of {compressed} bytes ({uncompressed} uncompressed) runs past the CPU's data"),
+        ));
+    }
+    let bytes = cursor.bytes(compressed)?;
+    let pages = decompress(info.compression, &bytes, uncompressed as usize)
+        .map_err(|message| cursor.error(at, message))?;
+    *next_offset = cursor.position;
+    Ok(Some((at, pages)))
 }
 
 impl CpuStream {
@@ -797,30 +873,16 @@ impl CpuStream {
             let page_offset;
             if context.info.chunked {
                 if self.chunk_position + page_size > self.chunk.len() {
-                    // Next chunk.
-                    let mut cursor = Cursor::new(context.source, self.next_offset, &self.section());
-                    let left = match self.chunks_left {
-                        Some(left) => left,
-                        None => cursor.u32()?,
-                    };
-                    if left == 0 {
-                        self.done = true;
-                        break;
+                    // Next chunk, from the reading thread.
+                    match self.chunks.as_ref().and_then(|chunks| chunks.recv().ok()) {
+                        Some(chunk) => {
+                            let (at, pages) = chunk?;
+                            self.chunk = pages;
+                            self.chunk_offset = at;
+                            self.chunk_position = 0;
+                        }
+                        None => self.done = true,
                     }
-                    self.chunks_left = Some(left - 1);
-                    let at = cursor.position;
-                    let compressed = u64::from(cursor.u32()?);
-                    let uncompressed = u64::from(cursor.u32()?);
-                    // The CPU's size does not count the 4-byte chunk count before the chunks.
-                    if uncompressed > MAX_BLOCK || cursor.position + compressed > end + 4 {
-                        return Err(self.error(at, format!("chunk of {compressed} bytes ({uncompressed} uncompressed) runs past the CPU's data")));
-                    }
-                    let data = cursor.bytes(compressed)?;
-                    self.chunk = decompress(context.info.compression, &data, uncompressed as usize)
-                        .map_err(|message| self.error(at, message))?;
-                    self.chunk_offset = at;
-                    self.chunk_position = 0;
-                    self.next_offset = cursor.position;
                     continue;
                 }
                 page_offset = self.chunk_offset;

@@ -41,7 +41,8 @@ impl Analyzer {
                 }
                 State::Runnable { since } => {
                     let queue_cpu = self.threads[&tid].queue_cpu;
-                    let meanwhile = self.meanwhile(tid, queue_cpu, since, end, None);
+                    let meanwhile =
+                        self.meanwhile(tid, queue_cpu, since, end, None, super::SLICES_KEPT);
                     if end - since >= self.config.starve_ns {
                         self.starvation.push((tid, since, end - since, meanwhile));
                     }

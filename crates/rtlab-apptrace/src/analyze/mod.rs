@@ -164,13 +164,15 @@ pub(crate) struct CpuState {
 }
 
 /// Slices kept per CPU: a wait longer than this many slices sees only the latest of them.
-const SLICES_KEPT: usize = 16384;
+pub(crate) const SLICES_KEPT: usize = 16384;
 
 /// A starvation found on the way: (tid, since, waited, who ran meanwhile with how long).
 pub(crate) type Starved = (i32, u64, u64, Vec<(i32, u64)>);
 
-/// Runnable waits at least this long get who held the CPU worked out (critical paths).
+/// Runnable waits at least this long get who held the CPU worked out (critical paths), from the
+/// last [`RECENT_SLICES`] slices before they ended.
 const DETAILED_WAIT_NS: u64 = 1_000_000;
+const RECENT_SLICES: usize = 32;
 
 /// Recent runnable episodes kept per thread (for the inversion check).
 const EPISODES_KEPT: usize = 32;
@@ -481,22 +483,33 @@ impl Analyzer {
 
     /// Who ran on `queue_cpu` between `since` and `until` (not `tid`), with how long: the
     /// slices kept, and the one still running there unless `tid` just took that CPU.
-    pub(crate) fn meanwhile(&self, tid: i32, queue_cpu: u32, since: u64, until: u64, started_on: Option<u32>) -> Vec<(i32, u64)> {
-        let mut meanwhile = Vec::new();
+    pub(crate) fn meanwhile(
+        &self,
+        tid: i32,
+        queue_cpu: u32,
+        since: u64,
+        until: u64,
+        started_on: Option<u32>,
+        max_slices: usize,
+    ) -> Vec<(i32, u64)> {
         let Some(cpu) = self.cpus.get(queue_cpu as usize) else {
-            return meanwhile;
+            return Vec::new();
         };
-        for &(other, start, end) in cpu.slices.iter().rev() {
+        let mut sums: FxHashMap<i32, u64> = FxHashMap::default();
+        for &(other, start, end) in cpu.slices.iter().rev().take(max_slices) {
             if end <= since {
                 break;
             }
             if other != tid && start < until {
-                add_to(&mut meanwhile, other, end.min(until).saturating_sub(start.max(since)));
+                *sums.entry(other).or_insert(0) += end.min(until).saturating_sub(start.max(since));
             }
         }
         if started_on != Some(queue_cpu) && cpu.current > 0 && cpu.current != tid {
-            add_to(&mut meanwhile, cpu.current, until.saturating_sub(cpu.since.max(since)));
+            *sums.entry(cpu.current).or_insert(0) += until.saturating_sub(cpu.since.max(since));
         }
+        let mut meanwhile: Vec<(i32, u64)> = sums.into_iter().filter(|(_, ns)| *ns > 0).collect();
+        // Deterministic order: most first, then by tid.
+        meanwhile.sort_unstable_by_key(|(other, ns)| (std::cmp::Reverse(*ns), *other));
         meanwhile
     }
 
@@ -505,8 +518,11 @@ impl Analyzer {
         let waited = time.saturating_sub(since);
         // Who held the CPU matters for waits long enough to show in a critical path or as
         // starvation; reading it back for every short wait would cost a scan per switch.
-        let meanwhile = if waited >= DETAILED_WAIT_NS || waited >= self.config.starve_ns {
-            self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu))
+        let meanwhile = if waited >= self.config.starve_ns {
+            self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu), SLICES_KEPT)
+        } else if waited >= DETAILED_WAIT_NS {
+            // For a critical path, who held the CPU last is enough.
+            self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu), RECENT_SLICES)
         } else {
             Vec::new()
         };
@@ -630,7 +646,7 @@ impl Analyzer {
             let from = episode.start.max(blocked_at);
             let to = episode.end.min(woken_at);
             low_runnable_ns += to - from;
-            for (other, ns) in self.meanwhile(low, episode.queue_cpu, from, to, None) {
+            for (other, ns) in self.meanwhile(low, episode.queue_cpu, from, to, None, SLICES_KEPT) {
                 if other == high || other == low {
                     continue;
                 }

@@ -96,7 +96,10 @@ impl Script {
             clock: None,
         };
         let (report, timeline) = analyzer.finish(header, source, 0);
-        (report, timeline.map(|timeline| timeline.spans).unwrap_or_default())
+        (
+            report,
+            timeline.map(|timeline| timeline.spans).unwrap_or_default(),
+        )
     }
 }
 
@@ -170,14 +173,30 @@ fn inversion_script() -> Script {
         .switch(0.0, 1, (0, 120, 0), (LOW, P_LOW))
         .wake(1.0, 1, HIGH, P_HIGH, 0)
         .switch(1.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(1.1, 1, EventKind::FutexEnter { tid: HIGH, uaddr: 0xabc0, op: 0x80, value: 2 })
+        .at(
+            1.1,
+            1,
+            EventKind::FutexEnter {
+                tid: HIGH,
+                uaddr: 0xabc0,
+                op: 0x80,
+                value: 2,
+            },
+        )
         .switch(1.2, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
         .wake(2.0, 1, MIDDLE, P_MIDDLE, 0)
         .switch(2.0, 1, (LOW, P_LOW, PREEMPTED), (MIDDLE, P_MIDDLE))
         .switch(22.0, 1, (MIDDLE, P_MIDDLE, SLEEPING), (LOW, P_LOW))
         .wake(23.0, 1, HIGH, P_HIGH, LOW)
         .switch(23.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(23.1, 1, EventKind::FutexExit { tid: HIGH, result: 0 })
+        .at(
+            23.1,
+            1,
+            EventKind::FutexExit {
+                tid: HIGH,
+                result: 0,
+            },
+        )
         .switch(24.0, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
         .switch(30.0, 1, (LOW, P_LOW, SLEEPING), (0, 120));
     script
@@ -188,7 +207,8 @@ fn the_text_report_svg_and_perfetto_json_of_an_inversion() {
     let (report, spans) = inversion_script().analyse_with_timeline();
     insta::assert_snapshot!("inversion_text", crate::text::render(&report, true));
     insta::assert_snapshot!("inversion_svg", crate::svg::render(&report, &spans));
-    let perfetto: serde_json::Value = serde_json::from_str(&crate::perfetto::render(&report, &spans)).unwrap();
+    let perfetto: serde_json::Value =
+        serde_json::from_str(&crate::perfetto::render(&report, &spans)).unwrap();
     insta::assert_json_snapshot!("inversion_perfetto", perfetto);
 }
 
