@@ -808,13 +808,16 @@ struct CpuStream {
     data: CpuData,
     next_offset: u64,
     /// Decompressed chunks (offset in the file, pages) from the CPU's reading thread.
-    chunks: Option<std::sync::mpsc::Receiver<Result<(u64, Vec<u8>), DatError>>>,
+    chunks: Option<std::sync::mpsc::Receiver<ChunkResult>>,
     chunk: Vec<u8>,
     chunk_offset: u64,
     chunk_position: usize,
     events: VecDeque<Event>,
     done: bool,
 }
+
+/// A decompressed chunk (its offset in the file, its pages) or why there is none.
+type ChunkResult = Result<(u64, Vec<u8>), DatError>;
 
 /// Reads and decompresses the next chunk of one CPU's data: `Ok(None)` after the last one.
 fn read_chunk<S: DatSource>(
