@@ -155,6 +155,9 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .commit(&[])
         .with_context(|| format!("writing {}", args.output.display()))?;
     let progress = summary.progress;
+    let file_bytes = std::fs::metadata(&args.output)
+        .map(|metadata| metadata.len())
+        .unwrap_or(progress.bytes_written);
     eprintln!(
         "rtlab: recorded {} events of {} ({} threads) in {:.1} s to {} ({:.1} MB, {:.1} bytes/event){}{}",
         progress.n_events,
@@ -162,8 +165,8 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         progress.n_threads,
         progress.elapsed_ns as f64 / 1e9,
         args.output.display(),
-        progress.bytes_written as f64 / 1e6,
-        progress.bytes_written as f64 / progress.n_events.max(1) as f64,
+        file_bytes as f64 / 1e6,
+        file_bytes as f64 / progress.n_events.max(1) as f64,
         if progress.lost_events > 0 {
             format!("; {} events LOST (a full ring: try --buffer-kb)", progress.lost_events)
         } else {
