@@ -35,8 +35,8 @@
 //! | 15 | lock owner | waiter | uaddr (u64), owner tid |
 //! | 16 | thread info | task | tgid, policy (u32: 0 OTHER 1 FIFO 2 RR 3 BATCH 5 IDLE 6 DEADLINE), RT priority or nice |
 //!
-//! Size: 32 bytes a record before compression; scheduler traces deflate (fastest level) to 5.4–7.2
-//! bytes a record here, 5–7 MB per million events (figures in BENCHMARKS.md).
+//! Size: 32 bytes a record before compression; scheduler traces deflate (fastest level) to 5.5–8.6
+//! bytes a record here, 6–9 MB per million events (figures in BENCHMARKS.md).
 
 use crate::model::{Comm, Event, EventKind, Policy};
 use rtlab_core::header::OutputHeader;
