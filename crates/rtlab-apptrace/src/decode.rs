@@ -7,7 +7,7 @@
 
 use crate::model::{Comm, Event, EventKind};
 use rtlab_trace::format::{EventFormat, FieldLayout};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -159,7 +159,7 @@ pub struct PayloadDecoder {
     type_slot: Option<Slot>,
     /// Whether `sched_waking` is known: then `sched_wakeup` is redundant and skipped.
     has_waking: bool,
-    names: HashMap<i32, Comm>,
+    names: FxHashMap<i32, Comm>,
 }
 
 impl PayloadDecoder {

@@ -495,19 +495,29 @@ impl Analyzer {
         let Some(cpu) = self.cpus.get(queue_cpu as usize) else {
             return Vec::new();
         };
+        // A short scan sums in a small list; a long one (starvation) in a map.
+        let mut meanwhile: Vec<(i32, u64)> = Vec::new();
         let mut sums: FxHashMap<i32, u64> = FxHashMap::default();
+        let small = max_slices <= RECENT_SLICES;
+        let mut add = |other: i32, ns: u64| {
+            if small {
+                add_to(&mut meanwhile, other, ns);
+            } else {
+                *sums.entry(other).or_insert(0) += ns;
+            }
+        };
         for &(other, start, end) in cpu.slices.iter().rev().take(max_slices) {
             if end <= since {
                 break;
             }
             if other != tid && start < until {
-                *sums.entry(other).or_insert(0) += end.min(until).saturating_sub(start.max(since));
+                add(other, end.min(until).saturating_sub(start.max(since)));
             }
         }
         if started_on != Some(queue_cpu) && cpu.current > 0 && cpu.current != tid {
-            *sums.entry(cpu.current).or_insert(0) += until.saturating_sub(cpu.since.max(since));
+            add(cpu.current, until.saturating_sub(cpu.since.max(since)));
         }
-        let mut meanwhile: Vec<(i32, u64)> = sums.into_iter().filter(|(_, ns)| *ns > 0).collect();
+        meanwhile.extend(sums.into_iter().filter(|(_, ns)| *ns > 0));
         // Deterministic order: most first, then by tid.
         meanwhile.sort_unstable_by_key(|(other, ns)| (std::cmp::Reverse(*ns), *other));
         meanwhile
