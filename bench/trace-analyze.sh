@@ -9,15 +9,15 @@ file=$1
 runs=${2:-5}
 rtlab=${RTLAB:-target/release/rtlab}
 events=$(trace-cmd report -i "$file" 2>/dev/null | wc -l)
-measure() { # prints "seconds max_rss_kb"
-  /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/tmp/trace-analyze-bench.$$ || true
+measure() { # prints "wall_seconds cpu_seconds max_rss_kb"
+  /usr/bin/time -f "%e %U+%S %M" "$@" >/dev/null 2>/tmp/trace-analyze-bench.$$ || true
   tail -n 1 /tmp/trace-analyze-bench.$$
 }
 echo "file: $file ($(stat -c %s "$file") bytes, $events lines of trace-cmd report)"
-echo "run  trace-cmd-report-s  rss-kb  rtlab-analyze-s  rss-kb"
+echo "run  trace-cmd-report-wall-s cpu-s rss-kb  rtlab-analyze-wall-s cpu-s rss-kb"
 for run in $(seq 1 "$runs"); do
-  read -r report_s report_kb < <(measure trace-cmd report -i "$file")
-  read -r rtlab_s rtlab_kb < <(measure "$rtlab" trace analyze "$file")
-  echo "$run  $report_s  $report_kb  $rtlab_s  $rtlab_kb"
+  read -r report_s report_cpu report_kb < <(measure trace-cmd report -i "$file")
+  read -r rtlab_s rtlab_cpu rtlab_kb < <(measure "$rtlab" trace analyze "$file")
+  echo "$run  $report_s $report_cpu $report_kb  $rtlab_s $rtlab_cpu $rtlab_kb"
 done
 rm -f /tmp/trace-analyze-bench.$$
