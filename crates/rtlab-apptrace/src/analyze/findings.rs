@@ -8,8 +8,10 @@ use super::{Activation, Analyzer, BlockReason, State};
 use rtlab_core::header::OutputHeader;
 use std::collections::HashMap;
 
-/// Most entries kept in the late-activation and starvation lists.
+/// Most entries kept in the late-activation and PI-boost lists.
 const MAX_LISTED: usize = 200;
+/// Most starvation entries kept (worst first): a loaded machine starves many threads at once.
+const MAX_STARVATION_LISTED: usize = 2000;
 
 impl Analyzer {
     /// Ends the pass: closes what is still open at the last event and builds the report.
@@ -215,7 +217,7 @@ impl Analyzer {
                 .cmp(&a.runnable_ns)
                 .then(a.since_ns.cmp(&b.since_ns))
         });
-        starvation.truncate(MAX_LISTED);
+        starvation.truncate(MAX_STARVATION_LISTED);
         let pi_boosts = self
             .pi_boosts
             .iter()
