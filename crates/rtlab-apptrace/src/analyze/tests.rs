@@ -112,36 +112,7 @@ const PREEMPTED: u32 = 0;
 
 #[test]
 fn an_inversion_names_its_three_threads() {
-    let mut script = Script::new(&[(HIGH, "high"), (LOW, "low"), (MIDDLE, "middle")]);
-    script
-        .switch(0.0, 1, (0, 120, 0), (LOW, P_LOW))
-        .wake(1.0, 1, HIGH, P_HIGH, 0)
-        .switch(1.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(
-            1.1,
-            1,
-            EventKind::FutexEnter {
-                tid: HIGH,
-                uaddr: 0xabc0,
-                op: 0x80,
-                value: 2,
-            },
-        )
-        .switch(1.2, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
-        .wake(2.0, 1, MIDDLE, P_MIDDLE, 0)
-        .switch(2.0, 1, (LOW, P_LOW, PREEMPTED), (MIDDLE, P_MIDDLE))
-        .switch(22.0, 1, (MIDDLE, P_MIDDLE, SLEEPING), (LOW, P_LOW))
-        .wake(23.0, 1, HIGH, P_HIGH, LOW)
-        .switch(23.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
-        .at(
-            23.1,
-            1,
-            EventKind::FutexExit {
-                tid: HIGH,
-                result: 0,
-            },
-        )
-        .switch(24.0, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW));
+    let script = inversion_script();
     let report = script.analyse();
     assert_eq!(report.inversions.len(), 1, "{:#?}", report.inversions);
     let inversion = &report.inversions[0];
