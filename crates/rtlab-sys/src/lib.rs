@@ -36,6 +36,8 @@ pub mod proc_stat;
 #[cfg(target_os = "linux")]
 pub mod proc_thread;
 #[cfg(target_os = "linux")]
+pub mod process_locks;
+#[cfg(target_os = "linux")]
 pub mod sched;
 #[cfg(target_os = "linux")]
 pub mod signals;

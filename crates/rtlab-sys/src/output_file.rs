@@ -94,6 +94,18 @@ impl PendingFile {
     }
 }
 
+/// Streams into the still unnamed file (for outputs too large to hold: `rtlab trace record`);
+/// `commit(&[])` then names it.
+impl Write for PendingFile {
+    fn write(&mut self, buffer: &[u8]) -> io::Result<usize> {
+        self.file.write(buffer)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 impl Drop for PendingFile {
     fn drop(&mut self) {
         if let Some(temporary) = self.named_temporary.take() {

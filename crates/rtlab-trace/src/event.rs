@@ -21,7 +21,8 @@ impl Comm {
         Comm(bytes)
     }
 
-    pub(crate) fn from_bytes(raw: &[u8]) -> Comm {
+    /// From raw bytes, up to the first NUL (at most 16).
+    pub fn from_bytes(raw: &[u8]) -> Comm {
         let mut bytes = [0u8; 16];
         let length = raw
             .iter()
@@ -30,6 +31,11 @@ impl Comm {
             .min(16);
         bytes[..length].copy_from_slice(&raw[..length]);
         Comm(bytes)
+    }
+
+    /// The 16 NUL-padded bytes.
+    pub fn bytes(&self) -> &[u8; 16] {
+        &self.0
     }
 
     pub fn as_str(&self) -> std::borrow::Cow<'_, str> {

@@ -6,6 +6,7 @@
 //! CPU, and for each late sample decomposes [intended, actual] into named causes that add up to
 //! the measured latency (paper 002's latency cause tool, with names and durations).
 
+pub mod app_recorder;
 pub mod attribution;
 pub mod event;
 pub mod format;

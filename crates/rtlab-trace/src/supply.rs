@@ -162,52 +162,32 @@ impl RunRecorder {
     pub fn poll(&mut self) -> Result<(), TraceError> {
         let tid = self.tid as i32;
         for (index, reader) in self.readers.iter_mut().enumerate() {
-            let cpu = reader.cpu();
-            // A page that brings nothing newer than what this CPU already gave ends its read: a
-            // reader must never spin on a ring that keeps handing back empty or repeated pages
-            // (seen on this kernel once tracing is off); the cap bounds one poll.
-            for _ in 0..MAX_PAGES_PER_POLL {
-                let Some(length) = reader.read_page(&mut self.page)? else {
-                    break;
-                };
-                let decoder = &self.decoder;
-                let switches = &mut self.switches;
-                let newest = &mut self.newest_by_cpu[index];
-                let mut fresh = 0usize;
-                let summary = self
-                    .page_decoder
-                    .decode(&self.page[..length], |record| {
-                        if record.timestamp_ns < *newest {
-                            return;
-                        }
-                        *newest = record.timestamp_ns;
-                        fresh += 1;
-                        if let Ok(Some(event)) =
-                            decoder.decode(cpu as u32, record.timestamp_ns, record.payload)
+            let cpu = reader.cpu() as u32;
+            let decoder = &self.decoder;
+            let switches = &mut self.switches;
+            let read = crate::app_recorder::drain_ring(
+                reader,
+                &mut self.page,
+                &self.page_decoder,
+                &mut self.newest_by_cpu[index],
+                MAX_PAGES_PER_POLL,
+                |time, payload| {
+                    if let Ok(Some(event)) = decoder.decode(cpu, time, payload) {
+                        if let EventKind::Switch {
+                            prev_pid, next_pid, ..
+                        } = event.kind
                         {
-                            if let EventKind::Switch {
-                                prev_pid, next_pid, ..
-                            } = event.kind
-                            {
-                                if prev_pid == tid {
-                                    switches.push((event.timestamp_ns, false, cpu as u32));
-                                }
-                                if next_pid == tid {
-                                    switches.push((event.timestamp_ns, true, cpu as u32));
-                                }
+                            if prev_pid == tid {
+                                switches.push((event.timestamp_ns, false, cpu));
+                            }
+                            if next_pid == tid {
+                                switches.push((event.timestamp_ns, true, cpu));
                             }
                         }
-                    })
-                    .map_err(|source| TraceError::Page { cpu, source })?;
-                match summary.lost_events {
-                    Some(crate::page::LostEvents::Counted(count)) => self.lost_events += count,
-                    Some(crate::page::LostEvents::Unknown) => self.lost_events += 1,
-                    None => {}
-                }
-                if fresh == 0 {
-                    break;
-                }
-            }
+                    }
+                },
+            )?;
+            self.lost_events += read.lost_events;
         }
         Ok(())
     }

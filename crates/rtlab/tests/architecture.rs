@@ -15,6 +15,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-bpf", &[]),
     ("rtlab-probe", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-trace", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
+    (
+        "rtlab-apptrace",
+        &["rtlab-core", "rtlab-sys", "rtlab-trace"],
+    ),
     ("rtlab-analysis", &["rtlab-core"]),
     ("rtlab-sched", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-daemon", &["rtlab-core", "rtlab-sys", "rtlab-sched"]),

@@ -39,6 +39,8 @@ pub mod study;
 pub mod timers;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod workload;
+#[cfg_attr(windows, path = "windows/absent.rs")]
+pub mod trace;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
 /// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
@@ -117,6 +119,10 @@ pub enum Command {
     /// Reproduce a paper's study on this machine (media-player: paper 003 Table 3-2)
     #[cfg_attr(windows, command(hide = true))]
     Study(study::Args),
+    /// Record an application's threads, or analyse a recording or trace-cmd trace.dat: thread
+    /// structure, wake-up chains, priority inversions, hangs, starvation
+    #[cfg_attr(windows, command(hide = true))]
+    Trace(trace::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -142,6 +148,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reservations(args) => reservations::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Study(args) => study::run(args),
+        Command::Trace(args) => trace::run(args),
     }
 }
 

@@ -1,0 +1,726 @@
+//! The analyses, as one pass over the time-ordered event stream: a state machine per thread
+//! (running / runnable / blocked and why), per CPU (who runs, interrupt time), and the findings
+//! it produces on the way — priority inversions when a blocked thread is woken, starvation when a
+//! runnable wait ends, hangs and the thread table at the end.
+//!
+//! Memory is per thread, not per event, except for the activations of each thread (48 bytes per
+//! activation, kept for period detection and late-activation critical paths) and, only when a
+//! timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
+
+mod findings;
+pub mod period;
+pub mod report;
+pub mod timeline;
+
+use crate::model::{futex_op, Comm, Event, EventKind, Policy};
+use report::*;
+use rustc_hash::FxHashMap;
+use std::collections::{HashMap, VecDeque};
+use timeline::{SpanState, Timeline};
+
+/// Analysis settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnalysisConfig {
+    /// A futex wait longer than this is a hang (`--hang`, default 1 s).
+    pub hang_ns: u64,
+    /// A runnable wait longer than this is starvation (`--starve`, default 100 ms).
+    pub starve_ns: u64,
+    /// Keep spans for a timeline (SVG, Perfetto), at most this many (0: none).
+    pub timeline_spans: usize,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        AnalysisConfig {
+            hang_ns: 1_000_000_000,
+            starve_ns: 100_000_000,
+            timeline_spans: 0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockReason {
+    Futex,
+    Io,
+    Sleep,
+}
+
+impl BlockReason {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BlockReason::Futex => "futex",
+            BlockReason::Io => "io",
+            BlockReason::Sleep => "sleep",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    Unknown,
+    Running {
+        cpu: u32,
+        since: u64,
+    },
+    Runnable {
+        since: u64,
+    },
+    Blocked {
+        since: u64,
+        reason: BlockReason,
+        uaddr: u64,
+    },
+    Dead,
+}
+
+/// One activation: from a wake-up to the next block.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Activation {
+    pub start: u64,
+    pub end: u64,
+    pub cpu_ns: u64,
+    pub wait_ns: u64,
+    pub top_holder: i32,
+    pub top_holder_ns: u64,
+    pub irq_ns: u64,
+    pub waker: i32,
+    /// How it was blocked before this activation (None: first seen, or a new thread).
+    pub woke_from: Option<BlockReason>,
+    pub blocked_before_ns: u64,
+}
+
+/// A runnable wait and who ran meanwhile.
+#[derive(Clone, Debug)]
+pub(crate) struct Episode {
+    pub start: u64,
+    pub end: u64,
+    /// The CPU it waited for (who ran there is read back from its slices when needed).
+    pub queue_cpu: u32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Thread {
+    pub name: Comm,
+    pub tgid: Option<i32>,
+    pub policy: Option<(Policy, i32)>,
+    /// Kernel prio, without PI boosts.
+    pub prio: i32,
+    pub prio_known: bool,
+    pub boosted: bool,
+    pub state: State,
+    pub futex: Option<(u64, u32)>,
+    pub exiting: bool,
+    pub current: Option<Activation>,
+    pub activations: Vec<Activation>,
+    pub cpu_ns: u64,
+    pub irq_mark: u64,
+    pub wakers: HashMap<i32, u64>,
+    pub wakes: HashMap<i32, u64>,
+    pub blocked_ns: [u64; 3],
+    /// The CPU whose run queue it waits on while runnable.
+    pub queue_cpu: u32,
+    pub episodes: VecDeque<Episode>,
+    /// Long futex waits that ended: (since, until, uaddr).
+    pub long_waits: Vec<(u64, u64, u64)>,
+}
+
+impl Default for Thread {
+    fn default() -> Self {
+        Thread {
+            name: Comm::default(),
+            tgid: None,
+            policy: None,
+            prio: 120,
+            prio_known: false,
+            boosted: false,
+            state: State::Unknown,
+            futex: None,
+            exiting: false,
+            current: None,
+            activations: Vec::new(),
+            cpu_ns: 0,
+            irq_mark: 0,
+            wakers: HashMap::new(),
+            wakes: HashMap::new(),
+            blocked_ns: [0; 3],
+            queue_cpu: 0,
+            episodes: VecDeque::new(),
+            long_waits: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CpuState {
+    pub current: i32,
+    pub since: u64,
+    pub irq_depth: u32,
+    pub irq_since: u64,
+    pub irq_total: u64,
+    /// The latest slices run here, (tid, start, end), oldest first: who held the CPU while a
+    /// thread waited for it is read back from them when the wait ends.
+    pub slices: VecDeque<(i32, u64, u64)>,
+}
+
+/// Slices kept per CPU: a wait longer than this many slices sees only the latest of them.
+pub(crate) const SLICES_KEPT: usize = 16384;
+
+/// A starvation found on the way: (tid, since, waited, who ran meanwhile with how long).
+pub(crate) type Starved = (i32, u64, u64, Vec<(i32, u64)>);
+
+/// Runnable waits at least this long get who held the CPU worked out (critical paths), from the
+/// last [`RECENT_SLICES`] slices before they ended.
+const DETAILED_WAIT_NS: u64 = 1_000_000;
+const RECENT_SLICES: usize = 32;
+
+/// Recent runnable episodes kept per thread (for the inversion check).
+const EPISODES_KEPT: usize = 32;
+
+fn add_to(list: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    match list.iter_mut().find(|(known, _)| *known == tid) {
+        Some(entry) => entry.1 += ns,
+        None => list.push((tid, ns)),
+    }
+}
+
+/// The analysis in progress: feed it events in time order, then [`Analyzer::finish`].
+#[derive(Debug)]
+pub struct Analyzer {
+    pub(crate) config: AnalysisConfig,
+    /// FxHash: looked up several times per event, by small integer keys.
+    pub(crate) threads: FxHashMap<i32, Thread>,
+    pub(crate) cpus: Vec<CpuState>,
+    pub(crate) first_ns: Option<u64>,
+    pub(crate) last_ns: u64,
+    pub(crate) n_events: u64,
+    pub(crate) inversions: Vec<Inversion>,
+    pub(crate) pi_boosts: Vec<(u64, i32, i32, i32, i32)>,
+    /// (tid, since, waited, who ran meanwhile)
+    pub(crate) starvation: Vec<Starved>,
+    /// waiter → (futex, owner), from memory reads while recording and from PI boosts.
+    pub(crate) owners: HashMap<i32, (u64, i32)>,
+    /// child → parent, from fork events (for grouping hangs when processes are unknown).
+    pub(crate) parent_of: HashMap<i32, i32>,
+    pub(crate) timeline: Option<Timeline>,
+    pub(crate) saw_futex: bool,
+    pub(crate) saw_waking: bool,
+}
+
+impl Analyzer {
+    pub fn new(config: AnalysisConfig) -> Analyzer {
+        Analyzer {
+            config,
+            threads: FxHashMap::default(),
+            cpus: Vec::new(),
+            first_ns: None,
+            last_ns: 0,
+            n_events: 0,
+            inversions: Vec::new(),
+            pi_boosts: Vec::new(),
+            starvation: Vec::new(),
+            owners: HashMap::new(),
+            parent_of: HashMap::new(),
+            timeline: (config.timeline_spans > 0).then(|| Timeline::new(config.timeline_spans)),
+            saw_futex: false,
+            saw_waking: false,
+        }
+    }
+
+    fn cpu(&mut self, cpu: u32) -> &mut CpuState {
+        let index = cpu as usize;
+        if self.cpus.len() <= index {
+            self.cpus.resize(index + 1, CpuState::default());
+        }
+        &mut self.cpus[index]
+    }
+
+    fn thread(&mut self, tid: i32) -> &mut Thread {
+        self.threads.entry(tid).or_default()
+    }
+
+    pub(crate) fn prio_of(&self, tid: i32) -> i32 {
+        self.threads
+            .get(&tid)
+            .map(|thread| thread.prio)
+            .unwrap_or(120)
+    }
+
+    fn span(&mut self, tid: i32, start: u64, end: u64, state: SpanState) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.push(tid, start, end, state);
+        }
+    }
+
+    /// Feeds one event (events must come in time order; small disorder is clamped).
+    pub fn push(&mut self, event: &Event) {
+        let mut time = event.timestamp_ns;
+        if let EventKind::Name { tid, comm } = event.kind {
+            self.thread(tid).name = comm;
+            return;
+        }
+        if let EventKind::ThreadInfo {
+            tid,
+            tgid,
+            policy,
+            priority,
+        } = event.kind
+        {
+            let thread = self.thread(tid);
+            thread.tgid = Some(tgid);
+            thread.policy = Some((policy, priority));
+            return;
+        }
+        if self.first_ns.is_none() {
+            self.first_ns = Some(time);
+        }
+        time = time.max(self.last_ns);
+        self.last_ns = time;
+        self.n_events += 1;
+        let cpu = event.cpu;
+        match event.kind {
+            EventKind::Switch {
+                prev_tid,
+                prev_prio,
+                prev_state,
+                next_tid,
+                next_prio,
+            } => self.switch(
+                time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio,
+            ),
+            EventKind::Waking {
+                tid,
+                waker,
+                prio,
+                target_cpu,
+            } => {
+                self.saw_waking = true;
+                let in_interrupt = self.cpu(cpu).irq_depth > 0;
+                let waker = if in_interrupt || waker <= 0 { 0 } else { waker };
+                self.waking(time, tid, prio, waker, false, target_cpu.max(0) as u32);
+            }
+            EventKind::WakeupNew { tid, prio, waker } => {
+                self.waking(time, tid, prio, waker.max(0), true, cpu)
+            }
+            EventKind::Migrate { tid, dest_cpu, .. } => {
+                self.thread(tid).queue_cpu = dest_cpu.max(0) as u32;
+            }
+            EventKind::Exit { tid } => self.thread(tid).exiting = true,
+            EventKind::Fork { parent, child } => {
+                self.parent_of.insert(child, parent);
+            }
+            EventKind::PiSetprio {
+                tid,
+                old_prio,
+                new_prio,
+                by,
+            } => {
+                let base = self.prio_of(tid);
+                let thread = self.thread(tid);
+                if new_prio < base {
+                    thread.boosted = true;
+                    if new_prio < old_prio {
+                        self.pi_boosts.push((time, tid, by, old_prio, new_prio));
+                        if by > 0 && by != tid {
+                            let futex = self
+                                .threads
+                                .get(&by)
+                                .and_then(|waiter| waiter.futex)
+                                .map(|(uaddr, _)| uaddr)
+                                .unwrap_or(0);
+                            self.owners.insert(by, (futex, tid));
+                        }
+                    }
+                } else {
+                    thread.boosted = false;
+                }
+            }
+            EventKind::FutexEnter { tid, uaddr, op, .. } => {
+                self.saw_futex = true;
+                self.thread(tid).futex = Some((uaddr, op & futex_op::CMD_MASK));
+            }
+            EventKind::FutexExit { tid, .. } => self.thread(tid).futex = None,
+            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => {
+                let state = self.cpu(cpu);
+                if state.irq_depth == 0 {
+                    state.irq_since = time;
+                }
+                state.irq_depth += 1;
+            }
+            EventKind::IrqExit { .. } | EventKind::SoftirqExit { .. } => {
+                let state = self.cpu(cpu);
+                if state.irq_depth > 0 {
+                    state.irq_depth -= 1;
+                    if state.irq_depth == 0 {
+                        state.irq_total += time.saturating_sub(state.irq_since);
+                    }
+                }
+            }
+            EventKind::Owner {
+                waiter,
+                uaddr,
+                owner,
+            } => {
+                self.owners.insert(waiter, (uaddr, owner));
+            }
+            EventKind::Name { .. } | EventKind::ThreadInfo { .. } => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn switch(
+        &mut self,
+        time: u64,
+        cpu: u32,
+        prev: i32,
+        prev_prio: i32,
+        prev_state: u32,
+        next: i32,
+        next_prio: i32,
+    ) {
+        if prev > 0 {
+            self.end_running(time, cpu, prev, prev_prio, prev_state);
+        }
+        let irq_total = self.cpu(cpu).irq_total;
+        if next > 0 {
+            self.start_running(time, cpu, next, next_prio, irq_total);
+        }
+        let state = self.cpu(cpu);
+        state.current = next;
+        state.since = time;
+    }
+
+    fn end_running(&mut self, time: u64, on_cpu: u32, prev: i32, prev_prio: i32, prev_state: u32) {
+        let (since, cpu) = match self.thread(prev).state {
+            State::Running { since, cpu } => (since, Some(cpu)),
+            _ => (time, None),
+        };
+        let irq_now = cpu.map(|cpu| self.cpu(cpu).irq_total).unwrap_or(0);
+        let slice = time.saturating_sub(since);
+        if slice > 0 {
+            let slices = &mut self.cpu(on_cpu).slices;
+            if slices.len() == SLICES_KEPT {
+                slices.pop_front();
+            }
+            slices.push_back((prev, since, time));
+        }
+        let thread = self.thread(prev);
+        if !thread.boosted {
+            thread.prio = prev_prio;
+            thread.prio_known = true;
+        }
+        thread.cpu_ns += slice;
+        let irq_during = irq_now.saturating_sub(thread.irq_mark);
+        if let Some(activation) = &mut thread.current {
+            activation.cpu_ns += slice;
+            activation.irq_ns += irq_during;
+        }
+        let exiting = thread.exiting || prev_state & 0x30 != 0;
+        let preempted = prev_state & 0xff == 0 && !exiting;
+        let futex = thread.futex;
+        if preempted {
+            thread.state = State::Runnable { since: time };
+            thread.queue_cpu = on_cpu;
+        } else if exiting {
+            thread.state = State::Dead;
+            if let Some(mut activation) = thread.current.take() {
+                activation.end = time;
+                thread.activations.push(activation);
+            }
+        } else {
+            let (reason, uaddr) = match futex {
+                Some((uaddr, op)) if futex_op::waits(op) => (BlockReason::Futex, uaddr),
+                _ if prev_state & 0x2 != 0 => (BlockReason::Io, 0),
+                _ => (BlockReason::Sleep, 0),
+            };
+            thread.state = State::Blocked {
+                since: time,
+                reason,
+                uaddr,
+            };
+            if let Some(mut activation) = thread.current.take() {
+                activation.end = time;
+                thread.activations.push(activation);
+            }
+        }
+        if since < time {
+            self.span(prev, since, time, SpanState::Running);
+        }
+    }
+
+    fn start_running(&mut self, time: u64, cpu: u32, next: i32, next_prio: i32, irq_total: u64) {
+        let state = self.thread(next).state;
+        match state {
+            State::Runnable { since } => self.end_runnable(time, cpu, next, since),
+            State::Blocked {
+                since,
+                reason,
+                uaddr,
+            } => {
+                // Woken without a traced wake-up (sched_waking not recorded).
+                self.end_blocked(time, next, since, reason, uaddr, -1);
+                self.thread(next).current = Some(Activation {
+                    start: time,
+                    waker: -1,
+                    woke_from: Some(reason),
+                    blocked_before_ns: time - since,
+                    ..Activation::default()
+                });
+            }
+            State::Running { .. } | State::Unknown | State::Dead => {}
+        }
+        let thread = self.thread(next);
+        if !thread.boosted {
+            thread.prio = next_prio;
+            thread.prio_known = true;
+        }
+        thread.state = State::Running { cpu, since: time };
+        thread.irq_mark = irq_total;
+    }
+
+    /// Who ran on `queue_cpu` between `since` and `until` (not `tid`), with how long: the
+    /// slices kept, and the one still running there unless `tid` just took that CPU.
+    pub(crate) fn meanwhile(
+        &self,
+        tid: i32,
+        queue_cpu: u32,
+        since: u64,
+        until: u64,
+        started_on: Option<u32>,
+        max_slices: usize,
+    ) -> Vec<(i32, u64)> {
+        let Some(cpu) = self.cpus.get(queue_cpu as usize) else {
+            return Vec::new();
+        };
+        // A short scan sums in a small list; a long one (starvation) in a map.
+        let mut meanwhile: Vec<(i32, u64)> = Vec::new();
+        let mut sums: FxHashMap<i32, u64> = FxHashMap::default();
+        let small = max_slices <= RECENT_SLICES;
+        let mut add = |other: i32, ns: u64| {
+            if small {
+                add_to(&mut meanwhile, other, ns);
+            } else {
+                *sums.entry(other).or_insert(0) += ns;
+            }
+        };
+        for &(other, start, end) in cpu.slices.iter().rev().take(max_slices) {
+            if end <= since {
+                break;
+            }
+            if other != tid && start < until {
+                add(other, end.min(until).saturating_sub(start.max(since)));
+            }
+        }
+        if started_on != Some(queue_cpu) && cpu.current > 0 && cpu.current != tid {
+            add(cpu.current, until.saturating_sub(cpu.since.max(since)));
+        }
+        meanwhile.extend(sums.into_iter().filter(|(_, ns)| *ns > 0));
+        // Deterministic order: most first, then by tid.
+        meanwhile.sort_unstable_by_key(|(other, ns)| (std::cmp::Reverse(*ns), *other));
+        meanwhile
+    }
+
+    fn end_runnable(&mut self, time: u64, start_cpu: u32, tid: i32, since: u64) {
+        let queue_cpu = self.thread(tid).queue_cpu;
+        let waited = time.saturating_sub(since);
+        // Who held the CPU matters for waits long enough to show in a critical path or as
+        // starvation; reading it back for every short wait would cost a scan per switch.
+        let meanwhile = if waited >= self.config.starve_ns {
+            self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu), SLICES_KEPT)
+        } else if waited >= DETAILED_WAIT_NS {
+            // For a critical path, who held the CPU last is enough.
+            self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu), RECENT_SLICES)
+        } else {
+            Vec::new()
+        };
+        let starve_ns = self.config.starve_ns;
+        let thread = self.thread(tid);
+        if let Some(activation) = &mut thread.current {
+            activation.wait_ns += waited;
+            if let Some(&(holder, ns)) = meanwhile.iter().max_by_key(|(_, ns)| *ns) {
+                if ns > activation.top_holder_ns {
+                    activation.top_holder = holder;
+                    activation.top_holder_ns = ns;
+                }
+            }
+        }
+        if waited >= starve_ns {
+            self.starvation.push((tid, since, waited, meanwhile));
+        }
+        let thread = self.thread(tid);
+        if thread.episodes.len() == EPISODES_KEPT {
+            thread.episodes.pop_front();
+        }
+        thread.episodes.push_back(Episode {
+            start: since,
+            end: time,
+            queue_cpu,
+        });
+        if since < time {
+            self.span(tid, since, time, SpanState::Runnable);
+        }
+    }
+
+    fn end_blocked(
+        &mut self,
+        time: u64,
+        tid: i32,
+        since: u64,
+        reason: BlockReason,
+        uaddr: u64,
+        _waker: i32,
+    ) {
+        let hang_ns = self.config.hang_ns;
+        let thread = self.thread(tid);
+        let blocked = time.saturating_sub(since);
+        thread.blocked_ns[reason as usize] += blocked;
+        if reason == BlockReason::Futex && blocked >= hang_ns {
+            thread.long_waits.push((since, time, uaddr));
+        }
+        let state = match reason {
+            BlockReason::Futex => SpanState::BlockedFutex,
+            BlockReason::Io => SpanState::BlockedIo,
+            BlockReason::Sleep => SpanState::BlockedSleep,
+        };
+        if since < time {
+            self.span(tid, since, time, state);
+        }
+    }
+
+    fn waking(
+        &mut self,
+        time: u64,
+        tid: i32,
+        prio: i32,
+        waker: i32,
+        new_thread: bool,
+        queue_cpu: u32,
+    ) {
+        if tid <= 0 {
+            return;
+        }
+        let state = self.thread(tid).state;
+        let (woke_from, blocked_before) = match state {
+            State::Blocked {
+                since,
+                reason,
+                uaddr,
+            } => {
+                self.end_blocked(time, tid, since, reason, uaddr, waker);
+                if reason == BlockReason::Futex && waker > 0 {
+                    self.check_inversion(tid, waker, since, time, uaddr);
+                }
+                (Some(reason), time - since)
+            }
+            State::Unknown => (None, 0),
+            State::Dead if new_thread => (None, 0),
+            _ => return,
+        };
+        *self.thread(tid).wakers.entry(waker).or_insert(0) += 1;
+        if waker > 0 {
+            *self.thread(waker).wakes.entry(tid).or_insert(0) += 1;
+        }
+        let thread = self.thread(tid);
+        if !thread.prio_known {
+            thread.prio = prio;
+        }
+        thread.state = State::Runnable { since: time };
+        thread.queue_cpu = queue_cpu;
+        thread.current = Some(Activation {
+            start: time,
+            waker,
+            woke_from,
+            blocked_before_ns: blocked_before,
+            ..Activation::default()
+        });
+    }
+
+    fn check_inversion(&mut self, high: i32, low: i32, blocked_at: u64, woken_at: u64, uaddr: u64) {
+        let high_prio = self.prio_of(high);
+        let low_prio = self.prio_of(low);
+        if low_prio <= high_prio {
+            return;
+        }
+        let Some(low_thread) = self.threads.get(&low) else {
+            return;
+        };
+        let mut middle: Vec<(i32, u64)> = Vec::new();
+        let mut low_runnable_ns = 0;
+        for episode in &low_thread.episodes {
+            if episode.end <= blocked_at || episode.start >= woken_at {
+                continue;
+            }
+            let from = episode.start.max(blocked_at);
+            let to = episode.end.min(woken_at);
+            low_runnable_ns += to - from;
+            for (other, ns) in self.meanwhile(low, episode.queue_cpu, from, to, None, SLICES_KEPT) {
+                if other == high || other == low {
+                    continue;
+                }
+                let other_prio = self.prio_of(other);
+                if other_prio >= high_prio && other_prio < low_prio {
+                    add_to(&mut middle, other, ns);
+                }
+            }
+        }
+        if middle.is_empty() {
+            return;
+        }
+        middle.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+        let middle = middle
+            .into_iter()
+            .map(|(tid, ns)| Middle {
+                tid,
+                name: self.name_of(tid),
+                priority: crate::model::user_priority(self.prio_of(tid)),
+                ns,
+            })
+            .collect();
+        self.inversions.push(Inversion {
+            high: self.thread_ref(high),
+            low: self.thread_ref(low),
+            middle,
+            futex: format!("{uaddr:#x}"),
+            at_ns: blocked_at,
+            duration_ns: woken_at - blocked_at,
+            low_runnable_ns,
+        });
+    }
+
+    pub(crate) fn name_of(&self, tid: i32) -> String {
+        if tid <= 0 {
+            return "(interrupt)".into();
+        }
+        self.threads
+            .get(&tid)
+            .map(|thread| thread.name.to_string())
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| format!("<{tid}>"))
+    }
+
+    pub(crate) fn thread_ref(&self, tid: i32) -> ThreadRef {
+        ThreadRef {
+            tid,
+            name: self.name_of(tid),
+            priority: self.user_priority_of(tid),
+        }
+    }
+
+    pub(crate) fn user_priority_of(&self, tid: i32) -> i32 {
+        match self.threads.get(&tid).and_then(|thread| thread.policy) {
+            Some((_, priority)) => priority,
+            None => crate::model::user_priority(self.prio_of(tid)),
+        }
+    }
+
+    /// The events seen so far.
+    pub fn n_events(&self) -> u64 {
+        self.n_events
+    }
+}
+
+#[cfg(test)]
+mod tests;

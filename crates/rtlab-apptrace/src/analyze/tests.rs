@@ -1,0 +1,383 @@
+//! The analyses on synthetic event streams whose answers are known.
+
+use super::report::*;
+use super::*;
+use crate::model::{Comm, Event, EventKind};
+
+const MS: u64 = 1_000_000;
+const HIGH: i32 = 10;
+const LOW: i32 = 11;
+const MIDDLE: i32 = 12;
+
+struct Script {
+    events: Vec<Event>,
+}
+
+impl Script {
+    fn new(names: &[(i32, &str)]) -> Script {
+        let events = names
+            .iter()
+            .map(|(tid, name)| Event {
+                timestamp_ns: 0,
+                cpu: 0,
+                kind: EventKind::Name {
+                    tid: *tid,
+                    comm: Comm::new(name),
+                },
+            })
+            .collect();
+        Script { events }
+    }
+
+    fn at(&mut self, time_ms: f64, cpu: u32, kind: EventKind) -> &mut Script {
+        self.events.push(Event {
+            timestamp_ns: (time_ms * MS as f64) as u64,
+            cpu,
+            kind,
+        });
+        self
+    }
+
+    fn switch(
+        &mut self,
+        time_ms: f64,
+        cpu: u32,
+        prev: (i32, i32, u32),
+        next: (i32, i32),
+    ) -> &mut Script {
+        self.at(
+            time_ms,
+            cpu,
+            EventKind::Switch {
+                prev_tid: prev.0,
+                prev_prio: prev.1,
+                prev_state: prev.2,
+                next_tid: next.0,
+                next_prio: next.1,
+            },
+        )
+    }
+
+    fn wake(&mut self, time_ms: f64, cpu: u32, tid: i32, prio: i32, waker: i32) -> &mut Script {
+        self.at(
+            time_ms,
+            cpu,
+            EventKind::Waking {
+                tid,
+                prio,
+                waker,
+                target_cpu: cpu as i32,
+            },
+        )
+    }
+
+    fn analyse(&self) -> TraceReport {
+        self.analyse_with_timeline().0
+    }
+
+    fn analyse_with_timeline(&self) -> (TraceReport, Vec<timeline::Span>) {
+        let mut analyzer = Analyzer::new(AnalysisConfig {
+            timeline_spans: 1000,
+            ..AnalysisConfig::default()
+        });
+        for event in &self.events {
+            analyzer.push(event);
+        }
+        let header = rtlab_core::header::OutputHeader {
+            schema: SCHEMA.into(),
+            tool_version: "test".into(),
+            cmdline: vec![],
+            started_at: "2026-01-01T00:00:00Z".into(),
+            host: None,
+        };
+        let source = SourceInfo {
+            path: "synthetic".into(),
+            format: "test".into(),
+            clock: None,
+        };
+        let (report, timeline) = analyzer.finish(header, source, 0);
+        (
+            report,
+            timeline.map(|timeline| timeline.spans).unwrap_or_default(),
+        )
+    }
+}
+
+/// Kernel prios: RT 30, 10, 20.
+const P_HIGH: i32 = 69;
+const P_LOW: i32 = 89;
+const P_MIDDLE: i32 = 79;
+const SLEEPING: u32 = 1;
+const PREEMPTED: u32 = 0;
+
+#[test]
+fn an_inversion_names_its_three_threads() {
+    let script = inversion_script();
+    let report = script.analyse();
+    assert_eq!(report.inversions.len(), 1, "{:#?}", report.inversions);
+    let inversion = &report.inversions[0];
+    assert_eq!((inversion.high.tid, inversion.high.priority), (HIGH, 30));
+    assert_eq!((inversion.low.tid, inversion.low.priority), (LOW, 10));
+    assert_eq!(inversion.middle.len(), 1);
+    assert_eq!(
+        (
+            inversion.middle[0].tid,
+            inversion.middle[0].priority,
+            inversion.middle[0].ns
+        ),
+        (MIDDLE, 20, 20 * MS)
+    );
+    assert_eq!(inversion.at_ns, 1_200_000);
+    assert_eq!(inversion.duration_ns, 21_800_000);
+    assert_eq!(inversion.futex, "0xabc0");
+    let high = report.threads.iter().find(|row| row.tid == HIGH).unwrap();
+    assert_eq!(high.blocked_ns.futex, 21_800_000);
+    assert!(high
+        .wakers
+        .iter()
+        .any(|waker| waker.tid == LOW && waker.count == 1));
+}
+
+fn inversion_script() -> Script {
+    let mut script = Script::new(&[(HIGH, "high"), (LOW, "low"), (MIDDLE, "middle")]);
+    script
+        .switch(0.0, 1, (0, 120, 0), (LOW, P_LOW))
+        .wake(1.0, 1, HIGH, P_HIGH, 0)
+        .switch(1.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
+        .at(
+            1.1,
+            1,
+            EventKind::FutexEnter {
+                tid: HIGH,
+                uaddr: 0xabc0,
+                op: 0x80,
+                value: 2,
+            },
+        )
+        .switch(1.2, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
+        .wake(2.0, 1, MIDDLE, P_MIDDLE, 0)
+        .switch(2.0, 1, (LOW, P_LOW, PREEMPTED), (MIDDLE, P_MIDDLE))
+        .switch(22.0, 1, (MIDDLE, P_MIDDLE, SLEEPING), (LOW, P_LOW))
+        .wake(23.0, 1, HIGH, P_HIGH, LOW)
+        .switch(23.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
+        .at(
+            23.1,
+            1,
+            EventKind::FutexExit {
+                tid: HIGH,
+                result: 0,
+            },
+        )
+        .switch(24.0, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
+        .switch(30.0, 1, (LOW, P_LOW, SLEEPING), (0, 120));
+    script
+}
+
+#[test]
+fn the_text_report_svg_and_perfetto_json_of_an_inversion() {
+    let (report, spans) = inversion_script().analyse_with_timeline();
+    insta::assert_snapshot!("inversion_text", crate::text::render(&report, true));
+    insta::assert_snapshot!("inversion_svg", crate::svg::render(&report, &spans));
+    let perfetto: serde_json::Value =
+        serde_json::from_str(&crate::perfetto::render(&report, &spans)).unwrap();
+    insta::assert_json_snapshot!("inversion_perfetto", perfetto);
+}
+
+#[test]
+fn a_middle_thread_on_another_cpu_is_no_inversion() {
+    let mut script = Script::new(&[(HIGH, "high"), (LOW, "low"), (MIDDLE, "middle")]);
+    script
+        .switch(0.0, 1, (0, 120, 0), (LOW, P_LOW))
+        .wake(1.0, 1, HIGH, P_HIGH, 0)
+        .switch(1.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH))
+        .at(
+            1.1,
+            1,
+            EventKind::FutexEnter {
+                tid: HIGH,
+                uaddr: 0xabc0,
+                op: 0,
+                value: 2,
+            },
+        )
+        .switch(1.2, 1, (HIGH, P_HIGH, SLEEPING), (LOW, P_LOW))
+        .wake(2.0, 0, MIDDLE, P_MIDDLE, 0)
+        .switch(2.0, 0, (0, 120, 0), (MIDDLE, P_MIDDLE))
+        .switch(22.0, 0, (MIDDLE, P_MIDDLE, SLEEPING), (0, 120))
+        .wake(23.0, 1, HIGH, P_HIGH, LOW)
+        .switch(23.0, 1, (LOW, P_LOW, PREEMPTED), (HIGH, P_HIGH));
+    assert!(script.analyse().inversions.is_empty());
+}
+
+#[test]
+fn owners_read_while_recording_close_a_deadlock_cycle() {
+    let (a, b, idle) = (20, 21, 22);
+    let mut script = Script::new(&[(a, "dead-a"), (b, "dead-b"), (idle, "other")]);
+    script
+        .switch(0.0, 0, (0, 120, 0), (a, 120))
+        .at(
+            10.0,
+            0,
+            EventKind::FutexEnter {
+                tid: a,
+                uaddr: 0x100,
+                op: 0x89,
+                value: 2,
+            },
+        )
+        .switch(10.0, 0, (a, 120, SLEEPING), (b, 120))
+        .at(
+            11.0,
+            0,
+            EventKind::FutexEnter {
+                tid: b,
+                uaddr: 0x200,
+                op: 0x89,
+                value: 2,
+            },
+        )
+        .switch(11.0, 0, (b, 120, SLEEPING), (0, 120))
+        .at(
+            300.0,
+            0,
+            EventKind::Owner {
+                waiter: a,
+                uaddr: 0x100,
+                owner: b,
+            },
+        )
+        .at(
+            300.0,
+            0,
+            EventKind::Owner {
+                waiter: b,
+                uaddr: 0x200,
+                owner: a,
+            },
+        )
+        .switch(2000.0, 0, (0, 120, 0), (idle, 120));
+    let report = script.analyse();
+    assert_eq!(report.hangs.len(), 1, "{:#?}", report.hangs);
+    let hang = &report.hangs[0];
+    assert!(hang.cycle);
+    assert_eq!(hang.ended_ns, None);
+    assert_eq!(hang.since_ns, 11 * MS);
+    let owners: Vec<(i32, Option<i32>)> = hang
+        .threads
+        .iter()
+        .map(|thread| (thread.tid, thread.owner))
+        .collect();
+    assert_eq!(owners, vec![(a, Some(b)), (b, Some(a))]);
+}
+
+#[test]
+fn without_owners_the_hung_pair_is_reported_together_but_not_as_a_cycle() {
+    let (a, b) = (20, 21);
+    let mut script = Script::new(&[(a, "dead-a"), (b, "dead-b")]);
+    script
+        .switch(0.0, 0, (0, 120, 0), (a, 120))
+        .at(
+            10.0,
+            0,
+            EventKind::FutexEnter {
+                tid: a,
+                uaddr: 0x100,
+                op: 0,
+                value: 2,
+            },
+        )
+        .switch(10.0, 0, (a, 120, SLEEPING), (b, 120))
+        .at(
+            11.0,
+            0,
+            EventKind::FutexEnter {
+                tid: b,
+                uaddr: 0x200,
+                op: 0,
+                value: 2,
+            },
+        )
+        .switch(11.0, 0, (b, 120, SLEEPING), (0, 120))
+        .at(
+            1500.0,
+            0,
+            EventKind::Fork {
+                parent: 1,
+                child: a,
+            },
+        )
+        .at(
+            1500.0,
+            0,
+            EventKind::Fork {
+                parent: 1,
+                child: b,
+            },
+        )
+        .switch(2000.0, 0, (0, 120, 0), (0, 120));
+    let report = script.analyse();
+    assert_eq!(report.hangs.len(), 1, "{:#?}", report.hangs);
+    assert!(!report.hangs[0].cycle);
+    assert_eq!(report.hangs[0].threads.len(), 2);
+}
+
+#[test]
+fn starvation_names_who_held_the_cpu() {
+    let (starved, hog) = (30, 31);
+    let mut script = Script::new(&[(starved, "starved"), (hog, "hog")]);
+    script
+        .switch(0.0, 1, (0, 120, 0), (starved, 120))
+        .wake(5.0, 1, hog, 94, 0)
+        .switch(5.0, 1, (starved, 120, PREEMPTED), (hog, 94))
+        .switch(305.0, 1, (hog, 94, SLEEPING), (starved, 120))
+        .switch(306.0, 1, (starved, 120, SLEEPING), (0, 120));
+    let report = script.analyse();
+    assert_eq!(report.starvation.len(), 1);
+    let entry = &report.starvation[0];
+    assert_eq!((entry.thread.tid, entry.runnable_ns), (starved, 300 * MS));
+    assert_eq!((entry.ran[0].tid, entry.ran[0].ns), (hog, 300 * MS));
+}
+
+#[test]
+fn periods_wakers_and_late_activations_of_a_two_stage_pipeline() {
+    let (source, sink) = (40, 41);
+    let mut script = Script::new(&[(source, "src"), (sink, "sink")]);
+    for period in 0..20u32 {
+        let start = f64::from(period) * 10.0;
+        // The sink's work takes 3 ms, except in period 7, where it waits 12 ms for the CPU.
+        let wait = if period == 7 { 12.0 } else { 0.0 };
+        script
+            .wake(start, 0, source, 79, 0)
+            .switch(start, 0, (0, 120, 0), (source, 79))
+            .wake(start + 1.0, 0, sink, 80, source)
+            .switch(start + 1.0, 0, (source, 79, SLEEPING), (0, 120));
+        if wait > 0.0 {
+            script.switch(start + 1.0, 0, (0, 120, 0), (99, 50)).switch(
+                start + 1.0 + wait,
+                0,
+                (99, 50, SLEEPING),
+                (0, 120),
+            );
+        }
+        script
+            .switch(start + 1.0 + wait, 0, (0, 120, 0), (sink, 80))
+            .switch(start + 4.0 + wait, 0, (sink, 80, SLEEPING), (0, 120));
+    }
+    let report = script.analyse();
+    let row = |tid: i32| report.threads.iter().find(|row| row.tid == tid).unwrap();
+    assert_eq!(row(source).period_ns, Some(10 * MS));
+    assert_eq!(
+        row(sink)
+            .period_ns
+            .map(|period| period.abs_diff(10 * MS) < MS / 2),
+        Some(true)
+    );
+    assert_eq!(row(sink).wakers[0].tid, source);
+    assert_eq!(row(source).wakes[0].tid, sink);
+    assert_eq!(row(sink).cpu_per_activation_ns.max, 3 * MS);
+    assert_eq!(report.late_activations_total, 1);
+    let late = &report.late_activations[0];
+    assert_eq!(late.thread.tid, sink);
+    assert_eq!(late.critical_path[0].kind, "cpu");
+    assert_eq!(late.critical_path[0].by.as_ref().map(|by| by.tid), Some(99));
+}

@@ -1,0 +1,363 @@
+//! Raw tracepoint payloads → [`Event`]s, with the field offsets the kernel's `format` files give.
+//!
+//! The same decoder serves the live recorder and the trace.dat reader, so both produce the same
+//! event stream. It also follows task names: the first time a payload names a task (or names it
+//! differently), an [`EventKind::Name`] goes out before the event. Payloads are untrusted: a field
+//! outside the payload is an error, never a panic.
+
+use crate::model::{Comm, Event, EventKind};
+use rtlab_trace::format::{EventFormat, FieldLayout};
+use rustc_hash::FxHashMap;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("event {event}: field '{field}' is missing from its format")]
+    MissingField { event: String, field: &'static str },
+    #[error("event id {id}: payload of {length} bytes is too short for field '{field}'")]
+    ShortPayload {
+        id: u16,
+        field: &'static str,
+        length: usize,
+    },
+}
+
+/// The events the analyses use, as (system, event). Enabling them is the recorder's business.
+pub const USED_EVENTS: &[(&str, &str)] = &[
+    ("sched", "sched_switch"),
+    ("sched", "sched_waking"),
+    ("sched", "sched_wakeup"),
+    ("sched", "sched_wakeup_new"),
+    ("sched", "sched_process_fork"),
+    ("sched", "sched_process_exit"),
+    ("sched", "sched_migrate_task"),
+    ("sched", "sched_pi_setprio"),
+    ("syscalls", "sys_enter_futex"),
+    ("syscalls", "sys_exit_futex"),
+    ("irq", "irq_handler_entry"),
+    ("irq", "irq_handler_exit"),
+    ("irq", "softirq_entry"),
+    ("irq", "softirq_exit"),
+    // x86 interrupt vectors: a timer's wake-up runs in `local_timer`, which the irq events miss.
+    ("irq_vectors", "local_timer_entry"),
+    ("irq_vectors", "local_timer_exit"),
+    ("irq_vectors", "reschedule_entry"),
+    ("irq_vectors", "reschedule_exit"),
+    ("irq_vectors", "call_function_single_entry"),
+    ("irq_vectors", "call_function_single_exit"),
+    ("irq_vectors", "irq_work_entry"),
+    ("irq_vectors", "irq_work_exit"),
+];
+
+/// The `irq` number given to x86 vector events (they have none).
+pub const VECTOR_IRQ: i32 = -1;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    offset: usize,
+    size: usize,
+    layout: FieldLayout,
+}
+
+impl Slot {
+    fn integer(&self, payload: &[u8]) -> Option<i64> {
+        let bytes = payload.get(self.offset..self.offset.checked_add(self.size)?)?;
+        Some(match self.size {
+            1 => i64::from(bytes[0] as i8),
+            2 => i64::from(i16::from_le_bytes([bytes[0], bytes[1]])),
+            4 => i64::from(i32::from_le_bytes(bytes.try_into().ok()?)),
+            8 => i64::from_le_bytes(bytes.try_into().ok()?),
+            _ => return None,
+        })
+    }
+
+    fn bytes<'payload>(&self, payload: &'payload [u8]) -> Option<&'payload [u8]> {
+        match self.layout {
+            FieldLayout::Fixed => payload.get(self.offset..self.offset.checked_add(self.size)?),
+            FieldLayout::Rest => payload.get(self.offset..),
+            FieldLayout::DataLocation | FieldLayout::RelativeLocation => {
+                let word = self.integer(payload)? as u32;
+                let mut start = (word & 0xffff) as usize;
+                if self.layout == FieldLayout::RelativeLocation {
+                    start += self.offset + self.size;
+                }
+                let length = (word >> 16) as usize;
+                payload.get(start..start.checked_add(length)?)
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Switch,
+    Waking,
+    Wakeup,
+    WakeupNew,
+    Fork,
+    Exit,
+    Migrate,
+    PiSetprio,
+    FutexEnter,
+    FutexExit,
+    IrqEntry,
+    IrqExit,
+    SoftirqEntry,
+    SoftirqExit,
+    VectorEntry,
+    VectorExit,
+}
+
+fn shape_of(system: &str, name: &str) -> Option<(Shape, &'static [&'static str])> {
+    Some(match (system, name) {
+        ("sched", "sched_switch") => (
+            Shape::Switch,
+            &[
+                "prev_comm",
+                "prev_pid",
+                "prev_prio",
+                "prev_state",
+                "next_comm",
+                "next_pid",
+                "next_prio",
+            ][..],
+        ),
+        ("sched", "sched_waking") => (Shape::Waking, &["comm", "pid", "prio", "target_cpu"][..]),
+        ("sched", "sched_wakeup") => (Shape::Wakeup, &["comm", "pid", "prio", "target_cpu"][..]),
+        ("sched", "sched_wakeup_new") => (Shape::WakeupNew, &["comm", "pid", "prio"][..]),
+        ("sched", "sched_process_fork") => {
+            (Shape::Fork, &["parent_pid", "child_comm", "child_pid"][..])
+        }
+        ("sched", "sched_process_exit") => (Shape::Exit, &["comm", "pid"][..]),
+        ("sched", "sched_migrate_task") => (Shape::Migrate, &["pid", "orig_cpu", "dest_cpu"][..]),
+        ("sched", "sched_pi_setprio") => {
+            (Shape::PiSetprio, &["comm", "pid", "oldprio", "newprio"][..])
+        }
+        ("syscalls", "sys_enter_futex") => (Shape::FutexEnter, &["uaddr", "op", "val"][..]),
+        ("syscalls", "sys_exit_futex") => (Shape::FutexExit, &["ret"][..]),
+        ("irq", "irq_handler_entry") => (Shape::IrqEntry, &["irq"][..]),
+        ("irq", "irq_handler_exit") => (Shape::IrqExit, &["irq"][..]),
+        ("irq", "softirq_entry") => (Shape::SoftirqEntry, &["vec"][..]),
+        ("irq", "softirq_exit") => (Shape::SoftirqExit, &["vec"][..]),
+        ("irq_vectors", name) if name.ends_with("_entry") => (Shape::VectorEntry, &[][..]),
+        ("irq_vectors", name) if name.ends_with("_exit") => (Shape::VectorExit, &[][..]),
+        _ => return None,
+    })
+}
+
+#[derive(Clone, Debug)]
+struct Reader {
+    shape: Shape,
+    pid: Slot,
+    fields: Vec<(&'static str, Slot)>,
+}
+
+/// Decodes payloads of the [`USED_EVENTS`] it was given formats for.
+#[derive(Clone, Debug, Default)]
+pub struct PayloadDecoder {
+    readers: Vec<Option<Reader>>,
+    type_slot: Option<Slot>,
+    /// Whether `sched_waking` is known: then `sched_wakeup` is redundant and skipped.
+    has_waking: bool,
+    names: FxHashMap<i32, Comm>,
+}
+
+impl PayloadDecoder {
+    /// Adds a format; formats of events the analyses do not use are ignored (`Ok(false)`).
+    pub fn add(&mut self, format: &EventFormat) -> Result<bool, DecodeError> {
+        let Some((shape, names)) = shape_of(&format.system, &format.name) else {
+            return Ok(false);
+        };
+        let event = format!("{}:{}", format.system, format.name);
+        let slot = |name: &'static str| -> Result<Slot, DecodeError> {
+            let field = format.field(name).ok_or(DecodeError::MissingField {
+                event: event.clone(),
+                field: name,
+            })?;
+            Ok(Slot {
+                offset: field.offset,
+                size: field.size,
+                layout: field.layout,
+            })
+        };
+        let pid = slot("common_pid")?;
+        self.type_slot = Some(slot("common_type")?);
+        let fields = names
+            .iter()
+            .map(|name| Ok((*name, slot(name)?)))
+            .collect::<Result<Vec<_>, DecodeError>>()?;
+        let index = usize::from(format.id);
+        if self.readers.len() <= index {
+            self.readers.resize_with(index + 1, || None);
+        }
+        self.readers[index] = Some(Reader { shape, pid, fields });
+        if shape == Shape::Waking {
+            self.has_waking = true;
+        }
+        Ok(true)
+    }
+
+    pub fn n_event_types(&self) -> usize {
+        self.readers.iter().flatten().count()
+    }
+
+    fn note_name(&mut self, tid: i32, comm: Comm, timestamp_ns: u64, cpu: u32) -> Option<Event> {
+        if tid <= 0 || comm.bytes()[0] == 0 {
+            return None;
+        }
+        if self.names.get(&tid) == Some(&comm) {
+            return None;
+        }
+        self.names.insert(tid, comm);
+        Some(Event {
+            timestamp_ns,
+            cpu,
+            kind: EventKind::Name { tid, comm },
+        })
+    }
+
+    /// Decodes one payload; `emit` receives the event (after any name events it implies).
+    /// Payloads of events without a format are skipped.
+    pub fn decode(
+        &mut self,
+        cpu: u32,
+        timestamp_ns: u64,
+        payload: &[u8],
+        emit: &mut impl FnMut(Event),
+    ) -> Result<(), DecodeError> {
+        let type_slot = self.type_slot.unwrap_or(Slot {
+            offset: 0,
+            size: 2,
+            layout: FieldLayout::Fixed,
+        });
+        let id = type_slot
+            .integer(payload)
+            .ok_or(DecodeError::ShortPayload {
+                id: 0,
+                field: "common_type",
+                length: payload.len(),
+            })? as u16;
+        let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
+            return Ok(());
+        };
+        let short = |field: &'static str| DecodeError::ShortPayload {
+            id,
+            field,
+            length: payload.len(),
+        };
+        let int = |index: usize| -> Result<i64, DecodeError> {
+            let (name, slot) = reader.fields[index];
+            slot.integer(payload).ok_or_else(|| short(name))
+        };
+        let comm = |index: usize| -> Result<Comm, DecodeError> {
+            let (name, slot) = reader.fields[index];
+            slot.bytes(payload)
+                .map(Comm::from_bytes)
+                .ok_or_else(|| short(name))
+        };
+        let current = reader
+            .pid
+            .integer(payload)
+            .ok_or_else(|| short("common_pid"))? as i32;
+        let shape = reader.shape;
+        let event = |kind: EventKind| Event {
+            timestamp_ns,
+            cpu,
+            kind,
+        };
+        let mut names: [Option<(i32, Comm)>; 2] = [None, None];
+        let kind = match shape {
+            Shape::Switch => {
+                let prev_tid = int(1)? as i32;
+                let next_tid = int(5)? as i32;
+                names = [Some((prev_tid, comm(0)?)), Some((next_tid, comm(4)?))];
+                EventKind::Switch {
+                    prev_tid,
+                    prev_prio: int(2)? as i32,
+                    prev_state: int(3)? as u32,
+                    next_tid,
+                    next_prio: int(6)? as i32,
+                }
+            }
+            Shape::Waking | Shape::Wakeup => {
+                if shape == Shape::Wakeup && self.has_waking {
+                    return Ok(());
+                }
+                let tid = int(1)? as i32;
+                names[0] = Some((tid, comm(0)?));
+                EventKind::Waking {
+                    tid,
+                    prio: int(2)? as i32,
+                    waker: current,
+                    target_cpu: int(3)? as i32,
+                }
+            }
+            Shape::WakeupNew => {
+                let tid = int(1)? as i32;
+                names[0] = Some((tid, comm(0)?));
+                EventKind::WakeupNew {
+                    tid,
+                    prio: int(2)? as i32,
+                    waker: current,
+                }
+            }
+            Shape::Fork => {
+                let child = int(2)? as i32;
+                names[0] = Some((child, comm(1)?));
+                EventKind::Fork {
+                    parent: int(0)? as i32,
+                    child,
+                }
+            }
+            Shape::Exit => EventKind::Exit {
+                tid: int(1)? as i32,
+            },
+            Shape::Migrate => EventKind::Migrate {
+                tid: int(0)? as i32,
+                orig_cpu: int(1)? as i32,
+                dest_cpu: int(2)? as i32,
+            },
+            Shape::PiSetprio => {
+                let tid = int(1)? as i32;
+                names[0] = Some((tid, comm(0)?));
+                EventKind::PiSetprio {
+                    tid,
+                    old_prio: int(2)? as i32,
+                    new_prio: int(3)? as i32,
+                    by: current,
+                }
+            }
+            Shape::FutexEnter => EventKind::FutexEnter {
+                tid: current,
+                uaddr: int(0)? as u64,
+                op: int(1)? as u32,
+                value: int(2)? as u32,
+            },
+            Shape::FutexExit => EventKind::FutexExit {
+                tid: current,
+                result: int(0)?,
+            },
+            Shape::IrqEntry => EventKind::IrqEntry {
+                irq: int(0)? as i32,
+            },
+            Shape::IrqExit => EventKind::IrqExit {
+                irq: int(0)? as i32,
+            },
+            Shape::SoftirqEntry => EventKind::SoftirqEntry {
+                vector: int(0)? as u32,
+            },
+            Shape::SoftirqExit => EventKind::SoftirqExit {
+                vector: int(0)? as u32,
+            },
+            Shape::VectorEntry => EventKind::IrqEntry { irq: VECTOR_IRQ },
+            Shape::VectorExit => EventKind::IrqExit { irq: VECTOR_IRQ },
+        };
+        for (tid, comm) in names.into_iter().flatten() {
+            if let Some(name_event) = self.note_name(tid, comm, timestamp_ns, cpu) {
+                emit(name_event);
+            }
+        }
+        emit(event(kind));
+        Ok(())
+    }
+}

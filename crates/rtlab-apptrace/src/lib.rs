@@ -1,0 +1,22 @@
+//! rtlab-apptrace: what an application's threads really do (paper 003, section 3).
+//!
+//! From a recording of the scheduler's events (`rtlab trace record`, or a trace-cmd `trace.dat`
+//! someone already has) this crate recovers the thread structure of an application — each
+//! thread's period, CPU per activation and who wakes it (003's Table 3-1) — and finds what the
+//! paper's authors found by hand with Perl scripts: priority inversions, hangs and deadlocks,
+//! starvation, and late activations with what they waited for. It owns the rtlab trace file
+//! format (`file`), the trace.dat reader (`tracedat`), the analyses (`analyze`) and the
+//! timelines (`svg`, `perfetto`). Recording goes through `rtlab-trace`'s tracefs recorder.
+
+pub mod analyze;
+pub mod decode;
+pub mod file;
+pub mod model;
+pub mod perfetto;
+pub mod record;
+pub mod source;
+pub mod svg;
+pub mod text;
+pub mod tracedat;
+
+pub use model::{Comm, Event, EventKind};

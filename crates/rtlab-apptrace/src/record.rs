@@ -1,0 +1,388 @@
+//! `rtlab trace record` as a library call: the tracefs recorder of `rtlab-trace`, the target's
+//! threads followed in /proc (their process, policy and priority become `ThreadInfo` records,
+//! their futex calls pass the kernel filter), the owners of the futexes they hang on read from
+//! their memory, and the events written in time order to an rtlab trace file.
+//!
+//! Memory is bounded: events wait in a reorder buffer only until every CPU's ring has been read
+//! past them (one poll), and the writer holds one block. A stop request (SIGINT) ends the
+//! recording at the next poll with everything read so far written and the trailer saying so.
+
+use crate::decode::PayloadDecoder;
+use crate::file::{FileError, FileHeader, FileTrailer, TraceFileWriter};
+use crate::model::{futex_op, Event, EventKind, Policy};
+use rtlab_trace::app_recorder::AppRecorder;
+use rtlab_trace::recorder::TraceError;
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RecordError {
+    #[error("tracing: {0}")]
+    Trace(#[from] TraceError),
+    #[error("{0}")]
+    File(#[from] FileError),
+    #[error("decoding a recorded event: {0}")]
+    Decode(#[from] crate::decode::DecodeError),
+    #[error("no process to record: {0}")]
+    NoTarget(String),
+    #[error("starting the command {command:?}: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+}
+
+/// Whom to record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Pid(u32),
+    /// Every process whose name (`/proc/PID/comm`) is this, also those started later.
+    Comm(String),
+    /// A command started for the recording (and killed if still running at the end).
+    Command(Vec<String>),
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Pid(pid) => format!("pid {pid}"),
+            Target::Comm(name) => format!("comm {name}"),
+            Target::Command(command) => format!("command {}", command.join(" ")),
+        }
+    }
+}
+
+/// Recording settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordConfig {
+    pub target: Target,
+    /// None: until the target ends or a stop request.
+    pub duration: Option<Duration>,
+    /// Ring buffer per CPU.
+    pub buffer_kb: u32,
+    pub poll_interval: Duration,
+    /// A target thread blocked on a futex this long has the futex's owner read.
+    pub owner_probe_after: Duration,
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        RecordConfig {
+            target: Target::Pid(0),
+            duration: None,
+            buffer_kb: 8192,
+            poll_interval: Duration::from_millis(100),
+            owner_probe_after: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Progress, after each poll.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordProgress {
+    pub elapsed_ns: u64,
+    pub n_events: u64,
+    pub bytes_written: u64,
+    pub lost_events: u64,
+    pub n_threads: usize,
+}
+
+/// What the recording did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordSummary {
+    pub progress: RecordProgress,
+    pub interrupted: bool,
+    pub enabled_events: Vec<String>,
+    pub removed_stale_instances: Vec<String>,
+    pub target_pids: Vec<u32>,
+    pub owners_found: u64,
+}
+
+/// A target thread waiting in a futex call.
+#[derive(Clone, Copy, Debug)]
+struct FutexWait {
+    uaddr: u64,
+    since: u64,
+    probed: bool,
+}
+
+struct Targets {
+    target: Target,
+    child: Option<std::process::Child>,
+    /// tid → tgid of every target thread seen.
+    threads: HashMap<u32, u32>,
+    /// The policy last written for each thread (a thread may change it after it starts).
+    policies: HashMap<u32, (Policy, i32)>,
+    pids: HashSet<u32>,
+}
+
+impl Targets {
+    /// Re-reads the target's processes and threads; returns the new threads' info events.
+    fn refresh(&mut self, now: u64) -> Vec<Event> {
+        match &self.target {
+            Target::Pid(pid) => {
+                self.pids.insert(*pid);
+            }
+            Target::Comm(name) => {
+                for (pid, tid) in rtlab_sys::proc_thread::threads_named(name).unwrap_or_default() {
+                    if pid == tid {
+                        self.pids.insert(pid);
+                    }
+                }
+            }
+            Target::Command(_) => {}
+        }
+        let mut events = Vec::new();
+        for &pid in &self.pids {
+            let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) else {
+                continue;
+            };
+            for tid in tids {
+                self.threads.insert(tid, pid);
+                let (policy, priority) = match rtlab_sys::sched::thread_policy(tid) {
+                    Ok(policy) => (convert_policy(&policy), policy.priority_or_nice()),
+                    Err(_) => continue,
+                };
+                if self.policies.insert(tid, (policy, priority)) == Some((policy, priority)) {
+                    continue;
+                }
+                events.push(Event {
+                    timestamp_ns: now,
+                    cpu: 0,
+                    kind: EventKind::ThreadInfo {
+                        tid: tid as i32,
+                        tgid: pid as i32,
+                        policy,
+                        priority,
+                    },
+                });
+            }
+        }
+        events
+    }
+
+    fn alive(&mut self) -> bool {
+        if let Some(child) = &mut self.child {
+            return matches!(child.try_wait(), Ok(None));
+        }
+        match &self.target {
+            Target::Pid(pid) => std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            // A name may match processes started later: record until stopped.
+            _ => true,
+        }
+    }
+}
+
+fn convert_policy(policy: &rtlab_sys::sched::Policy) -> Policy {
+    use rtlab_sys::sched::Policy as Sys;
+    match policy {
+        Sys::Other { .. } => Policy::Other,
+        Sys::Fifo { .. } => Policy::Fifo,
+        Sys::RoundRobin { .. } => Policy::RoundRobin,
+        Sys::Batch { .. } => Policy::Batch,
+        Sys::Idle => Policy::Idle,
+        Sys::Deadline { .. } => Policy::Deadline,
+    }
+}
+
+/// Records `config.target` into `output` until the duration passes, the target ends, or `stop`
+/// is set; `progress` is called after every poll.
+pub fn record<W: Write>(
+    config: &RecordConfig,
+    output: W,
+    mut header: FileHeader,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&RecordProgress),
+) -> Result<(W, RecordSummary), RecordError> {
+    let mut targets = Targets {
+        target: config.target.clone(),
+        child: None,
+        threads: HashMap::new(),
+        policies: HashMap::new(),
+        pids: HashSet::new(),
+    };
+    if let Target::Pid(pid) = config.target {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(RecordError::NoTarget(format!(
+                "process {pid} does not exist"
+            )));
+        }
+    }
+    let start_ns = rtlab_sys::clock::monotonic_ns();
+    let mut info_events = targets.refresh(start_ns);
+    if let Target::Comm(name) = &config.target {
+        if targets.pids.is_empty() {
+            return Err(RecordError::NoTarget(format!(
+                "no process is named {name:?}"
+            )));
+        }
+    }
+    let initial: Vec<u32> = targets.threads.keys().copied().collect();
+    let mut recorder = AppRecorder::start(config.buffer_kb, Some(&initial))?;
+    let mut decoder = PayloadDecoder::default();
+    for format in recorder.formats() {
+        decoder.add(format)?;
+    }
+    header.events = recorder.enabled_events().to_vec();
+    let mut writer = TraceFileWriter::new(output, &header)?;
+    if let Target::Command(command) = &config.target {
+        let (program, arguments) = command
+            .split_first()
+            .ok_or_else(|| RecordError::NoTarget("the command is empty".into()))?;
+        let child = std::process::Command::new(program)
+            .args(arguments)
+            .spawn()
+            .map_err(|source| RecordError::Spawn {
+                command: command.join(" "),
+                source,
+            })?;
+        targets.pids.insert(child.id());
+        targets.child = Some(child);
+        info_events.extend(targets.refresh(rtlab_sys::clock::monotonic_ns()));
+        let threads: Vec<u32> = targets.threads.keys().copied().collect();
+        recorder.set_futex_threads(&threads)?;
+    }
+    let mut pending: Vec<Event> = info_events;
+    let mut waits: HashMap<i32, FutexWait> = HashMap::new();
+    let mut summary = RecordSummary {
+        enabled_events: recorder.enabled_events().to_vec(),
+        removed_stale_instances: recorder.removed_stale_instances().to_vec(),
+        ..RecordSummary::default()
+    };
+    let mut lost_events = 0u64;
+    let end_ns = config
+        .duration
+        .map(|duration| start_ns + duration.as_nanos() as u64);
+    let mut last_round = false;
+    loop {
+        let poll_start = rtlab_sys::clock::monotonic_ns();
+        if last_round {
+            recorder.stop()?;
+        }
+        let mut decode_error = None;
+        let outcome = recorder.poll(|cpu, time, payload| {
+            if decode_error.is_some() {
+                return;
+            }
+            if let Err(error) = decoder.decode(cpu, time, payload, &mut |event| pending.push(event))
+            {
+                decode_error = Some(error);
+            }
+        })?;
+        if let Some(error) = decode_error {
+            return Err(error.into());
+        }
+        lost_events += outcome.lost_events;
+        // Futex waits of the target's threads; probe the owners of long ones.
+        for event in &pending {
+            match event.kind {
+                EventKind::FutexEnter { tid, uaddr, op, .. } if futex_op::waits(op) => {
+                    waits.insert(
+                        tid,
+                        FutexWait {
+                            uaddr,
+                            since: event.timestamp_ns,
+                            probed: false,
+                        },
+                    );
+                }
+                EventKind::FutexExit { tid, .. } => {
+                    waits.remove(&tid);
+                }
+                _ => {}
+            }
+        }
+        let probe_before = poll_start.saturating_sub(config.owner_probe_after.as_nanos() as u64);
+        for (&tid, wait) in waits.iter_mut() {
+            if wait.probed || wait.since > probe_before {
+                continue;
+            }
+            wait.probed = true;
+            let Some(&tgid) = targets.threads.get(&(tid as u32)) else {
+                continue;
+            };
+            let Ok(words) = rtlab_sys::process_locks::read_lock_words(tgid, wait.uaddr) else {
+                continue;
+            };
+            let siblings: Vec<u32> = targets
+                .threads
+                .iter()
+                .filter(|(_, pid)| **pid == tgid)
+                .map(|(tid, _)| *tid)
+                .collect();
+            if let Some(owner) = rtlab_sys::process_locks::lock_owner(words, &siblings) {
+                summary.owners_found += 1;
+                pending.push(Event {
+                    timestamp_ns: poll_start,
+                    cpu: 0,
+                    kind: EventKind::Owner {
+                        waiter: tid,
+                        uaddr: wait.uaddr,
+                        owner: owner as i32,
+                    },
+                });
+            }
+        }
+        let changed = targets.refresh(poll_start);
+        if !changed.is_empty() {
+            pending.extend(changed);
+            let threads: Vec<u32> = targets.threads.keys().copied().collect();
+            recorder.set_futex_threads(&threads)?;
+        }
+        // Everything stamped before this poll started has been read from every ring.
+        pending.sort_by_key(|event| event.timestamp_ns);
+        let ready = if last_round {
+            pending.len()
+        } else {
+            pending.partition_point(|event| event.timestamp_ns < poll_start)
+        };
+        for event in pending.drain(..ready) {
+            writer.push(&event)?;
+        }
+        summary.progress = RecordProgress {
+            elapsed_ns: poll_start.saturating_sub(start_ns),
+            n_events: writer.n_events(),
+            bytes_written: writer.bytes_written(),
+            lost_events,
+            n_threads: targets.threads.len(),
+        };
+        progress(&summary.progress);
+        if last_round {
+            break;
+        }
+        let interrupted = stop.load(Ordering::SeqCst);
+        let timed_out = end_ns.is_some_and(|end| poll_start >= end);
+        if interrupted || timed_out || !targets.alive() {
+            summary.interrupted = interrupted;
+            last_round = true;
+            continue;
+        }
+        let mut sleep = config.poll_interval;
+        if let Some(end) = end_ns {
+            sleep = sleep.min(Duration::from_nanos(end.saturating_sub(poll_start)));
+        }
+        std::thread::sleep(sleep);
+    }
+    if let Some(mut child) = targets.child.take() {
+        if matches!(child.try_wait(), Ok(None)) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+    summary.target_pids = {
+        let mut pids: Vec<u32> = targets.pids.iter().copied().collect();
+        pids.sort_unstable();
+        pids
+    };
+    drop(recorder);
+    let output = writer.finish(FileTrailer {
+        n_events: 0,
+        lost_events,
+        duration_ns: summary.progress.elapsed_ns,
+        interrupted: summary.interrupted,
+    })?;
+    Ok((output, summary))
+}

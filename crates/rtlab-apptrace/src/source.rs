@@ -1,0 +1,163 @@
+//! One entry point for every input `rtlab trace analyze` takes: an rtlab trace file or a
+//! trace-cmd trace.dat, told apart by their first bytes.
+
+use crate::analyze::report::{SourceInfo, TraceReport};
+use crate::analyze::timeline::Timeline;
+use crate::analyze::{AnalysisConfig, Analyzer};
+use crate::file::{FileError, TraceFile};
+use crate::model::Event;
+use crate::tracedat::{Compression, DatError, TraceDat};
+use rtlab_core::header::OutputHeader;
+use std::path::Path;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum SourceError {
+    #[error("{path}: {source}")]
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    TraceDat { path: String, source: DatError },
+    #[error("{path}: {source}")]
+    File { path: String, source: FileError },
+    #[error("{path}: neither an rtlab trace file nor a trace-cmd trace.dat (first bytes)")]
+    Unknown { path: String },
+}
+
+/// An opened input.
+#[derive(Debug)]
+pub enum TraceSource {
+    Rtlab {
+        path: String,
+        file: Box<TraceFile<std::io::BufReader<std::fs::File>>>,
+    },
+    TraceDat {
+        path: String,
+        dat: Box<TraceDat<std::fs::File>>,
+    },
+}
+
+/// Counts of one pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassStats {
+    pub n_events: u64,
+    pub lost_events: u64,
+    /// False when an rtlab file was cut short (rtlab killed while recording).
+    pub complete: bool,
+}
+
+impl TraceSource {
+    pub fn open(path: &Path) -> Result<TraceSource, SourceError> {
+        let name = path.display().to_string();
+        let open_error = |source| SourceError::Open {
+            path: name.clone(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(open_error)?;
+        let mut magic = [0u8; 10];
+        let n = std::os::unix::fs::FileExt::read_at(&file, &mut magic, 0).map_err(open_error)?;
+        if n >= 8 && &magic[..8] == crate::file::MAGIC {
+            let file = TraceFile::open(std::io::BufReader::with_capacity(1 << 16, file)).map_err(
+                |source| SourceError::File {
+                    path: name.clone(),
+                    source,
+                },
+            )?;
+            return Ok(TraceSource::Rtlab {
+                path: name,
+                file: Box::new(file),
+            });
+        }
+        if n == 10 && &magic == crate::tracedat::MAGIC {
+            let dat = TraceDat::open(file).map_err(|source| SourceError::TraceDat {
+                path: name.clone(),
+                source,
+            })?;
+            return Ok(TraceSource::TraceDat {
+                path: name,
+                dat: Box::new(dat),
+            });
+        }
+        Err(SourceError::Unknown { path: name })
+    }
+
+    pub fn info(&self) -> SourceInfo {
+        match self {
+            TraceSource::Rtlab { path, file } => SourceInfo {
+                path: path.clone(),
+                format: format!("rtlab trace file v{}", crate::file::VERSION),
+                clock: Some(file.header.clock.clone()),
+            },
+            TraceSource::TraceDat { path, dat } => SourceInfo {
+                path: path.clone(),
+                format: format!(
+                    "trace.dat v{}{}",
+                    dat.info.version,
+                    match dat.info.compression {
+                        Compression::None => "",
+                        Compression::Zstd => " zstd",
+                        Compression::Zlib => " zlib",
+                    }
+                ),
+                clock: dat.info.clock.clone(),
+            },
+        }
+    }
+
+    /// Every event, in time order.
+    pub fn for_each_event(
+        &mut self,
+        mut visit: impl FnMut(&Event),
+    ) -> Result<PassStats, SourceError> {
+        match self {
+            TraceSource::Rtlab { path, file } => {
+                let summary =
+                    file.for_each_event(&mut visit)
+                        .map_err(|source| SourceError::File {
+                            path: path.clone(),
+                            source,
+                        })?;
+                Ok(PassStats {
+                    n_events: summary.n_events,
+                    lost_events: summary.trailer.as_ref().map(|t| t.lost_events).unwrap_or(0),
+                    complete: summary.trailer.is_some(),
+                })
+            }
+            TraceSource::TraceDat { path, dat } => {
+                let stats =
+                    dat.for_each_event(&mut visit)
+                        .map_err(|source| SourceError::TraceDat {
+                            path: path.clone(),
+                            source,
+                        })?;
+                Ok(PassStats {
+                    n_events: stats.n_records,
+                    lost_events: stats.lost_events,
+                    complete: true,
+                })
+            }
+        }
+    }
+}
+
+/// Opens `path` and runs every analysis over it.
+pub fn analyze_path(
+    path: &Path,
+    config: AnalysisConfig,
+    header: OutputHeader,
+) -> Result<(TraceReport, Option<Timeline>), SourceError> {
+    let mut source = TraceSource::open(path)?;
+    let info = source.info();
+    let mut analyzer = Analyzer::new(config);
+    let stats = source.for_each_event(|event| analyzer.push(event))?;
+    let (mut report, timeline) = analyzer.finish(header, info, stats.lost_events);
+    if !stats.complete {
+        report.warnings.push(
+            "the recording was cut short (its trailer is missing): analysed up to the last complete block"
+                .to_owned(),
+        );
+    }
+    Ok((report, timeline))
+}

@@ -1,0 +1,265 @@
+//! The text report of `rtlab trace analyze`: the thread table (003's Table 3-1), wake-up chains,
+//! then each kind of finding, worst first. Times in ms / µs.
+
+use crate::analyze::report::{Counted, TraceReport};
+use std::fmt::Write as _;
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.0}", ns as f64 / 1e3)
+}
+
+fn top(list: &[Counted]) -> String {
+    list.first()
+        .map(|first| format!("{} ({}×)", first.name, first.count))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// How many threads the table shows when the recording did not say which are the target's.
+pub const DEFAULT_ROWS: usize = 25;
+
+/// Renders the report; `all_threads` lists every thread, not just the target's (or the busiest).
+pub fn render(report: &TraceReport, all_threads: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {}, {} events over {} s{}",
+        report.source.path,
+        report.source.format,
+        report.n_events,
+        ms(report.duration_ns / 1000),
+        if report.lost_events > 0 {
+            format!(", {} LOST", report.lost_events)
+        } else {
+            String::new()
+        }
+    );
+    let any_target = report.threads.iter().any(|row| row.target);
+    let mut rows: Vec<_> = report
+        .threads
+        .iter()
+        .filter(|row| all_threads || !any_target || row.target)
+        .collect();
+    if !all_threads && !any_target {
+        rows.sort_by_key(|row| std::cmp::Reverse(row.cpu_ns));
+        rows.truncate(DEFAULT_ROWS);
+        rows.sort_by(|a, b| a.kernel_prio.cmp(&b.kernel_prio).then(a.tid.cmp(&b.tid)));
+    }
+    let _ = writeln!(
+        out,
+        "\nThreads{}:",
+        if !all_threads && !any_target {
+            format!(" (the {DEFAULT_ROWS} busiest; --all-threads for every one)")
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  {:>7}  {:<16} {:<12} {:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6}  woken by",
+        "tid",
+        "name",
+        "policy",
+        "prio",
+        "acts",
+        "period ms",
+        "jitter µs",
+        "cpu µs",
+        "p99 µs",
+        "cpu %",
+    );
+    for row in &rows {
+        let policy = row.policy.replace("SCHED_", "");
+        let _ = writeln!(
+            out,
+            "  {:>7}  {:<16} {:<12} {:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6.2}  {}",
+            row.tid,
+            row.name,
+            policy,
+            row.priority,
+            row.activations,
+            row.period_ns.map(ms).unwrap_or_else(|| "-".into()),
+            row.period_jitter_ns.map(us).unwrap_or_else(|| "-".into()),
+            us(row.cpu_per_activation_ns.mean),
+            us(row.cpu_per_activation_ns.p99),
+            row.cpu_share * 100.0,
+            top(&row.wakers),
+        );
+    }
+    // Wake-up chains: follow each thread's usual waker back to an interrupt or a thread outside.
+    let shown: std::collections::HashMap<i32, &str> = rows
+        .iter()
+        .map(|row| (row.tid, row.name.as_str()))
+        .collect();
+    let usual_waker: std::collections::HashMap<i32, i32> = report
+        .threads
+        .iter()
+        .filter_map(|row| row.wakers.first().map(|waker| (row.tid, waker.tid)))
+        .collect();
+    let mut chains: Vec<Vec<i32>> = Vec::new();
+    for row in &rows {
+        // Chains end at threads that wake nobody shown.
+        if row.wakes.iter().any(|woken| {
+            shown.contains_key(&woken.tid) && usual_waker.get(&woken.tid) == Some(&row.tid)
+        }) {
+            continue;
+        }
+        let mut chain = vec![row.tid];
+        let mut current = row.tid;
+        while let Some(&waker) = usual_waker.get(&current) {
+            if waker <= 0 || chain.contains(&waker) || !shown.contains_key(&waker) {
+                break;
+            }
+            chain.push(waker);
+            current = waker;
+        }
+        if chain.len() > 1 {
+            chain.reverse();
+            chains.push(chain);
+        }
+    }
+    if !chains.is_empty() {
+        let _ = writeln!(out, "\nWake-up chains (each thread's usual waker):");
+        for chain in chains {
+            let names: Vec<&str> = chain.iter().map(|tid| shown[tid]).collect();
+            let _ = writeln!(out, "  {}", names.join(" → "));
+        }
+    }
+    let _ = writeln!(out, "\nPriority inversions: {}", report.inversions.len());
+    for inversion in report.inversions.iter().take(10) {
+        let middle: Vec<String> = inversion
+            .middle
+            .iter()
+            .map(|middle| {
+                format!(
+                    "{} ({}, prio {}) ran {} ms",
+                    middle.name,
+                    middle.tid,
+                    middle.priority,
+                    ms(middle.ns)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  at {} s: {} ({}, prio {}) blocked {} ms on futex {} held by {} ({}, prio {}), which waited {} ms for a CPU while {}",
+            ms(inversion.at_ns.saturating_sub(report.first_ns) / 1000),
+            inversion.high.name, inversion.high.tid, inversion.high.priority,
+            ms(inversion.duration_ns),
+            inversion.futex,
+            inversion.low.name, inversion.low.tid, inversion.low.priority,
+            ms(inversion.low_runnable_ns),
+            middle.join(", ")
+        );
+    }
+    if !report.pi_boosts.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPriority-inheritance boosts: {}",
+            report.pi_boosts.len()
+        );
+        for boost in report.pi_boosts.iter().take(5) {
+            let _ = writeln!(
+                out,
+                "  {} ({}) raised from {} to {} by {} ({})",
+                boost.owner.name,
+                boost.owner.tid,
+                boost.from_priority,
+                boost.to_priority,
+                boost.by.name,
+                boost.by.tid
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nHangs (blocked on a futex longer than {} ms): {}",
+        ms(report.hang_threshold_ns),
+        report.hangs.len()
+    );
+    for hang in &report.hangs {
+        let threads: Vec<String> = hang
+            .threads
+            .iter()
+            .map(|thread| match thread.owner {
+                Some(owner) => format!(
+                    "{} ({}) waits on {} held by {}",
+                    thread.name, thread.tid, thread.futex, owner
+                ),
+                None => format!("{} ({}) on {}", thread.name, thread.tid, thread.futex),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} since {} s{}: {}",
+            if hang.cycle {
+                "DEADLOCK (wait-for cycle)"
+            } else {
+                "hung together"
+            },
+            ms(hang.since_ns.saturating_sub(report.first_ns) / 1000),
+            hang.ended_ns
+                .map(|end| format!(
+                    " until {} s",
+                    ms(end.saturating_sub(report.first_ns) / 1000)
+                ))
+                .unwrap_or_else(|| ", still at the end".into()),
+            threads.join("; ")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nStarvation (runnable longer than {} ms): {}",
+        ms(report.starve_threshold_ns),
+        report.starvation.len()
+    );
+    for starved in report.starvation.iter().take(10) {
+        let ran: Vec<String> = starved
+            .ran
+            .iter()
+            .take(3)
+            .map(|ran| format!("{} {} ms", ran.name, ms(ran.ns)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} ({}) waited {} ms for a CPU at {} s; ran meanwhile: {}",
+            starved.thread.name,
+            starved.thread.tid,
+            ms(starved.runnable_ns),
+            ms(starved.since_ns.saturating_sub(report.first_ns) / 1000),
+            ran.join(", ")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nLate activations (work not done by the next period): {}",
+        report.late_activations_total
+    );
+    for late in report.late_activations.iter().take(10) {
+        let path: Vec<String> = late
+            .critical_path
+            .iter()
+            .map(|step| match &step.by {
+                Some(by) => format!("{} {} ms ({})", step.kind, ms(step.ns), by.name),
+                None => format!("{} {} ms", step.kind, ms(step.ns)),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} ({}) at {} s took {} ms of its {} ms period: {}",
+            late.thread.name,
+            late.thread.tid,
+            ms(late.at_ns.saturating_sub(report.first_ns) / 1000),
+            ms(late.response_ns),
+            ms(late.period_ns),
+            path.join(" → ")
+        );
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "\nwarning: {warning}");
+    }
+    out
+}

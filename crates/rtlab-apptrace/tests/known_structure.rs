@@ -1,0 +1,114 @@
+//! The Done-when of `rtlab trace`: a program with a known structure (`examples/trace_demo.rs`:
+//! a periodic pipeline, a priority inversion with three priorities, a two-thread deadlock, a
+//! starved thread), recorded live through tracefs and through trace-cmd, analysed.
+//!
+//! Root-only (SCHED_FIFO, tracefs): marked `ignore = "needs root and tracefs"`; CI runs them as
+//! root with `--include-ignored`; run that way without root they fail.
+
+mod support;
+
+use rtlab_apptrace::analyze::AnalysisConfig;
+use rtlab_apptrace::file::{FileHeader, TraceFile};
+use rtlab_apptrace::record::{record, RecordConfig, Target};
+use rtlab_core::header::OutputHeader;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+fn header(schema: &str) -> OutputHeader {
+    OutputHeader {
+        schema: schema.into(),
+        tool_version: "test".into(),
+        cmdline: vec![],
+        started_at: "2026-01-01T00:00:00Z".into(),
+        host: None,
+    }
+}
+
+fn analysis_source() -> rtlab_apptrace::analyze::report::SourceInfo {
+    rtlab_apptrace::analyze::report::SourceInfo {
+        path: "test".into(),
+        format: "test".into(),
+        clock: None,
+    }
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle() {
+    let _one_at_a_time = support::require_root_and_tracefs();
+    let demo = support::demo_binary();
+    let config = RecordConfig {
+        target: Target::Command(vec![
+            demo.display().to_string(),
+            "--seconds".into(),
+            "2".into(),
+        ]),
+        // The deadlocked pair is still blocked when the recording ends (and the program killed).
+        duration: Some(Duration::from_millis(3000)),
+        ..RecordConfig::default()
+    };
+    let file_header = FileHeader {
+        header: header(rtlab_apptrace::file::SCHEMA),
+        target: config.target.describe(),
+        clock: "mono".into(),
+        events: vec![],
+    };
+    let stop = AtomicBool::new(false);
+    let (bytes, summary) = record(&config, Vec::new(), file_header, &stop, |_| {}).unwrap();
+    assert!(!summary.interrupted);
+    assert!(summary.owners_found >= 2, "{summary:?}");
+    assert!(summary
+        .enabled_events
+        .contains(&"syscalls:sys_enter_futex".to_owned()));
+    let name = format!("rtlab-{}-apptrace", std::process::id());
+    assert!(!std::path::Path::new("/sys/kernel/tracing/instances")
+        .join(name)
+        .exists());
+    let mut file = TraceFile::open(&bytes[..]).unwrap();
+    let mut analyzer = rtlab_apptrace::analyze::Analyzer::new(AnalysisConfig::default());
+    let read = file.for_each_event(|event| analyzer.push(event)).unwrap();
+    assert!(read.trailer.is_some());
+    let (report, _) = analyzer.finish(header("rtlab.trace/1"), analysis_source(), 0);
+    assert_eq!(report.lost_events, 0);
+    support::check_known_structure(&report, true);
+    assert_eq!(support::thread(&report, "pipe-src").policy, "SCHED_FIFO");
+    assert!(support::thread(&report, "pipe-src").target);
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn a_trace_cmd_trace_dat_of_the_same_program_gives_the_same_analysis() {
+    let _one_at_a_time = support::require_root_and_tracefs();
+    assert!(
+        std::process::Command::new("trace-cmd")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "this test needs trace-cmd (apt-get install trace-cmd)"
+    );
+    let demo = support::demo_binary();
+    let directory = tempfile::tempdir().unwrap();
+    let dat = directory.path().join("demo.dat");
+    let status =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/test_data/capture.sh"))
+            .arg(&dat)
+            .arg(&demo)
+            .args(["--seconds", "2"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+    assert!(status.success());
+    let (report, _) = rtlab_apptrace::source::analyze_path(
+        &dat,
+        AnalysisConfig::default(),
+        header("rtlab.trace/1"),
+    )
+    .unwrap();
+    assert!(
+        report.source.format.starts_with("trace.dat v7"),
+        "{:?}",
+        report.source
+    );
+    // Without the process's memory the owners are unknown: the pair is found hung together.
+    support::check_known_structure(&report, false);
+}

@@ -1,0 +1,241 @@
+//! `rtlab trace record` / `rtlab trace analyze`: what an application's threads really do (paper
+//! 003, section 3). Flags, the progress bar and printing only; the work is `rtlab-apptrace`'s.
+
+use crate::output::PendingOutput;
+use anyhow::Context;
+use clap::{Args as ClapArgs, Subcommand};
+use rtlab_apptrace::analyze::AnalysisConfig;
+use rtlab_apptrace::file::FileHeader;
+use rtlab_apptrace::record::{RecordConfig, RecordError, Target};
+use rtlab_apptrace::source::SourceError;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, ClapArgs)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Record an application's threads (and whatever preempts or wakes them) to an rtlab trace file
+    Record(RecordArgs),
+    /// Thread structure, wake-up chains, priority inversions, hangs, starvation and late
+    /// activations of an rtlab trace file or a trace-cmd trace.dat
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, ClapArgs)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "comm", "command"])))]
+pub struct RecordArgs {
+    /// Record this process (all its threads)
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Record every process with this name (/proc/PID/comm), also ones started later
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// Stop after this long (e.g. 10s, 500ms); default: until the target ends or Ctrl-C
+    #[arg(short = 'D', long, value_parser = crate::flags::positive_duration)]
+    pub duration: Option<rtlab_core::Nanos>,
+    /// Ring buffer per CPU, KiB
+    #[arg(long, default_value_t = 8192)]
+    pub buffer_kb: u32,
+    /// The rtlab trace file to write (appears only when the recording ends)
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Start this command and record it (after `--`)
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, ClapArgs)]
+pub struct AnalyzeArgs {
+    /// An rtlab trace file (`rtlab trace record`) or a trace-cmd trace.dat (v6 or v7)
+    pub file: PathBuf,
+    /// Write the analysis as JSON (schema rtlab.trace/1); `-` for stdout
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write a timeline SVG (one row per thread: running, runnable, blocked; findings marked)
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Write Chrome trace-event JSON for ui.perfetto.dev
+    #[arg(long)]
+    pub perfetto: Option<PathBuf>,
+    /// A futex wait longer than this is a hang
+    #[arg(long, default_value = "1s", value_parser = crate::flags::positive_duration)]
+    pub hang: rtlab_core::Nanos,
+    /// A runnable wait longer than this is starvation
+    #[arg(long, default_value = "100ms", value_parser = crate::flags::positive_duration)]
+    pub starve: rtlab_core::Nanos,
+    /// List every thread in the text report (default: the recorded application's, or the busiest)
+    #[arg(long)]
+    pub all_threads: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        TraceCommand::Record(args) => record(args),
+        TraceCommand::Analyze(args) => analyze(args),
+    }
+}
+
+fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let target = match (&args.pid, &args.comm) {
+        (Some(pid), _) => Target::Pid(*pid),
+        (None, Some(name)) => Target::Comm(name.clone()),
+        (None, None) => Target::Command(args.command.clone()),
+    };
+    let pending = match PendingOutput::prepare(&args.output, "--output")? {
+        PendingOutput::File(file) => file,
+        PendingOutput::Stdout => {
+            return Err(crate::exit::input(
+                "--output: a recording cannot go to stdout",
+            ))
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    rtlab_sys::signals::install_stop_flag(&stop).context("installing the SIGINT handler")?;
+    let config = RecordConfig {
+        target: target.clone(),
+        duration: args
+            .duration
+            .map(|duration| Duration::from_nanos(duration.0)),
+        buffer_kb: args.buffer_kb,
+        ..RecordConfig::default()
+    };
+    let header = FileHeader {
+        header: crate::output::header(rtlab_apptrace::file::SCHEMA, None),
+        target: target.describe(),
+        clock: "mono".into(),
+        events: Vec::new(),
+    };
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} recording {msg}")
+            .expect("valid template"),
+    );
+    let started = std::time::Instant::now();
+    let result = rtlab_apptrace::record::record(
+        &config,
+        std::io::BufWriter::with_capacity(1 << 20, pending),
+        header,
+        &stop,
+        |progress| {
+            bar.set_message(format!(
+                "{}: {:.1} s, {} threads, {} events, {:.1} MB{}",
+                target.describe(),
+                started.elapsed().as_secs_f64(),
+                progress.n_threads,
+                progress.n_events,
+                progress.bytes_written as f64 / 1e6,
+                if progress.lost_events > 0 {
+                    format!(", {} LOST", progress.lost_events)
+                } else {
+                    String::new()
+                }
+            ));
+            bar.tick();
+        },
+    );
+    bar.finish_and_clear();
+    let (output, summary) = result.map_err(|error| match error {
+        RecordError::NoTarget(_) | RecordError::Spawn { .. } => crate::exit::input(error),
+        other => anyhow::Error::new(other),
+    })?;
+    let pending = output
+        .into_inner()
+        .map_err(|error| error.into_error())
+        .context("writing the recording")?;
+    pending
+        .commit(&[])
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    let progress = summary.progress;
+    let file_bytes = std::fs::metadata(&args.output)
+        .map(|metadata| metadata.len())
+        .unwrap_or(progress.bytes_written);
+    eprintln!(
+        "rtlab: recorded {} events of {} ({} threads) in {:.1} s to {} ({:.1} MB, {:.1} bytes/event){}{}",
+        progress.n_events,
+        target.describe(),
+        progress.n_threads,
+        progress.elapsed_ns as f64 / 1e9,
+        args.output.display(),
+        file_bytes as f64 / 1e6,
+        file_bytes as f64 / progress.n_events.max(1) as f64,
+        if progress.lost_events > 0 {
+            format!("; {} events LOST (a full ring: try --buffer-kb)", progress.lost_events)
+        } else {
+            String::new()
+        },
+        if summary.removed_stale_instances.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; removed tracing instances of killed rtlab runs: {}",
+                summary.removed_stale_instances.join(", ")
+            )
+        }
+    );
+    Ok(crate::exit::finished(summary.interrupted))
+}
+
+fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    // Outputs are opened before the work, so a bad path fails at once.
+    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let svg = args
+        .svg
+        .as_deref()
+        .map(|path| PendingOutput::prepare(path, "--svg"))
+        .transpose()?;
+    let perfetto = args
+        .perfetto
+        .as_deref()
+        .map(|path| PendingOutput::prepare(path, "--perfetto"))
+        .transpose()?;
+    let config = AnalysisConfig {
+        hang_ns: args.hang.0,
+        starve_ns: args.starve.0,
+        timeline_spans: if svg.is_some() || perfetto.is_some() {
+            2_000_000
+        } else {
+            0
+        },
+    };
+    let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);
+    let (report, timeline) = rtlab_apptrace::source::analyze_path(&args.file, config, header)
+        .map_err(|error| match error {
+            SourceError::Open { .. } => anyhow::Error::new(error),
+            other => crate::exit::input(other),
+        })?;
+    let json_to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if let Some(json) = json {
+        let text = serde_json::to_string_pretty(&report).context("serialising the analysis")?;
+        json.commit(&(text + "\n"))?;
+    }
+    if let Some(svg) = svg {
+        let spans = timeline
+            .as_ref()
+            .map(|timeline| &timeline.spans[..])
+            .unwrap_or(&[]);
+        svg.commit(&rtlab_apptrace::svg::render(&report, spans))?;
+    }
+    if let Some(perfetto) = perfetto {
+        let spans = timeline
+            .as_ref()
+            .map(|timeline| &timeline.spans[..])
+            .unwrap_or(&[]);
+        perfetto.commit(&rtlab_apptrace::perfetto::render(&report, spans))?;
+    }
+    if !json_to_stdout {
+        let text = rtlab_apptrace::text::render(&report, args.all_threads);
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        stdout.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,260 @@
+//! `rtlab trace analyze` on the captured trace.dat fixtures (text, JSON, SVG, Perfetto, bad input),
+//! and `rtlab trace record` stopped by SIGINT (the recording is kept) and killed by SIGKILL (the
+//! next start removes the tracefs instance it left). The recording tests need root and tracefs:
+//! marked `ignore = "needs root and tracefs"`, run as root in CI with `--include-ignored`; without
+//! root they fail.
+
+mod common;
+
+use common::{
+    assert_exit_code, assert_input_error, stderr_text, stdout_json, stdout_text, KillOnDrop,
+    Sandbox,
+};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn fixture(kind: &str, name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../rtlab-apptrace/test_data/tracedat")
+        .join(kind)
+        .join(name)
+}
+
+#[test]
+fn analyze_prints_the_thread_table_and_the_inversion_of_a_trace_dat() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "trace".as_ref(),
+            "analyze".as_ref(),
+            fixture("ok", "inversion-v7-zstd.dat").as_os_str(),
+            "--all-threads".as_ref(),
+        ],
+    );
+    let text = stdout_text(&output);
+    assert!(text.contains("trace.dat v7 zstd"), "{text}");
+    assert!(text.contains("inv-high"), "{text}");
+    assert!(text.contains("Priority inversions: 4"), "{text}");
+    assert!(text.contains("held by inv-low"), "{text}");
+}
+
+#[test]
+fn analyze_writes_json_svg_and_perfetto() {
+    let sandbox = Sandbox::new();
+    let svg = sandbox.file("timeline.svg");
+    let perfetto = sandbox.file("trace.json");
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "trace".as_ref(),
+            "analyze".as_ref(),
+            fixture("ok", "inversion-v6.dat").as_os_str(),
+            "--json".as_ref(),
+            "-".as_ref(),
+            "--svg".as_ref(),
+            svg.as_os_str(),
+            "--perfetto".as_ref(),
+            perfetto.as_os_str(),
+        ],
+    );
+    let json = stdout_json(&output);
+    assert_eq!(json["schema"], "rtlab.trace/1");
+    assert!(json["tool_version"].is_string() && json["started_at"].is_string());
+    for key in [
+        "threads",
+        "inversions",
+        "hangs",
+        "starvation",
+        "late_activations",
+    ] {
+        assert!(json[key].is_array(), "{key}");
+    }
+    let high = json["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["name"] == "inv-high")
+        .expect("inv-high in threads");
+    for key in [
+        "tid",
+        "policy",
+        "priority",
+        "activations",
+        "period_ns",
+        "period_jitter_ns",
+        "cpu_per_activation_ns",
+        "cpu_share",
+        "wakers",
+        "wakes",
+        "blocked_ns",
+    ] {
+        assert!(high.get(key).is_some(), "threads[].{key}");
+    }
+    assert_eq!(json["inversions"][0]["middle"][0]["name"], "inv-mid");
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.starts_with("<svg") && svg_text.trim_end().ends_with("</svg>"));
+    assert!(svg_text.contains("inv-low") && svg_text.contains("priority inversion"));
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&perfetto).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert!(events
+        .iter()
+        .any(|event| event["name"] == "priority inversion"));
+    assert!(events
+        .iter()
+        .any(|event| event["name"] == "running" && event["ph"] == "X"));
+}
+
+#[test]
+fn a_malformed_trace_dat_is_an_input_error_naming_offset_and_section() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run([
+        "trace".as_ref(),
+        "analyze".as_ref(),
+        fixture("err", "v6-commit-beyond-page.dat").as_os_str(),
+    ]);
+    assert_input_error(
+        &output,
+        "offset 36864 (cpu 0 data): page: page commits 5000 data bytes",
+    );
+    let not_a_trace = sandbox.write("notes.txt", "hello");
+    let output = sandbox.run([
+        "trace".as_ref(),
+        "analyze".as_ref(),
+        not_a_trace.as_os_str(),
+    ]);
+    assert_input_error(
+        &output,
+        "neither an rtlab trace file nor a trace-cmd trace.dat",
+    );
+}
+
+fn require_root_and_tracefs() {
+    assert!(
+        rtlab_sys::proc_thread::current_uid() == 0,
+        "this test needs root (tracefs)"
+    );
+    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
+        panic!("this test needs tracefs: {error}");
+    }
+}
+
+fn instance_of(pid: u32) -> PathBuf {
+    PathBuf::from(format!(
+        "/sys/kernel/tracing/instances/rtlab-{pid}-apptrace"
+    ))
+}
+
+fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn sigint_stops_a_recording_and_keeps_what_was_recorded() {
+    require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let output = sandbox.file("sleep.rtrace");
+    let mut record = KillOnDrop(
+        sandbox
+            .command()
+            .args(["trace", "record", "-o"])
+            .arg(&output)
+            .args(["--", "sleep", "30"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = record.id();
+    wait_for("the recording's instance", || instance_of(pid).exists());
+    std::thread::sleep(Duration::from_millis(500));
+    rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGINT).unwrap();
+    let finished = std::mem::replace(
+        &mut record.0,
+        std::process::Command::new("true").spawn().unwrap(),
+    )
+    .wait_with_output()
+    .unwrap();
+    assert_exit_code(&finished, 130);
+    assert!(
+        stderr_text(&finished).contains("rtlab: recorded"),
+        "{}",
+        stderr_text(&finished)
+    );
+    assert!(!instance_of(pid).exists());
+    let analysis = sandbox.run_expecting(
+        0,
+        [
+            "trace".as_ref(),
+            "analyze".as_ref(),
+            output.as_os_str(),
+            "--json".as_ref(),
+            "-".as_ref(),
+        ],
+    );
+    let json = stdout_json(&analysis);
+    assert!(json["n_events"].as_u64().unwrap() > 0);
+    assert!(json["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|row| row["name"] == "sleep" && row["target"] == true));
+    assert!(json["warnings"].as_array().unwrap().is_empty(), "{json}");
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
+    require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let mut target = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap(),
+    );
+    let target_pid = target.id().to_string();
+    let output = sandbox.file("killed.rtrace");
+    let mut record = KillOnDrop(
+        sandbox
+            .command()
+            .args(["trace", "record", "--pid", &target_pid, "-o"])
+            .arg(&output)
+            .spawn()
+            .unwrap(),
+    );
+    let pid = record.id();
+    wait_for("the recording's instance", || instance_of(pid).exists());
+    rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGKILL).unwrap();
+    let _ = record.wait();
+    assert!(
+        instance_of(pid).exists(),
+        "a SIGKILLed rtlab cannot clean up"
+    );
+    assert!(!output.exists(), "an unfinished recording must not appear");
+    let again = sandbox.run_expecting(
+        0,
+        [
+            "trace",
+            "record",
+            "--pid",
+            &target_pid,
+            "-D",
+            "300ms",
+            "-o",
+            sandbox.file("again.rtrace").to_str().unwrap(),
+        ],
+    );
+    assert!(
+        stderr_text(&again).contains(&format!("rtlab-{pid}-apptrace")),
+        "{}",
+        stderr_text(&again)
+    );
+    assert!(!instance_of(pid).exists());
+    let _ = target.kill();
+}
