@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! supply --mode none|fifo50|deadline|dispatch|default --amount 2ms --period 10ms --duration 3s [--stress N]
-//!        [--no-spinners] [--runs FILE]
+//!        [--no-spinners] [--no-placement] [--runs FILE]
 //! ```
 //!
 //! Prints one JSON object: the mode, the grant, the sliding-window report (share of windows that
@@ -35,6 +35,7 @@ struct Args {
     stress: usize,
     spinners: bool,
     runs_file: Option<String>,
+    placement: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,6 +47,7 @@ fn parse_args() -> Result<Args, String> {
         stress: 0,
         spinners: true,
         runs_file: None,
+        placement: true,
     };
     let mut iter = std::env::args().skip(1);
     while let Some(flag) = iter.next() {
@@ -69,6 +71,7 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| "--stress: not a number")?
             }
             "--no-spinners" => args.spinners = false,
+            "--no-placement" => args.placement = false,
             "--runs" => args.runs_file = Some(value("--runs")?),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -128,6 +131,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                 ),
             };
             let mut opened = Enforcer::open(&directory, backend).map_err(|e| e.to_string())?;
+            opened.set_placement(args.placement);
             let grant = opened
                 .reserve(ReserveRequest {
                     owner: Owner::Thread(measured.tid),
@@ -145,6 +149,10 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                 "deadline_params": grant.deadline_params.map(|p| serde_json::json!({
                     "runtime_ns": p.runtime.0, "deadline_ns": p.deadline.0, "period_ns": p.period.0})),
                 "granularity": opened.facts().granularity.describe(),
+                "placement": match opened.placement() {
+                    Ok(cpus) => serde_json::json!({"partitioned_cpus": cpus}),
+                    Err(reason) => serde_json::json!({"none": reason}),
+                },
             });
             enforcer = Some(opened);
         }

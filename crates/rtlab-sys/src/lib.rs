@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod cpu;
 pub mod cpuidle;
+pub mod cpuset;
 pub mod dma_latency;
 pub mod futex;
 pub mod host;

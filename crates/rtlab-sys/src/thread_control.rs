@@ -199,6 +199,53 @@ pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// Where the fair server's per-CPU runtime and period are shown (debugfs, Linux 6.12 and later).
+pub const FAIR_SERVER_PATH: &str = "/sys/kernel/debug/sched/fair_server";
+
+/// The fair server's share of CPU `cpu` (runtime / period), from debugfs: `Ok(None)` when it is not
+/// there or not readable (debugfs not mounted, or kernel lockdown restricts it).
+pub fn fair_server_share(cpu: usize) -> io::Result<Option<f64>> {
+    let read = |file: &str| -> io::Result<Option<u64>> {
+        match std::fs::read_to_string(format!("{FAIR_SERVER_PATH}/cpu{cpu}/{file}")) {
+            Ok(text) => text
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| invalid(format!("fair_server/cpu{cpu}/{file}: not a number"))),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) || error.raw_os_error() == Some(libc::EPERM) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    };
+    match (read("runtime")?, read("period")?) {
+        (Some(runtime), Some(period)) if period > 0 => Ok(Some(runtime as f64 / period as f64)),
+        _ => Ok(None),
+    }
+}
+
+/// The share of each CPU the kernel admits for SCHED_DEADLINE (and RT) in all:
+/// `sched_rt_runtime_us / sched_rt_period_us` (0.95 by default; 1.0 when unlimited, -1).
+pub fn deadline_bandwidth_limit() -> io::Result<f64> {
+    let read = |name: &str| -> io::Result<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))?
+            .trim()
+            .parse()
+            .map_err(|_| invalid(format!("/proc/sys/kernel/{name}: not a number")))
+    };
+    let runtime = read("sched_rt_runtime_us")?;
+    let period = read("sched_rt_period_us")?;
+    if runtime < 0 || period <= 0 {
+        return Ok(1.0);
+    }
+    Ok((runtime as f64 / period as f64).min(1.0))
+}
+
 /// Where the scheduler's feature flags are shown (debugfs).
 pub const SCHED_FEATURES_PATH: &str = "/sys/kernel/debug/sched/features";
 
