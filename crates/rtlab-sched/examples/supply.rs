@@ -99,6 +99,47 @@ fn steal_by_cpu() -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// The thread's own view of when it ran: `[from, to)` less its stalls.
+fn runs_between_stalls(stalls: &[(u64, u64)], from: u64, to: u64) -> Vec<(Nanos, Nanos)> {
+    let mut runs = Vec::new();
+    let mut start = from;
+    for &(stall_start, stall_end) in stalls {
+        if stall_end <= from || stall_start >= to {
+            continue;
+        }
+        if stall_start > start {
+            runs.push((Nanos(start), Nanos(stall_start)));
+        }
+        start = start.max(stall_end);
+    }
+    if start < to {
+        runs.push((Nanos(start), Nanos(to)));
+    }
+    runs
+}
+
+fn stalls_as_runs(stalls: &[(u64, u64)]) -> Vec<(Nanos, Nanos)> {
+    stalls.iter().map(|&(a, b)| (Nanos(a), Nanos(b))).collect()
+}
+
+/// Total time two sorted lists of disjoint intervals share.
+fn overlap(first: &[(Nanos, Nanos)], second: &[(Nanos, Nanos)]) -> u64 {
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < first.len() && j < second.len() {
+        let start = first[i].0.max(second[j].0);
+        let end = first[i].1.min(second[j].1);
+        if start < end {
+            total += end.0 - start.0;
+        }
+        if first[i].1 < second[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
 fn run(args: Args) -> Result<serde_json::Value, String> {
     let cpus = rtlab_sys::cpu::online_cpus().map_err(|e| e.to_string())?;
     // The controlling thread must not starve under the spinners it starts: FIFO 97, above them,
@@ -111,7 +152,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     )
     .map_err(|e| format!("SCHED_FIFO 97 for the controlling thread (needs root): {e}"))?;
     let until = Instant::now() + args.duration + Duration::from_secs(10);
-    let measured = Spinner::start(until, None, None, None)?;
+    let measured = Spinner::start_recording(until)?;
     let directory = std::env::temp_dir().join(format!("rtlab-supply-{}", std::process::id()));
     let mut enforcer = None;
     let mut grant_json = serde_json::Value::Null;
@@ -207,13 +248,18 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     }
     let runs = recorder.finish().map_err(|e| e.to_string())?;
     let steal_end = steal_by_cpu();
+    let measured_tid = measured.tid;
+    let stalls = measured.finish();
+    let self_runs = runs_between_stalls(&stalls, runs.from.0, runs.to.0);
     if let Some(path) = &args.runs_file {
-        let text: String = runs
-            .runs
-            .iter()
-            .map(|(start, end)| format!("{} {}\n", start.0 - runs.from.0, end.0 - runs.from.0))
-            .collect();
-        std::fs::write(path, text).map_err(|e| format!("--runs {path}: {e}"))?;
+        let text = |list: &[(Nanos, Nanos)]| -> String {
+            list.iter()
+                .map(|(start, end)| format!("{} {}\n", start.0 - runs.from.0, end.0 - runs.from.0))
+                .collect()
+        };
+        std::fs::write(path, text(&runs.runs)).map_err(|e| format!("--runs {path}: {e}"))?;
+        let own = format!("{path}.self");
+        std::fs::write(&own, text(&self_runs)).map_err(|e| format!("--runs {own}: {e}"))?;
     }
     let dispatcher_stats = enforcer
         .as_ref()
@@ -230,6 +276,22 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         DEFAULT_STEP,
     )
     .map_err(|e| e.to_string())?;
+    let self_report = sliding_window_supply(
+        &self_runs,
+        runs.from,
+        runs.to,
+        args.amount,
+        args.period,
+        DEFAULT_STEP,
+    )
+    .map_err(|e| e.to_string())?;
+    // Where the two views disagree: time the kernel had the thread on a CPU that the thread itself
+    // did not see (stalls inside traced runs: interrupts, and the hypervisor's steal), and time the
+    // thread ran that the trace does not show (switches the trace missed).
+    let stalled_while_on_cpu = overlap(&stalls_as_runs(&stalls), &runs.runs);
+    let traced_total: u64 = runs.runs.iter().map(|(a, b)| b.0 - a.0).sum();
+    let self_total: u64 = self_runs.iter().map(|(a, b)| b.0 - a.0).sum();
+    let ran_untraced = self_total.saturating_sub(traced_total.saturating_sub(stalled_while_on_cpu));
     let steal_total: Vec<u64> = steal_end
         .iter()
         .zip(&steal_start)
@@ -257,6 +319,11 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         "fifo95_spinners": args.spinners,
         "grant": grant_json,
         "report": report,
+        "self_report": self_report,
+        "measured_tid": measured_tid,
+        "stalls": stalls.len(),
+        "stalled_while_on_cpu_ns": stalled_while_on_cpu,
+        "ran_untraced_ns": ran_untraced,
         "switches": runs.n_switches,
         "schedstat_every_100ms": schedstat_samples.iter().map(|(time, cpu, policy)| serde_json::json!([time.saturating_sub(runs.from.0), cpu, policy])).collect::<Vec<_>>(),
         "lost_events": runs.lost_events,

@@ -66,6 +66,13 @@ pub fn thread_start_time(tid: u32) -> io::Result<u64> {
     parse_stat_field(&stat, 22)
 }
 
+/// The CPU thread `tid` last ran on (/proc/TID/stat field 39): the run queue it is on while it
+/// sleeps, whatever its affinity says.
+pub fn thread_last_cpu(tid: u32) -> io::Result<usize> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    Ok(parse_stat_field(&stat, 39)? as usize)
+}
+
 /// The thread group (process) id of thread `tid`, from /proc/TID/status.
 pub fn thread_group_id(tid: u32) -> io::Result<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;

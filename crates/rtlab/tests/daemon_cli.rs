@@ -402,6 +402,22 @@ fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through
 fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
     require_root();
     let sandbox = Sandbox::new();
+    let cpuset_root = match rtlab_sys::cpuset::find_hierarchy().unwrap() {
+        Some(rtlab_sys::cpuset::CpusetHierarchy::V1(root)) => Some(root),
+        _ => None,
+    };
+    let balance = |root: &std::path::Path| {
+        rtlab_sys::cpuset::read_value(root, "cpuset.sched_load_balance").unwrap()
+    };
+    let rtlab_cpusets = |root: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(root)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("rtlab-"))
+            .collect()
+    };
+    let balance_before = cpuset_root.as_deref().map(balance);
     let mut daemon = Daemon::start(&sandbox);
     let deadline_target = sleeper();
     let dispatch_target = sleeper();
@@ -423,13 +439,44 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
         assert_exit_code(&output, 0);
     }
     assert!(is_raised(thread_policy(deadline_target.id()).unwrap()));
+    // Where a v1 cpuset hierarchy balances two or more CPUs, the deadline thread sits alone in a
+    // partition the daemon made.
+    let placed = cpuset_root.as_deref().is_some_and(|root| {
+        balance_before.as_deref() == Some("1")
+            && rtlab_sys::cpu::online_cpus().unwrap().len() >= 2
+            && {
+                assert_eq!(balance(root), "0");
+                assert_eq!(rtlab_cpusets(root).len(), 2, "{:?}", rtlab_cpusets(root));
+                true
+            }
+    });
     daemon.process.kill().unwrap();
     daemon.process.wait().unwrap();
     // The kill left the deadline thread changed; the next start repairs it from the journal.
     let restarted = Daemon::start(&sandbox);
+    let all_cpus = rtlab_sys::cpu::online_cpus().unwrap();
     for target in [&deadline_target, &dispatch_target] {
         let policy = thread_policy(target.id()).unwrap();
         assert_eq!(policy, Policy::Other { nice: 0 }, "thread {}", target.id());
+        assert_eq!(
+            rtlab_sys::thread_control::thread_affinity(target.id()).unwrap(),
+            all_cpus,
+            "thread {}",
+            target.id()
+        );
+    }
+    if let Some(root) = &cpuset_root {
+        assert!(rtlab_cpusets(root).is_empty(), "{:?}", rtlab_cpusets(root));
+        assert_eq!(Some(balance(root)), balance_before);
+        if placed {
+            assert!(
+                restarted
+                    .log_text()
+                    .contains("removed the cpuset partitions"),
+                "{}",
+                restarted.log_text()
+            );
+        }
     }
     assert!(
         restarted.log_text().contains("restored threads"),

@@ -614,9 +614,13 @@ impl Enforcer {
         }
     }
 
-    /// The CPU a new `deadline` reservation is placed on (the planner's choice unless another
-    /// reservation holds it), or `None` under global EDF.
-    fn deadline_cpu(&self, planner_cpu: usize) -> Option<usize> {
+    /// The CPU a new `deadline` reservation is placed on, or `None` under global EDF: `preferred`
+    /// (the CPU the thread last ran on) unless another reservation holds it. The kernel checks a
+    /// new deadline thread against the root domain of the run queue it is on *now*, and a sleeping
+    /// thread moved into a cpuset stays on its old run queue until it wakes; so a thread is placed
+    /// on the CPU it already is on.
+    fn deadline_cpu(&self, preferred: usize) -> Option<usize> {
+        let planner_cpu = preferred;
         let placement = self.placement.as_ref().ok()?;
         let taken: Vec<usize> = placement.partitioned_cpus();
         // One CPU always stays outside the partitions, for everything else.
@@ -1152,10 +1156,25 @@ impl Enforcer {
                 backend: BackendKind::Deadline,
                 reason,
             })?;
-        let wanted = self.deadline_cpu(grant.cpu);
+        let preferred = threads
+            .first()
+            .and_then(|&tid| thread_control::thread_last_cpu(tid).ok())
+            .unwrap_or(grant.cpu);
+        let wanted = self.deadline_cpu(preferred);
         let mut cpu = None;
         for &tid in threads {
-            cpu = self.set_deadline(tid, params, wanted)?;
+            cpu = match self.set_deadline(tid, params, wanted) {
+                Ok(cpu) => cpu,
+                // The thread moved to another run queue between the look and the move: it keeps
+                // its reservation under global EDF instead.
+                Err(EnforceError::System { source, .. })
+                    if wanted.is_some() && source.raw_os_error() == Some(1) =>
+                {
+                    self.restore(tid)?;
+                    self.set_deadline(tid, params, None)?
+                }
+                Err(error) => return Err(error),
+            };
             if let Some(managed) = self.threads.get_mut(&tid) {
                 managed.grant = Some(grant.id);
             }
