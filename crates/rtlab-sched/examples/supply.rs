@@ -5,7 +5,12 @@
 //! ```text
 //! supply --mode none|fifo50|deadline|dispatch|default --amount 2ms --period 10ms --duration 3s [--stress N]
 //!        [--no-spinners] [--no-placement] [--runs FILE]
+//! supply --mode command --reserve-cmd 'rtlab reserve 2ms/10ms --tid {tid}' …
 //! ```
+//!
+//! `command` reserves through another program (the daemon's CLI): `{tid}` is replaced by the
+//! measured thread's id, the command must exit 0, and its output is the grant; the daemon then
+//! holds the reservation until the thread exits.
 //!
 //! Prints one JSON object: the mode, the grant, the sliding-window report (share of windows that
 //! held the amount, minimum, p1), the steal time of every CPU over the run and over the 100 ms
@@ -36,6 +41,7 @@ struct Args {
     spinners: bool,
     runs_file: Option<String>,
     placement: bool,
+    reserve_command: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         spinners: true,
         runs_file: None,
         placement: true,
+        reserve_command: None,
     };
     let mut iter = std::env::args().skip(1);
     while let Some(flag) = iter.next() {
@@ -72,15 +79,26 @@ fn parse_args() -> Result<Args, String> {
             }
             "--no-spinners" => args.spinners = false,
             "--no-placement" => args.placement = false,
+            "--reserve-cmd" => args.reserve_command = Some(value("--reserve-cmd")?),
             "--runs" => args.runs_file = Some(value("--runs")?),
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if !["none", "fifo50", "deadline", "dispatch", "default"].contains(&args.mode.as_str()) {
+    if args.mode == "command" && args.reserve_command.is_none() {
+        return Err("--mode command needs --reserve-cmd".into());
+    }
+    if ![
+        "none", "fifo50", "deadline", "dispatch", "default", "command",
+    ]
+    .contains(&args.mode.as_str())
+    {
         return Err(format!("--mode: unknown mode '{}'", args.mode));
     }
     Ok(args)
 }
+
+/// How long after the tracing instance is made the judged windows begin.
+const SETTLE: Duration = Duration::from_millis(100);
 
 struct StressGuard(Option<Child>);
 
@@ -158,6 +176,28 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     let mut grant_json = serde_json::Value::Null;
     match args.mode.as_str() {
         "none" => {}
+        "command" => {
+            let command = args
+                .reserve_command
+                .as_deref()
+                .unwrap_or_default()
+                .replace("{tid}", &measured.tid.to_string());
+            let output = Command::new("sh")
+                .args(["-c", &command])
+                .output()
+                .map_err(|e| format!("--reserve-cmd: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "--reserve-cmd '{command}' failed ({}): {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+            grant_json = serde_json::json!({
+                "command": command,
+                "output": String::from_utf8_lossy(&output.stdout).trim(),
+            });
+        }
         "fifo50" => {
             rtlab_sys::sched::set_thread_policy(measured.tid, Policy::Fifo { priority: 50 })
                 .map_err(|e| format!("chrt -f 50: {e}"))?
@@ -233,6 +273,10 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     let mut steal_samples: Vec<(u64, Vec<u64>)> = Vec::new();
     let mut schedstat_samples: Vec<(u64, u64, &str)> = Vec::new();
     let mut recorder = RunRecorder::start(measured.tid).map_err(|e| e.to_string())?;
+    // Creating the tracing instance stalls the CPUs for some milliseconds (the thread's own view
+    // shows it too): windows are judged from SETTLE after it, and the run lasts that much longer.
+    std::thread::sleep(SETTLE);
+    let judged_from = rtlab_sys::clock::monotonic_ns();
     let end = Instant::now() + args.duration;
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100).min(end - Instant::now()));
@@ -246,7 +290,13 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         ));
         recorder.poll().map_err(|e| e.to_string())?;
     }
-    let runs = recorder.finish().map_err(|e| e.to_string())?;
+    let mut runs = recorder.finish().map_err(|e| e.to_string())?;
+    runs.from = Nanos(judged_from.max(runs.from.0));
+    let from = runs.from;
+    runs.runs.retain(|(_, end)| *end > from);
+    if let Some(first) = runs.runs.first_mut() {
+        first.0 = first.0.max(from);
+    }
     let steal_end = steal_by_cpu();
     let measured_tid = measured.tid;
     let stalls = measured.finish();

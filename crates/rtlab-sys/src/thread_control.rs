@@ -40,6 +40,28 @@ const LEAST_DEADLINE_BANDWIDTH: Policy = Policy::Deadline {
     period_ns: 1_000_000_000,
 };
 
+/// Reads a small /proc file with as few syscalls as the kernel allows: open, one `read` into a
+/// 4 KiB buffer (again only if it came back full), close. `std::fs::read_to_string` also `statx`es
+/// the file and reads /proc files (size 0) in doubling chunks from 32 bytes: eight syscalls for a
+/// /proc/TID/stat, which the daemon reads on every reservation (BENCHMARKS.md, "The daemon:
+/// reserve/release round trip").
+pub fn read_proc_file(path: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buffer = vec![0u8; 4096];
+    let mut filled = 0;
+    loop {
+        let n = file.read(&mut buffer[filled..])?;
+        filled += n;
+        if n == 0 || filled < buffer.len() {
+            break;
+        }
+        buffer.resize(buffer.len() * 2, 0);
+    }
+    buffer.truncate(filled);
+    String::from_utf8(buffer).map_err(|_| invalid(format!("{path}: not UTF-8")))
+}
+
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
@@ -62,20 +84,20 @@ pub fn parse_stat_field(stat: &str, number: usize) -> io::Result<u64> {
 /// The start time of thread `tid` (clock ticks since boot): with the id, it names one thread for
 /// the life of the machine.
 pub fn thread_start_time(tid: u32) -> io::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    let stat = read_proc_file(&format!("/proc/{tid}/stat"))?;
     parse_stat_field(&stat, 22)
 }
 
 /// The CPU thread `tid` last ran on (/proc/TID/stat field 39): the run queue it is on while it
 /// sleeps, whatever its affinity says.
 pub fn thread_last_cpu(tid: u32) -> io::Result<usize> {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    let stat = read_proc_file(&format!("/proc/{tid}/stat"))?;
     Ok(parse_stat_field(&stat, 39)? as usize)
 }
 
 /// The thread group (process) id of thread `tid`, from /proc/TID/status.
 pub fn thread_group_id(tid: u32) -> io::Result<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    let status = read_proc_file(&format!("/proc/{tid}/status"))?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("Tgid:"))
@@ -99,7 +121,7 @@ pub fn parse_schedstat(text: &str) -> io::Result<(u64, u64, u64)> {
 /// `sum_exec_runtime`), which is exact at every switch but lags by up to one tick for a thread
 /// that is running right now; for a thread of this process, [`thread_cpu_clock_ns`] is exact.
 pub fn thread_cpu_time_ns(tid: u32) -> io::Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat"))?;
+    let text = read_proc_file(&format!("/proc/{tid}/schedstat"))?;
     Ok(parse_schedstat(&text)?.0)
 }
 
@@ -300,6 +322,27 @@ mod tests {
         );
         assert!(parse_schedstat("123 x 1").is_err());
         assert!(parse_schedstat("").is_err());
+    }
+
+    #[test]
+    fn proc_files_read_in_one_go_match_the_slow_way() {
+        // /proc/self/status fits the first read; /proc/self/smaps needs more than 4 KiB.
+        for path in ["/proc/self/status", "/proc/self/smaps"] {
+            let fast = read_proc_file(path).unwrap();
+            let slow = std::fs::read_to_string(path).unwrap();
+            // smaps changes as the test allocates; compare the first lines only.
+            assert_eq!(
+                fast.lines().take(5).collect::<Vec<_>>(),
+                slow.lines().take(5).collect::<Vec<_>>(),
+                "{path}"
+            );
+            assert!(fast.len() > 100, "{path}");
+        }
+        assert!(read_proc_file("/proc/self/smaps").unwrap().len() > 4096);
+        assert_eq!(
+            read_proc_file("/proc/0/stat").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
     }
 
     #[test]
