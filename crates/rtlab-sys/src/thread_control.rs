@@ -40,10 +40,11 @@ const LEAST_DEADLINE_BANDWIDTH: Policy = Policy::Deadline {
     period_ns: 1_000_000_000,
 };
 
-/// Reads a small /proc file with as few syscalls as the kernel allows: open, one `read` into a
-/// 4 KiB buffer (again only if it came back full), close. `std::fs::read_to_string` also `statx`es
+/// Reads a small /proc file with as few syscalls as the kernel allows: open, `read`s into a 4 KiB
+/// buffer until one returns 0 (a seq_file may return less than asked before its end, so a short
+/// read does not mean the end), close. `std::fs::read_to_string` also `statx`es
 /// the file and reads /proc files (size 0) in doubling chunks from 32 bytes: eight syscalls for a
-/// /proc/TID/stat, which the daemon reads on every reservation (BENCHMARKS.md, "The daemon:
+/// /proc/TID/stat where this takes four, and the daemon reads several on every reservation (BENCHMARKS.md, "The daemon:
 /// reserve/release round trip").
 pub fn read_proc_file(path: &str) -> io::Result<String> {
     use std::io::Read;
@@ -51,12 +52,14 @@ pub fn read_proc_file(path: &str) -> io::Result<String> {
     let mut buffer = vec![0u8; 4096];
     let mut filled = 0;
     loop {
+        if filled == buffer.len() {
+            buffer.resize(buffer.len() * 2, 0);
+        }
         let n = file.read(&mut buffer[filled..])?;
-        filled += n;
-        if n == 0 || filled < buffer.len() {
+        if n == 0 {
             break;
         }
-        buffer.resize(buffer.len() * 2, 0);
+        filled += n;
     }
     buffer.truncate(filled);
     String::from_utf8(buffer).map_err(|_| invalid(format!("{path}: not UTF-8")))
