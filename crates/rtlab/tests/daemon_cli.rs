@@ -17,11 +17,18 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-fn require_root() {
+/// The root tests take turns: daemons running at once would share the kernel's deadline bandwidth
+/// and the top cpuset (a placed reservation splits the root domains for everyone).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn require_root() -> std::sync::MutexGuard<'static, ()> {
     assert!(
         rtlab_sys::proc_thread::current_uid() == 0,
         "this test needs root: run it as root (CI does, with --include-ignored)"
     );
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
@@ -37,6 +44,25 @@ struct Daemon {
     process: KillOnDrop,
     socket: PathBuf,
     log: PathBuf,
+}
+
+impl Drop for Daemon {
+    /// SIGTERM first, so the daemon reverts everything itself (a SIGKILL would leave its
+    /// partitions to the next daemon's start); `KillOnDrop` kills it if it has not stopped in 5 s.
+    fn drop(&mut self) {
+        if let Ok(None) = self.process.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.process.id().to_string()])
+                .status();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = self.process.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
 }
 
 impl Daemon {
@@ -237,7 +263,7 @@ fn a_second_daemon_on_the_same_socket_refuses_to_start_and_sigterm_stops_cleanly
 #[test]
 #[ignore = "needs root"]
 fn reserve_list_and_release_a_thread_of_another_program() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let target = sleeper();
@@ -289,7 +315,7 @@ fn reserve_list_and_release_a_thread_of_another_program() {
 #[test]
 #[ignore = "needs root"]
 fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     std::fs::set_permissions(
         sandbox.path(),
@@ -322,7 +348,7 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
 #[test]
 #[ignore = "needs root"]
 fn a_reservation_disappears_when_its_thread_exits() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let mut target = sleeper();
@@ -341,7 +367,7 @@ fn a_reservation_disappears_when_its_thread_exits() {
 #[test]
 #[ignore = "needs root"]
 fn comm_finds_the_thread_of_an_unmodified_program() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     // A program named uniquely for this test: its comm is its file name.
@@ -366,7 +392,7 @@ fn comm_finds_the_thread_of_an_unmodified_program() {
 #[test]
 #[ignore = "needs root"]
 fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let output = daemon.rtlab(
@@ -400,7 +426,7 @@ fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through
 #[test]
 #[ignore = "needs root"]
 fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let cpuset_root = match rtlab_sys::cpuset::find_hierarchy().unwrap() {
         Some(rtlab_sys::cpuset::CpusetHierarchy::V1(root)) => Some(root),
@@ -489,7 +515,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
 #[test]
 #[ignore = "needs root"]
 fn the_c_example_runs_against_the_real_daemon() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let binary = c_example::compile_example(sandbox.path());
@@ -548,7 +574,7 @@ fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
 #[test]
 #[ignore = "needs root"]
 fn verify_measures_the_supply_a_busy_reserved_thread_received() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     // A CPU-bound shell that stops on its own after 30 s (killed earlier on drop).

@@ -330,6 +330,10 @@ impl Enforcer {
             .filter(|directory| !directory.exists())
             .cloned()
             .collect();
+        // Partitions of rtlab processes that died with another journal (or none left).
+        let (stale, failures) = placement::remove_stale();
+        repair.cpusets_removed.extend(stale);
+        repair.cpuset_failures.extend(failures);
         Ok(repair)
     }
 

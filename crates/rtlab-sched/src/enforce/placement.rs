@@ -339,6 +339,51 @@ fn remove_cpuset(root: &Path, directory: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Removes the partitions of rtlab processes that are gone (`rtlab-PID-…` whose PID no longer
+/// exists) even when their journal is not this instance's (another state directory, or deleted),
+/// and, when no rtlab partition is left, puts the top cpuset's load balancing back on: rtlab only
+/// ever turns it off when it was on. Needs the hierarchy's lock (skipped while another process
+/// holds it). Returns the directories removed, or failures as text.
+pub fn remove_stale() -> (Vec<PathBuf>, Vec<String>) {
+    let Ok(Some(hierarchy @ CpusetHierarchy::V1(_))) = cpuset::find_hierarchy() else {
+        return (Vec::new(), Vec::new());
+    };
+    let root = hierarchy.root().to_owned();
+    let Ok(Some(_lock)) = HierarchyLock::try_lock(&hierarchy) else {
+        return (Vec::new(), Vec::new());
+    };
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut removed = Vec::new();
+    let mut failures = Vec::new();
+    let mut live_left = false;
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("rtlab-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            live_left = true;
+            continue;
+        }
+        match remove_cpuset(&root, &entry.path()) {
+            Ok(()) => removed.push(entry.path()),
+            Err(error) => failures.push(error.to_string()),
+        }
+    }
+    if !removed.is_empty() && !live_left && failures.is_empty() {
+        if let Err(error) = cpuset::write_value(&root, LOAD_BALANCE_FILE, "1") {
+            failures.push(format!("putting {LOAD_BALANCE_FILE} back to 1: {error}"));
+        }
+    }
+    (removed, failures)
+}
+
 /// Puts back what a killed instance's journal says it changed in the cpuset hierarchy: threads
 /// moved back to their cpusets (if still the same thread), settings reset, directories removed
 /// (newest first). Returns one line per failure.
