@@ -317,24 +317,19 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         .unwrap_or_default();
     drop(enforcer);
     let _ = std::fs::remove_dir_all(&directory);
-    let report = sliding_window_supply(
-        &runs.runs,
-        runs.from,
-        runs.to,
-        args.amount,
-        args.period,
-        DEFAULT_STEP,
-    )
-    .map_err(|e| e.to_string())?;
-    let self_report = sliding_window_supply(
-        &self_runs,
-        runs.from,
-        runs.to,
-        args.amount,
-        args.period,
-        DEFAULT_STEP,
-    )
-    .map_err(|e| e.to_string())?;
+    let judge = |list: &[(Nanos, Nanos)]| {
+        sliding_window_supply(
+            list,
+            runs.from,
+            runs.to,
+            args.amount,
+            args.period,
+            DEFAULT_STEP,
+        )
+        .map_err(|e| e.to_string())
+    };
+    let report = judge(&runs.runs)?;
+    let self_report = judge(&self_runs)?;
     // Where the two views disagree: time the kernel had the thread on a CPU that the thread itself
     // did not see (stalls inside traced runs: interrupts, and the hypervisor's steal), and time the
     // thread ran that the trace does not show (switches the trace missed).

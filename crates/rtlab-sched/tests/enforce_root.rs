@@ -50,13 +50,21 @@ fn cpuset_root() -> Option<PathBuf> {
 }
 
 /// Cpusets an rtlab process made under the hierarchy's root (named `rtlab-PID-…`).
-fn rtlab_cpusets(root: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(root)
-        .unwrap()
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("rtlab-"))
-        .collect()
+fn rtlab_cpusets(_root: &std::path::Path) -> Vec<String> {
+    rtlab_sched::enforce::placement::rtlab_cpusets()
+}
+
+/// The thread has its policy and every CPU back, and no partition is left.
+fn assert_restored(tid: u32, before: Policy, cpusets: &Option<PathBuf>, balance: &Option<String>) {
+    assert_eq!(thread_policy(tid).unwrap(), before);
+    assert_eq!(
+        rtlab_sys::thread_control::thread_affinity(tid).unwrap(),
+        rtlab_sys::cpu::online_cpus().unwrap()
+    );
+    if let Some(root) = cpusets {
+        assert!(rtlab_cpusets(root).is_empty(), "{:?}", rtlab_cpusets(root));
+        assert_eq!(Some(top_load_balance(root)), *balance);
+    }
 }
 
 fn top_load_balance(root: &std::path::Path) -> String {
@@ -115,31 +123,14 @@ fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
         Err(EnforceError::ThreadAlreadyManaged(_))
     ));
     enforcer.release(grant.grant.id).unwrap();
-    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
     assert!(enforcer.grants().is_empty());
-    let all_cpus = rtlab_sys::cpu::online_cpus().unwrap();
-    assert_eq!(
-        rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
-        all_cpus
-    );
-    if let Some(root) = &cpusets {
-        assert!(rtlab_cpusets(root).is_empty(), "{:?}", rtlab_cpusets(root));
-        assert_eq!(Some(top_load_balance(root)), balance_before);
-    }
+    assert_restored(spinner.tid, before, &cpusets, &balance_before);
 
     enforcer
         .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
         .unwrap();
     drop(enforcer);
-    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
-    assert_eq!(
-        rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
-        all_cpus
-    );
-    if let Some(root) = &cpusets {
-        assert!(rtlab_cpusets(root).is_empty(), "{:?}", rtlab_cpusets(root));
-        assert_eq!(Some(top_load_balance(root)), balance_before);
-    }
+    assert_restored(spinner.tid, before, &cpusets, &balance_before);
     let _ = std::fs::remove_dir_all(&directory);
 }
 

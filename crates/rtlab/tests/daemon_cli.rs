@@ -435,14 +435,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
     let balance = |root: &std::path::Path| {
         rtlab_sys::cpuset::read_value(root, "cpuset.sched_load_balance").unwrap()
     };
-    let rtlab_cpusets = |root: &std::path::Path| -> Vec<String> {
-        std::fs::read_dir(root)
-            .unwrap()
-            .filter_map(|entry| entry.ok())
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.starts_with("rtlab-"))
-            .collect()
-    };
+    let rtlab_cpusets = |_root: &std::path::Path| rtlab_sched::enforce::placement::rtlab_cpusets();
     let balance_before = cpuset_root.as_deref().map(balance);
     let mut daemon = Daemon::start(&sandbox);
     let deadline_target = sleeper();

@@ -339,6 +339,25 @@ fn remove_cpuset(root: &Path, directory: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The names of the cpusets rtlab processes made (`rtlab-PID-…`) under the v1 hierarchy's root;
+/// empty where there is none.
+pub fn rtlab_cpusets() -> Vec<String> {
+    let Ok(Some(CpusetHierarchy::V1(root))) = cpuset::find_hierarchy() else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.starts_with("rtlab-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// Removes the partitions of rtlab processes that are gone (`rtlab-PID-…` whose PID no longer
 /// exists) even when their journal is not this instance's (another state directory, or deleted),
 /// and, when no rtlab partition is left, puts the top cpuset's load balancing back on: rtlab only
