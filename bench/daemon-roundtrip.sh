@@ -2,6 +2,8 @@
 # The reserve/release round trip through a real rtlab daemon (as root):
 #   cargo build --release -p rtlab --bin rtlab && cargo build --release -p rtlab-client --examples
 #   flock /work/measure.lock bench/daemon-roundtrip.sh [ITERATIONS]
+# RTLAB_BENCH_PLACEMENT=false: deadline reservations under global EDF instead of a cpuset partition
+# each (making and removing the partition is most of a placed reservation's cost).
 # Cases: ping alone; `deadline` only with RTLAB_BENCH_DEADLINE=1 (see below); `dispatch` cold (the enforcer starts
 # and stops its dispatcher threads with the only dispatch reservation) and warm (another dispatch
 # reservation holds them up). The daemon runs on a socket and a state directory in a temporary
@@ -19,7 +21,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
+printf 'state_dir = "%s/state"\ndeadline_placement = %s\n' "$work" "${RTLAB_BENCH_PLACEMENT:-true}" > "$work/rtlabd.toml"
 export RTLAB_SOCKET="$work/rtlabd.sock"
 : > "$work/daemon.log"
 target/release/rtlab daemon --config "$work/rtlabd.toml" 2>"$work/daemon.log" &

@@ -18,21 +18,25 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         cells[(record["rate"], record["mode"])].append(record)
         continue
     rate = f"{record['amount_ns'] / 1e3:g}us/{record['period_ns'] / 1e6:g}ms"
-    cells[(rate, record["mode"])].append(record)
+    mode = os.path.basename(path).split("-")[0]
+    if os.path.basename(path).startswith("deadline-global"):
+        mode = "deadline-global"
+    record["mode"] = mode
+    cells[(rate, mode)].append(record)
 
 def rate_key(rate):
     amount, period = rate.split("/")
     scale = lambda text: float(text[:-2]) * (1e3 if text.endswith("ms") else 1)
     return (scale(period), scale(amount))
 
-order = {"none": 0, "fifo50": 1, "deadline": 2, "dispatch": 3, "default": 4}
-print("| X/Y | mode | windows >= X | min | p1 | mean | steal (run, by CPU) | steal near worst window | dispatcher CPU | edge lateness mean / max |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+order = {"none": 0, "fifo50": 1, "deadline": 2, "deadline-global": 3, "dispatch": 4, "default": 5, "daemon": 6}
+print("| X/Y | mode | own: windows >= X | own: min | own: p1 | trace: windows >= X | trace: min | stalled while on CPU | steal (run, by CPU) | dispatcher CPU | edge lateness mean / max |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for (rate, mode) in sorted(cells, key=lambda key: (rate_key(key[0]), order.get(key[1], 9))):
     for record in cells[(rate, mode)]:
         if "refused" in record:
             reason = record["refused"].replace("supply: error: ", "").replace("|", "/")
-            print(f"| {rate} | {mode} | refused: {reason} | | | | | | | |")
+            print(f"| {rate} | {mode} | refused: {reason} | | | | | | | | |")
             continue
         report = record["report"]
         steal = ", ".join(f"{value / 1e6:g} ms" for value in record["steal_ns_by_cpu"])
@@ -40,8 +44,16 @@ for (rate, mode) in sorted(cells, key=lambda key: (rate_key(key[0]), order.get(k
         dispatchers = [d for d in record["dispatchers"] if d["edges"] > 0]
         cpu = ", ".join(f"{d['cpu_share_of_run'] * 100:.2f} %" for d in dispatchers)
         lateness = ", ".join(f"{d['lateness_mean_ns'] / 1e3:.0f} / {d['lateness_max_ns'] / 1e3:.0f} us" for d in dispatchers)
-        shown = mode if mode != "default" else f"default ({record['grant']['backend']})"
+        own = record.get("self_report", report)
+        grant = record.get("grant") or {}
+        shown = mode
+        if mode in ("default", "deadline") and "backend" in grant:
+            shown = f"{mode} ({grant['backend']}, CPU {grant['cpu']})" if grant.get("cpu") is not None else f"{mode} ({grant['backend']}, global)"
+        if mode == "daemon":
+            text = grant.get("output", "")
+            shown = "daemon (" + ("deadline" if "deadline" in text else "dispatch" if "dispatch" in text else "?") + ")"
         print(
-            f"| {rate} | {shown} | {report['share_meeting'] * 100:.2f} % | {report['min_ns'] / 1e3:.0f} us"
-            f" | {report['p1_ns'] / 1e3:.0f} us | {report['mean_ns'] / 1e3:.0f} us | {steal} | {near} | {cpu} | {lateness} |"
+            f"| {rate} | {shown} | {own['share_meeting'] * 100:.3f} % | {own['min_ns'] / 1e3:.0f} us | {own['p1_ns'] / 1e3:.0f} us"
+            f" | {report['share_meeting'] * 100:.2f} % | {report['min_ns'] / 1e3:.0f} us"
+            f" | {record.get('stalled_while_on_cpu_ns', 0) / 1e6:.1f} ms | {steal} | {cpu} | {lateness} |"
         )

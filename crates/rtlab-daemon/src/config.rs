@@ -5,6 +5,7 @@
 //! socket = "/run/rtlab/rtlabd.sock"
 //! state_dir = "/run/rtlab"
 //! default_backend = "deadline"   # or "dispatch"; unset: the enforcer picks what works best here
+//! deadline_placement = true      # a deadline reservation gets a cpuset partition of its own CPU
 //! user_limit = 0.2               # fraction of one CPU each unprivileged uid may hold
 //! hysteresis = "2s"              # how long an activity's reservation outlives its last thread
 //! max_connections = 512
@@ -30,6 +31,9 @@ pub struct DaemonConfig {
     pub state_dir: PathBuf,
     /// `None`: the enforcer's own choice for this machine.
     pub default_backend: Option<BackendKind>,
+    /// Whether `deadline` reservations are placed alone on one CPU in a cpuset partition (where
+    /// the machine allows it); off: global EDF.
+    pub deadline_placement: bool,
     /// Fraction of one CPU (granted amount / period, summed) each unprivileged uid may hold.
     pub user_limit: f64,
     /// How long an activity's reservation outlives its last thread (paper 003 §4.3).
@@ -48,6 +52,7 @@ impl Default for DaemonConfig {
             socket: PathBuf::from(rtlab_core::rpc::DEFAULT_SOCKET),
             state_dir: PathBuf::from("/run/rtlab"),
             default_backend: None,
+            deadline_placement: true,
             user_limit: 0.2,
             hysteresis: Duration::from_secs(2),
             max_connections: 512,
@@ -77,6 +82,7 @@ struct ConfigFile {
     socket: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     default_backend: Option<toml::Spanned<String>>,
+    deadline_placement: Option<bool>,
     user_limit: Option<toml::Spanned<f64>>,
     hysteresis: Option<toml::Spanned<String>>,
     max_connections: Option<toml::Spanned<usize>>,
@@ -125,6 +131,9 @@ impl DaemonConfig {
             socket: file.socket.unwrap_or(defaults.socket),
             state_dir: file.state_dir.unwrap_or(defaults.state_dir),
             default_backend: None,
+            deadline_placement: file
+                .deadline_placement
+                .unwrap_or(defaults.deadline_placement),
             user_limit: defaults.user_limit,
             hysteresis: duration(file.hysteresis, "hysteresis", defaults.hysteresis)?,
             max_connections: defaults.max_connections,
@@ -201,12 +210,13 @@ mod tests {
     #[test]
     fn every_key_parses_and_missing_keys_keep_their_defaults() {
         let config = DaemonConfig::parse(
-            "socket = \"/tmp/s\"\ndefault_backend = \"dispatch\"\nuser_limit = 0.5\nhysteresis = \"250ms\"\nmax_connections = 4\n",
+            "socket = \"/tmp/s\"\ndefault_backend = \"dispatch\"\ndeadline_placement = false\nuser_limit = 0.5\nhysteresis = \"250ms\"\nmax_connections = 4\n",
             "rtlabd.toml",
         )
         .unwrap();
         assert_eq!(config.socket, PathBuf::from("/tmp/s"));
         assert_eq!(config.default_backend, Some(BackendKind::Dispatch));
+        assert!(!config.deadline_placement);
         assert_eq!(config.user_limit, 0.5);
         assert_eq!(config.hysteresis, Duration::from_millis(250));
         assert_eq!(config.max_connections, 4);

@@ -4,8 +4,13 @@
 //!
 //! ```text
 //! supply --mode none|fifo50|deadline|dispatch|default --amount 2ms --period 10ms --duration 3s [--stress N]
-//!        [--no-spinners] [--runs FILE]
+//!        [--no-spinners] [--no-placement] [--runs FILE]
+//! supply --mode command --reserve-cmd 'rtlab reserve 2ms/10ms --tid {tid}' …
 //! ```
+//!
+//! `command` reserves through another program (the daemon's CLI): `{tid}` is replaced by the
+//! measured thread's id, the command must exit 0, and its output is the grant; the daemon then
+//! holds the reservation until the thread exits.
 //!
 //! Prints one JSON object: the mode, the grant, the sliding-window report (share of windows that
 //! held the amount, minimum, p1), the steal time of every CPU over the run and over the 100 ms
@@ -35,6 +40,8 @@ struct Args {
     stress: usize,
     spinners: bool,
     runs_file: Option<String>,
+    placement: bool,
+    reserve_command: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,6 +53,8 @@ fn parse_args() -> Result<Args, String> {
         stress: 0,
         spinners: true,
         runs_file: None,
+        placement: true,
+        reserve_command: None,
     };
     let mut iter = std::env::args().skip(1);
     while let Some(flag) = iter.next() {
@@ -69,15 +78,27 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| "--stress: not a number")?
             }
             "--no-spinners" => args.spinners = false,
+            "--no-placement" => args.placement = false,
+            "--reserve-cmd" => args.reserve_command = Some(value("--reserve-cmd")?),
             "--runs" => args.runs_file = Some(value("--runs")?),
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if !["none", "fifo50", "deadline", "dispatch", "default"].contains(&args.mode.as_str()) {
+    if args.mode == "command" && args.reserve_command.is_none() {
+        return Err("--mode command needs --reserve-cmd".into());
+    }
+    if ![
+        "none", "fifo50", "deadline", "dispatch", "default", "command",
+    ]
+    .contains(&args.mode.as_str())
+    {
         return Err(format!("--mode: unknown mode '{}'", args.mode));
     }
     Ok(args)
 }
+
+/// How long after the tracing instance is made the judged windows begin.
+const SETTLE: Duration = Duration::from_millis(100);
 
 struct StressGuard(Option<Child>);
 
@@ -96,6 +117,47 @@ fn steal_by_cpu() -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// The thread's own view of when it ran: `[from, to)` less its stalls.
+fn runs_between_stalls(stalls: &[(u64, u64)], from: u64, to: u64) -> Vec<(Nanos, Nanos)> {
+    let mut runs = Vec::new();
+    let mut start = from;
+    for &(stall_start, stall_end) in stalls {
+        if stall_end <= from || stall_start >= to {
+            continue;
+        }
+        if stall_start > start {
+            runs.push((Nanos(start), Nanos(stall_start)));
+        }
+        start = start.max(stall_end);
+    }
+    if start < to {
+        runs.push((Nanos(start), Nanos(to)));
+    }
+    runs
+}
+
+fn stalls_as_runs(stalls: &[(u64, u64)]) -> Vec<(Nanos, Nanos)> {
+    stalls.iter().map(|&(a, b)| (Nanos(a), Nanos(b))).collect()
+}
+
+/// Total time two sorted lists of disjoint intervals share.
+fn overlap(first: &[(Nanos, Nanos)], second: &[(Nanos, Nanos)]) -> u64 {
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < first.len() && j < second.len() {
+        let start = first[i].0.max(second[j].0);
+        let end = first[i].1.min(second[j].1);
+        if start < end {
+            total += end.0 - start.0;
+        }
+        if first[i].1 < second[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
 fn run(args: Args) -> Result<serde_json::Value, String> {
     let cpus = rtlab_sys::cpu::online_cpus().map_err(|e| e.to_string())?;
     // The controlling thread must not starve under the spinners it starts: FIFO 97, above them,
@@ -108,12 +170,34 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     )
     .map_err(|e| format!("SCHED_FIFO 97 for the controlling thread (needs root): {e}"))?;
     let until = Instant::now() + args.duration + Duration::from_secs(10);
-    let measured = Spinner::start(until, None, None, None)?;
+    let measured = Spinner::start_recording(until)?;
     let directory = std::env::temp_dir().join(format!("rtlab-supply-{}", std::process::id()));
     let mut enforcer = None;
     let mut grant_json = serde_json::Value::Null;
     match args.mode.as_str() {
         "none" => {}
+        "command" => {
+            let command = args
+                .reserve_command
+                .as_deref()
+                .unwrap_or_default()
+                .replace("{tid}", &measured.tid.to_string());
+            let output = Command::new("sh")
+                .args(["-c", &command])
+                .output()
+                .map_err(|e| format!("--reserve-cmd: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "--reserve-cmd '{command}' failed ({}): {}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+            grant_json = serde_json::json!({
+                "command": command,
+                "output": String::from_utf8_lossy(&output.stdout).trim(),
+            });
+        }
         "fifo50" => {
             rtlab_sys::sched::set_thread_policy(measured.tid, Policy::Fifo { priority: 50 })
                 .map_err(|e| format!("chrt -f 50: {e}"))?
@@ -128,6 +212,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                 ),
             };
             let mut opened = Enforcer::open(&directory, backend).map_err(|e| e.to_string())?;
+            opened.set_placement(args.placement);
             let grant = opened
                 .reserve(ReserveRequest {
                     owner: Owner::Thread(measured.tid),
@@ -145,6 +230,10 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                 "deadline_params": grant.deadline_params.map(|p| serde_json::json!({
                     "runtime_ns": p.runtime.0, "deadline_ns": p.deadline.0, "period_ns": p.period.0})),
                 "granularity": opened.facts().granularity.describe(),
+                "placement": match opened.placement() {
+                    Ok(cpus) => serde_json::json!({"partitioned_cpus": cpus}),
+                    Err(reason) => serde_json::json!({"none": reason}),
+                },
             });
             enforcer = Some(opened);
         }
@@ -184,6 +273,10 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     let mut steal_samples: Vec<(u64, Vec<u64>)> = Vec::new();
     let mut schedstat_samples: Vec<(u64, u64, &str)> = Vec::new();
     let mut recorder = RunRecorder::start(measured.tid).map_err(|e| e.to_string())?;
+    // Creating the tracing instance stalls the CPUs for some milliseconds (the thread's own view
+    // shows it too): windows are judged from SETTLE after it, and the run lasts that much longer.
+    std::thread::sleep(SETTLE);
+    let judged_from = rtlab_sys::clock::monotonic_ns();
     let end = Instant::now() + args.duration;
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100).min(end - Instant::now()));
@@ -197,15 +290,26 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         ));
         recorder.poll().map_err(|e| e.to_string())?;
     }
-    let runs = recorder.finish().map_err(|e| e.to_string())?;
+    let mut runs = recorder.finish().map_err(|e| e.to_string())?;
+    runs.from = Nanos(judged_from.max(runs.from.0));
+    let from = runs.from;
+    runs.runs.retain(|(_, end)| *end > from);
+    if let Some(first) = runs.runs.first_mut() {
+        first.0 = first.0.max(from);
+    }
     let steal_end = steal_by_cpu();
+    let measured_tid = measured.tid;
+    let stalls = measured.finish();
+    let self_runs = runs_between_stalls(&stalls, runs.from.0, runs.to.0);
     if let Some(path) = &args.runs_file {
-        let text: String = runs
-            .runs
-            .iter()
-            .map(|(start, end)| format!("{} {}\n", start.0 - runs.from.0, end.0 - runs.from.0))
-            .collect();
-        std::fs::write(path, text).map_err(|e| format!("--runs {path}: {e}"))?;
+        let text = |list: &[(Nanos, Nanos)]| -> String {
+            list.iter()
+                .map(|(start, end)| format!("{} {}\n", start.0 - runs.from.0, end.0 - runs.from.0))
+                .collect()
+        };
+        std::fs::write(path, text(&runs.runs)).map_err(|e| format!("--runs {path}: {e}"))?;
+        let own = format!("{path}.self");
+        std::fs::write(&own, text(&self_runs)).map_err(|e| format!("--runs {own}: {e}"))?;
     }
     let dispatcher_stats = enforcer
         .as_ref()
@@ -213,15 +317,26 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         .unwrap_or_default();
     drop(enforcer);
     let _ = std::fs::remove_dir_all(&directory);
-    let report = sliding_window_supply(
-        &runs.runs,
-        runs.from,
-        runs.to,
-        args.amount,
-        args.period,
-        DEFAULT_STEP,
-    )
-    .map_err(|e| e.to_string())?;
+    let judge = |list: &[(Nanos, Nanos)]| {
+        sliding_window_supply(
+            list,
+            runs.from,
+            runs.to,
+            args.amount,
+            args.period,
+            DEFAULT_STEP,
+        )
+        .map_err(|e| e.to_string())
+    };
+    let report = judge(&runs.runs)?;
+    let self_report = judge(&self_runs)?;
+    // Where the two views disagree: time the kernel had the thread on a CPU that the thread itself
+    // did not see (stalls inside traced runs: interrupts, and the hypervisor's steal), and time the
+    // thread ran that the trace does not show (switches the trace missed).
+    let stalled_while_on_cpu = overlap(&stalls_as_runs(&stalls), &runs.runs);
+    let traced_total: u64 = runs.runs.iter().map(|(a, b)| b.0 - a.0).sum();
+    let self_total: u64 = self_runs.iter().map(|(a, b)| b.0 - a.0).sum();
+    let ran_untraced = self_total.saturating_sub(traced_total.saturating_sub(stalled_while_on_cpu));
     let steal_total: Vec<u64> = steal_end
         .iter()
         .zip(&steal_start)
@@ -249,6 +364,11 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         "fifo95_spinners": args.spinners,
         "grant": grant_json,
         "report": report,
+        "self_report": self_report,
+        "measured_tid": measured_tid,
+        "stalls": stalls.len(),
+        "stalled_while_on_cpu_ns": stalled_while_on_cpu,
+        "ran_untraced_ns": ran_untraced,
         "switches": runs.n_switches,
         "schedstat_every_100ms": schedstat_samples.iter().map(|(time, cpu, policy)| serde_json::json!([time.saturating_sub(runs.from.0), cpu, policy])).collect::<Vec<_>>(),
         "lost_events": runs.lost_events,

@@ -41,6 +41,36 @@ fn state_dir(name: &str) -> PathBuf {
     directory
 }
 
+/// The v1 cpuset hierarchy's root, where this machine has one.
+fn cpuset_root() -> Option<PathBuf> {
+    match rtlab_sys::cpuset::find_hierarchy().unwrap() {
+        Some(rtlab_sys::cpuset::CpusetHierarchy::V1(root)) => Some(root),
+        _ => None,
+    }
+}
+
+/// Cpusets an rtlab process made under the hierarchy's root (named `rtlab-PID-…`).
+fn rtlab_cpusets(_root: &std::path::Path) -> Vec<String> {
+    rtlab_sched::enforce::placement::rtlab_cpusets()
+}
+
+/// The thread has its policy and every CPU back, and no partition is left.
+fn assert_restored(tid: u32, before: Policy, cpusets: &Option<PathBuf>, balance: &Option<String>) {
+    assert_eq!(thread_policy(tid).unwrap(), before);
+    assert_eq!(
+        rtlab_sys::thread_control::thread_affinity(tid).unwrap(),
+        rtlab_sys::cpu::online_cpus().unwrap()
+    );
+    if let Some(root) = cpusets {
+        assert!(rtlab_cpusets(root).is_empty(), "{:?}", rtlab_cpusets(root));
+        assert_eq!(Some(top_load_balance(root)), *balance);
+    }
+}
+
+fn top_load_balance(root: &std::path::Path) -> String {
+    rtlab_sys::cpuset::read_value(root, "cpuset.sched_load_balance").unwrap()
+}
+
 fn request(tid: u32, amount_ms: u64, period_ms: u64, backend: BackendKind) -> ReserveRequest {
     ReserveRequest {
         owner: Owner::Thread(tid),
@@ -60,9 +90,22 @@ fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
     let before = thread_policy(spinner.tid).unwrap();
     let directory = state_dir("deadline");
     let mut enforcer = Enforcer::open(&directory, None).unwrap();
+    let cpusets = cpuset_root();
+    let balance_before = cpusets.as_deref().map(top_load_balance);
     let grant = enforcer
         .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
         .unwrap();
+    if let (Some(root), Ok(placed)) = (&cpusets, enforcer.placement()) {
+        // A v1 hierarchy and placement available: the thread sits alone on its CPU.
+        let cpu = grant.cpu.expect("placed on a CPU");
+        assert_eq!(placed, vec![cpu]);
+        assert_eq!(
+            rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
+            vec![cpu]
+        );
+        assert_eq!(top_load_balance(root), "0");
+        assert_eq!(rtlab_cpusets(root).len(), 2, "{:?}", rtlab_cpusets(root));
+    }
     let params = grant.deadline_params.unwrap();
     let overrun = enforcer.facts().granularity.overrun();
     assert_eq!(params.runtime, Nanos(Nanos::from_millis(2).0 + overrun.0));
@@ -80,14 +123,14 @@ fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
         Err(EnforceError::ThreadAlreadyManaged(_))
     ));
     enforcer.release(grant.grant.id).unwrap();
-    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
     assert!(enforcer.grants().is_empty());
+    assert_restored(spinner.tid, before, &cpusets, &balance_before);
 
     enforcer
         .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
         .unwrap();
     drop(enforcer);
-    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    assert_restored(spinner.tid, before, &cpusets, &balance_before);
     let _ = std::fs::remove_dir_all(&directory);
 }
 
@@ -187,6 +230,8 @@ fn child_reserves_and_waits_for_sigkill() {
 fn sigkill_leaves_a_journal_the_next_open_repairs() {
     require_root();
     let _turn = serial();
+    let cpusets = cpuset_root();
+    let balance_before = cpusets.as_deref().map(top_load_balance);
     for backend in BackendKind::ALL {
         let spinner = spin_for(Duration::from_secs(30));
         let before = thread_policy(spinner.tid).unwrap();
@@ -222,6 +267,19 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
         let changed = thread_policy(spinner.tid).unwrap() != before
             || rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap() != affinity_before;
         assert!(changed, "{backend}: the child did not change the thread");
+        let placed_by_child = cpusets
+            .as_deref()
+            .map(rtlab_cpusets)
+            .unwrap_or_default()
+            .iter()
+            .any(|name| name.starts_with(&format!("rtlab-{}-cpu", child.id())));
+        // Placement is possible where a v1 hierarchy balances across two or more CPUs.
+        if backend == BackendKind::Deadline
+            && balance_before.as_deref() == Some("1")
+            && rtlab_sys::cpu::online_cpus().unwrap().len() >= 2
+        {
+            assert!(placed_by_child, "the child made no cpuset partition");
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         // SIGKILL: nothing was undone; the next open repairs it.
@@ -233,6 +291,17 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
             affinity_before,
             "{backend}"
         );
+        if let Some(root) = &cpusets {
+            assert!(
+                rtlab_cpusets(root).is_empty(),
+                "{backend}: left behind {:?}",
+                rtlab_cpusets(root)
+            );
+            assert_eq!(Some(top_load_balance(root)), balance_before, "{backend}");
+            if placed_by_child {
+                assert_eq!(enforcer.repaired().cpusets_removed.len(), 2, "{backend}");
+            }
+        }
         drop(enforcer);
         let _ = std::fs::remove_dir_all(&directory);
     }

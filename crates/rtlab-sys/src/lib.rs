@@ -12,6 +12,8 @@ pub mod cpu;
 #[cfg(target_os = "linux")]
 pub mod cpuidle;
 #[cfg(target_os = "linux")]
+pub mod cpuset;
+#[cfg(target_os = "linux")]
 pub mod dma_latency;
 #[cfg(target_os = "linux")]
 pub mod futex;

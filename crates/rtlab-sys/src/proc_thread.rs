@@ -91,14 +91,14 @@ pub fn thread_status(tid: u32) -> io::Result<ThreadStatus> {
     if tid == 0 {
         return Err(no_such_thread(tid));
     }
-    let text = std::fs::read_to_string(format!("/proc/{tid}/status"))
+    let text = crate::thread_control::read_proc_file(&format!("/proc/{tid}/status"))
         .map_err(not_found_is_no_thread(tid))?;
     parse_status(&text).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
 /// The thread's name (`comm`, at most 15 bytes).
 pub fn thread_comm(tid: u32) -> io::Result<String> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/comm"))
+    let text = crate::thread_control::read_proc_file(&format!("/proc/{tid}/comm"))
         .map_err(not_found_is_no_thread(tid))?;
     Ok(text.trim_end_matches('\n').to_owned())
 }

@@ -40,6 +40,31 @@ const LEAST_DEADLINE_BANDWIDTH: Policy = Policy::Deadline {
     period_ns: 1_000_000_000,
 };
 
+/// Reads a small /proc file with as few syscalls as the kernel allows: open, `read`s into a 4 KiB
+/// buffer until one returns 0 (a seq_file may return less than asked before its end, so a short
+/// read does not mean the end), close. `std::fs::read_to_string` also `statx`es
+/// the file and reads /proc files (size 0) in doubling chunks from 32 bytes: eight syscalls for a
+/// /proc/TID/stat where this takes four, and the daemon reads several on every reservation (BENCHMARKS.md, "The daemon:
+/// reserve/release round trip").
+pub fn read_proc_file(path: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buffer = vec![0u8; 4096];
+    let mut filled = 0;
+    loop {
+        if filled == buffer.len() {
+            buffer.resize(buffer.len() * 2, 0);
+        }
+        let n = file.read(&mut buffer[filled..])?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    buffer.truncate(filled);
+    String::from_utf8(buffer).map_err(|_| invalid(format!("{path}: not UTF-8")))
+}
+
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
@@ -62,13 +87,20 @@ pub fn parse_stat_field(stat: &str, number: usize) -> io::Result<u64> {
 /// The start time of thread `tid` (clock ticks since boot): with the id, it names one thread for
 /// the life of the machine.
 pub fn thread_start_time(tid: u32) -> io::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    let stat = read_proc_file(&format!("/proc/{tid}/stat"))?;
     parse_stat_field(&stat, 22)
+}
+
+/// The CPU thread `tid` last ran on (/proc/TID/stat field 39): the run queue it is on while it
+/// sleeps, whatever its affinity says.
+pub fn thread_last_cpu(tid: u32) -> io::Result<usize> {
+    let stat = read_proc_file(&format!("/proc/{tid}/stat"))?;
+    Ok(parse_stat_field(&stat, 39)? as usize)
 }
 
 /// The thread group (process) id of thread `tid`, from /proc/TID/status.
 pub fn thread_group_id(tid: u32) -> io::Result<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    let status = read_proc_file(&format!("/proc/{tid}/status"))?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("Tgid:"))
@@ -92,7 +124,7 @@ pub fn parse_schedstat(text: &str) -> io::Result<(u64, u64, u64)> {
 /// `sum_exec_runtime`), which is exact at every switch but lags by up to one tick for a thread
 /// that is running right now; for a thread of this process, [`thread_cpu_clock_ns`] is exact.
 pub fn thread_cpu_time_ns(tid: u32) -> io::Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat"))?;
+    let text = read_proc_file(&format!("/proc/{tid}/schedstat"))?;
     Ok(parse_schedstat(&text)?.0)
 }
 
@@ -199,6 +231,53 @@ pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// Where the fair server's per-CPU runtime and period are shown (debugfs, Linux 6.12 and later).
+pub const FAIR_SERVER_PATH: &str = "/sys/kernel/debug/sched/fair_server";
+
+/// The fair server's share of CPU `cpu` (runtime / period), from debugfs: `Ok(None)` when it is not
+/// there or not readable (debugfs not mounted, or kernel lockdown restricts it).
+pub fn fair_server_share(cpu: usize) -> io::Result<Option<f64>> {
+    let read = |file: &str| -> io::Result<Option<u64>> {
+        match std::fs::read_to_string(format!("{FAIR_SERVER_PATH}/cpu{cpu}/{file}")) {
+            Ok(text) => text
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| invalid(format!("fair_server/cpu{cpu}/{file}: not a number"))),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) || error.raw_os_error() == Some(libc::EPERM) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    };
+    match (read("runtime")?, read("period")?) {
+        (Some(runtime), Some(period)) if period > 0 => Ok(Some(runtime as f64 / period as f64)),
+        _ => Ok(None),
+    }
+}
+
+/// The share of each CPU the kernel admits for SCHED_DEADLINE (and RT) in all:
+/// `sched_rt_runtime_us / sched_rt_period_us` (0.95 by default; 1.0 when unlimited, -1).
+pub fn deadline_bandwidth_limit() -> io::Result<f64> {
+    let read = |name: &str| -> io::Result<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))?
+            .trim()
+            .parse()
+            .map_err(|_| invalid(format!("/proc/sys/kernel/{name}: not a number")))
+    };
+    let runtime = read("sched_rt_runtime_us")?;
+    let period = read("sched_rt_period_us")?;
+    if runtime < 0 || period <= 0 {
+        return Ok(1.0);
+    }
+    Ok((runtime as f64 / period as f64).min(1.0))
+}
+
 /// Where the scheduler's feature flags are shown (debugfs).
 pub const SCHED_FEATURES_PATH: &str = "/sys/kernel/debug/sched/features";
 
@@ -246,6 +325,27 @@ mod tests {
         );
         assert!(parse_schedstat("123 x 1").is_err());
         assert!(parse_schedstat("").is_err());
+    }
+
+    #[test]
+    fn proc_files_read_in_one_go_match_the_slow_way() {
+        // /proc/self/status fits the first read; /proc/self/smaps needs more than 4 KiB.
+        for path in ["/proc/self/status", "/proc/self/smaps"] {
+            let fast = read_proc_file(path).unwrap();
+            let slow = std::fs::read_to_string(path).unwrap();
+            // smaps changes as the test allocates; compare the first lines only.
+            assert_eq!(
+                fast.lines().take(5).collect::<Vec<_>>(),
+                slow.lines().take(5).collect::<Vec<_>>(),
+                "{path}"
+            );
+            assert!(fast.len() > 100, "{path}");
+        }
+        assert!(read_proc_file("/proc/self/smaps").unwrap().len() > 4096);
+        assert_eq!(
+            read_proc_file("/proc/0/stat").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
     }
 
     #[test]

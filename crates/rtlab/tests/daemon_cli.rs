@@ -17,11 +17,18 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-fn require_root() {
+/// The root tests take turns: daemons running at once would share the kernel's deadline bandwidth
+/// and the top cpuset (a placed reservation splits the root domains for everyone).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn require_root() -> std::sync::MutexGuard<'static, ()> {
     assert!(
         rtlab_sys::proc_thread::current_uid() == 0,
         "this test needs root: run it as root (CI does, with --include-ignored)"
     );
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
@@ -37,6 +44,25 @@ struct Daemon {
     process: KillOnDrop,
     socket: PathBuf,
     log: PathBuf,
+}
+
+impl Drop for Daemon {
+    /// SIGTERM first, so the daemon reverts everything itself (a SIGKILL would leave its
+    /// partitions to the next daemon's start); `KillOnDrop` kills it if it has not stopped in 5 s.
+    fn drop(&mut self) {
+        if let Ok(None) = self.process.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.process.id().to_string()])
+                .status();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = self.process.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
 }
 
 impl Daemon {
@@ -237,7 +263,7 @@ fn a_second_daemon_on_the_same_socket_refuses_to_start_and_sigterm_stops_cleanly
 #[test]
 #[ignore = "needs root"]
 fn reserve_list_and_release_a_thread_of_another_program() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let target = sleeper();
@@ -289,7 +315,7 @@ fn reserve_list_and_release_a_thread_of_another_program() {
 #[test]
 #[ignore = "needs root"]
 fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     std::fs::set_permissions(
         sandbox.path(),
@@ -322,7 +348,7 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
 #[test]
 #[ignore = "needs root"]
 fn a_reservation_disappears_when_its_thread_exits() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let mut target = sleeper();
@@ -341,7 +367,7 @@ fn a_reservation_disappears_when_its_thread_exits() {
 #[test]
 #[ignore = "needs root"]
 fn comm_finds_the_thread_of_an_unmodified_program() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     // A program named uniquely for this test: its comm is its file name.
@@ -366,7 +392,7 @@ fn comm_finds_the_thread_of_an_unmodified_program() {
 #[test]
 #[ignore = "needs root"]
 fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let output = daemon.rtlab(
@@ -400,8 +426,17 @@ fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through
 #[test]
 #[ignore = "needs root"]
 fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
+    let cpuset_root = match rtlab_sys::cpuset::find_hierarchy().unwrap() {
+        Some(rtlab_sys::cpuset::CpusetHierarchy::V1(root)) => Some(root),
+        _ => None,
+    };
+    let balance = |root: &std::path::Path| {
+        rtlab_sys::cpuset::read_value(root, "cpuset.sched_load_balance").unwrap()
+    };
+    let rtlab_cpusets = |_root: &std::path::Path| rtlab_sched::enforce::placement::rtlab_cpusets();
+    let balance_before = cpuset_root.as_deref().map(balance);
     let mut daemon = Daemon::start(&sandbox);
     let deadline_target = sleeper();
     let dispatch_target = sleeper();
@@ -423,13 +458,44 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
         assert_exit_code(&output, 0);
     }
     assert!(is_raised(thread_policy(deadline_target.id()).unwrap()));
+    // Where a v1 cpuset hierarchy balances two or more CPUs, the deadline thread sits alone in a
+    // partition the daemon made.
+    let placed = cpuset_root.as_deref().is_some_and(|root| {
+        balance_before.as_deref() == Some("1")
+            && rtlab_sys::cpu::online_cpus().unwrap().len() >= 2
+            && {
+                assert_eq!(balance(root), "0");
+                assert_eq!(rtlab_cpusets(root).len(), 2, "{:?}", rtlab_cpusets(root));
+                true
+            }
+    });
     daemon.process.kill().unwrap();
     daemon.process.wait().unwrap();
     // The kill left the deadline thread changed; the next start repairs it from the journal.
     let restarted = Daemon::start(&sandbox);
+    let all_cpus = rtlab_sys::cpu::online_cpus().unwrap();
     for target in [&deadline_target, &dispatch_target] {
         let policy = thread_policy(target.id()).unwrap();
         assert_eq!(policy, Policy::Other { nice: 0 }, "thread {}", target.id());
+        assert_eq!(
+            rtlab_sys::thread_control::thread_affinity(target.id()).unwrap(),
+            all_cpus,
+            "thread {}",
+            target.id()
+        );
+    }
+    if let Some(root) = &cpuset_root {
+        assert!(rtlab_cpusets(root).is_empty(), "{:?}", rtlab_cpusets(root));
+        assert_eq!(Some(balance(root)), balance_before);
+        if placed {
+            assert!(
+                restarted
+                    .log_text()
+                    .contains("removed the cpuset partitions"),
+                "{}",
+                restarted.log_text()
+            );
+        }
     }
     assert!(
         restarted.log_text().contains("restored threads"),
@@ -442,7 +508,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
 #[test]
 #[ignore = "needs root"]
 fn the_c_example_runs_against_the_real_daemon() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     let binary = c_example::compile_example(sandbox.path());
@@ -501,7 +567,7 @@ fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
 #[test]
 #[ignore = "needs root"]
 fn verify_measures_the_supply_a_busy_reserved_thread_received() {
-    require_root();
+    let _turn = require_root();
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox);
     // A CPU-bound shell that stops on its own after 30 s (killed earlier on drop).

@@ -100,13 +100,19 @@ pub fn deadline_params(
 ///
 /// The mapping needs each deadline thread's job to start at its release, which global EDF gives
 /// when there are no more deadline reservations than CPUs (each always finds a CPU not running an
-/// earlier deadline of ours). The bandwidth actually asked of the kernel is `(X + T)/Y` per
-/// reservation, more than the planner's `X/Y`; the sum must stay under the planner's cap times the
-/// CPUs (the kernel applies its own limit too, and its answer is reported beside this one).
+/// earlier deadline of ours), and a partition of one CPU gives when it holds one reservation. The
+/// bandwidth actually asked of the kernel is `(X + T)/Y` per reservation, more than the planner's
+/// `X/Y`. Per CPU the kernel admits `kernel_limit` (0.95) and counts its fair server's share (0.05)
+/// in it; so each reservation, and the sum per CPU, must stay under
+/// `min(cap, kernel_limit − fair_server_share)` (the kernel's own answer is reported beside).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeadlineAdmission {
     pub n_cpus: usize,
     pub cap: f64,
+    /// `sched_rt_runtime_us / sched_rt_period_us`.
+    pub kernel_limit: f64,
+    /// The fair server's share of each CPU, which the kernel counts as deadline bandwidth.
+    pub fair_server_share: f64,
 }
 
 impl DeadlineAdmission {
@@ -121,15 +127,34 @@ impl DeadlineAdmission {
             ));
         }
         let bandwidth = |p: &DeadlineParams| p.runtime.0 as f64 / p.period.0 as f64;
+        let per_cpu = self.per_cpu_limit();
+        if bandwidth(&params) > per_cpu + 1e-9 {
+            return Err(format!(
+                "the kernel would be asked for {:.3} of one CPU (runtime includes one tick of \
+                 overrun per period), above what one CPU admits: {per_cpu:.3} (the cap {:.2}, or \
+                 the kernel's {:.2} less its fair server's {:.2})",
+                bandwidth(&params),
+                self.cap,
+                self.kernel_limit,
+                self.fair_server_share
+            ));
+        }
         let total: f64 = existing.iter().map(bandwidth).sum::<f64>() + bandwidth(&params);
-        let limit = self.cap * self.n_cpus as f64;
+        let limit = per_cpu * self.n_cpus as f64;
         if total > limit + 1e-9 {
             return Err(format!(
                 "the kernel would be asked for {total:.3} CPUs of SCHED_DEADLINE bandwidth (runtime \
-                 includes one tick of overrun per period), above the cap {limit:.3}"
+                 includes one tick of overrun per period), above {limit:.3} ({per_cpu:.3} per CPU)"
             ));
         }
         Ok(())
+    }
+
+    /// What one CPU admits for rtlab's deadline reservations.
+    pub fn per_cpu_limit(&self) -> f64 {
+        self.cap
+            .min(self.kernel_limit - self.fair_server_share)
+            .max(0.0)
     }
 }
 
@@ -175,6 +200,8 @@ mod tests {
         let admission = DeadlineAdmission {
             n_cpus: 2,
             cap: 0.9,
+            kernel_limit: 0.95,
+            fair_server_share: 0.05,
         };
         let six_of_ten = DeadlineParams {
             runtime: Nanos::from_millis(6),
@@ -192,8 +219,24 @@ mod tests {
             ..six_of_ten
         };
         assert!(admission
-            .admit(&[nine_of_ten], nine_of_ten)
+            .admit(&[], nine_of_ten)
             .unwrap_err()
-            .contains("cap"));
+            .contains("fair server"));
+        let eight_of_ten = DeadlineParams {
+            runtime: Nanos::from_millis(8),
+            ..six_of_ten
+        };
+        assert!(admission.admit(&[eight_of_ten], eight_of_ten).is_ok());
+        // With the kernel admitting 0.9 per CPU, its fair server leaves 0.85 for rtlab.
+        let strict = DeadlineAdmission {
+            kernel_limit: 0.9,
+            ..admission
+        };
+        assert!(strict.admit(&[], eight_of_ten).is_ok());
+        let nine = DeadlineParams {
+            runtime: Nanos::from_millis(9),
+            ..six_of_ten
+        };
+        assert!(strict.admit(&[], nine).unwrap_err().contains("0.850"));
     }
 }

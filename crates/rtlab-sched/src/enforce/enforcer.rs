@@ -1,6 +1,6 @@
 //! [`Enforcer`]: the real [`Enforcement`], over the planner, the journal and the two backends.
 //!
-//! Order of every change: planner admission → backend's own admission → journal line (synced) →
+//! Order of every change: planner admission → backend's own admission → journal line (written, see `journal`) →
 //! the kernel change. On any failure the steps already taken are undone, so an error leaves the
 //! machine and the planner as they were.
 
@@ -17,6 +17,7 @@ use super::dispatch::{
     DISPATCH_EDGE_ALLOWANCE,
 };
 use super::journal::{Journal, JournalEntry, JournalLineError, SavedThread};
+use super::placement::{self, Placement, Unplaceable};
 use super::switch::{check_switch, switch_time};
 use super::{
     BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
@@ -43,6 +44,10 @@ pub struct Repair {
     pub failed: Vec<(u32, String)>,
     /// Journal lines that could not be read (a torn last line after a crash).
     pub unreadable: Vec<JournalLineError>,
+    /// Cpuset directories the previous instance made, removed now.
+    pub cpusets_removed: Vec<PathBuf>,
+    /// Cpuset changes that could not be undone, one line each.
+    pub cpuset_failures: Vec<String>,
 }
 
 /// What the machine offers the backends, detected at `open`.
@@ -53,7 +58,18 @@ pub struct MachineFacts {
     /// The kernel runs SCHED_OTHER through a deadline server (Linux 6.12 and later), which takes
     /// up to its share (5 %) from real-time threads whenever normal threads starve.
     pub fair_server: bool,
+    /// The fair server's share of each CPU, which the kernel's deadline admission counts: read
+    /// from debugfs where visible, else the kernel's default (50 ms of every second).
+    pub fair_server_share: f64,
+    /// Whether `fair_server_share` was read (true) or assumed (false).
+    pub fair_server_visible: bool,
+    /// The share of each CPU the kernel admits for deadline and RT in all
+    /// (`sched_rt_runtime_us / sched_rt_period_us`).
+    pub deadline_limit: f64,
 }
+
+/// The fair server's default share: 50 ms of every 1 s per CPU.
+pub const FAIR_SERVER_DEFAULT_SHARE: f64 = 0.05;
 
 /// The first kernel whose SCHED_OTHER runs through a deadline "fair server".
 pub const FAIR_SERVER_SINCE: (u32, u32) = (6, 12);
@@ -74,6 +90,14 @@ impl MachineFacts {
             .ok()
             .and_then(|release| thread_control::parse_kernel_version(&release))
             .is_some_and(|version| version >= FAIR_SERVER_SINCE);
+        let read_share = cpus
+            .first()
+            .and_then(|&cpu| thread_control::fair_server_share(cpu).ok().flatten());
+        let fair_server_share = match (fair_server, read_share) {
+            (_, Some(share)) => share,
+            (true, None) => FAIR_SERVER_DEFAULT_SHARE,
+            (false, None) => 0.0,
+        };
         Ok(MachineFacts {
             cpus,
             granularity: Granularity {
@@ -81,6 +105,9 @@ impl MachineFacts {
                 hrtick_dl,
             },
             fair_server,
+            fair_server_share,
+            fair_server_visible: read_share.is_some(),
+            deadline_limit: thread_control::deadline_bandwidth_limit().unwrap_or(0.95),
         })
     }
 
@@ -103,6 +130,8 @@ impl MachineFacts {
 #[derive(Clone, Debug)]
 struct ManagedThread {
     saved: SavedThread,
+    /// Placed in the cpuset partition of this CPU, moved there from the cpuset directory given.
+    placed: Option<(usize, PathBuf)>,
     /// Held by a reservation (its grant) or only by a constraint.
     grant: Option<GrantId>,
     /// A constraint changed it (one-shot budget or pinning) and restores it at its end.
@@ -129,6 +158,10 @@ pub struct Enforcer {
     threads: BTreeMap<u32, ManagedThread>,
     constraints: BTreeMap<ConstraintId, ConstraintState>,
     dispatcher: Option<Dispatcher>,
+    /// Per-CPU cpuset partitions for `deadline`, or why there are none here.
+    placement: Result<Placement, Unplaceable>,
+    /// Why the last `deadline` reservation could not be placed, when it could not.
+    placement_note: Option<String>,
     repair: Repair,
 }
 
@@ -137,16 +170,22 @@ fn system(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> EnforceE
     move |source| EnforceError::System { context, source }
 }
 
-/// Puts a saved thread back if it is still the same thread. `Ok(false)`: it is gone.
-fn restore_saved(saved: &SavedThread) -> std::io::Result<bool> {
+/// Puts a saved thread back if it is still the same thread. `Ok(false)`: it is gone. A thread
+/// placed in a cpuset partition goes back to the cpuset `move_back` after it has left its policy
+/// and before its affinity is restored (a cpuset move resets the affinity).
+fn restore_saved(saved: &SavedThread, move_back: Option<&Path>) -> std::io::Result<bool> {
     match thread_control::thread_start_time(saved.tid) {
         Ok(start) if start == saved.start_time => {}
         Ok(_) => return Ok(false),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(error) => return Err(error),
     }
-    let result =
-        thread_control::set_thread_policy_with_flags(saved.tid, saved.policy, 0).and_then(|()| {
+    let result = thread_control::set_thread_policy_with_flags(saved.tid, saved.policy, 0)
+        .and_then(|()| match move_back {
+            Some(directory) => rtlab_sys::cpuset::move_thread_v1(directory, saved.tid),
+            None => Ok(()),
+        })
+        .and_then(|()| {
             if saved.affinity.is_empty() {
                 Ok(())
             } else {
@@ -179,27 +218,55 @@ impl Enforcer {
         default_backend: Option<BackendKind>,
         facts: MachineFacts,
     ) -> Result<Enforcer, EnforceError> {
-        let repair = Enforcer::repair(state_dir)?;
-        // Threads that could not be restored stay in the fresh journal for the next start.
         let (pending, _) = Journal::read_pending(state_dir).map_err(system(format!(
             "reading the journal in {}",
             state_dir.display()
         )))?;
+        let repair = Enforcer::repair(state_dir)?;
+        // What could not be undone stays in the fresh journal for the next start.
         let mut journal = Journal::create(state_dir).map_err(system(format!(
             "creating the journal in {}",
             state_dir.display()
         )))?;
+        let mut kept = Vec::new();
         for saved in pending
-            .into_iter()
+            .threads
+            .iter()
             .filter(|saved| repair.failed.iter().any(|(tid, _)| *tid == saved.tid))
         {
-            journal
-                .append(&JournalEntry::Save(saved))
-                .map_err(system(format!(
-                    "writing the journal in {}",
-                    state_dir.display()
-                )))?;
+            kept.push(JournalEntry::Save(saved.clone()));
+            if let Some((tid, start_time, from)) = pending
+                .moved_threads
+                .iter()
+                .find(|moved| moved.0 == saved.tid && moved.1 == saved.start_time)
+            {
+                kept.push(JournalEntry::CpusetThread {
+                    tid: *tid,
+                    start_time: *start_time,
+                    from: from.clone(),
+                });
+            }
         }
+        for (directory, file, old_value) in &pending.settings {
+            let current = rtlab_sys::cpuset::read_value(directory, file).ok();
+            if current.as_deref().is_some_and(|value| value != old_value) {
+                kept.push(JournalEntry::CpusetSet {
+                    directory: directory.clone(),
+                    file: file.clone(),
+                    old_value: old_value.clone(),
+                });
+            }
+        }
+        for directory in pending.directories.iter().filter(|dir| dir.exists()) {
+            kept.push(JournalEntry::CpusetMade(directory.clone()));
+        }
+        for entry in &kept {
+            journal.append(entry).map_err(system(format!(
+                "writing the journal in {}",
+                state_dir.display()
+            )))?;
+        }
+        let placement = Placement::new(&facts.cpus);
         let n_cpus = facts.cpus.iter().max().map_or(1, |&cpu| cpu + 1);
         let planner =
             Planner::new(n_cpus, ENFORCE_QUANTUM, DEFAULT_CAP).map_err(EnforceError::Planner)?;
@@ -215,11 +282,14 @@ impl Enforcer {
             threads: BTreeMap::new(),
             constraints: BTreeMap::new(),
             dispatcher: None,
+            placement,
+            placement_note: None,
             repair,
         })
     }
 
-    /// Restores every thread a previous instance's journal in `state_dir` left changed.
+    /// Restores every thread a previous instance's journal in `state_dir` left changed, and
+    /// removes the cpuset partitions it made (putting the top cpuset's setting back).
     pub fn repair(state_dir: &Path) -> Result<Repair, EnforceError> {
         let (pending, unreadable) = Journal::read_pending(state_dir).map_err(system(format!(
             "reading the journal in {}",
@@ -230,13 +300,40 @@ impl Enforcer {
             ..Repair::default()
         };
         // Restore in reverse order of saving, so a thread saved twice ends at its first state.
-        for saved in pending.iter().rev() {
-            match restore_saved(saved) {
+        for saved in pending.threads.iter().rev() {
+            let move_back = pending
+                .moved_threads
+                .iter()
+                .find(|moved| moved.0 == saved.tid && moved.1 == saved.start_time)
+                .map(|moved| moved.2.as_path());
+            match restore_saved(saved, move_back) {
                 Ok(true) => repair.restored.push(saved.tid),
                 Ok(false) => repair.gone.push(saved.tid),
                 Err(error) => repair.failed.push((saved.tid, error.to_string())),
             }
         }
+        // Threads restored above are back already; a thread moved but never saved (killed between
+        // the two lines cannot happen: save comes first) would be moved back here.
+        let mut rest = pending.clone();
+        rest.moved_threads.retain(|moved| {
+            !pending
+                .threads
+                .iter()
+                .any(|saved| saved.tid == moved.0 && saved.start_time == moved.1)
+        });
+        repair.cpuset_failures = placement::repair(&rest, |tid, start_time| {
+            thread_control::thread_start_time(tid).is_ok_and(|start| start == start_time)
+        });
+        repair.cpusets_removed = pending
+            .directories
+            .iter()
+            .filter(|directory| !directory.exists())
+            .cloned()
+            .collect();
+        // Partitions of rtlab processes that died with another journal (or none left).
+        let (stale, failures) = placement::remove_stale();
+        repair.cpusets_removed.extend(stale);
+        repair.cpuset_failures.extend(failures);
         Ok(repair)
     }
 
@@ -310,6 +407,7 @@ impl Enforcer {
             tid,
             ManagedThread {
                 saved: saved.clone(),
+                placed: None,
                 grant: None,
                 constraint: None,
             },
@@ -323,7 +421,12 @@ impl Enforcer {
         let Some(managed) = self.threads.remove(&tid) else {
             return Ok(());
         };
-        match restore_saved(&managed.saved) {
+        let move_back = managed.placed.as_ref().map(|(_, from)| from.as_path());
+        let restored = restore_saved(&managed.saved, move_back);
+        if let Some((cpu, _)) = &managed.placed {
+            self.unpartition_if_empty(*cpu);
+        }
+        match restored {
             Ok(_) => {
                 self.journal
                     .append(&JournalEntry::Done {
@@ -372,10 +475,19 @@ impl Enforcer {
         DeadlineAdmission {
             n_cpus: self.facts.cpus.len(),
             cap: self.planner.cap(),
+            kernel_limit: self.facts.deadline_limit,
+            fair_server_share: self.facts.fair_server_share,
         }
     }
 
-    fn set_deadline(&mut self, tid: u32, params: DeadlineParams) -> Result<(), EnforceError> {
+    /// Gives `tid` SCHED_DEADLINE `params`, first in the partition of `cpu` when one is asked for
+    /// and possible. Returns the CPU it was placed on.
+    fn set_deadline(
+        &mut self,
+        tid: u32,
+        params: DeadlineParams,
+        cpu: Option<usize>,
+    ) -> Result<Option<usize>, EnforceError> {
         let saved = self.save(tid)?;
         let all_cpus = &self.facts.cpus;
         if saved.affinity != *all_cpus {
@@ -388,6 +500,10 @@ impl Enforcer {
                 ),
             });
         }
+        let placed = match cpu {
+            Some(cpu) if self.place(tid, saved.start_time, cpu)? => Some(cpu),
+            _ => None,
+        };
         thread_control::set_thread_policy_with_flags(
             tid,
             Policy::Deadline {
@@ -412,10 +528,118 @@ impl Enforcer {
             };
             EnforceError::System { context, source }
         })
+        .map(|()| placed)
     }
 
     fn plan_time(&self, monotonic: u64) -> u64 {
         monotonic.saturating_sub(self.epoch)
+    }
+
+    /// Whether `deadline` reservations get a cpuset partition of their own CPU here (the CPUs
+    /// partitioned now); the reason if not, or why the last one could not be placed.
+    pub fn placement(&self) -> Result<Vec<usize>, String> {
+        match (&self.placement, &self.placement_note) {
+            (Err(reason), _) => Err(reason.to_string()),
+            (Ok(placement), None) => Ok(placement.partitioned_cpus()),
+            (Ok(placement), Some(_)) if !placement.partitioned_cpus().is_empty() => {
+                Ok(placement.partitioned_cpus())
+            }
+            (Ok(_), Some(note)) => Err(note.clone()),
+        }
+    }
+
+    /// Turns per-CPU placement of `deadline` reservations off (they then run under global EDF) or
+    /// back on where the machine offers it. Affects later reservations only.
+    pub fn set_placement(&mut self, enabled: bool) {
+        match (&self.placement, enabled) {
+            (Ok(placement), false) if placement.partitioned_cpus().is_empty() => {
+                self.placement = Err(Unplaceable::TurnedOff);
+            }
+            (Err(Unplaceable::TurnedOff), true) => {
+                self.placement = Placement::new(&self.facts.cpus);
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves a saved thread into the partition of `cpu`, making the partition if needed.
+    /// `Ok(false)`: placement is not possible right now (another process holds it, or the top
+    /// cpuset is arranged by someone else); nothing was changed and the thread stays under global
+    /// EDF.
+    fn place(&mut self, tid: u32, start_time: u64, cpu: usize) -> Result<bool, EnforceError> {
+        let unplaceable = |reason: Unplaceable| EnforceError::Unenforceable {
+            backend: BackendKind::Deadline,
+            reason: format!("placing thread {tid} on CPU {cpu}: {reason}"),
+        };
+        let Ok(placement) = &mut self.placement else {
+            return Ok(false);
+        };
+        match placement.partition(&mut self.journal, cpu) {
+            Ok(_) => {}
+            Err(reason @ (Unplaceable::Busy | Unplaceable::TopNotBalanced)) => {
+                self.placement_note = Some(reason.to_string());
+                return Ok(false);
+            }
+            Err(reason) => return Err(unplaceable(reason)),
+        }
+        let from = rtlab_sys::cpuset::thread_cpuset(tid)
+            .map(|relative| placement.root().join(relative.trim_start_matches('/')));
+        let moved = placement.move_in(&mut self.journal, tid, start_time, cpu);
+        match (moved, from) {
+            (Ok(()), Ok(from)) => {
+                if let Some(managed) = self.threads.get_mut(&tid) {
+                    managed.placed = Some((cpu, from));
+                }
+                self.placement_note = None;
+                Ok(true)
+            }
+            (Err(reason), _) => {
+                self.unpartition_if_empty(cpu);
+                Err(unplaceable(reason))
+            }
+            (Ok(()), Err(error)) => {
+                self.unpartition_if_empty(cpu);
+                Err(unplaceable(Unplaceable::System(error.to_string())))
+            }
+        }
+    }
+
+    /// Removes the partition of `cpu` once no managed thread is placed there.
+    fn unpartition_if_empty(&mut self, cpu: usize) {
+        let in_use = self
+            .threads
+            .values()
+            .any(|managed| managed.placed.as_ref().is_some_and(|(on, _)| *on == cpu));
+        if in_use {
+            return;
+        }
+        if let Ok(placement) = &mut self.placement {
+            let _ = placement.unpartition(&mut self.journal, cpu);
+        }
+    }
+
+    /// The CPU a new `deadline` reservation is placed on, or `None` under global EDF: `preferred`
+    /// (the CPU the thread last ran on) unless another reservation holds it. The kernel checks a
+    /// new deadline thread against the root domain of the run queue it is on *now*, and a sleeping
+    /// thread moved into a cpuset stays on its old run queue until it wakes; so a thread is placed
+    /// on the CPU it already is on.
+    fn deadline_cpu(&self, preferred: usize) -> Option<usize> {
+        let planner_cpu = preferred;
+        let placement = self.placement.as_ref().ok()?;
+        let taken: Vec<usize> = placement.partitioned_cpus();
+        // One CPU always stays outside the partitions, for everything else.
+        if taken.len() + 1 >= self.facts.cpus.len() {
+            return None;
+        }
+        if !taken.contains(&planner_cpu) && self.facts.cpus.contains(&planner_cpu) {
+            return Some(planner_cpu);
+        }
+        self.facts
+            .cpus
+            .iter()
+            .rev()
+            .copied()
+            .find(|cpu| !taken.contains(cpu))
     }
 
     /// Builds the dispatch owners map (every dispatch grant's threads at their rest policy).
@@ -632,7 +856,7 @@ impl Enforcement for Enforcer {
                             reason: "grant has no deadline parameters".into(),
                         })?;
                 for &tid in threads {
-                    if let Err(error) = self.set_deadline(tid, params) {
+                    if let Err(error) = self.set_deadline(tid, params, enforced.cpu) {
                         self.undo_threads(threads);
                         return Err(error);
                     }
@@ -907,6 +1131,11 @@ impl Enforcement for Enforcer {
             let _ = self.planner.release(id);
         }
         self.grants.clear();
+        if let Ok(placement) = &mut self.placement {
+            for cpu in placement.partitioned_cpus() {
+                let _ = placement.unpartition(&mut self.journal, cpu);
+            }
+        }
     }
 }
 
@@ -931,8 +1160,25 @@ impl Enforcer {
                 backend: BackendKind::Deadline,
                 reason,
             })?;
+        let preferred = threads
+            .first()
+            .and_then(|&tid| thread_control::thread_last_cpu(tid).ok())
+            .unwrap_or(grant.cpu);
+        let wanted = self.deadline_cpu(preferred);
+        let mut cpu = None;
         for &tid in threads {
-            self.set_deadline(tid, params)?;
+            cpu = match self.set_deadline(tid, params, wanted) {
+                Ok(cpu) => cpu,
+                // The thread moved to another run queue between the look and the move: it keeps
+                // its reservation under global EDF instead.
+                Err(EnforceError::System { source, .. })
+                    if wanted.is_some() && source.raw_os_error() == Some(1) =>
+                {
+                    self.restore(tid)?;
+                    self.set_deadline(tid, params, None)?
+                }
+                Err(error) => return Err(error),
+            };
             if let Some(managed) = self.threads.get_mut(&tid) {
                 managed.grant = Some(grant.id);
             }
@@ -940,7 +1186,7 @@ impl Enforcer {
         let enforced = EnforcedGrant {
             grant: grant.clone(),
             backend: BackendKind::Deadline,
-            cpu: None,
+            cpu,
             deadline_params: Some(params),
             kernel_admission: KernelAdmission::Accepted,
             threads: threads.to_vec(),
@@ -1093,7 +1339,7 @@ impl Enforcer {
                 backend: BackendKind::Deadline,
                 reason,
             })?;
-        self.set_deadline(thread, params)?;
+        let _ = self.set_deadline(thread, params, None)?;
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
@@ -1129,6 +1375,9 @@ mod tests {
                 hrtick_dl: None,
             },
             fair_server,
+            fair_server_share: if fair_server { 0.05 } else { 0.0 },
+            fair_server_visible: false,
+            deadline_limit: 0.95,
         }
     }
 

@@ -1,5 +1,13 @@
-//! The enforcer's journal: what every managed thread had before rtlab changed it, written (and
-//! synced) *before* the change, so that the next start after a SIGKILL can put it back.
+//! The enforcer's journal: what every managed thread had before rtlab changed it, written
+//! *before* the change, so that the next start after a SIGKILL can put it back.
+//!
+//! Lines are written with one `write(2)` each and never synced. The journal guards against the
+//! death of the enforcing process, not of the machine: a line is in the page cache, and seen by the
+//! next reader, the moment `write` returns, whatever becomes of the writer; after a machine crash
+//! no thread it names still exists (and start times tell a reused id from the thread journalled).
+//! So `fsync` would buy nothing on any filesystem, and it cost a reservation most of its time
+//! (BENCHMARKS.md, "The daemon: reserve/release round trip"). What keeps the journal crash-safe
+//! is the order: the line is written before the change it announces.
 //!
 //! One line per fact, appended:
 //!
@@ -7,7 +15,18 @@
 //! rtlab.enforce-journal/1
 //! save TID START_TIME POLICY ARGS… cpus CPU_LIST
 //! done TID START_TIME
+//! cpuset-made DIRECTORY
+//! cpuset-removed DIRECTORY
+//! cpuset-set FILE OLD_VALUE DIRECTORY
+//! cpuset-reset FILE DIRECTORY
+//! cpuset-thread TID START_TIME FROM_DIRECTORY
 //! ```
+//!
+//! The `cpuset-` lines are the per-CPU placement's (`super::placement`): a cpuset directory rtlab
+//! is about to make (removed at repair, after moving out anything inside), a cpuset file it is
+//! about to change with the value to put back, and a thread it is about to move out of the cpuset
+//! `FROM_DIRECTORY` (moved back when the thread is restored; its `done` line ends this too).
+//! Directories are absolute and come last on their line, so they may hold spaces.
 //!
 //! `POLICY ARGS` is `other NICE`, `batch NICE`, `idle`, `fifo PRIO`, `rr PRIO` or
 //! `deadline RUNTIME DEADLINE PERIOD`; `START_TIME` is /proc/TID/stat's field 22, so a thread id
@@ -38,7 +57,44 @@ pub struct SavedThread {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JournalEntry {
     Save(SavedThread),
-    Done { tid: u32, start_time: u64 },
+    Done {
+        tid: u32,
+        start_time: u64,
+    },
+    /// A cpuset directory about to be made.
+    CpusetMade(PathBuf),
+    /// A cpuset directory removed.
+    CpusetRemoved(PathBuf),
+    /// A cpuset file about to be changed, and the value it had.
+    CpusetSet {
+        directory: PathBuf,
+        file: String,
+        old_value: String,
+    },
+    /// A cpuset file put back.
+    CpusetReset {
+        directory: PathBuf,
+        file: String,
+    },
+    /// A thread about to be moved out of the cpuset `from`.
+    CpusetThread {
+        tid: u32,
+        start_time: u64,
+        from: PathBuf,
+    },
+}
+
+/// What a journal says is still to be undone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// Threads saved and not done, in the order saved.
+    pub threads: Vec<SavedThread>,
+    /// Threads moved out of a cpuset and not done: (tid, start time, the cpuset to go back to).
+    pub moved_threads: Vec<(u32, u64, PathBuf)>,
+    /// Cpuset files changed and not reset: (directory, file, old value), in the order changed.
+    pub settings: Vec<(PathBuf, String, String)>,
+    /// Cpuset directories made and not removed, in the order made.
+    pub directories: Vec<PathBuf>,
 }
 
 /// A journal line that could not be read.
@@ -87,7 +143,73 @@ impl JournalEntry {
                 format_cpus(&saved.affinity)
             ),
             JournalEntry::Done { tid, start_time } => format!("done {tid} {start_time}"),
+            JournalEntry::CpusetMade(directory) => format!("cpuset-made {}", directory.display()),
+            JournalEntry::CpusetRemoved(directory) => {
+                format!("cpuset-removed {}", directory.display())
+            }
+            JournalEntry::CpusetSet {
+                directory,
+                file,
+                old_value,
+            } => format!("cpuset-set {file} {old_value} {}", directory.display()),
+            JournalEntry::CpusetReset { directory, file } => {
+                format!("cpuset-reset {file} {}", directory.display())
+            }
+            JournalEntry::CpusetThread {
+                tid,
+                start_time,
+                from,
+            } => format!("cpuset-thread {tid} {start_time} {}", from.display()),
         }
+    }
+
+    /// Parses the `cpuset-` lines: `head` words, then an absolute directory (the rest of the line).
+    fn parse_cpuset(line: &str) -> Result<JournalEntry, String> {
+        let kind = line.split(' ').next().unwrap_or_default();
+        let heads = match kind {
+            "cpuset-made" | "cpuset-removed" => 0,
+            "cpuset-reset" => 1,
+            "cpuset-set" | "cpuset-thread" => 2,
+            _ => return Err(format!("not a journal line: '{line}'")),
+        };
+        let mut parts = line.splitn(heads + 2, ' ');
+        parts.next();
+        let words: Vec<&str> = parts.by_ref().take(heads).collect();
+        let rest = parts.next().unwrap_or_default();
+        if words.len() != heads || words.iter().any(|word| word.is_empty()) {
+            return Err(format!(
+                "{kind}: expected {heads} words before the directory"
+            ));
+        }
+        if !rest.starts_with('/') {
+            return Err(format!(
+                "{kind}: the directory must be absolute, not '{rest}'"
+            ));
+        }
+        let directory = PathBuf::from(rest);
+        let number = |text: &str, what: &str| -> Result<u64, String> {
+            text.parse::<u64>()
+                .map_err(|_| format!("{what} '{text}' is not a number"))
+        };
+        Ok(match kind {
+            "cpuset-made" => JournalEntry::CpusetMade(directory),
+            "cpuset-removed" => JournalEntry::CpusetRemoved(directory),
+            "cpuset-reset" => JournalEntry::CpusetReset {
+                directory,
+                file: words[0].to_owned(),
+            },
+            "cpuset-set" => JournalEntry::CpusetSet {
+                directory,
+                file: words[0].to_owned(),
+                old_value: words[1].to_owned(),
+            },
+            _ => JournalEntry::CpusetThread {
+                tid: u32::try_from(number(words[0], "thread id")?)
+                    .map_err(|_| "thread id too large")?,
+                start_time: number(words[1], "start time")?,
+                from: directory,
+            },
+        })
     }
 
     /// Parses one line written by [`JournalEntry::to_line`].
@@ -107,6 +229,12 @@ impl JournalEntry {
                 .parse::<i32>()
                 .map_err(|_| format!("{what} '{}' is not a number", words[index]))
         };
+        if words
+            .first()
+            .is_some_and(|word| word.starts_with("cpuset-"))
+        {
+            return JournalEntry::parse_cpuset(line);
+        }
         match words.first().copied() {
             Some("done") if words.len() == 3 => Ok(JournalEntry::Done {
                 tid: u32::try_from(number(1, "thread id")?).map_err(|_| "thread id too large")?,
@@ -175,10 +303,10 @@ impl JournalEntry {
     }
 }
 
-/// Reads a journal text: the threads saved and not yet done, in the order saved. Lines that cannot
-/// be read are returned as errors beside (a torn last line after a crash is expected).
-pub fn pending_threads(text: &str, path: &str) -> (Vec<SavedThread>, Vec<JournalLineError>) {
-    let mut pending: Vec<SavedThread> = Vec::new();
+/// Reads a journal text: what is still to be undone. Lines that cannot be read are returned as
+/// errors beside (a torn last line after a crash is expected).
+pub fn pending(text: &str, path: &str) -> (Pending, Vec<JournalLineError>) {
+    let mut pending = Pending::default();
     let mut errors = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if index == 0 && line == JOURNAL_HEADER {
@@ -190,14 +318,60 @@ pub fn pending_threads(text: &str, path: &str) -> (Vec<SavedThread>, Vec<Journal
         match JournalEntry::parse(line) {
             Ok(JournalEntry::Save(saved)) => {
                 if !pending
+                    .threads
                     .iter()
                     .any(|known| known.tid == saved.tid && known.start_time == saved.start_time)
                 {
-                    pending.push(saved);
+                    pending.threads.push(saved);
                 }
             }
             Ok(JournalEntry::Done { tid, start_time }) => {
-                pending.retain(|saved| !(saved.tid == tid && saved.start_time == start_time));
+                pending
+                    .threads
+                    .retain(|saved| !(saved.tid == tid && saved.start_time == start_time));
+                pending
+                    .moved_threads
+                    .retain(|moved| !(moved.0 == tid && moved.1 == start_time));
+            }
+            Ok(JournalEntry::CpusetThread {
+                tid,
+                start_time,
+                from,
+            }) => {
+                if !pending
+                    .moved_threads
+                    .iter()
+                    .any(|moved| moved.0 == tid && moved.1 == start_time)
+                {
+                    pending.moved_threads.push((tid, start_time, from));
+                }
+            }
+            Ok(JournalEntry::CpusetMade(directory)) => {
+                if !pending.directories.contains(&directory) {
+                    pending.directories.push(directory);
+                }
+            }
+            Ok(JournalEntry::CpusetRemoved(directory)) => {
+                pending.directories.retain(|made| *made != directory);
+            }
+            Ok(JournalEntry::CpusetSet {
+                directory,
+                file,
+                old_value,
+            }) => {
+                // The first value seen is the one to go back to.
+                if !pending
+                    .settings
+                    .iter()
+                    .any(|setting| setting.0 == directory && setting.1 == file)
+                {
+                    pending.settings.push((directory, file, old_value));
+                }
+            }
+            Ok(JournalEntry::CpusetReset { directory, file }) => {
+                pending
+                    .settings
+                    .retain(|setting| !(setting.0 == directory && setting.1 == file));
             }
             Err(message) => errors.push(JournalLineError {
                 path: path.to_owned(),
@@ -209,6 +383,12 @@ pub fn pending_threads(text: &str, path: &str) -> (Vec<SavedThread>, Vec<Journal
     (pending, errors)
 }
 
+/// The threads saved and not yet done, in the order saved (see [`pending`]).
+pub fn pending_threads(text: &str, path: &str) -> (Vec<SavedThread>, Vec<JournalLineError>) {
+    let (pending, errors) = pending(text, path);
+    (pending.threads, errors)
+}
+
 /// The open journal of one enforcer.
 #[derive(Debug)]
 pub struct Journal {
@@ -217,13 +397,14 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// The threads a previous instance left changed (saved, not done), and the unreadable lines.
-    pub fn read_pending(state_dir: &Path) -> io::Result<(Vec<SavedThread>, Vec<JournalLineError>)> {
+    /// What a previous instance left changed (threads saved and not done, cpusets), and the
+    /// unreadable lines.
+    pub fn read_pending(state_dir: &Path) -> io::Result<(Pending, Vec<JournalLineError>)> {
         let path = state_dir.join(JOURNAL_FILE);
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                return Ok((Vec::new(), Vec::new()))
+                return Ok((Pending::default(), Vec::new()))
             }
             Err(error) => return Err(error),
         };
@@ -236,7 +417,7 @@ impl Journal {
             }
             text.push('\n');
         }
-        Ok(pending_threads(&text, &path.display().to_string()))
+        Ok(pending(&text, &path.display().to_string()))
     }
 
     /// Starts a fresh, empty journal (after repair).
@@ -249,7 +430,6 @@ impl Journal {
             .truncate(true)
             .open(&path)?;
         writeln!(file, "{JOURNAL_HEADER}")?;
-        file.sync_data()?;
         let file = OpenOptions::new().append(true).open(&path)?;
         Ok(Journal { path, file })
     }
@@ -258,12 +438,11 @@ impl Journal {
         &self.path
     }
 
-    /// Appends one entry and syncs it to disk before returning.
+    /// Appends one entry (one `write(2)`, not synced: see the module docs) before returning.
     pub fn append(&mut self, entry: &JournalEntry) -> io::Result<()> {
         let mut line = entry.to_line();
         line.push('\n');
-        self.file.write_all(line.as_bytes())?;
-        self.file.sync_data()
+        self.file.write_all(line.as_bytes())
     }
 }
 
@@ -323,7 +502,66 @@ mod tests {
     }
 
     #[test]
+    fn cpuset_lines_round_trip_and_pend_until_undone() {
+        let made = PathBuf::from("/sys/fs/cgroup/cpuset/rtlab 7 cpu1");
+        let root = PathBuf::from("/sys/fs/cgroup/cpuset");
+        let entries = [
+            JournalEntry::CpusetMade(made.clone()),
+            JournalEntry::CpusetSet {
+                directory: root.clone(),
+                file: "cpuset.sched_load_balance".into(),
+                old_value: "1".into(),
+            },
+            JournalEntry::CpusetThread {
+                tid: 9,
+                start_time: 1009,
+                from: PathBuf::from("/sys/fs/cgroup/cpuset/"),
+            },
+            JournalEntry::CpusetReset {
+                directory: root.clone(),
+                file: "cpuset.sched_load_balance".into(),
+            },
+            JournalEntry::CpusetRemoved(made.clone()),
+        ];
+        for entry in &entries {
+            assert_eq!(JournalEntry::parse(&entry.to_line()).as_ref(), Ok(entry));
+        }
+        let text = |count: usize| {
+            entries[..count]
+                .iter()
+                .map(|entry| entry.to_line() + "\n")
+                .collect::<String>()
+        };
+        let (found, errors) = pending(&text(3), "j");
+        assert!(errors.is_empty());
+        assert_eq!(found.directories, vec![made.clone()]);
+        assert_eq!(
+            found.settings,
+            vec![(root.clone(), "cpuset.sched_load_balance".into(), "1".into())]
+        );
+        assert_eq!(
+            found.moved_threads,
+            vec![(9, 1009, PathBuf::from("/sys/fs/cgroup/cpuset/"))]
+        );
+        let done = JournalEntry::Done {
+            tid: 9,
+            start_time: 1009,
+        };
+        let (found, _) = pending(&(text(5) + &done.to_line()), "j");
+        assert_eq!(found, Pending::default());
+    }
+
+    #[test]
     fn bad_lines_say_what_is_wrong() {
+        assert!(JournalEntry::parse("cpuset-made relative/dir")
+            .unwrap_err()
+            .contains("absolute"));
+        assert!(JournalEntry::parse("cpuset-thread x 1 /a")
+            .unwrap_err()
+            .contains("thread id"));
+        assert!(JournalEntry::parse("cpuset-set only")
+            .unwrap_err()
+            .contains("2 words"));
         assert!(JournalEntry::parse("save x 1 other 0 cpus 0")
             .unwrap_err()
             .contains("thread id"));
@@ -348,7 +586,7 @@ mod tests {
             .append(&JournalEntry::Save(saved(4, Policy::Idle)))
             .unwrap();
         let (pending, errors) = Journal::read_pending(&directory).unwrap();
-        assert_eq!(pending, vec![saved(4, Policy::Idle)]);
+        assert_eq!(pending.threads, vec![saved(4, Policy::Idle)]);
         assert!(errors.is_empty());
         std::fs::remove_dir_all(&directory).unwrap();
     }

@@ -14,6 +14,7 @@ pub mod deadline_map;
 pub mod dispatch;
 mod enforcer;
 pub mod journal;
+pub mod placement;
 pub mod switch;
 
 pub use enforcer::{thread_cpu_time, Enforcer, MachineFacts, Repair, ENFORCE_QUANTUM};
@@ -107,7 +108,8 @@ pub struct EnforcedGrant {
     /// The planner's grant: requested and granted rate, planner CPU, admission path.
     pub grant: Grant,
     pub backend: BackendKind,
-    /// The CPU the threads are confined to, or `None` under global EDF.
+    /// The CPU the threads are confined to (a `deadline` thread: its cpuset partition), or `None`
+    /// under global EDF.
     pub cpu: Option<usize>,
     /// Set for `deadline` grants.
     pub deadline_params: Option<DeadlineParams>,

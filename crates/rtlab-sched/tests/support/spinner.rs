@@ -2,6 +2,11 @@
 //! (`examples/supply.rs` includes this file by path): optionally pinned, at a policy, spinning all
 //! the time or a duty cycle, and stopping on its own at `until` (or when dropped) at SCHED_OTHER,
 //! so no real-time spinner outlives a failed test.
+//!
+//! A spinner can also record its own stalls ([`Spinner::start_recording`]): every gap of at least
+//! [`STALL_NS`] between two consecutive CLOCK_MONOTONIC reads of its loop. A CPU-bound thread that
+//! is not running cannot read the clock, so the gaps are exactly when it did not run as it sees it
+//! (preempted, interrupted, or its vCPU stopped by the hypervisor), independent of tracing.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -14,8 +19,13 @@ use rtlab_sys::sched::Policy;
 pub struct Spinner {
     pub tid: u32,
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
+    handle: Option<JoinHandle<Vec<(u64, u64)>>>,
 }
+
+/// The least gap between two clock reads a recording spinner keeps as a stall.
+pub const STALL_NS: u64 = 2_000;
+/// How many stalls a recording spinner keeps at most (preallocated: 16 MiB).
+pub const MAX_STALLS: usize = 1 << 20;
 
 /// The thread could not be pinned or set to its policy (it has already ended).
 const FAILED: u32 = u32::MAX;
@@ -30,6 +40,32 @@ impl Spinner {
         cpu: Option<usize>,
         duty: Option<(Duration, Duration)>,
     ) -> Result<Spinner, String> {
+        Spinner::spawn(until, policy, cpu, duty, false)
+    }
+
+    /// A SCHED_OTHER spinner on any CPU that records its stalls; [`Spinner::finish`] returns them.
+    #[allow(dead_code)]
+    pub fn start_recording(until: Instant) -> Result<Spinner, String> {
+        Spinner::spawn(until, None, None, None, true)
+    }
+
+    /// Stops the spinner and returns the stalls it recorded, `(start, end)` CLOCK_MONOTONIC ns.
+    #[allow(dead_code)]
+    pub fn finish(mut self) -> Vec<(u64, u64)> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .take()
+            .and_then(|handle| handle.join().ok())
+            .unwrap_or_default()
+    }
+
+    fn spawn(
+        until: Instant,
+        policy: Option<Policy>,
+        cpu: Option<usize>,
+        duty: Option<(Duration, Duration)>,
+        record: bool,
+    ) -> Result<Spinner, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let tid = Arc::new(AtomicU32::new(0));
         let (stop_inner, tid_inner) = (Arc::clone(&stop), Arc::clone(&tid));
@@ -39,7 +75,23 @@ impl Spinner {
                 .is_none_or(|policy| rtlab_sys::sched::set_current_thread_policy(policy).is_ok());
             if !pinned || !set {
                 tid_inner.store(FAILED, Ordering::SeqCst);
-                return;
+                return Vec::new();
+            }
+            let mut stalls: Vec<(u64, u64)> = Vec::new();
+            if record {
+                stalls.reserve_exact(MAX_STALLS);
+                let until_ns = rtlab_sys::clock::monotonic_ns()
+                    + until.saturating_duration_since(Instant::now()).as_nanos() as u64;
+                tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
+                let mut last = rtlab_sys::clock::monotonic_ns();
+                while !stop_inner.load(Ordering::Relaxed) && last < until_ns {
+                    let now = rtlab_sys::clock::monotonic_ns();
+                    if now - last >= STALL_NS && stalls.len() < MAX_STALLS {
+                        stalls.push((last, now));
+                    }
+                    last = now;
+                }
+                return stalls;
             }
             tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
             let mut cycle_start = Instant::now();
@@ -54,6 +106,7 @@ impl Spinner {
             }
             // Never leave a thread at RT priority, even if the caller failed halfway.
             let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+            stalls
         });
         // Sleep, not yield: a real-time caller that yields never lets a new SCHED_OTHER thread run
         // on a CPU that RT spinners hold.

@@ -57,14 +57,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The socket first: a second daemon must fail here, before its enforcer touches the journal
     // of the one already running.
     let listening = rtlab_daemon::listen(&config.socket)?;
-    let enforcer = rtlab_sched::enforce::Enforcer::open(&config.state_dir, config.default_backend)
-        .with_context(|| {
-            format!(
-                "opening the enforcer (state in {})",
-                config.state_dir.display()
-            )
-        })?;
+    let mut enforcer =
+        rtlab_sched::enforce::Enforcer::open(&config.state_dir, config.default_backend)
+            .with_context(|| {
+                format!(
+                    "opening the enforcer (state in {})",
+                    config.state_dir.display()
+                )
+            })?;
+    enforcer.set_placement(config.deadline_placement);
     let repaired = enforcer.repaired();
+    if !repaired.cpusets_removed.is_empty() || !repaired.cpuset_failures.is_empty() {
+        eprintln!(
+            "rtlab daemon: removed the cpuset partitions a previous daemon left: {:?}{}",
+            repaired.cpusets_removed,
+            if repaired.cpuset_failures.is_empty() {
+                String::new()
+            } else {
+                format!(", could not undo: {}", repaired.cpuset_failures.join("; "))
+            }
+        );
+    }
     if !repaired.restored.is_empty() || !repaired.failed.is_empty() {
         eprintln!(
             "rtlab daemon: a previous daemon stopped without reverting: restored threads {:?}{}",
@@ -81,8 +94,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .try_clone()
         .context("duplicating the listening socket")?;
     let default_backend = rtlab_sched::enforce::Enforcement::default_backend(&enforcer);
+    let placement = match enforcer.placement() {
+        Ok(_) => "deadline reservations placed alone on one CPU".to_owned(),
+        Err(reason) => format!("deadline reservations under global EDF: {reason}"),
+    };
     eprintln!(
-        "rtlab daemon: listening on {} (default backend {default_backend}, {:.0} % of a CPU per user, hysteresis {})",
+        "rtlab daemon: listening on {} (default backend {default_backend}, {placement}, {:.0} % of a CPU per user, hysteresis {})",
         match &listening.bound_path {
             Some(path) => path.display().to_string(),
             None => "the socket systemd passed".to_owned(),
