@@ -38,9 +38,9 @@ pub mod study;
 #[cfg_attr(windows, path = "windows/timers.rs")]
 pub mod timers;
 #[cfg_attr(windows, path = "windows/absent.rs")]
-pub mod workload;
-#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod trace;
+#[cfg_attr(windows, path = "windows/absent.rs")]
+pub mod workload;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
 /// latency, explain every long delay, forecast what it means for your application, and reserve CPU.
