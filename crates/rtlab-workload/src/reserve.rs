@@ -41,6 +41,36 @@ impl std::fmt::Debug for Reserver {
     }
 }
 
+/// In-process enforcers journal under `$TMPDIR/rtlab-workload-PID`.
+const STATE_DIR_PREFIX: &str = "rtlab-workload-";
+
+/// A workload killed with SIGKILL leaves its journal directory (its threads died with it, but a
+/// cpuset partition the enforcer made may remain): the next in-process enforcer repairs what each
+/// dead process's journal lists, then removes the directory.
+fn repair_stale_state_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(STATE_DIR_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        // Opening repairs what the journal lists; dropping reverts nothing more (no reservation).
+        if Enforcer::open(&dir, None).is_ok() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
 impl Reserver {
     /// The daemon if it answers a ping, else an in-process enforcer (needs root).
     pub fn open() -> Result<Reserver, ReserveError> {
@@ -52,7 +82,9 @@ impl Reserver {
                 });
             }
         }
-        let state_dir = std::env::temp_dir().join(format!("rtlab-workload-{}", std::process::id()));
+        repair_stale_state_dirs();
+        let state_dir =
+            std::env::temp_dir().join(format!("{STATE_DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&state_dir).map_err(|error| {
             ReserveError::Unavailable(format!("creating {}: {error}", state_dir.display()))
         })?;

@@ -211,3 +211,30 @@ fn the_study_glitches_without_reservations_and_not_with_them() {
     assert_eq!(reserved.starvations, 0);
     assert_eq!(reserved.granted.len(), 2, "{:?}", reserved.granted);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn the_journal_directory_of_a_killed_workload_is_repaired_and_removed() {
+    require_root();
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // A process that has exited stands for a workload killed with SIGKILL.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+    let stale = std::env::temp_dir().join(format!("rtlab-workload-{dead_pid}"));
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(
+        stale.join(rtlab_sched::enforce::journal::JOURNAL_FILE),
+        format!("{}\n", rtlab_sched::enforce::journal::JOURNAL_HEADER),
+    )
+    .unwrap();
+    let reserver = rtlab_workload::reserve::Reserver::open().unwrap();
+    if reserver.describe() == "in-process enforcement" {
+        assert!(!stale.exists(), "{} was left behind", stale.display());
+    } else {
+        // A running daemon answered: no in-process enforcer was opened, nothing was repaired.
+        let _ = std::fs::remove_dir_all(&stale);
+    }
+}
