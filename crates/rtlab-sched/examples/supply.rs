@@ -117,25 +117,6 @@ fn steal_by_cpu() -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// The thread's own view of when it ran: `[from, to)` less its stalls.
-fn runs_between_stalls(stalls: &[(u64, u64)], from: u64, to: u64) -> Vec<(Nanos, Nanos)> {
-    let mut runs = Vec::new();
-    let mut start = from;
-    for &(stall_start, stall_end) in stalls {
-        if stall_end <= from || stall_start >= to {
-            continue;
-        }
-        if stall_start > start {
-            runs.push((Nanos(start), Nanos(stall_start)));
-        }
-        start = start.max(stall_end);
-    }
-    if start < to {
-        runs.push((Nanos(start), Nanos(to)));
-    }
-    runs
-}
-
 fn stalls_as_runs(stalls: &[(u64, u64)]) -> Vec<(Nanos, Nanos)> {
     stalls.iter().map(|&(a, b)| (Nanos(a), Nanos(b))).collect()
 }
@@ -300,7 +281,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     let steal_end = steal_by_cpu();
     let measured_tid = measured.tid;
     let stalls = measured.finish();
-    let self_runs = runs_between_stalls(&stalls, runs.from.0, runs.to.0);
+    let self_runs = spinner::runs_between_stalls(&stalls, runs.from.0, runs.to.0);
     if let Some(path) = &args.runs_file {
         let text = |list: &[(Nanos, Nanos)]| -> String {
             list.iter()

@@ -1,5 +1,5 @@
 //! A reserved CPU-bound thread gets its amount beside SCHED_FIFO 95 spinners on every CPU (root
-//! and tracefs only). A binary of its own, so its spinners never run beside other tests.
+//! only). A binary of its own, so its spinners never run beside other tests.
 //!
 //! The bar is a share of windows, not every window: on a VM the hypervisor can take a CPU for
 //! milliseconds (steal) and the kernel's fair server (a deadline entity) takes its 5 % from RT
@@ -8,25 +8,27 @@
 
 use std::time::{Duration, Instant};
 
-use rtlab_analysis::supply::{sliding_window_supply, DEFAULT_STEP};
+use rtlab_analysis::supply::{sliding_window_supply, SupplyReport, DEFAULT_STEP};
 use rtlab_core::Nanos;
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
 use rtlab_sched::Owner;
 use rtlab_sys::sched::Policy;
-use rtlab_trace::supply::RunRecorder;
 
 mod support;
 use support::spinner::Spinner;
 
 /// Share of 10 ms windows in which the measured thread got 2 ms, over `record` with FIFO 95
 /// spinners on every CPU.
-fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
+fn supply_beside_spinners(backend: Option<BackendKind>) -> SupplyReport {
     let directory = std::env::temp_dir().join(format!(
         "rtlab-enforce-supply-{}-{backend:?}",
         std::process::id()
     ));
-    let measured = Spinner::start(Instant::now() + Duration::from_secs(10), None, None, None)
-        .expect("spinner");
+    // The measured thread records its own stalls: what it really received. A sched_switch trace
+    // misses some switches into and out of it on this kernel (BENCHMARKS.md, issue 11), which
+    // made the share read 30 % for a thread that ran.
+    let measured =
+        Spinner::start_recording(Instant::now() + Duration::from_secs(10)).expect("spinner");
     let mut enforcer = Enforcer::open(&directory, backend).unwrap();
     if let Some(backend) = backend {
         enforcer
@@ -39,9 +41,8 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
             })
             .unwrap();
     }
-    // Trace first, then the spinners, and judge only the windows while they spin (they stop on
-    // their own after 1.2 s; the judged stretch is 800 ms of it).
-    let mut recorder = RunRecorder::start(measured.tid).unwrap();
+    // Judge only the windows while the spinners spin (they stop on their own after 1.2 s; the
+    // judged stretch is 800 ms of it).
     let spinners: Vec<Spinner> = rtlab_sys::cpu::online_cpus()
         .unwrap()
         .into_iter()
@@ -59,14 +60,14 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
     let to = Nanos(from.0 + 800_000_000);
     while rtlab_sys::clock::monotonic_ns() < to.0 {
         std::thread::sleep(Duration::from_millis(100));
-        recorder.poll().unwrap();
     }
-    let runs = recorder.finish().unwrap();
+    let stalls = measured.finish();
+    let runs = support::spinner::runs_between_stalls(&stalls, from.0, to.0);
     drop(spinners);
     drop(enforcer);
     let _ = std::fs::remove_dir_all(&directory);
     let report = sliding_window_supply(
-        &runs.runs,
+        &runs,
         from,
         to,
         Nanos::from_millis(2),
@@ -75,11 +76,11 @@ fn share_beside_spinners(backend: Option<BackendKind>) -> f64 {
     )
     .unwrap();
     eprintln!("{backend:?}: {report:?}");
-    report.share_meeting
+    report
 }
 
 #[test]
-#[ignore = "needs root and tracefs"]
+#[ignore = "needs root"]
 fn a_reserved_thread_gets_its_amount_beside_fifo_spinners() {
     assert!(
         rtlab_sys::sched::realtime_permitted(),
@@ -92,19 +93,29 @@ fn a_reserved_thread_gets_its_amount_beside_fifo_spinners() {
         rtlab_sys::thread_control::SCHED_FLAG_RESET_ON_FORK,
     )
     .unwrap();
-    let unreserved = share_beside_spinners(None);
-    let deadline = share_beside_spinners(Some(BackendKind::Deadline));
-    let dispatch = share_beside_spinners(Some(BackendKind::Dispatch));
+    let unreserved = supply_beside_spinners(None);
+    let deadline = supply_beside_spinners(Some(BackendKind::Deadline));
+    let dispatch = supply_beside_spinners(Some(BackendKind::Dispatch));
     rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 }).unwrap();
-    assert!(unreserved < 0.5, "unreserved share {unreserved}");
-    assert!(deadline >= 0.95, "deadline share {deadline}");
-    // The dispatch backend raises the thread at its slots, but on this VM it does not hold the
-    // amount in every window: 80-94 % of windows by the thread's own clock and 88-99 % by this
-    // trace (BENCHMARKS.md, issue 11; the fair server and the hypervisor are the candidates). The
-    // test holds it to what it reliably does — most windows where the unreserved thread got
-    // none — not to the deadline backend's bar.
     assert!(
-        dispatch >= 0.5 && dispatch > unreserved + 0.4,
-        "dispatch share {dispatch} (unreserved {unreserved})"
+        unreserved.share_meeting < 0.5,
+        "unreserved share {}",
+        unreserved.share_meeting
+    );
+    assert!(
+        deadline.share_meeting >= 0.95,
+        "deadline share {}",
+        deadline.share_meeting
+    );
+    // The dispatch backend raises the thread at its slots, but its slot edges come late enough
+    // on this VM that some windows get a little under the amount (by the thread's own clock
+    // 92-99 % of windows held 2 ms and the rest about 1.9 ms, 2026-11-23). The test holds it to
+    // what it reliably does: at least half the amount in 99 % of the windows, where the
+    // unreserved thread gets nothing.
+    assert!(
+        dispatch.p1_ns >= 1_000_000,
+        "dispatch p1 {} ns (share meeting 2 ms: {})",
+        dispatch.p1_ns,
+        dispatch.share_meeting
     );
 }

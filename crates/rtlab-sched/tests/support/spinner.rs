@@ -91,6 +91,12 @@ impl Spinner {
                     }
                     last = now;
                 }
+                // A stall still going on when the stop came ends now: without this, a thread
+                // starved until the stop would read as having run throughout.
+                let now = rtlab_sys::clock::monotonic_ns();
+                if now - last >= STALL_NS && stalls.len() < MAX_STALLS {
+                    stalls.push((last, now));
+                }
                 return stalls;
             }
             tid_inner.store(rtlab_sys::cpu::current_tid(), Ordering::SeqCst);
@@ -134,4 +140,28 @@ impl Drop for Spinner {
             let _ = handle.join();
         }
     }
+}
+
+/// The thread's own view of when it ran: `[from, to)` less its stalls.
+#[allow(dead_code)]
+pub fn runs_between_stalls(
+    stalls: &[(u64, u64)],
+    from: u64,
+    to: u64,
+) -> Vec<(rtlab_core::Nanos, rtlab_core::Nanos)> {
+    let mut runs = Vec::new();
+    let mut start = from;
+    for &(stall_start, stall_end) in stalls {
+        if stall_end <= from || stall_start >= to {
+            continue;
+        }
+        if stall_start > start {
+            runs.push((rtlab_core::Nanos(start), rtlab_core::Nanos(stall_start)));
+        }
+        start = start.max(stall_end);
+    }
+    if start < to {
+        runs.push((rtlab_core::Nanos(start), rtlab_core::Nanos(to)));
+    }
+    runs
 }
