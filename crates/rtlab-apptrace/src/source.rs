@@ -106,6 +106,15 @@ impl TraceSource {
         }
     }
 
+    /// The events (`system:event`) the recording enabled, when the source lists them (an rtlab
+    /// file's header does; a trace.dat keeps formats, which may cover more than was enabled).
+    pub fn recorded_events(&self) -> Option<&[String]> {
+        match self {
+            TraceSource::Rtlab { file, .. } => Some(&file.header.events),
+            TraceSource::TraceDat { .. } => None,
+        }
+    }
+
     /// Every event, in time order.
     pub fn for_each_event(
         &mut self,
@@ -151,6 +160,9 @@ pub fn analyze_path(
     let mut source = TraceSource::open(path)?;
     let info = source.info();
     let mut analyzer = Analyzer::new(config);
+    if let Some(events) = source.recorded_events() {
+        analyzer.declare_recorded(events);
+    }
     let stats = source.for_each_event(|event| analyzer.push(event))?;
     let (mut report, timeline) = analyzer.finish(header, info, stats.lost_events);
     if !stats.complete {

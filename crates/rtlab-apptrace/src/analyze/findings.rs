@@ -231,7 +231,7 @@ impl Analyzer {
             })
             .collect();
         let mut warnings = Vec::new();
-        if !self.saw_futex {
+        if !self.saw_futex && !self.futex_recorded {
             warnings.push("the trace has no futex syscall events (syscalls:sys_enter_futex/sys_exit_futex): blocked time is not split into futex and sleep, and neither inversions nor hangs can be found".to_owned());
         }
         if !self.saw_waking {

@@ -207,6 +207,8 @@ pub struct Analyzer {
     pub(crate) parent_of: HashMap<i32, i32>,
     pub(crate) timeline: Option<Timeline>,
     pub(crate) saw_futex: bool,
+    /// The source says the futex syscalls were recorded (so seeing none means none were made).
+    pub(crate) futex_recorded: bool,
     pub(crate) saw_waking: bool,
 }
 
@@ -226,8 +228,17 @@ impl Analyzer {
             parent_of: HashMap::new(),
             timeline: (config.timeline_spans > 0).then(|| Timeline::new(config.timeline_spans)),
             saw_futex: false,
+            futex_recorded: false,
             saw_waking: false,
         }
+    }
+
+    /// Tells the analyzer which events (`system:event`) the recording enabled, when the source
+    /// says so: a recorded event that never occurs is then no gap in the trace.
+    pub fn declare_recorded(&mut self, events: &[String]) {
+        self.futex_recorded = events
+            .iter()
+            .any(|event| event == "syscalls:sys_enter_futex");
     }
 
     fn cpu(&mut self, cpu: u32) -> &mut CpuState {

@@ -76,10 +76,17 @@ impl Script {
     }
 
     fn analyse_with_timeline(&self) -> (TraceReport, Vec<timeline::Span>) {
+        self.analyse_declaring(None)
+    }
+
+    fn analyse_declaring(&self, recorded: Option<&[String]>) -> (TraceReport, Vec<timeline::Span>) {
         let mut analyzer = Analyzer::new(AnalysisConfig {
             timeline_spans: 1000,
             ..AnalysisConfig::default()
         });
+        if let Some(events) = recorded {
+            analyzer.declare_recorded(events);
+        }
         for event in &self.events {
             analyzer.push(event);
         }
@@ -380,4 +387,30 @@ fn periods_wakers_and_late_activations_of_a_two_stage_pipeline() {
     assert_eq!(late.thread.tid, sink);
     assert_eq!(late.critical_path[0].kind, "cpu");
     assert_eq!(late.critical_path[0].by.as_ref().map(|by| by.tid), Some(99));
+}
+
+#[test]
+fn no_futex_events_warns_only_when_futex_calls_were_not_recorded() {
+    let mut script = Script::new(&[(HIGH, "sleeper")]);
+    script
+        .wake(1.0, 0, HIGH, P_HIGH, 0)
+        .switch(1.0, 0, (0, 120, PREEMPTED), (HIGH, P_HIGH))
+        .switch(2.0, 0, (HIGH, P_HIGH, SLEEPING), (0, 120));
+    let futex_warning = |report: &TraceReport| {
+        report
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("no futex syscall events"))
+    };
+    // A trace.dat, or a file that does not list its events: nothing says futex calls were seen.
+    assert!(futex_warning(&script.analyse()));
+    // Recorded but never made (a target that only sleeps): no gap, no warning.
+    let recorded = [
+        "sched:sched_switch".to_owned(),
+        "syscalls:sys_enter_futex".to_owned(),
+    ];
+    assert!(!futex_warning(&script.analyse_declaring(Some(&recorded)).0));
+    // Recorded without them: the warning stays.
+    let recorded = ["sched:sched_switch".to_owned()];
+    assert!(futex_warning(&script.analyse_declaring(Some(&recorded)).0));
 }
