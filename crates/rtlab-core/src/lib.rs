@@ -37,6 +37,9 @@ pub use run_load::{
     CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
 };
 pub use run_tail::{EstimateValue, FitSummary, Tail, TailFit, TailUsage, WindowEstimate, Windows};
-pub use run_workload::{DeviceOutcome, ThreadOutcome, WorkloadEvent, WorkloadOutcome};
+pub use run_workload::{
+    DeviceOutcome, ExplainedEvent, LatenessKind, LatenessPart, ThreadAccount, ThreadOutcome,
+    WorkloadEvent, WorkloadOutcome,
+};
 pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};

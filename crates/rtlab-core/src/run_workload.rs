@@ -56,6 +56,96 @@ pub struct DeviceOutcome {
 /// How many events of each kind a record keeps with their times (the counts are always exact).
 pub const EVENTS_KEPT: usize = 1000;
 
+/// What a thread's time went to over an explained window (`rtlab workload --explain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatenessKind {
+    /// The thread itself ran (its own work).
+    Ran,
+    /// Another task ran on its CPU while it was runnable, at its priority or above.
+    Task,
+    /// A hard interrupt handler or interrupt vector on its CPU.
+    Irq,
+    Softirq,
+    /// It was runnable but a lower-priority task (or nothing) ran: its SCHED_DEADLINE budget was
+    /// used up, or RT throttling / the fair server held its RT class.
+    Throttled,
+    /// It was asleep: waiting for its release, its waker, or a lock.
+    Waiting,
+    /// Its CPU was silent longer than two scheduler ticks while busy: the time vanished
+    /// (hypervisor, firmware).
+    Vanished,
+    /// The trace did not show the thread (lost events, or it was not traced yet).
+    Unseen,
+}
+
+impl LatenessKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatenessKind::Ran => "ran",
+            LatenessKind::Task => "task",
+            LatenessKind::Irq => "irq",
+            LatenessKind::Softirq => "softirq",
+            LatenessKind::Throttled => "throttled",
+            LatenessKind::Waiting => "waiting",
+            LatenessKind::Vanished => "vanished",
+            LatenessKind::Unseen => "unseen",
+        }
+    }
+
+    /// True for what kept a thread from the CPU (not its own running or sleeping).
+    pub fn is_cause(self) -> bool {
+        !matches!(self, LatenessKind::Ran | LatenessKind::Waiting)
+    }
+}
+
+/// One part of an explained window: a kind, what it was (task name, IRQ, …) and how long.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatenessPart {
+    pub kind: LatenessKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Where one thread's time went over an explained window; the parts sum to the window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadAccount {
+    pub thread: String,
+    pub tid: u32,
+    pub parts: Vec<LatenessPart>,
+}
+
+/// An underrun or deadline miss with its cause (`--explain`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExplainedEvent {
+    /// `underrun` or `deadline_miss`.
+    pub kind: String,
+    /// The device (underrun) or thread (deadline miss).
+    pub source: String,
+    /// When it happened, ns since the start.
+    pub at_ns: u64,
+    /// The window explained, ns since the start, and its length.
+    pub window_start_ns: u64,
+    pub window_ns: u64,
+    /// The threads whose lateness could cause it (the device's producer and the threads that feed
+    /// or wake it), largest cause first.
+    pub accounts: Vec<ThreadAccount>,
+    /// How late the device thread itself took the buffer (underruns only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_late_ns: Option<u64>,
+    /// Steal time /proc/stat counted on the machine's CPUs around the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
+    /// The cause in words (`rtlab-competito[412] SCHED_FIFO 50 ran 9.8 ms of producer's 40 ms`).
+    pub cause: String,
+    /// The cause's kind (`task`, `throttled`, `vanished`, …) for scripts.
+    pub cause_kind: LatenessKind,
+}
+
 /// The `workload` part of a Run record.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadOutcome {
@@ -67,6 +157,9 @@ pub struct WorkloadOutcome {
     pub threads: Vec<ThreadOutcome>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceOutcome>,
+    /// With `--explain`: the first underruns and deadline misses with their causes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub explained: Vec<ExplainedEvent>,
 }
 
 impl WorkloadOutcome {
@@ -120,6 +213,7 @@ mod tests {
                 underruns: 7,
                 underrun_events: vec![],
             }],
+            explained: vec![],
         };
         let text = serde_json::to_string(&outcome).unwrap();
         assert_eq!(

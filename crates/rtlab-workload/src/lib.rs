@@ -11,6 +11,7 @@
 //! 003's media-player study (Tables 3-1 and 3-2) on Linux. The two file formats are
 //! [`toml_file`] (rtlab's own) and [`rt_app`] (rt-app's JSON, the common subset).
 
+pub mod explain;
 pub mod model;
 pub mod record;
 pub mod reserve;

@@ -119,6 +119,7 @@ pub fn build(
         format: source.format.clone(),
         threads,
         devices,
+        explained: result.explained.clone(),
     });
     if !record.series.is_empty() {
         record.validate()?;

@@ -25,6 +25,9 @@ use std::thread::JoinHandle;
 pub const LOCK_GRACE: Nanos = Nanos::from_millis(500);
 /// The longest a waiting thread sleeps before it looks at the clock and the stop flag again.
 const WAIT_SLICE_NS: u64 = 50_000_000;
+/// The device thread's SCHED_DEADLINE runtime and deadline per period.
+const DEVICE_RUNTIME_NS: u64 = 200_000;
+const DEVICE_DEADLINE_NS: u64 = 1_000_000;
 /// Time between creating the threads and the common start, for reservations and the load.
 const START_MARGIN_NS: u64 = 300_000_000;
 
@@ -68,6 +71,8 @@ pub struct RunSettings {
     pub force: bool,
     /// Keep each device's play log (one byte per period) for WAV files.
     pub keep_play_log: bool,
+    /// Trace the run and explain each underrun and deadline miss (`--explain`).
+    pub explain: bool,
 }
 
 /// What one thread counted.
@@ -101,6 +106,9 @@ pub struct DeviceResult {
     /// One entry per period played: true = a buffer, false = an underrun (when kept).
     pub play_log: Vec<bool>,
     pub realtime: bool,
+    /// How late the device thread took each underrun's buffer (beside `underrun_events`).
+    pub underrun_device_late_ns: Vec<u64>,
+    pub tid: u32,
 }
 
 /// Everything the run produced, before it becomes a record.
@@ -113,6 +121,8 @@ pub struct RunResult {
     pub load: Option<rtlab_core::Load>,
     pub warnings: Vec<String>,
     pub interrupted: bool,
+    /// With `explain`: each underrun and deadline miss (the first ones) with its cause.
+    pub explained: Vec<rtlab_core::ExplainedEvent>,
 }
 
 /// A thread's wake-up word: wakers count up and set the release time of the first pending wake.
@@ -372,12 +382,18 @@ fn run_device(shared: &Shared, ring_index: usize, result: &mut DeviceResult) {
     let period = shared.workload.rings[ring_index].period.0;
     let producer = shared.ring_producer[ring_index];
     let mut boundary = start_ns + period;
+    result.tid = rtlab_sys::cpu::current_tid();
     while boundary <= end_ns && !shared.stop.load(Ordering::Relaxed) {
         sleep_until_ns(boundary);
         result.periods += 1;
         let played = ring.consume_ready_by(boundary).is_some();
         if !played {
             result.underruns += 1;
+            if result.underrun_events.len() < EVENTS_KEPT {
+                result
+                    .underrun_device_late_ns
+                    .push(monotonic_ns().saturating_sub(boundary));
+            }
             push_event(
                 &mut result.underrun_events,
                 WorkloadEvent {
@@ -398,6 +414,27 @@ fn run_device(shared: &Shared, ring_index: usize, result: &mut DeviceResult) {
         }
         boundary += period;
     }
+}
+
+/// The device thread's scheduling: SCHED_DEADLINE with a short deadline (a sound card's DMA is
+/// never held up, and a deadline thread is neither RT-throttled nor deferred by the fair server),
+/// else SCHED_FIFO at its priority on its CPUs. True when either was granted.
+fn device_policy(device: &crate::model::DeviceSpec, period: Nanos) -> bool {
+    let deadline = Policy::Deadline {
+        runtime_ns: DEVICE_RUNTIME_NS.min(period.0),
+        deadline_ns: DEVICE_DEADLINE_NS.min(period.0),
+        period_ns: period.0,
+    };
+    if rtlab_sys::sched::set_current_thread_policy(deadline).is_ok() {
+        return true;
+    }
+    if !device.cpus.is_empty() {
+        let _ = rtlab_sys::cpu::pin_current_thread_to(&device.cpus);
+    }
+    rtlab_sys::sched::set_current_thread_policy(Policy::Fifo {
+        priority: device.priority,
+    })
+    .is_ok()
 }
 
 /// Runs `workload` with `settings`; `stop` ends it early (SIGINT).
@@ -554,21 +591,18 @@ pub fn run(
             underrun_events: Vec::with_capacity(EVENTS_KEPT),
             play_log: Vec::with_capacity(if settings.keep_play_log { periods } else { 0 }),
             realtime: false,
+            underrun_device_late_ns: Vec::with_capacity(EVENTS_KEPT),
+            tid: 0,
         };
         let device = device.clone();
+        let period = ring.period;
         let handle = std::thread::Builder::new()
             .name(format!(
                 "wl-dev-{}",
                 ring.name.chars().take(8).collect::<String>()
             ))
             .spawn(move || {
-                if !device.cpus.is_empty() {
-                    let _ = rtlab_sys::cpu::pin_current_thread_to(&device.cpus);
-                }
-                result.realtime = rtlab_sys::sched::set_current_thread_policy(Policy::Fifo {
-                    priority: device.priority,
-                })
-                .is_ok();
+                result.realtime = device_policy(&device, period);
                 run_device(&device_shared, ring_index, &mut result);
                 let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
                 result
@@ -610,6 +644,19 @@ pub fn run(
             enforcement.describe()
         ));
     }
+    let mut tracer = if settings.explain {
+        match crate::explain::Tracer::start(duration) {
+            Ok(tracer) => Some(tracer),
+            Err(error) => {
+                warnings.push(format!(
+                    "--explain: tracing unavailable ({error}); no causes"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
     // The load starts first (its threads are created and lock their stacks, which can take long
     // on a busy machine); the start is set only once it runs, so no release is in the past. The
     // load stops by itself 2 s after the end it was given, which covers a late start.
@@ -634,9 +681,17 @@ pub fn run(
     shared.go.store(1, Ordering::Release);
     rtlab_sys::futex::wake(&shared.go, u32::MAX);
     let mut running_load = running_load;
+    let mut competitors_named = false;
     while monotonic_ns() < end_ns && !stop.load(Ordering::Relaxed) {
         if let Some(load) = running_load.as_mut() {
             load.poll();
+        }
+        if let Some(tracer) = tracer.as_mut() {
+            if !competitors_named && monotonic_ns() > start_ns {
+                tracer.name_competitors();
+                competitors_named = true;
+            }
+            tracer.poll();
         }
         sleep_until_ns(end_ns.min(monotonic_ns() + WAIT_SLICE_NS));
     }
@@ -657,6 +712,15 @@ pub fn run(
             thread.scheduling = granted;
         }
     }
+    let explained = match tracer {
+        Some(mut tracer) => {
+            let (explained, trace_warnings) =
+                tracer.explain_run(workload, &threads, &devices, start_ns);
+            warnings.extend(trace_warnings);
+            explained
+        }
+        None => Vec::new(),
+    };
     for device in &devices {
         if !device.realtime {
             warnings.push(format!(
@@ -677,6 +741,7 @@ pub fn run(
         load,
         warnings,
         interrupted,
+        explained,
     })
 }
 

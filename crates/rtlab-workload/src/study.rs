@@ -140,6 +140,9 @@ pub struct ExperimentOutcome {
     pub paper_starvations: String,
     /// The WAV file's path, when written.
     pub wav: Option<String>,
+    /// With `--explain`: each glitch (the first ones) with its cause.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub explained: Vec<rtlab_core::ExplainedEvent>,
     #[serde(skip)]
     pub play_log: Vec<bool>,
     #[serde(skip)]
@@ -193,6 +196,7 @@ pub fn run_experiment(
     experiment: &Experiment,
     duration: Nanos,
     cpu: usize,
+    explain: bool,
     stop: &Arc<AtomicBool>,
 ) -> Result<ExperimentOutcome, StudyError> {
     let workload = model_for(experiment, cpu)?;
@@ -205,6 +209,7 @@ pub fn run_experiment(
         load: None,
         force: false,
         keep_play_log: true,
+        explain,
     };
     let result: RunResult = run(&workload, &settings, stop).map_err(|source| StudyError::Run {
         experiment: experiment.number,
@@ -261,6 +266,7 @@ pub fn run_experiment(
         paper_glitches: experiment.paper_glitches.to_owned(),
         paper_starvations: experiment.paper_starvations.to_owned(),
         wav: None,
+        explained: result.explained.clone(),
         play_log: device.map_or_else(Vec::new, |device| device.play_log.clone()),
         record: Some(record),
     })

@@ -28,6 +28,7 @@ fn run_text(text: &str, seconds: u64, competitors: Vec<String>, play_log: bool) 
         load: None,
         force: false,
         keep_play_log: play_log,
+        explain: false,
     };
     run(&workload, &settings, &Arc::new(AtomicBool::new(false))).unwrap()
 }
@@ -193,7 +194,8 @@ fn the_study_glitches_without_reservations_and_not_with_them() {
             .iter()
             .find(|experiment| experiment.number == number)
             .unwrap();
-        rtlab_workload::study::run_experiment(experiment, Nanos::from_secs(2), cpu, &stop).unwrap()
+        rtlab_workload::study::run_experiment(experiment, Nanos::from_secs(2), cpu, false, &stop)
+            .unwrap()
     };
     let starved = experiment(3);
     // 200 periods; the 330 ms of buffered audio lasts a sixth of them.

@@ -37,6 +37,9 @@ pub struct MediaPlayerArgs {
     /// Write the results as JSON to FILE (`-` for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Trace each experiment and name the cause of each glitch (needs root and tracefs)
+    #[arg(long)]
+    pub explain: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -75,7 +78,7 @@ fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
         }
         eprint!("experiment {} on CPU {cpu}… ", experiment.number);
         let mut outcome =
-            study::run_experiment(experiment, args.duration, cpu, &stop).map_err(|error| {
+            study::run_experiment(experiment, args.duration, cpu, args.explain, &stop).map_err(|error| {
                 match &error {
                     study::StudyError::Run { source, .. } if source.is_input() => {
                         crate::exit::input(error)
@@ -97,6 +100,10 @@ fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
         for outcome in &outcomes {
             for granted in &outcome.granted {
                 println!("granted in {}: {granted}", outcome.experiment);
+            }
+            if !outcome.explained.is_empty() {
+                println!("experiment {}:", outcome.experiment);
+                print!("{}", rtlab_workload::explain::render(&outcome.explained, 6));
             }
         }
         if let Some(directory) = &args.wav_dir {

@@ -36,6 +36,9 @@ pub struct Args {
     /// Do not store the record in the run history
     #[arg(long)]
     pub no_store: bool,
+    /// Trace the run and name the cause of each underrun and deadline miss (needs root and tracefs)
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// Writes the workload's counts and per-thread response times (also `rtlab show`'s).
@@ -104,6 +107,7 @@ pub fn write_outcome(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
             }
         )?;
     }
+    write!(out, "{}", rtlab_workload::explain::render(&outcome.explained, 12))?;
     for warning in &record.warnings {
         writeln!(out, "warning: {warning}")?;
     }
@@ -133,6 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         load: args.load.clone(),
         force: args.force,
         keep_play_log: args.wav.is_some(),
+        explain: args.explain,
     };
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {

@@ -1,0 +1,848 @@
+//! `--explain` for workloads: why each underrun and deadline miss happened.
+//!
+//! `rtlab run --explain` asks why one wake-up was late; a workload asks why a thread did not get
+//! its work done over a stretch of time — the device's producer in the `n·t` before an underrun,
+//! a thread between its release and its missed deadline. The runner records the scheduler and
+//! interrupt events of every CPU for the whole run through `rtlab_trace::Recorder` (the tracefs
+//! recorder of `rtlab run --explain`, its private instance, decoder and per-CPU windows); after
+//! the run [`account`] replays them over each window and says where the thread's time went —
+//! ran, waited, what ran instead on its CPU (task, IRQ, softirq), throttled (runnable but a
+//! lower-priority task or nothing ran: SCHED_DEADLINE budget used up, RT throttling or the fair
+//! server), or vanished (its busy CPU silent for more than two ticks: the hypervisor). The parts
+//! add up to the window. [`account`] is pure, so it is tested on synthetic event streams.
+
+use rtlab_core::{LatenessKind, LatenessPart, ThreadAccount};
+use rtlab_trace::{EventKind, TraceEvent};
+use std::collections::BTreeMap;
+
+/// A busy CPU takes a scheduler tick at least this often (HZ=100 is the slowest common rate);
+/// silence twice as long while it was busy is time the CPU did not run.
+pub const SILENCE_NS: u64 = 2 * 10_000_000;
+
+/// Names for tids the trace only knows by a 15-character comm (workload threads, the device,
+/// competitors).
+pub type KnownNames = BTreeMap<u32, String>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TargetState {
+    Unknown,
+    Running(u32),
+    Runnable(u32),
+    Blocked,
+}
+
+#[derive(Clone, Debug, Default)]
+struct CpuState {
+    /// The running task: pid, comm, kernel prio (pid 0 = idle).
+    running: Option<(i32, String, i32)>,
+    /// Open interrupt contexts, innermost last.
+    contexts: Vec<(LatenessKind, String)>,
+}
+
+/// Per CPU, stretches in which it was busy but recorded no event for more than [`SILENCE_NS`],
+/// as (start, end) of the part beyond one tick: time the CPU did not run. Only CPUs whose timer
+/// ticks are traced (the `local_timer` vector) are judged; `events` are in time order.
+fn silent_stretches(events: &[TraceEvent]) -> BTreeMap<u32, Vec<(u64, u64)>> {
+    let ticks_traced: std::collections::BTreeSet<u32> = events
+        .iter()
+        .filter(
+            |event| matches!(event.kind, EventKind::VectorEntry { name } if name == "local_timer"),
+        )
+        .map(|event| event.cpu)
+        .collect();
+    let mut last: BTreeMap<u32, (u64, bool)> = BTreeMap::new();
+    let mut stretches: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for event in events {
+        let busy_after = match &event.kind {
+            EventKind::Switch { next_pid, .. } => Some(*next_pid != 0),
+            _ => None,
+        };
+        if let Some((previous, busy)) = last.get(&event.cpu).copied() {
+            if busy
+                && ticks_traced.contains(&event.cpu)
+                && event.timestamp_ns.saturating_sub(previous) > SILENCE_NS
+            {
+                stretches
+                    .entry(event.cpu)
+                    .or_default()
+                    .push((previous + SILENCE_NS / 2, event.timestamp_ns));
+            }
+            last.insert(event.cpu, (event.timestamp_ns, busy_after.unwrap_or(busy)));
+        } else {
+            // Busy unless the first event says the CPU goes idle.
+            last.insert(
+                event.cpu,
+                (event.timestamp_ns, busy_after.unwrap_or(event.pid != 0)),
+            );
+        }
+    }
+    stretches
+}
+
+fn overlap(start: u64, end: u64, stretches: Option<&Vec<(u64, u64)>>) -> u64 {
+    stretches.map_or(0, |stretches| {
+        stretches
+            .iter()
+            .map(|&(from, to)| to.min(end).saturating_sub(from.max(start)))
+            .sum()
+    })
+}
+
+fn describe_prio(prio: i32) -> String {
+    if prio < 0 {
+        "SCHED_DEADLINE".to_owned()
+    } else if prio < 100 {
+        format!("RT priority {}", 99 - prio)
+    } else {
+        format!("nice {}", prio - 120)
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    parts: BTreeMap<(LatenessKind, String, Option<u32>), (u64, Option<String>)>,
+}
+
+impl Tally {
+    fn add(
+        &mut self,
+        kind: LatenessKind,
+        name: String,
+        pid: Option<u32>,
+        detail: Option<String>,
+        ns: u64,
+    ) {
+        if ns == 0 {
+            return;
+        }
+        let entry = self.parts.entry((kind, name, pid)).or_insert((0, detail));
+        entry.0 += ns;
+    }
+}
+
+/// Where thread `tid`'s time went over [`start_ns`, `end_ns`]. `events` are every traced CPU's
+/// events in time order, from some time before `start_ns` (so the thread's state at the start
+/// is known) to `end_ns` or later. The parts are sorted largest first and sum to the window.
+pub fn account(
+    events: &[TraceEvent],
+    tid: u32,
+    start_ns: u64,
+    end_ns: u64,
+    names: &KnownNames,
+) -> Vec<LatenessPart> {
+    let tid = tid as i32;
+    let silent = silent_stretches(events);
+    let mut cpus: BTreeMap<u32, CpuState> = BTreeMap::new();
+    let mut target = TargetState::Unknown;
+    let mut target_prio: Option<i32> = None;
+    let mut tally = Tally::default();
+    let mut cursor = start_ns;
+    let name_of = |pid: i32, comm: &str| -> String {
+        names
+            .get(&(pid as u32))
+            .cloned()
+            .unwrap_or_else(|| comm.to_owned())
+    };
+    let settle = |from: u64,
+                  to: u64,
+                  target: TargetState,
+                  target_prio: Option<i32>,
+                  cpus: &BTreeMap<u32, CpuState>,
+                  tally: &mut Tally| {
+        if to <= from {
+            return;
+        }
+        let duration = to - from;
+        let cpu = match target {
+            TargetState::Running(cpu) | TargetState::Runnable(cpu) => cpu,
+            TargetState::Blocked => {
+                tally.add(LatenessKind::Waiting, "asleep".into(), None, None, duration);
+                return;
+            }
+            TargetState::Unknown => {
+                tally.add(
+                    LatenessKind::Unseen,
+                    "not in the trace".into(),
+                    None,
+                    None,
+                    duration,
+                );
+                return;
+            }
+        };
+        let vanished = overlap(from, to, silent.get(&cpu)).min(duration);
+        tally.add(
+            LatenessKind::Vanished,
+            "vanished".into(),
+            None,
+            Some(format!(
+                "CPU {cpu} busy with no trace event for more than {} ms: hypervisor or firmware",
+                SILENCE_NS / 1_000_000
+            )),
+            vanished,
+        );
+        let duration = duration - vanished;
+        let state = cpus.get(&cpu).cloned().unwrap_or_default();
+        if let Some((kind, name)) = state.contexts.last() {
+            tally.add(*kind, name.clone(), None, None, duration);
+            return;
+        }
+        if matches!(target, TargetState::Running(_)) {
+            tally.add(LatenessKind::Ran, "ran".into(), None, None, duration);
+            return;
+        }
+        match (&state.running, target_prio) {
+            (Some((pid, comm, prio)), Some(own)) if *pid != 0 && *prio <= own => tally.add(
+                LatenessKind::Task,
+                name_of(*pid, comm),
+                Some(*pid as u32),
+                Some(format!(
+                    "{}, {}",
+                    describe_prio(*prio),
+                    if *prio < own {
+                        "outranks it"
+                    } else {
+                        "same priority"
+                    }
+                )),
+                duration,
+            ),
+            (Some((pid, comm, prio)), _) if *pid != 0 && target_prio.is_none() => tally.add(
+                LatenessKind::Task,
+                name_of(*pid, comm),
+                Some(*pid as u32),
+                Some(describe_prio(*prio)),
+                duration,
+            ),
+            (running, own) => {
+                let what = match running {
+                    Some((pid, comm, prio)) if *pid != 0 => {
+                        format!("{} ({}) ran", name_of(*pid, comm), describe_prio(*prio))
+                    }
+                    _ => "the CPU idled".to_owned(),
+                };
+                let name = match own {
+                    Some(prio) if prio < 0 => "SCHED_DEADLINE budget used up",
+                    Some(prio) if prio < 100 => "RT throttling or the fair server",
+                    _ => "throttled",
+                };
+                tally.add(
+                    LatenessKind::Throttled,
+                    name.into(),
+                    None,
+                    Some(format!("runnable, yet {what}")),
+                    duration,
+                );
+            }
+        }
+    };
+    for event in events {
+        let time = event.timestamp_ns;
+        if time > start_ns {
+            let to = time.min(end_ns);
+            settle(cursor, to, target, target_prio, &cpus, &mut tally);
+            cursor = cursor.max(to);
+        }
+        if time >= end_ns {
+            break;
+        }
+        let cpu = cpus.entry(event.cpu).or_default();
+        match &event.kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                prev_prio,
+                next_pid,
+                next_comm,
+                next_prio,
+                ..
+            } => {
+                cpu.running = Some((*next_pid, next_comm.to_string(), *next_prio));
+                cpu.contexts.clear();
+                if *next_pid == tid {
+                    target = TargetState::Running(event.cpu);
+                    target_prio = Some(*next_prio);
+                } else if *prev_pid == tid {
+                    target_prio = Some(*prev_prio);
+                    // TASK_RUNNING (0) when preempted or throttled; a sleep state otherwise.
+                    target = if *prev_state == 0 {
+                        TargetState::Runnable(event.cpu)
+                    } else {
+                        TargetState::Blocked
+                    };
+                }
+            }
+            EventKind::Waking {
+                pid,
+                prio,
+                target_cpu,
+                ..
+            }
+            | EventKind::Wakeup {
+                pid,
+                prio,
+                target_cpu,
+                ..
+            } if *pid == tid => {
+                target_prio = Some(*prio);
+                if !matches!(target, TargetState::Running(_)) {
+                    target = TargetState::Runnable((*target_cpu).max(0) as u32);
+                }
+            }
+            EventKind::Migrate { pid, dest_cpu, .. } if *pid == tid => {
+                if let TargetState::Runnable(_) = target {
+                    target = TargetState::Runnable((*dest_cpu).max(0) as u32);
+                }
+            }
+            EventKind::IrqEntry { name, .. } => {
+                cpu.contexts
+                    .push((LatenessKind::Irq, format!("irq {name}")));
+            }
+            EventKind::VectorEntry { name } => {
+                cpu.contexts.push((LatenessKind::Irq, (*name).to_owned()));
+            }
+            EventKind::SoftirqEntry { vector } => cpu.contexts.push((
+                LatenessKind::Softirq,
+                rtlab_trace::event::SOFTIRQ_NAMES
+                    .get(*vector as usize)
+                    .map_or_else(|| format!("softirq {vector}"), |name| (*name).to_owned()),
+            )),
+            EventKind::IrqExit { .. }
+            | EventKind::VectorExit { .. }
+            | EventKind::SoftirqExit { .. } => {
+                cpu.contexts.pop();
+            }
+            _ => {}
+        }
+    }
+    settle(cursor, end_ns, target, target_prio, &cpus, &mut tally);
+    let mut parts: Vec<LatenessPart> = tally
+        .parts
+        .into_iter()
+        .map(|((kind, name, pid), (ns, detail))| LatenessPart {
+            kind,
+            name,
+            pid,
+            ns,
+            detail,
+        })
+        .collect();
+    parts.sort_by(|left, right| right.ns.cmp(&left.ns).then(left.kind.cmp(&right.kind)));
+    parts
+}
+
+/// The largest part that kept a thread from its work, over the accounts of an event.
+pub fn main_cause(accounts: &[ThreadAccount]) -> Option<(&ThreadAccount, &LatenessPart)> {
+    accounts
+        .iter()
+        .flat_map(|account| account.parts.iter().map(move |part| (account, part)))
+        .filter(|(_, part)| part.kind.is_cause())
+        .max_by_key(|(_, part)| part.ns)
+}
+
+/// The cause in words: `rtlab-competitor fifo:50@1 (RT priority 50, outranks it) took 9.8 ms of
+/// producer's 40.0 ms`.
+pub fn cause_sentence(accounts: &[ThreadAccount], window_ns: u64) -> (String, LatenessKind) {
+    let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+    match main_cause(accounts) {
+        Some((account, part)) => {
+            let what = match part.kind {
+                LatenessKind::Task => format!(
+                    "{}{} ran instead",
+                    part.name,
+                    part.detail
+                        .as_deref()
+                        .map_or(String::new(), |detail| format!(" ({detail})"))
+                ),
+                LatenessKind::Throttled => format!(
+                    "throttled: {}{}",
+                    part.name,
+                    part.detail
+                        .as_deref()
+                        .map_or(String::new(), |detail| format!(" ({detail})"))
+                ),
+                LatenessKind::Vanished => "the time vanished (hypervisor or firmware)".to_owned(),
+                LatenessKind::Unseen => "not seen in the trace".to_owned(),
+                _ => part.name.clone(),
+            };
+            (
+                format!(
+                    "{what}: {} of {}'s {}",
+                    ms(part.ns),
+                    account.thread,
+                    ms(window_ns)
+                ),
+                part.kind,
+            )
+        }
+        None => (
+            "nothing kept the threads from the CPU: they ran or slept (a dependency or the model)"
+                .to_owned(),
+            LatenessKind::Waiting,
+        ),
+    }
+}
+
+/// How far before a window the events are replayed from, to know each thread's state.
+const LOOKBACK_NS: u64 = 250_000_000;
+/// How many underruns and deadline misses are explained (the first ones).
+pub const EXPLAINED_KEPT: usize = 200;
+
+/// The run's recording: the tracefs recorder over every online CPU for the whole run, the
+/// machine's steal time sampled beside it, and the names of the tids it will meet.
+pub struct Tracer {
+    recorder: rtlab_trace::Recorder,
+    steal: Vec<(u64, u64)>,
+    names: KnownNames,
+}
+
+impl Tracer {
+    /// Starts recording (root and tracefs needed). Events are kept for the whole run.
+    pub fn start(duration: rtlab_core::Nanos) -> Result<Tracer, rtlab_trace::TraceError> {
+        let cpus = rtlab_sys::cpu::online_cpus()?;
+        let recorder = rtlab_trace::Recorder::start(&rtlab_trace::RecorderConfig {
+            cpus,
+            buffer_size_kb: 8192,
+            retention: std::time::Duration::from_nanos(duration.0 + 10_000_000_000),
+            max_events_per_cpu: 4_000_000,
+            stack_period_ns: None,
+            events: rtlab_trace::EventSet::Full,
+        })?;
+        let mut tracer = Tracer {
+            recorder,
+            steal: Vec::new(),
+            names: KnownNames::new(),
+        };
+        tracer.sample_steal();
+        Ok(tracer)
+    }
+
+    fn sample_steal(&mut self) {
+        if let Ok(times) = rtlab_sys::proc_stat::cpu_times() {
+            let steal = times.values().map(|cpu| cpu.steal_ns).sum();
+            self.steal.push((rtlab_sys::clock::monotonic_ns(), steal));
+        }
+    }
+
+    /// Reads the rings (call every few tens of ms while the run lasts).
+    pub fn poll(&mut self) {
+        let _ = self.recorder.poll(1024);
+        self.sample_steal();
+    }
+
+    /// Names this process's competitor threads (`rtlab-competitor-…` is cut to 15 characters
+    /// in the trace) by their policy, once they run.
+    pub fn name_competitors(&mut self) {
+        let Ok(tids) = rtlab_sys::sched::process_thread_ids(std::process::id()) else {
+            return;
+        };
+        for tid in tids {
+            let Ok(comm) = rtlab_sys::proc_thread::thread_comm(tid) else {
+                continue;
+            };
+            if comm.trim().starts_with("rtlab-competito") {
+                let policy = rtlab_sys::sched::thread_policy(tid)
+                    .map(|policy| format!("{} {}", policy.name(), policy.priority_or_nice()))
+                    .unwrap_or_default();
+                self.names
+                    .insert(tid, format!("competitor[{tid}] {policy}").trim().to_owned());
+            }
+        }
+    }
+
+    /// Steal time counted between the samples around [start, end].
+    fn steal_between(&self, start_ns: u64, end_ns: u64) -> Option<u64> {
+        let before = self
+            .steal
+            .iter()
+            .rev()
+            .find(|(time, _)| *time <= start_ns)?;
+        let after = self.steal.iter().find(|(time, _)| *time >= end_ns)?;
+        Some(after.1.saturating_sub(before.1))
+    }
+
+    /// Every traced CPU's events over [start, end], merged in time order.
+    fn events(&self, start_ns: u64, end_ns: u64) -> (Vec<TraceEvent>, bool) {
+        let mut events = Vec::new();
+        let mut lost = false;
+        for cpu in rtlab_sys::cpu::online_cpus().unwrap_or_default() {
+            if let Some(window) = self.recorder.window(cpu) {
+                events.extend(window.range(start_ns, end_ns));
+                lost |= window.lost_between(start_ns, end_ns);
+            }
+        }
+        events.sort_by_key(|event| event.timestamp_ns);
+        (events, lost)
+    }
+
+    fn account_of(
+        &self,
+        thread: &str,
+        tid: u32,
+        start_ns: u64,
+        end_ns: u64,
+        events: &[TraceEvent],
+    ) -> ThreadAccount {
+        ThreadAccount {
+            thread: thread.to_owned(),
+            tid,
+            parts: account(events, tid, start_ns, end_ns, &self.names),
+        }
+    }
+
+    /// After the run: drains the rings and explains the first underruns of every device and
+    /// deadline misses of every thread. Returns them and the warnings (lost events).
+    pub fn explain_run(
+        &mut self,
+        workload: &crate::Workload,
+        threads: &[crate::runner::ThreadResult],
+        devices: &[crate::runner::DeviceResult],
+        start_ns: u64,
+    ) -> (Vec<rtlab_core::ExplainedEvent>, Vec<String>) {
+        for _ in 0..64 {
+            match self.recorder.poll(4096) {
+                Ok(outcome) if !outcome.caught_up => continue,
+                _ => break,
+            }
+        }
+        self.sample_steal();
+        for (thread, spec) in threads.iter().zip(&workload.threads) {
+            self.names.insert(thread.tid, spec.name.clone());
+        }
+        for device in devices {
+            self.names
+                .insert(device.tid, format!("device {}", device.name));
+        }
+        let mut explained = Vec::new();
+        let mut any_lost = false;
+        for device in devices {
+            let Some(ring) = workload
+                .rings
+                .iter()
+                .position(|ring| ring.name == device.name)
+            else {
+                continue;
+            };
+            let chain = feeding_threads(workload, ring);
+            let window_ns = device.buffer_period.0 * u64::from(device.buffers.max(1));
+            for (index, event) in device.underrun_events.iter().enumerate() {
+                if explained.len() >= EXPLAINED_KEPT {
+                    break;
+                }
+                let end = start_ns + event.at_ns;
+                let start = end.saturating_sub(window_ns).max(start_ns);
+                let (events, lost) = self.events(start.saturating_sub(LOOKBACK_NS), end);
+                any_lost |= lost;
+                let mut accounts: Vec<ThreadAccount> = chain
+                    .iter()
+                    .filter_map(|&thread| threads.get(thread))
+                    .map(|thread| self.account_of(&thread.name, thread.tid, start, end, &events))
+                    .collect();
+                accounts.sort_by_key(|account| {
+                    std::cmp::Reverse(
+                        account
+                            .parts
+                            .iter()
+                            .filter(|part| part.kind.is_cause())
+                            .map(|part| part.ns)
+                            .sum::<u64>(),
+                    )
+                });
+                let device_late_ns = device.underrun_device_late_ns.get(index).copied();
+                let (mut cause, mut cause_kind) = cause_sentence(&accounts, end - start);
+                if let Some(late) = device_late_ns.filter(|late| *late >= device.buffer_period.0) {
+                    cause = format!(
+                        "the device thread itself took the buffer {:.1} ms late; {cause}",
+                        late as f64 / 1e6
+                    );
+                    if !cause_kind.is_cause() {
+                        cause_kind = LatenessKind::Throttled;
+                    }
+                }
+                explained.push(rtlab_core::ExplainedEvent {
+                    kind: "underrun".into(),
+                    source: device.name.clone(),
+                    at_ns: event.at_ns,
+                    window_start_ns: start - start_ns,
+                    window_ns: end - start,
+                    accounts,
+                    device_late_ns,
+                    steal_ns: self.steal_between(start, end),
+                    cause,
+                    cause_kind,
+                });
+            }
+        }
+        for thread in threads {
+            for event in &thread.deadline_miss_events {
+                if explained.len() >= EXPLAINED_KEPT {
+                    break;
+                }
+                let Some(spec) = workload
+                    .threads
+                    .iter()
+                    .find(|spec| spec.name == thread.name)
+                else {
+                    continue;
+                };
+                let Some(deadline) = spec.effective_deadline() else {
+                    continue;
+                };
+                let start = start_ns + event.at_ns;
+                let end = start + deadline.0 + event.late_ns.unwrap_or(0);
+                let (events, lost) = self.events(start.saturating_sub(LOOKBACK_NS), end);
+                any_lost |= lost;
+                let accounts = vec![self.account_of(&thread.name, thread.tid, start, end, &events)];
+                let (cause, cause_kind) = cause_sentence(&accounts, end - start);
+                explained.push(rtlab_core::ExplainedEvent {
+                    kind: "deadline_miss".into(),
+                    source: thread.name.clone(),
+                    at_ns: event.at_ns,
+                    window_start_ns: event.at_ns,
+                    window_ns: end - start,
+                    accounts,
+                    device_late_ns: None,
+                    steal_ns: self.steal_between(start, end),
+                    cause,
+                    cause_kind,
+                });
+            }
+        }
+        let mut warnings = Vec::new();
+        let stats = self.recorder.stats();
+        if any_lost || stats.lost_events > 0 {
+            warnings.push(format!(
+                "--explain: the trace lost {} events; parts of some windows are 'unseen'",
+                stats.lost_events
+            ));
+        }
+        warnings.extend(self.recorder.warnings().iter().cloned());
+        (explained, warnings)
+    }
+}
+
+/// The threads whose lateness can empty `ring`: its producer, the threads that feed that
+/// producer's input ring, and their wakers, nearest first (at most 6).
+pub fn feeding_threads(workload: &crate::Workload, ring: usize) -> Vec<usize> {
+    let mut chain: Vec<usize> = Vec::new();
+    let mut rings = vec![ring];
+    while let Some(ring) = rings.pop() {
+        let Some(producer) = workload
+            .threads
+            .iter()
+            .position(|thread| thread.produces == Some(ring))
+        else {
+            continue;
+        };
+        let mut next = vec![producer];
+        while let Some(thread) = next.pop() {
+            if chain.contains(&thread) || chain.len() >= 6 {
+                continue;
+            }
+            chain.push(thread);
+            if let crate::model::Trigger::WokenBy(waker) = workload.threads[thread].trigger {
+                next.push(waker);
+            }
+            if let Some(input) = workload.threads[thread].consumes {
+                rings.push(input);
+            }
+        }
+    }
+    chain
+}
+
+/// The explained events as text, one block each: the cause in words, then the largest parts of
+/// each thread's account (at most `limit` events; the rest are counted).
+pub fn render(explained: &[rtlab_core::ExplainedEvent], limit: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let ms = |ns: u64| format!("{:.1}", ns as f64 / 1e6);
+    for event in explained.iter().take(limit) {
+        let _ = writeln!(
+            out,
+            "{} {} at {:.3}s: {}",
+            event.kind.replace('_', " "),
+            event.source,
+            event.at_ns as f64 / 1e9,
+            event.cause
+        );
+        for account in &event.accounts {
+            let parts: Vec<String> = account
+                .parts
+                .iter()
+                .take(4)
+                .map(|part| format!("{} {} {} ms", part.kind.as_str(), part.name, ms(part.ns)))
+                .collect();
+            let _ = writeln!(out, "    {:<12} {}", account.thread, parts.join(", "));
+        }
+        if let Some(steal) = event.steal_ns.filter(|steal| *steal > 0) {
+            let _ = writeln!(
+                out,
+                "    steal {} ms around the window (/proc/stat)",
+                ms(steal)
+            );
+        }
+    }
+    if explained.len() > limit {
+        let _ = writeln!(
+            out,
+            "… and {} more (all in --json)",
+            explained.len() - limit
+        );
+    }
+    let mut by_kind: BTreeMap<LatenessKind, usize> = BTreeMap::new();
+    for event in explained {
+        *by_kind.entry(event.cause_kind).or_default() += 1;
+    }
+    if !by_kind.is_empty() {
+        let counts: Vec<String> = by_kind
+            .iter()
+            .map(|(kind, count)| format!("{count} {}", kind.as_str()))
+            .collect();
+        let _ = writeln!(out, "causes: {}", counts.join(", "));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_trace::Comm;
+
+    fn switch(
+        time: u64,
+        cpu: u32,
+        prev: i32,
+        prev_state: i64,
+        next: i32,
+        next_prio: i32,
+        comm: &str,
+    ) -> TraceEvent {
+        TraceEvent {
+            timestamp_ns: time,
+            cpu,
+            pid: prev,
+            kind: EventKind::Switch {
+                prev_comm: Comm::new("prev"),
+                prev_pid: prev,
+                prev_prio: if prev == 7 { 89 } else { 120 },
+                prev_state,
+                next_comm: Comm::new(comm),
+                next_pid: next,
+                next_prio,
+            },
+        }
+    }
+
+    #[test]
+    fn a_preempted_thread_is_charged_to_the_task_that_ran() {
+        // Thread 7 (FIFO 10, prio 89) runs, is preempted at 2 ms by pid 9 (FIFO 50, prio 49)
+        // until 8 ms, then runs until 9 ms and sleeps.
+        let events = vec![
+            switch(0, 1, 0, 0, 7, 89, "producer"),
+            switch(2_000_000, 1, 7, 0, 9, 49, "rtlab-competito"),
+            switch(8_000_000, 1, 9, 0, 7, 89, "producer"),
+            switch(9_000_000, 1, 7, 1, 0, 120, "swapper/1"),
+        ];
+        let names = KnownNames::from([(9, "competitor fifo:50@1".to_owned())]);
+        let parts = account(&events, 7, 1_000_000, 10_000_000, &names);
+        let total: u64 = parts.iter().map(|part| part.ns).sum();
+        assert_eq!(total, 9_000_000);
+        assert_eq!(parts[0].kind, LatenessKind::Task);
+        assert_eq!(parts[0].name, "competitor fifo:50@1");
+        assert_eq!(parts[0].ns, 6_000_000);
+        assert!(parts[0].detail.as_deref().unwrap().contains("outranks"));
+        let ran = parts
+            .iter()
+            .find(|part| part.kind == LatenessKind::Ran)
+            .unwrap();
+        assert_eq!(ran.ns, 2_000_000);
+        let asleep = parts
+            .iter()
+            .find(|part| part.kind == LatenessKind::Waiting)
+            .unwrap();
+        assert_eq!(asleep.ns, 1_000_000);
+        let account = ThreadAccount {
+            thread: "producer".into(),
+            tid: 7,
+            parts,
+        };
+        let (sentence, kind) = cause_sentence(std::slice::from_ref(&account), 9_000_000);
+        assert_eq!(kind, LatenessKind::Task);
+        assert!(sentence.starts_with("competitor fifo:50@1"), "{sentence}");
+    }
+
+    #[test]
+    fn runnable_while_a_lower_priority_task_runs_is_throttling() {
+        // A deadline thread (prio -1) preempted while runnable, then a nice-0 task runs.
+        let events = vec![
+            switch(0, 0, 0, 0, 7, -1, "producer"),
+            TraceEvent {
+                timestamp_ns: 1_000_000,
+                cpu: 0,
+                pid: 7,
+                kind: EventKind::Switch {
+                    prev_comm: Comm::new("producer"),
+                    prev_pid: 7,
+                    prev_prio: -1,
+                    prev_state: 0,
+                    next_comm: Comm::new("cc1"),
+                    next_pid: 30,
+                    next_prio: 120,
+                },
+            },
+        ];
+        let parts = account(&events, 7, 0, 5_000_000, &KnownNames::new());
+        assert_eq!(parts[0].kind, LatenessKind::Throttled);
+        assert_eq!(parts[0].name, "SCHED_DEADLINE budget used up");
+        assert_eq!(parts[0].ns, 4_000_000);
+    }
+
+    #[test]
+    fn silence_on_a_busy_cpu_is_vanished_time_and_irqs_are_named() {
+        let tick = |time: u64, entry: bool| TraceEvent {
+            timestamp_ns: time,
+            cpu: 0,
+            pid: 7,
+            kind: if entry {
+                EventKind::VectorEntry {
+                    name: "local_timer",
+                }
+            } else {
+                EventKind::VectorExit {
+                    name: "local_timer",
+                }
+            },
+        };
+        let events = vec![
+            switch(0, 0, 0, 0, 7, 89, "producer"),
+            tick(4_000_000, true),
+            tick(4_500_000, false),
+            // 40 ms of nothing on a busy CPU.
+            tick(44_500_000, true),
+            tick(45_000_000, false),
+        ];
+        let parts = account(&events, 7, 0, 50_000_000, &KnownNames::new());
+        let total: u64 = parts.iter().map(|part| part.ns).sum();
+        assert_eq!(total, 50_000_000);
+        let vanished = parts
+            .iter()
+            .find(|part| part.kind == LatenessKind::Vanished)
+            .unwrap();
+        assert_eq!(vanished.ns, 40_000_000 - SILENCE_NS / 2);
+        let irq = parts
+            .iter()
+            .find(|part| part.kind == LatenessKind::Irq)
+            .unwrap();
+        assert_eq!((irq.name.as_str(), irq.ns), ("local_timer", 1_000_000));
+        let account = ThreadAccount {
+            thread: "producer".into(),
+            tid: 7,
+            parts,
+        };
+        assert_eq!(
+            cause_sentence(std::slice::from_ref(&account), 50_000_000).1,
+            LatenessKind::Vanished
+        );
+    }
+}
