@@ -20,8 +20,20 @@ use std::collections::BTreeMap;
 pub const SILENCE_NS: u64 = 2 * 10_000_000;
 
 /// Names for tids the trace only knows by a 15-character comm (workload threads, the device,
-/// competitors).
-pub type KnownNames = BTreeMap<u32, String>;
+/// competitors), with their kernel priority when known (a thread that changed its policy after
+/// its last switch-in still shows the old one in the trace).
+pub type KnownNames = BTreeMap<u32, (String, Option<i32>)>;
+
+/// The kernel's `prio` of a policy (-1 deadline, 99 - p real-time, 120 + nice otherwise).
+pub fn kernel_prio(policy: rtlab_sys::sched::Policy) -> i32 {
+    use rtlab_sys::sched::Policy;
+    match policy {
+        Policy::Deadline { .. } => -1,
+        Policy::Fifo { priority } | Policy::RoundRobin { priority } => 99 - priority as i32,
+        Policy::Other { nice } | Policy::Batch { nice } => 120 + nice,
+        Policy::Idle => 139,
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TargetState {
@@ -98,14 +110,26 @@ fn describe_prio(prio: i32) -> String {
     }
 }
 
+/// One stretch of a thread's time with one part (kind, name, pid, detail).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimedPart {
+    pub start_ns: u64,
+    pub ns: u64,
+    pub kind: LatenessKind,
+    pub name: String,
+    pub pid: Option<u32>,
+    pub detail: Option<String>,
+}
+
 #[derive(Default)]
 struct Tally {
-    parts: BTreeMap<(LatenessKind, String, Option<u32>), (u64, Option<String>)>,
+    timeline: Vec<TimedPart>,
 }
 
 impl Tally {
     fn add(
         &mut self,
+        start_ns: u64,
         kind: LatenessKind,
         name: String,
         pid: Option<u32>,
@@ -115,14 +139,73 @@ impl Tally {
         if ns == 0 {
             return;
         }
-        let entry = self.parts.entry((kind, name, pid)).or_insert((0, detail));
-        entry.0 += ns;
+        if let Some(last) = self.timeline.last_mut() {
+            if last.kind == kind
+                && last.name == name
+                && last.pid == pid
+                && last.start_ns + last.ns == start_ns
+            {
+                last.ns += ns;
+                return;
+            }
+        }
+        self.timeline.push(TimedPart {
+            start_ns,
+            ns,
+            kind,
+            name,
+            pid,
+            detail,
+        });
     }
 }
 
-/// Where thread `tid`'s time went over [`start_ns`, `end_ns`]. `events` are every traced CPU's
-/// events in time order, from some time before `start_ns` (so the thread's state at the start
-/// is known) to `end_ns` or later. The parts are sorted largest first and sum to the window.
+/// Sums a thread's timeline over [`start_ns`, `end_ns`]: the parts, largest first, adding up to
+/// the window (time the timeline does not cover is `unseen`).
+pub fn sum_window(timeline: &[TimedPart], start_ns: u64, end_ns: u64) -> Vec<LatenessPart> {
+    let mut sums: BTreeMap<(LatenessKind, String, Option<u32>), (u64, Option<String>)> =
+        BTreeMap::new();
+    let first = timeline.partition_point(|part| part.start_ns + part.ns <= start_ns);
+    let mut covered = 0;
+    for part in timeline[first..]
+        .iter()
+        .take_while(|part| part.start_ns < end_ns)
+    {
+        let ns = (part.start_ns + part.ns)
+            .min(end_ns)
+            .saturating_sub(part.start_ns.max(start_ns));
+        if ns == 0 {
+            continue;
+        }
+        covered += ns;
+        let entry = sums
+            .entry((part.kind, part.name.clone(), part.pid))
+            .or_insert((0, part.detail.clone()));
+        entry.0 += ns;
+    }
+    let window = end_ns.saturating_sub(start_ns);
+    if covered < window {
+        let entry = sums
+            .entry((LatenessKind::Unseen, "not in the trace".to_owned(), None))
+            .or_insert((0, None));
+        entry.0 += window - covered;
+    }
+    let mut parts: Vec<LatenessPart> = sums
+        .into_iter()
+        .map(|((kind, name, pid), (ns, detail))| LatenessPart {
+            kind,
+            name,
+            pid,
+            ns,
+            detail,
+        })
+        .collect();
+    parts.sort_by(|left, right| right.ns.cmp(&left.ns).then(left.kind.cmp(&right.kind)));
+    parts
+}
+
+/// [`timeline`] summed over the window: where thread `tid`'s time went over [`start_ns`,
+/// `end_ns`], largest first, adding up to the window.
 pub fn account(
     events: &[TraceEvent],
     tid: u32,
@@ -130,6 +213,23 @@ pub fn account(
     end_ns: u64,
     names: &KnownNames,
 ) -> Vec<LatenessPart> {
+    sum_window(
+        &timeline(events, tid, start_ns, end_ns, names),
+        start_ns,
+        end_ns,
+    )
+}
+
+/// Where thread `tid`'s time went over [`start_ns`, `end_ns`], in time order. `events` are every
+/// traced CPU's events in time order, from some time before `start_ns` (so the thread's state at
+/// the start is known: one pass over a whole run serves every window of it) to `end_ns` or later.
+pub fn timeline(
+    events: &[TraceEvent],
+    tid: u32,
+    start_ns: u64,
+    end_ns: u64,
+    names: &KnownNames,
+) -> Vec<TimedPart> {
     let tid = tid as i32;
     let silent = silent_stretches(events);
     let mut cpus: BTreeMap<u32, CpuState> = BTreeMap::new();
@@ -140,8 +240,13 @@ pub fn account(
     let name_of = |pid: i32, comm: &str| -> String {
         names
             .get(&(pid as u32))
-            .cloned()
-            .unwrap_or_else(|| comm.to_owned())
+            .map_or_else(|| comm.to_owned(), |(name, _)| name.clone())
+    };
+    let prio_of = |pid: i32, traced: i32| -> i32 {
+        names
+            .get(&(pid as u32))
+            .and_then(|(_, prio)| *prio)
+            .unwrap_or(traced)
     };
     let settle = |from: u64,
                   to: u64,
@@ -156,11 +261,19 @@ pub fn account(
         let cpu = match target {
             TargetState::Running(cpu) | TargetState::Runnable(cpu) => cpu,
             TargetState::Blocked => {
-                tally.add(LatenessKind::Waiting, "asleep".into(), None, None, duration);
+                tally.add(
+                    from,
+                    LatenessKind::Waiting,
+                    "asleep".into(),
+                    None,
+                    None,
+                    duration,
+                );
                 return;
             }
             TargetState::Unknown => {
                 tally.add(
+                    from,
                     LatenessKind::Unseen,
                     "not in the trace".into(),
                     None,
@@ -172,6 +285,7 @@ pub fn account(
         };
         let vanished = overlap(from, to, silent.get(&cpu)).min(duration);
         tally.add(
+            from,
             LatenessKind::Vanished,
             "vanished".into(),
             None,
@@ -182,17 +296,19 @@ pub fn account(
             vanished,
         );
         let duration = duration - vanished;
+        let from = from + vanished;
         let state = cpus.get(&cpu).cloned().unwrap_or_default();
         if let Some((kind, name)) = state.contexts.last() {
-            tally.add(*kind, name.clone(), None, None, duration);
+            tally.add(from, *kind, name.clone(), None, None, duration);
             return;
         }
         if matches!(target, TargetState::Running(_)) {
-            tally.add(LatenessKind::Ran, "ran".into(), None, None, duration);
+            tally.add(from, LatenessKind::Ran, "ran".into(), None, None, duration);
             return;
         }
         match (&state.running, target_prio) {
             (Some((pid, comm, prio)), Some(own)) if *pid != 0 && *prio <= own => tally.add(
+                from,
                 LatenessKind::Task,
                 name_of(*pid, comm),
                 Some(*pid as u32),
@@ -208,6 +324,7 @@ pub fn account(
                 duration,
             ),
             (Some((pid, comm, prio)), _) if *pid != 0 && target_prio.is_none() => tally.add(
+                from,
                 LatenessKind::Task,
                 name_of(*pid, comm),
                 Some(*pid as u32),
@@ -227,6 +344,7 @@ pub fn account(
                     _ => "throttled",
                 };
                 tally.add(
+                    from,
                     LatenessKind::Throttled,
                     name.into(),
                     None,
@@ -257,7 +375,11 @@ pub fn account(
                 next_prio,
                 ..
             } => {
-                cpu.running = Some((*next_pid, next_comm.to_string(), *next_prio));
+                cpu.running = Some((
+                    *next_pid,
+                    next_comm.to_string(),
+                    prio_of(*next_pid, *next_prio),
+                ));
                 cpu.contexts.clear();
                 if *next_pid == tid {
                     target = TargetState::Running(event.cpu);
@@ -316,19 +438,7 @@ pub fn account(
         }
     }
     settle(cursor, end_ns, target, target_prio, &cpus, &mut tally);
-    let mut parts: Vec<LatenessPart> = tally
-        .parts
-        .into_iter()
-        .map(|((kind, name, pid), (ns, detail))| LatenessPart {
-            kind,
-            name,
-            pid,
-            ns,
-            detail,
-        })
-        .collect();
-    parts.sort_by(|left, right| right.ns.cmp(&left.ns).then(left.kind.cmp(&right.kind)));
-    parts
+    tally.timeline
 }
 
 /// The largest part that kept a thread from its work, over the accounts of an event.
@@ -383,8 +493,6 @@ pub fn cause_sentence(accounts: &[ThreadAccount], window_ns: u64) -> (String, La
     }
 }
 
-/// How far before a window the events are replayed from, to know each thread's state.
-const LOOKBACK_NS: u64 = 250_000_000;
 /// How many underruns and deadline misses are explained (the first ones).
 pub const EXPLAINED_KEPT: usize = 200;
 
@@ -441,11 +549,17 @@ impl Tracer {
                 continue;
             };
             if comm.trim().starts_with("rtlab-competito") {
-                let policy = rtlab_sys::sched::thread_policy(tid)
-                    .map(|policy| format!("{} {}", policy.name(), policy.priority_or_nice()))
-                    .unwrap_or_default();
-                self.names
-                    .insert(tid, format!("competitor[{tid}] {policy}").trim().to_owned());
+                let policy = rtlab_sys::sched::thread_policy(tid).ok();
+                let label = policy.map_or_else(String::new, |policy| {
+                    format!("{} {}", policy.name(), policy.priority_or_nice())
+                });
+                self.names.insert(
+                    tid,
+                    (
+                        format!("competitor[{tid}] {label}").trim().to_owned(),
+                        policy.map(kernel_prio),
+                    ),
+                );
             }
         }
     }
@@ -475,21 +589,6 @@ impl Tracer {
         (events, lost)
     }
 
-    fn account_of(
-        &self,
-        thread: &str,
-        tid: u32,
-        start_ns: u64,
-        end_ns: u64,
-        events: &[TraceEvent],
-    ) -> ThreadAccount {
-        ThreadAccount {
-            thread: thread.to_owned(),
-            tid,
-            parts: account(events, tid, start_ns, end_ns, &self.names),
-        }
-    }
-
     /// After the run: drains the rings and explains the first underruns of every device and
     /// deadline misses of every thread. Returns them and the warnings (lost events).
     pub fn explain_run(
@@ -507,14 +606,33 @@ impl Tracer {
         }
         self.sample_steal();
         for (thread, spec) in threads.iter().zip(&workload.threads) {
-            self.names.insert(thread.tid, spec.name.clone());
+            let prio = match spec.reserve {
+                Some(_) => None,
+                None => Some(kernel_prio(spec.policy)),
+            };
+            self.names.insert(thread.tid, (spec.name.clone(), prio));
         }
         for device in devices {
             self.names
-                .insert(device.tid, format!("device {}", device.name));
+                .insert(device.tid, (format!("device {}", device.name), None));
         }
+        // One pass per thread over the whole recording: its state is known at every window.
+        let (events, any_lost) = self.events(0, u64::MAX);
+        let first_ns = events.first().map_or(start_ns, |event| event.timestamp_ns);
+        let last_ns = events.last().map_or(start_ns, |event| event.timestamp_ns);
+        let mut timelines: BTreeMap<u32, Vec<TimedPart>> = BTreeMap::new();
+        let names = &self.names;
+        let mut account_of = |name: &str, tid: u32, start: u64, end: u64| {
+            let timeline = timelines
+                .entry(tid)
+                .or_insert_with(|| timeline(&events, tid, first_ns, last_ns, names));
+            ThreadAccount {
+                thread: name.to_owned(),
+                tid,
+                parts: sum_window(timeline, start, end),
+            }
+        };
         let mut explained = Vec::new();
-        let mut any_lost = false;
         for device in devices {
             let Some(ring) = workload
                 .rings
@@ -531,12 +649,10 @@ impl Tracer {
                 }
                 let end = start_ns + event.at_ns;
                 let start = end.saturating_sub(window_ns).max(start_ns);
-                let (events, lost) = self.events(start.saturating_sub(LOOKBACK_NS), end);
-                any_lost |= lost;
                 let mut accounts: Vec<ThreadAccount> = chain
                     .iter()
                     .filter_map(|&thread| threads.get(thread))
-                    .map(|thread| self.account_of(&thread.name, thread.tid, start, end, &events))
+                    .map(|thread| account_of(&thread.name, thread.tid, start, end))
                     .collect();
                 accounts.sort_by_key(|account| {
                     std::cmp::Reverse(
@@ -549,16 +665,34 @@ impl Tracer {
                     )
                 });
                 let device_late_ns = device.underrun_device_late_ns.get(index).copied();
-                let (mut cause, mut cause_kind) = cause_sentence(&accounts, end - start);
-                if let Some(late) = device_late_ns.filter(|late| *late >= device.buffer_period.0) {
-                    cause = format!(
-                        "the device thread itself took the buffer {:.1} ms late; {cause}",
-                        late as f64 / 1e6
-                    );
-                    if !cause_kind.is_cause() {
-                        cause_kind = LatenessKind::Throttled;
+                let (cause, cause_kind) = match device_late_ns
+                    .filter(|late| *late >= device.buffer_period.0)
+                {
+                    // The device thread itself was held past a period (a sound card is not):
+                    // its own account says by what.
+                    Some(late) => {
+                        let account = account_of(
+                            &format!("device {}", device.name),
+                            device.tid,
+                            end,
+                            end + late,
+                        );
+                        let (cause, kind) = cause_sentence(std::slice::from_ref(&account), late);
+                        accounts.insert(0, account);
+                        (
+                            format!(
+                                "the device thread took the buffer {:.1} ms late: {cause}",
+                                late as f64 / 1e6
+                            ),
+                            if kind.is_cause() {
+                                kind
+                            } else {
+                                LatenessKind::Unseen
+                            },
+                        )
                     }
-                }
+                    None => cause_sentence(&accounts, end - start),
+                };
                 explained.push(rtlab_core::ExplainedEvent {
                     kind: "underrun".into(),
                     source: device.name.clone(),
@@ -590,9 +724,7 @@ impl Tracer {
                 };
                 let start = start_ns + event.at_ns;
                 let end = start + deadline.0 + event.late_ns.unwrap_or(0);
-                let (events, lost) = self.events(start.saturating_sub(LOOKBACK_NS), end);
-                any_lost |= lost;
-                let accounts = vec![self.account_of(&thread.name, thread.tid, start, end, &events)];
+                let accounts = vec![account_of(&thread.name, thread.tid, start, end)];
                 let (cause, cause_kind) = cause_sentence(&accounts, end - start);
                 explained.push(rtlab_core::ExplainedEvent {
                     kind: "deadline_miss".into(),
@@ -744,7 +876,7 @@ mod tests {
             switch(8_000_000, 1, 9, 0, 7, 89, "producer"),
             switch(9_000_000, 1, 7, 1, 0, 120, "swapper/1"),
         ];
-        let names = KnownNames::from([(9, "competitor fifo:50@1".to_owned())]);
+        let names = KnownNames::from([(9, ("competitor fifo:50@1".to_owned(), Some(49)))]);
         let parts = account(&events, 7, 1_000_000, 10_000_000, &names);
         let total: u64 = parts.iter().map(|part| part.ns).sum();
         assert_eq!(total, 9_000_000);
