@@ -19,6 +19,7 @@
 //! for a target), `verdict.rs` (suitable or not, per application class), `selection.rs` (which
 //! series of a record a forecast reads), `words.rs` (the sentences the JSON carries).
 
+mod backlog;
 mod buffers;
 mod model;
 mod selection;
@@ -27,6 +28,7 @@ mod tests;
 mod verdict;
 mod words;
 
+pub use backlog::{expected_underruns_per_period, per_period_underruns, underruns_after_stall};
 pub use buffers::{buffer_table, default_periods, least_buffering};
 pub use model::{
     forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Exceedance, Forecast,

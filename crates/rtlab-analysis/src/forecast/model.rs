@@ -125,6 +125,11 @@ pub struct Forecast {
     pub mttf_ci_s: [Option<f64>; 2],
     pub basis: Basis,
     pub model: Model,
+    /// Underruns per second when every stall's backlog must be produced too (the backlog model,
+    /// `forecast::backlog`), each sample taken as one stall; `None` when the histogram is
+    /// empty, or a stall longer than the slack never recovers (`c ≥ t`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backlog_underruns_per_s: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -192,6 +197,11 @@ pub fn forecast(
         mttf_ci_s,
         basis,
         model,
+        backlog_underruns_per_s: super::backlog::expected_underruns_per_period(
+            evidence.histogram,
+            &config,
+        )
+        .map(|per_period| per_period / config.buffer_period.as_secs_f64()),
     };
     let mttf_of = |probability: f64| {
         if probability > 0.0 {

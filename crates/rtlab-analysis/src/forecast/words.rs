@@ -152,6 +152,7 @@ mod tests {
             mttf_ci_s,
             basis,
             model: Model::PerPeriod,
+            backlog_underruns_per_s: None,
         }
     }
 
