@@ -110,6 +110,9 @@ fn describe_prio(prio: i32) -> String {
     }
 }
 
+/// What parts are summed by: kind, name and pid.
+type PartKey = (LatenessKind, String, Option<u32>);
+
 /// One stretch of a thread's time with one part (kind, name, pid, detail).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimedPart {
@@ -163,8 +166,7 @@ impl Tally {
 /// Sums a thread's timeline over [`start_ns`, `end_ns`]: the parts, largest first, adding up to
 /// the window (time the timeline does not cover is `unseen`).
 pub fn sum_window(timeline: &[TimedPart], start_ns: u64, end_ns: u64) -> Vec<LatenessPart> {
-    let mut sums: BTreeMap<(LatenessKind, String, Option<u32>), (u64, Option<String>)> =
-        BTreeMap::new();
+    let mut sums: BTreeMap<PartKey, (u64, Option<String>)> = BTreeMap::new();
     let first = timeline.partition_point(|part| part.start_ns + part.ns <= start_ns);
     let mut covered = 0;
     for part in timeline[first..]
