@@ -1,7 +1,8 @@
 #!/bin/sh
 # Forecast against reality (issue 14, Deliver 6): a buffered workload — a producer of n buffers of
-# t, c of CPU per buffer, feeding a device — runs beside a probe thread of its own priority on its
-# CPU (the probe is measured at the same time, in the same record: `probe/wakeup`) while a FIFO
+# t, c of CPU per buffer, feeding a device — runs beside a probe thread one priority above it on
+# its CPU (so the probe sees what delays the producer but not the producer's own work; measured at
+# the same time, in the same record: `probe/wakeup`) while a FIFO
 # 40 "staller" takes the CPU for S = 40 ms every 500 ms. For every (n, t, c) it puts the
 # underruns the device really had beside what `rtlab forecast` predicts from the probe's series:
 # the per-period model (D / MTTF) and the backlog model (backlog_underruns_per_s · D).
@@ -33,7 +34,7 @@ produces = "card"
 [[thread]]
 name = "probe"
 policy = "fifo"
-priority = 20
+priority = 21
 cpus = "$CPU"
 period = "${t_us}us"
 offset = "100us"

@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-core",
             "rtlab-sys",
             "rtlab-probe",
+            "rtlab-trace",
             "rtlab-sched",
             "rtlab-client",
             "rtlab-session",
