@@ -785,6 +785,15 @@ pub fn feeding_threads(workload: &crate::Workload, ring: usize) -> Vec<usize> {
     chain
 }
 
+/// The explained underruns alone (the study prints its glitches, not the UI thread's misses).
+pub fn underruns_only(explained: &[rtlab_core::ExplainedEvent]) -> Vec<rtlab_core::ExplainedEvent> {
+    explained
+        .iter()
+        .filter(|event| event.kind == "underrun")
+        .cloned()
+        .collect()
+}
+
 /// The explained events as text, one block each: the cause in words, then the largest parts of
 /// each thread's account (at most `limit` events; the rest are counted).
 pub fn render(explained: &[rtlab_core::ExplainedEvent], limit: usize) -> String {

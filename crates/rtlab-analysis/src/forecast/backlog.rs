@@ -30,7 +30,9 @@ pub fn underruns_after_stall(config: &BufferConfig, stall_ns: u64) -> Option<u64
         return Some(0);
     }
     let period = config.buffer_period.0;
-    let gain = period.checked_sub(config.compute.0).filter(|gain| *gain > 0)?;
+    let gain = period
+        .checked_sub(config.compute.0)
+        .filter(|gain| *gain > 0)?;
     Some((excess as u128).div_ceil(u128::from(gain)) as u64)
 }
 

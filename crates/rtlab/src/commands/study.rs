@@ -78,14 +78,14 @@ fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
         }
         eprint!("experiment {} on CPU {cpu}… ", experiment.number);
         let mut outcome =
-            study::run_experiment(experiment, args.duration, cpu, args.explain, &stop).map_err(|error| {
-                match &error {
+            study::run_experiment(experiment, args.duration, cpu, args.explain, &stop).map_err(
+                |error| match &error {
                     study::StudyError::Run { source, .. } if source.is_input() => {
                         crate::exit::input(error)
                     }
                     _ => anyhow::Error::new(error),
-                }
-            })?;
+                },
+            )?;
         eprintln!("{} glitches", outcome.underruns);
         if let Some(directory) = &args.wav_dir {
             let path = directory.join(format!("experiment-{}.wav", experiment.number));
@@ -101,9 +101,10 @@ fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
             for granted in &outcome.granted {
                 println!("granted in {}: {granted}", outcome.experiment);
             }
-            if !outcome.explained.is_empty() {
+            let glitches = rtlab_workload::explain::underruns_only(&outcome.explained);
+            if !glitches.is_empty() {
                 println!("experiment {}:", outcome.experiment);
-                print!("{}", rtlab_workload::explain::render(&outcome.explained, 6));
+                print!("{}", rtlab_workload::explain::render(&glitches, 6));
             }
         }
         if let Some(directory) = &args.wav_dir {

@@ -107,7 +107,11 @@ pub fn write_outcome(out: &mut impl Write, record: &RunRecord) -> std::io::Resul
             }
         )?;
     }
-    write!(out, "{}", rtlab_workload::explain::render(&outcome.explained, 12))?;
+    write!(
+        out,
+        "{}",
+        rtlab_workload::explain::render(&outcome.explained, 12)
+    )?;
     for warning in &record.warnings {
         writeln!(out, "warning: {warning}")?;
     }
