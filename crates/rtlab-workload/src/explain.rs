@@ -305,7 +305,14 @@ pub fn timeline(
             return;
         }
         if matches!(target, TargetState::Running(_)) {
-            tally.add(from, LatenessKind::Ran, "ran".into(), None, None, duration);
+            tally.add(
+                from,
+                LatenessKind::Ran,
+                "own work".into(),
+                None,
+                None,
+                duration,
+            );
             return;
         }
         match (&state.running, target_prio) {
