@@ -847,7 +847,7 @@ impl RunningProbe {
                     missed: recorder.missed,
                     max_per_second: recorder.max_per_second(measured_ns),
                     peaks: recorder.peaks(),
-                    histogram: recorder.into_histogram(),
+                    histogram: recorder.histogram,
                 }
             })
             .collect();

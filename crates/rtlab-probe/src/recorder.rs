@@ -1,12 +1,6 @@
 //! Per-series recording: histogram, per-second maxima, the largest samples with their times,
 //! and the live counters the progress bar reads. Allocation happens once, in `new`; `record`
 //! never allocates, locks or makes a syscall.
-//!
-//! Samples enter the histogram in batches of [`BATCH`]: a histogram's counts span 200 KiB, and
-//! the count a sample increments is on a cache line (and often a page) that the 1 ms of sleep
-//! before it evicted, so recording one sample at a time waited on a cold load per sample and
-//! series — most of what recording cost (perf annotate: 87 % of `record_n` on that one load).
-//! A batch's increments are independent, so their loads overlap, and they share the TLB walks.
 
 use rtlab_core::{LatencyHistogram, Peak};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,19 +97,10 @@ pub struct LiveCounters {
     pub max_ns: AtomicU64,
 }
 
-/// How many samples wait before they enter the histogram together. Small, so that a batch
-/// (tens of ns per sample) adds no latency to the next wake-up even at the shortest period.
-const BATCH: usize = 16;
-
 /// Everything one series records.
 #[derive(Debug)]
 pub struct Recorder {
-    /// Every sample but the `batched` ones still in `batch`.
-    histogram: LatencyHistogram,
-    batch: [u64; BATCH],
-    batched: usize,
-    /// Samples recorded, batched or not.
-    count: u64,
+    pub histogram: LatencyHistogram,
     max_per_second: Vec<u64>,
     /// The second being measured, `[start, end)` ns after measurement started, and its maximum so
     /// far: kept here, on the recorder's own cache line, and written to `max_per_second` when the
@@ -147,9 +132,6 @@ impl Recorder {
         let max_per_second = vec![0; seconds + 1];
         Recorder {
             histogram: LatencyHistogram::new(),
-            batch: [0; BATCH],
-            batched: 0,
-            count: 0,
             max_per_second,
             second_index: NO_SECOND,
             second_start_ns: 0,
@@ -179,35 +161,21 @@ impl Recorder {
     /// Records one sample taken `at_ns` after measurement started.
     #[inline]
     pub fn record(&mut self, value_ns: u64, at_ns: u64) {
-        // `batched < BATCH` always: a full batch is emptied at once.
-        self.batch[self.batched] = value_ns;
-        self.batched += 1;
-        if self.batched == BATCH {
-            self.flush_batch();
-        }
-        self.count += 1;
+        self.histogram.record(value_ns);
         if (self.second_start_ns..self.second_end_ns).contains(&at_ns) {
             self.second_max_ns = self.second_max_ns.max(value_ns);
         } else {
             self.enter_second(value_ns, at_ns);
         }
         self.peaks.offer(value_ns, at_ns);
-        if self.count.is_multiple_of(LIVE_COUNT_EVERY) {
-            self.live.samples.store(self.count, Ordering::Relaxed);
+        let count = self.histogram.count();
+        if count.is_multiple_of(LIVE_COUNT_EVERY) {
+            self.live.samples.store(count, Ordering::Relaxed);
         }
         if value_ns > self.published_max_ns {
             self.published_max_ns = value_ns;
             self.live.max_ns.store(value_ns, Ordering::Relaxed);
         }
-    }
-
-    /// Moves the batched samples into the histogram.
-    #[inline(never)]
-    fn flush_batch(&mut self) {
-        for value_ns in &self.batch[..self.batched] {
-            self.histogram.record(*value_ns);
-        }
-        self.batched = 0;
     }
 
     /// A sample outside the current second: the finished second's maximum goes to the table.
@@ -247,19 +215,7 @@ impl Recorder {
 
     /// Samples recorded so far.
     pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    /// The histogram of every sample recorded so far.
-    pub fn histogram(&mut self) -> &LatencyHistogram {
-        self.flush_batch();
-        &self.histogram
-    }
-
-    /// The histogram of every sample recorded, for the series' result.
-    pub fn into_histogram(mut self) -> LatencyHistogram {
-        self.flush_batch();
-        self.histogram
+        self.histogram.count()
     }
 
     /// The kept peaks, largest first.
@@ -337,7 +293,7 @@ mod tests {
         recorder.record(50, 3_000_000_000);
         assert_eq!(recorder.beyond_table, 1);
         assert_eq!(recorder.max_per_second(3_000_000_000), vec![0, 0, 40]);
-        assert_eq!(recorder.histogram().count(), 2);
+        assert_eq!(recorder.histogram.count(), 2);
         // Peaks keep every sample, inside the table or not.
         assert_eq!(recorder.peaks().len(), 2);
     }
@@ -346,7 +302,7 @@ mod tests {
     fn a_zero_latency_is_a_sample_like_any_other() {
         let mut recorder = recorder(1, 2);
         recorder.record(0, 0);
-        assert_eq!(recorder.histogram().count(), 1);
+        assert_eq!(recorder.histogram.count(), 1);
         assert_eq!(
             recorder.peaks(),
             vec![Peak {
@@ -384,7 +340,7 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(recorder.histogram().count(), 7);
+        assert_eq!(recorder.histogram.count(), 7);
     }
 
     #[test]
@@ -398,7 +354,7 @@ mod tests {
         assert_eq!(recorder.max_per_second(3_000_000_000), vec![30, 20, 5]);
         assert_eq!(recorder.max_per_second(1_500_000_000), vec![30, 20]);
         assert_eq!(recorder.beyond_table, 1);
-        assert_eq!(recorder.histogram().count(), 5);
+        assert_eq!(recorder.histogram.count(), 5);
     }
 
     /// Prefaulting writes memory, never data: a prefaulted recorder records exactly what a
@@ -421,35 +377,9 @@ mod tests {
             touched.max_per_second(3_000_000_000),
             plain.max_per_second(3_000_000_000)
         );
-        assert_eq!(touched.histogram().count(), plain.histogram().count());
-        assert_eq!(touched.histogram().max(), plain.histogram().max());
+        assert_eq!(touched.histogram.count(), plain.histogram.count());
+        assert_eq!(touched.histogram.max(), plain.histogram.max());
         assert_eq!(touched.peaks.buffer.capacity(), capacity);
-    }
-
-    proptest! {
-        /// Batching changes when a sample enters the histogram, never what the histogram holds:
-        /// after any number of samples (a whole number of batches or not) it equals a histogram
-        /// that recorded each sample at once, exact sums and extremes included.
-        #[test]
-        fn batched_samples_all_reach_the_histogram(
-            values in proptest::collection::vec(0u64..5_000_000, 0..100),
-        ) {
-            let mut recorder = recorder(1, 4);
-            let mut direct = LatencyHistogram::new();
-            for (index, value) in values.iter().enumerate() {
-                recorder.record(*value, index as u64);
-                direct.record(*value);
-                prop_assert_eq!(recorder.count(), index as u64 + 1);
-            }
-            prop_assert_eq!(recorder.histogram().summary(), direct.summary());
-            prop_assert_eq!(recorder.histogram().buckets(), direct.buckets());
-            // Asking twice flushes nothing twice.
-            prop_assert_eq!(recorder.histogram().count(), values.len() as u64);
-            let histogram = recorder.into_histogram();
-            prop_assert_eq!(histogram.summary(), direct.summary());
-            prop_assert_eq!(histogram.mean().to_bits(), direct.mean().to_bits());
-            prop_assert_eq!(histogram.stddev().to_bits(), direct.stddev().to_bits());
-        }
     }
 
     #[test]

@@ -332,7 +332,7 @@ impl RunningWindowsProbe {
                             max_per_second: recorder.max_per_second(measured_ns),
                             peaks: recorder.peaks(),
                             missed: recorder.missed,
-                            histogram: recorder.into_histogram(),
+                            histogram: recorder.histogram,
                         });
                     }
                 }
