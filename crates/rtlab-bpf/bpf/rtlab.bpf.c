@@ -250,6 +250,8 @@ const volatile __u64 cpu_mask[4] = {};
 const volatile __u64 hrtimer_wakeup_function = 0;
 /* enum clock_policy. */
 const volatile __u32 clock_policy = CLOCK_WHILE_PENDING;
+/* 1: every episode copies the whole window (only to measure what the tails save). */
+const volatile __u32 whole_window_episodes = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -488,9 +490,10 @@ static __always_inline void send_episode(struct measured *m, struct window *wind
 {
 	__u64 next = window->next;
 	__u64 n = next - m->start_seq;
-	if (m->cpu == cpu && m->start_seq != 0 && n <= TAIL_SMALL_EVENTS) {
+	bool tail = !whole_window_episodes && m->cpu == cpu && m->start_seq != 0;
+	if (tail && n <= TAIL_SMALL_EVENTS) {
 		SEND_TAIL(episode_small, TAIL_SMALL_EVENTS);
-	} else if (m->cpu == cpu && m->start_seq != 0 && n <= TAIL_LARGE_EVENTS) {
+	} else if (tail && n <= TAIL_LARGE_EVENTS) {
 		SEND_TAIL(episode_large, TAIL_LARGE_EVENTS);
 	} else {
 		struct episode *episode = bpf_ringbuf_reserve(&records, sizeof(struct episode), 0);

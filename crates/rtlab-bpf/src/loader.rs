@@ -131,6 +131,9 @@ pub struct BpfConfig {
     /// Which events read the clock (the default is the cheapest; the others exist to measure what
     /// each saving is worth).
     pub clock: ClockPolicy,
+    /// Every episode copies the whole 1024-event window instead of its tail (only to measure
+    /// what the tails save in ring space and lost episodes).
+    pub whole_window_episodes: bool,
 }
 
 /// Which events read the clock (`bpf_ktime_get_ns`), the C `enum clock_policy`.
@@ -273,12 +276,14 @@ impl BpfRecorder {
         }
         let hrtimer_wakeup = kernel_symbol("hrtimer_wakeup")?;
         let clock_policy = config.clock.c_value();
+        let whole_window_episodes = u32::from(config.whole_window_episodes);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .map_max_entries("windows", possible_cpus as u32)
             .override_global("cpu_mask", &cpu_mask, true)
             .override_global("hrtimer_wakeup_function", &hrtimer_wakeup, true)
             .override_global("clock_policy", &clock_policy, true)
+            .override_global("whole_window_episodes", &whole_window_episodes, true)
             .load(OBJECT)
             .map_err(|error| BpfError::Load(chain(&error)))?;
         let mut thresholds: Array<MapData, u64> = Array::try_from(

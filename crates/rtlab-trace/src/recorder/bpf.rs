@@ -27,8 +27,8 @@ use crate::event::{Comm, EventKind, EventSet, TraceEvent};
 use crate::symbols::KernelSymbols;
 use rtlab_bpf::records::bucket_lower_bound_ns;
 use rtlab_bpf::{
-    BpfConfig, BpfError, BpfRecorder, ClockPolicy, EpisodeRecord, RawKind, Record, HISTOGRAM_BUCKETS,
-    VECTOR_NAMES,
+    BpfConfig, BpfError, BpfRecorder, ClockPolicy, EpisodeRecord, RawKind, Record,
+    HISTOGRAM_BUCKETS, VECTOR_NAMES,
 };
 use rtlab_core::Episode;
 use std::collections::VecDeque;
@@ -105,6 +105,7 @@ impl BpfExplainer {
                 .ok()
                 .and_then(|text| ClockPolicy::parse(&text))
                 .unwrap_or_default(),
+            whole_window_episodes: std::env::var_os("RTLAB_BPF_WHOLE_WINDOW").is_some(),
         })?;
         let thresholds: Arc<Vec<AtomicU64>> = Arc::new(
             config
@@ -656,6 +657,9 @@ fn run_bpf_explainer(
         episodes_unclaimed: unmatched_kernel,
         samples: counters.samples,
         clock_reads: counters.clock_reads,
+        untimed_events: counters.untimed_events,
+        tail_episodes: counters.tail_episodes,
+        episodes_lost: counters.episodes_lost,
     });
     Ok(report)
 }
