@@ -495,6 +495,25 @@ pub fn loaded_program_names() -> Result<Vec<String>, BpfError> {
         .collect()
 }
 
+/// Every loaded program whose name starts with [`PROGRAM_PREFIX`] (any process's): its name (as
+/// the kernel keeps it, 15 characters), run count and total run time in ns, for measuring what
+/// another rtlab process's programs cost (counted only while [`RunTimeStats`] is on).
+pub fn loaded_program_costs() -> Result<Vec<(String, u64, u64)>, BpfError> {
+    let mut costs = Vec::new();
+    for info in aya::programs::loaded_programs() {
+        let info = info.map_err(|error| BpfError::Load(chain(&error)))?;
+        let name = info.name_as_str().unwrap_or("");
+        if name.starts_with(PROGRAM_PREFIX) {
+            costs.push((
+                name.to_owned(),
+                info.run_count(),
+                info.run_time().as_nanos() as u64,
+            ));
+        }
+    }
+    Ok(costs)
+}
+
 /// The ids of every BPF program loaded in the kernel now.
 pub fn loaded_program_ids() -> Result<Vec<u32>, BpfError> {
     aya::programs::loaded_programs()
