@@ -355,7 +355,7 @@ impl BpfRecorder {
             histograms,
             counters,
             attached,
-            ebpf: ebpf,
+            ebpf,
         })
     }
 
