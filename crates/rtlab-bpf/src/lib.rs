@@ -19,8 +19,9 @@ mod loader;
 pub mod records;
 
 pub use loader::{
-    loaded_program_costs, loaded_program_ids, loaded_program_names, program_ids_of_process, BpfConfig, BpfError,
-    BpfRecorder, ClockPolicy, Counters, ProgramCost, RunTimeStats, PROGRAM_PREFIX,
+    loaded_program_costs, loaded_program_ids, loaded_program_names, program_ids_of_process,
+    BpfConfig, BpfError, BpfRecorder, ClockPolicy, Counters, ProgramCost, RunTimeStats,
+    PROGRAM_PREFIX,
 };
 pub use records::{
     decode_record, ContextEntry, EpisodeRecord, RawEvent, RawKind, Record, RecordError,

@@ -32,7 +32,10 @@ fn main() {
     let give_up = Instant::now() + Duration::from_secs(30);
     let mut before = snapshot();
     while before.is_empty() {
-        assert!(Instant::now() < give_up, "no rtlab BPF program loaded within 30 s");
+        assert!(
+            Instant::now() < give_up,
+            "no rtlab BPF program loaded within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
         before = snapshot();
     }
@@ -42,9 +45,6 @@ fn main() {
         let (runs_before, ns_before) = before.get(name).copied().unwrap_or((0, 0));
         let runs = runs - runs_before;
         let ns = ns - ns_before;
-        println!(
-            "{name} {runs} {ns} {:.1}",
-            ns as f64 / runs.max(1) as f64
-        );
+        println!("{name} {runs} {ns} {:.1}", ns as f64 / runs.max(1) as f64);
     }
 }
