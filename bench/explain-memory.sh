@@ -6,6 +6,8 @@
 #
 # usage: bench/explain-memory.sh [DURATION=10m] [RECORDER=bpf]   (needs root; run under
 #        flock /work/measure.lock)
+#        RUN_FLAGS="--explain-above 50us" bench/explain-memory.sh …  (extra run flags, e.g. a low
+#        fixed threshold, so the episode cap is reached and exercised)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10m}
@@ -14,7 +16,7 @@ rtlab=${RTLAB:-target/release/rtlab}
 out=bench/out/explain-memory-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 [ -x "$rtlab" ] || cargo build --release -p rtlab
-"$rtlab" run --explain --explain-recorder "$recorder" --duration "$duration" --no-store \
+"$rtlab" run --explain --explain-recorder "$recorder" --duration "$duration" --no-store ${RUN_FLAGS:-} \
     --json "$out/run.json" > "$out/run.txt" &
 pid=$!
 start=$(date +%s)
@@ -44,8 +46,10 @@ if n >= 3:
           f"projected at 8 h: {(last_k + slope * (8 * 3600 - last_s)) / 1024:.1f} MiB")
 record = json.load(open(f"{out}/run.json"))
 explain = record["config"].get("explain", {})
-print(f"series {len(record['series'])}, episodes kept {len(record['episodes'])}, "
-      f"not kept {explain.get('episodes_not_kept')}, recorder {explain.get('recorder')}, "
-      f"lost {explain.get('lost_events')}")
+trace = record["config"].get("explain_trace") or {}
+print(f"series {len(record['series'])}, late samples {trace.get('late_samples')}, "
+      f"episodes kept {len(record['episodes'])}, not kept {explain.get('episodes_not_kept')}, "
+      f"summarised causes {len(explain.get('summarised_causes', []))}, "
+      f"recorder {explain.get('recorder')}, lost {explain.get('lost_events')}")
 PY
 echo "raw: $out"

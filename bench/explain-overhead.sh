@@ -4,8 +4,10 @@
 # The same run plain and with --explain through each recorder and event set, interleaved
 # plain/bpf/tracefs/…, plain/bpf/tracefs/… so drifting background load hits every mode alike.
 # Modes: plain; bpf, bpf-full (--explain-recorder bpf, standard/full events); tracefs,
-# tracefs-full (--explain-recorder tracefs; `standard` and `full` are their old names); bpf-clock
-# (bpf reading the clock on every event, RTLAB_BPF_CLOCK_EVERY_EVENT=1). Runs: every online CPU, rt-high/rt-mid/normal classes, 1 ms period, default threshold (each
+# tracefs-full (--explain-recorder tracefs; `standard` and `full` are their old names); bpf-reuse
+# and bpf-every (the clock read on every event but the timer's own two, or on every event:
+# RTLAB_BPF_CLOCK=reuse|every), bpf-window (every episode the whole window,
+# RTLAB_BPF_WHOLE_WINDOW=1). Runs: every online CPU, rt-high/rt-mid/normal classes, 1 ms period, default threshold (each
 # series' p99.9). Per run it prints the median over CPUs of the rt-high and normal wake-up p50 and
 # p99 (µs), the episodes explained and the events recorded (tracefs: decoded; BPF: counted in the
 # kernel). The shift of a mode is the median,
@@ -31,22 +33,36 @@ for round in $(seq 1 "$rounds"); do
         plain) ;;
         bpf) flags=(--explain --explain-recorder bpf) ;;
         bpf-full) flags=(--explain --explain-recorder bpf --explain-events full) ;;
-        # What reusing the timer tracepoint's time saves: the same with a clock read on every event.
-        bpf-clock) flags=(--explain --explain-recorder bpf) ;;
+        # What each clock saving and the episode tails are worth.
+        bpf-reuse | bpf-every | bpf-window) flags=(--explain --explain-recorder bpf) ;;
         tracefs | standard) flags=(--explain --explain-recorder tracefs) ;;
         tracefs-full | full) flags=(--explain --explain-recorder tracefs --explain-events full) ;;
         *) echo "unknown mode $mode" >&2; exit 2 ;;
         esac
         # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
-        clock=()
-        [ "$mode" = bpf-clock ] && clock=(env RTLAB_BPF_CLOCK_EVERY_EVENT=1)
+        clock=(env)
+        [ "$mode" = bpf-reuse ] && clock=(env RTLAB_BPF_CLOCK=reuse)
+        [ "$mode" = bpf-every ] && clock=(env RTLAB_BPF_CLOCK=every)
+        [ "$mode" = bpf-window ] && clock=(env RTLAB_BPF_WHOLE_WINDOW=1)
         "${clock[@]}" "$rtlab" run --duration "${seconds}s" --warmup 1s --no-store ${RUN_FLAGS:-} "${flags[@]}" \
             --json "$out/$mode-$round.json" > "$out/$mode-$round.txt"
     done
 done
 python3 - "$out" "$rounds" $modes <<'PY'
-import json, statistics, sys
+import json, math, statistics, sys
 out, rounds, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def interval(values):
+    # The sign test's 95 % interval for a median: order statistics k and n + 1 - k, k the
+    # largest with P(Binomial(n, 1/2) < k) <= 2.5 %.
+    values = sorted(values)
+    n = len(values)
+    k, cumulative = 0, 0.0
+    for j in range(n):
+        cumulative += math.comb(n, j) / 2 ** n
+        if cumulative > 0.025:
+            break
+        k = j + 1
+    return (values[0], values[-1]) if k == 0 else (values[k - 1], values[n - k])
 def mode_of(path):
     return path.rsplit("/", 1)[1].rsplit("-", 1)[0]
 def recorder_of(path):
@@ -89,9 +105,11 @@ if "plain" in rows:
                 continue
             ratios = sorted(after / before for after, before in pairs)
             quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            low, high = interval(ratios)
             mean_shift = statistics.mean(a for a, _ in pairs) / statistics.mean(b for _, b in pairs) - 1
             print(f"{mode} {key}: paired shift median {100 * (statistics.median(ratios) - 1):+.1f} % "
-                  f"(quartiles {100 * (quartiles[0] - 1):+.1f} … {100 * (quartiles[2] - 1):+.1f} %), "
+                  f"(95 % interval {100 * (low - 1):+.1f} … {100 * (high - 1):+.1f} %; "
+                  f"quartiles {100 * (quartiles[0] - 1):+.1f} … {100 * (quartiles[2] - 1):+.1f} %), "
                   f"shift of the means {100 * mean_shift:+.1f} %")
 PY
 echo "raw records: $out"

@@ -11,14 +11,31 @@
  * thread's wake-up starts at its sched_waking. When the thread switches in, the time is stamped;
  * when it next blocks (its sample is taken by then), the latency switch-in − intended is computed,
  * the per-CPU histogram updated, a 40-byte sample record written with BPF_RB_NO_WAKEUP (the irq
- * and thread split), and only when the latency is above the thread's threshold an episode (header
- * plus the CPU's window) is reserved in the ring buffer and user space woken. Failed reservations
- * are counted. Record layouts are mirrored in src/records.rs. */
+ * and thread split), and only when the latency is above the thread's threshold an episode is
+ * reserved in the ring buffer and user space woken. Failed reservations are counted.
+ *
+ * An episode holds the part of the window attribution needs, not all of it: the events since the
+ * CPU's last context switch before the wake-up began (nothing nests across a switch, so the CPU's
+ * state at the intended time is known from there: the task, every interrupt context open), up to
+ * the thread's block. That tail is copied into a record of 64 or 256 events; only when it is
+ * longer, or the thread moved CPU, is the whole window copied.
+ *
+ * Clock reads: the timer tracepoint carries the expiry's time, and a measured thread's waking
+ * inside its own timer callback reuses it. While no measured wake-up is pending on a CPU, the
+ * events that cannot change what attribution says about the time before a timer fires (a switch
+ * between two ordinary tasks, wakings of unmeasured tasks, migrations, work items) take the CPU's
+ * last known time instead of a clock read and are marked (EVENT_TIME_LOWER_BOUND): before the
+ * measured timer fires, attribution names interrupt contexts and tells idle from "a task ran", so
+ * interrupt contexts and switches to or from idle are always timed. Record layouts are mirrored
+ * in src/records.rs. */
 #include "rtlab_bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 #define WINDOW_EVENTS 1024
+/* The two short episode records; a longer tail sends the whole window. */
+#define TAIL_SMALL_EVENTS 64
+#define TAIL_LARGE_EVENTS 256
 #define STACK_DEPTH 6
 #define MAX_SLOTS 64
 #define HISTOGRAM_BUCKETS 320
@@ -40,6 +57,10 @@ enum event_kind {
 	EVENT_VECTOR_EXIT = 14,
 };
 
+/* Or-ed into an event's kind: its time is the CPU's last known time, a lower bound, not a clock
+ * read (see the top of the file). */
+#define EVENT_TIME_LOWER_BOUND 0x8000
+
 /* Vector ids of EVENT_VECTOR_*, indexes into VECTOR_NAMES in src/records.rs. */
 enum vector_id {
 	VECTOR_LOCAL_TIMER = 0,
@@ -56,12 +77,24 @@ enum counter {
 	COUNTER_SAMPLES = 3,
 	COUNTER_SAMPLES_LOST = 4,
 	COUNTER_CLOCK_READS = 5,
+	/* Events stamped with the CPU's last known time instead of a clock read. */
+	COUNTER_UNTIMED = 6,
+	/* Episodes sent as a short tail (64 or 256 events) rather than the whole window. */
+	COUNTER_EPISODES_TAIL = 7,
 	COUNTERS = 8,
 };
 
 enum record_type {
-	RECORD_EPISODE = 1,
+	RECORD_EPISODE = 1, /* header plus the whole window, in slot order */
 	RECORD_SAMPLE = 2,
+	RECORD_EPISODE_TAIL = 3, /* header plus the last `count` events, in sequence order */
+};
+
+/* Which events read the clock (set by the loader; the others measure what each choice saves). */
+enum clock_policy {
+	CLOCK_WHILE_PENDING = 0, /* the default: see the top of the file */
+	CLOCK_REUSE_TRACEPOINT = 1, /* every event reads it but the two that reuse the timer's time */
+	CLOCK_EVERY_EVENT = 2,
 };
 
 struct rtlab_event {
@@ -135,6 +168,12 @@ struct cpu_state {
 
 struct window {
 	__u64 next; /* events ever written; the newest is at (next - 1) % WINDOW_EVENTS */
+	__u64 last_ns; /* the latest time known on this CPU (a clock read or a tracepoint's) */
+	__u64 last_switch_seq; /* sequence number of the latest switch, and the one before */
+	__u64 previous_switch_seq;
+	__u64 last_switch_ns; /* its time (a lower bound when untimed) */
+	__u32 pending; /* measured wake-ups under way on this CPU */
+	__u32 pad;
 	struct rtlab_event events[WINDOW_EVENTS];
 };
 
@@ -150,6 +189,7 @@ struct measured {
 	__u32 pad;
 	struct task_snapshot interrupted;
 	struct context_entry stack[STACK_DEPTH];
+	__u64 start_seq; /* the episode's first event: the CPU's switch before the wake-up began */
 };
 
 struct episode_header {
@@ -164,13 +204,23 @@ struct episode_header {
 	__u64 next;
 	struct task_snapshot interrupted;
 	__u32 depth;
-	__u32 pad;
+	__u32 count; /* RECORD_EPISODE_TAIL: events that follow (sequence numbers next - count ..) */
 	struct context_entry stack[STACK_DEPTH];
 };
 
 struct episode {
 	struct episode_header header;
 	struct rtlab_event events[WINDOW_EVENTS];
+};
+
+struct episode_small {
+	struct episode_header header;
+	struct rtlab_event events[TAIL_SMALL_EVENTS];
+};
+
+struct episode_large {
+	struct episode_header header;
+	struct rtlab_event events[TAIL_LARGE_EVENTS];
 };
 
 struct sample {
@@ -193,13 +243,15 @@ _Static_assert(sizeof(struct context_entry) == 24, "context layout");
 _Static_assert(sizeof(struct episode_header) == 240, "episode header layout");
 _Static_assert(__builtin_offsetof(struct episode_header, stack) == 96, "episode header layout");
 _Static_assert(sizeof(struct sample) == 40, "sample layout");
-_Static_assert(sizeof(struct measured) == 224, "measured layout");
+_Static_assert(sizeof(struct measured) == 232, "measured layout");
 
 /* Set by the loader. */
 const volatile __u64 cpu_mask[4] = {};
 const volatile __u64 hrtimer_wakeup_function = 0;
-/* 1: read the clock on every event (for measuring what reusing the tracepoints' times saves). */
-const volatile __u32 clock_every_event = 0;
+/* enum clock_policy. */
+const volatile __u32 clock_policy = CLOCK_WHILE_PENDING;
+/* 1: every episode copies the whole window (only to measure what the tails save). */
+const volatile __u32 whole_window_episodes = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -264,18 +316,42 @@ static __always_inline bool cpu_measured(__u32 cpu)
 	return (cpu_mask[cpu / 64] >> (cpu % 64)) & 1;
 }
 
-static __always_inline __u64 clock_now(void)
+static __always_inline struct window *window_of(__u32 cpu)
 {
-	count(COUNTER_CLOCK_READS);
-	return bpf_ktime_get_ns();
+	return bpf_map_lookup_elem(&windows, &cpu);
 }
 
-/* The next slot of this CPU's window, or NULL when the CPU is not measured. */
-static __always_inline struct rtlab_event *window_slot(__u32 cpu, __u64 ts, __u16 kind, __s32 pid)
+/* A time the event's CPU now knows exactly: keeps the CPU's last known time. */
+static __always_inline __u64 known_time(struct window *window, __u64 ts)
 {
-	struct window *window = bpf_map_lookup_elem(&windows, &cpu);
-	if (!window)
-		return 0;
+	if (ts > window->last_ns)
+		window->last_ns = ts;
+	return ts;
+}
+
+static __always_inline __u64 clock_now(struct window *window)
+{
+	count(COUNTER_CLOCK_READS);
+	return known_time(window, bpf_ktime_get_ns());
+}
+
+/* The time of an event that matters only while a measured wake-up is pending on this CPU: a
+ * clock read then (or under the other policies), else the CPU's last known time with
+ * EVENT_TIME_LOWER_BOUND or-ed into `*kind`. */
+static __always_inline __u64 time_if_pending(struct window *window, __u16 *kind)
+{
+	if (clock_policy == CLOCK_WHILE_PENDING && window->pending == 0) {
+		count(COUNTER_UNTIMED);
+		*kind |= EVENT_TIME_LOWER_BOUND;
+		return window->last_ns;
+	}
+	return clock_now(window);
+}
+
+/* The next slot of this CPU's window. */
+static __always_inline struct rtlab_event *window_slot(struct window *window, __u64 ts, __u16 kind,
+						       __s32 pid)
+{
 	__u64 index = window->next & (WINDOW_EVENTS - 1);
 	window->next += 1;
 	struct rtlab_event *event = &window->events[index];
@@ -332,19 +408,112 @@ static __always_inline __u32 histogram_bucket(__u64 value)
 	return bucket < HISTOGRAM_BUCKETS ? bucket : HISTOGRAM_BUCKETS - 1;
 }
 
-static __always_inline void copy_state(struct measured *m, struct cpu_state *state, __u32 cpu)
+/* Counts a measured wake-up pending on `cpu` (delta +1) or no longer (-1). */
+static __always_inline void pending_add(__u32 cpu, __s32 delta)
 {
+	struct window *window = window_of(cpu);
+	if (window)
+		__sync_fetch_and_add(&window->pending, (__u32)delta);
+}
+
+/* A measured thread's wake-up begins on `cpu` at `intended_ns`: the CPU's state then, and where
+ * its episode's events will start. */
+static __always_inline void begin_wakeup(struct measured *m, struct cpu_state *state,
+					 struct window *window, __u32 cpu, __u64 intended_ns,
+					 __u64 expired_ns)
+{
+	if (m->pending)
+		pending_add(m->cpu, -1);
+	m->pending = 1;
+	m->intended_ns = intended_ns;
+	m->expired_ns = expired_ns;
+	m->switched_ns = 0;
+	m->preempted = 0;
 	m->cpu = cpu;
 	m->interrupted = state->current;
 	m->depth = state->depth;
 	for (int i = 0; i < STACK_DEPTH; i++)
 		m->stack[i] = state->stack[i];
+	/* From the last switch before the intended time, so the task then and every context
+	 * entered since are in the events. An untimed switch's time is a lower bound: if it really
+	 * came after the intended time, the task before it (the event's prev) ran then, which the
+	 * event carries too; before the timer fires attribution needs no more (idle switches are
+	 * always timed). */
+	bool before = window->last_switch_ns < intended_ns;
+	m->start_seq = before ? window->last_switch_seq : window->previous_switch_seq;
+	__sync_fetch_and_add(&window->pending, 1);
 }
 
-/* The measured thread `tid` blocked again: its wake-up is complete. */
-static __always_inline void finish_wakeup(struct measured *m, __u32 tid, __u32 cpu, __u64 now)
+static __always_inline void fill_header(struct episode_header *header, struct measured *m,
+					__u32 type, __u32 cpu, __u32 tid, __u64 now, __u64 next,
+					__u32 count)
+{
+	header->type = type;
+	header->cpu = cpu;
+	header->tid = tid;
+	header->slot = m->slot;
+	header->intended_ns = m->intended_ns;
+	header->expired_ns = m->expired_ns;
+	header->switched_ns = m->switched_ns;
+	header->blocked_ns = now;
+	header->next = next;
+	header->interrupted = m->interrupted;
+	header->depth = m->depth;
+	header->count = count;
+	for (int i = 0; i < STACK_DEPTH; i++)
+		header->stack[i] = m->stack[i];
+}
+
+/* Sends the last `n` (<= CAP) events of the window as a tail record of type STRUCT. */
+#define SEND_TAIL(STRUCT, CAP)                                                          \
+	do {                                                                            \
+		struct STRUCT *tail = bpf_ringbuf_reserve(&records, sizeof(struct STRUCT), 0); \
+		if (!tail) {                                                            \
+			count(COUNTER_EPISODES_LOST);                                   \
+			return;                                                         \
+		}                                                                       \
+		fill_header(&tail->header, m, RECORD_EPISODE_TAIL, cpu, tid, now, next, n); \
+		__u64 first = next - n;                                                 \
+		for (__u32 i = 0; i < CAP; i++) {                                       \
+			if (i >= n)                                                     \
+				break;                                                  \
+			__u64 index = (first + i) & (WINDOW_EVENTS - 1);                \
+			tail->events[i] = window->events[index];                        \
+		}                                                                       \
+		bpf_ringbuf_submit(tail, BPF_RB_FORCE_WAKEUP);                          \
+		count(COUNTER_EPISODES_TAIL);                                           \
+	} while (0)
+
+/* The late wake-up's episode: the tail since its start when short enough, else the window. */
+static __always_inline void send_episode(struct measured *m, struct window *window, __u32 tid,
+					 __u32 cpu, __u64 now)
+{
+	__u64 next = window->next;
+	__u64 n = next - m->start_seq;
+	bool tail = !whole_window_episodes && m->cpu == cpu && m->start_seq != 0;
+	if (tail && n <= TAIL_SMALL_EVENTS) {
+		SEND_TAIL(episode_small, TAIL_SMALL_EVENTS);
+	} else if (tail && n <= TAIL_LARGE_EVENTS) {
+		SEND_TAIL(episode_large, TAIL_LARGE_EVENTS);
+	} else {
+		struct episode *episode = bpf_ringbuf_reserve(&records, sizeof(struct episode), 0);
+		if (!episode) {
+			count(COUNTER_EPISODES_LOST);
+			return;
+		}
+		fill_header(&episode->header, m, RECORD_EPISODE, cpu, tid, now, next, 0);
+		bpf_probe_read_kernel(episode->events, sizeof(episode->events), window->events);
+		bpf_ringbuf_submit(episode, BPF_RB_FORCE_WAKEUP);
+	}
+	count(COUNTER_EPISODES);
+}
+
+/* The measured thread `tid` blocked again on `cpu`: its wake-up is complete. */
+static __always_inline void finish_wakeup(struct measured *m, struct window *window, __u32 tid,
+					  __u32 cpu, __u64 now)
 {
 	m->pending = 0;
+	pending_add(m->cpu, -1);
 	if (m->switched_ns == 0 || m->switched_ns < m->intended_ns)
 		return;
 	__u64 latency = m->switched_ns - m->intended_ns;
@@ -374,33 +543,8 @@ static __always_inline void finish_wakeup(struct measured *m, __u32 tid, __u32 c
 	bool late = threshold && (latency > *threshold ||
 				  (m->preempted && now - m->intended_ns > *threshold));
 	m->preempted = 0;
-	if (late) {
-		struct window *window = bpf_map_lookup_elem(&windows, &cpu);
-		if (!window)
-			return;
-		struct episode *episode = bpf_ringbuf_reserve(&records, sizeof(struct episode), 0);
-		if (!episode) {
-			count(COUNTER_EPISODES_LOST);
-			return;
-		}
-		episode->header.type = RECORD_EPISODE;
-		episode->header.cpu = cpu;
-		episode->header.tid = tid;
-		episode->header.slot = slot;
-		episode->header.intended_ns = m->intended_ns;
-		episode->header.expired_ns = m->expired_ns;
-		episode->header.switched_ns = m->switched_ns;
-		episode->header.blocked_ns = now;
-		episode->header.next = window->next;
-		episode->header.interrupted = m->interrupted;
-		episode->header.depth = m->depth;
-		episode->header.pad = 0;
-		for (int i = 0; i < STACK_DEPTH; i++)
-			episode->header.stack[i] = m->stack[i];
-		bpf_probe_read_kernel(episode->events, sizeof(episode->events), window->events);
-		bpf_ringbuf_submit(episode, BPF_RB_FORCE_WAKEUP);
-		count(COUNTER_EPISODES);
-	}
+	if (late)
+		send_episode(m, window, tid, cpu, now);
 }
 
 SEC("tp_btf/sched_switch")
@@ -414,44 +558,55 @@ int rtlab_sched_switch(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now();
 	__s32 prev_pid = prev->pid;
 	__s32 next_pid = next->pid;
-	struct rtlab_event *event = window_slot(cpu, ts, EVENT_SWITCH, prev_pid);
-	if (event) {
-		event->sw.prev_pid = prev_pid;
-		event->sw.prev_prio = prev->prio;
-		event->sw.next_pid = next_pid;
-		event->sw.next_prio = next->prio;
-		event->flags = preempt ? 0 : (__u16)prev_state;
-		bpf_probe_read_kernel(event->sw.prev_comm, 16, prev->comm);
-		bpf_probe_read_kernel(event->sw.next_comm, 16, next->comm);
+	/* pid 0 is each CPU's idle task, never a measured thread. */
+	struct measured *prev_measured = 0;
+	struct measured *next_measured = 0;
+	if (prev_pid != 0) {
+		__u32 tid = (__u32)prev_pid;
+		prev_measured = bpf_map_lookup_elem(&measured, &tid);
 	}
+	if (next_pid != 0) {
+		__u32 tid = (__u32)next_pid;
+		next_measured = bpf_map_lookup_elem(&measured, &tid);
+	}
+	__u16 kind = EVENT_SWITCH;
+	__u64 ts;
+	/* Idle against a task, and a measured thread's switches, are always timed. */
+	if (prev_pid == 0 || next_pid == 0 || prev_measured || next_measured)
+		ts = clock_now(window);
+	else
+		ts = time_if_pending(window, &kind);
+	__u64 seq = window->next;
+	struct rtlab_event *event = window_slot(window, ts, kind, prev_pid);
+	event->sw.prev_pid = prev_pid;
+	event->sw.prev_prio = prev->prio;
+	event->sw.next_pid = next_pid;
+	event->sw.next_prio = next->prio;
+	event->flags = preempt ? 0 : (__u16)prev_state;
+	bpf_probe_read_kernel(event->sw.prev_comm, 16, prev->comm);
+	bpf_probe_read_kernel(event->sw.next_comm, 16, next->comm);
+	window->previous_switch_seq = window->last_switch_seq;
+	window->last_switch_seq = seq;
+	window->last_switch_ns = ts;
 	state->current.since = ts;
 	state->current.pid = next_pid;
 	state->current.prio = next->prio;
 	bpf_probe_read_kernel(state->current.comm, 16, next->comm);
 	/* Nothing nests across a switch. */
 	state->depth = 0;
-	/* pid 0 is each CPU's idle task, never a measured thread. */
-	if (prev_pid != 0) {
-		__u32 tid = (__u32)prev_pid;
-		struct measured *m = bpf_map_lookup_elem(&measured, &tid);
-		if (m && m->pending) {
-			if (!preempt && prev_state != 0)
-				finish_wakeup(m, tid, cpu, ts);
-			else if (m->switched_ns != 0)
-				m->preempted = 1;
-		}
+	if (prev_measured && prev_measured->pending) {
+		if (!preempt && prev_state != 0)
+			finish_wakeup(prev_measured, window, (__u32)prev_pid, cpu, ts);
+		else if (prev_measured->switched_ns != 0)
+			prev_measured->preempted = 1;
 	}
-	if (next_pid != 0) {
-		__u32 tid = (__u32)next_pid;
-		struct measured *m = bpf_map_lookup_elem(&measured, &tid);
-		if (m && m->pending && m->switched_ns == 0)
-			m->switched_ns = ts;
-	}
+	if (next_measured && next_measured->pending && next_measured->switched_ns == 0)
+		next_measured->switched_ns = ts;
 	return 0;
 }
 
@@ -462,7 +617,8 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
 	__s32 pid = task->pid;
 	struct measured *m = 0;
@@ -471,29 +627,25 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 		m = bpf_map_lookup_elem(&measured, &tid);
 	}
 	__u64 ts;
-	if (m && m->pending && m->expired_ns != 0 && m->switched_ns == 0 && !clock_every_event) {
+	if (m && m->pending && m->expired_ns != 0 && m->switched_ns == 0 &&
+	    clock_policy != CLOCK_EVERY_EVENT) {
 		/* Woken by its own timer: the waking is inside that callback, stamped with its time. */
 		ts = m->expired_ns;
+	} else if (m) {
+		ts = clock_now(window);
 	} else {
-		ts = clock_now();
+		ts = time_if_pending(window, &kind);
 	}
-	if (kind == EVENT_WAKING && m && !m->pending) {
+	if ((kind & ~EVENT_TIME_LOWER_BOUND) == EVENT_WAKING && m && !m->pending) {
 		/* A hand-off thread: its wake-up starts here. */
-		m->pending = 1;
-		m->intended_ns = ts;
-		m->expired_ns = 0;
-		m->switched_ns = 0;
-		m->preempted = 0;
-		copy_state(m, state, cpu);
+		begin_wakeup(m, state, window, cpu, ts, 0);
 	}
-	struct rtlab_event *event = window_slot(cpu, ts, kind, current_pid(state));
-	if (event) {
-		event->wake.pid = pid;
-		event->wake.prio = task->prio;
-		/* task_cpu(p), as the tracefs event's target_cpu. */
-		event->wake.target_cpu = (__s32)task->thread_info.cpu;
-		bpf_probe_read_kernel(event->wake.comm, 16, task->comm);
-	}
+	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	event->wake.pid = pid;
+	event->wake.prio = task->prio;
+	/* task_cpu(p), as the tracefs event's target_cpu. */
+	event->wake.target_cpu = (__s32)task->thread_info.cpu;
+	bpf_probe_read_kernel(event->wake.comm, 16, task->comm);
 	return 0;
 }
 
@@ -518,15 +670,16 @@ int rtlab_sched_migrate_task(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	struct rtlab_event *event = window_slot(cpu, clock_now(), EVENT_MIGRATE, current_pid(state));
-	if (event) {
-		event->migrate.pid = task->pid;
-		event->migrate.prio = task->prio;
-		event->migrate.orig_cpu = (__s32)cpu;
-		event->migrate.dest_cpu = (__s32)dest_cpu;
-	}
+	__u16 kind = EVENT_MIGRATE;
+	__u64 ts = time_if_pending(window, &kind);
+	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	event->migrate.pid = task->pid;
+	event->migrate.prio = task->prio;
+	event->migrate.orig_cpu = (__s32)cpu;
+	event->migrate.dest_cpu = (__s32)dest_cpu;
 	return 0;
 }
 
@@ -539,15 +692,14 @@ int rtlab_irq_handler_entry(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now();
+	__u64 ts = clock_now(window);
 	push_context(state, ts, EVENT_IRQ_ENTRY, (__u64)irq);
-	struct rtlab_event *event = window_slot(cpu, ts, EVENT_IRQ_ENTRY, current_pid(state));
-	if (event) {
-		event->irq.irq = irq;
-		bpf_probe_read_kernel_str(event->irq.name, 16, action->name);
-	}
+	struct rtlab_event *event = window_slot(window, ts, EVENT_IRQ_ENTRY, current_pid(state));
+	event->irq.irq = irq;
+	bpf_probe_read_kernel_str(event->irq.name, 16, action->name);
 	return 0;
 }
 
@@ -559,12 +711,13 @@ int rtlab_irq_handler_exit(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
 	pop_context(state);
-	struct rtlab_event *event = window_slot(cpu, clock_now(), EVENT_IRQ_EXIT, current_pid(state));
-	if (event)
-		event->irq.irq = irq;
+	struct rtlab_event *event =
+		window_slot(window, clock_now(window), EVENT_IRQ_EXIT, current_pid(state));
+	event->irq.irq = irq;
 	return 0;
 }
 
@@ -575,16 +728,16 @@ static __always_inline int record_softirq(__u64 *ctx, __u16 kind)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now();
+	__u64 ts = clock_now(window);
 	if (kind == EVENT_SOFTIRQ_ENTRY)
 		push_context(state, ts, kind, vector);
 	else
 		pop_context(state);
-	struct rtlab_event *event = window_slot(cpu, ts, kind, current_pid(state));
-	if (event)
-		event->softirq.vector = vector;
+	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	event->softirq.vector = vector;
 	return 0;
 }
 
@@ -609,12 +762,14 @@ int rtlab_hrtimer_expire_entry(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
 	__s64 now = 0;
 	bpf_probe_read_kernel(&now, sizeof(now), now_pointer);
 	/* The tracepoint carries the expiry's time: no clock read. */
-	__u64 ts = clock_every_event ? clock_now() : (__u64)now;
+	__u64 ts = clock_policy == CLOCK_EVERY_EVENT ? clock_now(window)
+						     : known_time(window, (__u64)now);
 	void *function = timer->function;
 	if (hrtimer_wakeup_function != 0 && (__u64)function == hrtimer_wakeup_function) {
 		struct task_struct *task = 0;
@@ -626,23 +781,16 @@ int rtlab_hrtimer_expire_entry(__u64 *ctx)
 		if (pid != 0) {
 			__u32 tid = (__u32)pid;
 			struct measured *m = bpf_map_lookup_elem(&measured, &tid);
-			if (m) {
-				m->pending = 1;
-				m->intended_ns = (__u64)timer->_softexpires;
-				m->expired_ns = (__u64)now;
-				m->switched_ns = 0;
-				m->preempted = 0;
-				copy_state(m, state, cpu);
-			}
+			if (m)
+				begin_wakeup(m, state, window, cpu, (__u64)timer->_softexpires,
+					     (__u64)now);
 		}
 	}
 	push_context(state, ts, EVENT_HRTIMER_ENTRY, (__u64)timer);
-	struct rtlab_event *event = window_slot(cpu, ts, EVENT_HRTIMER_ENTRY, current_pid(state));
-	if (event) {
-		event->hrtimer.timer = (__u64)timer;
-		event->hrtimer.function = (__u64)function;
-		event->hrtimer.now = now;
-	}
+	struct rtlab_event *event = window_slot(window, ts, EVENT_HRTIMER_ENTRY, current_pid(state));
+	event->hrtimer.timer = (__u64)timer;
+	event->hrtimer.function = (__u64)function;
+	event->hrtimer.now = now;
 	return 0;
 }
 
@@ -654,12 +802,13 @@ int rtlab_hrtimer_expire_exit(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
 	pop_context(state);
-	struct rtlab_event *event = window_slot(cpu, clock_now(), EVENT_HRTIMER_EXIT, current_pid(state));
-	if (event)
-		event->hrtimer.timer = (__u64)timer;
+	struct rtlab_event *event =
+		window_slot(window, clock_now(window), EVENT_HRTIMER_EXIT, current_pid(state));
+	event->hrtimer.timer = (__u64)timer;
 	return 0;
 }
 
@@ -671,11 +820,13 @@ int rtlab_workqueue_execute_start(__u64 *ctx)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	struct rtlab_event *event = window_slot(cpu, clock_now(), EVENT_WORK_START, current_pid(state));
-	if (event)
-		event->work.function = (__u64)work->func;
+	__u16 kind = EVENT_WORK_START;
+	__u64 ts = time_if_pending(window, &kind);
+	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	event->work.function = (__u64)work->func;
 	return 0;
 }
 
@@ -684,16 +835,17 @@ int rtlab_workqueue_execute_end(__u64 *ctx)
 {
 	/* The end only closes the work item; its function is not read (the verifier refuses a
 	 * function-pointer argument). */
-	__u64 function = 0;
 	__u32 cpu = bpf_get_smp_processor_id();
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	struct rtlab_event *event = window_slot(cpu, clock_now(), EVENT_WORK_END, current_pid(state));
-	if (event)
-		event->work.function = function;
+	__u16 kind = EVENT_WORK_END;
+	__u64 ts = time_if_pending(window, &kind);
+	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	event->work.function = 0;
 	return 0;
 }
 
@@ -703,16 +855,16 @@ static __always_inline int record_vector(__u16 kind, __u32 id)
 	if (!cpu_measured(cpu))
 		return 0;
 	struct cpu_state *state = state_of_cpu();
-	if (!state)
+	struct window *window = window_of(cpu);
+	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now();
+	__u64 ts = clock_now(window);
 	if (kind == EVENT_VECTOR_ENTRY)
 		push_context(state, ts, kind, id);
 	else
 		pop_context(state);
-	struct rtlab_event *event = window_slot(cpu, ts, kind, current_pid(state));
-	if (event)
-		event->vector.id = id;
+	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	event->vector.id = id;
 	return 0;
 }
 

@@ -7,7 +7,8 @@
 //! CPU the running task, the open interrupt contexts and a window of the last 1024 events; for
 //! each measuring thread they compute the wake-up latency in the kernel at its switch-in, update
 //! a per-CPU histogram, write a 40-byte sample record without waking user space, and only for a
-//! late wake-up an episode record (header plus the CPU's window).
+//! late wake-up an episode record (header plus the part of the CPU's window since its last
+//! context switch before the wake-up began: 64 or 256 events, or the whole window when longer).
 //!
 //! Like `rtlab-sys` this crate talks to the kernel; unlike it, it needs no `unsafe` and no `libc`:
 //! the loader is aya (pure Rust), and map values cross as byte arrays. Every program is attached
@@ -18,8 +19,9 @@ mod loader;
 pub mod records;
 
 pub use loader::{
-    loaded_program_ids, loaded_program_names, program_ids_of_process, BpfConfig, BpfError,
-    BpfRecorder, Counters, PROGRAM_PREFIX,
+    loaded_program_costs, loaded_program_ids, loaded_program_names, program_ids_of_process,
+    BpfConfig, BpfError, BpfRecorder, ClockPolicy, Counters, ProgramCost, RunTimeStats,
+    PROGRAM_PREFIX,
 };
 pub use records::{
     decode_record, ContextEntry, EpisodeRecord, RawEvent, RawKind, Record, RecordError,

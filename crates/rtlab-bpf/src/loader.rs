@@ -21,7 +21,7 @@ pub const PROGRAM_PREFIX: &str = "rtlab_";
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/rtlab.bpf.o");
 
 /// Size of the C `struct measured`.
-const MEASURED_SIZE: usize = 224;
+const MEASURED_SIZE: usize = 232;
 
 /// (program, tracepoint, in the standard event set). The full set attaches all.
 const PROGRAMS: &[(&str, &str, bool)] = &[
@@ -128,9 +128,79 @@ pub struct BpfConfig {
     pub cpus: Vec<usize>,
     /// Attach the full event set (adds the local timer vector, sched_wakeup, sched_migrate_task).
     pub full_events: bool,
-    /// Read the clock on every event instead of reusing the times the timer tracepoint carries
-    /// (only to measure what reusing them saves).
-    pub clock_every_event: bool,
+    /// Which events read the clock (the default is the cheapest; the others exist to measure what
+    /// each saving is worth).
+    pub clock: ClockPolicy,
+    /// Every episode copies the whole 1024-event window instead of its tail (only to measure
+    /// what the tails save in ring space and lost episodes).
+    pub whole_window_episodes: bool,
+}
+
+/// Which events read the clock (`bpf_ktime_get_ns`), the C `enum clock_policy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClockPolicy {
+    /// The timer tracepoint's own time is reused (its expiry, and the measured thread's waking
+    /// inside that callback), and while no measured wake-up is pending on a CPU the events that
+    /// cannot change an attribution (switches between two ordinary tasks, wakings of unmeasured
+    /// tasks, migrations, work items) take the CPU's last known time, marked as a lower bound.
+    #[default]
+    WhilePending,
+    /// Only the timer tracepoint's time is reused; every other event reads the clock.
+    ReuseTracepoint,
+    /// Every event reads the clock.
+    EveryEvent,
+}
+
+impl ClockPolicy {
+    /// Parses `pending`, `reuse` or `every` (the benchmark's `RTLAB_BPF_CLOCK`).
+    pub fn parse(text: &str) -> Option<ClockPolicy> {
+        match text {
+            "pending" => Some(ClockPolicy::WhilePending),
+            "reuse" => Some(ClockPolicy::ReuseTracepoint),
+            "every" => Some(ClockPolicy::EveryEvent),
+            _ => None,
+        }
+    }
+
+    fn c_value(self) -> u32 {
+        match self {
+            ClockPolicy::WhilePending => 0,
+            ClockPolicy::ReuseTracepoint => 1,
+            ClockPolicy::EveryEvent => 2,
+        }
+    }
+}
+
+/// One program's kernel-side cost, as the kernel counts it while run-time statistics are on
+/// ([`RunTimeStats`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramCost {
+    /// The tracepoint it is attached to.
+    pub tracepoint: &'static str,
+    /// Total time spent in the program, ns.
+    pub run_time_ns: u64,
+    /// How many times it ran.
+    pub run_count: u64,
+}
+
+/// Kernel-side run-time statistics of BPF programs (`BPF_ENABLE_STATS`, what
+/// `sysctl kernel.bpf_stats_enabled=1` turns on), on while this value lives: dropping it closes
+/// the descriptor and the kernel stops counting, however the process ends, so the setting is
+/// never left changed. Counting costs two clock reads per program run, so measure with it on in
+/// every mode being compared.
+#[derive(Debug)]
+pub struct RunTimeStats {
+    _descriptor: std::os::fd::OwnedFd,
+}
+
+impl RunTimeStats {
+    pub fn enable() -> Result<RunTimeStats, BpfError> {
+        aya::sys::enable_stats(aya::sys::Stats::RunTime)
+            .map(|descriptor| RunTimeStats {
+                _descriptor: descriptor,
+            })
+            .map_err(|error| BpfError::Load(format!("BPF_ENABLE_STATS: {}", chain(&error))))
+    }
 }
 
 /// The counters the programs keep, summed over CPUs.
@@ -143,6 +213,10 @@ pub struct Counters {
     pub samples: u64,
     pub samples_lost: u64,
     pub clock_reads: u64,
+    /// Events stamped with the CPU's last known time instead of a clock read.
+    pub untimed_events: u64,
+    /// Episodes sent as a short tail (64 or 256 events) instead of the whole window.
+    pub tail_episodes: u64,
 }
 
 /// The loaded and attached programs with their maps. Dropping it detaches everything.
@@ -154,7 +228,7 @@ pub struct BpfRecorder {
     counters: PerCpuArray<MapData, u64>,
     attached: Vec<&'static str>,
     /// Owns the programs and their links; dropped last.
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
 }
 
 impl std::fmt::Debug for BpfRecorder {
@@ -201,13 +275,15 @@ impl BpfRecorder {
             cpu_mask[cpu / 64] |= 1 << (cpu % 64);
         }
         let hrtimer_wakeup = kernel_symbol("hrtimer_wakeup")?;
-        let clock_every_event = u32::from(config.clock_every_event);
+        let clock_policy = config.clock.c_value();
+        let whole_window_episodes = u32::from(config.whole_window_episodes);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .map_max_entries("windows", possible_cpus as u32)
             .override_global("cpu_mask", &cpu_mask, true)
             .override_global("hrtimer_wakeup_function", &hrtimer_wakeup, true)
-            .override_global("clock_every_event", &clock_every_event, true)
+            .override_global("clock_policy", &clock_policy, true)
+            .override_global("whole_window_episodes", &whole_window_episodes, true)
             .load(OBJECT)
             .map_err(|error| BpfError::Load(chain(&error)))?;
         let mut thresholds: Array<MapData, u64> = Array::try_from(
@@ -279,7 +355,7 @@ impl BpfRecorder {
             histograms,
             counters,
             attached,
-            _ebpf: ebpf,
+            ebpf,
         })
     }
 
@@ -346,7 +422,39 @@ impl BpfRecorder {
             samples: read(3)?,
             samples_lost: read(4)?,
             clock_reads: read(5)?,
+            untimed_events: read(6)?,
+            tail_episodes: read(7)?,
         })
+    }
+
+    /// Each attached program's kernel-side cost so far (zero unless [`RunTimeStats`] is on).
+    pub fn program_costs(&self) -> Result<Vec<ProgramCost>, BpfError> {
+        let mut costs = Vec::new();
+        for (program, tracepoint, _) in PROGRAMS {
+            if !self.attached.contains(tracepoint) {
+                continue;
+            }
+            let info = self
+                .ebpf
+                .program(program)
+                .ok_or_else(|| BpfError::Program {
+                    program,
+                    tracepoint,
+                    reason: "not in the object".into(),
+                })?
+                .info()
+                .map_err(|error| BpfError::Program {
+                    program,
+                    tracepoint,
+                    reason: chain(&error),
+                })?;
+            costs.push(ProgramCost {
+                tracepoint,
+                run_time_ns: info.run_time().as_nanos() as u64,
+                run_count: info.run_count(),
+            });
+        }
+        Ok(costs)
     }
 
     /// Slot `slot`'s latency histogram (switch-in − intended), summed over CPUs: counts per
@@ -385,6 +493,25 @@ pub fn loaded_program_names() -> Result<Vec<String>, BpfError> {
                 .map_err(|error| BpfError::Load(chain(&error)))
         })
         .collect()
+}
+
+/// Every loaded program whose name starts with [`PROGRAM_PREFIX`] (any process's): its name (as
+/// the kernel keeps it, 15 characters), run count and total run time in ns, for measuring what
+/// another rtlab process's programs cost (counted only while [`RunTimeStats`] is on).
+pub fn loaded_program_costs() -> Result<Vec<(String, u64, u64)>, BpfError> {
+    let mut costs = Vec::new();
+    for info in aya::programs::loaded_programs() {
+        let info = info.map_err(|error| BpfError::Load(chain(&error)))?;
+        let name = info.name_as_str().unwrap_or("");
+        if name.starts_with(PROGRAM_PREFIX) {
+            costs.push((
+                name.to_owned(),
+                info.run_count(),
+                info.run_time().as_nanos() as u64,
+            ));
+        }
+    }
+    Ok(costs)
 }
 
 /// The ids of every BPF program loaded in the kernel now.

@@ -29,6 +29,9 @@ const HEADER_SIZE: usize = 240;
 const SAMPLE_SIZE: usize = 40;
 const RECORD_EPISODE: u32 = 1;
 const RECORD_SAMPLE: u32 = 2;
+const RECORD_EPISODE_TAIL: u32 = 3;
+/// Or-ed into an event's kind when its time is a lower bound (the C `EVENT_TIME_LOWER_BOUND`).
+const TIME_LOWER_BOUND: u16 = 0x8000;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum RecordError {
@@ -47,6 +50,10 @@ pub struct RawEvent {
     pub timestamp_ns: u64,
     /// The task current when the event fired.
     pub pid: i32,
+    /// True when `timestamp_ns` is the CPU's last known time, not a clock read: an event that
+    /// cannot change an attribution, recorded while no measured wake-up was pending on the CPU
+    /// (it happened at or after this time, and before the next event).
+    pub time_lower_bound: bool,
     pub kind: RawKind,
 }
 
@@ -149,7 +156,9 @@ pub struct EpisodeRecord {
     /// The task the CPU ran when the wake-up began, and the interrupt contexts then open.
     pub interrupted: TaskSnapshot,
     pub open_contexts: Vec<ContextEntry>,
-    /// True when the window wrapped: events older than the first were overwritten.
+    /// True when the window wrapped: events older than the first were overwritten. (A tail
+    /// record never says so: it starts at the CPU's last switch before the wake-up began, where
+    /// the CPU's state is known.)
     pub window_wrapped: bool,
     pub events: Vec<RawEvent>,
 }
@@ -235,15 +244,15 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record, RecordError> {
             }))
         }
         RECORD_EPISODE => decode_episode(bytes).map(|episode| Record::Episode(Box::new(episode))),
+        RECORD_EPISODE_TAIL => {
+            decode_episode_tail(bytes).map(|episode| Record::Episode(Box::new(episode)))
+        }
         other => Err(RecordError::UnknownType(other)),
     }
 }
 
-fn decode_episode(bytes: &[u8]) -> Result<EpisodeRecord, RecordError> {
-    if bytes.len() < HEADER_SIZE + WINDOW_EVENTS * EVENT_SIZE {
-        return Err(RecordError::Short(bytes.len()));
-    }
-    let next = u64_at(bytes, 48);
+/// The header's fields; `events` and `window_wrapped` are filled by the caller.
+fn decode_header(bytes: &[u8]) -> EpisodeRecord {
     let depth = (u32_at(bytes, 88) as usize).min(STACK_DEPTH);
     let open_contexts = (0..depth)
         .map(|index| {
@@ -255,19 +264,7 @@ fn decode_episode(bytes: &[u8]) -> Result<EpisodeRecord, RecordError> {
             }
         })
         .collect();
-    let window = &bytes[HEADER_SIZE..HEADER_SIZE + WINDOW_EVENTS * EVENT_SIZE];
-    let count = next.min(WINDOW_EVENTS as u64);
-    let mut events = Vec::with_capacity(count as usize);
-    for sequence in next - count..next {
-        let index = (sequence % WINDOW_EVENTS as u64) as usize;
-        if let Some(event) = decode_event(&window[index * EVENT_SIZE..(index + 1) * EVENT_SIZE]) {
-            events.push(event);
-        }
-    }
-    // Events are written in time order per CPU, except that a few take their time from the
-    // tracepoint (a timer's expiry) rather than a clock read; a stable sort keeps ties in order.
-    events.sort_by_key(|event| event.timestamp_ns);
-    Ok(EpisodeRecord {
+    EpisodeRecord {
         cpu: u32_at(bytes, 4),
         tid: u32_at(bytes, 8),
         slot: u32_at(bytes, 12),
@@ -282,9 +279,56 @@ fn decode_episode(bytes: &[u8]) -> Result<EpisodeRecord, RecordError> {
             comm: comm_at(bytes, 72),
         },
         open_contexts,
-        window_wrapped: next > WINDOW_EVENTS as u64,
-        events,
-    })
+        window_wrapped: false,
+        events: Vec::new(),
+    }
+}
+
+/// Events are written in time order per CPU, except that a few take their time from the
+/// tracepoint (a timer's expiry) rather than a clock read; a stable sort keeps ties in order.
+fn sort_events(events: &mut [RawEvent]) {
+    events.sort_by_key(|event| event.timestamp_ns);
+}
+
+/// RECORD_EPISODE: the header and the whole window in slot order.
+fn decode_episode(bytes: &[u8]) -> Result<EpisodeRecord, RecordError> {
+    if bytes.len() < HEADER_SIZE + WINDOW_EVENTS * EVENT_SIZE {
+        return Err(RecordError::Short(bytes.len()));
+    }
+    let next = u64_at(bytes, 48);
+    let window = &bytes[HEADER_SIZE..HEADER_SIZE + WINDOW_EVENTS * EVENT_SIZE];
+    let count = next.min(WINDOW_EVENTS as u64);
+    let mut events = Vec::with_capacity(count as usize);
+    for sequence in next - count..next {
+        let index = (sequence % WINDOW_EVENTS as u64) as usize;
+        if let Some(event) = decode_event(&window[index * EVENT_SIZE..(index + 1) * EVENT_SIZE]) {
+            events.push(event);
+        }
+    }
+    sort_events(&mut events);
+    let mut episode = decode_header(bytes);
+    episode.window_wrapped = next > WINDOW_EVENTS as u64;
+    episode.events = events;
+    Ok(episode)
+}
+
+/// RECORD_EPISODE_TAIL: the header and its last `count` events in sequence order.
+fn decode_episode_tail(bytes: &[u8]) -> Result<EpisodeRecord, RecordError> {
+    if bytes.len() < HEADER_SIZE {
+        return Err(RecordError::Short(bytes.len()));
+    }
+    let count = u32_at(bytes, 92) as usize;
+    if count > WINDOW_EVENTS || bytes.len() < HEADER_SIZE + count * EVENT_SIZE {
+        return Err(RecordError::Short(bytes.len()));
+    }
+    let mut events: Vec<RawEvent> = bytes[HEADER_SIZE..HEADER_SIZE + count * EVENT_SIZE]
+        .chunks_exact(EVENT_SIZE)
+        .filter_map(decode_event)
+        .collect();
+    sort_events(&mut events);
+    let mut episode = decode_header(bytes);
+    episode.events = events;
+    Ok(episode)
 }
 
 /// One 64-byte event; None for an empty slot or an unknown kind.
@@ -292,7 +336,8 @@ fn decode_event(bytes: &[u8]) -> Option<RawEvent> {
     let timestamp_ns = u64_at(bytes, 0);
     let pid = i32_at(bytes, 8);
     let flags = u16_at(bytes, 14);
-    let kind = match u16_at(bytes, 12) {
+    let kind_bits = u16_at(bytes, 12);
+    let kind = match kind_bits & !TIME_LOWER_BOUND {
         1 => RawKind::Switch {
             prev_pid: i32_at(bytes, 16),
             prev_prio: i32_at(bytes, 20),
@@ -361,6 +406,7 @@ fn decode_event(bytes: &[u8]) -> Option<RawEvent> {
     Some(RawEvent {
         timestamp_ns,
         pid,
+        time_lower_bound: kind_bits & TIME_LOWER_BOUND != 0,
         kind,
     })
 }
@@ -492,6 +538,57 @@ mod tests {
             episode.events.last().map(|event| event.timestamp_ns),
             Some(1034)
         );
+    }
+
+    /// A tail record: the header's count, then that many events in sequence order.
+    fn tail_bytes(events: &[Vec<u8>]) -> Vec<u8> {
+        let mut bytes = episode_bytes(100, &[]);
+        bytes.truncate(HEADER_SIZE);
+        bytes[0..4].copy_from_slice(&RECORD_EPISODE_TAIL.to_ne_bytes());
+        bytes[92..96].copy_from_slice(&(events.len() as u32).to_ne_bytes());
+        for event in events {
+            bytes.extend_from_slice(event);
+        }
+        // The rest of the fixed-size record is unused.
+        bytes.resize(HEADER_SIZE + 64 * EVENT_SIZE, 0xee);
+        bytes
+    }
+
+    #[test]
+    fn a_tail_episode_decodes_its_count_of_events_and_their_time_bounds() {
+        let switch = event_bytes(1_000, 77, 1, &[(24, &4242i32.to_ne_bytes())]);
+        // A waking of an unmeasured task while nothing was pending: its time is a lower bound.
+        let waking = event_bytes(
+            1_000,
+            77,
+            2 | TIME_LOWER_BOUND,
+            &[(16, &99i32.to_ne_bytes())],
+        );
+        let exit = event_bytes(1_200, 77, 8, &[(16, &3u32.to_ne_bytes())]);
+        let Record::Episode(episode) =
+            decode_record(&tail_bytes(&[switch, waking, exit])).expect("decodes")
+        else {
+            panic!("an episode")
+        };
+        assert_eq!(episode.tid, 4242);
+        assert!(!episode.window_wrapped);
+        assert_eq!(episode.events.len(), 3);
+        assert!(!episode.events[0].time_lower_bound);
+        assert!(episode.events[1].time_lower_bound);
+        assert!(matches!(
+            episode.events[1].kind,
+            RawKind::Waking { pid: 99, .. }
+        ));
+        assert_eq!(episode.events[2].kind, RawKind::SoftirqExit { vector: 3 });
+    }
+
+    #[test]
+    fn a_tail_longer_than_its_record_is_an_error() {
+        let mut bytes = tail_bytes(&[]);
+        bytes[92..96].copy_from_slice(&65u32.to_ne_bytes());
+        assert_eq!(decode_record(&bytes), Err(RecordError::Short(bytes.len())));
+        bytes[92..96].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert!(decode_record(&bytes).is_err());
     }
 
     #[test]

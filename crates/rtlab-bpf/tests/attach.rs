@@ -71,11 +71,12 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
         "this process holds its programs: {ids:?}"
     );
     // This thread sleeps on absolute timers (hrtimer_wakeup): each wake-up is a sample, and with
-    // threshold 0 every one is an episode.
+    // threshold 0 every one is an episode. Pinned, so its own block is on the CPU it wakes on.
     let tid = gettid();
+    let cpu = current_cpu();
+    rtlab_sys::cpu::pin_current_thread(cpu).expect("pin");
     recorder.watch_thread(tid, 3).expect("watch");
     recorder.set_threshold(3, 0).expect("threshold");
-    let _ = current_cpu();
     let deadline = Instant::now() + Duration::from_millis(200);
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
@@ -102,8 +103,40 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
         )),
         "the window holds the switch to the thread"
     );
+    // The episodes are short tails from the CPU's last switch before the wake-up began, not the
+    // whole 1024-event window, and they reach back to the intended time (so the CPU's state then
+    // is known). On a busy machine two switches can fall between the intended time and the
+    // timer's late interrupt, so one in ten may start later.
+    for episode in &episodes {
+        assert!(
+            episode.events.len() <= 256,
+            "a tail of at most 256 events: {} events",
+            episode.events.len()
+        );
+    }
+    let reaching_back = episodes
+        .iter()
+        .filter(|episode| {
+            episode.events.iter().any(|event| {
+                matches!(event.kind, rtlab_bpf::RawKind::Switch { .. })
+                    && event.timestamp_ns <= episode.intended_ns
+            })
+        })
+        .count();
+    assert!(
+        reaching_back * 10 >= episodes.len() * 9,
+        "{reaching_back} of {} episodes start at a switch before their intended time: {:?}",
+        episodes.len(),
+        episodes.first()
+    );
     let counters = recorder.counters().expect("counters");
     assert!(counters.events > 0 && counters.samples >= samples);
+    assert!(
+        counters.tail_episodes >= episodes.len() as u64 / 2,
+        "{} of {} episodes sent as tails",
+        counters.tail_episodes,
+        episodes.len()
+    );
     let histogram = recorder.histogram(3).expect("histogram");
     assert!(histogram.iter().sum::<u64>() >= samples);
     println!("attached: {:?}", recorder.attached());
@@ -113,4 +146,39 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
         Vec::<u32>::new(),
         "nothing of ours left after drop"
     );
+}
+
+fn bpf_stats_enabled() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").expect("the sysctl exists")
+}
+
+#[test]
+#[ignore = "needs root"]
+fn run_time_statistics_count_each_program_and_leave_the_sysctl_alone() {
+    let before = bpf_stats_enabled();
+    let cpus: Vec<usize> =
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    let recorder = BpfRecorder::start(&BpfConfig {
+        cpus,
+        ..BpfConfig::default()
+    })
+    .expect("the recorder loads as root");
+    let stats = rtlab_bpf::RunTimeStats::enable().expect("BPF_ENABLE_STATS as root");
+    let deadline = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let costs = recorder.program_costs().expect("program info");
+    drop(stats);
+    // BPF_ENABLE_STATS counts by descriptor and never writes the sysctl.
+    assert_eq!(bpf_stats_enabled(), before, "the sysctl is left as it was");
+    let switch = costs
+        .iter()
+        .find(|cost| cost.tracepoint == "sched_switch")
+        .expect("sched_switch is attached");
+    assert!(
+        switch.run_count > 0 && switch.run_time_ns > 0,
+        "~100 sleeps switch: {switch:?}"
+    );
+    assert_eq!(costs.len(), recorder.attached().len());
 }

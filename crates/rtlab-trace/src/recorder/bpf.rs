@@ -1,8 +1,9 @@
 //! The BPF recorder's explainer: episodes the kernel decided were late, matched with the probe's
 //! late samples and attributed by the same passes as the tracefs recorder's.
 //!
-//! The kernel side (`rtlab-bpf`) hands over, per late wake-up, the measured CPU's last 1024
-//! events and the CPU's state when the wake-up began (the task running since when, the interrupt
+//! The kernel side (`rtlab-bpf`) hands over, per late wake-up, the measured CPU's events since its
+//! last context switch before the wake-up began (or its whole 1024-event window when that is
+//! longer) and the CPU's state when the wake-up began (the task running since when, the interrupt
 //! contexts open). [`trace_events_of_episode`] turns that into the [`TraceEvent`]s the tracefs
 //! recorder decodes, so `attribute_with_timeline` gives causes and timelines that mean the same
 //! from either recorder. The probe's own late sample (its clock read, not the kernel's switch-in
@@ -26,8 +27,8 @@ use crate::event::{Comm, EventKind, EventSet, TraceEvent};
 use crate::symbols::KernelSymbols;
 use rtlab_bpf::records::bucket_lower_bound_ns;
 use rtlab_bpf::{
-    BpfConfig, BpfError, BpfRecorder, EpisodeRecord, RawKind, Record, HISTOGRAM_BUCKETS,
-    VECTOR_NAMES,
+    BpfConfig, BpfError, BpfRecorder, ClockPolicy, EpisodeRecord, RawKind, Record,
+    HISTOGRAM_BUCKETS, VECTOR_NAMES,
 };
 use rtlab_core::Episode;
 use std::collections::VecDeque;
@@ -99,7 +100,12 @@ impl BpfExplainer {
         let mut recorder = BpfRecorder::start(&BpfConfig {
             cpus: config.cpus.clone(),
             full_events: config.events == EventSet::Full,
-            clock_every_event: std::env::var_os("RTLAB_BPF_CLOCK_EVERY_EVENT").is_some(),
+            // Only the benchmark sets it, to measure what each clock saving is worth.
+            clock: std::env::var("RTLAB_BPF_CLOCK")
+                .ok()
+                .and_then(|text| ClockPolicy::parse(&text))
+                .unwrap_or_default(),
+            whole_window_episodes: std::env::var_os("RTLAB_BPF_WHOLE_WINDOW").is_some(),
         })?;
         let thresholds: Arc<Vec<AtomicU64>> = Arc::new(
             config
@@ -651,6 +657,9 @@ fn run_bpf_explainer(
         episodes_unclaimed: unmatched_kernel,
         samples: counters.samples,
         clock_reads: counters.clock_reads,
+        untimed_events: counters.untimed_events,
+        tail_episodes: counters.tail_episodes,
+        episodes_lost: counters.episodes_lost,
     });
     Ok(report)
 }
@@ -691,6 +700,7 @@ mod tests {
             events: vec![RawEvent {
                 timestamp_ns: 45_000,
                 pid: 77,
+                time_lower_bound: false,
                 kind: RawKind::Switch {
                     prev_pid: 77,
                     prev_prio: 49,

@@ -106,6 +106,12 @@ pub struct BpfSummary {
     pub samples: u64,
     /// `bpf_ktime_get_ns` calls the programs made.
     pub clock_reads: u64,
+    /// Events stamped with the CPU's last known time instead (nothing measured was pending).
+    pub untimed_events: u64,
+    /// Episodes the kernel sent as a short tail rather than its whole window.
+    pub tail_episodes: u64,
+    /// Episodes the ring buffer had no room for.
+    pub episodes_lost: u64,
 }
 
 /// A recorder on its own thread, explaining late samples as they arrive.
