@@ -22,10 +22,8 @@ pub mod run_verdict;
 pub mod summary;
 #[cfg(target_os = "linux")]
 pub mod svg_plots;
-#[cfg(target_os = "linux")]
 pub mod svg_timers;
 pub mod text;
-#[cfg(target_os = "linux")]
 pub mod timers;
 #[cfg(target_os = "linux")]
 pub mod verdict;

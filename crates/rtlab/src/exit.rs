@@ -84,6 +84,9 @@ fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
             .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
             .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
         || cause
+            .downcast_ref::<rtlab_session::timers::TimersError>()
+            .is_some_and(rtlab_session::timers::TimersError::is_input)
+        || cause
             .downcast_ref::<rtlab_session::supply::VerifyError>()
             .is_some_and(rtlab_session::supply::VerifyError::is_input)
         || cause

@@ -101,3 +101,54 @@ pub fn print(text: &str) -> std::io::Result<()> {
     out.write_all(text.as_bytes())?;
     out.flush()
 }
+
+/// Where a Run record goes when a command ends: `--json` (opened before any work, so a bad
+/// path fails at once) and, unless `--no-store`, the run history (opened before any work too).
+pub(crate) struct RecordOutputs {
+    json: Option<PendingOutput>,
+    store: Option<rtlab_store::Store>,
+}
+
+impl RecordOutputs {
+    pub(crate) fn open(json: Option<&Path>, no_store: bool) -> anyhow::Result<RecordOutputs> {
+        let json = json.map(PendingOutput::json).transpose()?;
+        let store = if no_store {
+            None
+        } else {
+            Some(
+                rtlab_store::Store::open_default()
+                    .context("opening the run history (use --no-store to skip it)")?,
+            )
+        };
+        Ok(RecordOutputs { json, store })
+    }
+
+    /// True when the record goes to stdout as JSON: nothing else may be printed there.
+    pub(crate) fn json_to_stdout(&self) -> bool {
+        self.json.as_ref().is_some_and(PendingOutput::is_stdout)
+    }
+
+    /// Stores the record under `summary` (saying so, unless JSON goes to stdout or `quiet`),
+    /// then writes `--json`.
+    pub(crate) fn finish(
+        self,
+        record: &rtlab_core::RunRecord,
+        summary: &str,
+        quiet: bool,
+    ) -> anyhow::Result<()> {
+        let to_stdout = self.json_to_stdout();
+        if let Some(store) = &self.store {
+            store.insert(record, summary)?;
+            if !to_stdout && !quiet {
+                let short_id: String = record.id.chars().take(8).collect();
+                print(&format!(
+                    "\nstored as run {short_id} (rtlab show {short_id})\n"
+                ))?;
+            }
+        }
+        if let Some(output) = self.json {
+            output.commit(&(record.to_json_pretty() + "\n"))?;
+        }
+        Ok(())
+    }
+}

@@ -30,6 +30,12 @@ pub enum WindowsSessionError {
     Record(#[from] RecordError),
     #[error("{0}")]
     Study(#[source] std::io::Error),
+    /// A setting the caller gave that cannot be measured (`apis`, `intervals`, `classes`).
+    #[error("{message}")]
+    Setting {
+        setting: &'static str,
+        message: String,
+    },
 }
 
 impl WindowsSessionError {
@@ -38,7 +44,20 @@ impl WindowsSessionError {
         match self {
             WindowsSessionError::Probe(error) => error.is_input(),
             WindowsSessionError::Study(error) => error.kind() == std::io::ErrorKind::InvalidInput,
+            WindowsSessionError::Setting { .. } => true,
             _ => false,
+        }
+    }
+
+    /// The setting an input error is about (`classes`, `period`, `cpu`, `apis`, …), for the
+    /// caller to name (the CLI names its flag).
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            WindowsSessionError::Probe(WindowsProbeError::NoClasses) => Some("classes"),
+            WindowsSessionError::Probe(WindowsProbeError::PeriodTooShort(_)) => Some("period"),
+            WindowsSessionError::Probe(WindowsProbeError::NoSuchCpu { .. }) => Some("cpu"),
+            WindowsSessionError::Setting { setting, .. } => Some(setting),
+            _ => None,
         }
     }
 }

@@ -28,14 +28,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut text = rtlab_render::summary::summary(&record);
         if record.timers.is_some() {
             text.push('\n');
-            #[cfg(target_os = "linux")]
             text.push_str(&rtlab_render::timers::study(&record));
-            #[cfg(windows)]
-            {
-                let mut study = Vec::new();
-                super::timers::write_study(&mut study, &record)?;
-                text.push_str(&String::from_utf8_lossy(&study));
-            }
         }
         // The workload runner and its tables are Linux-only; Windows shows the series.
         #[cfg(target_os = "linux")]
