@@ -11,6 +11,9 @@ mod csv;
 mod cyclictest;
 mod hdr_log;
 mod rtla;
+mod source;
+
+pub use source::{read_source, ReadError, Source};
 
 use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord, RUN_SCHEMA};
 use std::fmt;

@@ -1,7 +1,7 @@
 //! The daemon's answers as text: a grant (`rtlab reserve`), what the reserved thread received
 //! (`--verify`) and the table of every reservation (`rtlab reservations`).
 
-use rtlab_core::rpc::{GrantInfo, ListResult, WireRate};
+use rtlab_core::rpc::{GrantInfo, ListResult, ReleaseResult, WireRate};
 use rtlab_core::Nanos;
 use rtlab_session::supply::VerifiedSupply;
 use serde::Serialize;
@@ -194,4 +194,38 @@ pub fn reservations(rows: &[ReservationRow], cpus: &[CpuShare]) -> String {
         .collect();
     text.push_str(&format!("reserved: {}\n", shares.join(", ")));
     text
+}
+
+/// What `rtlab release` gave back.
+pub fn released(result: &ReleaseResult) -> String {
+    if result.released.is_empty() && result.threads.is_empty() {
+        return "nothing to release\n".to_owned();
+    }
+    let grants: Vec<String> = result.released.iter().map(u64::to_string).collect();
+    let threads: Vec<String> = result.threads.iter().map(u32::to_string).collect();
+    format!(
+        "released reservation(s) {} (threads {})\n",
+        if grants.is_empty() {
+            "none".to_owned()
+        } else {
+            grants.join(", ")
+        },
+        threads.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_release_says_what_it_gave_back() {
+        let result = |released: Vec<u64>, threads: Vec<u32>| ReleaseResult { released, threads };
+        insta::assert_snapshot!([
+            released(&result(vec![3, 4], vec![4242, 4243])),
+            released(&result(Vec::new(), vec![4242])),
+            released(&result(Vec::new(), Vec::new())),
+        ]
+        .concat());
+    }
 }

@@ -67,6 +67,9 @@ fn is_input(error: &anyhow::Error) -> bool {
             || cause
                 .downcast_ref::<rtlab_store::LoadError>()
                 .is_some_and(rtlab_store::LoadError::is_input)
+            || cause
+                .downcast_ref::<rtlab_import::ReadError>()
+                .is_some_and(rtlab_import::ReadError::is_input)
             || is_library_input(cause)
     })
 }

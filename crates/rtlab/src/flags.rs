@@ -19,6 +19,18 @@ pub fn flag_of(setting: &str) -> String {
     }
 }
 
+/// A library error with the flag of the setting it is about as context (`--period: …`);
+/// `exit.rs` still tells input from system errors by the error's kind.
+pub fn naming_flag<E>(error: E, setting: Option<&str>) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match setting.map(flag_of) {
+        Some(flag) => anyhow::Error::new(error).context(flag),
+        None => anyhow::Error::new(error),
+    }
+}
+
 /// A duration with its unit (`10s`, `250us`).
 pub fn duration(text: &str) -> Result<Nanos, String> {
     parse_duration(text).map_err(|error| error.to_string())
@@ -114,6 +126,20 @@ pub fn producer_policy(text: &str) -> Result<Policy, String> {
         )),
     }
 }
+
+/// `--confidence`: a percentage from 50 to below 100.
+pub fn confidence(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a percentage"))?;
+    if !(50.0..100.0).contains(&value) {
+        return Err(format!("'{text}': give a confidence from 50 to below 100"));
+    }
+    Ok(value)
+}
+
+/// `rtlab compare --json` under the common header.
 
 /// An import format name.
 pub fn import_format(text: &str) -> Result<Format, String> {

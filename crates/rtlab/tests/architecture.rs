@@ -56,6 +56,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-analysis",
             "rtlab-sched",
             "rtlab-session",
+            "rtlab-probe",
+            "rtlab-store",
         ],
     ),
 ];

@@ -79,12 +79,9 @@ fn parse_rate(text: &str) -> Result<(Nanos, Nanos), String> {
     rtlab_core::rpc::parse_rate(text)
 }
 
+/// `rtlab reserve --json` under the common header.
 #[derive(Serialize)]
 struct GrantFile<'a> {
-    schema: &'static str,
-    tool_version: &'static str,
-    cmdline: Vec<String>,
-    started_at: String,
     grant: &'a GrantInfo,
     /// With `--verify`: what the thread received, window by window.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,7 +89,6 @@ struct GrantFile<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
     let (amount, period) = args.rate;
     if args.all_threads && args.pid.is_none() {
@@ -144,16 +140,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     if let Some(json) = json {
         let file = GrantFile {
-            schema: GRANT_SCHEMA,
-            tool_version: env!("CARGO_PKG_VERSION"),
-            cmdline: std::env::args().collect(),
-            started_at,
             grant: &grant,
             verify,
         };
-        let mut text = serde_json::to_string_pretty(&file)?;
-        text.push('\n');
-        json.commit(&text)?;
+        json.commit_json(GRANT_SCHEMA, None, &file)?;
     }
     if args.command.is_empty() {
         return Ok(ExitCode::SUCCESS);

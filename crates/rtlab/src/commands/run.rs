@@ -3,7 +3,7 @@
 //! writes the requested files and stores the run.
 
 use crate::exit;
-use crate::output::PendingOutput;
+use crate::output::{PendingOutput, RecordOutputs};
 use anyhow::Context as _;
 use rtlab_analysis::tail::UsageModel;
 use rtlab_core::Nanos;
@@ -13,10 +13,8 @@ use rtlab_session::{
 };
 use rtlab_trace::EventSet;
 use std::io::IsTerminal as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -204,47 +202,26 @@ fn session_error(error: SessionError) -> anyhow::Error {
         SessionError::Probe(probe) => probe.setting(),
         _ => None,
     };
-    // exit.rs tells input from system errors by the session error's kind.
-    match setting.map(crate::flags::flag_of) {
-        Some(flag) => anyhow::Error::new(error).context(flag),
-        None => anyhow::Error::new(error),
-    }
+    crate::flags::naming_flag(error, setting)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json_output = args
-        .json
-        .as_deref()
-        .map(|path| PendingOutput::prepare(path, "--json"))
-        .transpose()?;
+    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
     let histfile_output = args
         .histfile
         .as_deref()
         .map(|path| PendingOutput::prepare(path, "--histfile"))
         .transpose()?;
-    let store = if args.no_store {
-        None
-    } else {
-        Some(
-            rtlab_store::Store::open_default()
-                .context("opening the run history (use --no-store to skip it)")?,
-        )
-    };
     let session = Session::new(args.run_config()).map_err(session_error)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    rtlab_sys::signals::install_stop_flag(&stop)
-        .context("installing the SIGINT/SIGTERM handler")?;
+    let stop = super::stop_flag()?;
     let mut progress = ProgressDisplay::new(Nanos(args.warmup.as_u64() + args.duration.as_u64()));
     let record = session
         .with_stop_flag(stop)
         .run(&mut progress)
         .map_err(session_error)?;
-    let interrupted = record.interrupted;
-
-    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
-    // integration: show — summary, extra reports, then the verdict block
+    // The summary, extra reports, then the verdict block.
     let mut unsuitable = false;
-    if !json_to_stdout {
+    if !outputs.json_to_stdout() {
         let mut extra = String::new();
         if args.intervals {
             extra.push_str(&rtlab_render::summary::interval_table(&record));
@@ -259,22 +236,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("decoding a histogram")?;
         output.commit(&text)?;
     }
-    if let Some(store) = &store {
-        store.insert(&record, &rtlab_session::summary_line(&record))?;
-        if !json_to_stdout && !args.show.quiet {
-            let short_id: String = record.id.chars().take(8).collect();
-            println!("\nstored as run {short_id} (rtlab show {short_id})");
-        }
-    }
-    if let Some(output) = json_output {
-        output.commit(&(record.to_json_pretty() + "\n"))?;
-    }
-    Ok(if interrupted {
-        exit::finished(interrupted)
-    } else if unsuitable {
-        ExitCode::from(crate::exit::CHECK_FAILED)
+    let summary = rtlab_session::summary_line(&record);
+    outputs.finish(&record, &summary, args.show.quiet)?;
+    Ok(if record.interrupted {
+        exit::finished(true)
     } else {
-        ExitCode::SUCCESS
+        exit::checked(!unsuitable)
     })
 }
 

@@ -30,13 +30,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             text.push('\n');
             text.push_str(&rtlab_render::timers::study(&record));
         }
-        // The workload runner and its tables are Linux-only; Windows shows the series.
-        #[cfg(target_os = "linux")]
         if record.workload.is_some() {
-            let mut outcome = Vec::new();
-            super::workload::write_outcome(&mut outcome, &record)?;
             text.push('\n');
-            text.push_str(&String::from_utf8_lossy(&outcome));
+            text.push_str(&rtlab_render::workload::outcome(&record));
         }
         crate::output::print(&text)?;
     }

@@ -62,10 +62,8 @@ pub struct Args {
 
 /// A session error naming the flag it is about.
 fn session_error(error: TimersError) -> anyhow::Error {
-    match error.setting().map(crate::flags::flag_of) {
-        Some(flag) => anyhow::Error::new(error).context(flag),
-        None => anyhow::Error::new(error),
-    }
+    let setting = error.setting();
+    crate::flags::naming_flag(error, setting)
 }
 
 /// The SVG files of a run, opened before measuring (a bad directory fails at once).

@@ -119,10 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stop = super::stop_flag()?;
     let mut progress = Progress::new(args.warmup.as_u64() + args.duration.as_u64());
     let record = rtlab_session::windows::run(&config, stop, &mut progress).map_err(|error| {
-        match error.setting().map(crate::flags::flag_of) {
-            Some(flag) => anyhow::Error::new(error).context(flag),
-            None => anyhow::Error::new(error),
-        }
+        let setting = error.setting();
+        crate::flags::naming_flag(error, setting)
     })?;
     // The summary tables, not the Linux verdict block (its advice names Linux flags and
     // cyclictest): `rtlab forecast` gives the per-class verdicts on either platform.

@@ -64,10 +64,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// A session error naming the flag it is about.
 fn session_error(error: WindowsSessionError) -> anyhow::Error {
-    match error.setting().map(crate::flags::flag_of) {
-        Some(flag) => anyhow::Error::new(error).context(flag),
-        None => anyhow::Error::new(error),
-    }
+    let setting = error.setting();
+    crate::flags::naming_flag(error, setting)
 }
 
 /// Progress on stderr, only on a terminal: `LABEL done/total`.
