@@ -4,10 +4,11 @@
 //! Measuring is `rtlab_probe::timers`, the statistics `rtlab_analysis::timers`; this is the glue
 //! between them that any caller (the CLI, a daemon) needs.
 
+use crate::study_record::{timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::{change_findings, findings, judge_audit, timer_row, CellInput};
 use rtlab_core::timer_audit::{AuditReport, AUDIT_SCHEMA};
 use rtlab_core::timer_study::{TimerStudy, UnavailableCell};
-use rtlab_core::{Nanos, RecordError, RunRecord, RUN_SCHEMA};
+use rtlab_core::{Nanos, RecordError, RunRecord};
 use rtlab_probe::timers::change::{self, ChangeConfig, ChangeOutcome};
 use rtlab_probe::timers::{RunningStudy, StudyConfig, StudyError, StudyResult, TimerClass};
 use rtlab_sys::timer_apis::TimerApi;
@@ -369,34 +370,20 @@ fn base_record(
     cmdline: Vec<String>,
     settings: serde_json::Value,
     study: TimerStudy,
-    mut warnings: Vec<String>,
+    warnings: Vec<String>,
     interrupted: bool,
 ) -> Result<RunRecord, TimersError> {
-    let host = rtlab_sys::host::describe(None);
-    if host.virtualization != "none" {
-        warnings.push(format!(
-            "running in a virtual machine ({}): the hypervisor's own timers and descheduling show up in every API",
-            host.virtualization
-        ));
-    }
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+    let outcome = StudyOutcome {
+        started,
         duration_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline,
-        host,
         config: serde_json::from_value(settings).map_err(TimersError::Settings)?,
-        series: Vec::new(),
-        load: None,
-        episodes: Vec::new(),
+        study,
         warnings,
         interrupted,
-        timers: Some(study),
-        conditions: None,
-        workload: None,
     };
-    record.validate()?;
-    Ok(record)
+    Ok(timer_study_record(
+        outcome,
+        rtlab_sys::host::describe(None),
+    )?)
 }

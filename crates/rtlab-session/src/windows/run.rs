@@ -2,7 +2,9 @@
 
 use crate::{attach_tails, Observer, SessionProgress};
 use rtlab_analysis::tail::UsageModel;
-use rtlab_core::{HistogramError, Metric, Nanos, RecordConfig, RecordError, RunRecord, RUN_SCHEMA};
+use rtlab_core::{
+    HistogramError, Metric, Nanos, RecordConfig, RecordError, RecordHeader, RunRecord,
+};
 use rtlab_probe::windows::run::{
     RunningWindowsProbe, WindowsProbeConfig, WindowsProbeError, WindowsProbeResult,
 };
@@ -148,15 +150,15 @@ fn build(
                 .to_owned(),
         ),
     );
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at,
-        duration_ns: result.measured_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline: config.cmdline.clone(),
-        host,
-        config: RecordConfig {
+    let mut record = RunRecord::with_header(
+        RecordHeader {
+            id: uuid::Uuid::new_v4().to_string(),
+            started_at,
+            duration_ns: result.measured_ns,
+            cmdline: config.cmdline.clone(),
+            host,
+        },
+        RecordConfig {
             cpus: vec![probe.cpu],
             classes,
             period_ns: Some(period_ns),
@@ -168,14 +170,9 @@ fn build(
             ..RecordConfig::default()
         },
         series,
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted: result.interrupted,
-        timers: None,
-        conditions: None,
-        workload: None,
-    };
+    );
+    record.warnings = warnings;
+    record.interrupted = result.interrupted;
     record.validate()?;
     Ok(record)
 }

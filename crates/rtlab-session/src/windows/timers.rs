@@ -2,13 +2,14 @@
 //! record whose `timers` part has the same types as on Linux.
 
 use super::run::WindowsSessionError;
+use crate::study_record::{timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::windows::windows_findings;
 use rtlab_analysis::timers::{timer_row, CellInput};
 use rtlab_core::timer_audit::WindowsAudit;
 use rtlab_core::timer_study::{
     ChangeExperiment, ChangeStep, DelayStats, Restoration, TimerStudy, UnavailableCell,
 };
-use rtlab_core::{LatencyHistogram, Nanos, RecordConfig, RunRecord, RUN_SCHEMA};
+use rtlab_core::{LatencyHistogram, Nanos, RecordConfig, RunRecord};
 use rtlab_probe::windows::change::{measure_sleeps, parse_answer};
 use rtlab_probe::windows::timers::{
     RunningWindowsStudy, WindowsStudyConfig, WindowsTimerApi, WindowsTimerClass,
@@ -146,37 +147,21 @@ fn record(
 ) -> Result<RunRecord, WindowsSessionError> {
     let host = rtlab_sys::host::describe(None);
     warnings.extend(super::wine_warning(&host));
-    if host.virtualization != "none" {
-        warnings.push(format!(
-            "running in a virtual machine ({}): the hypervisor's own timers and descheduling show up in every API",
-            host.virtualization
-        ));
-    }
     let mut other = std::collections::BTreeMap::new();
     other.insert("timers".to_owned(), config);
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+    let outcome = StudyOutcome {
+        started,
         duration_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline,
-        host,
         config: RecordConfig {
             other,
             ..RecordConfig::default()
         },
-        series: Vec::new(),
-        load: None,
-        episodes: Vec::new(),
+        study,
         warnings,
         interrupted,
-        timers: Some(study),
-        conditions: None,
-        workload: None,
     };
-    record.validate()?;
-    Ok(record)
+    Ok(timer_study_record(outcome, host)?)
 }
 
 /// Measures every cell (reporting `(done, total)` to `progress` about four times a second) and
