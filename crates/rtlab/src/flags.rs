@@ -92,6 +92,15 @@ pub fn dma_latency_us(text: &str) -> Result<i32, String> {
 #[derive(Clone, Debug)]
 pub struct CpuList(pub Vec<usize>);
 
+/// `--cpus LIST` of the commands that measure on several CPUs.
+#[cfg(target_os = "linux")]
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct CpusArgs {
+    /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
+    #[arg(long = "cpus", value_name = "LIST", value_parser = cpu_list)]
+    pub list: Option<CpuList>,
+}
+
 #[cfg(target_os = "linux")]
 pub fn cpu_list(text: &str) -> Result<CpuList, String> {
     rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)

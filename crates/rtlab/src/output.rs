@@ -8,7 +8,7 @@ use anyhow::Context;
 use rtlab_core::{Host, OutputHeader};
 use serde::Serialize;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A JSON output: the common header (`schema`, `tool_version`, `cmdline`, `started_at`, `host`
 /// where a machine is involved), then the command's own fields.
@@ -110,9 +110,9 @@ pub(crate) struct RecordOutputs {
 }
 
 impl RecordOutputs {
-    pub(crate) fn open(json: Option<&Path>, no_store: bool) -> anyhow::Result<RecordOutputs> {
-        let json = json.map(PendingOutput::json).transpose()?;
-        let store = if no_store {
+    pub(crate) fn open(args: &RecordArgs) -> anyhow::Result<RecordOutputs> {
+        let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+        let store = if args.no_store {
             None
         } else {
             Some(
@@ -150,5 +150,47 @@ impl RecordOutputs {
             output.commit(&(record.to_json_pretty() + "\n"))?;
         }
         Ok(())
+    }
+}
+
+/// `--json FILE|-` and `--no-store`: where a command's Run record goes.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct RecordArgs {
+    /// Write the Run record as JSON to FILE (`-`: to standard output, in place of the text)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Do not store the record in the run history
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+/// `--json FILE|-` of a command whose result is not a Run record.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct JsonArgs {
+    /// Write the result as JSON to FILE (`-`: to standard output, in place of the text)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `--json [FILE|-]` of a command that re-prints something stored: no FILE means stdout.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ReprintJsonArgs {
+    /// Write the result as JSON to FILE (`-`, or no FILE: to standard output, in place of the
+    /// text)
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<PathBuf>,
+}
+
+impl JsonArgs {
+    /// Opens `--json` before any work.
+    pub(crate) fn prepare(&self) -> anyhow::Result<Option<PendingOutput>> {
+        self.json.as_deref().map(PendingOutput::json).transpose()
+    }
+}
+
+impl ReprintJsonArgs {
+    /// Opens `--json` before any work.
+    pub(crate) fn prepare(&self) -> anyhow::Result<Option<PendingOutput>> {
+        self.json.as_deref().map(PendingOutput::json).transpose()
     }
 }

@@ -5,7 +5,6 @@ use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_probe::buffer_experiment::ExperimentConfig;
 use rtlab_sys::sched::Policy;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -31,16 +30,12 @@ pub struct Args {
     /// CPU to pin the device to
     #[arg(long)]
     pub device_cpu: Option<usize>,
-    /// Write the Run record to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Do not store the record in the run history
-    #[arg(long)]
-    pub no_store: bool,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let stop = super::stop_flag()?;
     let config = ExperimentConfig {
         buffer_period: args.period,

@@ -9,7 +9,6 @@ use rtlab_analysis::compare::{
 };
 use rtlab_render::compare::RunSummary;
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The `schema` of `rtlab compare --json`.
@@ -37,9 +36,8 @@ pub struct Args {
         requires = "fail_if_worse"
     )]
     pub gate_classes: Vec<String>,
-    /// Write the comparison as JSON to FILE (`-` for stdout, replacing the tables)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
     /// Confidence of the bootstrap intervals, in percent
     #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = crate::flags::confidence)]
     pub confidence: f64,
@@ -63,7 +61,7 @@ struct Output<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let record_a = super::load_record(&args.a)?;
     let record_b = super::load_record(&args.b)?;
     let options = CompareOptions {

@@ -5,7 +5,6 @@
 use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_import::{Format, ImportOptions, RecordOrigin, ValueUnit};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -25,16 +24,12 @@ pub struct Args {
     /// Period of the measuring threads (cyclictest's -i), e.g. 1ms; gives the run a duration
     #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
     pub period: Option<Nanos>,
-    /// Do not store the record in the run history
-    #[arg(long)]
-    pub no_store: bool,
-    /// Write the Run record as JSON to FILE (`-` for stdout, replacing the summary)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let source = rtlab_import::read_source(&args.file)?;
     let options = ImportOptions {
         format: args.format,

@@ -6,14 +6,12 @@ use crate::output::PendingOutput;
 use rtlab_core::rpc::RESERVATIONS_SCHEMA;
 use rtlab_render::reserve::{reservation_rows, reservations, CpuShare, ReservationRow};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Also write them as JSON to FILE (`-`: only JSON, to standard output)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
     #[command(flatten)]
     pub socket: SocketArgs,
 }
@@ -26,7 +24,7 @@ struct ReservationsFile {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let mut client = args.socket.connect()?;
     let list = match client.list() {
         Ok(list) => list,

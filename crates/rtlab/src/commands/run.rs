@@ -22,9 +22,8 @@ pub struct Args {
     /// How long to measure, after warm-up (e.g. 10s, 5m, 2h)
     #[arg(short = 'D', long, default_value = "60s", value_parser = crate::flags::duration)]
     pub duration: Nanos,
-    /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_parser = crate::flags::cpu_list, value_name = "LIST")]
-    pub cpus: Option<crate::flags::CpuList>,
+    #[command(flatten)]
+    pub cpus: crate::flags::CpusArgs,
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high,rt-mid,normal")]
     pub classes: Vec<Class>,
@@ -41,9 +40,8 @@ pub struct Args {
     /// Skip the hand-off series (a waiter thread per class woken by the rt-high timer thread)
     #[arg(long)]
     pub no_handoff: bool,
-    /// Write the Run record as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
     /// Write the wake-up histograms in cyclictest's --histfile format
     #[arg(long, value_name = "FILE")]
     pub histfile: Option<PathBuf>,
@@ -53,9 +51,6 @@ pub struct Args {
     /// Print the times between wake-ups in 100 µs bins (paper 000, Tables 2-3)
     #[arg(long)]
     pub intervals: bool,
-    /// Do not store the run in the history database
-    #[arg(long)]
-    pub no_store: bool,
     /// How many of the largest samples each series keeps with their times
     #[arg(long, default_value_t = 4096, hide = true)]
     pub keep_peaks: usize,
@@ -171,6 +166,7 @@ impl Args {
             probe: ProbeConfig {
                 cpus: self
                     .cpus
+                    .list
                     .as_ref()
                     .map(|cpus| cpus.0.clone())
                     .unwrap_or_default(),
@@ -206,7 +202,7 @@ fn session_error(error: SessionError) -> anyhow::Error {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let histfile_output = args
         .histfile
         .as_deref()

@@ -1,21 +1,18 @@
 //! `rtlab show`: re-prints a stored run or a Run record file.
 
 use crate::output::PendingOutput;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
     pub run: String,
-    /// Write the whole Run record as JSON to FILE (`-`, or no FILE, for stdout, replacing the
-    /// summary)
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::ReprintJsonArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let mut record = super::load_record(&args.run)?;
     // Records made before tail projection existed (or imported ones) get it computed now.
     let usage = rtlab_session::usage_of_record(&record);

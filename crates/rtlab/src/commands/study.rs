@@ -34,9 +34,8 @@ pub struct MediaPlayerArgs {
     /// Write experiment-N.wav per experiment into DIR (440 Hz, one silent 10 ms per glitch)
     #[arg(long, value_name = "DIR")]
     pub wav_dir: Option<PathBuf>,
-    /// Write the results as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -55,7 +54,7 @@ fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
             "--experiments: {bad} is not an experiment of Table 3-2 (1-9)"
         )));
     }
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     if let Some(directory) = &args.wav_dir {
         std::fs::create_dir_all(directory)
             .with_context(|| format!("--wav-dir: creating {}", directory.display()))?;

@@ -17,7 +17,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(cpu) => cpu,
         None => default_cpu()?,
     };
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let svgs = prepare_svgs(args.svg.as_deref(), &["change-experiment.svg".to_owned()])?;
     let config = change_config(cpu, args.hold);
     let stop = super::super::stop_flag()?;

@@ -39,15 +39,11 @@ pub struct Args {
     /// CPU to pin the measuring threads to (default: the last online CPU)
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Write the Run record (or, with --audit, the audit) as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
     /// Write the plots as SVG files into DIR (created if missing)
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
-    /// Do not store the study in the run history
-    #[arg(long)]
-    pub no_store: bool,
     /// Instead of measuring: list the settings that change everyone's timing, and who set them
     #[arg(long, conflicts_with = "change_experiment")]
     pub audit: bool,
@@ -143,7 +139,7 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
         },
     };
     let plan = request.plan().map_err(session_error)?;
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let svg_names: Vec<String> = args
         .intervals
         .iter()

@@ -35,15 +35,11 @@ pub struct Args {
     /// Time to run before samples count (caches, frequency, first faults)
     #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
     pub warmup: Nanos,
-    /// Write the Run record as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
     /// Print the times between wake-ups in 100 µs bins (paper 000, Tables 2-3)
     #[arg(long)]
     pub intervals: bool,
-    /// Do not store the run in the history database
-    #[arg(long)]
-    pub no_store: bool,
     /// How many of the largest samples each series keeps with their times
     #[arg(long, default_value_t = 4096, hide = true)]
     pub keep_peaks: usize,
@@ -102,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{flag}: not available on Windows: {reason}"
         )));
     }
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let mut classes = args.classes.clone();
     classes.dedup();
     let config = WindowsRunConfig {

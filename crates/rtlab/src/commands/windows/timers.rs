@@ -10,7 +10,6 @@ use rtlab_core::timer_audit::WINDOWS_AUDIT_SCHEMA;
 use rtlab_core::{Nanos, RunRecord};
 use rtlab_probe::windows::timers::WindowsTimerClass;
 use rtlab_session::windows::{ChangeSettings, WindowsSessionError, WindowsStudyRequest};
-use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 
 fn parse_class(text: &str) -> Result<WindowsTimerClass, String> {
@@ -34,12 +33,8 @@ pub struct Args {
     /// CPU to pin the measuring threads to (default: the last)
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Write the Run record (or, with --audit, the audit) as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Do not store the study in the run history
-    #[arg(long)]
-    pub no_store: bool,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
     /// Instead of measuring: the timer resolution in force, its limits, and who set it
     #[arg(long, conflicts_with = "change_experiment")]
     pub audit: bool,
@@ -89,14 +84,14 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     let settings = request
         .plan(std::env::args().collect())
         .map_err(session_error)?;
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let stop = super::stop_flag()?;
     let record = rtlab_session::windows::timer_study(settings, stop, &mut progress("cells "))?;
     finish(&record, outputs, "timer study")
 }
 
 fn change(args: &Args) -> anyhow::Result<ExitCode> {
-    let outputs = RecordOutputs::open(args.json.as_deref(), args.no_store)?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let stop = super::stop_flag()?;
     let executable = std::env::current_exe().context("finding rtlab.exe to start the changer")?;
     let changer = std::process::Command::new(executable)
@@ -132,7 +127,12 @@ fn finish(record: &RunRecord, outputs: RecordOutputs, summary: &str) -> anyhow::
 }
 
 fn audit(args: &Args) -> anyhow::Result<ExitCode> {
-    let json_output = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json_output = args
+        .record
+        .json
+        .as_deref()
+        .map(PendingOutput::json)
+        .transpose()?;
     let audit = rtlab_session::windows::audit();
     let to_stdout = json_output.as_ref().is_some_and(PendingOutput::is_stdout);
     if let Some(output) = json_output {
