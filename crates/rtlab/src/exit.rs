@@ -90,6 +90,9 @@ fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
             .downcast_ref::<rtlab_session::timers::TimersError>()
             .is_some_and(rtlab_session::timers::TimersError::is_input)
         || cause
+            .downcast_ref::<rtlab_workload::study_run::StudyRunError>()
+            .is_some_and(rtlab_workload::study_run::StudyRunError::is_input)
+        || cause
             .downcast_ref::<rtlab_session::supply::VerifyError>()
             .is_some_and(rtlab_session::supply::VerifyError::is_input)
         || cause
