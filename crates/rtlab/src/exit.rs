@@ -93,6 +93,9 @@ fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
             .downcast_ref::<rtlab_workload::study_run::StudyRunError>()
             .is_some_and(rtlab_workload::study_run::StudyRunError::is_input)
         || cause
+            .downcast_ref::<rtlab_client::ClientError>()
+            .is_some_and(rtlab_client::ClientError::is_input)
+        || cause
             .downcast_ref::<rtlab_session::supply::VerifyError>()
             .is_some_and(rtlab_session::supply::VerifyError::is_input)
         || cause
