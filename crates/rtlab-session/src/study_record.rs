@@ -42,3 +42,22 @@ pub(crate) fn timer_study_record(
     record.validate()?;
     Ok(record)
 }
+
+/// Each of `cells` cells' share of `duration`, raised to five of the `longest` interval when
+/// shorter; a raised share comes with the warning that says so.
+pub(crate) fn cell_duration(
+    duration: rtlab_core::Nanos,
+    cells: u64,
+    longest: rtlab_core::Nanos,
+) -> (rtlab_core::Nanos, Option<String>) {
+    use rtlab_core::Nanos;
+    let share = duration.0 / cells.max(1);
+    if share >= 5 * longest.0 {
+        return (Nanos(share), None);
+    }
+    let raised = Nanos(5 * longest.0);
+    let warning = format!(
+        "a measuring time of {duration} gives each of the {cells} cells less than 5 intervals of {longest}: each cell measured {raised} instead"
+    );
+    (raised, Some(warning))
+}

@@ -4,7 +4,7 @@
 //! Measuring is `rtlab_probe::timers`, the statistics `rtlab_analysis::timers`; this is the glue
 //! between them that any caller (the CLI, a daemon) needs.
 
-use crate::study_record::{timer_study_record, StudyOutcome};
+use crate::study_record::{cell_duration, timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::{change_findings, findings, judge_audit, timer_row, CellInput};
 use rtlab_core::timer_audit::{AuditReport, AUDIT_SCHEMA};
 use rtlab_core::timer_study::{TimerStudy, UnavailableCell};
@@ -189,25 +189,11 @@ impl StudyRequest {
             cell_duration: Nanos::ZERO,
             cpu: self.cpu,
         };
-        let cells = config.cell_count().max(1) as u64;
-        let longest = self
-            .intervals
-            .iter()
-            .map(|interval| interval.0)
-            .max()
-            .unwrap_or(0);
-        let mut warnings = Vec::new();
-        let mut cell_duration = self.duration.0 / cells;
-        if cell_duration < 5 * longest {
-            cell_duration = 5 * longest;
-            warnings.push(format!(
-                "a measuring time of {} gives each of the {cells} cells less than 5 intervals of {}: each cell measured {} instead",
-                self.duration,
-                Nanos(longest),
-                Nanos(cell_duration)
-            ));
-        }
-        config.cell_duration = Nanos(cell_duration);
+        let longest = self.intervals.iter().copied().max().unwrap_or(Nanos::ZERO);
+        let (cell_duration, warning) =
+            cell_duration(self.duration, config.cell_count() as u64, longest);
+        config.cell_duration = cell_duration;
+        let warnings = warning.into_iter().collect();
         Ok(StudyPlan { config, warnings })
     }
 }

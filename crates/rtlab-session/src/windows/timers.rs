@@ -2,7 +2,7 @@
 //! record whose `timers` part has the same types as on Linux.
 
 use super::run::WindowsSessionError;
-use crate::study_record::{timer_study_record, StudyOutcome};
+use crate::study_record::{cell_duration, timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::windows::windows_findings;
 use rtlab_analysis::timers::{timer_row, CellInput};
 use rtlab_core::timer_audit::WindowsAudit;
@@ -89,25 +89,15 @@ impl WindowsStudyRequest {
             cell_duration: Nanos::ZERO,
             cpu: self.cpu.unwrap_or_else(super::last_cpu),
         };
-        let cells = config.cell_count().max(1) as u64;
-        let longest = self
-            .intervals
-            .iter()
-            .map(|interval| interval.0)
-            .max()
-            .unwrap_or(0);
-        let mut warnings = Vec::new();
-        let mut cell_duration = self.duration.0 / cells;
-        let floor = 5 * longest.max(1_000_000);
-        if cell_duration < floor {
-            cell_duration = floor;
-            warnings.push(format!(
-                "a measuring time of {} gives each of the {cells} cells less than 5 intervals: each cell measured {} instead",
-                self.duration,
-                Nanos(cell_duration)
-            ));
-        }
-        config.cell_duration = Nanos(cell_duration);
+        // Whole-millisecond APIs round an interval up to 1 ms at least.
+        let longest = self.intervals.iter().copied().max().unwrap_or(Nanos::ZERO);
+        let (cell_duration, warning) = cell_duration(
+            self.duration,
+            config.cell_count() as u64,
+            longest.max(Nanos::from_millis(1)),
+        );
+        config.cell_duration = cell_duration;
+        let warnings = warning.into_iter().collect();
         Ok(StudySettings {
             study: config,
             warnings,
