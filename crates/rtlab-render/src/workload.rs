@@ -117,7 +117,6 @@ mod tests {
                 }],
                 ..DeviceOutcome::default()
             }],
-            ..WorkloadOutcome::default()
         });
         record.warnings = vec!["not root: no SCHED_FIFO".into()];
         insta::assert_snapshot!(outcome(&record));

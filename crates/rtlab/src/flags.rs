@@ -148,8 +148,6 @@ pub fn confidence(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
-/// `rtlab compare --json` under the common header.
-
 /// An import format name.
 pub fn import_format(text: &str) -> Result<Format, String> {
     text.parse()

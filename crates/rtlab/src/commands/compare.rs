@@ -50,6 +50,7 @@ fn parse_threshold_arg(text: &str) -> Result<Threshold, String> {
     parse_threshold(text).map_err(|error| error.to_string())
 }
 
+/// `rtlab compare --json` under the common header.
 #[derive(Serialize)]
 struct Output<'a> {
     a: RunSummary,
