@@ -81,6 +81,30 @@ impl ClientError {
         }
     }
 
+    /// True when the daemon refused on its own terms (permission, a limit, no room, a thread
+    /// already reserved): an answer, not a failure.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(
+                ErrorCode::Permission
+                    | ErrorCode::Limit
+                    | ErrorCode::Denied
+                    | ErrorCode::Infeasible
+                    | ErrorCode::Unenforceable
+                    | ErrorCode::AlreadyReserved
+            )
+        )
+    }
+
+    /// True when the request was at fault (malformed, no such thread or reservation).
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(ErrorCode::BadRequest | ErrorCode::NoSuchThread | ErrorCode::NotFound)
+        )
+    }
+
     /// The negative errno the C ABI returns for this error.
     pub fn errno(&self) -> i32 {
         -match self {

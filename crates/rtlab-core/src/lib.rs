@@ -25,8 +25,8 @@ pub use header::OutputHeader;
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};
 pub use label::{write_late_marker, SeriesLabel, LATE_MARKER_PREFIX};
 pub use record::{
-    Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RunRecord, Segment, Series,
-    WindowsHost, RUN_SCHEMA,
+    Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RecordHeader, RunRecord, Segment,
+    Series, WindowsHost, RUN_SCHEMA,
 };
 pub use run_conditions::RunConditions;
 pub use run_config::{

@@ -314,19 +314,36 @@ impl RecordError {
     }
 }
 
+/// Who made a record, where and when: the fields every producer fills. The rest of a record
+/// starts empty ([`RunRecord::with_header`]).
+#[derive(Clone, Debug, Default)]
+pub struct RecordHeader {
+    pub id: String,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub duration_ns: u64,
+    pub cmdline: Vec<String>,
+    pub host: Host,
+}
+
 impl RunRecord {
-    /// A record of `series` with everything else empty: no host details, no config, no load,
-    /// episodes or warnings. Producers fill in what they know; tests use it as it is.
-    pub fn new(id: &str, started_at: &str, duration_ns: u64, series: Vec<Series>) -> RunRecord {
+    /// A record at this version's schema from its header, config and series, with the optional
+    /// parts empty (no load, episodes, warnings, timer study, conditions or workload; not
+    /// interrupted): producers set what they have, so a new optional field touches no producer.
+    pub fn with_header(
+        header: RecordHeader,
+        config: RecordConfig,
+        series: Vec<Series>,
+    ) -> RunRecord {
         RunRecord {
             schema: RUN_SCHEMA.to_owned(),
-            id: id.to_owned(),
-            started_at: started_at.to_owned(),
-            duration_ns,
+            id: header.id,
+            started_at: header.started_at,
+            duration_ns: header.duration_ns,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            cmdline: Vec::new(),
-            host: Host::default(),
-            config: RecordConfig::default(),
+            cmdline: header.cmdline,
+            host: header.host,
+            config,
             series,
             load: None,
             episodes: Vec::new(),
@@ -336,6 +353,18 @@ impl RunRecord {
             conditions: None,
             workload: None,
         }
+    }
+
+    /// A record of `series` with everything else empty: no host details, no config, no load,
+    /// episodes or warnings. Producers fill in what they know; tests use it as it is.
+    pub fn new(id: &str, started_at: &str, duration_ns: u64, series: Vec<Series>) -> RunRecord {
+        let header = RecordHeader {
+            id: id.to_owned(),
+            started_at: started_at.to_owned(),
+            duration_ns,
+            ..RecordHeader::default()
+        };
+        RunRecord::with_header(header, RecordConfig::default(), series)
     }
 
     /// Parses and validates a record; errors name the JSON path of the offending field.

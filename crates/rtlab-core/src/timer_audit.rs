@@ -176,3 +176,21 @@ pub struct AuditReport {
     pub skipped: Vec<String>,
     pub facts: AuditFacts,
 }
+
+/// The schema of `rtlab timers --audit --json` on Windows.
+pub const WINDOWS_AUDIT_SCHEMA: &str = "rtlab.timer-audit-windows/1";
+
+/// What `rtlab timers --audit` reports on Windows: the timer resolution in force, its limits,
+/// the power plan, and where to find who asked for the resolution.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowsAudit {
+    pub version: String,
+    pub wine: Option<String>,
+    pub timer_resolution_ns: Option<u64>,
+    pub timer_resolution_finest_ns: Option<u64>,
+    pub timer_resolution_coarsest_ns: Option<u64>,
+    pub multimedia_period_range_ms: Option<(u32, u32)>,
+    pub power_plan: Option<String>,
+    /// Who asked for the resolution in force, or why that cannot be read.
+    pub requesters: String,
+}

@@ -12,11 +12,13 @@
 //! * [`server`] — connections, line framing, timeouts, caps (the I/O design is explained there).
 //! * [`registry`] — authorisation and the book of reservations, over the enforcement.
 //! * [`watch`] — thread pidfds and the hysteresis timer.
+//! * [`startup`] — configuration with overrides, the socket, then the enforcer.
 
 pub mod config;
 pub mod registry;
 pub mod server;
 pub mod socket;
+pub mod startup;
 pub mod watch;
 
 pub use config::{ConfigError, DaemonConfig, DEFAULT_CONFIG_PATH};

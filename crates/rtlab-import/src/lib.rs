@@ -11,8 +11,11 @@ mod csv;
 mod cyclictest;
 mod hdr_log;
 mod rtla;
+mod source;
 
-use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord, RUN_SCHEMA};
+pub use source::{read_source, ReadError, Source};
+
+use rtlab_core::{LatencyHistogram, Metric, Nanos, RecordHeader, RunRecord};
 use std::fmt;
 
 /// The formats rtlab reads.
@@ -304,25 +307,25 @@ pub fn to_record(
     if period_ns == 0 {
         warnings.push("measuring period unknown (not given): duration not known".to_owned());
     }
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: import_id(text),
-        started_at: origin.started_at.clone(),
-        duration_ns: largest_count.saturating_mul(period_ns),
-        tool_version: origin.tool_version.clone(),
-        cmdline: origin.cmdline.clone(),
-        host: rtlab_core::Host {
-            hostname: "unknown".to_owned(),
-            kernel: "unknown".to_owned(),
-            preemption: "unknown".to_owned(),
-            cpu_model: "unknown".to_owned(),
-            cpu_count: 0,
-            virtualization: "unknown".to_owned(),
-            clocksource: "unknown".to_owned(),
-            cpu_dma_latency_us: None,
-            windows: None,
+    let mut record = RunRecord::with_header(
+        RecordHeader {
+            id: import_id(text),
+            started_at: origin.started_at.clone(),
+            duration_ns: largest_count.saturating_mul(period_ns),
+            cmdline: origin.cmdline.clone(),
+            host: rtlab_core::Host {
+                hostname: "unknown".to_owned(),
+                kernel: "unknown".to_owned(),
+                preemption: "unknown".to_owned(),
+                cpu_model: "unknown".to_owned(),
+                cpu_count: 0,
+                virtualization: "unknown".to_owned(),
+                clocksource: "unknown".to_owned(),
+                cpu_dma_latency_us: None,
+                windows: None,
+            },
         },
-        config: rtlab_core::RecordConfig {
+        rtlab_core::RecordConfig {
             import: Some(rtlab_core::ImportSource {
                 format: imported.format.as_str().to_owned(),
                 source: origin.source.clone(),
@@ -331,14 +334,9 @@ pub fn to_record(
             ..rtlab_core::RecordConfig::default()
         },
         series,
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted: false,
-        timers: None,
-        conditions: None,
-        workload: None,
-    };
+    );
+    record.tool_version = origin.tool_version.clone();
+    record.warnings = warnings;
     record
         .validate()
         .map_err(|error| ImportError::File(error.to_string()))?;

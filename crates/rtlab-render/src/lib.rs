@@ -7,11 +7,14 @@
 //! Numbers are stored in ns and printed in µs with one decimal (the unit cyclictest users read);
 //! terminal text fits 80 columns.
 
+#[cfg(target_os = "linux")]
+pub mod buffer;
 pub mod check;
 pub mod compare;
 #[cfg(target_os = "linux")]
 pub mod explain;
 pub mod forecast;
+pub mod history;
 pub mod plan;
 #[cfg(target_os = "linux")]
 pub mod report_html;
@@ -22,13 +25,12 @@ pub mod run_verdict;
 pub mod summary;
 #[cfg(target_os = "linux")]
 pub mod svg_plots;
-#[cfg(target_os = "linux")]
 pub mod svg_timers;
 pub mod text;
-#[cfg(target_os = "linux")]
 pub mod timers;
 #[cfg(target_os = "linux")]
 pub mod verdict;
+pub mod workload;
 
 pub use summary::{metric_explanation, micros};
 

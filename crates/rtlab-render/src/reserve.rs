@@ -1,8 +1,9 @@
 //! The daemon's answers as text: a grant (`rtlab reserve`), what the reserved thread received
 //! (`--verify`) and the table of every reservation (`rtlab reservations`).
 
-use rtlab_core::rpc::{GrantInfo, ListResult, WireRate};
+use rtlab_core::rpc::{GrantInfo, ListResult, ReleaseResult, WireRate};
 use rtlab_core::Nanos;
+use rtlab_sched::enforce::Repair;
 use rtlab_session::supply::VerifiedSupply;
 use serde::Serialize;
 
@@ -194,4 +195,114 @@ pub fn reservations(rows: &[ReservationRow], cpus: &[CpuShare]) -> String {
         .collect();
     text.push_str(&format!("reserved: {}\n", shares.join(", ")));
     text
+}
+
+/// What `rtlab release` gave back.
+pub fn released(result: &ReleaseResult) -> String {
+    if result.released.is_empty() && result.threads.is_empty() {
+        return "nothing to release\n".to_owned();
+    }
+    let grants: Vec<String> = result.released.iter().map(u64::to_string).collect();
+    let threads: Vec<String> = result.threads.iter().map(u32::to_string).collect();
+    format!(
+        "released reservation(s) {} (threads {})\n",
+        if grants.is_empty() {
+            "none".to_owned()
+        } else {
+            grants.join(", ")
+        },
+        threads.join(", ")
+    )
+}
+
+/// What `rtlab daemon` says when it starts: what it repaired of a previous daemon (nothing when
+/// there was nothing), then where it listens and with which limits.
+pub fn daemon_started(
+    repair: &Repair,
+    socket: Option<&std::path::Path>,
+    default_backend: &str,
+    placement: &Result<Vec<usize>, String>,
+    user_limit: f64,
+    hysteresis: Nanos,
+) -> String {
+    let mut text = String::new();
+    if !repair.cpusets_removed.is_empty() || !repair.cpuset_failures.is_empty() {
+        text.push_str(&format!(
+            "rtlab daemon: removed the cpuset partitions a previous daemon left: {:?}{}\n",
+            repair.cpusets_removed,
+            if repair.cpuset_failures.is_empty() {
+                String::new()
+            } else {
+                format!(", could not undo: {}", repair.cpuset_failures.join("; "))
+            }
+        ));
+    }
+    if !repair.restored.is_empty() || !repair.failed.is_empty() {
+        text.push_str(&format!(
+            "rtlab daemon: a previous daemon stopped without reverting: restored threads {:?}{}\n",
+            repair.restored,
+            if repair.failed.is_empty() {
+                String::new()
+            } else {
+                format!(", could not restore {:?}", repair.failed)
+            }
+        ));
+    }
+    let placement = match placement {
+        Ok(_) => "deadline reservations placed alone on one CPU".to_owned(),
+        Err(reason) => format!("deadline reservations under global EDF: {reason}"),
+    };
+    text.push_str(&format!(
+        "rtlab daemon: listening on {} (default backend {default_backend}, {placement}, {:.0} % of a CPU per user, hysteresis {hysteresis})\n",
+        match socket {
+            Some(path) => path.display().to_string(),
+            None => "the socket systemd passed".to_owned(),
+        },
+        user_limit * 100.0,
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_daemon_says_what_it_repaired_and_where_it_listens() {
+        let repair = Repair {
+            restored: vec![4242],
+            failed: vec![(4243, "no such process".into())],
+            cpusets_removed: vec!["/sys/fs/cgroup/cpuset/rtlab-1".into()],
+            ..Repair::default()
+        };
+        let socket = std::path::Path::new("/run/rtlab/rtlabd.sock");
+        let started = daemon_started(
+            &repair,
+            Some(socket),
+            "deadline",
+            &Err("cgroup v2 only".to_owned()),
+            0.5,
+            Nanos::from_millis(500),
+        );
+        let quiet = daemon_started(
+            &Repair::default(),
+            None,
+            "dispatch",
+            &Ok(vec![1]),
+            0.25,
+            Nanos::from_secs(1),
+        );
+        insta::assert_snapshot!(started + &quiet);
+    }
+
+    #[test]
+    fn a_release_says_what_it_gave_back() {
+        let result = |released: Vec<u64>, threads: Vec<u32>| ReleaseResult { released, threads };
+        insta::assert_snapshot!([
+            released(&result(vec![3, 4], vec![4242, 4243])),
+            released(&result(Vec::new(), vec![4242])),
+            released(&result(Vec::new(), Vec::new())),
+        ]
+        .concat());
+    }
 }

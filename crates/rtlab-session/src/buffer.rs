@@ -3,8 +3,8 @@
 //! the real underrun counts in its `config`, so a forecast can be compared with what happened.
 
 use rtlab_core::{
-    BufferExperiment, HistogramError, Metric, RecordConfig, RecordError, RunRecord, UnderrunCount,
-    RUN_SCHEMA,
+    BufferExperiment, HistogramError, Metric, RecordConfig, RecordError, RecordHeader, RunRecord,
+    UnderrunCount,
 };
 pub use rtlab_probe::buffer_experiment::ExperimentResult;
 use rtlab_probe::buffer_experiment::{run as run_experiment, ExperimentConfig, ExperimentError};
@@ -81,21 +81,21 @@ pub fn run(
             result.unchecked
         ));
     }
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: format!(
-            "bufexp-{}",
-            started
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_nanos())
-                .unwrap_or(0)
-        ),
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
-        duration_ns: result.periods * period_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline,
-        host: rtlab_sys::host::describe(None),
-        config: RecordConfig {
+    let mut record = RunRecord::with_header(
+        RecordHeader {
+            id: format!(
+                "bufexp-{}",
+                started
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|elapsed| elapsed.as_nanos())
+                    .unwrap_or(0)
+            ),
+            started_at: humantime::format_rfc3339_seconds(started).to_string(),
+            duration_ns: result.periods * period_ns,
+            cmdline,
+            host: rtlab_sys::host::describe(None),
+        },
+        RecordConfig {
             buffer_experiment: Some(BufferExperiment {
                 buffer_period_ns: period_ns,
                 compute_ns: config.compute.as_u64(),
@@ -106,15 +106,10 @@ pub fn run(
             }),
             ..RecordConfig::default()
         },
-        series: vec![series],
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted: result.interrupted,
-        timers: None,
-        conditions: None,
-        workload: None,
-    };
+        vec![series],
+    );
+    record.warnings = warnings;
+    record.interrupted = result.interrupted;
     record.validate()?;
     Ok((record, result))
 }

@@ -26,6 +26,7 @@ pub mod load;
 pub mod monitor;
 #[cfg(target_os = "linux")]
 mod record;
+mod study_record;
 mod summary;
 #[cfg(target_os = "linux")]
 pub mod supply;

@@ -1,7 +1,7 @@
 //! Building the Run record from what the probe measured, with the warnings that lower its quality.
 
 use crate::{RunConfig, SessionError};
-use rtlab_core::{Metric, Nanos, RecordConfig, RunConditions, RunRecord, RUN_SCHEMA};
+use rtlab_core::{Metric, Nanos, RecordConfig, RecordHeader, RunConditions, RunRecord};
 use rtlab_probe::ProbeResult;
 use rtlab_sys::proc_stat::CpuTimes;
 use std::collections::BTreeMap;
@@ -78,24 +78,19 @@ pub(crate) fn build(
         keep_peaks: Some(probe.peaks_per_series),
         ..RecordConfig::default()
     };
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at,
-        duration_ns: result.measured_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline,
-        host,
-        config: record_config,
+    let mut record = RunRecord::with_header(
+        RecordHeader {
+            id: uuid::Uuid::new_v4().to_string(),
+            started_at,
+            duration_ns: result.measured_ns,
+            cmdline,
+            host,
+        },
+        record_config,
         series,
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted,
-        timers: None,
-        conditions: None,
-        workload: None,
-    };
+    );
+    record.warnings = warnings;
+    record.interrupted = interrupted;
     record.validate()?;
     Ok(record)
 }

@@ -4,13 +4,17 @@
 //! Measuring is `rtlab_probe::timers`, the statistics `rtlab_analysis::timers`; this is the glue
 //! between them that any caller (the CLI, a daemon) needs.
 
-use rtlab_analysis::timers::{change_findings, findings, timer_row, CellInput};
+use crate::study_record::{cell_duration, timer_study_record, StudyOutcome};
+use rtlab_analysis::timers::{change_findings, findings, judge_audit, timer_row, CellInput};
+use rtlab_core::timer_audit::{AuditReport, AUDIT_SCHEMA};
 use rtlab_core::timer_study::{TimerStudy, UnavailableCell};
-use rtlab_core::{Nanos, RecordError, RunRecord, RUN_SCHEMA};
+use rtlab_core::{Nanos, RecordError, RunRecord};
 use rtlab_probe::timers::change::{self, ChangeConfig, ChangeOutcome};
-use rtlab_probe::timers::{StudyConfig, StudyResult, TimerClass};
+use rtlab_probe::timers::{RunningStudy, StudyConfig, StudyError, StudyResult, TimerClass};
 use rtlab_sys::timer_apis::TimerApi;
-use std::time::SystemTime;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// The shortest interval a study measures.
 pub const MIN_INTERVAL: Nanos = Nanos(10_000);
@@ -25,12 +29,126 @@ pub enum TimersError {
     Settings(#[source] serde_json::Error),
     #[error("the study produced an invalid record: {0}")]
     Record(#[from] RecordError),
+    /// An API name the study does not know (the caller's input, setting `apis`).
+    #[error("unknown API '{0}' (expected {list})", list = rtlab_core::timer_study::TIMER_APIS.join(", "))]
+    UnknownApi(String),
+    /// The change experiment's other process needs root (`cpu_dma_latency`, another task's
+    /// timer slack).
+    #[error("the change experiment needs root: the other process holds {path} and writes this thread's /proc/TID/timerslack_ns", path = rtlab_sys::dma_latency::PATH)]
+    NeedsRoot,
+    #[error(transparent)]
+    Study(#[from] StudyError),
+    #[error(transparent)]
+    Change(#[from] change::ChangeError),
+    #[error("reading the online CPUs: {0}")]
+    Cpus(#[source] std::io::Error),
 }
 
 impl TimersError {
     /// True when the request was at fault, not the system.
     pub fn is_input(&self) -> bool {
-        matches!(self, TimersError::IntervalTooShort)
+        matches!(
+            self,
+            TimersError::IntervalTooShort | TimersError::UnknownApi(_)
+        )
+    }
+
+    /// The setting an input error is about, for the caller to name.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            TimersError::IntervalTooShort => Some("intervals"),
+            TimersError::UnknownApi(_) => Some("apis"),
+            _ => None,
+        }
+    }
+}
+
+/// The APIs named (function names; `timerfd` means both its loops); none named: every one.
+pub fn select_apis(names: &[String]) -> Result<Vec<TimerApi>, TimersError> {
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !TimerApi::ALL.iter().any(|api| api.function() == *name))
+    {
+        return Err(TimersError::UnknownApi(unknown.clone()));
+    }
+    Ok(TimerApi::ALL
+        .into_iter()
+        .filter(|api| names.is_empty() || names.iter().any(|name| name == api.function()))
+        .collect())
+}
+
+/// The CPU a study measures on when the caller names none: the last online one.
+pub fn default_cpu() -> Result<usize, TimersError> {
+    rtlab_sys::cpu::online_cpus()
+        .map_err(TimersError::Cpus)?
+        .last()
+        .copied()
+        .ok_or_else(|| TimersError::Cpus(std::io::Error::other("no online CPU")))
+}
+
+/// Measures every cell of `plan`, calling `progress` with the index of the cell under way every
+/// `poll`, and returns the study's record.
+pub fn run_study(
+    plan: &StudyPlan,
+    stop: Arc<AtomicBool>,
+    poll: Duration,
+    progress: &mut dyn FnMut(usize, Option<(Nanos, TimerApi, TimerClass)>),
+    cmdline: Vec<String>,
+) -> Result<RunRecord, TimersError> {
+    let started = SystemTime::now();
+    let began_ns = rtlab_sys::clock::monotonic_ns();
+    let running = RunningStudy::start(plan.config.clone(), stop)?;
+    while !running.is_finished() {
+        std::thread::sleep(poll);
+        let done = running.progress().0;
+        progress(done, plan.config.cell(done));
+    }
+    let result = running.finish()?;
+    let measured_ns = rtlab_sys::clock::monotonic_ns() - began_ns;
+    study_record(plan, result, started, measured_ns, cmdline)
+}
+
+/// Paper 004's pair: `changer` is the command that starts the other process (the hidden
+/// `rtlab timers-changer`); refused without root. Returns the experiment's record.
+pub fn run_change_experiment(
+    config: &ChangeConfig,
+    mut changer: std::process::Command,
+    stop: &Arc<AtomicBool>,
+    cmdline: Vec<String>,
+) -> Result<RunRecord, TimersError> {
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .open(rtlab_sys::dma_latency::PATH)
+        .is_err()
+    {
+        return Err(TimersError::NeedsRoot);
+    }
+    rtlab_sys::load_syscalls::configure_load_command(&mut changer);
+    let started = SystemTime::now();
+    let began_ns = rtlab_sys::clock::monotonic_ns();
+    let outcome = change::run(config, changer, stop)?;
+    let measured_ns = rtlab_sys::clock::monotonic_ns() - began_ns;
+    change_record(config, outcome, started, measured_ns, cmdline)
+}
+
+/// `rtlab timers --audit`: the settings that change everyone's timing, read and judged.
+pub fn audit(cmdline: Vec<String>) -> AuditReport {
+    let facts = rtlab_sys::timer_audit::collect();
+    let items = judge_audit(&facts);
+    let mut skipped = facts.skipped.clone();
+    if !facts.as_root {
+        skipped.push("not root: other processes' open files and timer slack are hidden, and debugfs (the fair server) is unreadable; run as root for the whole picture".to_owned());
+    }
+    skipped.push("what each cpu_dma_latency holder asked for: the kernel keeps it inside the open file and shows only the least of all requests (reading /dev/cpu_dma_latency)".to_owned());
+    AuditReport {
+        schema: AUDIT_SCHEMA.to_owned(),
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        cmdline,
+        started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        host: rtlab_sys::host::describe(None),
+        items,
+        skipped,
+        facts,
     }
 }
 
@@ -71,25 +189,11 @@ impl StudyRequest {
             cell_duration: Nanos::ZERO,
             cpu: self.cpu,
         };
-        let cells = config.cell_count().max(1) as u64;
-        let longest = self
-            .intervals
-            .iter()
-            .map(|interval| interval.0)
-            .max()
-            .unwrap_or(0);
-        let mut warnings = Vec::new();
-        let mut cell_duration = self.duration.0 / cells;
-        if cell_duration < 5 * longest {
-            cell_duration = 5 * longest;
-            warnings.push(format!(
-                "a measuring time of {} gives each of the {cells} cells less than 5 intervals of {}: each cell measured {} instead",
-                self.duration,
-                Nanos(longest),
-                Nanos(cell_duration)
-            ));
-        }
-        config.cell_duration = Nanos(cell_duration);
+        let longest = self.intervals.iter().copied().max().unwrap_or(Nanos::ZERO);
+        let (cell_duration, warning) =
+            cell_duration(self.duration, config.cell_count() as u64, longest);
+        config.cell_duration = cell_duration;
+        let warnings = warning.into_iter().collect();
         Ok(StudyPlan { config, warnings })
     }
 }
@@ -252,34 +356,20 @@ fn base_record(
     cmdline: Vec<String>,
     settings: serde_json::Value,
     study: TimerStudy,
-    mut warnings: Vec<String>,
+    warnings: Vec<String>,
     interrupted: bool,
 ) -> Result<RunRecord, TimersError> {
-    let host = rtlab_sys::host::describe(None);
-    if host.virtualization != "none" {
-        warnings.push(format!(
-            "running in a virtual machine ({}): the hypervisor's own timers and descheduling show up in every API",
-            host.virtualization
-        ));
-    }
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+    let outcome = StudyOutcome {
+        started,
         duration_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline,
-        host,
         config: serde_json::from_value(settings).map_err(TimersError::Settings)?,
-        series: Vec::new(),
-        load: None,
-        episodes: Vec::new(),
+        study,
         warnings,
         interrupted,
-        timers: Some(study),
-        conditions: None,
-        workload: None,
     };
-    record.validate()?;
-    Ok(record)
+    Ok(timer_study_record(
+        outcome,
+        rtlab_sys::host::describe(None),
+    )?)
 }

@@ -801,59 +801,6 @@ pub fn underruns_only(explained: &[rtlab_core::ExplainedEvent]) -> Vec<rtlab_cor
         .collect()
 }
 
-/// The explained events as text, one block each: the cause in words, then the largest parts of
-/// each thread's account (at most `limit` events; the rest are counted).
-pub fn render(explained: &[rtlab_core::ExplainedEvent], limit: usize) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let ms = |ns: u64| format!("{:.1}", ns as f64 / 1e6);
-    for event in explained.iter().take(limit) {
-        let _ = writeln!(
-            out,
-            "{} {} at {:.3}s: {}",
-            event.kind.replace('_', " "),
-            event.source,
-            event.at_ns as f64 / 1e9,
-            event.cause
-        );
-        for account in &event.accounts {
-            let parts: Vec<String> = account
-                .parts
-                .iter()
-                .take(4)
-                .map(|part| format!("{} {} {} ms", part.kind.as_str(), part.name, ms(part.ns)))
-                .collect();
-            let _ = writeln!(out, "    {:<12} {}", account.thread, parts.join(", "));
-        }
-        if let Some(steal) = event.steal_ns.filter(|steal| *steal > 0) {
-            let _ = writeln!(
-                out,
-                "    steal {} ms around the window (/proc/stat)",
-                ms(steal)
-            );
-        }
-    }
-    if explained.len() > limit {
-        let _ = writeln!(
-            out,
-            "… and {} more (all in --json)",
-            explained.len() - limit
-        );
-    }
-    let mut by_kind: BTreeMap<LatenessKind, usize> = BTreeMap::new();
-    for event in explained {
-        *by_kind.entry(event.cause_kind).or_default() += 1;
-    }
-    if !by_kind.is_empty() {
-        let counts: Vec<String> = by_kind
-            .iter()
-            .map(|(kind, count)| format!("{count} {}", kind.as_str()))
-            .collect();
-        let _ = writeln!(out, "causes: {}", counts.join(", "));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

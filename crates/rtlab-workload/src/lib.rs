@@ -19,6 +19,7 @@ pub mod ring;
 pub mod rt_app;
 pub mod runner;
 pub mod study;
+pub mod study_run;
 pub mod toml_file;
 pub mod wav;
 

@@ -67,6 +67,9 @@ fn is_input(error: &anyhow::Error) -> bool {
             || cause
                 .downcast_ref::<rtlab_store::LoadError>()
                 .is_some_and(rtlab_store::LoadError::is_input)
+            || cause
+                .downcast_ref::<rtlab_import::ReadError>()
+                .is_some_and(rtlab_import::ReadError::is_input)
             || is_library_input(cause)
     })
 }
@@ -83,6 +86,15 @@ fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
         || cause
             .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
             .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
+        || cause
+            .downcast_ref::<rtlab_session::timers::TimersError>()
+            .is_some_and(rtlab_session::timers::TimersError::is_input)
+        || cause
+            .downcast_ref::<rtlab_workload::study_run::StudyRunError>()
+            .is_some_and(rtlab_workload::study_run::StudyRunError::is_input)
+        || cause
+            .downcast_ref::<rtlab_client::ClientError>()
+            .is_some_and(rtlab_client::ClientError::is_input)
         || cause
             .downcast_ref::<rtlab_session::supply::VerifyError>()
             .is_some_and(rtlab_session::supply::VerifyError::is_input)

@@ -19,6 +19,18 @@ pub fn flag_of(setting: &str) -> String {
     }
 }
 
+/// A library error with the flag of the setting it is about as context (`--period: …`);
+/// `exit.rs` still tells input from system errors by the error's kind.
+pub fn naming_flag<E>(error: E, setting: Option<&str>) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match setting.map(flag_of) {
+        Some(flag) => anyhow::Error::new(error).context(flag),
+        None => anyhow::Error::new(error),
+    }
+}
+
 /// A duration with its unit (`10s`, `250us`).
 pub fn duration(text: &str) -> Result<Nanos, String> {
     parse_duration(text).map_err(|error| error.to_string())
@@ -80,6 +92,15 @@ pub fn dma_latency_us(text: &str) -> Result<i32, String> {
 #[derive(Clone, Debug)]
 pub struct CpuList(pub Vec<usize>);
 
+/// `--cpus LIST` of the commands that measure on several CPUs.
+#[cfg(target_os = "linux")]
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct CpusArgs {
+    /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
+    #[arg(long = "cpus", value_name = "LIST", value_parser = cpu_list)]
+    pub list: Option<CpuList>,
+}
+
 #[cfg(target_os = "linux")]
 pub fn cpu_list(text: &str) -> Result<CpuList, String> {
     rtlab_sys::cpu::parse_cpu_list(text).map(CpuList)
@@ -113,6 +134,18 @@ pub fn producer_policy(text: &str) -> Result<Policy, String> {
             "'{text}' is not a producer class (normal or fifo:PRIO)"
         )),
     }
+}
+
+/// `--confidence`: a percentage from 50 to below 100.
+pub fn confidence(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a percentage"))?;
+    if !(50.0..100.0).contains(&value) {
+        return Err(format!("'{text}': give a confidence from 50 to below 100"));
+    }
+    Ok(value)
 }
 
 /// An import format name.

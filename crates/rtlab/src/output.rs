@@ -8,7 +8,7 @@ use anyhow::Context;
 use rtlab_core::{Host, OutputHeader};
 use serde::Serialize;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A JSON output: the common header (`schema`, `tool_version`, `cmdline`, `started_at`, `host`
 /// where a machine is involved), then the command's own fields.
@@ -100,4 +100,97 @@ pub fn print(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()
+}
+
+/// Where a Run record goes when a command ends: `--json` (opened before any work, so a bad
+/// path fails at once) and, unless `--no-store`, the run history (opened before any work too).
+pub(crate) struct RecordOutputs {
+    json: Option<PendingOutput>,
+    store: Option<rtlab_store::Store>,
+}
+
+impl RecordOutputs {
+    pub(crate) fn open(args: &RecordArgs) -> anyhow::Result<RecordOutputs> {
+        let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+        let store = if args.no_store {
+            None
+        } else {
+            Some(
+                rtlab_store::Store::open_default()
+                    .context("opening the run history (use --no-store to skip it)")?,
+            )
+        };
+        Ok(RecordOutputs { json, store })
+    }
+
+    /// True when the record goes to stdout as JSON: nothing else may be printed there.
+    pub(crate) fn json_to_stdout(&self) -> bool {
+        self.json.as_ref().is_some_and(PendingOutput::is_stdout)
+    }
+
+    /// Stores the record under `summary` (saying so, unless JSON goes to stdout or `quiet`),
+    /// then writes `--json`.
+    pub(crate) fn finish(
+        self,
+        record: &rtlab_core::RunRecord,
+        summary: &str,
+        quiet: bool,
+    ) -> anyhow::Result<()> {
+        let to_stdout = self.json_to_stdout();
+        if let Some(store) = &self.store {
+            store.insert(record, summary)?;
+            if !to_stdout && !quiet {
+                let short_id: String = record.id.chars().take(8).collect();
+                print(&format!(
+                    "\nstored as run {short_id} (rtlab show {short_id})\n"
+                ))?;
+            }
+        }
+        if let Some(output) = self.json {
+            output.commit(&(record.to_json_pretty() + "\n"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `--json FILE|-` and `--no-store`: where a command's Run record goes.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct RecordArgs {
+    /// Write the Run record as JSON to FILE (`-`: to standard output, in place of the text)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Do not store the record in the run history
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+/// `--json FILE|-` of a command whose result is not a Run record.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct JsonArgs {
+    /// Write the result as JSON to FILE (`-`: to standard output, in place of the text)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `--json [FILE|-]` of a command that re-prints something stored: no FILE means stdout.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ReprintJsonArgs {
+    /// Write the result as JSON to FILE (`-`, or no FILE: to standard output, in place of the
+    /// text)
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<PathBuf>,
+}
+
+impl JsonArgs {
+    /// Opens `--json` before any work.
+    pub(crate) fn prepare(&self) -> anyhow::Result<Option<PendingOutput>> {
+        self.json.as_deref().map(PendingOutput::json).transpose()
+    }
+}
+
+impl ReprintJsonArgs {
+    /// Opens `--json` before any work.
+    pub(crate) fn prepare(&self) -> anyhow::Result<Option<PendingOutput>> {
+        self.json.as_deref().map(PendingOutput::json).transpose()
+    }
 }

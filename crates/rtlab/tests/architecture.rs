@@ -57,6 +57,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-analysis",
             "rtlab-sched",
             "rtlab-session",
+            "rtlab-probe",
+            "rtlab-store",
         ],
     ),
 ];

@@ -294,24 +294,14 @@ fn test_record() -> RunRecord {
         )
         .unwrap()
     };
-    RunRecord {
-        schema: rtlab_core::RUN_SCHEMA.to_owned(),
-        id: "test".to_owned(),
-        started_at: "2026-01-01T00:00:00Z".to_owned(),
-        duration_ns: 0,
-        tool_version: "test".to_owned(),
-        cmdline: vec![],
-        host: Default::default(),
-        config: rtlab_core::RecordConfig::default(),
-        series: vec![series(0, 100), series(1, 200)],
-        load: None,
-        episodes: vec![],
-        warnings: vec![],
-        interrupted: false,
-        timers: None,
-        conditions: None,
-        workload: None,
-    }
+    let mut record = RunRecord::new(
+        "test",
+        "2026-01-01T00:00:00Z",
+        0,
+        vec![series(0, 100), series(1, 200)],
+    );
+    record.tool_version = "test".to_owned();
+    record
 }
 
 proptest! {

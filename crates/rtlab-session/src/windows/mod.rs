@@ -9,7 +9,16 @@ mod run;
 mod timers;
 
 pub use run::{run, WindowsRunConfig, WindowsSessionError};
-pub use timers::{change_experiment, timer_study, ChangeSettings, StudySettings};
+pub use timers::{
+    audit, change_experiment, timer_study, ChangeSettings, StudySettings, WindowsStudyRequest,
+};
+
+/// The CPU measuring threads are pinned to when the caller names none: the last one.
+pub fn last_cpu() -> usize {
+    std::thread::available_parallelism()
+        .map(|count| count.get() - 1)
+        .unwrap_or(0)
+}
 
 /// The warning every record made under Wine carries: its timings are the Linux host's.
 pub(crate) fn wine_warning(host: &rtlab_core::Host) -> Option<String> {

@@ -2,7 +2,9 @@
 
 use crate::{attach_tails, Observer, SessionProgress};
 use rtlab_analysis::tail::UsageModel;
-use rtlab_core::{HistogramError, Metric, Nanos, RecordConfig, RecordError, RunRecord, RUN_SCHEMA};
+use rtlab_core::{
+    HistogramError, Metric, Nanos, RecordConfig, RecordError, RecordHeader, RunRecord,
+};
 use rtlab_probe::windows::run::{
     RunningWindowsProbe, WindowsProbeConfig, WindowsProbeError, WindowsProbeResult,
 };
@@ -30,6 +32,12 @@ pub enum WindowsSessionError {
     Record(#[from] RecordError),
     #[error("{0}")]
     Study(#[source] std::io::Error),
+    /// A setting the caller gave that cannot be measured (`apis`, `intervals`, `classes`).
+    #[error("{message}")]
+    Setting {
+        setting: &'static str,
+        message: String,
+    },
 }
 
 impl WindowsSessionError {
@@ -38,7 +46,20 @@ impl WindowsSessionError {
         match self {
             WindowsSessionError::Probe(error) => error.is_input(),
             WindowsSessionError::Study(error) => error.kind() == std::io::ErrorKind::InvalidInput,
+            WindowsSessionError::Setting { .. } => true,
             _ => false,
+        }
+    }
+
+    /// The setting an input error is about (`classes`, `period`, `cpu`, `apis`, …), for the
+    /// caller to name (the CLI names its flag).
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            WindowsSessionError::Probe(WindowsProbeError::NoClasses) => Some("classes"),
+            WindowsSessionError::Probe(WindowsProbeError::PeriodTooShort(_)) => Some("period"),
+            WindowsSessionError::Probe(WindowsProbeError::NoSuchCpu { .. }) => Some("cpu"),
+            WindowsSessionError::Setting { setting, .. } => Some(setting),
+            _ => None,
         }
     }
 }
@@ -129,15 +150,15 @@ fn build(
                 .to_owned(),
         ),
     );
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at,
-        duration_ns: result.measured_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline: config.cmdline.clone(),
-        host,
-        config: RecordConfig {
+    let mut record = RunRecord::with_header(
+        RecordHeader {
+            id: uuid::Uuid::new_v4().to_string(),
+            started_at,
+            duration_ns: result.measured_ns,
+            cmdline: config.cmdline.clone(),
+            host,
+        },
+        RecordConfig {
             cpus: vec![probe.cpu],
             classes,
             period_ns: Some(period_ns),
@@ -149,14 +170,9 @@ fn build(
             ..RecordConfig::default()
         },
         series,
-        load: None,
-        episodes: Vec::new(),
-        warnings,
-        interrupted: result.interrupted,
-        timers: None,
-        conditions: None,
-        workload: None,
-    };
+    );
+    record.warnings = warnings;
+    record.interrupted = result.interrupted;
     record.validate()?;
     Ok(record)
 }

@@ -2,14 +2,18 @@
 //! record whose `timers` part has the same types as on Linux.
 
 use super::run::WindowsSessionError;
+use crate::study_record::{cell_duration, timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::windows::windows_findings;
 use rtlab_analysis::timers::{timer_row, CellInput};
+use rtlab_core::timer_audit::WindowsAudit;
 use rtlab_core::timer_study::{
     ChangeExperiment, ChangeStep, DelayStats, Restoration, TimerStudy, UnavailableCell,
 };
-use rtlab_core::{LatencyHistogram, Nanos, RecordConfig, RunRecord, RUN_SCHEMA};
+use rtlab_core::{LatencyHistogram, Nanos, RecordConfig, RunRecord};
 use rtlab_probe::windows::change::{measure_sleeps, parse_answer};
-use rtlab_probe::windows::timers::{RunningWindowsStudy, WindowsStudyConfig};
+use rtlab_probe::windows::timers::{
+    RunningWindowsStudy, WindowsStudyConfig, WindowsTimerApi, WindowsTimerClass,
+};
 use rtlab_sys::windows::clock::monotonic_ns;
 use std::io::{BufRead, Write};
 use std::sync::atomic::AtomicBool;
@@ -25,6 +29,103 @@ pub struct StudySettings {
     pub cmdline: Vec<String>,
 }
 
+/// What to measure: every API × class × interval, `duration` split evenly over the cells.
+#[derive(Clone, Debug)]
+pub struct WindowsStudyRequest {
+    /// The APIs by function name (`Sleep`, `timeSetEvent`, …); empty: every one.
+    pub apis: Vec<String>,
+    pub classes: Vec<WindowsTimerClass>,
+    pub intervals: Vec<Nanos>,
+    pub duration: Nanos,
+    /// The CPU to pin the measuring threads to; None: the last.
+    pub cpu: Option<usize>,
+}
+
+/// The shortest interval a Windows study measures.
+const MIN_INTERVAL_NS: u64 = 100_000;
+
+impl WindowsStudyRequest {
+    /// Checks the request and splits the time over the cells; a cell gets at least five of its
+    /// longest interval, and at least five milliseconds (whole-millisecond APIs round up).
+    pub fn plan(&self, cmdline: Vec<String>) -> Result<StudySettings, WindowsSessionError> {
+        let setting = |setting, message: String| WindowsSessionError::Setting { setting, message };
+        let apis = if self.apis.is_empty() {
+            WindowsTimerApi::ALL.to_vec()
+        } else {
+            if let Some(unknown) = self.apis.iter().find(|name| {
+                !WindowsTimerApi::ALL
+                    .iter()
+                    .any(|api| api.function() == *name)
+            }) {
+                return Err(setting("apis", format!(
+                    "unknown API '{unknown}' (expected Sleep, WaitForSingleObject, SetWaitableTimer or timeSetEvent)"
+                )));
+            }
+            WindowsTimerApi::ALL
+                .into_iter()
+                .filter(|api| self.apis.iter().any(|name| name == api.function()))
+                .collect()
+        };
+        if self
+            .intervals
+            .iter()
+            .any(|interval| interval.as_u64() < MIN_INTERVAL_NS)
+        {
+            return Err(setting(
+                "intervals",
+                "every interval must be at least 100us".to_owned(),
+            ));
+        }
+        if self.classes.is_empty() {
+            return Err(setting("classes", "no class given".to_owned()));
+        }
+        let mut classes = self.classes.clone();
+        classes.sort();
+        classes.dedup();
+        let mut config = WindowsStudyConfig {
+            apis,
+            classes,
+            intervals: self.intervals.clone(),
+            cell_duration: Nanos::ZERO,
+            cpu: self.cpu.unwrap_or_else(super::last_cpu),
+        };
+        // Whole-millisecond APIs round an interval up to 1 ms at least.
+        let longest = self.intervals.iter().copied().max().unwrap_or(Nanos::ZERO);
+        let (cell_duration, warning) = cell_duration(
+            self.duration,
+            config.cell_count() as u64,
+            longest.max(Nanos::from_millis(1)),
+        );
+        config.cell_duration = cell_duration;
+        let warnings = warning.into_iter().collect();
+        Ok(StudySettings {
+            study: config,
+            warnings,
+            cmdline,
+        })
+    }
+}
+
+/// Who asked for the timer resolution cannot be read without administrator rights: where to
+/// look instead.
+const REQUESTERS: &str = "not readable without administrator rights: run `powercfg /energy /duration 10` as administrator and read 'Platform Timer Resolution: Outstanding Timer Request' in energy-report.html";
+
+/// `rtlab timers --audit` on Windows: the timer resolution in force, its limits, the power plan.
+pub fn audit() -> WindowsAudit {
+    let facts = rtlab_sys::windows::host::windows_facts();
+    WindowsAudit {
+        version: facts.version,
+        wine: facts.wine,
+        timer_resolution_ns: facts.timer_resolution_ns,
+        timer_resolution_finest_ns: facts.timer_resolution_finest_ns,
+        timer_resolution_coarsest_ns: facts.timer_resolution_coarsest_ns,
+        multimedia_period_range_ms: rtlab_sys::windows::resolution::multimedia_period_range_ms()
+            .ok(),
+        power_plan: facts.power_plan,
+        requesters: REQUESTERS.to_owned(),
+    }
+}
+
 fn record(
     started: std::time::SystemTime,
     duration_ns: u64,
@@ -36,37 +137,21 @@ fn record(
 ) -> Result<RunRecord, WindowsSessionError> {
     let host = rtlab_sys::host::describe(None);
     warnings.extend(super::wine_warning(&host));
-    if host.virtualization != "none" {
-        warnings.push(format!(
-            "running in a virtual machine ({}): the hypervisor's own timers and descheduling show up in every API",
-            host.virtualization
-        ));
-    }
     let mut other = std::collections::BTreeMap::new();
     other.insert("timers".to_owned(), config);
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        id: uuid::Uuid::new_v4().to_string(),
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+    let outcome = StudyOutcome {
+        started,
         duration_ns,
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline,
-        host,
         config: RecordConfig {
             other,
             ..RecordConfig::default()
         },
-        series: Vec::new(),
-        load: None,
-        episodes: Vec::new(),
+        study,
         warnings,
         interrupted,
-        timers: Some(study),
-        conditions: None,
-        workload: None,
     };
-    record.validate()?;
-    Ok(record)
+    Ok(timer_study_record(outcome, host)?)
 }
 
 /// Measures every cell (reporting `(done, total)` to `progress` about four times a second) and

@@ -1,15 +1,11 @@
 //! `rtlab buffer-experiment` (hidden): the experiment behind BENCHMARKS.md's "is the forecast
 //! right?" (`rtlab_session::buffer`): flags in, the record and the underrun counts printed.
 
-use crate::output::PendingOutput;
-use anyhow::Context as _;
+use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_probe::buffer_experiment::ExperimentConfig;
 use rtlab_sys::sched::Policy;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -34,19 +30,13 @@ pub struct Args {
     /// CPU to pin the device to
     #[arg(long)]
     pub device_cpu: Option<usize>,
-    /// Write the Run record to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Do not store the record in the run history
-    #[arg(long)]
-    pub no_store: bool,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    rtlab_sys::signals::install_stop_flag(&stop)
-        .context("installing the SIGINT/SIGTERM handler")?;
+    let outputs = RecordOutputs::open(&args.record)?;
+    let stop = super::stop_flag()?;
     let config = ExperimentConfig {
         buffer_period: args.period,
         compute: args.compute,
@@ -58,30 +48,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         device_cpu: args.device_cpu,
     };
     let (record, result) = rtlab_session::buffer::run(&config, &stop, std::env::args().collect())?;
-    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
-    if !to_stdout {
-        println!(
-            "{} periods of {} ms, compute {} µs, producer {} — wake-up p99 {} µs, max {} µs",
-            result.periods,
-            args.period.0 as f64 / 1e6,
-            args.compute.0 / 1_000,
-            result.producer_policy.name(),
-            rtlab_render::micros(result.wakeup.value_at_quantile(0.99)),
-            rtlab_render::micros(result.wakeup.max()),
-        );
-        for (buffers, checked, underruns) in &result.underruns {
-            println!("n = {buffers}: {underruns} underruns in {checked} buffers");
-        }
+    if !outputs.json_to_stdout() {
+        let text = rtlab_render::buffer::outcome(&result, args.period, args.compute);
+        crate::output::print(&text)?;
     }
-    if !args.no_store {
-        let store = rtlab_store::Store::open_default()?;
-        store.insert(&record, "buffer experiment")?;
-        if !to_stdout {
-            println!("stored as run {}", record.id);
-        }
-    }
-    if let Some(json) = json {
-        json.commit(&(record.to_json_pretty() + "\n"))?;
-    }
+    outputs.finish(&record, "buffer experiment", false)?;
     Ok(crate::exit::finished(result.interrupted))
 }

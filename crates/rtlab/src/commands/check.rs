@@ -27,9 +27,8 @@ pub struct Args {
     /// Largest share of a CPU that reservations may take, in % (Linux admits 95 by default)
     #[arg(long, value_name = "PERCENT", default_value_t = 95.0)]
     pub reservation_limit: f64,
-    /// Write the analysis as JSON to FILE (`-` for stdout, replacing the table)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
 }
 
 /// The `schema` of `rtlab check --json`.
@@ -41,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "--reservation-limit: must be a percentage in (0, 100]",
         ));
     }
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let name = args.taskset.display().to_string();
     let text = std::fs::read_to_string(&args.taskset)
         .map_err(|error| crate::exit::input(format!("{name}: {error}")))?;

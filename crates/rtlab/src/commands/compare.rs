@@ -4,14 +4,15 @@
 //! configuration changes.
 
 use crate::output::PendingOutput;
-use anyhow::Context as _;
 use rtlab_analysis::compare::{
     compare, parse_threshold, CompareOptions, Comparison, Gate, GateScope, Threshold,
 };
 use rtlab_render::compare::RunSummary;
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The `schema` of `rtlab compare --json`.
+pub const COMPARE_SCHEMA: &str = "rtlab.compare/1";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -35,11 +36,10 @@ pub struct Args {
         requires = "fail_if_worse"
     )]
     pub gate_classes: Vec<String>,
-    /// Write the comparison as JSON to FILE (`-` for stdout, replacing the tables)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
     /// Confidence of the bootstrap intervals, in percent
-    #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = parse_confidence)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = crate::flags::confidence)]
     pub confidence: f64,
     /// Bootstrap resamples per percentile
     #[arg(long, value_name = "N", default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
@@ -50,24 +50,9 @@ fn parse_threshold_arg(text: &str) -> Result<Threshold, String> {
     parse_threshold(text).map_err(|error| error.to_string())
 }
 
-fn parse_confidence(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a percentage"))?;
-    if !(50.0..100.0).contains(&value) {
-        return Err(format!("'{text}': give a confidence from 50 to below 100"));
-    }
-    Ok(value)
-}
-
+/// `rtlab compare --json` under the common header.
 #[derive(Serialize)]
 struct Output<'a> {
-    schema: &'static str,
-    tool_version: &'static str,
-    cmdline: Vec<String>,
-    started_at: String,
-    host: rtlab_core::Host,
     a: RunSummary,
     b: RunSummary,
     #[serde(flatten)]
@@ -77,7 +62,7 @@ struct Output<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let record_a = super::load_record(&args.a)?;
     let record_b = super::load_record(&args.b)?;
     let options = CompareOptions {
@@ -92,11 +77,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map(|threshold| comparison.gate(threshold, &GateScope::from_classes(&args.gate_classes)));
     let output = Output {
-        schema: "rtlab.compare/1",
-        tool_version: env!("CARGO_PKG_VERSION"),
-        cmdline: std::env::args().collect(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        host: rtlab_sys::host::describe(None),
         a: RunSummary::of(&args.a, &record_a),
         b: RunSummary::of(&args.b, &record_b),
         comparison: &comparison,
@@ -112,9 +92,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ))?;
     }
     if let Some(json) = json {
-        let text =
-            serde_json::to_string_pretty(&output).context("serialising the comparison")? + "\n";
-        json.commit(&text)?;
+        let host = rtlab_sys::host::describe(None);
+        json.commit_json(COMPARE_SCHEMA, Some(host), &output)?;
     }
     match gate {
         Some(gate) if !gate.breaches.is_empty() => Ok(ExitCode::from(crate::exit::CHECK_FAILED)),

@@ -5,7 +5,10 @@
 //! next start revert them.
 
 use anyhow::Context as _;
-use rtlab_daemon::{DaemonConfig, Stopped, DEFAULT_CONFIG_PATH};
+use rtlab_core::Nanos;
+use rtlab_daemon::startup::{configure, Startup};
+use rtlab_daemon::Stopped;
+use rtlab_sched::enforce::Enforcement;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,19 +32,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut config = match &args.config {
-        Some(path) => DaemonConfig::load(path, true),
-        None => DaemonConfig::load(std::path::Path::new(DEFAULT_CONFIG_PATH), false),
-    }
-    .map_err(|error| crate::exit::input(format!("--config: {error}")))?;
-    if let Some(socket) = args.socket.clone().or_else(|| {
-        std::env::var_os(rtlab_core::rpc::SOCKET_ENV)
-            .filter(|value| !value.is_empty())
-            .map(PathBuf::from)
-    }) {
-        config.socket = socket;
-    }
-
+    let config = configure(args.config.as_deref(), args.socket.clone())
+        .map_err(|error| crate::exit::input(format!("--config: {error}")))?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_flag_only(&stop).context("installing SIGTERM/SIGINT handlers")?;
     let panicked = Arc::new(AtomicBool::new(false));
@@ -53,60 +45,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             panicked.store(true, Ordering::SeqCst);
         }));
     }
-
-    // The socket first: a second daemon must fail here, before its enforcer touches the journal
-    // of the one already running.
-    let listening = rtlab_daemon::listen(&config.socket)?;
-    let mut enforcer =
-        rtlab_sched::enforce::Enforcer::open(&config.state_dir, config.default_backend)
-            .with_context(|| {
-                format!(
-                    "opening the enforcer (state in {})",
-                    config.state_dir.display()
-                )
-            })?;
-    enforcer.set_placement(config.deadline_placement);
-    let repaired = enforcer.repaired();
-    if !repaired.cpusets_removed.is_empty() || !repaired.cpuset_failures.is_empty() {
-        eprintln!(
-            "rtlab daemon: removed the cpuset partitions a previous daemon left: {:?}{}",
-            repaired.cpusets_removed,
-            if repaired.cpuset_failures.is_empty() {
-                String::new()
-            } else {
-                format!(", could not undo: {}", repaired.cpuset_failures.join("; "))
-            }
-        );
-    }
-    if !repaired.restored.is_empty() || !repaired.failed.is_empty() {
-        eprintln!(
-            "rtlab daemon: a previous daemon stopped without reverting: restored threads {:?}{}",
-            repaired.restored,
-            if repaired.failed.is_empty() {
-                String::new()
-            } else {
-                format!(", could not restore {:?}", repaired.failed)
-            }
-        );
-    }
+    let Startup {
+        config,
+        listening,
+        enforcer,
+    } = rtlab_daemon::startup::start(config)?;
+    eprint!(
+        "{}",
+        rtlab_render::reserve::daemon_started(
+            enforcer.repaired(),
+            listening.bound_path.as_deref(),
+            &Enforcement::default_backend(&enforcer).to_string(),
+            &enforcer.placement(),
+            config.user_limit,
+            Nanos::from(config.hysteresis),
+        )
+    );
     let listener = listening
         .listener
         .try_clone()
         .context("duplicating the listening socket")?;
-    let default_backend = rtlab_sched::enforce::Enforcement::default_backend(&enforcer);
-    let placement = match enforcer.placement() {
-        Ok(_) => "deadline reservations placed alone on one CPU".to_owned(),
-        Err(reason) => format!("deadline reservations under global EDF: {reason}"),
-    };
-    eprintln!(
-        "rtlab daemon: listening on {} (default backend {default_backend}, {placement}, {:.0} % of a CPU per user, hysteresis {})",
-        match &listening.bound_path {
-            Some(path) => path.display().to_string(),
-            None => "the socket systemd passed".to_owned(),
-        },
-        config.user_limit * 100.0,
-        rtlab_core::Nanos::from(config.hysteresis),
-    );
     let stopped = rtlab_daemon::serve(listener, &config, Box::new(enforcer), stop, panicked)?;
     drop(listening);
     match stopped {

@@ -23,25 +23,13 @@ impl SocketArgs {
     }
 }
 
-/// How a failed call ends the command: a refusal is printed and exits 1, bad input exits 2,
-/// everything else (no daemon, a broken connection, a system error in the daemon) exits 3.
+/// How a failed call ends the command: a refusal is printed and exits 1; anything else goes to
+/// `exit.rs` (bad input 2; no daemon, a broken connection or a system error in the daemon 3).
 pub fn failure(error: ClientError) -> anyhow::Result<ExitCode> {
-    match error.code() {
-        Some(
-            ErrorCode::Permission
-            | ErrorCode::Limit
-            | ErrorCode::Denied
-            | ErrorCode::Infeasible
-            | ErrorCode::Unenforceable
-            | ErrorCode::AlreadyReserved,
-        ) => {
-            let code = error.code().map_or("denied", ErrorCode::as_str);
-            eprintln!("rtlab: denied ({code}): {error}");
-            Ok(ExitCode::from(crate::exit::CHECK_FAILED))
-        }
-        Some(ErrorCode::BadRequest | ErrorCode::NoSuchThread | ErrorCode::NotFound) => {
-            Err(crate::exit::input(error))
-        }
-        _ => Err(anyhow::Error::new(error)),
+    if !error.is_refusal() {
+        return Err(anyhow::Error::new(error));
     }
+    let code = error.code().map_or("denied", ErrorCode::as_str);
+    eprintln!("rtlab: denied ({code}): {error}");
+    Ok(ExitCode::from(crate::exit::CHECK_FAILED))
 }

@@ -8,7 +8,6 @@ use rtlab_core::{Episode, ExplainSettings};
 use rtlab_render::explain::{report, short_id};
 use rtlab_trace::{chrome_trace, top_offenders, Offender};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Schema of `rtlab explain --json` output.
@@ -18,10 +17,8 @@ pub const EXPLAIN_SCHEMA: &str = "rtlab.explain/1";
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
     pub run: String,
-    /// Write the episodes and the top offenders as JSON to FILE (`-`, or no FILE, for stdout,
-    /// replacing the report)
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::ReprintJsonArgs,
     /// How many of the worst episodes to print (all with --json)
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub worst: usize,
@@ -42,7 +39,7 @@ struct ExplainOutput<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let perfetto = args
         .perfetto
         .as_deref()

@@ -49,13 +49,12 @@ pub struct Args {
     /// How failures per wake-up become failures per second
     #[arg(long, value_enum, default_value = "per-period")]
     pub model: ModelArg,
-    /// Write the forecast as JSON to FILE (`-` for stdout, replacing the tables)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let record = super::load_record(&args.run)?;
     let model = match args.model {
         ModelArg::PerPeriod => Model::PerPeriod,

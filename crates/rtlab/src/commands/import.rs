@@ -2,12 +2,9 @@
 //! hist`, an HdrHistogram log, a one-column CSV) into a Run record, stored unless `--no-store`, so
 //! `show`, `forecast` and `check` work on it.
 
-use crate::output::PendingOutput;
-use anyhow::Context as _;
+use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_import::{Format, ImportOptions, RecordOrigin, ValueUnit};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -27,38 +24,20 @@ pub struct Args {
     /// Period of the measuring threads (cyclictest's -i), e.g. 1ms; gives the run a duration
     #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
     pub period: Option<Nanos>,
-    /// Do not store the record in the run history
-    #[arg(long)]
-    pub no_store: bool,
-    /// Write the Run record as JSON to FILE (`-` for stdout, replacing the summary)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
-    let (text, started_at) = if args.file == "-" {
-        let text = std::io::read_to_string(std::io::stdin()).context("reading stdin")?;
-        (text, std::time::SystemTime::now())
-    } else {
-        let path = Path::new(&args.file);
-        let bytes = std::fs::read(path)
-            .map_err(|error| crate::exit::input(format!("{}: {error}", args.file)))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| crate::exit::input(format!("{}: not a text file", args.file)))?;
-        // When the data was measured is unknown; the file's time is the best bound there is.
-        let modified = std::fs::metadata(path)
-            .and_then(|metadata| metadata.modified())
-            .unwrap_or_else(|_| std::time::SystemTime::now());
-        (text, modified)
-    };
+    let outputs = RecordOutputs::open(&args.record)?;
+    let source = rtlab_import::read_source(&args.file)?;
     let options = ImportOptions {
         format: args.format,
         value_unit: args.value_unit,
         class: args.class.clone(),
         period: args.period,
     };
-    let imported = rtlab_import::parse(&text, &options).map_err(|error| {
+    let imported = rtlab_import::parse(&source.text, &options).map_err(|error| {
         let hint = error
             .setting()
             .map(|setting| format!(" ({})", crate::flags::flag_of(setting)))
@@ -67,32 +46,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })?;
     let origin = RecordOrigin {
         source: args.file.clone(),
-        started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
+        started_at: humantime::format_rfc3339_seconds(source.measured_by).to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         cmdline: std::env::args().collect(),
     };
-    let record = rtlab_import::to_record(&imported, &text, &options, &origin)
+    let record = rtlab_import::to_record(&imported, &source.text, &options, &origin)
         .map_err(|error| crate::exit::input(format!("{}: {error}", args.file)))?;
-    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
-    let mut out = std::io::stdout().lock();
-    if !to_stdout {
-        out.write_all(rtlab_render::summary::summary(&record).as_bytes())?;
+    if !outputs.json_to_stdout() {
+        crate::output::print(&rtlab_render::summary::summary(&record))?;
     }
-    if !args.no_store {
-        let store = rtlab_store::Store::open_default()?;
-        let summary = rtlab_import::summary_line(&imported, &args.file, &record);
-        store.insert(&record, &summary)?;
-        if !to_stdout {
-            writeln!(
-                out,
-                "\nstored as run {} (rtlab show {})",
-                record.id, record.id
-            )?;
-        }
-    }
-    drop(out);
-    if let Some(json) = json {
-        json.commit(&(record.to_json_pretty() + "\n"))?;
-    }
+    let summary = rtlab_import::summary_line(&imported, &args.file, &record);
+    outputs.finish(&record, &summary, false)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -152,6 +152,20 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The flag SIGINT/SIGTERM (on Windows: the console's Ctrl-C) sets, for a measurement to stop
+/// early and keep what it has.
+pub fn stop_flag() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use anyhow::Context as _;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    #[cfg(target_os = "linux")]
+    rtlab_sys::signals::install_stop_flag(&stop)
+        .context("installing the SIGINT/SIGTERM handler")?;
+    #[cfg(windows)]
+    rtlab_sys::windows::console::install_stop_flag(&stop)
+        .context("installing the console control handler")?;
+    Ok(stop)
+}
+
 /// Loads a Run record from a file path or from the store (id, unique prefix, or `latest`).
 /// A path that exists wins over an id.
 pub fn load_record(run_or_file: &str) -> anyhow::Result<rtlab_core::RunRecord> {

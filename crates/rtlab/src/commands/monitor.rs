@@ -1,7 +1,6 @@
 //! `rtlab monitor`: flags, the start line and exit codes; the measuring windows and the
 //! Prometheus exporter are `rtlab_session::monitor`.
 
-use crate::flags::CpuList;
 use anyhow::Context as _;
 use rtlab_core::Nanos;
 use rtlab_probe::Class;
@@ -25,9 +24,8 @@ pub struct Args {
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high")]
     pub classes: Vec<Class>,
-    /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_name = "LIST", value_parser = crate::flags::cpu_list)]
-    pub cpus: Option<CpuList>,
+    #[command(flatten)]
+    pub cpus: crate::flags::CpusArgs,
     /// Also measure hand-off latency (a waiter thread per class)
     #[arg(long)]
     pub handoff: bool,
@@ -39,7 +37,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let cpus = match &args.cpus {
+    let cpus = match &args.cpus.list {
         Some(cpus) => cpus.0.clone(),
         None => rtlab_sys::cpu::online_cpus().context("reading the online CPUs")?,
     };

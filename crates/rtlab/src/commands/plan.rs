@@ -29,9 +29,8 @@ pub struct Args {
     /// Largest fraction of a CPU that reservations may take, in (0, 1]
     #[arg(long, value_name = "F", default_value_t = rtlab_sched::DEFAULT_CAP)]
     pub cap: f64,
-    /// Also write the result as JSON to OUT (`-` writes only JSON, to standard output)
-    #[arg(long, value_name = "OUT")]
-    pub json: Option<String>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
 }
 
 fn read_requests(file: &str) -> anyhow::Result<Vec<Request>> {
@@ -50,11 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(cpus) => usize::from(cpus),
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
-    let json = args
-        .json
-        .as_deref()
-        .map(|path| PendingOutput::prepare(std::path::Path::new(path), "--json"))
-        .transpose()?;
+    let json = args.output.prepare()?;
     let requests = read_requests(&args.file)?;
     let report = plan_requests(n_cpus, args.quantum, args.cap, &requests)
         .map_err(|error| anyhow::Error::new(error).context("--cap/--cpus/--quantum"))?;

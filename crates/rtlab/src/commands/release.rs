@@ -35,21 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut client = args.socket.connect()?;
     match client.release(target) {
         Ok(result) => {
-            if result.released.is_empty() && result.threads.is_empty() {
-                println!("nothing to release");
-            } else {
-                let grants: Vec<String> = result.released.iter().map(u64::to_string).collect();
-                let threads: Vec<String> = result.threads.iter().map(u32::to_string).collect();
-                println!(
-                    "released reservation(s) {} (threads {})",
-                    if grants.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        grants.join(", ")
-                    },
-                    threads.join(", ")
-                );
-            }
+            crate::output::print(&rtlab_render::reserve::released(&result))?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => failure(error),

@@ -6,31 +6,25 @@ use crate::output::PendingOutput;
 use rtlab_core::rpc::RESERVATIONS_SCHEMA;
 use rtlab_render::reserve::{reservation_rows, reservations, CpuShare, ReservationRow};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Also write them as JSON to FILE (`-`: only JSON, to standard output)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
     #[command(flatten)]
     pub socket: SocketArgs,
 }
 
+/// `rtlab reservations --json` under the common header.
 #[derive(Debug, Serialize)]
 struct ReservationsFile {
-    schema: &'static str,
-    tool_version: &'static str,
-    cmdline: Vec<String>,
-    started_at: String,
     reservations: Vec<ReservationRow>,
     cpus: Vec<CpuShare>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let mut client = args.socket.connect()?;
     let list = match client.list() {
         Ok(list) => list,
@@ -41,16 +35,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let to_stdout_only = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if let Some(json) = json {
         let file = ReservationsFile {
-            schema: RESERVATIONS_SCHEMA,
-            tool_version: env!("CARGO_PKG_VERSION"),
-            cmdline: std::env::args().collect(),
-            started_at,
             reservations: rows,
             cpus,
         };
-        let mut json_text = serde_json::to_string_pretty(&file)?;
-        json_text.push('\n');
-        json.commit(&json_text)?;
+        json.commit_json(RESERVATIONS_SCHEMA, None, &file)?;
     }
     if !to_stdout_only {
         print!("{text}");

@@ -11,7 +11,6 @@ use rtlab_core::Nanos;
 use rtlab_render::reserve::{grant as render_grant, verified as render_verified};
 use rtlab_session::supply::{verify_supply, VerifiedSupply};
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -42,9 +41,8 @@ pub struct Args {
     /// How to enforce it [default: the daemon's choice for this machine]
     #[arg(long, value_name = "BACKEND", value_enum)]
     pub backend: Option<BackendArg>,
-    /// Also write the grant as JSON to FILE (`-`: only JSON, to standard output)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
     /// After granting, watch the reserved thread for DURATION (e.g. 10s) and report the CPU it
     /// really received in every sliding window of the period (10 µs steps): the share of windows
     /// that held the amount, the least any window got, and the 1st percentile. Needs root
@@ -79,12 +77,9 @@ fn parse_rate(text: &str) -> Result<(Nanos, Nanos), String> {
     rtlab_core::rpc::parse_rate(text)
 }
 
+/// `rtlab reserve --json` under the common header.
 #[derive(Serialize)]
 struct GrantFile<'a> {
-    schema: &'static str,
-    tool_version: &'static str,
-    cmdline: Vec<String>,
-    started_at: String,
     grant: &'a GrantInfo,
     /// With `--verify`: what the thread received, window by window.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,8 +87,7 @@ struct GrantFile<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let (amount, period) = args.rate;
     if args.all_threads && args.pid.is_none() {
         return Err(crate::exit::input("--all-threads goes with --pid"));
@@ -144,16 +138,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     if let Some(json) = json {
         let file = GrantFile {
-            schema: GRANT_SCHEMA,
-            tool_version: env!("CARGO_PKG_VERSION"),
-            cmdline: std::env::args().collect(),
-            started_at,
             grant: &grant,
             verify,
         };
-        let mut text = serde_json::to_string_pretty(&file)?;
-        text.push('\n');
-        json.commit(&text)?;
+        json.commit_json(GRANT_SCHEMA, None, &file)?;
     }
     if args.command.is_empty() {
         return Ok(ExitCode::SUCCESS);

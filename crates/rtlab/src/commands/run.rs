@@ -3,7 +3,7 @@
 //! writes the requested files and stores the run.
 
 use crate::exit;
-use crate::output::PendingOutput;
+use crate::output::{PendingOutput, RecordOutputs};
 use anyhow::Context as _;
 use rtlab_analysis::tail::UsageModel;
 use rtlab_core::Nanos;
@@ -13,10 +13,8 @@ use rtlab_session::{
 };
 use rtlab_trace::EventSet;
 use std::io::IsTerminal as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -24,9 +22,8 @@ pub struct Args {
     /// How long to measure, after warm-up (e.g. 10s, 5m, 2h)
     #[arg(short = 'D', long, default_value = "60s", value_parser = crate::flags::duration)]
     pub duration: Nanos,
-    /// CPUs to measure, as a kernel CPU list (e.g. 0-3,6); default: every online CPU
-    #[arg(long, value_parser = crate::flags::cpu_list, value_name = "LIST")]
-    pub cpus: Option<crate::flags::CpuList>,
+    #[command(flatten)]
+    pub cpus: crate::flags::CpusArgs,
     /// Classes to measure: rt-high (SCHED_FIFO 90), rt-mid (SCHED_FIFO 50), normal (SCHED_OTHER)
     #[arg(long, value_delimiter = ',', default_value = "rt-high,rt-mid,normal")]
     pub classes: Vec<Class>,
@@ -43,9 +40,8 @@ pub struct Args {
     /// Skip the hand-off series (a waiter thread per class woken by the rt-high timer thread)
     #[arg(long)]
     pub no_handoff: bool,
-    /// Write the Run record as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
     /// Write the wake-up histograms in cyclictest's --histfile format
     #[arg(long, value_name = "FILE")]
     pub histfile: Option<PathBuf>,
@@ -55,9 +51,6 @@ pub struct Args {
     /// Print the times between wake-ups in 100 µs bins (paper 000, Tables 2-3)
     #[arg(long)]
     pub intervals: bool,
-    /// Do not store the run in the history database
-    #[arg(long)]
-    pub no_store: bool,
     /// How many of the largest samples each series keeps with their times
     #[arg(long, default_value_t = 4096, hide = true)]
     pub keep_peaks: usize,
@@ -173,6 +166,7 @@ impl Args {
             probe: ProbeConfig {
                 cpus: self
                     .cpus
+                    .list
                     .as_ref()
                     .map(|cpus| cpus.0.clone())
                     .unwrap_or_default(),
@@ -204,47 +198,26 @@ fn session_error(error: SessionError) -> anyhow::Error {
         SessionError::Probe(probe) => probe.setting(),
         _ => None,
     };
-    // exit.rs tells input from system errors by the session error's kind.
-    match setting.map(crate::flags::flag_of) {
-        Some(flag) => anyhow::Error::new(error).context(flag),
-        None => anyhow::Error::new(error),
-    }
+    crate::flags::naming_flag(error, setting)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json_output = args
-        .json
-        .as_deref()
-        .map(|path| PendingOutput::prepare(path, "--json"))
-        .transpose()?;
+    let outputs = RecordOutputs::open(&args.record)?;
     let histfile_output = args
         .histfile
         .as_deref()
         .map(|path| PendingOutput::prepare(path, "--histfile"))
         .transpose()?;
-    let store = if args.no_store {
-        None
-    } else {
-        Some(
-            rtlab_store::Store::open_default()
-                .context("opening the run history (use --no-store to skip it)")?,
-        )
-    };
     let session = Session::new(args.run_config()).map_err(session_error)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    rtlab_sys::signals::install_stop_flag(&stop)
-        .context("installing the SIGINT/SIGTERM handler")?;
+    let stop = super::stop_flag()?;
     let mut progress = ProgressDisplay::new(Nanos(args.warmup.as_u64() + args.duration.as_u64()));
     let record = session
         .with_stop_flag(stop)
         .run(&mut progress)
         .map_err(session_error)?;
-    let interrupted = record.interrupted;
-
-    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
-    // integration: show — summary, extra reports, then the verdict block
+    // The summary, extra reports, then the verdict block.
     let mut unsuitable = false;
-    if !json_to_stdout {
+    if !outputs.json_to_stdout() {
         let mut extra = String::new();
         if args.intervals {
             extra.push_str(&rtlab_render::summary::interval_table(&record));
@@ -259,22 +232,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("decoding a histogram")?;
         output.commit(&text)?;
     }
-    if let Some(store) = &store {
-        store.insert(&record, &rtlab_session::summary_line(&record))?;
-        if !json_to_stdout && !args.show.quiet {
-            let short_id: String = record.id.chars().take(8).collect();
-            println!("\nstored as run {short_id} (rtlab show {short_id})");
-        }
-    }
-    if let Some(output) = json_output {
-        output.commit(&(record.to_json_pretty() + "\n"))?;
-    }
-    Ok(if interrupted {
-        exit::finished(interrupted)
-    } else if unsuitable {
-        ExitCode::from(crate::exit::CHECK_FAILED)
+    let summary = rtlab_session::summary_line(&record);
+    outputs.finish(&record, &summary, args.show.quiet)?;
+    Ok(if record.interrupted {
+        exit::finished(true)
     } else {
-        ExitCode::SUCCESS
+        exit::checked(!unsuitable)
     })
 }
 

@@ -1,21 +1,18 @@
 //! `rtlab show`: re-prints a stored run or a Run record file.
 
 use crate::output::PendingOutput;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
     pub run: String,
-    /// Write the whole Run record as JSON to FILE (`-`, or no FILE, for stdout, replacing the
-    /// summary)
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::ReprintJsonArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+    let json = args.output.prepare()?;
     let mut record = super::load_record(&args.run)?;
     // Records made before tail projection existed (or imported ones) get it computed now.
     let usage = rtlab_session::usage_of_record(&record);
@@ -28,22 +25,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut text = rtlab_render::summary::summary(&record);
         if record.timers.is_some() {
             text.push('\n');
-            #[cfg(target_os = "linux")]
             text.push_str(&rtlab_render::timers::study(&record));
-            #[cfg(windows)]
-            {
-                let mut study = Vec::new();
-                super::timers::write_study(&mut study, &record)?;
-                text.push_str(&String::from_utf8_lossy(&study));
-            }
         }
-        // The workload runner and its tables are Linux-only; Windows shows the series.
-        #[cfg(target_os = "linux")]
         if record.workload.is_some() {
-            let mut outcome = Vec::new();
-            super::workload::write_outcome(&mut outcome, &record)?;
             text.push('\n');
-            text.push_str(&String::from_utf8_lossy(&outcome));
+            text.push_str(&rtlab_render::workload::outcome(&record));
         }
         crate::output::print(&text)?;
     }

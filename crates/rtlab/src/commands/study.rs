@@ -3,13 +3,11 @@
 //! column with the notes on where Linux differs, optional WAV files and `--json`.
 
 use crate::output::PendingOutput;
-use anyhow::Context as _;
 use rtlab_core::Nanos;
-use rtlab_workload::study::{self, ExperimentOutcome, EXPERIMENTS};
+use rtlab_workload::study;
+use rtlab_workload::study_run::{self, StudyRequest, StudyRunError};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -34,9 +32,8 @@ pub struct MediaPlayerArgs {
     /// Write experiment-N.wav per experiment into DIR (440 Hz, one silent 10 ms per glitch)
     #[arg(long, value_name = "DIR")]
     pub wav_dir: Option<PathBuf>,
-    /// Write the results as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: crate::output::JsonArgs,
     /// Trace each experiment and name the cause of each glitch (needs root and tracefs)
     #[arg(long)]
     pub explain: bool,
@@ -49,82 +46,59 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
-    if let Some(bad) = args
-        .experiments
-        .iter()
-        .find(|number| !(1..=9).contains(*number))
-    {
-        return Err(crate::exit::input(format!(
-            "--experiments: {bad} is not an experiment of Table 3-2 (1-9)"
-        )));
-    }
-    let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
-    if let Some(directory) = &args.wav_dir {
-        std::fs::create_dir_all(directory)
-            .with_context(|| format!("--wav-dir: creating {}", directory.display()))?;
-    }
+    let request = StudyRequest {
+        experiments: args.experiments.clone(),
+        duration: args.duration,
+        wav_dir: args.wav_dir.clone(),
+        explain: args.explain,
+    };
+    let study_error = |error: StudyRunError| {
+        let setting = error.setting();
+        crate::flags::naming_flag(error, setting)
+    };
+    study_run::select(&request).map_err(study_error)?;
+    let json = args.output.prepare()?;
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
-    let stop = Arc::new(AtomicBool::new(false));
-    rtlab_sys::signals::install_stop_flag(&stop)
-        .context("installing the SIGINT/SIGTERM handler")?;
-    let cpu = study::study_cpu()?;
-    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut outcomes: Vec<ExperimentOutcome> = Vec::new();
-    for experiment in EXPERIMENTS.iter().filter(|experiment| {
-        args.experiments.is_empty() || args.experiments.contains(&experiment.number)
-    }) {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        eprint!("experiment {} on CPU {cpu}… ", experiment.number);
-        let mut outcome =
-            study::run_experiment(experiment, args.duration, cpu, args.explain, &stop).map_err(
-                |error| match &error {
-                    study::StudyError::Run { source, .. } if source.is_input() => {
-                        crate::exit::input(error)
-                    }
-                    _ => anyhow::Error::new(error),
-                },
-            )?;
-        eprintln!("{} glitches", outcome.underruns);
-        if let Some(directory) = &args.wav_dir {
-            let path = directory.join(format!("experiment-{}.wav", experiment.number));
-            rtlab_workload::wav::write_play_log(&path, 10_000_000, &outcome.play_log)?;
-            outcome.wav = Some(path.display().to_string());
-        }
-        outcomes.push(outcome);
-    }
+    let stop = super::stop_flag()?;
+    let study = study_run::run_study(
+        &request,
+        &stop,
+        &mut |experiment, cpu, outcome| match outcome {
+            None => eprint!("experiment {} on CPU {cpu}… ", experiment.number),
+            Some(outcome) => eprintln!("{} glitches", outcome.underruns),
+        },
+    )
+    .map_err(study_error)?;
     if !to_stdout {
-        print!("{}", study::render_table(&outcomes, args.duration));
-        print!("{}", study::render_notes(&outcomes));
-        for outcome in &outcomes {
-            for granted in &outcome.granted {
-                println!("granted in {}: {granted}", outcome.experiment);
-            }
+        let mut text = study::render_table(&study.outcomes, args.duration);
+        text.push_str(&study::render_notes(&study.outcomes));
+        text.push_str(&study_run::render_granted(&study.outcomes));
+        for outcome in &study.outcomes {
             let glitches = rtlab_workload::explain::underruns_only(&outcome.explained);
             if !glitches.is_empty() {
-                println!("experiment {}:", outcome.experiment);
-                print!("{}", rtlab_workload::explain::render(&glitches, 6));
+                text.push_str(&format!("experiment {}:\n", outcome.experiment));
+                text.push_str(&rtlab_render::workload::explained(&glitches, 6));
             }
         }
         if let Some(directory) = &args.wav_dir {
-            println!("WAV files in {}", directory.display());
+            text.push_str(&format!("WAV files in {}\n", directory.display()));
         }
+        crate::output::print(&text)?;
     }
     if let Some(json) = json {
         let document = study::StudyJson {
             header: rtlab_core::OutputHeader {
-                schema: "rtlab.study-media-player/1".to_owned(),
-                tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-                cmdline: std::env::args().collect(),
-                started_at,
-                host: Some(rtlab_sys::host::describe(None)),
+                started_at: study.started_at.clone(),
+                ..crate::output::header(
+                    "rtlab.study-media-player/1",
+                    Some(rtlab_sys::host::describe(None)),
+                )
             },
             duration_ns: args.duration.0,
-            cpu,
-            experiments: &outcomes,
+            cpu: study.cpu,
+            experiments: &study.outcomes,
         };
         json.commit(&(serde_json::to_string_pretty(&document)? + "\n"))?;
     }
-    Ok(crate::exit::finished(stop.load(Ordering::Relaxed)))
+    Ok(crate::exit::finished(study.interrupted))
 }

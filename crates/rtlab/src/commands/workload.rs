@@ -4,8 +4,7 @@
 
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::{Nanos, RunRecord};
-use std::io::Write;
+use rtlab_core::Nanos;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -39,83 +38,6 @@ pub struct Args {
     /// Trace the run and name the cause of each underrun and deadline miss (needs root and tracefs)
     #[arg(long)]
     pub explain: bool,
-}
-
-/// Writes the workload's counts and per-thread response times (also `rtlab show`'s).
-pub fn write_outcome(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
-    let Some(outcome) = &record.workload else {
-        return Ok(());
-    };
-    writeln!(
-        out,
-        "workload {} ({}, {})  run {}  {}",
-        outcome.name,
-        outcome.format,
-        outcome.source,
-        record.id,
-        Nanos(record.duration_ns)
-    )?;
-    writeln!(
-        out,
-        "{:<14} {:<44} {:>6} {:>7} {:>8} {:>9} {:>9} {:>9}",
-        "thread", "scheduling", "runs", "misses", "starved", "resp p50", "resp p99", "resp max"
-    )?;
-    for thread in &outcome.threads {
-        let response = record.series.iter().find(|series| {
-            series.class == thread.name && series.metric == rtlab_core::Metric::Response
-        });
-        let at = |key: &str| {
-            response
-                .and_then(|series| series.percentiles.get(key).copied())
-                .map_or("-".to_owned(), |value| format!("{:.2}", value as f64 / 1e6))
-        };
-        writeln!(
-            out,
-            "{:<14} {:<44} {:>6} {:>7} {:>8} {:>9} {:>9} {:>9}",
-            thread.name,
-            thread.scheduling,
-            thread.activations,
-            thread.deadline_misses,
-            thread.starvations,
-            at("50"),
-            at("99"),
-            response.map_or("-".to_owned(), |series| format!(
-                "{:.2}",
-                series.max_ns as f64 / 1e6
-            ))
-        )?;
-    }
-    writeln!(out, "(response times in ms, release → completion)")?;
-    for device in &outcome.devices {
-        let first: Vec<String> = device
-            .underrun_events
-            .iter()
-            .take(8)
-            .map(|event| format!("{:.2}s", event.at_ns as f64 / 1e9))
-            .collect();
-        writeln!(
-            out,
-            "device {}: {} underruns in {} periods of {}{}",
-            device.name,
-            device.underruns,
-            device.periods,
-            Nanos(device.buffer_period_ns),
-            if first.is_empty() {
-                String::new()
-            } else {
-                format!(" (first at {})", first.join(", "))
-            }
-        )?;
-    }
-    write!(
-        out,
-        "{}",
-        rtlab_workload::explain::render(&outcome.explained, 12)
-    )?;
-    for warning in &record.warnings {
-        writeln!(out, "warning: {warning}")?;
-    }
-    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -173,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if !to_stdout {
-        write_outcome(&mut std::io::stdout().lock(), &record)?;
+        crate::output::print(&rtlab_render::workload::outcome(&record))?;
         if let Some(path) = &args.wav {
             println!("wrote {}", path.display());
         }

@@ -4,17 +4,14 @@
 //! Linux-only flags are accepted only to say plainly that they are not available here.
 
 use crate::exit;
-use crate::output::PendingOutput;
-use anyhow::Context as _;
+use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_probe::windows::run::{WindowsClass, WindowsProbeConfig};
 use rtlab_session::windows::WindowsRunConfig;
 use rtlab_session::{Observer, SessionProgress};
 use std::io::IsTerminal as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 fn class(text: &str) -> Result<WindowsClass, String> {
     text.parse()
@@ -38,15 +35,11 @@ pub struct Args {
     /// Time to run before samples count (caches, frequency, first faults)
     #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
     pub warmup: Nanos,
-    /// Write the Run record as JSON to FILE (`-` for stdout)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: crate::output::RecordArgs,
     /// Print the times between wake-ups in 100 µs bins (paper 000, Tables 2-3)
     #[arg(long)]
     pub intervals: bool,
-    /// Do not store the run in the history database
-    #[arg(long)]
-    pub no_store: bool,
     /// How many of the largest samples each series keeps with their times
     #[arg(long, default_value_t = 4096, hide = true)]
     pub keep_peaks: usize,
@@ -105,27 +98,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{flag}: not available on Windows: {reason}"
         )));
     }
-    let json_output = args.json.as_deref().map(PendingOutput::json).transpose()?;
-    let store = if args.no_store {
-        None
-    } else {
-        Some(
-            rtlab_store::Store::open_default()
-                .context("opening the run history (use --no-store to skip it)")?,
-        )
-    };
-    let cpu = match args.cpu {
-        Some(cpu) => cpu,
-        None => std::thread::available_parallelism()
-            .map(|count| count.get() - 1)
-            .unwrap_or(0),
-    };
+    let outputs = RecordOutputs::open(&args.record)?;
     let mut classes = args.classes.clone();
     classes.dedup();
     let config = WindowsRunConfig {
         probe: WindowsProbeConfig {
             classes,
-            cpu,
+            cpu: args.cpu.unwrap_or_else(rtlab_session::windows::last_cpu),
             period: args.period,
             duration: args.duration,
             warmup: args.warmup,
@@ -133,45 +112,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         cmdline: std::env::args().collect(),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    rtlab_sys::windows::console::install_stop_flag(&stop)
-        .context("installing the console control handler")?;
+    let stop = super::stop_flag()?;
     let mut progress = Progress::new(args.warmup.as_u64() + args.duration.as_u64());
     let record = rtlab_session::windows::run(&config, stop, &mut progress).map_err(|error| {
-        let flag = match &error {
-            rtlab_session::windows::WindowsSessionError::Probe(probe) => match probe {
-                rtlab_probe::windows::run::WindowsProbeError::NoClasses => Some("--classes"),
-                rtlab_probe::windows::run::WindowsProbeError::PeriodTooShort(_) => Some("--period"),
-                rtlab_probe::windows::run::WindowsProbeError::NoSuchCpu { .. } => Some("--cpu"),
-                _ => None,
-            },
-            _ => None,
-        };
-        match flag {
-            Some(flag) => anyhow::Error::new(error).context(flag),
-            None => anyhow::Error::new(error),
-        }
+        let setting = error.setting();
+        crate::flags::naming_flag(error, setting)
     })?;
-    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
     // The summary tables, not the Linux verdict block (its advice names Linux flags and
     // cyclictest): `rtlab forecast` gives the per-class verdicts on either platform.
-    if !json_to_stdout {
+    if !outputs.json_to_stdout() {
         let mut text = rtlab_render::summary::summary(&record);
         if args.intervals {
             text.push_str(&rtlab_render::summary::interval_table(&record));
         }
         crate::output::print(&text)?;
     }
-    if let Some(store) = &store {
-        store.insert(&record, &rtlab_session::summary_line(&record))?;
-        if !json_to_stdout {
-            let short_id: String = record.id.chars().take(8).collect();
-            println!("\nstored as run {short_id} (rtlab history; the record reads on Linux with `rtlab show FILE`)");
-        }
-    }
-    if let Some(output) = json_output {
-        output.commit(&(record.to_json_pretty() + "\n"))?;
-    }
+    outputs.finish(&record, &rtlab_session::summary_line(&record), false)?;
     Ok(exit::finished(record.interrupted))
 }
 

@@ -1,0 +1,63 @@
+//! The Run record of a timer study or a change experiment, the same on Linux and on Windows: no
+//! series, the study in `timers`, the machine's host and a warning when it is a virtual machine.
+
+use rtlab_core::timer_study::TimerStudy;
+use rtlab_core::{Host, RecordConfig, RecordError, RecordHeader, RunRecord};
+use std::time::SystemTime;
+
+/// What a study measured, for its record.
+pub(crate) struct StudyOutcome {
+    pub started: SystemTime,
+    pub duration_ns: u64,
+    pub cmdline: Vec<String>,
+    pub config: RecordConfig,
+    pub study: TimerStudy,
+    pub warnings: Vec<String>,
+    pub interrupted: bool,
+}
+
+/// The validated record of `outcome` measured on `host`.
+pub(crate) fn timer_study_record(
+    outcome: StudyOutcome,
+    host: Host,
+) -> Result<RunRecord, RecordError> {
+    let mut warnings = outcome.warnings;
+    if host.virtualization != "none" {
+        warnings.push(format!(
+            "running in a virtual machine ({}): the hypervisor's own timers and descheduling show up in every API",
+            host.virtualization
+        ));
+    }
+    let header = RecordHeader {
+        id: uuid::Uuid::new_v4().to_string(),
+        started_at: humantime::format_rfc3339_seconds(outcome.started).to_string(),
+        duration_ns: outcome.duration_ns,
+        cmdline: outcome.cmdline,
+        host,
+    };
+    let mut record = RunRecord::with_header(header, outcome.config, Vec::new());
+    record.warnings = warnings;
+    record.interrupted = outcome.interrupted;
+    record.timers = Some(outcome.study);
+    record.validate()?;
+    Ok(record)
+}
+
+/// Each of `cells` cells' share of `duration`, raised to five of the `longest` interval when
+/// shorter; a raised share comes with the warning that says so.
+pub(crate) fn cell_duration(
+    duration: rtlab_core::Nanos,
+    cells: u64,
+    longest: rtlab_core::Nanos,
+) -> (rtlab_core::Nanos, Option<String>) {
+    use rtlab_core::Nanos;
+    let share = duration.0 / cells.max(1);
+    if share >= 5 * longest.0 {
+        return (Nanos(share), None);
+    }
+    let raised = Nanos(5 * longest.0);
+    let warning = format!(
+        "a measuring time of {duration} gives each of the {cells} cells less than 5 intervals of {longest}: each cell measured {raised} instead"
+    );
+    (raised, Some(warning))
+}
