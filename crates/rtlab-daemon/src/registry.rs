@@ -794,9 +794,11 @@ impl Registry {
                 }
             }
         }
+        let enforcement_deadline = self.enforcement.expire(now);
         self.grants
             .values()
             .filter_map(|record| record.lingering_until.map(|(deadline, _)| deadline))
+            .chain(enforcement_deadline)
             .min()
     }
 

@@ -66,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 )
             })?;
     enforcer.set_placement(config.deadline_placement);
+    enforcer.set_placement_linger(config.placement_linger);
     let repaired = enforcer.repaired();
     if !repaired.cpusets_removed.is_empty() || !repaired.cpuset_failures.is_empty() {
         eprintln!(
