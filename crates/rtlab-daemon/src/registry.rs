@@ -107,23 +107,24 @@ pub fn enforce_error(failure: EnforceError) -> RpcError {
 /// Resolves a request's target to its owner and threads by reading /proc (no lock held).
 pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), RpcError> {
     let describe = |tid: u32| -> Result<TargetThread, RpcError> {
-        let status = rtlab_sys::proc_thread::thread_status(tid).map_err(|failure| {
-            if failure.kind() == std::io::ErrorKind::NotFound {
-                error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
-            } else {
-                error(
-                    ErrorCode::System,
-                    format!("reading /proc/{tid}/status: {failure}"),
-                )
-            }
-        })?;
+        let (tgid, real_uid, effective_uid) = rtlab_sys::proc_thread::thread_owner(tid)
+            .map_err(|failure| {
+                if failure.kind() == std::io::ErrorKind::NotFound {
+                    error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
+                } else {
+                    error(
+                        ErrorCode::System,
+                        format!("reading who owns thread {tid} (/proc/{tid}/status): {failure}"),
+                    )
+                }
+            })?;
         let comm = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
         Ok(TargetThread {
-            pid: status.tgid,
+            pid: tgid,
             tid,
             comm,
-            real_uid: status.real_uid(),
-            effective_uid: status.effective_uid(),
+            real_uid,
+            effective_uid,
         })
     };
     match target {
