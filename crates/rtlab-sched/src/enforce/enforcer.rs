@@ -592,6 +592,17 @@ impl Enforcer {
         self.placement_linger = linger;
     }
 
+    /// Compacts the journal once it has grown by `bytes` (default
+    /// [`super::journal::COMPACT_AFTER_BYTES`]); tests use a small bound.
+    pub fn set_journal_compact_after(&mut self, bytes: u64) {
+        self.journal.set_compact_after(bytes);
+    }
+
+    /// The journal's size now and how many times it was compacted.
+    pub fn journal_size_and_compactions(&self) -> (u64, u64) {
+        (self.journal.len_bytes(), self.journal.compactions())
+    }
+
     /// CPUs whose partition is kept without a thread in it, lingering.
     pub fn idle_partitions(&self) -> Vec<usize> {
         self.idle_partitions.keys().copied().collect()
