@@ -216,7 +216,9 @@ fn child_reserves_and_waits_for_sigkill() {
             PathBuf::from(parts.next().unwrap()),
             parts.next().unwrap().parse::<u32>().unwrap(),
             parts.next().unwrap().parse::<BackendKind>().unwrap(),
-            parts.next().map_or(0, |cycles| cycles.parse::<u32>().unwrap()),
+            parts
+                .next()
+                .map_or(0, |cycles| cycles.parse::<u32>().unwrap()),
         )
     };
     let mut enforcer = Enforcer::open(&directory, Some(backend)).unwrap();

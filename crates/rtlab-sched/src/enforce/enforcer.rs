@@ -975,7 +975,6 @@ impl Enforcer {
         }
         Ok(())
     }
-
 }
 
 impl Enforcement for Enforcer {

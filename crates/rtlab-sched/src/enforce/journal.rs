@@ -368,26 +368,27 @@ impl Pending {
     /// ([`pending`]) gives `self` again. What a compacted journal holds.
     pub fn entries(&self) -> Vec<JournalEntry> {
         let mut entries = Vec::new();
-        entries.extend(self.directories.iter().cloned().map(JournalEntry::CpusetMade));
         entries.extend(
-            self.settings
+            self.directories
                 .iter()
-                .map(|(directory, file, old_value)| JournalEntry::CpusetSet {
-                    directory: directory.clone(),
-                    file: file.clone(),
-                    old_value: old_value.clone(),
-                }),
+                .cloned()
+                .map(JournalEntry::CpusetMade),
         );
+        entries.extend(self.settings.iter().map(|(directory, file, old_value)| {
+            JournalEntry::CpusetSet {
+                directory: directory.clone(),
+                file: file.clone(),
+                old_value: old_value.clone(),
+            }
+        }));
         entries.extend(self.threads.iter().cloned().map(JournalEntry::Save));
-        entries.extend(
-            self.moved_threads
-                .iter()
-                .map(|(tid, start_time, from)| JournalEntry::CpusetThread {
-                    tid: *tid,
-                    start_time: *start_time,
-                    from: from.clone(),
-                }),
-        );
+        entries.extend(self.moved_threads.iter().map(|(tid, start_time, from)| {
+            JournalEntry::CpusetThread {
+                tid: *tid,
+                start_time: *start_time,
+                from: from.clone(),
+            }
+        }));
         entries
     }
 
@@ -752,7 +753,10 @@ mod tests {
         for cycle in 0..5_000u32 {
             let tid = 100 + cycle;
             journal
-                .append(&JournalEntry::Save(saved(tid, Policy::Fifo { priority: 3 })))
+                .append(&JournalEntry::Save(saved(
+                    tid,
+                    Policy::Fifo { priority: 3 },
+                )))
                 .unwrap();
             journal
                 .append(&JournalEntry::CpusetThread {
@@ -773,7 +777,10 @@ mod tests {
             .append(&JournalEntry::Save(saved(2, Policy::Idle)))
             .unwrap();
         assert!(journal.compactions() > 10, "{}", journal.compactions());
-        assert!(largest < 2_000 + 1_000, "the journal grew to {largest} bytes");
+        assert!(
+            largest < 2_000 + 1_000,
+            "the journal grew to {largest} bytes"
+        );
         assert_eq!(
             std::fs::metadata(journal.path()).unwrap().len(),
             journal.len_bytes()
@@ -798,11 +805,14 @@ mod tests {
         let mut live = Pending::default();
         let entries = [
             JournalEntry::CpusetMade(root.join("a b")),
-            JournalEntry::Save(saved(5, Policy::Deadline {
-                runtime_ns: 1,
-                deadline_ns: 2,
-                period_ns: 3,
-            })),
+            JournalEntry::Save(saved(
+                5,
+                Policy::Deadline {
+                    runtime_ns: 1,
+                    deadline_ns: 2,
+                    period_ns: 3,
+                },
+            )),
             JournalEntry::CpusetThread {
                 tid: 5,
                 start_time: 1005,
