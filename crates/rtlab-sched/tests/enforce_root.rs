@@ -257,30 +257,7 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
         let before = thread_policy(spinner.tid).unwrap();
         let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
         let directory = state_dir(&format!("sigkill-{backend}"));
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--ignored",
-                "--exact",
-                "child_reserves_and_waits_for_sigkill",
-                "--nocapture",
-            ])
-            .env(
-                "RTLAB_ENFORCE_CHILD",
-                format!("{}:{}:{backend}", directory.display(), spinner.tid),
-            )
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut seen = String::new();
-        let start = Instant::now();
-        while !seen.contains("RESERVED") && start.elapsed() < Duration::from_secs(20) {
-            let mut line = String::new();
-            if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() == 0 {
-                break;
-            }
-            seen.push_str(&line);
-        }
+        let (mut child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 0);
         assert!(seen.contains("RESERVED"), "child said: {seen}");
         // The child holds the thread changed (a deadline policy, or pinned for the dispatcher).
         std::thread::sleep(Duration::from_millis(50));
