@@ -3,7 +3,9 @@
 #   cargo build --release -p rtlab --bin rtlab && cargo build --release -p rtlab-client --examples
 #   flock /work/measure.lock bench/daemon-roundtrip.sh [ITERATIONS]
 # RTLAB_BENCH_PLACEMENT=false: deadline reservations under global EDF instead of a cpuset partition
-# each (making and removing the partition is most of a placed reservation's cost).
+# each. RTLAB_BENCH_LINGER=DURATION: the daemon's placement_linger (default: the daemon's, 2 s;
+# "0s" makes and removes the partition with every reservation, a rebuild of the scheduling
+# domains each time). RTLAB_BENCH_COLD=0 skips the cold dispatch case (50 ms per round trip).
 # Cases: ping alone; `deadline` only with RTLAB_BENCH_DEADLINE=1 (see below); `dispatch` cold (the enforcer starts
 # and stops its dispatcher threads with the only dispatch reservation) and warm (another dispatch
 # reservation holds them up). The daemon runs on a socket and a state directory in a temporary
@@ -22,6 +24,9 @@ cleanup() {
 }
 trap cleanup EXIT
 printf 'state_dir = "%s/state"\ndeadline_placement = %s\n' "$work" "${RTLAB_BENCH_PLACEMENT:-true}" > "$work/rtlabd.toml"
+if [ -n "${RTLAB_BENCH_LINGER:-}" ]; then
+  printf 'placement_linger = "%s"\n' "$RTLAB_BENCH_LINGER" >> "$work/rtlabd.toml"
+fi
 export RTLAB_SOCKET="$work/rtlabd.sock"
 : > "$work/daemon.log"
 target/release/rtlab daemon --config "$work/rtlabd.toml" 2>"$work/daemon.log" &
@@ -33,11 +38,15 @@ if [ "${RTLAB_BENCH_DEADLINE:-0}" = 1 ]; then
   # switched straight back to another policy (the calling thread is blocked in read() while the
   # daemon reverts it); rtlab-sys shrinks such a thread first, but a build without that fix
   # would use up the machine's deadline bandwidth here.
+  echo "== default backend (the daemon's choice per request), 25 ms pause between round trips"
+  target/release/examples/roundtrip "$iterations" default 25
   echo "== deadline, 25 ms pause between round trips"
   target/release/examples/roundtrip "$iterations" deadline 25
 fi
-echo "== dispatch, cold (no other dispatch reservation)"
-target/release/examples/roundtrip "$iterations" dispatch
+if [ "${RTLAB_BENCH_COLD:-1}" != 0 ]; then
+  echo "== dispatch, cold (no other dispatch reservation)"
+  target/release/examples/roundtrip "$iterations" dispatch
+fi
 echo "== dispatch, warm (another dispatch reservation held)"
 sleep 600 & sleeper=$!
 target/release/rtlab reserve 1ms/100ms --tid "$sleeper" --backend dispatch >/dev/null

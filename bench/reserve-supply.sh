@@ -33,7 +33,9 @@ case " $modes " in
 *" daemon "*)
     cargo build --release -q -p rtlab --bin rtlab
     work=$(mktemp -d -p /dev/shm)
-    printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
+    # placement_linger 0: a partition kept after the cell's thread exits would hold the cpuset
+    # hierarchy (and stop load balancing) into the next cells.
+    printf 'state_dir = "%s/state"\nplacement_linger = "0s"\n' "$work" > "$work/rtlabd.toml"
     export RTLAB_SOCKET="$work/rtlabd.sock"
     target/release/rtlab daemon --config "$work/rtlabd.toml" 2> "$out/daemon.log" &
     daemon=$!

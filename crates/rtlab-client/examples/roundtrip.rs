@@ -2,7 +2,7 @@
 //! `ping` round trips (the protocol and socket alone), through a running daemon. Prints the
 //! median, p90, p99 and maximum in microseconds. BENCHMARKS.md has the command and the figures.
 //!
-//!   cargo run --release -p rtlab-client --example roundtrip -- [ITERATIONS] [deadline|dispatch] [PAUSE_MS]
+//!   cargo run --release -p rtlab-client --example roundtrip -- [ITERATIONS] [default|deadline|dispatch] [PAUSE_MS]
 //!
 //! PAUSE_MS (default 0) is slept between round trips, outside the timing: the kernel hands a
 //! SCHED_DEADLINE thread's bandwidth back only at its "0-lag" time after it leaves the class, so
@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut arguments = std::env::args().skip(1);
     let iterations: usize = arguments.next().map_or(Ok(2_000), |text| text.parse())?;
     let backend = match arguments.next().as_deref() {
-        None => None,
+        None | Some("default") => None,
         Some("deadline") => Some(Backend::Deadline),
         Some("dispatch") => Some(Backend::Dispatch),
         Some(other) => return Err(format!("unknown backend '{other}'").into()),

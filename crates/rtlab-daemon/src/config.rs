@@ -6,6 +6,7 @@
 //! state_dir = "/run/rtlab"
 //! default_backend = "deadline"   # or "dispatch"; unset: the enforcer picks what works best here
 //! deadline_placement = true      # a deadline reservation gets a cpuset partition of its own CPU
+//! placement_linger = "2s"        # how long an emptied partition is kept for the next reservation
 //! user_limit = 0.2               # fraction of one CPU each unprivileged uid may hold
 //! hysteresis = "2s"              # how long an activity's reservation outlives its last thread
 //! max_connections = 512
@@ -34,6 +35,9 @@ pub struct DaemonConfig {
     /// Whether `deadline` reservations are placed alone on one CPU in a cpuset partition (where
     /// the machine allows it); off: global EDF.
     pub deadline_placement: bool,
+    /// How long a cpuset partition outlives its last reservation, so that the next one on that CPU
+    /// does not make it again (a rebuild of the scheduling domains, ~10 ms); zero: removed at once.
+    pub placement_linger: Duration,
     /// Fraction of one CPU (granted amount / period, summed) each unprivileged uid may hold.
     pub user_limit: f64,
     /// How long an activity's reservation outlives its last thread (paper 003 §4.3).
@@ -53,6 +57,7 @@ impl Default for DaemonConfig {
             state_dir: PathBuf::from("/run/rtlab"),
             default_backend: None,
             deadline_placement: true,
+            placement_linger: Duration::from_secs(2),
             user_limit: 0.2,
             hysteresis: Duration::from_secs(2),
             max_connections: 512,
@@ -83,6 +88,7 @@ struct ConfigFile {
     state_dir: Option<PathBuf>,
     default_backend: Option<toml::Spanned<String>>,
     deadline_placement: Option<bool>,
+    placement_linger: Option<toml::Spanned<String>>,
     user_limit: Option<toml::Spanned<f64>>,
     hysteresis: Option<toml::Spanned<String>>,
     max_connections: Option<toml::Spanned<usize>>,
@@ -134,6 +140,11 @@ impl DaemonConfig {
             deadline_placement: file
                 .deadline_placement
                 .unwrap_or(defaults.deadline_placement),
+            placement_linger: duration(
+                file.placement_linger,
+                "placement_linger",
+                defaults.placement_linger,
+            )?,
             user_limit: defaults.user_limit,
             hysteresis: duration(file.hysteresis, "hysteresis", defaults.hysteresis)?,
             max_connections: defaults.max_connections,
@@ -210,7 +221,7 @@ mod tests {
     #[test]
     fn every_key_parses_and_missing_keys_keep_their_defaults() {
         let config = DaemonConfig::parse(
-            "socket = \"/tmp/s\"\ndefault_backend = \"dispatch\"\ndeadline_placement = false\nuser_limit = 0.5\nhysteresis = \"250ms\"\nmax_connections = 4\n",
+            "socket = \"/tmp/s\"\ndefault_backend = \"dispatch\"\ndeadline_placement = false\nuser_limit = 0.5\nhysteresis = \"250ms\"\nmax_connections = 4\nplacement_linger = \"0s\"\n",
             "rtlabd.toml",
         )
         .unwrap();
@@ -219,6 +230,7 @@ mod tests {
         assert!(!config.deadline_placement);
         assert_eq!(config.user_limit, 0.5);
         assert_eq!(config.hysteresis, Duration::from_millis(250));
+        assert_eq!(config.placement_linger, Duration::ZERO);
         assert_eq!(config.max_connections, 4);
         assert_eq!(config.max_connections_per_user, 64);
         assert_eq!(

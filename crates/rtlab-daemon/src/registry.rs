@@ -107,23 +107,24 @@ pub fn enforce_error(failure: EnforceError) -> RpcError {
 /// Resolves a request's target to its owner and threads by reading /proc (no lock held).
 pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), RpcError> {
     let describe = |tid: u32| -> Result<TargetThread, RpcError> {
-        let status = rtlab_sys::proc_thread::thread_status(tid).map_err(|failure| {
-            if failure.kind() == std::io::ErrorKind::NotFound {
-                error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
-            } else {
-                error(
-                    ErrorCode::System,
-                    format!("reading /proc/{tid}/status: {failure}"),
-                )
-            }
-        })?;
+        let (tgid, real_uid, effective_uid) =
+            rtlab_sys::proc_thread::thread_owner(tid).map_err(|failure| {
+                if failure.kind() == std::io::ErrorKind::NotFound {
+                    error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
+                } else {
+                    error(
+                        ErrorCode::System,
+                        format!("reading who owns thread {tid} (/proc/{tid}/status): {failure}"),
+                    )
+                }
+            })?;
         let comm = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
         Ok(TargetThread {
-            pid: status.tgid,
+            pid: tgid,
             tid,
             comm,
-            real_uid: status.real_uid(),
-            effective_uid: status.effective_uid(),
+            real_uid,
+            effective_uid,
         })
     };
     match target {
@@ -407,7 +408,12 @@ impl Registry {
                 period: Nanos(params.period_ns),
                 backend: params.backend.map(backend_kind),
             })
-            .map_err(enforce_error)?;
+            .map_err(|failure| {
+                // Undoing may have left machinery lingering (a partition): the watcher learns
+                // when to let it go.
+                self.watcher.nudge();
+                enforce_error(failure)
+            })?;
         let id = enforced.grant.id;
         let granted = enforced.grant.granted;
         let granted_fraction = granted.amount.0 as f64 / granted.period.0.max(1) as f64;
@@ -726,6 +732,7 @@ impl Registry {
         let end = self.enforcement.end_constraint(id).map_err(enforce_error)?;
         self.constraints.remove(&id);
         self.unwatch_if_unused(tid);
+        self.watcher.nudge();
         Ok(EndConstraintResult {
             used_ns: end.used.0,
             met_deadline: end.met_deadline,
@@ -794,9 +801,11 @@ impl Registry {
                 }
             }
         }
+        let enforcement_deadline = self.enforcement.expire(now);
         self.grants
             .values()
             .filter_map(|record| record.lingering_until.map(|(deadline, _)| deadline))
+            .chain(enforcement_deadline)
             .min()
     }
 

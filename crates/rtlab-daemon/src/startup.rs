@@ -58,6 +58,7 @@ pub fn start(config: DaemonConfig) -> Result<Startup, StartError> {
             }
         })?;
     enforcer.set_placement(config.deadline_placement);
+    enforcer.set_placement_linger(config.placement_linger);
     Ok(Startup {
         config,
         listening,

@@ -130,6 +130,12 @@ impl Watcher {
         self.send(Command::Unwatch(tid));
     }
 
+    /// Wakes the watcher to ask the registry for its next deadline (something may linger now that
+    /// did not: a partition the enforcement keeps after a failed reservation, say).
+    pub fn nudge(&self) {
+        let _ = (&*self.wake).write(&[1]);
+    }
+
     pub fn stop(&self) {
         self.send(Command::Stop);
     }

@@ -210,17 +210,37 @@ fn child_reserves_and_waits_for_sigkill() {
     let Ok(spec) = std::env::var("RTLAB_ENFORCE_CHILD") else {
         return;
     };
-    let (directory, tid, backend) = {
+    let (directory, tid, backend, cycles) = {
         let mut parts = spec.split(':');
         (
             PathBuf::from(parts.next().unwrap()),
             parts.next().unwrap().parse::<u32>().unwrap(),
             parts.next().unwrap().parse::<BackendKind>().unwrap(),
+            parts
+                .next()
+                .map_or(0, |cycles| cycles.parse::<u32>().unwrap()),
         )
     };
     let mut enforcer = Enforcer::open(&directory, Some(backend)).unwrap();
+    // Reserve and release first, with a small bound so that the journal is compacted (several
+    // times) before the reservation the parent kills us holding.
+    enforcer.set_journal_compact_after(600);
+    if cycles > 0 {
+        // And a partition kept between the cycles, still there when the parent kills us.
+        enforcer.set_placement_linger(Duration::from_secs(30));
+    }
+    let mut largest = 0;
+    for _ in 0..cycles {
+        let grant = enforcer.reserve(request(tid, 2, 10, backend)).unwrap();
+        enforcer.release(grant.grant.id).unwrap();
+        largest = largest.max(enforcer.journal_size_and_compactions().0);
+    }
     enforcer.reserve(request(tid, 2, 10, backend)).unwrap();
-    println!("RESERVED");
+    let (size, compactions) = enforcer.journal_size_and_compactions();
+    println!(
+        "RESERVED compactions={compactions} largest={} ",
+        largest.max(size)
+    );
     std::thread::sleep(Duration::from_secs(30));
     drop(enforcer);
 }
@@ -237,30 +257,7 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
         let before = thread_policy(spinner.tid).unwrap();
         let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
         let directory = state_dir(&format!("sigkill-{backend}"));
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--ignored",
-                "--exact",
-                "child_reserves_and_waits_for_sigkill",
-                "--nocapture",
-            ])
-            .env(
-                "RTLAB_ENFORCE_CHILD",
-                format!("{}:{}:{backend}", directory.display(), spinner.tid),
-            )
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut seen = String::new();
-        let start = Instant::now();
-        while !seen.contains("RESERVED") && start.elapsed() < Duration::from_secs(20) {
-            let mut line = String::new();
-            if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() == 0 {
-                break;
-            }
-            seen.push_str(&line);
-        }
+        let (mut child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 0);
         assert!(seen.contains("RESERVED"), "child said: {seen}");
         // The child holds the thread changed (a deadline policy, or pinned for the dispatcher).
         std::thread::sleep(Duration::from_millis(50));
@@ -305,6 +302,139 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
         drop(enforcer);
         let _ = std::fs::remove_dir_all(&directory);
     }
+}
+
+/// Runs the child half for `backend` on the spinner `tid` with `cycles` reserve/release cycles
+/// first; returns the child (holding a reservation) and what it printed.
+fn child_holding_a_reservation(
+    directory: &std::path::Path,
+    tid: u32,
+    backend: BackendKind,
+    cycles: u32,
+) -> (std::process::Child, String) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_reserves_and_waits_for_sigkill",
+            "--nocapture",
+        ])
+        .env(
+            "RTLAB_ENFORCE_CHILD",
+            format!("{}:{tid}:{backend}:{cycles}", directory.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let start = Instant::now();
+    while !seen.contains("RESERVED") && start.elapsed() < Duration::from_secs(60) {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    (child, seen)
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_compacted_journal_stays_bounded_and_still_repairs_after_sigkill() {
+    require_root();
+    let _turn = serial();
+    let cpusets = cpuset_root();
+    let balance_before = cpusets.as_deref().map(top_load_balance);
+    for backend in BackendKind::ALL {
+        let spinner = spin_for(Duration::from_secs(60));
+        let before = thread_policy(spinner.tid).unwrap();
+        let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
+        let directory = state_dir(&format!("compacted-{backend}"));
+        let (mut child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 30);
+        let field = |name: &str| -> u64 {
+            seen.split_whitespace()
+                .find_map(|word| word.strip_prefix(name))
+                .and_then(|value| value.parse().ok())
+                .unwrap_or_else(|| panic!("{backend}: the child said: {seen}"))
+        };
+        assert!(field("compactions=") >= 2, "{backend}: {seen}");
+        // Bounded: the bound (600 bytes) plus at most one reserve/release cycle's lines.
+        assert!(field("largest=") < 2_000, "{backend}: {seen}");
+        std::thread::sleep(Duration::from_millis(50));
+        let changed = thread_policy(spinner.tid).unwrap() != before
+            || rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap() != affinity_before;
+        assert!(changed, "{backend}: the child did not change the thread");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let enforcer = Enforcer::open(&directory, None).unwrap();
+        assert_eq!(enforcer.repaired().restored, vec![spinner.tid], "{backend}");
+        assert!(enforcer.repaired().unreadable.is_empty(), "{backend}");
+        assert_eq!(thread_policy(spinner.tid).unwrap(), before, "{backend}");
+        assert_eq!(
+            rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
+            affinity_before,
+            "{backend}"
+        );
+        if let Some(root) = &cpusets {
+            assert!(
+                rtlab_cpusets(root).is_empty(),
+                "{backend}: left behind {:?}",
+                rtlab_cpusets(root)
+            );
+            assert_eq!(Some(top_load_balance(root)), balance_before, "{backend}");
+        }
+        drop(enforcer);
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_lingering_partition_is_reused_expired_and_never_left_behind() {
+    require_root();
+    let _turn = serial();
+    let Some(root) = cpuset_root() else {
+        panic!("needs a cgroup v1 cpuset hierarchy (this test is about its partitions)");
+    };
+    let balance_before = top_load_balance(&root);
+    let spinner = spin_for(Duration::from_secs(20));
+    let before = thread_policy(spinner.tid).unwrap();
+    let directory = state_dir("linger");
+    let mut enforcer = Enforcer::open(&directory, None).unwrap();
+    enforcer.set_placement_linger(Duration::from_millis(300));
+    let grant = enforcer
+        .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
+        .unwrap();
+    let cpu = grant.cpu.expect("placed on a CPU");
+    enforcer.release(grant.grant.id).unwrap();
+    // Released: the thread is back, its partition lingers (empty) for the next reservation.
+    assert_eq!(thread_policy(spinner.tid).unwrap(), before);
+    assert_eq!(enforcer.idle_partitions(), vec![cpu]);
+    assert_eq!(rtlab_cpusets(&root).len(), 2, "{:?}", rtlab_cpusets(&root));
+    // Not yet due: kept.
+    assert!(enforcer.expire(Instant::now()).is_some());
+    assert_eq!(enforcer.idle_partitions(), vec![cpu]);
+    // Due: removed, the top cpuset balances again.
+    assert_eq!(
+        enforcer.expire(Instant::now() + Duration::from_secs(1)),
+        None
+    );
+    assert_restored(
+        spinner.tid,
+        before,
+        &Some(root.clone()),
+        &Some(balance_before.clone()),
+    );
+    // Lingering at the end: drop removes it like any other.
+    let grant = enforcer
+        .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
+        .unwrap();
+    enforcer.release(grant.grant.id).unwrap();
+    assert_eq!(enforcer.idle_partitions().len(), 1);
+    drop(enforcer);
+    assert_restored(spinner.tid, before, &Some(root), &Some(balance_before));
+    let _ = std::fs::remove_dir_all(&directory);
 }
 
 #[test]

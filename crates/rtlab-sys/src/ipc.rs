@@ -121,6 +121,71 @@ fn pidfd_open(id: u32, flags: libc::c_uint) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(result as RawFd) })
 }
 
+/// What `PIDFD_GET_INFO` (Linux 6.13+) tells about a pidfd's thread: its ids and uids, read from
+/// the task itself in one `ioctl` (a /proc/TID/status read costs an open, the kernel formatting
+/// fifty lines, and a close: 25-35 µs on the development VM against about 1 µs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PidfdInfo {
+    pub pid: u32,
+    pub tgid: u32,
+    pub real_uid: u32,
+    pub effective_uid: u32,
+}
+
+/// `struct pidfd_info` as of its first version (`PIDFD_INFO_SIZE_VER0`, 64 bytes); the kernel
+/// answers every version from its size in the ioctl number.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfoVer0 {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ruid: u32,
+    rgid: u32,
+    euid: u32,
+    egid: u32,
+    suid: u32,
+    sgid: u32,
+    fsuid: u32,
+    fsgid: u32,
+    exit_code: i32,
+}
+
+/// `_IOWR(PIDFS_IOCTL_MAGIC = 0xFF, 11, struct pidfd_info)` for the 64-byte version.
+const PIDFD_GET_INFO: libc::c_ulong =
+    (3 << 30) | ((std::mem::size_of::<PidfdInfoVer0>() as libc::c_ulong) << 16) | (0xFF << 8) | 11;
+/// `PIDFD_INFO_PID | PIDFD_INFO_CREDS`: always answered.
+const PIDFD_INFO_PID_AND_CREDS: u64 = 0b11;
+
+/// The ids and uids of a pidfd's thread. Kernels before 6.13 answer `ENOTTY` or `EINVAL`; a thread
+/// that has exited, `ESRCH`.
+pub fn pidfd_info(pidfd: BorrowedFd<'_>) -> io::Result<PidfdInfo> {
+    let mut info = PidfdInfoVer0 {
+        mask: PIDFD_INFO_PID_AND_CREDS,
+        ..PidfdInfoVer0::default()
+    };
+    // SAFETY: `pidfd` is a live descriptor; `info` is a writable struct of exactly the size encoded
+    // in the request number, which bounds what the kernel writes.
+    let result = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_INFO as _, &mut info) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if info.mask & PIDFD_INFO_PID_AND_CREDS != PIDFD_INFO_PID_AND_CREDS {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "PIDFD_GET_INFO answered without ids or credentials",
+        ));
+    }
+    Ok(PidfdInfo {
+        pid: info.pid,
+        tgid: info.tgid,
+        real_uid: info.ruid,
+        effective_uid: info.euid,
+    })
+}
+
 /// Whether a pidfd_open error means the thread or process does not exist (any more).
 pub fn is_no_such_process(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ESRCH)
@@ -178,6 +243,39 @@ mod tests {
         let credentials = peer_credentials(&left).unwrap();
         assert_eq!(credentials.pid, std::process::id());
         assert_eq!(credentials.uid, crate::proc_thread::current_uid());
+    }
+
+    #[test]
+    fn pidfd_info_names_a_thread_its_process_and_uids_where_the_kernel_has_it() {
+        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
+        let (go_sender, go_receiver) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            tid_sender.send(crate::cpu::current_tid()).unwrap();
+            go_receiver.recv().unwrap();
+        });
+        let tid = tid_receiver.recv().unwrap();
+        let pidfd = pidfd_open_thread(tid).unwrap();
+        let has_get_info = crate::thread_control::kernel_release()
+            .ok()
+            .and_then(|release| crate::thread_control::parse_kernel_version(&release))
+            .is_some_and(|version| version >= (6, 13));
+        match pidfd_info(pidfd.as_fd()) {
+            Ok(info) => {
+                assert_eq!(info.pid, tid);
+                assert_eq!(info.tgid, std::process::id());
+                assert_eq!(info.real_uid, crate::proc_thread::current_uid());
+                assert_eq!(info.effective_uid, crate::proc_thread::current_uid());
+            }
+            Err(error) => assert!(!has_get_info, "PIDFD_GET_INFO failed on 6.13+: {error}"),
+        }
+        // The /proc fallback and the pidfd answer alike.
+        let status = crate::proc_thread::thread_status(tid).unwrap();
+        assert_eq!(
+            crate::proc_thread::thread_owner(tid).unwrap(),
+            (status.tgid, status.real_uid(), status.effective_uid())
+        );
+        go_sender.send(()).unwrap();
+        thread.join().unwrap();
     }
 
     #[test]

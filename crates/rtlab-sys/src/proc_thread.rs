@@ -96,6 +96,29 @@ pub fn thread_status(tid: u32) -> io::Result<ThreadStatus> {
     parse_status(&text).map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
+/// Who a thread is for authorisation: (process id, real uid, effective uid). From a thread pidfd's
+/// `PIDFD_GET_INFO` where the kernel has it (Linux 6.13+, about 10 µs with the pidfd's opening),
+/// else /proc/TID/status (25-35 µs on the development VM). A thread that does not exist gives an
+/// error of kind `NotFound`.
+pub fn thread_owner(tid: u32) -> io::Result<(u32, u32, u32)> {
+    if tid == 0 || tid > i32::MAX as u32 {
+        return Err(no_such_thread(tid));
+    }
+    match crate::ipc::pidfd_open_thread(tid) {
+        Ok(pidfd) => {
+            if let Ok(info) = crate::ipc::pidfd_info(std::os::fd::AsFd::as_fd(&pidfd)) {
+                if info.pid == tid {
+                    return Ok((info.tgid, info.real_uid, info.effective_uid));
+                }
+            }
+        }
+        Err(error) if crate::ipc::is_no_such_process(&error) => return Err(no_such_thread(tid)),
+        Err(_) => {}
+    }
+    let status = thread_status(tid)?;
+    Ok((status.tgid, status.real_uid(), status.effective_uid()))
+}
+
 /// The thread's name (`comm`, at most 15 bytes).
 pub fn thread_comm(tid: u32) -> io::Result<String> {
     let text = crate::thread_control::read_proc_file(&format!("/proc/{tid}/comm"))

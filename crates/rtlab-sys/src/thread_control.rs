@@ -84,6 +84,24 @@ pub fn parse_stat_field(stat: &str, number: usize) -> io::Result<u64> {
         .ok_or_else(|| invalid(format!("stat: field {number} missing or not a number")))
 }
 
+/// What one read of /proc/TID/stat tells the enforcer about a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadStat {
+    /// Field 22: clock ticks since boot at the thread's start (see [`thread_start_time`]).
+    pub start_time: u64,
+    /// Field 39: the CPU it last ran on (see [`thread_last_cpu`]).
+    pub last_cpu: usize,
+}
+
+/// The start time and last CPU of thread `tid` from one read of /proc/TID/stat.
+pub fn thread_stat(tid: u32) -> io::Result<ThreadStat> {
+    let stat = read_proc_file(&format!("/proc/{tid}/stat"))?;
+    Ok(ThreadStat {
+        start_time: parse_stat_field(&stat, 22)?,
+        last_cpu: parse_stat_field(&stat, 39)? as usize,
+    })
+}
+
 /// The start time of thread `tid` (clock ticks since boot): with the id, it names one thread for
 /// the life of the machine.
 pub fn thread_start_time(tid: u32) -> io::Result<u64> {

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use rtlab_core::Nanos;
 use rtlab_sys::sched::Policy;
@@ -162,6 +163,13 @@ pub struct Enforcer {
     placement: Result<Placement, Unplaceable>,
     /// Why the last `deadline` reservation could not be placed, when it could not.
     placement_note: Option<String>,
+    /// How long an emptied partition is kept for the next reservation on its CPU.
+    placement_linger: Duration,
+    /// Partitions without a thread, and when each is removed (see [`Enforcer::set_placement_linger`]).
+    idle_partitions: BTreeMap<usize, Instant>,
+    /// /proc/TID/stat of the threads of the request being handled, read once by
+    /// `check_threads_free` and used by `save` and the placement (cleared after each request).
+    request_stats: BTreeMap<u32, thread_control::ThreadStat>,
     repair: Repair,
 }
 
@@ -284,6 +292,9 @@ impl Enforcer {
             dispatcher: None,
             placement,
             placement_note: None,
+            placement_linger: Duration::ZERO,
+            idle_partitions: BTreeMap::new(),
+            request_stats: BTreeMap::new(),
             repair,
         })
     }
@@ -368,14 +379,19 @@ impl Enforcer {
         &self.planner
     }
 
-    fn check_threads_free(&self, threads: &[u32]) -> Result<(), EnforceError> {
+    /// Checks that no thread is managed yet and each exists, keeping what its /proc/TID/stat says
+    /// for the rest of the request (`request_stats`).
+    fn check_threads_free(&mut self, threads: &[u32]) -> Result<(), EnforceError> {
+        self.request_stats.clear();
         for &tid in threads {
             if let Some(managed) = self.threads.get(&tid) {
                 if managed.grant.is_some() || managed.constraint.is_some() {
                     return Err(EnforceError::ThreadAlreadyManaged(tid));
                 }
             }
-            thread_control::thread_start_time(tid).map_err(|_| EnforceError::NoSuchThread(tid))?;
+            let stat =
+                thread_control::thread_stat(tid).map_err(|_| EnforceError::NoSuchThread(tid))?;
+            self.request_stats.insert(tid, stat);
         }
         Ok(())
     }
@@ -385,8 +401,11 @@ impl Enforcer {
         if let Some(managed) = self.threads.get(&tid) {
             return Ok(managed.saved.clone());
         }
-        let start_time =
-            thread_control::thread_start_time(tid).map_err(|_| EnforceError::NoSuchThread(tid))?;
+        let start_time = match self.request_stats.get(&tid) {
+            Some(stat) => stat.start_time,
+            None => thread_control::thread_start_time(tid)
+                .map_err(|_| EnforceError::NoSuchThread(tid))?,
+        };
         let policy = rtlab_sys::sched::thread_policy(tid)
             .map_err(system(format!("reading the policy of thread {tid}")))?;
         let affinity = thread_control::thread_affinity(tid)
@@ -562,6 +581,59 @@ impl Enforcer {
         }
     }
 
+    /// Keeps a partition whose last thread left for `linger` before removing it, so that the next
+    /// `deadline` reservation on that CPU moves its thread into it instead of making it again
+    /// (making or removing a partition rebuilds the kernel's scheduling domains: ~10 ms here,
+    /// BENCHMARKS.md "The daemon: reserve/release round trip"); paper 003 §4.3's hysteresis for
+    /// the machinery. Zero (the default) removes it at once. While one lingers the kernel does not
+    /// balance load between that CPU and the others; [`Enforcement::expire`] removes it when its
+    /// time is up, and `revert_all`, drop and the next start's repair as always.
+    pub fn set_placement_linger(&mut self, linger: Duration) {
+        self.placement_linger = linger;
+    }
+
+    /// Compacts the journal once it has grown by `bytes` (default
+    /// [`super::journal::COMPACT_AFTER_BYTES`]); tests use a small bound.
+    pub fn set_journal_compact_after(&mut self, bytes: u64) {
+        self.journal.set_compact_after(bytes);
+    }
+
+    /// The journal's size now and how many times it was compacted.
+    pub fn journal_size_and_compactions(&self) -> (u64, u64) {
+        (self.journal.len_bytes(), self.journal.compactions())
+    }
+
+    /// CPUs whose partition is kept without a thread in it, lingering.
+    pub fn idle_partitions(&self) -> Vec<usize> {
+        self.idle_partitions.keys().copied().collect()
+    }
+
+    /// Removes lingering partitions (other than on `cpu`) when one more partition, on `cpu`,
+    /// would leave no CPU outside the partitions.
+    fn make_room(&mut self, cpu: usize) {
+        let Ok(placement) = &self.placement else {
+            return;
+        };
+        if placement.partition_of(cpu).is_some() {
+            return;
+        }
+        if placement.partitioned_cpus().len() + 2 <= self.facts.cpus.len() {
+            return;
+        }
+        let idle: Vec<usize> = self
+            .idle_partitions
+            .keys()
+            .copied()
+            .filter(|&other| other != cpu)
+            .collect();
+        for other in idle {
+            self.idle_partitions.remove(&other);
+            if let Ok(placement) = &mut self.placement {
+                let _ = placement.unpartition(&mut self.journal, other);
+            }
+        }
+    }
+
     /// Moves a saved thread into the partition of `cpu`, making the partition if needed.
     /// `Ok(false)`: placement is not possible right now (another process holds it, or the top
     /// cpuset is arranged by someone else); nothing was changed and the thread stays under global
@@ -571,11 +643,14 @@ impl Enforcer {
             backend: BackendKind::Deadline,
             reason: format!("placing thread {tid} on CPU {cpu}: {reason}"),
         };
+        self.make_room(cpu);
         let Ok(placement) = &mut self.placement else {
             return Ok(false);
         };
         match placement.partition(&mut self.journal, cpu) {
-            Ok(_) => {}
+            Ok(_) => {
+                self.idle_partitions.remove(&cpu);
+            }
             Err(reason @ (Unplaceable::Busy | Unplaceable::TopNotBalanced)) => {
                 self.placement_note = Some(reason.to_string());
                 return Ok(false);
@@ -604,15 +679,29 @@ impl Enforcer {
         }
     }
 
-    /// Removes the partition of `cpu` once no managed thread is placed there.
-    fn unpartition_if_empty(&mut self, cpu: usize) {
-        let in_use = self
-            .threads
+    fn partition_in_use(&self, cpu: usize) -> bool {
+        self.threads
             .values()
-            .any(|managed| managed.placed.as_ref().is_some_and(|(on, _)| *on == cpu));
-        if in_use {
+            .any(|managed| managed.placed.as_ref().is_some_and(|(on, _)| *on == cpu))
+    }
+
+    /// Removes the partition of `cpu` once no managed thread is placed there (or, with a linger,
+    /// marks it idle until then).
+    fn unpartition_if_empty(&mut self, cpu: usize) {
+        if self.partition_in_use(cpu) {
             return;
         }
+        if !self.placement_linger.is_zero()
+            && self
+                .placement
+                .as_ref()
+                .is_ok_and(|placement| placement.partition_of(cpu).is_some())
+        {
+            self.idle_partitions
+                .insert(cpu, Instant::now() + self.placement_linger);
+            return;
+        }
+        self.idle_partitions.remove(&cpu);
         if let Ok(placement) = &mut self.placement {
             let _ = placement.unpartition(&mut self.journal, cpu);
         }
@@ -626,7 +715,12 @@ impl Enforcer {
     fn deadline_cpu(&self, preferred: usize) -> Option<usize> {
         let planner_cpu = preferred;
         let placement = self.placement.as_ref().ok()?;
-        let taken: Vec<usize> = placement.partitioned_cpus();
+        // A lingering partition is free for the taking (on its CPU) or for removal (elsewhere).
+        let taken: Vec<usize> = placement
+            .partitioned_cpus()
+            .into_iter()
+            .filter(|cpu| !self.idle_partitions.contains_key(cpu))
+            .collect();
         // One CPU always stays outside the partitions, for everything else.
         if taken.len() + 1 >= self.facts.cpus.len() {
             return None;
@@ -782,12 +876,8 @@ impl Enforcer {
     }
 }
 
-impl Enforcement for Enforcer {
-    fn default_backend(&self) -> BackendKind {
-        self.default_backend
-    }
-
-    fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError> {
+impl Enforcer {
+    fn reserve_now(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError> {
         let backend = request
             .backend
             .unwrap_or_else(|| self.backend_for(&request));
@@ -829,7 +919,7 @@ impl Enforcement for Enforcer {
         }
     }
 
-    fn add_threads(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
+    fn add_threads_now(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
         let enforced = self
             .grants
             .get(&grant)
@@ -884,6 +974,24 @@ impl Enforcement for Enforcer {
             self.sync_dispatch(&[])?;
         }
         Ok(())
+    }
+}
+
+impl Enforcement for Enforcer {
+    fn default_backend(&self) -> BackendKind {
+        self.default_backend
+    }
+
+    fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError> {
+        let result = self.reserve_now(request);
+        self.request_stats.clear();
+        result
+    }
+
+    fn add_threads(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
+        let result = self.add_threads_now(grant, threads);
+        self.request_stats.clear();
+        result
     }
 
     fn remove_thread(&mut self, thread: u32) -> Result<(GrantId, usize), EnforceError> {
@@ -1131,11 +1239,30 @@ impl Enforcement for Enforcer {
             let _ = self.planner.release(id);
         }
         self.grants.clear();
+        self.idle_partitions.clear();
         if let Ok(placement) = &mut self.placement {
             for cpu in placement.partitioned_cpus() {
                 let _ = placement.unpartition(&mut self.journal, cpu);
             }
         }
+    }
+
+    fn expire(&mut self, now: Instant) -> Option<Instant> {
+        let due: Vec<usize> = self
+            .idle_partitions
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(cpu, _)| *cpu)
+            .collect();
+        for cpu in due {
+            self.idle_partitions.remove(&cpu);
+            if !self.partition_in_use(cpu) {
+                if let Ok(placement) = &mut self.placement {
+                    let _ = placement.unpartition(&mut self.journal, cpu);
+                }
+            }
+        }
+        self.idle_partitions.values().min().copied()
     }
 }
 
@@ -1162,8 +1289,8 @@ impl Enforcer {
             })?;
         let preferred = threads
             .first()
-            .and_then(|&tid| thread_control::thread_last_cpu(tid).ok())
-            .unwrap_or(grant.cpu);
+            .and_then(|tid| self.request_stats.get(tid))
+            .map_or(grant.cpu, |stat| stat.last_cpu);
         let wanted = self.deadline_cpu(preferred);
         let mut cpu = None;
         for &tid in threads {

@@ -303,6 +303,103 @@ impl JournalEntry {
     }
 }
 
+impl Pending {
+    /// Applies one journal entry to what is still to be undone.
+    pub fn apply(&mut self, entry: JournalEntry) {
+        match entry {
+            JournalEntry::Save(saved) => {
+                if !self
+                    .threads
+                    .iter()
+                    .any(|known| known.tid == saved.tid && known.start_time == saved.start_time)
+                {
+                    self.threads.push(saved);
+                }
+            }
+            JournalEntry::Done { tid, start_time } => {
+                self.threads
+                    .retain(|saved| !(saved.tid == tid && saved.start_time == start_time));
+                self.moved_threads
+                    .retain(|moved| !(moved.0 == tid && moved.1 == start_time));
+            }
+            JournalEntry::CpusetThread {
+                tid,
+                start_time,
+                from,
+            } => {
+                if !self
+                    .moved_threads
+                    .iter()
+                    .any(|moved| moved.0 == tid && moved.1 == start_time)
+                {
+                    self.moved_threads.push((tid, start_time, from));
+                }
+            }
+            JournalEntry::CpusetMade(directory) => {
+                if !self.directories.contains(&directory) {
+                    self.directories.push(directory);
+                }
+            }
+            JournalEntry::CpusetRemoved(directory) => {
+                self.directories.retain(|made| *made != directory);
+            }
+            JournalEntry::CpusetSet {
+                directory,
+                file,
+                old_value,
+            } => {
+                // The first value seen is the one to go back to.
+                if !self
+                    .settings
+                    .iter()
+                    .any(|setting| setting.0 == directory && setting.1 == file)
+                {
+                    self.settings.push((directory, file, old_value));
+                }
+            }
+            JournalEntry::CpusetReset { directory, file } => {
+                self.settings
+                    .retain(|setting| !(setting.0 == directory && setting.1 == file));
+            }
+        }
+    }
+
+    /// The entries that say exactly this and nothing else: reading them back
+    /// ([`pending`]) gives `self` again. What a compacted journal holds.
+    pub fn entries(&self) -> Vec<JournalEntry> {
+        let mut entries = Vec::new();
+        entries.extend(
+            self.directories
+                .iter()
+                .cloned()
+                .map(JournalEntry::CpusetMade),
+        );
+        entries.extend(self.settings.iter().map(|(directory, file, old_value)| {
+            JournalEntry::CpusetSet {
+                directory: directory.clone(),
+                file: file.clone(),
+                old_value: old_value.clone(),
+            }
+        }));
+        entries.extend(self.threads.iter().cloned().map(JournalEntry::Save));
+        entries.extend(self.moved_threads.iter().map(|(tid, start_time, from)| {
+            JournalEntry::CpusetThread {
+                tid: *tid,
+                start_time: *start_time,
+                from: from.clone(),
+            }
+        }));
+        entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+            && self.moved_threads.is_empty()
+            && self.settings.is_empty()
+            && self.directories.is_empty()
+    }
+}
+
 /// Reads a journal text: what is still to be undone. Lines that cannot be read are returned as
 /// errors beside (a torn last line after a crash is expected).
 pub fn pending(text: &str, path: &str) -> (Pending, Vec<JournalLineError>) {
@@ -316,63 +413,7 @@ pub fn pending(text: &str, path: &str) -> (Pending, Vec<JournalLineError>) {
             continue;
         }
         match JournalEntry::parse(line) {
-            Ok(JournalEntry::Save(saved)) => {
-                if !pending
-                    .threads
-                    .iter()
-                    .any(|known| known.tid == saved.tid && known.start_time == saved.start_time)
-                {
-                    pending.threads.push(saved);
-                }
-            }
-            Ok(JournalEntry::Done { tid, start_time }) => {
-                pending
-                    .threads
-                    .retain(|saved| !(saved.tid == tid && saved.start_time == start_time));
-                pending
-                    .moved_threads
-                    .retain(|moved| !(moved.0 == tid && moved.1 == start_time));
-            }
-            Ok(JournalEntry::CpusetThread {
-                tid,
-                start_time,
-                from,
-            }) => {
-                if !pending
-                    .moved_threads
-                    .iter()
-                    .any(|moved| moved.0 == tid && moved.1 == start_time)
-                {
-                    pending.moved_threads.push((tid, start_time, from));
-                }
-            }
-            Ok(JournalEntry::CpusetMade(directory)) => {
-                if !pending.directories.contains(&directory) {
-                    pending.directories.push(directory);
-                }
-            }
-            Ok(JournalEntry::CpusetRemoved(directory)) => {
-                pending.directories.retain(|made| *made != directory);
-            }
-            Ok(JournalEntry::CpusetSet {
-                directory,
-                file,
-                old_value,
-            }) => {
-                // The first value seen is the one to go back to.
-                if !pending
-                    .settings
-                    .iter()
-                    .any(|setting| setting.0 == directory && setting.1 == file)
-                {
-                    pending.settings.push((directory, file, old_value));
-                }
-            }
-            Ok(JournalEntry::CpusetReset { directory, file }) => {
-                pending
-                    .settings
-                    .retain(|setting| !(setting.0 == directory && setting.1 == file));
-            }
+            Ok(entry) => pending.apply(entry),
             Err(message) => errors.push(JournalLineError {
                 path: path.to_owned(),
                 line: index + 1,
@@ -389,11 +430,28 @@ pub fn pending_threads(text: &str, path: &str) -> (Vec<SavedThread>, Vec<Journal
     (pending.threads, errors)
 }
 
+/// The journal is rewritten to its live state once appends since the last rewrite pass this many
+/// bytes (and twice the live state's own size), so a long-lived daemon's journal stays bounded.
+pub const COMPACT_AFTER_BYTES: u64 = 64 * 1024;
+
 /// The open journal of one enforcer.
+///
+/// It keeps what is still to be undone in memory as it appends ([`Pending::apply`]), and when the
+/// file has grown past its bound it *compacts*: writes the live state's lines to a temporary file
+/// beside it and renames that over the journal. A reader (the next start after a SIGKILL) sees
+/// either the old journal, which already holds the line just appended, or the new one, which says
+/// the same: the rename is atomic, and the line is always written to the old file first.
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
     file: File,
+    live: Pending,
+    /// Bytes in the file now.
+    bytes: u64,
+    /// Compact once `bytes` passes this.
+    compact_at: u64,
+    compact_after: u64,
+    compactions: u64,
 }
 
 impl Journal {
@@ -424,25 +482,100 @@ impl Journal {
     pub fn create(state_dir: &Path) -> io::Result<Journal> {
         std::fs::create_dir_all(state_dir)?;
         let path = state_dir.join(JOURNAL_FILE);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)?;
-        writeln!(file, "{JOURNAL_HEADER}")?;
-        let file = OpenOptions::new().append(true).open(&path)?;
-        Ok(Journal { path, file })
+        let (file, bytes) = Journal::write_fresh(&path, &Pending::default())?;
+        Ok(Journal {
+            path,
+            file,
+            live: Pending::default(),
+            bytes,
+            compact_at: COMPACT_AFTER_BYTES,
+            compact_after: COMPACT_AFTER_BYTES,
+            compactions: 0,
+        })
+    }
+
+    /// Writes `live`'s lines under the header to `path` through a temporary file renamed over it;
+    /// returns the new file, open for appending, and its size.
+    fn write_fresh(path: &Path, live: &Pending) -> io::Result<(File, u64)> {
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        let mut text = format!("{JOURNAL_HEADER}\n");
+        for entry in live.entries() {
+            text.push_str(&entry.to_line());
+            text.push('\n');
+        }
+        // A temporary file left by a killed instance is stale: start it afresh. Opened for
+        // appending from the start, so the same descriptor serves every later line after the
+        // rename (no reopening that could fail once the old journal is replaced).
+        let _ = std::fs::remove_file(&temporary);
+        let written = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&temporary)
+            .and_then(|mut file| file.write_all(text.as_bytes()).map(|()| file))
+            .and_then(|file| std::fs::rename(&temporary, path).map(|()| file));
+        match written {
+            Ok(file) => Ok((file, text.len() as u64)),
+            Err(error) => {
+                let _ = std::fs::remove_file(&temporary);
+                Err(error)
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Appends one entry (one `write(2)`, not synced: see the module docs) before returning.
+    /// What this journal says is still to be undone (what a reader of the file would find).
+    pub fn live(&self) -> &Pending {
+        &self.live
+    }
+
+    /// The file's size now.
+    pub fn len_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// How many times the journal was rewritten to its live state.
+    pub fn compactions(&self) -> u64 {
+        self.compactions
+    }
+
+    /// Compacts once the appends since the last rewrite pass `bytes` (tests use a small bound).
+    pub fn set_compact_after(&mut self, bytes: u64) {
+        self.compact_after = bytes.max(1);
+        self.compact_at = self.bytes + self.compact_after;
+    }
+
+    /// Appends one entry (one `write(2)`, not synced: see the module docs) before returning, and
+    /// compacts the journal when it has grown past its bound.
     pub fn append(&mut self, entry: &JournalEntry) -> io::Result<()> {
         let mut line = entry.to_line();
         line.push('\n');
-        self.file.write_all(line.as_bytes())
+        self.file.write_all(line.as_bytes())?;
+        self.bytes += line.len() as u64;
+        self.live.apply(entry.clone());
+        if self.bytes >= self.compact_at {
+            self.compact();
+        }
+        Ok(())
+    }
+
+    /// Rewrites the journal to its live state. A failure (disk full, say) keeps the old journal,
+    /// which is still complete, and tries again after as many bytes more.
+    pub fn compact(&mut self) {
+        match Journal::write_fresh(&self.path, &self.live) {
+            Ok((file, bytes)) => {
+                self.file = file;
+                self.bytes = bytes;
+                self.compactions += 1;
+                // A large live state (many threads) is not rewritten at every line.
+                self.compact_at = bytes + self.compact_after.max(bytes);
+            }
+            Err(_) => self.compact_at = self.bytes + self.compact_after,
+        }
     }
 }
 
@@ -589,5 +722,118 @@ mod tests {
         assert_eq!(pending.threads, vec![saved(4, Policy::Idle)]);
         assert!(errors.is_empty());
         std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn many_save_done_cycles_keep_the_journal_bounded_and_its_meaning_whole() {
+        let directory = std::env::temp_dir().join(format!(
+            "rtlab-journal-test-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let mut journal = Journal::create(&directory).unwrap();
+        journal.set_compact_after(2_000);
+        // Two threads and a partition that stay, many that come and go.
+        let root = PathBuf::from("/sys/fs/cgroup/cpuset");
+        let made = root.join("rtlab-1-cpu1");
+        journal
+            .append(&JournalEntry::Save(saved(1, Policy::Other { nice: 0 })))
+            .unwrap();
+        journal
+            .append(&JournalEntry::CpusetMade(made.clone()))
+            .unwrap();
+        journal
+            .append(&JournalEntry::CpusetSet {
+                directory: root.clone(),
+                file: "cpuset.sched_load_balance".into(),
+                old_value: "1".into(),
+            })
+            .unwrap();
+        let mut largest = 0;
+        for cycle in 0..5_000u32 {
+            let tid = 100 + cycle;
+            journal
+                .append(&JournalEntry::Save(saved(
+                    tid,
+                    Policy::Fifo { priority: 3 },
+                )))
+                .unwrap();
+            journal
+                .append(&JournalEntry::CpusetThread {
+                    tid,
+                    start_time: 1000 + u64::from(tid),
+                    from: root.clone(),
+                })
+                .unwrap();
+            journal
+                .append(&JournalEntry::Done {
+                    tid,
+                    start_time: 1000 + u64::from(tid),
+                })
+                .unwrap();
+            largest = largest.max(std::fs::metadata(journal.path()).unwrap().len());
+        }
+        journal
+            .append(&JournalEntry::Save(saved(2, Policy::Idle)))
+            .unwrap();
+        assert!(journal.compactions() > 10, "{}", journal.compactions());
+        assert!(
+            largest < 2_000 + 1_000,
+            "the journal grew to {largest} bytes"
+        );
+        assert_eq!(
+            std::fs::metadata(journal.path()).unwrap().len(),
+            journal.len_bytes()
+        );
+        let (found, errors) = Journal::read_pending(&directory).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(&found, journal.live());
+        assert_eq!(
+            found.threads,
+            vec![saved(1, Policy::Other { nice: 0 }), saved(2, Policy::Idle)]
+        );
+        assert_eq!(found.directories, vec![made]);
+        assert_eq!(found.settings.len(), 1);
+        assert!(found.moved_threads.is_empty());
+        assert!(!directory.join(format!("{JOURNAL_FILE}.tmp")).exists());
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn a_compacted_journal_reads_back_as_the_live_state() {
+        let root = PathBuf::from("/sys/fs/cgroup/cpuset");
+        let mut live = Pending::default();
+        let entries = [
+            JournalEntry::CpusetMade(root.join("a b")),
+            JournalEntry::Save(saved(
+                5,
+                Policy::Deadline {
+                    runtime_ns: 1,
+                    deadline_ns: 2,
+                    period_ns: 3,
+                },
+            )),
+            JournalEntry::CpusetThread {
+                tid: 5,
+                start_time: 1005,
+                from: root.clone(),
+            },
+            JournalEntry::CpusetSet {
+                directory: root.clone(),
+                file: "f".into(),
+                old_value: "1".into(),
+            },
+            JournalEntry::Save(saved(6, Policy::Other { nice: 1 })),
+            JournalEntry::CpusetMade(root.join("c")),
+        ];
+        for entry in entries {
+            live.apply(entry);
+        }
+        let text = live
+            .entries()
+            .iter()
+            .map(|entry| entry.to_line() + "\n")
+            .collect::<String>();
+        assert_eq!(pending(&text, "j"), (live, Vec::new()));
     }
 }

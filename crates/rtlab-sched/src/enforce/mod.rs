@@ -207,4 +207,12 @@ pub trait Enforcement: Send {
 
     /// Restores every managed thread and removes everything created (cpusets, timers, threads).
     fn revert_all(&mut self);
+
+    /// Lets go of machinery kept past its last use whose time is up by `now` (CLOCK_MONOTONIC,
+    /// as `Instant`), and says when to call again (`None`: nothing is waiting). The daemon calls
+    /// it from its watcher; an implementation that keeps nothing needs not override it.
+    fn expire(&mut self, now: std::time::Instant) -> Option<std::time::Instant> {
+        let _ = now;
+        None
+    }
 }
