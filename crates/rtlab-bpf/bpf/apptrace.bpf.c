@@ -278,6 +278,10 @@ int apptrace_switch(__u64 *ctx)
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	__u32 prev_state = (__u32)ctx[3];
 	__u32 cpu = bpf_get_smp_processor_id();
+	/* No interrupt nests across a switch: an entry whose exit was missed ends here. */
+	struct cpu_state *cpu_state = state_of_cpu();
+	if (cpu_state)
+		cpu_state->depth = 0;
 	__s32 prev_pid = prev->pid;
 	__s32 next_pid = next->pid;
 	struct target *prev_target = target_of(prev_pid);

@@ -25,7 +25,7 @@ const FUTEX_NR: Option<u32> = Some(202);
 #[cfg(not(target_arch = "x86_64"))]
 const FUTEX_NR: Option<u32> = None;
 
-/// (program, tracepoint, kernel name of what it records). Sorted: required first.
+/// (program, tracepoint, the tracefs name of what it records), in attach order.
 const PROGRAMS: &[(&str, &str, Option<&str>)] = &[
     (
         "apptrace_switch",
@@ -73,20 +73,12 @@ const PROGRAMS: &[(&str, &str, Option<&str>)] = &[
         "sys_exit",
         Some("syscalls:sys_exit_futex"),
     ),
-    (
-        "apptrace_irq_entry",
-        "irq_handler_entry",
-        Some("irq:irq_handler_entry"),
-    ),
+    // Exits before entries: an entry seen before its exit's program is attached would leave
+    // the kernel's interrupt depth one too high (until the CPU's next switch).
     (
         "apptrace_irq_exit",
         "irq_handler_exit",
         Some("irq:irq_handler_exit"),
-    ),
-    (
-        "apptrace_softirq_entry",
-        "softirq_entry",
-        Some("irq:softirq_entry"),
     ),
     (
         "apptrace_softirq_exit",
@@ -94,24 +86,34 @@ const PROGRAMS: &[(&str, &str, Option<&str>)] = &[
         Some("irq:softirq_exit"),
     ),
     (
-        "apptrace_timer_entry",
-        "local_timer_entry",
-        Some("irq_vectors:local_timer_entry"),
-    ),
-    (
         "apptrace_timer_exit",
         "local_timer_exit",
         Some("irq_vectors:local_timer_exit"),
     ),
     (
-        "apptrace_resched_entry",
-        "reschedule_entry",
-        Some("irq_vectors:reschedule_entry"),
-    ),
-    (
         "apptrace_resched_exit",
         "reschedule_exit",
         Some("irq_vectors:reschedule_exit"),
+    ),
+    (
+        "apptrace_irq_entry",
+        "irq_handler_entry",
+        Some("irq:irq_handler_entry"),
+    ),
+    (
+        "apptrace_softirq_entry",
+        "softirq_entry",
+        Some("irq:softirq_entry"),
+    ),
+    (
+        "apptrace_timer_entry",
+        "local_timer_entry",
+        Some("irq_vectors:local_timer_entry"),
+    ),
+    (
+        "apptrace_resched_entry",
+        "reschedule_entry",
+        Some("irq_vectors:reschedule_entry"),
     ),
 ];
 
