@@ -33,6 +33,9 @@ pub enum RecordError {
     Decode(#[from] crate::decode::DecodeError),
     #[error("no process to record: {0}")]
     NoTarget(String),
+    /// Starting the command failed (named by the caller as [`RecordError::Spawn`]).
+    #[error("starting the command: {0}")]
+    SpawnIo(std::io::Error),
     #[error("starting the command {command:?}: {source}")]
     Spawn {
         command: String,
@@ -246,12 +249,14 @@ pub fn record<W: Write>(
         let (program, arguments) = command
             .split_first()
             .ok_or_else(|| RecordError::NoTarget("the command is empty".into()))?;
-        let child = std::process::Command::new(program)
-            .args(arguments)
-            .spawn()
-            .map_err(|source| RecordError::Spawn {
-                command: command.join(" "),
-                source,
+        let child = recorder
+            .spawn(std::process::Command::new(program).args(arguments))
+            .map_err(|error| match error {
+                RecordError::SpawnIo(source) => RecordError::Spawn {
+                    command: command.join(" "),
+                    source,
+                },
+                other => other,
             })?;
         targets.pids.insert(child.id());
         targets.child = Some(child);

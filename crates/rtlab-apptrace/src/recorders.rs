@@ -149,6 +149,21 @@ impl Backend {
         Ok(())
     }
 
+    /// Starts `command` for the recording; the BPF recorder follows it from its fork on.
+    pub(crate) fn spawn(
+        &mut self,
+        command: &mut std::process::Command,
+    ) -> Result<std::process::Child, RecordError> {
+        let Backend::Bpf { recorder, .. } = self else {
+            return Ok(command.spawn().map_err(RecordError::SpawnIo)?);
+        };
+        let tid = rtlab_sys::cpu::current_tid();
+        recorder.follow_next_child_of(tid)?;
+        let child = command.spawn();
+        recorder.forget_spawner(tid);
+        Ok(child.map_err(RecordError::SpawnIo)?)
+    }
+
     /// Waits up to `timeout` before the next poll. BPF: until the programs wake us (a quarter of
     /// the ring waiting) — but at least [`BPF_MIN_POLL`], since a ring buffer also polls
     /// readable when a record came between the last drain and the wait. Tracefs just sleeps.

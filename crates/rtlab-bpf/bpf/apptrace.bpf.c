@@ -7,7 +7,8 @@
  * file.rs: u64 time, u16 CPU, u8 kind, u8 0, i32 tid, 16 bytes of body), so user space writes
  * them as they come. The target threads are in `targets` (tid → their process and the CPU they
  * are running or queued on), their processes in `target_processes`; user space puts the threads
- * it finds in /proc there, and a thread a target process creates is added here at its fork.
+ * it finds in /proc there, and a thread a target process creates is added here at its fork (a
+ * command rtlab starts is a target from its fork: its starting thread is in `spawners`).
  * `presence` counts per CPU the target threads running or queued there.
  *
  * What is kept (the tracefs recording keeps the same events, for every task):
@@ -110,6 +111,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } target_processes SEC(".maps");
+
+/* Threads (of rtlab) about to start the target command: the process their next fork creates is
+ * a target from its first instant. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} spawners SEC(".maps");
 
 /* Per CPU the target threads running or queued there; max_entries = possible CPUs (loader). */
 struct {
@@ -397,6 +407,12 @@ int apptrace_fork(__u64 *ctx)
 	struct task_struct *parent = (struct task_struct *)ctx[0];
 	struct task_struct *child = (struct task_struct *)ctx[1];
 	__u32 tgid = (__u32)child->tgid;
+	__u32 spawner = (__u32)parent->pid;
+	if (bpf_map_lookup_elem(&spawners, &spawner)) {
+		__u32 one = 1;
+		bpf_map_update_elem(&target_processes, &tgid, &one, BPF_ANY);
+		bpf_map_delete_elem(&spawners, &spawner);
+	}
 	if (!bpf_map_lookup_elem(&target_processes, &tgid))
 		return 0;
 	__s32 pid = child->pid;

@@ -149,6 +149,7 @@ pub struct AppBpfRecorder {
     events: RingBuf<MapData>,
     targets: HashMap<MapData, u32, [u8; 8]>,
     target_processes: HashMap<MapData, u32, u32>,
+    spawners: HashMap<MapData, u32, u32>,
     counters: PerCpuArray<MapData, u64>,
     enabled: Vec<String>,
     /// Owns the programs and their links; dropped last.
@@ -219,12 +220,15 @@ impl AppBpfRecorder {
             HashMap::try_from(take(&mut ebpf, "targets")?).map_err(map_error("targets"))?;
         let target_processes = HashMap::try_from(take(&mut ebpf, "target_processes")?)
             .map_err(map_error("target_processes"))?;
+        let spawners =
+            HashMap::try_from(take(&mut ebpf, "spawners")?).map_err(map_error("spawners"))?;
         let counters =
             PerCpuArray::try_from(take(&mut ebpf, "counters")?).map_err(map_error("counters"))?;
         Ok(AppBpfRecorder {
             events,
             targets,
             target_processes,
+            spawners,
             counters,
             enabled,
             _ebpf: ebpf,
@@ -241,6 +245,19 @@ impl AppBpfRecorder {
         self.target_processes
             .insert(tgid, 1, 0)
             .map_err(map_error("target_processes"))
+    }
+
+    /// The next process thread `tid` creates is a target from its fork on (call before starting
+    /// the target command from that thread; [`AppBpfRecorder::forget_spawner`] after).
+    pub fn follow_next_child_of(&mut self, tid: u32) -> Result<(), BpfError> {
+        self.spawners
+            .insert(tid, 1, 0)
+            .map_err(map_error("spawners"))
+    }
+
+    /// Undoes [`AppBpfRecorder::follow_next_child_of`] if no fork used it.
+    pub fn forget_spawner(&mut self, tid: u32) {
+        let _ = self.spawners.remove(&tid);
     }
 
     /// Makes thread `tid` of process `tgid` a target (kept if the kernel has it already, with the
