@@ -155,13 +155,13 @@ impl Backend {
         command: &mut std::process::Command,
     ) -> Result<std::process::Child, RecordError> {
         let Backend::Bpf { recorder, .. } = self else {
-            return Ok(command.spawn().map_err(RecordError::SpawnIo)?);
+            return command.spawn().map_err(RecordError::SpawnIo);
         };
         let tid = rtlab_sys::cpu::current_tid();
         recorder.follow_next_child_of(tid)?;
         let child = command.spawn();
         recorder.forget_spawner(tid);
-        Ok(child.map_err(RecordError::SpawnIo)?)
+        child.map_err(RecordError::SpawnIo)
     }
 
     /// Waits up to `timeout` before the next poll. BPF: until the programs wake us (a quarter of
