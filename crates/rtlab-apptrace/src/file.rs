@@ -6,7 +6,7 @@
 //! 8       4     format version (1)
 //! 12      4     header length H
 //! 16      H     header: JSON object (schema "rtlab.trace-file/1", tool_version, cmdline,
-//!               started_at, host, target, clock, events)
+//!               started_at, host, target, clock, events, recorder)
 //! then blocks, each a one-byte tag:
 //!   'C'  u32 compressed length L, u32 record count N, then L bytes: raw deflate (RFC 1951)
 //!        of N records of 32 bytes, in time order (also across blocks)
@@ -63,6 +63,9 @@ pub struct FileHeader {
     pub clock: String,
     /// `system:event` of every event enabled.
     pub events: Vec<String>,
+    /// The recorder that wrote it: `bpf` or `tracefs` (absent in files of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<String>,
 }
 
 /// The trailer, written when a recording ends (also on SIGINT).
@@ -585,6 +588,7 @@ mod tests {
             target: "pid 1".into(),
             clock: "mono".into(),
             events: vec!["sched:sched_switch".into()],
+            recorder: Some("tracefs".into()),
         }
     }
 

@@ -6,7 +6,8 @@
 //! paper's authors found by hand with Perl scripts: priority inversions, hangs and deadlocks,
 //! starvation, and late activations with what they waited for. It owns the rtlab trace file
 //! format (`file`), the trace.dat reader (`tracedat`), the analyses (`analyze`) and the
-//! timelines (`svg`, `perfetto`). Recording goes through `rtlab-trace`'s tracefs recorder.
+//! timelines (`svg`, `perfetto`). Recording goes through `rtlab-bpf`'s application-trace programs where they load, else
+//! `rtlab-trace`'s tracefs recorder (`recorders`).
 
 pub mod analyze;
 pub mod decode;
@@ -14,6 +15,7 @@ pub mod file;
 pub mod model;
 pub mod perfetto;
 pub mod record;
+mod recorders;
 pub mod source;
 pub mod svg;
 pub mod text;

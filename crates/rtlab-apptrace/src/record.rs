@@ -1,16 +1,17 @@
-//! `rtlab trace record` as a library call: the tracefs recorder of `rtlab-trace`, the target's
-//! threads followed in /proc (their process, policy and priority become `ThreadInfo` records,
-//! their futex calls pass the kernel filter), the owners of the futexes they hang on read from
-//! their memory, and the events written in time order to an rtlab trace file.
+//! `rtlab trace record` as a library call: one of the two recorders (`recorders.rs`: eBPF,
+//! filtered in the kernel, or a tracefs instance), the target's threads followed in /proc
+//! (their process, policy and priority become `ThreadInfo` records, and the kernel's filter
+//! follows them), the owners of the futexes they hang on read from their memory, and the events
+//! written in time order to an rtlab trace file.
 //!
-//! Memory is bounded: events wait in a reorder buffer only until every CPU's ring has been read
-//! past them (one poll), and the writer holds one block. A stop request (SIGINT) ends the
-//! recording at the next poll with everything read so far written and the trailer saying so.
+//! Memory is bounded: events wait in a reorder buffer only until every ring has been read past
+//! them (one poll), and the writer holds one block. A stop request (SIGINT) ends the recording
+//! at the next poll with everything read so far written and the trailer saying so.
 
-use crate::decode::PayloadDecoder;
 use crate::file::{FileError, FileHeader, FileTrailer, TraceFileWriter};
 use crate::model::{futex_op, Event, EventKind, Policy};
-use rtlab_trace::app_recorder::AppRecorder;
+use crate::recorders::Backend;
+pub use crate::recorders::RecorderChoice;
 use rtlab_trace::recorder::TraceError;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -22,12 +23,19 @@ use thiserror::Error;
 pub enum RecordError {
     #[error("tracing: {0}")]
     Trace(#[from] TraceError),
+    #[error("BPF recorder: {0}")]
+    Bpf(#[from] rtlab_bpf::BpfError),
+    #[error("BPF recorder: a record: {0}")]
+    Record(String),
     #[error("{0}")]
     File(#[from] FileError),
     #[error("decoding a recorded event: {0}")]
     Decode(#[from] crate::decode::DecodeError),
     #[error("no process to record: {0}")]
     NoTarget(String),
+    /// Starting the command failed (named by the caller as [`RecordError::Spawn`]).
+    #[error("starting the command: {0}")]
+    SpawnIo(std::io::Error),
     #[error("starting the command {command:?}: {source}")]
     Spawn {
         command: String,
@@ -66,6 +74,8 @@ pub struct RecordConfig {
     pub poll_interval: Duration,
     /// A target thread blocked on a futex this long has the futex's owner read.
     pub owner_probe_after: Duration,
+    /// `--recorder`.
+    pub recorder: RecorderChoice,
 }
 
 impl Default for RecordConfig {
@@ -76,6 +86,7 @@ impl Default for RecordConfig {
             buffer_kb: 8192,
             poll_interval: Duration::from_millis(100),
             owner_probe_after: Duration::from_millis(200),
+            recorder: RecorderChoice::Auto,
         }
     }
 }
@@ -99,6 +110,10 @@ pub struct RecordSummary {
     pub removed_stale_instances: Vec<String>,
     pub target_pids: Vec<u32>,
     pub owners_found: u64,
+    /// `bpf` or `tracefs`.
+    pub recorder: String,
+    /// Why `auto` did not use the BPF recorder.
+    pub bpf_unavailable: Option<String>,
 }
 
 /// A target thread waiting in a futex call.
@@ -220,36 +235,42 @@ pub fn record<W: Write>(
             )));
         }
     }
-    let initial: Vec<u32> = targets.threads.keys().copied().collect();
-    let mut recorder = AppRecorder::start(config.buffer_kb, Some(&initial))?;
-    let mut decoder = PayloadDecoder::default();
-    for format in recorder.formats() {
-        decoder.add(format)?;
-    }
-    header.events = recorder.enabled_events().to_vec();
+    let processes: Vec<u32> = targets.pids.iter().copied().collect();
+    let (mut recorder, bpf_unavailable) = Backend::start(
+        config.recorder,
+        config.buffer_kb,
+        &targets.threads,
+        &processes,
+    )?;
+    header.events = recorder.enabled_events();
+    header.recorder = Some(recorder.name().to_owned());
     let mut writer = TraceFileWriter::new(output, &header)?;
     if let Target::Command(command) = &config.target {
         let (program, arguments) = command
             .split_first()
             .ok_or_else(|| RecordError::NoTarget("the command is empty".into()))?;
-        let child = std::process::Command::new(program)
-            .args(arguments)
-            .spawn()
-            .map_err(|source| RecordError::Spawn {
-                command: command.join(" "),
-                source,
+        let child = recorder
+            .spawn(std::process::Command::new(program).args(arguments))
+            .map_err(|error| match error {
+                RecordError::SpawnIo(source) => RecordError::Spawn {
+                    command: command.join(" "),
+                    source,
+                },
+                other => other,
             })?;
         targets.pids.insert(child.id());
         targets.child = Some(child);
         info_events.extend(targets.refresh(rtlab_sys::clock::monotonic_ns()));
-        let threads: Vec<u32> = targets.threads.keys().copied().collect();
-        recorder.set_futex_threads(&threads)?;
+        let processes: Vec<u32> = targets.pids.iter().copied().collect();
+        recorder.set_targets(&targets.threads, &processes)?;
     }
     let mut pending: Vec<Event> = info_events;
     let mut waits: HashMap<i32, FutexWait> = HashMap::new();
     let mut summary = RecordSummary {
-        enabled_events: recorder.enabled_events().to_vec(),
-        removed_stale_instances: recorder.removed_stale_instances().to_vec(),
+        enabled_events: recorder.enabled_events(),
+        removed_stale_instances: recorder.removed_stale_instances(),
+        recorder: recorder.name().to_owned(),
+        bpf_unavailable,
         ..RecordSummary::default()
     };
     let mut lost_events = 0u64;
@@ -262,20 +283,8 @@ pub fn record<W: Write>(
         if last_round {
             recorder.stop()?;
         }
-        let mut decode_error = None;
-        let outcome = recorder.poll(|cpu, time, payload| {
-            if decode_error.is_some() {
-                return;
-            }
-            if let Err(error) = decoder.decode(cpu, time, payload, &mut |event| pending.push(event))
-            {
-                decode_error = Some(error);
-            }
-        })?;
-        if let Some(error) = decode_error {
-            return Err(error.into());
-        }
-        lost_events += outcome.lost_events;
+        let (lost, read_up_to) = recorder.poll(&mut pending, poll_start)?;
+        lost_events += lost;
         // Futex waits of the target's threads; probe the owners of long ones.
         for event in &pending {
             match event.kind {
@@ -329,15 +338,15 @@ pub fn record<W: Write>(
         let changed = targets.refresh(poll_start);
         if !changed.is_empty() {
             pending.extend(changed);
-            let threads: Vec<u32> = targets.threads.keys().copied().collect();
-            recorder.set_futex_threads(&threads)?;
+            let processes: Vec<u32> = targets.pids.iter().copied().collect();
+            recorder.set_targets(&targets.threads, &processes)?;
         }
-        // Everything stamped before this poll started has been read from every ring.
+        // Everything stamped before `read_up_to` has been read from every ring.
         pending.sort_by_key(|event| event.timestamp_ns);
         let ready = if last_round {
             pending.len()
         } else {
-            pending.partition_point(|event| event.timestamp_ns < poll_start)
+            pending.partition_point(|event| event.timestamp_ns < read_up_to)
         };
         for event in pending.drain(..ready) {
             writer.push(&event)?;
@@ -364,7 +373,7 @@ pub fn record<W: Write>(
         if let Some(end) = end_ns {
             sleep = sleep.min(Duration::from_nanos(end.saturating_sub(poll_start)));
         }
-        std::thread::sleep(sleep);
+        recorder.wait(sleep);
     }
     if let Some(mut child) = targets.child.take() {
         if matches!(child.try_wait(), Ok(None)) {

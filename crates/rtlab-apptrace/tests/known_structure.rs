@@ -1,15 +1,16 @@
 //! The Done-when of `rtlab trace`: a program with a known structure (`examples/trace_demo.rs`:
 //! a periodic pipeline, a priority inversion with three priorities, a two-thread deadlock, a
-//! starved thread), recorded live through tracefs and through trace-cmd, analysed.
+//! starved thread), recorded live through both recorders (BPF and tracefs) and through trace-cmd,
+//! analysed.
 //!
-//! Root-only (SCHED_FIFO, tracefs): marked `ignore = "needs root and tracefs"`; CI runs them as
+//! Root-only (SCHED_FIFO, tracefs, BPF): marked `ignore = "needs root and tracefs"` (or `BPF`); CI runs them as
 //! root with `--include-ignored`; run that way without root they fail.
 
 mod support;
 
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::file::{FileHeader, TraceFile};
-use rtlab_apptrace::record::{record, RecordConfig, Target};
+use rtlab_apptrace::record::{record, RecordConfig, RecorderChoice, Target};
 use rtlab_core::header::OutputHeader;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -32,9 +33,8 @@ fn analysis_source() -> rtlab_apptrace::analyze::report::SourceInfo {
     }
 }
 
-#[test]
-#[ignore = "needs root and tracefs"]
-fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle() {
+/// Records the test program live through `recorder` and checks the Done-when answers.
+fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
     let _one_at_a_time = support::require_root_and_tracefs();
     let demo = support::demo_binary();
     let config = RecordConfig {
@@ -45,6 +45,7 @@ fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle
         ]),
         // The deadlocked pair is still blocked when the recording ends (and the program killed).
         duration: Some(Duration::from_millis(3000)),
+        recorder,
         ..RecordConfig::default()
     };
     let file_header = FileHeader {
@@ -52,9 +53,11 @@ fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle
         target: config.target.describe(),
         clock: "mono".into(),
         events: vec![],
+        recorder: None,
     };
     let stop = AtomicBool::new(false);
     let (bytes, summary) = record(&config, Vec::new(), file_header, &stop, |_| {}).unwrap();
+    assert_eq!(summary.recorder, recorder.name(), "{summary:?}");
     assert!(!summary.interrupted);
     assert!(summary.owners_found >= 2, "{summary:?}");
     assert!(summary
@@ -65,14 +68,28 @@ fn a_live_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle
         .join(name)
         .exists());
     let mut file = TraceFile::open(&bytes[..]).unwrap();
+    assert_eq!(file.header.recorder.as_deref(), Some(recorder.name()));
     let mut analyzer = rtlab_apptrace::analyze::Analyzer::new(AnalysisConfig::default());
+    analyzer.declare_recorded(&file.header.events.clone());
     let read = file.for_each_event(|event| analyzer.push(event)).unwrap();
     assert!(read.trailer.is_some());
     let (report, _) = analyzer.finish(header("rtlab.trace/1"), analysis_source(), 0);
-    assert_eq!(report.lost_events, 0);
+    assert_eq!(read.trailer.unwrap().lost_events, 0);
     support::check_known_structure(&report, true);
     assert_eq!(support::thread(&report, "pipe-src").policy, "SCHED_FIFO");
     assert!(support::thread(&report, "pipe-src").target);
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn a_live_tracefs_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle() {
+    live_recording_recovers_the_known_structure(RecorderChoice::Tracefs);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_live_bpf_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_cycle() {
+    live_recording_recovers_the_known_structure(RecorderChoice::Bpf);
 }
 
 #[test]

@@ -14,9 +14,16 @@
 //! the loader is aya (pure Rust), and map values cross as byte arrays. Every program is attached
 //! through a BPF link owned by this process and nothing is pinned, so the kernel detaches it all
 //! when the process exits, however it exits. `records.rs` decodes the ring buffer's records.
+//!
+//! A second object, `bpf/apptrace.bpf.o` (`apptrace.rs`), records the full event stream of an
+//! application's threads for `rtlab trace record`, filtered in the kernel to the target's threads
+//! and whatever preempts or wakes them, as the rtlab trace file's 32-byte records.
 
+mod apptrace;
 mod loader;
 pub mod records;
+
+pub use apptrace::{AppBpfRecorder, AppCounters, APPTRACE_PROGRAM_PREFIX, APPTRACE_RECORD_SIZE};
 
 pub use loader::{
     loaded_program_costs, loaded_program_ids, loaded_program_names, program_ids_of_process,

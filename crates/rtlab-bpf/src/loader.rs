@@ -100,7 +100,7 @@ pub enum BpfError {
 }
 
 /// An error with its causes, `a: b: c` (aya's outer messages alone say little).
-fn chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -114,7 +114,7 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
+pub(crate) fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
     move |error| BpfError::Map {
         map,
         reason: chain(&error),
@@ -477,7 +477,7 @@ impl BpfRecorder {
     }
 }
 
-fn missing_map(map: &'static str) -> BpfError {
+pub(crate) fn missing_map(map: &'static str) -> BpfError {
     BpfError::Map {
         map,
         reason: "not in the object".into(),

@@ -7,8 +7,8 @@
 //! that starts a recorder (`remove_stale_instances`, by the dead pid in the name). Nothing outside
 //! the instance is touched. Scheduler and interrupt events are recorded for every task, so the
 //! analyses see who preempted or woke the target; the futex syscalls, which every process makes,
-//! are filtered in the kernel to the target's threads. (An eBPF recorder may replace this one
-//! where it is available; this one needs only tracefs.)
+//! are filtered in the kernel to the target's threads. (`rtlab trace record` prefers the eBPF
+//! recorder of `rtlab-bpf`, `apptrace.bpf.c`, where it loads; this one needs only tracefs.)
 
 use crate::format::{parse_event_format, EventFormat};
 use crate::page::{LostEvents, PageDecoder};

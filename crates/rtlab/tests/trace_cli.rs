@@ -1,7 +1,8 @@
 //! `rtlab trace analyze` on the captured trace.dat fixtures (text, JSON, SVG, Perfetto, bad input),
 //! and `rtlab trace record` stopped by SIGINT (the recording is kept) and killed by SIGKILL (the
-//! next start removes the tracefs instance it left). The recording tests need root and tracefs:
-//! marked `ignore = "needs root and tracefs"`, run as root in CI with `--include-ignored`; without
+//! next start removes the tracefs instance it left; the BPF recorder's programs go with the
+//! process). The recording tests need root and tracefs or BPF: marked `ignore = "needs root and
+//! tracefs"` (or `BPF`), run as root in CI with `--include-ignored`; without
 //! root they fail.
 
 mod common;
@@ -154,16 +155,15 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-#[ignore = "needs root and tracefs"]
-fn sigint_stops_a_recording_and_keeps_what_was_recorded() {
+/// `rtlab trace record --recorder RECORDER -- sleep 30`, stopped by SIGINT once it records.
+fn sigint_stops_a_recording_and_keeps_it(recorder: &str) {
     require_root_and_tracefs();
     let sandbox = Sandbox::new();
     let output = sandbox.file("sleep.rtrace");
     let mut record = KillOnDrop(
         sandbox
             .command()
-            .args(["trace", "record", "-o"])
+            .args(["trace", "record", "--recorder", recorder, "-o"])
             .arg(&output)
             .args(["--", "sleep", "30"])
             .stderr(std::process::Stdio::piped())
@@ -171,7 +171,7 @@ fn sigint_stops_a_recording_and_keeps_what_was_recorded() {
             .unwrap(),
     );
     let pid = record.id();
-    wait_for("the recording's instance", || instance_of(pid).exists());
+    let programs = wait_until_recording(pid, recorder);
     std::thread::sleep(Duration::from_millis(500));
     rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGINT).unwrap();
     let finished = std::mem::replace(
@@ -187,6 +187,16 @@ fn sigint_stops_a_recording_and_keeps_what_was_recorded() {
         stderr_text(&finished)
     );
     assert!(!instance_of(pid).exists());
+    assert_eq!(
+        programs_left(&programs),
+        Vec::<u32>::new(),
+        "BPF programs left"
+    );
+    assert!(
+        stderr_text(&finished).contains(&format!("threads, {recorder})")),
+        "{}",
+        stderr_text(&finished)
+    );
     let analysis = sandbox.run_expecting(
         0,
         [
@@ -209,6 +219,55 @@ fn sigint_stops_a_recording_and_keeps_what_was_recorded() {
 
 #[test]
 #[ignore = "needs root and tracefs"]
+fn sigint_stops_a_tracefs_recording_and_keeps_what_was_recorded() {
+    sigint_stops_a_recording_and_keeps_it("tracefs");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn sigint_stops_a_bpf_recording_and_keeps_what_was_recorded() {
+    sigint_stops_a_recording_and_keeps_it("bpf");
+}
+
+/// Waits until process `pid` records: its tracefs instance exists, or it holds its BPF programs
+/// (returned, to check they go).
+fn wait_until_recording(pid: u32, recorder: &str) -> Vec<u32> {
+    let mut programs = Vec::new();
+    if recorder == "tracefs" {
+        wait_for("the recording's instance", || instance_of(pid).exists());
+    } else {
+        wait_for("the recording's BPF programs", || {
+            programs = rtlab_bpf::program_ids_of_process(pid).unwrap_or_default();
+            programs.len() >= 14
+        });
+        assert!(
+            !instance_of(pid).exists(),
+            "the BPF recorder uses no instance"
+        );
+    }
+    programs
+}
+
+/// Which of `programs` are still loaded 10 s on (the kernel frees them after their last link
+/// closes, asynchronously).
+fn programs_left(programs: &[u32]) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let loaded = rtlab_bpf::loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
+        let left: Vec<u32> = programs
+            .iter()
+            .copied()
+            .filter(|id| loaded.contains(id))
+            .collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs root and tracefs"]
 fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
     require_root_and_tracefs();
     let sandbox = Sandbox::new();
@@ -223,7 +282,15 @@ fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
     let mut record = KillOnDrop(
         sandbox
             .command()
-            .args(["trace", "record", "--pid", &target_pid, "-o"])
+            .args([
+                "trace",
+                "record",
+                "--recorder",
+                "tracefs",
+                "--pid",
+                &target_pid,
+                "-o",
+            ])
             .arg(&output)
             .spawn()
             .unwrap(),
@@ -242,6 +309,8 @@ fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
         [
             "trace",
             "record",
+            "--recorder",
+            "tracefs",
             "--pid",
             &target_pid,
             "-D",
@@ -256,5 +325,54 @@ fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
         stderr_text(&again)
     );
     assert!(!instance_of(pid).exists());
+    let _ = target.kill();
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_sigkilled_bpf_recording_leaves_no_program_attached() {
+    require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let mut target = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap(),
+    );
+    let target_pid = target.id().to_string();
+    let output = sandbox.file("killed.rtrace");
+    let mut record = KillOnDrop(
+        sandbox
+            .command()
+            .args([
+                "trace",
+                "record",
+                "--recorder",
+                "bpf",
+                "--pid",
+                &target_pid,
+                "-o",
+            ])
+            .arg(&output)
+            .spawn()
+            .unwrap(),
+    );
+    let pid = record.id();
+    let programs = wait_until_recording(pid, "bpf");
+    let names = rtlab_bpf::loaded_program_names().unwrap();
+    assert!(
+        names
+            .iter()
+            .any(|name| name.starts_with(rtlab_bpf::APPTRACE_PROGRAM_PREFIX)),
+        "{names:?}"
+    );
+    rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGKILL).unwrap();
+    let _ = record.wait();
+    assert_eq!(
+        programs_left(&programs),
+        Vec::<u32>::new(),
+        "the kernel detaches a killed recorder's programs (links, nothing pinned)"
+    );
+    assert!(!output.exists(), "an unfinished recording must not appear");
     let _ = target.kill();
 }

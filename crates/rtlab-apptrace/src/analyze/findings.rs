@@ -3,6 +3,7 @@
 
 use super::period::{detect_period, percentile};
 use super::report::*;
+use super::streaming::{ActivationSummary, ACTIVATIONS_KEPT};
 use super::timeline::{SpanState, Timeline};
 use super::{Activation, Analyzer, BlockReason, State};
 use rtlab_core::header::OutputHeader;
@@ -87,6 +88,8 @@ impl Analyzer {
                 continue;
             }
             let thread = &self.threads[&tid];
+            // Beyond the kept activations, the bounded summaries answer (streaming.rs).
+            let overflowed = thread.summary.n_activations as usize > ACTIVATIONS_KEPT;
             let mut activations = thread.activations.clone();
             let completed = activations.len();
             if let Some(current) = thread.current {
@@ -96,35 +99,45 @@ impl Analyzer {
                 continue;
             }
             let dominant = thread
-                .wakers
-                .iter()
-                .max_by_key(|(waker, count)| (**count, -**waker))
-                .map(|(waker, count)| (*waker, *count));
-            let all_starts: Vec<u64> = activations
-                .iter()
-                .map(|activation| activation.start)
-                .collect();
-            let dominant_starts: Vec<u64> = match dominant {
-                Some((waker, _)) => activations
-                    .iter()
-                    .filter(|activation| activation.waker == waker)
-                    .map(|activation| activation.start)
-                    .collect(),
-                _ => all_starts.clone(),
-            };
-            let period = detect_period(&dominant_starts).or_else(|| detect_period(&all_starts));
-            let mut cpu: Vec<u64> = thread
-                .activations
-                .iter()
-                .map(|activation| activation.cpu_ns)
-                .collect();
-            let mean = if cpu.is_empty() {
-                0
+                .dominant_waker()
+                .map(|waker| (waker, thread.wakers[&waker]));
+            let (period, n_activations, mean, p99, max) = if overflowed {
+                let summary = &thread.summary;
+                (
+                    summary.period(dominant.map(|(waker, _)| waker), thread.current.as_ref()),
+                    summary.n_activations + u64::from(thread.current.is_some()),
+                    summary.cpu.mean(),
+                    summary.cpu.percentile(99.0),
+                    summary.cpu.max(),
+                )
             } else {
-                cpu.iter().sum::<u64>() / cpu.len() as u64
+                let all_starts: Vec<u64> = activations
+                    .iter()
+                    .map(|activation| activation.start)
+                    .collect();
+                let dominant_starts: Vec<u64> = match dominant {
+                    Some((waker, _)) => activations
+                        .iter()
+                        .filter(|activation| activation.waker == waker)
+                        .map(|activation| activation.start)
+                        .collect(),
+                    _ => all_starts.clone(),
+                };
+                let period = detect_period(&dominant_starts).or_else(|| detect_period(&all_starts));
+                let mut cpu: Vec<u64> = thread
+                    .activations
+                    .iter()
+                    .map(|activation| activation.cpu_ns)
+                    .collect();
+                let mean = if cpu.is_empty() {
+                    0
+                } else {
+                    cpu.iter().sum::<u64>() / cpu.len() as u64
+                };
+                let p99 = percentile(&mut cpu, 99.0);
+                let max = cpu.iter().copied().max().unwrap_or(0);
+                (period, activations.len() as u64, mean, p99, max)
             };
-            let p99 = percentile(&mut cpu, 99.0);
-            let max = cpu.iter().copied().max().unwrap_or(0);
             let counted = |map: &HashMap<i32, u64>| -> Vec<Counted> {
                 let mut list: Vec<Counted> = map
                     .iter()
@@ -150,7 +163,7 @@ impl Analyzer {
                 priority: self.user_priority_of(tid),
                 kernel_prio: thread.prio,
                 target: thread.tgid.is_some(),
-                activations: activations.len() as u64,
+                activations: n_activations,
                 period_ns: period.map(|(period, _)| period),
                 period_jitter_ns: period.map(|(_, jitter)| jitter),
                 cpu_per_activation_ns: CpuPerActivation { mean, p99, max },
@@ -164,7 +177,19 @@ impl Analyzer {
                     sleep: thread.blocked_ns[BlockReason::Sleep as usize],
                 },
             });
-            if let (Some((period, _)), Some((waker, _))) = (period, dominant) {
+            // Late jobs: among the kept activations (judged by the period learnt from them when
+            // the thread overflowed), then those found on the way beyond them.
+            let mut summary = thread.summary.clone();
+            let judged_by = if overflowed {
+                summary
+                    .finish_jobs()
+                    .map(|period| (period, summary_waker(&summary)))
+            } else {
+                period
+                    .zip(dominant)
+                    .map(|((period, _), (waker, _))| (period, waker))
+            };
+            if let Some((period, waker)) = judged_by {
                 for job in jobs(&activations[..completed], waker, period) {
                     let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
                     if response <= period {
@@ -178,6 +203,19 @@ impl Analyzer {
                             period_ns: period,
                             response_ns: response,
                             critical_path: self.critical_path(&job),
+                        });
+                    }
+                }
+                late_total += summary.late_total;
+                for (job, &(at_ns, response_ns)) in summary.late.iter().zip(&summary.late_responses)
+                {
+                    if late.len() < MAX_LISTED {
+                        late.push(LateActivation {
+                            thread: self.thread_ref(tid),
+                            at_ns,
+                            period_ns: period,
+                            response_ns,
+                            critical_path: self.critical_path(job),
                         });
                     }
                 }
@@ -422,6 +460,11 @@ impl Analyzer {
         hangs.sort_by(|a, b| b.cycle.cmp(&a.cycle).then(a.since_ns.cmp(&b.since_ns)));
         hangs
     }
+}
+
+/// The waker a summary's jobs were grouped by.
+fn summary_waker(summary: &ActivationSummary) -> i32 {
+    summary.learnt_waker().unwrap_or(0)
 }
 
 /// A long futex wait: (tid, since, until, futex address).

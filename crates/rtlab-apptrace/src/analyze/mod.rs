@@ -3,13 +3,15 @@
 //! it produces on the way — priority inversions when a blocked thread is woken, starvation when a
 //! runnable wait ends, hangs and the thread table at the end.
 //!
-//! Memory is per thread, not per event, except for the activations of each thread (48 bytes per
-//! activation, kept for period detection and late-activation critical paths) and, only when a
-//! timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
+//! Memory is per thread, not per event: each thread keeps its first activations exactly (48 bytes
+//! each, at most `streaming::ACTIVATIONS_KEPT`) and summaries of all of them whose size does not
+//! grow with their number (`streaming.rs`: periods, CPU per activation, late activations); only
+//! when a timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
 mod findings;
 pub mod period;
 pub mod report;
+mod streaming;
 pub mod timeline;
 
 use crate::model::{futex_op, Comm, Event, EventKind, Policy};
@@ -112,7 +114,10 @@ pub(crate) struct Thread {
     pub futex: Option<(u64, u32)>,
     pub exiting: bool,
     pub current: Option<Activation>,
+    /// The first activations, exactly (at most `streaming::ACTIVATIONS_KEPT`).
     pub activations: Vec<Activation>,
+    /// Every completed activation, summarised in bounded memory.
+    pub summary: streaming::ActivationSummary,
     pub cpu_ns: u64,
     pub irq_mark: u64,
     pub wakers: HashMap<i32, u64>,
@@ -123,6 +128,29 @@ pub(crate) struct Thread {
     pub episodes: VecDeque<Episode>,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
+}
+
+impl Thread {
+    /// The waker that woke it most (ties: the lowest tid).
+    pub(crate) fn dominant_waker(&self) -> Option<i32> {
+        self.wakers
+            .iter()
+            .max_by_key(|(waker, count)| (**count, -**waker))
+            .map(|(waker, _)| *waker)
+    }
+
+    /// Files a completed activation: kept while there is room, summarised always.
+    fn complete(&mut self, activation: Activation) {
+        let dominant = if self.activations.len() == streaming::ACTIVATIONS_KEPT {
+            self.dominant_waker().unwrap_or(0)
+        } else {
+            0
+        };
+        self.summary.add(&activation, &self.activations, dominant);
+        if self.activations.len() < streaming::ACTIVATIONS_KEPT {
+            self.activations.push(activation);
+        }
+    }
 }
 
 impl Default for Thread {
@@ -139,6 +167,7 @@ impl Default for Thread {
             exiting: false,
             current: None,
             activations: Vec::new(),
+            summary: streaming::ActivationSummary::default(),
             cpu_ns: 0,
             irq_mark: 0,
             wakers: HashMap::new(),
@@ -439,7 +468,7 @@ impl Analyzer {
             thread.state = State::Dead;
             if let Some(mut activation) = thread.current.take() {
                 activation.end = time;
-                thread.activations.push(activation);
+                thread.complete(activation);
             }
         } else {
             let (reason, uaddr) = match futex {
@@ -454,7 +483,7 @@ impl Analyzer {
             };
             if let Some(mut activation) = thread.current.take() {
                 activation.end = time;
-                thread.activations.push(activation);
+                thread.complete(activation);
             }
         }
         if since < time {

@@ -414,3 +414,47 @@ fn no_futex_events_warns_only_when_futex_calls_were_not_recorded() {
     let recorded = ["sched:sched_switch".to_owned()];
     assert!(futex_warning(&script.analyse_declaring(Some(&recorded)).0));
 }
+
+/// A periodic thread with many more activations than are kept: the period, activation count,
+/// CPU statistics and a late activation far beyond the kept ones come from the bounded
+/// summaries, and the thread holds no more than `ACTIVATIONS_KEPT` activations.
+#[test]
+fn a_long_periodic_thread_is_summarised_in_bounded_memory() {
+    let n = 3 * super::streaming::ACTIVATIONS_KEPT;
+    let late_index = 2 * super::streaming::ACTIVATIONS_KEPT + 17;
+    let mut script = Script::new(&[(HIGH, "periodic")]);
+    for index in 0..n {
+        // Every 10 ms (±0.1 ms), 1 ms of CPU; one activation runs 15 ms.
+        let start = 10.0 * index as f64 + 0.1 * (index % 3) as f64;
+        let run = if index == late_index { 15.0 } else { 1.0 };
+        script
+            .wake(start, 0, HIGH, P_HIGH, 0)
+            .switch(start + 0.01, 0, (0, 120, PREEMPTED), (HIGH, P_HIGH))
+            .switch(start + 0.01 + run, 0, (HIGH, P_HIGH, SLEEPING), (0, 120));
+    }
+    let mut analyzer = Analyzer::new(AnalysisConfig::default());
+    for event in &script.events {
+        analyzer.push(event);
+    }
+    assert_eq!(
+        analyzer.threads[&HIGH].activations.len(),
+        super::streaming::ACTIVATIONS_KEPT
+    );
+    let report = script.analyse();
+    let row = report.threads.iter().find(|row| row.tid == HIGH).unwrap();
+    assert_eq!(row.activations, n as u64);
+    let period = row.period_ns.unwrap();
+    assert!(period.abs_diff(10 * MS) < 10 * MS / 100, "{period}");
+    assert!(row.cpu_per_activation_ns.max >= 15 * MS);
+    assert!(row.cpu_per_activation_ns.mean.abs_diff(MS) < MS / 10);
+    let late: Vec<_> = report
+        .late_activations
+        .iter()
+        .filter(|late| late.thread.tid == HIGH)
+        .collect();
+    assert_eq!(report.late_activations_total, 1, "{late:?}");
+    assert_eq!(
+        late[0].at_ns,
+        (10.0 * late_index as f64 * MS as f64 + 0.1 * (late_index % 3) as f64 * MS as f64) as u64
+    );
+}

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::file::FileHeader;
-use rtlab_apptrace::record::{RecordConfig, RecordError, Target};
+use rtlab_apptrace::record::{RecordConfig, RecordError, RecorderChoice, Target};
 use rtlab_apptrace::source::SourceError;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -42,9 +42,12 @@ pub struct RecordArgs {
     /// Stop after this long (e.g. 10s, 500ms); default: until the target ends or Ctrl-C
     #[arg(short = 'D', long, value_parser = crate::flags::positive_duration)]
     pub duration: Option<rtlab_core::Nanos>,
-    /// Ring buffer per CPU, KiB
+    /// Ring buffer per CPU, KiB (BPF: one ring of this times the CPUs)
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
+    /// bpf (filtered in the kernel), tracefs, or auto: bpf when it loads, else tracefs
+    #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
+    pub recorder: String,
     /// The rtlab trace file to write (appears only when the recording ends)
     #[arg(short = 'o', long)]
     pub output: PathBuf,
@@ -106,6 +109,11 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .duration
             .map(|duration| Duration::from_nanos(duration.0)),
         buffer_kb: args.buffer_kb,
+        recorder: match args.recorder.as_str() {
+            "bpf" => RecorderChoice::Bpf,
+            "tracefs" => RecorderChoice::Tracefs,
+            _ => RecorderChoice::Auto,
+        },
         ..RecordConfig::default()
     };
     let header = FileHeader {
@@ -113,6 +121,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         target: target.describe(),
         clock: "mono".into(),
         events: Vec::new(),
+        recorder: None,
     };
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
@@ -154,15 +163,19 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     pending
         .commit(&[])
         .with_context(|| format!("writing {}", args.output.display()))?;
+    if let Some(reason) = &summary.bpf_unavailable {
+        eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
+    }
     let progress = summary.progress;
     let file_bytes = std::fs::metadata(&args.output)
         .map(|metadata| metadata.len())
         .unwrap_or(progress.bytes_written);
     eprintln!(
-        "rtlab: recorded {} events of {} ({} threads) in {:.1} s to {} ({:.1} MB, {:.1} bytes/event){}{}",
+        "rtlab: recorded {} events of {} ({} threads, {}) in {:.1} s to {} ({:.1} MB, {:.1} bytes/event){}{}",
         progress.n_events,
         target.describe(),
         progress.n_threads,
+        summary.recorder,
         progress.elapsed_ns as f64 / 1e9,
         args.output.display(),
         file_bytes as f64 / 1e6,
