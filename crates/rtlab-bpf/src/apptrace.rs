@@ -318,14 +318,7 @@ impl AppBpfRecorder {
 
     /// The counters, summed over CPUs.
     pub fn counters(&self) -> Result<AppCounters, BpfError> {
-        let read = |index: u32| -> Result<u64, BpfError> {
-            Ok(self
-                .counters
-                .get(&index, 0)
-                .map_err(map_error("counters"))?
-                .iter()
-                .sum())
-        };
+        let read = |index: u32| crate::loader::per_cpu_sum(&self.counters, "counters", index);
         Ok(AppCounters {
             records: read(0)?,
             lost: read(1)?,

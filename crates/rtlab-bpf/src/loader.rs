@@ -121,6 +121,19 @@ pub(crate) fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> Bp
     }
 }
 
+/// Slot `index` of a per-CPU `u64` counter array (the map named `map`), summed over CPUs.
+pub(crate) fn per_cpu_sum(
+    counters: &PerCpuArray<MapData, u64>,
+    map: &'static str,
+    index: u32,
+) -> Result<u64, BpfError> {
+    Ok(counters
+        .get(&index, 0)
+        .map_err(map_error(map))?
+        .iter()
+        .sum())
+}
+
 /// What to record.
 #[derive(Clone, Debug, Default)]
 pub struct BpfConfig {
@@ -407,14 +420,7 @@ impl BpfRecorder {
 
     /// The counters, summed over CPUs.
     pub fn counters(&self) -> Result<Counters, BpfError> {
-        let read = |index: u32| -> Result<u64, BpfError> {
-            Ok(self
-                .counters
-                .get(&index, 0)
-                .map_err(map_error("counters"))?
-                .iter()
-                .sum())
-        };
+        let read = |index: u32| per_cpu_sum(&self.counters, "counters", index);
         Ok(Counters {
             events: read(0)?,
             episodes: read(1)?,

@@ -19,7 +19,9 @@ pub mod supply;
 pub mod symbols;
 pub mod window;
 
-pub use attribution::{attribute, attribute_with_timeline, AttributionContext, LateWakeup};
+pub use attribution::{
+    attribute, attribute_with_timeline, describe_prio, AttributionContext, LateWakeup,
+};
 pub use event::{Comm, EventDecoder, EventKind, EventSet, TraceEvent};
 pub use offenders::{top_offenders, Offender};
 pub use perfetto::chrome_trace;

@@ -100,16 +100,6 @@ fn overlap(start: u64, end: u64, stretches: Option<&Vec<(u64, u64)>>) -> u64 {
     })
 }
 
-fn describe_prio(prio: i32) -> String {
-    if prio < 0 {
-        "SCHED_DEADLINE".to_owned()
-    } else if prio < 100 {
-        format!("RT priority {}", 99 - prio)
-    } else {
-        format!("nice {}", prio - 120)
-    }
-}
-
 /// What parts are summed by: kind, name and pid.
 type PartKey = (LatenessKind, String, Option<u32>);
 
@@ -323,7 +313,7 @@ pub fn timeline(
                 Some(*pid as u32),
                 Some(format!(
                     "{}, {}",
-                    describe_prio(*prio),
+                    rtlab_trace::describe_prio(*prio),
                     if *prio < own {
                         "outranks it"
                     } else {
@@ -337,13 +327,17 @@ pub fn timeline(
                 LatenessKind::Task,
                 name_of(*pid, comm),
                 Some(*pid as u32),
-                Some(describe_prio(*prio)),
+                Some(rtlab_trace::describe_prio(*prio)),
                 duration,
             ),
             (running, own) => {
                 let what = match running {
                     Some((pid, comm, prio)) if *pid != 0 => {
-                        format!("{} ({}) ran", name_of(*pid, comm), describe_prio(*prio))
+                        format!(
+                            "{} ({}) ran",
+                            name_of(*pid, comm),
+                            rtlab_trace::describe_prio(*prio)
+                        )
                     }
                     _ => "the CPU idled".to_owned(),
                 };

@@ -235,8 +235,8 @@ pub(super) fn classify(
     (causes, timeline)
 }
 
-/// A kernel priority as a user reads it.
-fn describe_prio(prio: i32) -> String {
+/// A kernel priority (`prio`: -1 deadline, 0-99 real-time, 100-139 nice) as a user reads it.
+pub fn describe_prio(prio: i32) -> String {
     if prio < 0 {
         "SCHED_DEADLINE".to_owned()
     } else if prio < 100 {

@@ -25,6 +25,7 @@
 //! `classify` names each slice's cause and sums them.
 
 mod classify;
+pub use classify::describe_prio;
 mod key_moments;
 mod replay;
 #[cfg(test)]
