@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-trace", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
     (
         "rtlab-apptrace",
-        &["rtlab-core", "rtlab-sys", "rtlab-trace"],
+        &["rtlab-core", "rtlab-sys", "rtlab-bpf", "rtlab-trace"],
     ),
     ("rtlab-analysis", &["rtlab-core"]),
     ("rtlab-sched", &["rtlab-core", "rtlab-sys"]),
@@ -77,6 +77,11 @@ const DEV_SIBLINGS: &[(&str, &str, &str)] = &[
         "rtlab-sched",
         "rtlab-analysis",
         "the same tests compute the sliding-window supply of those runs",
+    ),
+    (
+        "rtlab-bpf",
+        "rtlab-sys",
+        "the root attach tests pin their thread to a CPU and check the kernel's BPF statistics switch",
     ),
     (
         "rtlab-daemon",
