@@ -6,7 +6,6 @@
 
 use crate::loader::{chain, map_error, missing_map, BpfError};
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::BtfTracePoint;
 use aya::{Btf, Ebpf, EbpfLoader};
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -187,18 +186,7 @@ impl AppBpfRecorder {
             .map_err(|error| BpfError::Load(chain(&error)))?;
         let mut enabled = Vec::new();
         for (program, tracepoint, records) in PROGRAMS {
-            let result = (|| -> Result<(), String> {
-                let handle: &mut BtfTracePoint = ebpf
-                    .program_mut(program)
-                    .ok_or_else(|| "not in the object".to_owned())?
-                    .try_into()
-                    .map_err(|error: aya::programs::ProgramError| chain(&error))?;
-                handle
-                    .load(tracepoint, &btf)
-                    .map_err(|error| chain(&error))?;
-                handle.attach().map_err(|error| chain(&error))?;
-                Ok(())
-            })();
+            let result = crate::loader::attach_btf_tracepoint(&mut ebpf, program, tracepoint, &btf);
             match result {
                 Ok(()) => enabled.extend(records.map(str::to_owned)),
                 Err(reason) if REQUIRED.contains(tracepoint) => {

@@ -121,6 +121,26 @@ pub(crate) fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> Bp
     }
 }
 
+/// Loads the tp_btf program `program` of `ebpf` for `tracepoint` and attaches it (the link is
+/// owned by `ebpf`, so it goes when the recorder is dropped); the reason in words when it fails.
+pub(crate) fn attach_btf_tracepoint(
+    ebpf: &mut Ebpf,
+    program: &str,
+    tracepoint: &str,
+    btf: &Btf,
+) -> Result<(), String> {
+    let handle: &mut BtfTracePoint = ebpf
+        .program_mut(program)
+        .ok_or_else(|| "not in the object".to_owned())?
+        .try_into()
+        .map_err(|error: aya::programs::ProgramError| chain(&error))?;
+    handle
+        .load(tracepoint, btf)
+        .map_err(|error| chain(&error))?;
+    handle.attach().map_err(|error| chain(&error))?;
+    Ok(())
+}
+
 /// Slot `index` of a per-CPU `u64` counter array (the map named `map`), summed over CPUs.
 pub(crate) fn per_cpu_sum(
     counters: &PerCpuArray<MapData, u64>,
@@ -316,18 +336,7 @@ impl BpfRecorder {
                 continue;
             }
             let required = REQUIRED.contains(tracepoint);
-            let result = (|| -> Result<(), String> {
-                let handle: &mut BtfTracePoint = ebpf
-                    .program_mut(program)
-                    .ok_or_else(|| "not in the object".to_owned())?
-                    .try_into()
-                    .map_err(|error: aya::programs::ProgramError| chain(&error))?;
-                handle
-                    .load(tracepoint, &btf)
-                    .map_err(|error| chain(&error))?;
-                handle.attach().map_err(|error| chain(&error))?;
-                Ok(())
-            })();
+            let result = attach_btf_tracepoint(&mut ebpf, program, tracepoint, &btf);
             match result {
                 Ok(()) => attached.push(*tracepoint),
                 Err(reason) if required => {
