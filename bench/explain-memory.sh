@@ -33,17 +33,23 @@ out = sys.argv[1]
 rows = [tuple(map(int, line.split())) for line in open(f"{out}/rss.tsv") if line.strip()]
 for seconds, kib in rows:
     print(f"{seconds:5d} s  {kib / 1024:7.1f} MiB")
-fit = [(s, k) for s, k in rows if s >= 60]
-n = len(fit)
-if n >= 3:
+def fit_line(fit, what):
+    n = len(fit)
+    if n < 3:
+        return
     mean_s = sum(s for s, _ in fit) / n
     mean_k = sum(k for _, k in fit) / n
     slope = sum((s - mean_s) * (k - mean_k) for s, k in fit) / sum((s - mean_s) ** 2 for s, _ in fit)
     last_s, last_k = fit[-1]
     per_hour = slope * 3600 / 1024
-    print(f"growth after the first minute: {per_hour:+.1f} MiB per hour "
+    print(f"growth {what}: {per_hour:+.1f} MiB per hour "
           f"(fit over {n} samples, {fit[0][0]}-{last_s} s); "
-          f"projected at 8 h: {(last_k + slope * (8 * 3600 - last_s)) / 1024:.1f} MiB")
+          f"straight line to 8 h: {(last_k + slope * (8 * 3600 - last_s)) / 1024:.1f} MiB")
+
+# The first fit includes the kept episodes filling up to their caps; the second, over the last
+# half of the run, is the steady state once they are full (if they filled: see "not kept").
+fit_line([(s, k) for s, k in rows if s >= 60], "after the first minute")
+fit_line(rows[len(rows) // 2:], "over the second half")
 record = json.load(open(f"{out}/run.json"))
 explain = record["config"].get("explain", {})
 trace = record["config"].get("explain_trace") or {}

@@ -89,9 +89,9 @@ fn micros(nanos: u64) -> String {
 /// Episodes kept per run; late wake-ups beyond are counted, not attributed (bounded memory for
 /// hours-long runs: an episode with its timeline is a few KiB).
 const MAX_EPISODES: usize = 10_000;
-/// The BPF recorder keeps the latest 4000 episodes and summarises the rest: a kept episode takes
-/// about 8.5 KiB (BENCHMARKS.md "Long runs: memory"), so the cap bounds them near 34 MiB over any
-/// run length.
+/// The BPF recorder keeps the latest 4000 episodes, within `rtlab_trace`'s 24 MiB byte cap
+/// (`EPISODE_BYTES_CAP`), and summarises the rest, so kept episodes stay bounded over any run
+/// length (BENCHMARKS.md "Long runs: memory").
 const MAX_EPISODES_BPF: usize = 4_000;
 
 /// Hands the probe's late samples to whichever recorder starts: the BPF one, or tracefs after it.

@@ -375,26 +375,77 @@ fn explain(
     }
 }
 
-/// Keeps at most `cap` episodes, the latest-by-latency: beyond the cap the least late one (the
-/// new one or a kept one) is summarised instead (its causes summed into
-/// `report.summarised_causes`), so memory stays bounded over hours while the worst stay whole.
-fn keep_episode(report: &mut ExplainerReport, episode: Episode, cap: usize) {
-    if report.episodes.len() < cap {
-        report.episodes.push(episode);
-        return;
-    }
-    let smallest = report
-        .episodes
+/// Memory the kept episodes may take together (estimated by [`episode_bytes`]), whatever their
+/// number: with the count cap this bounds an hours-long run's episodes by bytes, not by how long
+/// the longest windows happen to be.
+pub const EPISODE_BYTES_CAP: usize = 24 << 20;
+
+/// What a kept episode holds on the heap and inline, estimated from its lengths.
+fn episode_bytes(episode: &Episode) -> usize {
+    use std::mem::size_of;
+    let causes: usize = episode
+        .causes
         .iter()
-        .enumerate()
-        .min_by_key(|(_, kept)| kept.latency_ns)
-        .map(|(index, kept)| (index, kept.latency_ns));
-    let dropped = match smallest {
-        Some((index, latency)) if latency < episode.latency_ns => {
-            std::mem::replace(&mut report.episodes[index], episode)
+        .map(|cause| {
+            size_of::<rtlab_core::Cause>()
+                + cause.name.capacity()
+                + cause.detail.as_ref().map_or(0, String::capacity)
+        })
+        .sum();
+    let timeline: usize = episode
+        .timeline
+        .iter()
+        .map(|segment| size_of::<rtlab_core::Segment>() + segment.name.capacity())
+        .sum();
+    let stack: usize = episode.stack.as_ref().map_or(0, |frames| {
+        frames
+            .iter()
+            .map(|frame| size_of::<String>() + frame.capacity())
+            .sum()
+    });
+    size_of::<Episode>() + episode.series.capacity() + causes + timeline + stack
+}
+
+/// Keeps at most `cap` episodes of at most [`EPISODE_BYTES_CAP`] together, the latest-by-latency:
+/// beyond either cap the least late ones (the new one or kept ones) are summarised instead (their
+/// causes summed into `report.summarised_causes`), so memory stays bounded over hours while the
+/// worst stay whole.
+fn keep_episode(report: &mut ExplainerReport, episode: Episode, cap: usize) {
+    keep_episode_within(report, episode, cap, EPISODE_BYTES_CAP);
+}
+
+fn keep_episode_within(
+    report: &mut ExplainerReport,
+    episode: Episode,
+    cap: usize,
+    byte_cap: usize,
+) {
+    let bytes = episode_bytes(&episode);
+    while report.episodes.len() >= cap || report.episode_bytes + bytes > byte_cap {
+        let least_late = report
+            .episodes
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, kept)| kept.latency_ns)
+            .map(|(index, kept)| (index, kept.latency_ns));
+        match least_late {
+            Some((index, latency)) if latency < episode.latency_ns => {
+                let dropped = report.episodes.swap_remove(index);
+                report.episode_bytes -= episode_bytes(&dropped);
+                summarise(report, dropped);
+            }
+            _ => {
+                summarise(report, episode);
+                return;
+            }
         }
-        _ => episode,
-    };
+    }
+    report.episode_bytes += bytes;
+    report.episodes.push(episode);
+}
+
+/// Counts an episode that is not kept and adds its causes to the summed ones.
+fn summarise(report: &mut ExplainerReport, dropped: Episode) {
     report.episodes_not_kept += 1;
     for cause in dropped.causes {
         match report
@@ -778,6 +829,51 @@ mod tests {
         assert_eq!(report.summarised_causes.len(), 1);
         assert_eq!(report.summarised_causes[0].name, "b");
         assert_eq!(report.summarised_causes[0].ns, 15);
+    }
+
+    #[test]
+    fn beyond_the_byte_cap_the_least_late_episodes_are_summarised() {
+        let episode = |latency_ns, segments: usize| Episode {
+            series: "rt-high/wakeup@0".into(),
+            cpu: 0,
+            at_ns: latency_ns,
+            latency_ns,
+            causes: Vec::new(),
+            steal_ns: None,
+            stack: None,
+            timeline: (0..segments)
+                .map(|start| rtlab_core::Segment {
+                    start_ns: start as u64,
+                    ns: 1,
+                    kind: rtlab_core::CauseKind::Irq,
+                    name: "timer".into(),
+                    pid: None,
+                })
+                .collect(),
+        };
+        let one = episode_bytes(&episode(1, 100));
+        let byte_cap = 3 * one;
+        let mut report = ExplainerReport::default();
+        for latency in [40, 10, 30, 20, 50] {
+            keep_episode_within(&mut report, episode(latency, 100), 1_000, byte_cap);
+            assert!(report.episode_bytes <= byte_cap);
+        }
+        let mut kept: Vec<u64> = report.episodes.iter().map(|e| e.latency_ns).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![30, 40, 50]);
+        assert_eq!(report.episodes_not_kept, 2);
+        // A larger, later episode pushes out two small ones; a larger, earlier one is summarised.
+        keep_episode_within(&mut report, episode(60, 200), 1_000, byte_cap);
+        let mut kept: Vec<u64> = report.episodes.iter().map(|e| e.latency_ns).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![50, 60]);
+        keep_episode_within(&mut report, episode(5, 300), 1_000, byte_cap);
+        assert_eq!(report.episodes.len(), 2);
+        assert_eq!(report.episodes_not_kept, 5);
+        assert_eq!(
+            report.episode_bytes,
+            report.episodes.iter().map(episode_bytes).sum::<usize>()
+        );
     }
 
     #[test]

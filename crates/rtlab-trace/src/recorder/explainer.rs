@@ -66,6 +66,8 @@ pub struct ExplainerReport {
     pub timerlat: Vec<TimerlatSplit>,
     /// The causes of the episodes not kept beyond the cap, summed by kind and name.
     pub summarised_causes: Vec<rtlab_core::Cause>,
+    /// What the kept episodes take in memory, estimated (the BPF recorder caps it).
+    pub episode_bytes: usize,
 }
 
 /// rtla timerlat's split of one timer thread's wake-ups, from the BPF recorder's sample records:
