@@ -36,6 +36,13 @@ pub use rtlab_core::rpc::{Backend, GrantInfo};
 /// How long the client waits for an answer before giving up on the daemon.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// True when `cause` is a [`ClientError`] of the request's making (see [`ClientError::is_input`]).
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<ClientError>()
+        .is_some_and(ClientError::is_input)
+}
+
 /// The daemon's socket: `explicit` (a `--socket` flag) if given, else `$RTLAB_SOCKET`, else
 /// `/run/rtlab/rtlabd.sock`.
 pub fn socket_path(explicit: Option<&Path>) -> PathBuf {

@@ -67,22 +67,10 @@ fn prepare_svgs(
     directory: Option<&Path>,
     names: &[String],
 ) -> anyhow::Result<Vec<(PathBuf, PendingOutput)>> {
-    let Some(directory) = directory else {
-        return Ok(Vec::new());
-    };
-    std::fs::create_dir_all(directory).map_err(|error| {
-        crate::exit::input(format!(
-            "--svg: cannot create {}: {error}",
-            directory.display()
-        ))
-    })?;
-    names
-        .iter()
-        .map(|name| {
-            let path = directory.join(name);
-            PendingOutput::prepare(&path, "--svg").map(|file| (path, file))
-        })
-        .collect()
+    match directory {
+        Some(directory) => Ok(PendingOutput::prepare_in(directory, names, "--svg")?),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Names the SVG files of `--svg` and says so (unless JSON goes to stdout).
