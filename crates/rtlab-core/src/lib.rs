@@ -17,6 +17,7 @@ pub mod run_config;
 pub mod run_load;
 pub mod run_tail;
 pub mod run_workload;
+pub mod time_value;
 pub mod timer_audit;
 pub mod timer_study;
 pub mod units;
