@@ -16,20 +16,18 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// The target cannot be created: the user's path is at fault.
-    #[error("{option}: cannot write {}: {source}", target.display())]
+    #[error("{option}: cannot write {}: {cause}", target.display())]
     Open {
         option: String,
         target: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The directory of a set of outputs cannot be created.
-    #[error("{option}: cannot create {}: {source}", directory.display())]
+    #[error("{option}: cannot create {}: {cause}", directory.display())]
     Directory {
         option: String,
         directory: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("serialising the output")]
     Serialise(#[source] serde_json::Error),
@@ -78,10 +76,10 @@ impl PendingOutput {
         }
         PendingFile::create(target)
             .map(PendingOutput::File)
-            .map_err(|source| OutputError::Open {
+            .map_err(|cause| OutputError::Open {
                 option: option.to_owned(),
                 target: target.to_owned(),
-                source,
+                cause,
             })
     }
 
@@ -96,10 +94,10 @@ impl PendingOutput {
         names: &[String],
         option: &str,
     ) -> Result<Vec<(PathBuf, PendingOutput)>, OutputError> {
-        std::fs::create_dir_all(directory).map_err(|source| OutputError::Directory {
+        std::fs::create_dir_all(directory).map_err(|cause| OutputError::Directory {
             option: option.to_owned(),
             directory: directory.to_owned(),
-            source,
+            cause,
         })?;
         names
             .iter()

@@ -23,7 +23,7 @@ With `-- CMD`, the command's own exit status."
 )]
 pub struct Args {
     /// CPU time and period, e.g. `2ms/10ms`: at least AMOUNT in every window of PERIOD
-    #[arg(value_name = "AMOUNT/PERIOD", value_parser = parse_rate)]
+    #[arg(value_name = "AMOUNT/PERIOD", value_parser = rtlab_core::rpc::parse_rate)]
     pub rate: (Nanos, Nanos),
     /// The thread to reserve for
     #[arg(long, value_name = "TID")]
@@ -40,7 +40,7 @@ pub struct Args {
     pub comm: Option<String>,
     /// How to enforce it [default: the daemon's choice for this machine]
     #[arg(long, value_name = "BACKEND", value_enum)]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<Backend>,
     #[command(flatten)]
     pub output: crate::output::JsonArgs,
     /// After granting, watch the reserved thread for DURATION (e.g. 10s) and report the CPU it
@@ -54,27 +54,6 @@ pub struct Args {
     /// Run CMD with its main thread reserved (after `--`)
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum BackendArg {
-    /// The kernel's SCHED_DEADLINE
-    Deadline,
-    /// rtlab's plan dispatcher
-    Dispatch,
-}
-
-impl From<BackendArg> for Backend {
-    fn from(backend: BackendArg) -> Backend {
-        match backend {
-            BackendArg::Deadline => Backend::Deadline,
-            BackendArg::Dispatch => Backend::Dispatch,
-        }
-    }
-}
-
-fn parse_rate(text: &str) -> Result<(Nanos, Nanos), String> {
-    rtlab_core::rpc::parse_rate(text)
 }
 
 /// `rtlab reserve --json` under the common header.
@@ -108,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let mut client = args.socket.connect()?;
-    let grant = match client.reserve(target, amount, period, args.backend.map(Backend::from)) {
+    let grant = match client.reserve(target, amount, period, args.backend) {
         Ok(grant) => grant,
         Err(error) => return failure(error),
     };
