@@ -6,11 +6,10 @@
 use super::daemon_client::{failure, SocketArgs};
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::rpc::{Backend, GrantInfo, Target, GRANT_SCHEMA};
+use rtlab_core::rpc::{Backend, Target, GRANT_SCHEMA};
 use rtlab_core::Nanos;
 use rtlab_render::reserve::{grant as render_grant, verified as render_verified};
-use rtlab_session::supply::{verify_supply, VerifiedSupply};
-use serde::Serialize;
+use rtlab_session::supply::{verify_supply, VerifiedGrant};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -54,15 +53,6 @@ pub struct Args {
     /// Run CMD with its main thread reserved (after `--`)
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-/// `rtlab reserve --json` under the common header.
-#[derive(Serialize)]
-struct GrantFile<'a> {
-    grant: &'a GrantInfo,
-    /// With `--verify`: what the thread received, window by window.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    verify: Option<VerifiedSupply>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -116,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     if let Some(json) = json {
-        let file = GrantFile {
+        let file = VerifiedGrant {
             grant: &grant,
             verify,
         };
@@ -136,15 +126,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Replaces this process with `command` (the reserved thread carries over); only returns if the
 /// exec failed, after giving the reservation back.
 fn exec_reserved(command: &[String], socket: SocketArgs) -> anyhow::Result<ExitCode> {
-    use std::os::unix::process::CommandExt as _;
-    let error = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .exec();
-    let release = socket
-        .connect()
-        .and_then(|mut client| client.release_current_thread().map_err(anyhow::Error::new));
-    if let Err(release_error) = release {
-        eprintln!("rtlab: error: giving the reservation back: {release_error:#}");
+    let socket = rtlab_client::socket_path(socket.socket.as_deref());
+    let (error, released) = rtlab_client::exec_reserved(command, &socket);
+    if let Err(release_error) = released {
+        eprintln!("rtlab: error: giving the reservation back: {release_error}");
     }
     Err(crate::exit::input(format!(
         "cannot run {}: {error}",
