@@ -11,7 +11,7 @@ pub use change::{run_changer, ChangerArgs};
 use crate::output::{PendingOutput, RecordOutputs};
 use rtlab_core::{Nanos, RunRecord};
 use rtlab_probe::timers::TimerClass;
-use rtlab_render::svg_timers::{interval_distributions, millis_label};
+use rtlab_render::svg_timers::{millis_label, study_file_names, study_pictures};
 use rtlab_session::timers::{default_cpu, run_study, select_apis, StudyRequest, TimersError};
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -128,12 +128,7 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let plan = request.plan().map_err(session_error)?;
     let outputs = RecordOutputs::open(&args.record)?;
-    let svg_names: Vec<String> = args
-        .intervals
-        .iter()
-        .map(|interval| format!("timers-{}.svg", millis_label(interval.0)))
-        .collect();
-    let svgs = prepare_svgs(args.svg.as_deref(), &svg_names)?;
+    let svgs = prepare_svgs(args.svg.as_deref(), &study_file_names(&args.intervals))?;
     let stop = super::stop_flag()?;
     let bar = progress_bar(plan.config.cell_count().max(1) as u64);
     let poll = Duration::from_millis(if bar.is_some() { 100 } else { 250 });
@@ -158,13 +153,13 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let rows = &record.timers.as_ref().expect("a study's record").rows;
-    let pictures = args
-        .intervals
-        .iter()
-        .take(svgs.len())
-        .map(|interval| interval_distributions(rows, interval.0))
-        .collect::<Result<Vec<_>, _>>()?;
+    let pictures = match svgs.is_empty() {
+        true => Vec::new(),
+        false => study_pictures(
+            &record.timers.as_ref().expect("a study").rows,
+            &args.intervals,
+        )?,
+    };
     finish(&record, outputs, svgs, pictures, "timer study")
 }
 

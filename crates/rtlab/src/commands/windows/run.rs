@@ -13,10 +13,6 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-fn class(text: &str) -> Result<WindowsClass, String> {
-    text.parse()
-}
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How long to measure, after warm-up (e.g. 10s, 5m, 2h)
@@ -24,7 +20,7 @@ pub struct Args {
     pub duration: Nanos,
     /// Classes to measure: rt-high (TIME_CRITICAL in REALTIME_PRIORITY_CLASS, else HIGH),
     /// mmcss (the "Pro Audio" MMCSS task), normal
-    #[arg(long, value_delimiter = ',', default_value = "rt-high,mmcss,normal", value_parser = class)]
+    #[arg(long, value_delimiter = ',', default_value = "rt-high,mmcss,normal")]
     pub classes: Vec<WindowsClass>,
     /// The CPU the measuring threads are pinned to (default: the last)
     #[arg(long)]
