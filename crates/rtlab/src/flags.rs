@@ -99,32 +99,12 @@ pub fn rate(text: &str) -> Result<Rate, String> {
 /// `normal` or `fifo:PRIO` (below the buffer experiment's device at 99).
 #[cfg(target_os = "linux")]
 pub fn producer_policy(text: &str) -> Result<Policy, String> {
-    match text.split_once(':') {
-        None if text == "normal" => Ok(Policy::Other { nice: 0 }),
-        Some(("fifo", priority)) => priority
-            .parse::<u32>()
-            .ok()
-            .filter(|priority| (1..=98).contains(priority))
-            .map(|priority| Policy::Fifo { priority })
-            .ok_or_else(|| {
-                format!("'{priority}' is not a FIFO priority below the device's (1-98)")
-            }),
-        _ => Err(format!(
-            "'{text}' is not a producer class (normal or fifo:PRIO)"
-        )),
-    }
+    rtlab_probe::buffer_experiment::parse_producer_class(text).map_err(|error| error.to_string())
 }
 
 /// `--confidence`: a percentage from 50 to below 100.
 pub fn confidence(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a percentage"))?;
-    if !(50.0..100.0).contains(&value) {
-        return Err(format!("'{text}': give a confidence from 50 to below 100"));
-    }
-    Ok(value)
+    rtlab_analysis::compare::parse_confidence_percent(text).map_err(|error| error.to_string())
 }
 
 /// An import format name.
@@ -143,13 +123,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn policies_and_lists() {
-        assert_eq!(
-            producer_policy("fifo:50"),
-            Ok(Policy::Fifo { priority: 50 })
-        );
-        assert!(producer_policy("fifo:99").is_err());
-        assert!(producer_policy("rr:5").is_err());
+    fn cpu_lists() {
         assert_eq!(cpu_list("0-2,5").unwrap().0, vec![0, 1, 2, 5]);
     }
 }
