@@ -12,7 +12,7 @@ use crate::output::{PendingOutput, RecordOutputs};
 use rtlab_core::{Nanos, RunRecord};
 use rtlab_probe::timers::TimerClass;
 use rtlab_render::svg_timers::{millis_label, study_file_names, study_pictures};
-use rtlab_session::timers::{default_cpu, run_study, select_apis, StudyRequest, TimersError};
+use rtlab_session::timers::{run_study, StudyRequest, TimersError};
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -117,14 +117,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn study(args: &Args) -> anyhow::Result<ExitCode> {
     let request = StudyRequest {
-        apis: select_apis(&args.apis).map_err(session_error)?,
+        apis: args.apis.clone(),
         classes: args.classes.clone(),
         intervals: args.intervals.clone(),
         duration: args.duration,
-        cpu: match args.cpu {
-            Some(cpu) => cpu,
-            None => default_cpu()?,
-        },
+        cpu: args.cpu,
     };
     let plan = request.plan().map_err(session_error)?;
     let outputs = RecordOutputs::open(&args.record)?;
