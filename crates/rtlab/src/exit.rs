@@ -121,6 +121,11 @@ mod tests {
         assert_eq!(code(&anyhow::Error::new(spawn)), SYSTEM);
         let planner = rtlab_sched::plan_requests(0, rtlab_core::Nanos(1), 0.5, &[]).unwrap_err();
         assert_eq!(code(&anyhow::Error::new(planner)), USAGE_OR_INPUT);
+        let output = crate::output::PendingOutput::json(std::path::Path::new("/nonexistent/d/x"));
+        assert_eq!(
+            code(&anyhow::Error::new(output.unwrap_err())),
+            USAGE_OR_INPUT
+        );
         assert_eq!(finished(true), ExitCode::from(130));
     }
 }
