@@ -67,6 +67,28 @@ impl Default for CompareOptions {
     }
 }
 
+/// Why a confidence was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfidenceError {
+    #[error("'{0}' is not a percentage")]
+    NotANumber(String),
+    #[error("'{0}': give a confidence from 50 to below 100")]
+    OutOfRange(String),
+}
+
+/// A confidence as people give it, in percent from 50 to below 100 (`95`); below 50 an
+/// interval says less than a coin toss, 100 would need infinitely wide intervals.
+pub fn parse_confidence_percent(text: &str) -> Result<f64, ConfidenceError> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| ConfidenceError::NotANumber(text.to_owned()))?;
+    if !(50.0..100.0).contains(&value) {
+        return Err(ConfidenceError::OutOfRange(text.to_owned()));
+    }
+    Ok(value)
+}
+
 /// Which way a percentile moved, as far as the data can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -956,6 +978,22 @@ fn verdict_of(comparison: &Comparison, include: impl Fn(&SeriesComparison) -> bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_confidence_is_a_percentage_from_50_to_below_100() {
+        assert_eq!(parse_confidence_percent(" 95 "), Ok(95.0));
+        assert_eq!(parse_confidence_percent("50"), Ok(50.0));
+        for refused in ["100", "49.9", "NaN"] {
+            assert_eq!(
+                parse_confidence_percent(refused),
+                Err(ConfidenceError::OutOfRange(refused.to_owned()))
+            );
+        }
+        assert_eq!(
+            parse_confidence_percent("high"),
+            Err(ConfidenceError::NotANumber("high".to_owned()))
+        );
+    }
 
     fn series(class: &str, cpu: u32, values: impl IntoIterator<Item = u64>) -> Series {
         let mut histogram = LatencyHistogram::new();

@@ -36,6 +36,30 @@ pub use rtlab_core::rpc::{Backend, GrantInfo};
 /// How long the client waits for an answer before giving up on the daemon.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// True when `cause` is a [`ClientError`] of the request's making (see [`ClientError::is_input`]).
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<ClientError>()
+        .is_some_and(ClientError::is_input)
+}
+
+/// Replaces this process with `command` (a program and its arguments): the calling thread
+/// becomes its main thread, so a reservation made for [`current_thread_id`] carries over, like
+/// `chrt`. Returns only if the exec failed: that error, and whether giving the reservation back
+/// to the daemon at `socket` worked.
+pub fn exec_reserved(command: &[String], socket: &Path) -> (io::Error, Result<(), ClientError>) {
+    use std::os::unix::process::CommandExt as _;
+    let Some((program, arguments)) = command.split_first() else {
+        let empty = io::Error::new(io::ErrorKind::InvalidInput, "no command");
+        return (empty, Ok(()));
+    };
+    let error = std::process::Command::new(program).args(arguments).exec();
+    let released = Client::connect(socket)
+        .and_then(|mut client| client.release_current_thread())
+        .map(drop);
+    (error, released)
+}
+
 /// The daemon's socket: `explicit` (a `--socket` flag) if given, else `$RTLAB_SOCKET`, else
 /// `/run/rtlab/rtlabd.sock`.
 pub fn socket_path(explicit: Option<&Path>) -> PathBuf {

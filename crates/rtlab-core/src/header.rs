@@ -4,6 +4,7 @@
 
 use crate::record::Host;
 use serde::{Deserialize, Serialize};
+use std::time::SystemTime;
 
 /// `schema`, `tool_version`, `cmdline`, `started_at` and, where a machine is involved, `host`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -17,4 +18,18 @@ pub struct OutputHeader {
     pub started_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Host>,
+}
+
+impl OutputHeader {
+    /// The header of an output of `schema` made now, by this version, from this process's
+    /// command line.
+    pub fn now(schema: &str, host: Option<Host>) -> OutputHeader {
+        OutputHeader {
+            schema: schema.to_owned(),
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            cmdline: std::env::args().collect(),
+            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            host,
+        }
+    }
 }

@@ -17,6 +17,7 @@ pub mod run_config;
 pub mod run_load;
 pub mod run_tail;
 pub mod run_workload;
+pub mod time_value;
 pub mod timer_audit;
 pub mod timer_study;
 pub mod units;
@@ -43,3 +44,9 @@ pub use run_workload::{
 };
 pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};
+
+/// True when `cause` is a Run record that does not parse or validate: the user's file is at
+/// fault, not the system.
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause.downcast_ref::<RecordError>().is_some()
+}

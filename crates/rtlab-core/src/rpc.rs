@@ -45,9 +45,12 @@ pub const GRANT_SCHEMA: &str = "rtlab.grant/1";
 
 /// How a reservation is enforced (the daemon's `BackendKind`, on the wire).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
+    /// The kernel's SCHED_DEADLINE
     Deadline,
+    /// rtlab's plan dispatcher
     Dispatch,
 }
 

@@ -2,9 +2,14 @@
 //! socket bound first (a second daemon fails there, before its enforcer touches the journal of
 //! the one already running), then the enforcer opened, which repairs what a killed daemon left.
 
-use crate::{listen, ConfigError, DaemonConfig, Listening, SocketError, DEFAULT_CONFIG_PATH};
+use crate::{
+    listen, serve, ConfigError, DaemonConfig, DaemonError, Listening, SocketError, Stopped,
+    DEFAULT_CONFIG_PATH,
+};
 use rtlab_sched::enforce::{EnforceError, Enforcer};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A daemon ready to serve.
 pub struct Startup {
@@ -24,6 +29,17 @@ pub enum StartError {
         #[source]
         source: EnforceError,
     },
+}
+
+/// Why a daemon run in the foreground ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("duplicating the listening socket")]
+    Listener(#[source] std::io::Error),
+    #[error(transparent)]
+    Serve(#[from] DaemonError),
 }
 
 /// The configuration: the file at `path` (which must exist), else the default file when it
@@ -64,4 +80,35 @@ pub fn start(config: DaemonConfig) -> Result<Startup, StartError> {
         listening,
         enforcer,
     })
+}
+
+/// Runs the daemon in the foreground: [`start`], then `started` (to tell the operator what was
+/// repaired and where it listens), then [`serve`] until `stop` is set or one of its threads
+/// panics (a panic hook, chained to the one before, notices), reverting every managed thread
+/// either way. The socket file it bound is removed when it returns.
+pub fn run_foreground(
+    config: DaemonConfig,
+    stop: Arc<AtomicBool>,
+    started: impl FnOnce(&Startup),
+) -> Result<Stopped, RunError> {
+    let panicked = Arc::new(AtomicBool::new(false));
+    {
+        let panicked = Arc::clone(&panicked);
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            panicked.store(true, Ordering::SeqCst);
+        }));
+    }
+    let startup = start(config)?;
+    started(&startup);
+    let Startup {
+        config,
+        listening,
+        enforcer,
+    } = startup;
+    let listener = listening.listener.try_clone().map_err(RunError::Listener)?;
+    let stopped = serve(listener, &config, Box::new(enforcer), stop, panicked)?;
+    drop(listening);
+    Ok(stopped)
 }

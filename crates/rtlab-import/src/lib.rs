@@ -15,6 +15,13 @@ mod source;
 
 pub use source::{read_source, ReadError, Source};
 
+/// True when `cause` is one of this crate's errors and the named file is at fault.
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<ReadError>()
+        .is_some_and(ReadError::is_input)
+}
+
 use rtlab_core::{LatencyHistogram, Metric, Nanos, RecordHeader, RunRecord};
 use std::fmt;
 

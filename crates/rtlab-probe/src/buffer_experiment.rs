@@ -89,6 +89,30 @@ pub enum ExperimentError {
     Spawn(#[source] std::io::Error),
 }
 
+/// Why a producer class was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProducerClassError {
+    #[error("'{0}' is not a FIFO priority below the device's (1-98)")]
+    Priority(String),
+    #[error("'{0}' is not a producer class (normal or fifo:PRIO)")]
+    Unknown(String),
+}
+
+/// The producer's class as people name it: `normal` (SCHED_OTHER) or `fifo:PRIO`, below the
+/// device's SCHED_FIFO 99.
+pub fn parse_producer_class(text: &str) -> Result<Policy, ProducerClassError> {
+    match text.split_once(':') {
+        None if text == "normal" => Ok(Policy::Other { nice: 0 }),
+        Some(("fifo", priority)) => priority
+            .parse::<u32>()
+            .ok()
+            .filter(|priority| (1..=98).contains(priority))
+            .map(|priority| Policy::Fifo { priority })
+            .ok_or_else(|| ProducerClassError::Priority(priority.to_owned())),
+        _ => Err(ProducerClassError::Unknown(text.to_owned())),
+    }
+}
+
 struct Slot {
     sequence: AtomicU64,
     completed_ns: AtomicU64,
@@ -280,6 +304,23 @@ fn drain(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn producer_classes_are_normal_or_fifo_below_the_device() {
+        assert_eq!(
+            parse_producer_class("normal"),
+            Ok(Policy::Other { nice: 0 })
+        );
+        assert_eq!(
+            parse_producer_class("fifo:50"),
+            Ok(Policy::Fifo { priority: 50 })
+        );
+        assert_eq!(
+            parse_producer_class("fifo:99"),
+            Err(ProducerClassError::Priority("99".to_owned()))
+        );
+        assert!(parse_producer_class("rr:5").is_err());
+    }
 
     fn config(period_ms: u64, compute_us: u64, buffers: Vec<u32>) -> ExperimentConfig {
         ExperimentConfig {

@@ -30,6 +30,7 @@ pub mod text;
 pub mod timers;
 #[cfg(target_os = "linux")]
 pub mod verdict;
+pub mod windows_absent;
 pub mod workload;
 
 pub use summary::{metric_explanation, micros};

@@ -108,8 +108,16 @@ pub struct CpuShare {
     pub reserved_fraction: f64,
 }
 
+/// The daemon's list as `rtlab reservations` shows it (and writes it under `--json`): a row per
+/// thread and each CPU's reserved share.
+#[derive(Debug, Serialize)]
+pub struct ReservationTable {
+    pub reservations: Vec<ReservationRow>,
+    pub cpus: Vec<CpuShare>,
+}
+
 /// The daemon's list as rows (one per thread) and CPU shares.
-pub fn reservation_rows(list: &ListResult) -> (Vec<ReservationRow>, Vec<CpuShare>) {
+pub fn reservation_rows(list: &ListResult) -> ReservationTable {
     let mut rows = Vec::new();
     for grant in &list.grants {
         let row = |pid, tid, comm| ReservationRow {
@@ -145,11 +153,15 @@ pub fn reservation_rows(list: &ListResult) -> (Vec<ReservationRow>, Vec<CpuShare
             reserved_fraction: share.reserved_fraction,
         })
         .collect();
-    (rows, cpus)
+    ReservationTable {
+        reservations: rows,
+        cpus,
+    }
 }
 
 /// The reservations table and each CPU's reserved share.
-pub fn reservations(rows: &[ReservationRow], cpus: &[CpuShare]) -> String {
+pub fn reservations(table: &ReservationTable) -> String {
+    let (rows, cpus) = (&table.reservations, &table.cpus);
     let mut text = String::new();
     if rows.is_empty() {
         text.push_str("no reservations\n");
@@ -266,6 +278,7 @@ pub fn daemon_started(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtlab_core::rpc::{Backend, WireDeadlineParams, WireThread};
 
     #[test]
     fn the_daemon_says_what_it_repaired_and_where_it_listens() {
@@ -304,5 +317,77 @@ mod tests {
             released(&result(Vec::new(), Vec::new())),
         ]
         .concat());
+    }
+
+    fn grant_of(grant_id: u64, threads: Vec<WireThread>, backend: Backend) -> GrantInfo {
+        let rate = |amount_ns, period_ns| WireRate {
+            amount_ns,
+            period_ns,
+        };
+        GrantInfo {
+            grant_id,
+            owner_uid: 1000,
+            owner: threads
+                .first()
+                .map_or("activity:pipewire".to_owned(), |thread| {
+                    format!("tid:{}", thread.tid)
+                }),
+            threads,
+            requested: rate(2_000_000, 10_000_000),
+            granted: rate(2_000_000, 10_000_000),
+            backend,
+            cpu: Some(3),
+            planner_cpu: 3,
+            kernel_admission: "accepted".to_owned(),
+            deadline_params: (backend == Backend::Deadline).then_some(WireDeadlineParams {
+                runtime_ns: 2_000_000,
+                deadline_ns: 10_000_000,
+                period_ns: 10_000_000,
+            }),
+            since: "2026-11-23T21:00:00Z".to_owned(),
+            lingering_until: None,
+        }
+    }
+
+    fn thread(tid: u32, comm: &str) -> WireThread {
+        WireThread {
+            pid: 4242,
+            tid,
+            comm: comm.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_grant_says_what_was_reserved_and_how() {
+        let deadline = grant_of(7, vec![thread(4242, "decoder")], Backend::Deadline);
+        let dispatched = grant_of(8, vec![thread(4243, "mixer")], Backend::Dispatch);
+        insta::assert_snapshot!(grant(&deadline) + &grant(&dispatched));
+    }
+
+    #[test]
+    fn the_reservations_table_has_a_row_per_thread_and_the_cpu_shares() {
+        let mut lingering = grant_of(9, Vec::new(), Backend::Dispatch);
+        lingering.lingering_until = Some("2026-11-23T21:05:00Z".to_owned());
+        let list = ListResult {
+            grants: vec![
+                grant_of(
+                    7,
+                    vec![thread(4242, "decoder"), thread(4244, "decoder-io")],
+                    Backend::Deadline,
+                ),
+                lingering,
+            ],
+            cpus: vec![rtlab_core::rpc::CpuShare {
+                cpu: 3,
+                reserved_fraction: 0.4,
+            }],
+        };
+        let table = reservation_rows(&list);
+        assert_eq!(table.reservations.len(), 3);
+        let empty = ListResult {
+            grants: Vec::new(),
+            cpus: Vec::new(),
+        };
+        insta::assert_snapshot!(reservations(&table) + &reservations(&reservation_rows(&empty)));
     }
 }

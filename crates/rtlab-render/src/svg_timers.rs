@@ -4,7 +4,7 @@
 //! Output is deterministic (fixed formatting, input order) so it can be snapshotted.
 
 use rtlab_core::timer_study::{ChangeExperiment, TimerRow, TIMER_CLASSES};
-use rtlab_core::LatencyHistogram;
+use rtlab_core::{LatencyHistogram, Nanos};
 use std::fmt::Write as _;
 
 const BINS: u64 = 60;
@@ -37,6 +37,30 @@ fn start_svg(width: f64, height: f64, title: &str) -> String {
     svg
 }
 
+/// The file of the change experiment's picture under `rtlab timers --svg DIR`.
+pub const CHANGE_EXPERIMENT_FILE: &str = "change-experiment.svg";
+
+/// The files of a study of `intervals` under `rtlab timers --svg DIR`: one per interval
+/// (`timers-1ms.svg`), in the order [`study_pictures`] draws them.
+pub fn study_file_names(intervals: &[Nanos]) -> Vec<String> {
+    intervals
+        .iter()
+        .map(|interval| format!("timers-{}.svg", millis_label(interval.0)))
+        .collect()
+}
+
+/// One picture per interval of `intervals` (see [`interval_distributions`]).
+pub fn study_pictures(
+    rows: &[TimerRow],
+    intervals: &[Nanos],
+) -> Result<Vec<String>, UnreadableRow> {
+    intervals
+        .iter()
+        .map(|interval| interval_distributions(rows, interval.0))
+        .collect()
+}
+
+/// `1ms`, `16.667ms`: a requested interval as the pictures and their files name it.
 pub fn millis_label(ns: u64) -> String {
     let text = format!("{:.3}", ns as f64 / 1e6);
     let text = text.trim_end_matches('0').trim_end_matches('.');

@@ -9,6 +9,8 @@ use rtlab_analysis::timers::windows::{interval_bins, windows_change_findings};
 use rtlab_core::timer_audit::{AuditReport, WindowsAudit};
 use rtlab_core::timer_study::{ChangeExperiment, TimerStudy};
 use rtlab_core::{Nanos, RunRecord};
+#[cfg(target_os = "linux")]
+use rtlab_probe::timers::change::ChangeConfig;
 use std::fmt::Write;
 
 fn micros(ns: f64) -> String {
@@ -18,6 +20,23 @@ fn micros(ns: f64) -> String {
 /// The study's text (or, for a change experiment, its table), warnings last.
 pub fn study(record: &RunRecord) -> String {
     crate::to_text(|out| write_study(out, record))
+}
+
+/// What the change experiment will hold, said before it starts: `holding 7 settings for 3s
+/// each: nothing changed, cpu_dma_latency 99 µs, …`.
+#[cfg(target_os = "linux")]
+pub fn change_plan(config: &ChangeConfig) -> String {
+    let settings: Vec<String> = config
+        .settings
+        .iter()
+        .map(|setting| setting.describe())
+        .collect();
+    format!(
+        "holding {} settings for {} each: {}\n",
+        settings.len(),
+        config.hold,
+        settings.join(", ")
+    )
 }
 
 /// The audit's text.
@@ -446,6 +465,27 @@ mod tests {
     use super::*;
     use rtlab_core::timer_audit::{AuditFacts, AuditItem, Effect};
     use rtlab_core::timer_study::{ChangeStep, DelayStats, Restoration, UnavailableCell};
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_change_experiment_says_what_it_will_hold() {
+        use rtlab_probe::timers::change::Setting;
+        let config = ChangeConfig {
+            settings: vec![
+                Setting::Untouched,
+                Setting::DmaLatency(0),
+                Setting::TimerSlack(1),
+            ],
+            hold: Nanos::from_secs(3),
+            sleep: Nanos::from_millis(1),
+            cpu: 1,
+            rt_cpu: None,
+        };
+        assert_eq!(
+            change_plan(&config),
+            "holding 3 settings for 3s each: nothing changed, cpu_dma_latency 0 µs, timer slack 1ns\n"
+        );
+    }
 
     fn row(api: &str, class: &str, intervals: &[u64]) -> rtlab_core::timer_study::TimerRow {
         rtlab_analysis::timers::timer_row(&rtlab_analysis::timers::CellInput {

@@ -42,3 +42,11 @@ pub use planner::{
     MAX_SPAN,
 };
 pub use request_file::{parse_requests, Request, RequestFileError};
+
+/// True when `cause` is one of this crate's errors and the request is at fault (a request the
+/// planner refuses), not the system.
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<PlanReportError>()
+        .is_some_and(|error| matches!(error, PlanReportError::Planner(_)))
+}

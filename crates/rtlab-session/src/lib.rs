@@ -18,6 +18,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod buffer;
+mod error_kind;
 #[cfg(target_os = "linux")]
 pub mod explain;
 #[cfg(target_os = "linux")]
@@ -36,6 +37,7 @@ pub mod timers;
 #[cfg(windows)]
 pub mod windows;
 
+pub use error_kind::is_input_error;
 #[cfg(target_os = "linux")]
 pub use explain::{ExplainConfig, RecorderChoice};
 #[cfg(target_os = "linux")]

@@ -18,6 +18,14 @@ pub struct VerifiedSupply {
     pub lost_events: u64,
 }
 
+/// A grant and, when it was verified, what the thread received (`rtlab reserve --json`).
+#[derive(Debug, Serialize)]
+pub struct VerifiedGrant<'a> {
+    pub grant: &'a rtlab_core::rpc::GrantInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifiedSupply>,
+}
+
 /// Why a verification failed.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {

@@ -155,11 +155,13 @@ pub fn audit(cmdline: Vec<String>) -> AuditReport {
 /// What to measure: every API × class × interval, `duration` split evenly over the cells.
 #[derive(Debug, Clone)]
 pub struct StudyRequest {
-    pub apis: Vec<TimerApi>,
+    /// The APIs by function name (see [`select_apis`]); none: every one.
+    pub apis: Vec<String>,
     pub classes: Vec<TimerClass>,
     pub intervals: Vec<Nanos>,
     pub duration: Nanos,
-    pub cpu: usize,
+    /// The CPU to measure on; `None`: the last online one ([`default_cpu`]).
+    pub cpu: Option<usize>,
 }
 
 /// A study ready to start: the probe's configuration and what the plan had to change.
@@ -172,6 +174,11 @@ pub struct StudyPlan {
 impl StudyRequest {
     /// Splits the time over the cells; a cell gets at least five of its longest interval.
     pub fn plan(&self) -> Result<StudyPlan, TimersError> {
+        let apis = select_apis(&self.apis)?;
+        let cpu = match self.cpu {
+            Some(cpu) => cpu,
+            None => default_cpu()?,
+        };
         if self
             .intervals
             .iter()
@@ -183,11 +190,11 @@ impl StudyRequest {
         classes.sort();
         classes.dedup();
         let mut config = StudyConfig {
-            apis: self.apis.clone(),
+            apis,
             classes,
             intervals: self.intervals.clone(),
             cell_duration: Nanos::ZERO,
-            cpu: self.cpu,
+            cpu,
         };
         let longest = self.intervals.iter().copied().max().unwrap_or(Nanos::ZERO);
         let (cell_duration, warning) =

@@ -5,13 +5,26 @@
 //! and a reader never blocks the writer. The whole Run record is stored as JSON beside a few
 //! indexed columns; the JSON is the source of truth.
 
+pub mod output;
 mod resolve;
 
+pub use output::{OutputError, PendingOutput};
 pub use resolve::{load_record, LoadError};
 
 use rtlab_core::{RecordError, RunRecord};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
+
+/// True when `cause` is one of this crate's errors and the user's input is at fault: a name
+/// that is no stored run, a file that is no Run record, an output path that cannot be written.
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<LoadError>()
+        .is_some_and(LoadError::is_input)
+        || cause
+            .downcast_ref::<OutputError>()
+            .is_some_and(OutputError::is_input)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

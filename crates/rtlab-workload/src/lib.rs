@@ -25,6 +25,13 @@ pub mod wav;
 
 pub use model::Workload;
 
+/// True when `cause` is one of this crate's errors and the request is at fault, not the system.
+pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<study_run::StudyRunError>()
+        .is_some_and(study_run::StudyRunError::is_input)
+}
+
 /// Why a workload file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadFileError {

@@ -58,63 +58,28 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
     })
 }
 
-/// True when anything in the chain is the user's fault: an [`InputError`], a Run record or
-/// request file that does not parse, or a library error of the input kind.
+/// Each library's own judgement of whether an error of its making is the user's input's fault.
+type InputJudge = fn(&(dyn std::error::Error + 'static)) -> bool;
+
+const LIBRARY_INPUT_ERRORS: &[InputJudge] = &[
+    rtlab_core::is_input_error,
+    rtlab_store::is_input_error,
+    rtlab_import::is_input_error,
+    rtlab_sched::is_input_error,
+    rtlab_session::is_input_error,
+    #[cfg(target_os = "linux")]
+    rtlab_workload::is_input_error,
+    #[cfg(target_os = "linux")]
+    rtlab_client::is_input_error,
+];
+
+/// True when anything in the chain is the user's fault: an [`InputError`] or a library error of
+/// the input kind (a Run record or request file that does not parse, a bad setting).
 fn is_input(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.downcast_ref::<InputError>().is_some()
-            || cause.downcast_ref::<rtlab_core::RecordError>().is_some()
-            || cause
-                .downcast_ref::<rtlab_store::LoadError>()
-                .is_some_and(rtlab_store::LoadError::is_input)
-            || cause
-                .downcast_ref::<rtlab_import::ReadError>()
-                .is_some_and(rtlab_import::ReadError::is_input)
-            || is_library_input(cause)
+            || LIBRARY_INPUT_ERRORS.iter().any(|judge| judge(cause))
     })
-}
-
-/// True for the errors of this platform's libraries that are of the input kind.
-#[cfg(target_os = "linux")]
-fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
-    cause
-        .downcast_ref::<rtlab_session::SessionError>()
-        .is_some_and(rtlab_session::SessionError::is_input)
-        || cause
-            .downcast_ref::<rtlab_probe::ProbeError>()
-            .is_some_and(rtlab_session::probe_error_is_input)
-        || cause
-            .downcast_ref::<rtlab_session::buffer::BufferExperimentError>()
-            .is_some_and(rtlab_session::buffer::BufferExperimentError::is_input)
-        || cause
-            .downcast_ref::<rtlab_session::timers::TimersError>()
-            .is_some_and(rtlab_session::timers::TimersError::is_input)
-        || cause
-            .downcast_ref::<rtlab_workload::study_run::StudyRunError>()
-            .is_some_and(rtlab_workload::study_run::StudyRunError::is_input)
-        || cause
-            .downcast_ref::<rtlab_client::ClientError>()
-            .is_some_and(rtlab_client::ClientError::is_input)
-        || cause
-            .downcast_ref::<rtlab_session::supply::VerifyError>()
-            .is_some_and(rtlab_session::supply::VerifyError::is_input)
-        || cause
-            .downcast_ref::<rtlab_sched::PlanReportError>()
-            .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
-}
-
-/// True for the errors of this platform's libraries that are of the input kind.
-#[cfg(windows)]
-fn is_library_input(cause: &(dyn std::error::Error + 'static)) -> bool {
-    cause
-        .downcast_ref::<rtlab_session::windows::WindowsSessionError>()
-        .is_some_and(rtlab_session::windows::WindowsSessionError::is_input)
-        || cause
-            .downcast_ref::<rtlab_probe::windows::run::WindowsProbeError>()
-            .is_some_and(rtlab_probe::windows::run::WindowsProbeError::is_input)
-        || cause
-            .downcast_ref::<rtlab_sched::PlanReportError>()
-            .is_some_and(|error| matches!(error, rtlab_sched::PlanReportError::Planner(_)))
 }
 
 /// The exit code of an error.
@@ -156,6 +121,11 @@ mod tests {
         assert_eq!(code(&anyhow::Error::new(spawn)), SYSTEM);
         let planner = rtlab_sched::plan_requests(0, rtlab_core::Nanos(1), 0.5, &[]).unwrap_err();
         assert_eq!(code(&anyhow::Error::new(planner)), USAGE_OR_INPUT);
+        let output = crate::output::PendingOutput::json(std::path::Path::new("/nonexistent/d/x"));
+        assert_eq!(
+            code(&anyhow::Error::new(output.unwrap_err())),
+            USAGE_OR_INPUT
+        );
         assert_eq!(finished(true), ExitCode::from(130));
     }
 }

@@ -1,10 +1,11 @@
-//! Every flag value is parsed here, so a time is spelt the same way on every flag: a number with
-//! its unit (`150us`, `2.5ms`, `1s`; see `rtlab_core::parse_duration`). Flags that took a bare
-//! number in a fixed unit before (`--explain-above 150` in µs, `--buffer-ms 4` in ms,
-//! `--cpu-dma-latency 10` in µs) still take one, with a deprecation note on stderr.
+//! Every flag value parser clap calls, so a time is spelt the same way on every flag: a number
+//! with its unit (`150us`, `2.5ms`, `1s`). The parsing is the libraries' (`rtlab_core::time_value`
+//! keeps bare numbers working where a flag once took one); this module turns their errors into
+//! clap's and shows their deprecation notes on stderr.
 
 use rtlab_analysis::classes::{parse_rate, Rate};
 use rtlab_analysis::tail::UsageModel;
+use rtlab_core::time_value::{self, Noted, TimeValueError};
 use rtlab_core::{parse_duration, Nanos};
 use rtlab_import::{Format, ValueUnit};
 #[cfg(target_os = "linux")]
@@ -38,54 +39,32 @@ pub fn duration(text: &str) -> Result<Nanos, String> {
 
 /// A duration above zero.
 pub fn positive_duration(text: &str) -> Result<Nanos, String> {
-    match duration(text)? {
-        Nanos(0) => Err("must be more than 0".to_owned()),
-        positive => Ok(positive),
-    }
+    time_value::positive_duration(text).map_err(|error| error.to_string())
 }
 
-/// A time with its unit; a bare number is read in `legacy_unit` (`us` or `ms`) with a note.
-fn time_or_bare(text: &str, legacy_unit: &str) -> Result<Nanos, String> {
-    let trimmed = text.trim();
-    if let Ok(value) = trimmed.parse::<f64>() {
-        if !(value.is_finite() && (0.0..1e12).contains(&value)) {
-            return Err(format!("'{text}' is not a usable time"));
-        }
-        if value != 0.0 {
-            eprintln!(
-                "rtlab: note: a bare number is deprecated here; write the unit: {trimmed}{legacy_unit}"
-            );
-        }
-        return duration(&format!("{trimmed}{legacy_unit}"));
+/// A value the library parsed, its deprecation note (a bare number) shown on stderr.
+fn noting<T>(parsed: Result<Noted<T>, TimeValueError>) -> Result<T, String> {
+    let Noted { value, note } = parsed.map_err(|error| error.to_string())?;
+    if let Some(note) = note {
+        eprintln!("rtlab: note: {note}");
     }
-    duration(trimmed)
+    Ok(value)
 }
 
 /// `--explain-above`: a time above zero (bare numbers: µs).
 pub fn explain_threshold(text: &str) -> Result<Nanos, String> {
-    match time_or_bare(text, "us")? {
-        Nanos(0) => Err(format!("'{text}' must be a positive time (e.g. 150us)")),
-        threshold => Ok(threshold),
-    }
+    noting(time_value::positive_time_or_bare_micros(text))
 }
 
 /// `--buffer-ms`, `--compute-ms`: a time (bare numbers: ms).
 pub fn millis_time(text: &str) -> Result<Nanos, String> {
-    let time = time_or_bare(text, "ms")?;
-    if time.as_u64() >= 1_000_000_000_000_000 {
-        return Err(format!("'{text}' is not a usable time"));
-    }
-    Ok(time)
+    noting(time_value::time_or_bare_millis(text))
 }
 
 /// `--cpu-dma-latency`: the latency the CPUs may take to leave an idle state, in whole µs
 /// (bare numbers: µs; 0 keeps them out of idle states).
 pub fn dma_latency_us(text: &str) -> Result<i32, String> {
-    let time = time_or_bare(text, "us")?;
-    if time.as_u64() % 1_000 != 0 {
-        return Err(format!("'{text}' is not a whole number of µs"));
-    }
-    i32::try_from(time.as_u64() / 1_000).map_err(|_| format!("'{text}' is too long"))
+    noting(time_value::whole_micros_or_bare(text))
 }
 
 /// A kernel CPU list (`0-3,6`), parsed once.
@@ -120,32 +99,12 @@ pub fn rate(text: &str) -> Result<Rate, String> {
 /// `normal` or `fifo:PRIO` (below the buffer experiment's device at 99).
 #[cfg(target_os = "linux")]
 pub fn producer_policy(text: &str) -> Result<Policy, String> {
-    match text.split_once(':') {
-        None if text == "normal" => Ok(Policy::Other { nice: 0 }),
-        Some(("fifo", priority)) => priority
-            .parse::<u32>()
-            .ok()
-            .filter(|priority| (1..=98).contains(priority))
-            .map(|priority| Policy::Fifo { priority })
-            .ok_or_else(|| {
-                format!("'{priority}' is not a FIFO priority below the device's (1-98)")
-            }),
-        _ => Err(format!(
-            "'{text}' is not a producer class (normal or fifo:PRIO)"
-        )),
-    }
+    rtlab_probe::buffer_experiment::parse_producer_class(text).map_err(|error| error.to_string())
 }
 
 /// `--confidence`: a percentage from 50 to below 100.
 pub fn confidence(text: &str) -> Result<f64, String> {
-    let value: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a percentage"))?;
-    if !(50.0..100.0).contains(&value) {
-        return Err(format!("'{text}': give a confidence from 50 to below 100"));
-    }
-    Ok(value)
+    rtlab_analysis::compare::parse_confidence_percent(text).map_err(|error| error.to_string())
 }
 
 /// An import format name.
@@ -162,36 +121,9 @@ pub fn value_unit(text: &str) -> Result<ValueUnit, String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn times_take_units_and_bare_numbers_keep_their_old_unit() {
-        assert_eq!(explain_threshold("150us"), Ok(Nanos(150_000)));
-        assert_eq!(explain_threshold("150"), Ok(Nanos(150_000)));
-        assert_eq!(explain_threshold("2.5"), Ok(Nanos(2_500)));
-        assert_eq!(explain_threshold("1ms"), Ok(Nanos(1_000_000)));
-        for bad in ["0", "-3", "abc", "inf", "0us"] {
-            assert!(explain_threshold(bad).is_err(), "{bad}");
-        }
-        assert_eq!(millis_time("4"), Ok(Nanos(4_000_000)));
-        assert_eq!(millis_time("0.5"), Ok(Nanos(500_000)));
-        assert_eq!(millis_time("250us"), Ok(Nanos(250_000)));
-        assert!(millis_time("1e300").is_err());
-        assert_eq!(dma_latency_us("0"), Ok(0));
-        assert_eq!(dma_latency_us("10us"), Ok(10));
-        assert_eq!(dma_latency_us("10"), Ok(10));
-        assert!(dma_latency_us("1500ns").is_err());
-        assert_eq!(positive_duration("1ms"), Ok(Nanos(1_000_000)));
-        assert!(positive_duration("0s").is_err());
-    }
-
     #[cfg(target_os = "linux")]
     #[test]
-    fn policies_and_lists() {
-        assert_eq!(
-            producer_policy("fifo:50"),
-            Ok(Policy::Fifo { priority: 50 })
-        );
-        assert!(producer_policy("fifo:99").is_err());
-        assert!(producer_policy("rr:5").is_err());
+    fn cpu_lists() {
         assert_eq!(cpu_list("0-2,5").unwrap().0, vec![0, 1, 2, 5]);
     }
 }

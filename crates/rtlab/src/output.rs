@@ -1,96 +1,16 @@
-//! Output files that are named only when complete.
-//!
-//! Every `--json FILE`, `--histfile FILE` and `--perfetto FILE` is opened before any work (so a bad
-//! path fails at once, not after a long measurement) as an unnamed file, and linked under its name,
-//! whole, by `commit`: a killed or failed run leaves nothing half-written. `-` means stdout.
+//! Where a command's results go: the output flags (`--json`, `--no-store`), rendered text on
+//! standard output, and a Run record's way to `--json` and the history. The files themselves are
+//! `rtlab_store::output::PendingOutput`s: opened before any work (a bad path fails at once),
+//! named only when complete, `-` for standard output.
 
 use anyhow::Context;
-use rtlab_core::{Host, OutputHeader};
-use serde::Serialize;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// A JSON output: the common header (`schema`, `tool_version`, `cmdline`, `started_at`, `host`
-/// where a machine is involved), then the command's own fields.
-#[derive(Serialize)]
-struct Document<'a, T: Serialize> {
-    #[serde(flatten)]
-    header: OutputHeader,
-    #[serde(flatten)]
-    body: &'a T,
-}
+use rtlab_core::OutputHeader;
+pub(crate) use rtlab_store::output::PendingOutput;
+use std::path::PathBuf;
 
 /// The header of an output of `schema` made now by this command line.
-pub(crate) fn header(schema: &str, host: Option<Host>) -> OutputHeader {
-    OutputHeader {
-        schema: schema.to_owned(),
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cmdline: std::env::args().collect(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        host,
-    }
-}
-
-pub(crate) enum PendingOutput {
-    Stdout,
-    File(rtlab_sys::output_file::PendingFile),
-}
-
-impl PendingOutput {
-    /// Opens the output of `flag` (named in the error, which is an input error: exit 2).
-    pub(crate) fn prepare(target: &Path, flag: &str) -> anyhow::Result<PendingOutput> {
-        if target == Path::new("-") {
-            return Ok(PendingOutput::Stdout);
-        }
-        rtlab_sys::output_file::PendingFile::create(target)
-            .map(PendingOutput::File)
-            .map_err(|error| {
-                crate::exit::input(format!(
-                    "{flag}: cannot write {}: {error}",
-                    target.display()
-                ))
-            })
-    }
-
-    /// The output of `--json`.
-    pub(crate) fn json(target: &Path) -> anyhow::Result<PendingOutput> {
-        PendingOutput::prepare(target, "--json")
-    }
-
-    pub(crate) fn is_stdout(&self) -> bool {
-        matches!(self, PendingOutput::Stdout)
-    }
-
-    /// Writes `body` under the common header as pretty JSON.
-    pub(crate) fn commit_json<T: Serialize>(
-        self,
-        schema: &str,
-        host: Option<Host>,
-        body: &T,
-    ) -> anyhow::Result<()> {
-        let document = Document {
-            header: header(schema, host),
-            body,
-        };
-        let text = serde_json::to_string_pretty(&document).context("serialising the output")?;
-        self.commit(&(text + "\n"))
-    }
-
-    pub(crate) fn commit(self, contents: &str) -> anyhow::Result<()> {
-        match self {
-            PendingOutput::Stdout => {
-                let mut stdout = std::io::stdout().lock();
-                stdout.write_all(contents.as_bytes())?;
-                stdout.flush()?;
-            }
-            PendingOutput::File(file) => {
-                let target = file.target().to_owned();
-                file.commit(contents.as_bytes())
-                    .with_context(|| format!("writing {}", target.display()))?;
-            }
-        }
-        Ok(())
-    }
+pub(crate) fn header(schema: &str, host: Option<rtlab_core::Host>) -> OutputHeader {
+    OutputHeader::now(schema, host)
 }
 
 /// Writes rendered text to standard output (a closed pipe is an `io::Error` that `exit.rs`
@@ -184,13 +104,13 @@ pub struct ReprintJsonArgs {
 impl JsonArgs {
     /// Opens `--json` before any work.
     pub(crate) fn prepare(&self) -> anyhow::Result<Option<PendingOutput>> {
-        self.json.as_deref().map(PendingOutput::json).transpose()
+        Ok(self.json.as_deref().map(PendingOutput::json).transpose()?)
     }
 }
 
 impl ReprintJsonArgs {
     /// Opens `--json` before any work.
     pub(crate) fn prepare(&self) -> anyhow::Result<Option<PendingOutput>> {
-        self.json.as_deref().map(PendingOutput::json).transpose()
+        Ok(self.json.as_deref().map(PendingOutput::json).transpose()?)
     }
 }

@@ -24,7 +24,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-daemon", &["rtlab-core", "rtlab-sys", "rtlab-sched"]),
     ("rtlab-client", &["rtlab-core"]),
     ("rtlab-import", &["rtlab-core"]),
-    ("rtlab-store", &["rtlab-core"]),
+    // Outputs named only when complete: rtlab-sys's O_TMPFILE files.
+    ("rtlab-store", &["rtlab-core", "rtlab-sys"]),
     (
         "rtlab-session",
         &[

@@ -6,12 +6,12 @@
 
 use anyhow::Context as _;
 use rtlab_core::Nanos;
-use rtlab_daemon::startup::{configure, Startup};
+use rtlab_daemon::startup::{configure, run_foreground};
 use rtlab_daemon::Stopped;
 use rtlab_sched::enforce::Enforcement;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
@@ -36,37 +36,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(|error| crate::exit::input(format!("--config: {error}")))?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_flag_only(&stop).context("installing SIGTERM/SIGINT handlers")?;
-    let panicked = Arc::new(AtomicBool::new(false));
-    {
-        let panicked = Arc::clone(&panicked);
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            previous(info);
-            panicked.store(true, Ordering::SeqCst);
-        }));
-    }
-    let Startup {
-        config,
-        listening,
-        enforcer,
-    } = rtlab_daemon::startup::start(config)?;
-    eprint!(
-        "{}",
-        rtlab_render::reserve::daemon_started(
-            enforcer.repaired(),
-            listening.bound_path.as_deref(),
-            &Enforcement::default_backend(&enforcer).to_string(),
-            &enforcer.placement(),
-            config.user_limit,
-            Nanos::from(config.hysteresis),
-        )
-    );
-    let listener = listening
-        .listener
-        .try_clone()
-        .context("duplicating the listening socket")?;
-    let stopped = rtlab_daemon::serve(listener, &config, Box::new(enforcer), stop, panicked)?;
-    drop(listening);
+    let stopped = run_foreground(config, stop, |startup| {
+        eprint!(
+            "{}",
+            rtlab_render::reserve::daemon_started(
+                startup.enforcer.repaired(),
+                startup.listening.bound_path.as_deref(),
+                &Enforcement::default_backend(&startup.enforcer).to_string(),
+                &startup.enforcer.placement(),
+                startup.config.user_limit,
+                Nanos::from(startup.config.hysteresis),
+            )
+        );
+    })?;
     match stopped {
         Stopped::Requested => {
             eprintln!("rtlab daemon: stopped; every managed thread has its old policy back");

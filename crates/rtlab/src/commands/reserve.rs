@@ -6,11 +6,10 @@
 use super::daemon_client::{failure, SocketArgs};
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::rpc::{Backend, GrantInfo, Target, GRANT_SCHEMA};
+use rtlab_core::rpc::{Backend, Target, GRANT_SCHEMA};
 use rtlab_core::Nanos;
 use rtlab_render::reserve::{grant as render_grant, verified as render_verified};
-use rtlab_session::supply::{verify_supply, VerifiedSupply};
-use serde::Serialize;
+use rtlab_session::supply::{verify_supply, VerifiedGrant};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -23,7 +22,7 @@ With `-- CMD`, the command's own exit status."
 )]
 pub struct Args {
     /// CPU time and period, e.g. `2ms/10ms`: at least AMOUNT in every window of PERIOD
-    #[arg(value_name = "AMOUNT/PERIOD", value_parser = parse_rate)]
+    #[arg(value_name = "AMOUNT/PERIOD", value_parser = rtlab_core::rpc::parse_rate)]
     pub rate: (Nanos, Nanos),
     /// The thread to reserve for
     #[arg(long, value_name = "TID")]
@@ -40,7 +39,7 @@ pub struct Args {
     pub comm: Option<String>,
     /// How to enforce it [default: the daemon's choice for this machine]
     #[arg(long, value_name = "BACKEND", value_enum)]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<Backend>,
     #[command(flatten)]
     pub output: crate::output::JsonArgs,
     /// After granting, watch the reserved thread for DURATION (e.g. 10s) and report the CPU it
@@ -54,36 +53,6 @@ pub struct Args {
     /// Run CMD with its main thread reserved (after `--`)
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum BackendArg {
-    /// The kernel's SCHED_DEADLINE
-    Deadline,
-    /// rtlab's plan dispatcher
-    Dispatch,
-}
-
-impl From<BackendArg> for Backend {
-    fn from(backend: BackendArg) -> Backend {
-        match backend {
-            BackendArg::Deadline => Backend::Deadline,
-            BackendArg::Dispatch => Backend::Dispatch,
-        }
-    }
-}
-
-fn parse_rate(text: &str) -> Result<(Nanos, Nanos), String> {
-    rtlab_core::rpc::parse_rate(text)
-}
-
-/// `rtlab reserve --json` under the common header.
-#[derive(Serialize)]
-struct GrantFile<'a> {
-    grant: &'a GrantInfo,
-    /// With `--verify`: what the thread received, window by window.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    verify: Option<VerifiedSupply>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -108,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let mut client = args.socket.connect()?;
-    let grant = match client.reserve(target, amount, period, args.backend.map(Backend::from)) {
+    let grant = match client.reserve(target, amount, period, args.backend) {
         Ok(grant) => grant,
         Err(error) => return failure(error),
     };
@@ -137,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     if let Some(json) = json {
-        let file = GrantFile {
+        let file = VerifiedGrant {
             grant: &grant,
             verify,
         };
@@ -157,15 +126,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Replaces this process with `command` (the reserved thread carries over); only returns if the
 /// exec failed, after giving the reservation back.
 fn exec_reserved(command: &[String], socket: SocketArgs) -> anyhow::Result<ExitCode> {
-    use std::os::unix::process::CommandExt as _;
-    let error = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .exec();
-    let release = socket
-        .connect()
-        .and_then(|mut client| client.release_current_thread().map_err(anyhow::Error::new));
-    if let Err(release_error) = release {
-        eprintln!("rtlab: error: giving the reservation back: {release_error:#}");
+    let socket = rtlab_client::socket_path(socket.socket.as_deref());
+    let (error, released) = rtlab_client::exec_reserved(command, &socket);
+    if let Err(release_error) = released {
+        eprintln!("rtlab: error: giving the reservation back: {release_error}");
     }
     Err(crate::exit::input(format!(
         "cannot run {}: {error}",

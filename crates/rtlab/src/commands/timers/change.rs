@@ -4,7 +4,7 @@ use super::{finish, prepare_svgs, Args};
 use crate::output::RecordOutputs;
 use anyhow::Context as _;
 use rtlab_probe::timers::change;
-use rtlab_render::svg_timers::change_experiment;
+use rtlab_render::svg_timers::{change_experiment, CHANGE_EXPERIMENT_FILE};
 use rtlab_session::timers::{change_config, default_cpu, run_change_experiment};
 use std::process::ExitCode;
 
@@ -18,7 +18,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         None => default_cpu()?,
     };
     let outputs = RecordOutputs::open(&args.record)?;
-    let svgs = prepare_svgs(args.svg.as_deref(), &["change-experiment.svg".to_owned()])?;
+    let svgs = prepare_svgs(args.svg.as_deref(), &[CHANGE_EXPERIMENT_FILE.to_owned()])?;
     let config = change_config(cpu, args.hold);
     let stop = super::super::stop_flag()?;
     let mut changer = std::process::Command::new(
@@ -26,17 +26,7 @@ pub(super) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     changer.arg("timers-changer");
     if !outputs.json_to_stdout() {
-        eprintln!(
-            "holding {} settings for {} each: {}",
-            config.settings.len(),
-            args.hold,
-            config
-                .settings
-                .iter()
-                .map(|setting| setting.describe())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        eprint!("{}", rtlab_render::timers::change_plan(&config));
     }
     let record = run_change_experiment(&config, changer, &stop, std::env::args().collect())
         .context("--change-experiment")?;

@@ -11,8 +11,8 @@ pub use change::{run_changer, ChangerArgs};
 use crate::output::{PendingOutput, RecordOutputs};
 use rtlab_core::{Nanos, RunRecord};
 use rtlab_probe::timers::TimerClass;
-use rtlab_render::svg_timers::{interval_distributions, millis_label};
-use rtlab_session::timers::{default_cpu, run_study, select_apis, StudyRequest, TimersError};
+use rtlab_render::svg_timers::{millis_label, study_file_names, study_pictures};
+use rtlab_session::timers::{run_study, StudyRequest, TimersError};
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -67,22 +67,10 @@ fn prepare_svgs(
     directory: Option<&Path>,
     names: &[String],
 ) -> anyhow::Result<Vec<(PathBuf, PendingOutput)>> {
-    let Some(directory) = directory else {
-        return Ok(Vec::new());
-    };
-    std::fs::create_dir_all(directory).map_err(|error| {
-        crate::exit::input(format!(
-            "--svg: cannot create {}: {error}",
-            directory.display()
-        ))
-    })?;
-    names
-        .iter()
-        .map(|name| {
-            let path = directory.join(name);
-            PendingOutput::prepare(&path, "--svg").map(|file| (path, file))
-        })
-        .collect()
+    match directory {
+        Some(directory) => Ok(PendingOutput::prepare_in(directory, names, "--svg")?),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Names the SVG files of `--svg` and says so (unless JSON goes to stdout).
@@ -129,23 +117,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn study(args: &Args) -> anyhow::Result<ExitCode> {
     let request = StudyRequest {
-        apis: select_apis(&args.apis).map_err(session_error)?,
+        apis: args.apis.clone(),
         classes: args.classes.clone(),
         intervals: args.intervals.clone(),
         duration: args.duration,
-        cpu: match args.cpu {
-            Some(cpu) => cpu,
-            None => default_cpu()?,
-        },
+        cpu: args.cpu,
     };
     let plan = request.plan().map_err(session_error)?;
     let outputs = RecordOutputs::open(&args.record)?;
-    let svg_names: Vec<String> = args
-        .intervals
-        .iter()
-        .map(|interval| format!("timers-{}.svg", millis_label(interval.0)))
-        .collect();
-    let svgs = prepare_svgs(args.svg.as_deref(), &svg_names)?;
+    let svgs = prepare_svgs(args.svg.as_deref(), &study_file_names(&args.intervals))?;
     let stop = super::stop_flag()?;
     let bar = progress_bar(plan.config.cell_count().max(1) as u64);
     let poll = Duration::from_millis(if bar.is_some() { 100 } else { 250 });
@@ -170,13 +150,13 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let rows = &record.timers.as_ref().expect("a study's record").rows;
-    let pictures = args
-        .intervals
-        .iter()
-        .take(svgs.len())
-        .map(|interval| interval_distributions(rows, interval.0))
-        .collect::<Result<Vec<_>, _>>()?;
+    let pictures = match svgs.is_empty() {
+        true => Vec::new(),
+        false => study_pictures(
+            &record.timers.as_ref().expect("a study").rows,
+            &args.intervals,
+        )?,
+    };
     finish(&record, outputs, svgs, pictures, "timer study")
 }
 

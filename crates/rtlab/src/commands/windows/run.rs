@@ -7,15 +7,12 @@ use crate::exit;
 use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_probe::windows::run::{WindowsClass, WindowsProbeConfig};
+use rtlab_render::windows_absent::LinuxOnlyRunOption;
 use rtlab_session::windows::WindowsRunConfig;
 use rtlab_session::{Observer, SessionProgress};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-fn class(text: &str) -> Result<WindowsClass, String> {
-    text.parse()
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -24,7 +21,7 @@ pub struct Args {
     pub duration: Nanos,
     /// Classes to measure: rt-high (TIME_CRITICAL in REALTIME_PRIORITY_CLASS, else HIGH),
     /// mmcss (the "Pro Audio" MMCSS task), normal
-    #[arg(long, value_delimiter = ',', default_value = "rt-high,mmcss,normal", value_parser = class)]
+    #[arg(long, value_delimiter = ',', default_value = "rt-high,mmcss,normal")]
     pub classes: Vec<WindowsClass>,
     /// The CPU the measuring threads are pinned to (default: the last)
     #[arg(long)]
@@ -63,39 +60,27 @@ pub struct Args {
     pub histfile: Option<PathBuf>,
 }
 
-/// The first Linux-only flag given, with the reason it is absent.
-fn linux_only_flag(args: &Args) -> Option<(&'static str, &'static str)> {
+/// The first Linux-only option given.
+fn linux_only_option(args: &Args) -> Option<LinuxOnlyRunOption> {
     if args.explain {
-        return Some((
-            "--explain",
-            "explaining late wake-ups needs Linux kernel events (tracefs); rtlab has no Windows event source (ETW) yet",
-        ));
+        Some(LinuxOnlyRunOption::Explain)
+    } else if args.load.is_some() || args.load_cmd.is_some() || !args.competitor.is_empty() {
+        Some(LinuxOnlyRunOption::Load)
+    } else if args.cpu_dma_latency.is_some() {
+        Some(LinuxOnlyRunOption::CpuDmaLatency)
+    } else if args.histfile.is_some() {
+        Some(LinuxOnlyRunOption::Histfile)
+    } else {
+        None
     }
-    if args.load.is_some() || args.load_cmd.is_some() || !args.competitor.is_empty() {
-        return Some((
-            "--load/--load-cmd/--competitor",
-            "rtlab's stressors and competitors are Linux threads and process groups; run your own load beside rtlab.exe",
-        ));
-    }
-    if args.cpu_dma_latency.is_some() {
-        return Some((
-            "--cpu-dma-latency",
-            "/dev/cpu_dma_latency is Linux's; on Windows the power plan decides idle states (the record names it)",
-        ));
-    }
-    if args.histfile.is_some() {
-        return Some((
-            "--histfile",
-            "not built on Windows; `rtlab show RECORD --histfile` is not either: write --json and convert on Linux",
-        ));
-    }
-    None
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some((flag, reason)) = linux_only_flag(&args) {
+    if let Some(option) = linux_only_option(&args) {
         return Err(exit::input(format!(
-            "{flag}: not available on Windows: {reason}"
+            "{}: not available on Windows: {}",
+            option.flags(),
+            option.reason()
         )));
     }
     let outputs = RecordOutputs::open(&args.record)?;

@@ -12,10 +12,6 @@ use rtlab_probe::windows::timers::WindowsTimerClass;
 use rtlab_session::windows::{ChangeSettings, WindowsSessionError, WindowsStudyRequest};
 use std::process::{ExitCode, Stdio};
 
-fn parse_class(text: &str) -> Result<WindowsTimerClass, String> {
-    text.parse()
-}
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Total measuring time, split evenly over every (API, class, interval) cell
@@ -28,7 +24,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub apis: Vec<String>,
     /// Classes: normal (no request from rtlab), period-1ms (rtlab holds timeBeginPeriod(1))
-    #[arg(long, value_delimiter = ',', default_value = "normal,period-1ms", value_parser = parse_class)]
+    #[arg(long, value_delimiter = ',', default_value = "normal,period-1ms")]
     pub classes: Vec<WindowsTimerClass>,
     /// CPU to pin the measuring threads to (default: the last)
     #[arg(long)]
