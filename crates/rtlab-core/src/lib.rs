@@ -17,6 +17,7 @@ pub mod run_config;
 pub mod run_load;
 pub mod run_tail;
 pub mod run_workload;
+pub mod sample_histogram;
 pub mod timer_audit;
 pub mod timer_study;
 pub mod units;
@@ -29,6 +30,7 @@ pub use record::{
     Series, WindowsHost, RUN_SCHEMA,
 };
 pub use run_conditions::RunConditions;
+pub use sample_histogram::SamplePathHistogram;
 pub use run_config::{
     BufferExperiment, ExplainRecorder, ExplainSettings, ExplainTrace, ImportSource, RecordConfig,
     ThresholdKind, UnderrunCount,
