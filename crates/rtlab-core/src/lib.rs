@@ -30,7 +30,6 @@ pub use record::{
     Series, WindowsHost, RUN_SCHEMA,
 };
 pub use run_conditions::RunConditions;
-pub use sample_histogram::SamplePathHistogram;
 pub use run_config::{
     BufferExperiment, ExplainRecorder, ExplainSettings, ExplainTrace, ImportSource, RecordConfig,
     ThresholdKind, UnderrunCount,
@@ -43,5 +42,6 @@ pub use run_workload::{
     DeviceOutcome, ExplainedEvent, LatenessKind, LatenessPart, ThreadAccount, ThreadOutcome,
     WorkloadEvent, WorkloadOutcome,
 };
+pub use sample_histogram::SamplePathHistogram;
 pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};

@@ -31,7 +31,8 @@ const SUB_BUCKET_MASK: u64 = (SUB_BUCKET_HALF_COUNT << 1) - 1;
 #[inline]
 fn bucket_index(value_ns: u64) -> usize {
     // Which power-of-two bucket (0 for values below 2,048 ns), then the sub-bucket in it.
-    let bucket = 63 - SUB_BUCKET_HALF_COUNT_MAGNITUDE - (value_ns | SUB_BUCKET_MASK).leading_zeros();
+    let bucket =
+        63 - SUB_BUCKET_HALF_COUNT_MAGNITUDE - (value_ns | SUB_BUCKET_MASK).leading_zeros();
     let sub_bucket = value_ns >> bucket;
     (((u64::from(bucket) + 1) << SUB_BUCKET_HALF_COUNT_MAGNITUDE) + sub_bucket
         - SUB_BUCKET_HALF_COUNT) as usize
@@ -163,9 +164,18 @@ mod tests {
         let inner = reference.inner();
         let larger = (21..36).flat_map(|bit| {
             let base = 1u64 << bit;
-            [base - 1, base, base + 1, base + base / 3, base + base / 2 + 7]
+            [
+                base - 1,
+                base,
+                base + 1,
+                base + base / 3,
+                base + base / 2 + 7,
+            ]
         });
-        for value in (0..(1u64 << 21)).chain(larger).chain([HIGHEST_TRACKABLE_NS]) {
+        for value in (0..(1u64 << 21))
+            .chain(larger)
+            .chain([HIGHEST_TRACKABLE_NS])
+        {
             let index = bucket_index(value);
             assert_eq!(
                 bucket_lowest_value(index),
