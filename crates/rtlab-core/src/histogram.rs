@@ -133,6 +133,29 @@ impl LatencyHistogram {
         self.histogram.len()
     }
 
+    /// The exact side of [`LatencyHistogram::record_n`] (sums, extremes, saturation) without the
+    /// bucket count, for a value of at most [`HIGHEST_TRACKABLE_NS`] whose count is kept
+    /// elsewhere for now and added by [`LatencyHistogram::add_to_bucket`] later
+    /// ([`crate::SamplePathHistogram`]).
+    #[inline]
+    pub(crate) fn record_exact_side(&mut self, value_ns: u64) {
+        debug_assert!(value_ns <= HIGHEST_TRACKABLE_NS);
+        self.exact_min = self.exact_min.min(value_ns);
+        self.exact_max = self.exact_max.max(value_ns);
+        let value = u128::from(value_ns);
+        self.sum += value;
+        self.sum_of_squares += value * value;
+    }
+
+    /// Adds `count` to the bucket holding `value_ns` (at most [`HIGHEST_TRACKABLE_NS`]) without
+    /// touching the exact sums: the other half of [`LatencyHistogram::record_exact_side`].
+    pub(crate) fn add_to_bucket(&mut self, value_ns: u64, count: u64) {
+        debug_assert!(value_ns <= HIGHEST_TRACKABLE_NS);
+        if count > 0 {
+            self.histogram.saturating_record_n(value_ns, count);
+        }
+    }
+
     pub fn saturated(&self) -> u64 {
         self.saturated
     }

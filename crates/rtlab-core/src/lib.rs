@@ -17,6 +17,7 @@ pub mod run_config;
 pub mod run_load;
 pub mod run_tail;
 pub mod run_workload;
+pub mod sample_histogram;
 pub mod time_value;
 pub mod timer_audit;
 pub mod timer_study;
@@ -42,6 +43,7 @@ pub use run_workload::{
     DeviceOutcome, ExplainedEvent, LatenessKind, LatenessPart, ThreadAccount, ThreadOutcome,
     WorkloadEvent, WorkloadOutcome,
 };
+pub use sample_histogram::SamplePathHistogram;
 pub use timer_study::TimerStudy;
 pub use units::{parse_duration, Nanos, UnitError};
 

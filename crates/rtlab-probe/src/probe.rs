@@ -9,7 +9,7 @@
 use crate::class::Class;
 use crate::recorder::{LiveCounters, Recorder};
 use crate::schedule::PeriodicSchedule;
-use rtlab_core::{Metric, Nanos, Peak};
+use rtlab_core::{Metric, Nanos, Peak, SamplePathHistogram};
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
 use rtlab_sys::sched::Policy;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -335,7 +335,11 @@ impl Probe {
             let live = Arc::new(LiveCounters::default());
             running.live.push((key, Arc::clone(&live)));
             running.policies.push((key, policy));
-            Recorder::new(seconds, config.peaks_per_series, live)
+            let histogram = match key.metric {
+                Metric::Interval => SamplePathHistogram::around(period_ns),
+                _ => SamplePathHistogram::for_latencies(),
+            };
+            Recorder::new(seconds, config.peaks_per_series, histogram, live)
         };
         let make_late_channel = |running: &mut RunningProbe, key: SeriesKey| {
             let threshold_ns = Arc::new(LateThreshold(AtomicU64::new(u64::MAX)));
@@ -847,7 +851,7 @@ impl RunningProbe {
                     missed: recorder.missed,
                     max_per_second: recorder.max_per_second(measured_ns),
                     peaks: recorder.peaks(),
-                    histogram: recorder.histogram,
+                    histogram: recorder.histogram.into_histogram(),
                 }
             })
             .collect();

@@ -2,7 +2,7 @@
 //! and the live counters the progress bar reads. Allocation happens once, in `new`; `record`
 //! never allocates, locks or makes a syscall.
 
-use rtlab_core::{LatencyHistogram, Peak};
+use rtlab_core::{Peak, SamplePathHistogram};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -100,7 +100,9 @@ pub struct LiveCounters {
 /// Everything one series records.
 #[derive(Debug)]
 pub struct Recorder {
-    pub histogram: LatencyHistogram,
+    /// Exactly a `LatencyHistogram` once finished (`SamplePathHistogram::into_histogram`), with
+    /// fewer cache lines per sample on the way.
+    pub histogram: SamplePathHistogram,
     max_per_second: Vec<u64>,
     /// The second being measured, `[start, end)` ns after measurement started, and its maximum so
     /// far: kept here, on the recorder's own cache line, and written to `max_per_second` when the
@@ -127,11 +129,18 @@ const NO_SECOND: usize = usize::MAX;
 
 impl Recorder {
     /// `seconds` is the planned measuring time in whole seconds (the per-second table's size);
-    /// `peak_capacity` how many of the largest samples to keep with their times.
-    pub fn new(seconds: usize, peak_capacity: usize, live: Arc<LiveCounters>) -> Self {
+    /// `peak_capacity` how many of the largest samples to keep with their times; `histogram`
+    /// where its samples are expected to fall (`SamplePathHistogram::for_latencies` or
+    /// `SamplePathHistogram::around` the period).
+    pub fn new(
+        seconds: usize,
+        peak_capacity: usize,
+        histogram: SamplePathHistogram,
+        live: Arc<LiveCounters>,
+    ) -> Self {
         let max_per_second = vec![0; seconds + 1];
         Recorder {
-            histogram: LatencyHistogram::new(),
+            histogram,
             max_per_second,
             second_index: NO_SECOND,
             second_start_ns: 0,
@@ -313,7 +322,12 @@ mod tests {
     }
 
     fn recorder(seconds: usize, peaks: usize) -> Recorder {
-        Recorder::new(seconds, peaks, Arc::new(LiveCounters::default()))
+        Recorder::new(
+            seconds,
+            peaks,
+            SamplePathHistogram::for_latencies(),
+            Arc::new(LiveCounters::default()),
+        )
     }
 
     #[test]
@@ -385,7 +399,12 @@ mod tests {
     #[test]
     fn live_counters_follow_the_samples() {
         let live = Arc::new(LiveCounters::default());
-        let mut recorder = Recorder::new(1, 4, Arc::clone(&live));
+        let mut recorder = Recorder::new(
+            1,
+            4,
+            SamplePathHistogram::for_latencies(),
+            Arc::clone(&live),
+        );
         recorder.record(7, 0);
         recorder.record(3, 1);
         // The maximum at once, the count every LIVE_COUNT_EVERY samples.

@@ -9,7 +9,7 @@
 
 use crate::recorder::{LiveCounters, Recorder};
 use crate::schedule::PeriodicSchedule;
-use rtlab_core::{LatencyHistogram, Metric, Nanos, Peak};
+use rtlab_core::{LatencyHistogram, Metric, Nanos, Peak, SamplePathHistogram};
 use rtlab_sys::windows::clock::monotonic_ns;
 use rtlab_sys::windows::priority::{
     base_priority, pin_current_thread, priority_class_name, process_priority_class,
@@ -238,10 +238,16 @@ impl RunningWindowsProbe {
         for (index, &class) in config.classes.iter().enumerate() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
-            let wakeup = Recorder::new(seconds, config.peaks_per_series, Arc::clone(&counters));
+            let wakeup = Recorder::new(
+                seconds,
+                config.peaks_per_series,
+                SamplePathHistogram::for_latencies(),
+                Arc::clone(&counters),
+            );
             let interval = Recorder::new(
                 seconds,
                 config.peaks_per_series,
+                SamplePathHistogram::around(config.period.as_u64()),
                 Arc::new(LiveCounters::default()),
             );
             let phase_ns = config.period.as_u64() * index as u64 / threads_count as u64;
@@ -332,7 +338,7 @@ impl RunningWindowsProbe {
                             max_per_second: recorder.max_per_second(measured_ns),
                             peaks: recorder.peaks(),
                             missed: recorder.missed,
-                            histogram: recorder.histogram,
+                            histogram: recorder.histogram.into_histogram(),
                         });
                     }
                 }
