@@ -151,12 +151,15 @@ struct SlotLosses {
     interior: Vec<u64>,
     /// Own-view stalls wholly inside slots, by length bucket: (upper bound µs, count, total ns).
     buckets: Vec<(u64, u64, u64)>,
-    /// Stalls inside slots of at least LONG_STALL_NS (start, end).
+    /// Stalls of at least LONG_STALL_NS inside slots, the start delay included: (start, end).
     long_stalls: Vec<(u64, u64)>,
 }
 
-/// A stall inside a slot at least this long is not an interrupt: the fair server or the hypervisor.
-const LONG_STALL_NS: u64 = 1_000_000;
+/// A stall inside a slot at least this long is not an interrupt (those measure < 50 µs here)
+/// nor the dispatcher's ordinary lateness: the raised owner lost its CPU to something above
+/// SCHED_FIFO 99 (the kernel's fair server) or the hypervisor stopped the vCPU, or stalled the
+/// dispatcher's wake-up as long.
+const LONG_STALL_NS: u64 = 200_000;
 
 fn slot_instances(
     plan: &rtlab_sched::Plan,
@@ -211,6 +214,9 @@ fn slot_losses(slots: Vec<(u64, u64)>, stalls: &[(u64, u64)]) -> SlotLosses {
         for &(stall_start, stall_end) in stalls[first..].iter().take_while(|stall| stall.0 < end) {
             let (a, b) = (stall_start.max(start), stall_end.min(end));
             lost += b - a;
+            if b - a >= LONG_STALL_NS {
+                result.long_stalls.push((a, b));
+            }
             if stall_start <= start {
                 delay = b - a;
             } else {
@@ -221,9 +227,6 @@ fn slot_losses(slots: Vec<(u64, u64)>, stalls: &[(u64, u64)]) -> SlotLosses {
                     .unwrap_or(bounds.len() - 1);
                 result.buckets[bucket].1 += 1;
                 result.buckets[bucket].2 += length;
-                if length >= LONG_STALL_NS {
-                    result.long_stalls.push((a, b));
-                }
             }
         }
         result.loss.push(lost);
@@ -551,7 +554,10 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
             "interior_stalls_by_length_us": losses.buckets.iter().map(|(bound, count, total)| serde_json::json!({
                 "below_us": if *bound == u64::MAX { serde_json::Value::Null } else { serde_json::json!(bound) },
                 "count": count, "total_ns": total})).collect::<Vec<_>>(),
-            "long_stalls": losses.long_stalls.iter().map(|(a, b)| serde_json::json!([a - runs.from.0, b - a])).collect::<Vec<_>>(),
+            // Each as (offset, length, how much of it the kernel's trace had the thread on a CPU:
+            // the vCPU stopped under a running thread, or a switch the trace missed).
+            "long_stalls": losses.long_stalls.iter().map(|&(a, b)| serde_json::json!([
+                a - runs.from.0, b - a, overlap(&[(Nanos(a), Nanos(b))], &runs.runs)])).collect::<Vec<_>>(),
             "missed_windows_during_long_stall": during_long_stall,
             // Slots that lost more than 100 µs: (offset from the judged start, start delay, interior).
             "worst_slots": losses.slots.iter().zip(losses.start_delay.iter().zip(&losses.interior))
