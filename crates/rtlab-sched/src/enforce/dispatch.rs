@@ -331,6 +331,8 @@ impl Drop for Dispatcher {
 /// The least and most a dispatcher wakes before a slot that follows free time (see [`WakeLead`]).
 pub const LEAD_MIN: Nanos = Nanos(20_000);
 pub const LEAD_MAX: Nanos = Nanos(300_000);
+/// The lead before the first [`LEAD_SAMPLES`] wake-ups have been measured.
+pub const LEAD_INITIAL: Nanos = Nanos(50_000);
 /// Added to the measured wake-up latency quantile to make the lead.
 pub const LEAD_MARGIN: Nanos = Nanos(5_000);
 /// How many recent wake-ups the lead is computed from.
@@ -354,7 +356,7 @@ impl Default for WakeLead {
         WakeLead {
             samples: Vec::with_capacity(LEAD_SAMPLES),
             next: 0,
-            lead: Nanos(LEAD_MIN.0.max(50_000).min(LEAD_MAX.0)),
+            lead: LEAD_INITIAL,
         }
     }
 }
