@@ -427,6 +427,7 @@ fn dispatch_loop(shared: &Shared, cpu: usize, index: usize) {
         let lateness = acted.saturating_sub(edge_at);
         let now = acted.saturating_sub(shared.epoch);
         let next_wake;
+        let raises_next;
         {
             let mut table = lock(&shared.table);
             table.settle(now);
@@ -461,15 +462,17 @@ fn dispatch_loop(shared: &Shared, cpu: usize, index: usize) {
                 }
             }
             next_wake = next_edge.min(now + IDLE_WAKE.0);
+            raises_next = table.owner_at(cpu, next_wake).0.is_some();
         }
         if !early {
             publish(&mut local);
         }
         local.lead = wake_lead.lead();
         edge = next_wake;
-        // Early only when nobody is raised: waking early inside a slot would take the lead from
-        // its owner (at a slot's end the dispatcher's lateness is the owner's gain, not its loss).
-        let lead = if raised.is_none() {
+        // Early only for a slot that follows free time: waking early inside a slot would take the
+        // lead from its owner (at a slot's end the dispatcher's lateness is the owner's gain, not
+        // its loss), and an idle wake-up needs no precision.
+        let lead = if raised.is_none() && raises_next {
             wake_lead.lead().0
         } else {
             0
