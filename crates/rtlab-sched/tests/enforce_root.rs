@@ -184,8 +184,10 @@ fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
     rtlab_sys::sched::set_current_thread_policy(Policy::Fifo { priority: 97 }).unwrap();
     let mut raised = 0;
     let mut rest = 0;
+    let mut sampled_on = std::collections::BTreeSet::new();
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(300) {
+        sampled_on.insert(rtlab_sys::cpu::current_cpu());
         match thread_policy(spinner.tid).unwrap() {
             Policy::Fifo { priority: 98 } => raised += 1,
             policy if policy == before => rest += 1,
@@ -197,7 +199,9 @@ fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
     let stats = enforcer.dispatcher_stats();
     assert!(
         raised > 0 && rest > 0,
-        "raised {raised}, rest {rest}; dispatchers: {stats:?}"
+        "raised {raised}, rest {rest}; sampler on CPUs {:?} (affinity {:?}); dispatchers: {stats:?}",
+        sampled_on,
+        rtlab_sys::thread_control::thread_affinity(rtlab_sys::cpu::current_tid()).ok()
     );
     assert!(stats.iter().map(|stats| stats.edges).sum::<u64>() > 10);
     enforcer.release(grant.grant.id).unwrap();
