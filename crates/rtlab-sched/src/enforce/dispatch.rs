@@ -49,7 +49,7 @@ pub struct HeldTime {
 /// CPU time a slot owner loses at each of its slots' start: the dispatcher's residual lateness
 /// after its early wake-up ([`WakeLead`]), its raise and the switch to the owner. Sized from the
 /// tail of the start delay the owner sees by its own clock, not its mean: on the development VM
-/// under RT load, 6-11 µs median, 53-83 µs p99 with the lead (26-28 µs median, 58-74 µs p99
+/// under RT load, 6-12 µs median, 20-83 µs p99 with the lead (26-28 µs median, 58-74 µs p99
 /// without it); BENCHMARKS.md, "dispatch slots sized from their measured losses".
 pub const DISPATCH_EDGE_ALLOWANCE: Nanos = Nanos(60_000);
 
