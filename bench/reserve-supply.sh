@@ -15,6 +15,9 @@
 # never seen; `deadline-global` is the deadline backend without per-CPU placement.
 # Every cell reports two views of the same run: the thread's sched_switch events ("trace") and the
 # thread's own stalls ("own": gaps >= 2 us between its clock reads); see BENCHMARKS.md for why.
+# For dispatch grants it also reports where the time inside the owner's slots went (start delay and
+# interior loss per slot, stalls >= 200 us) and, per cell, the windows missed, how many of them hold
+# such a stall and how many fall near steal.
 #
 # usage: flock /work/measure.lock bench/reserve-supply.sh [SECONDS=3] [ROUNDS=1]   (needs root)
 #        RATES="2ms/10ms" MODES="deadline dispatch" bench/reserve-supply.sh …

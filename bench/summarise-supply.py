@@ -30,13 +30,13 @@ def rate_key(rate):
     return (scale(period), scale(amount))
 
 order = {"none": 0, "fifo50": 1, "deadline": 2, "deadline-global": 3, "dispatch": 4, "default": 5, "daemon": 6}
-print("| X/Y | mode | own: windows >= X | own: min | own: p1 | trace: windows >= X | trace: min | stalled while on CPU | steal (run, by CPU) | dispatcher CPU | edge lateness mean / max |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| X/Y | mode | own: windows >= X | own: min | own: p1 | own: windows missed (in a slot stall >= 200 us; steal in the same 100 ms) | trace: windows >= X | trace: min | stalled while on CPU | steal (run, by CPU) | dispatcher CPU | edge lateness mean / max | slot: planned, start delay p50 / p99.9 / max, lost inside |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for (rate, mode) in sorted(cells, key=lambda key: (rate_key(key[0]), order.get(key[1], 9))):
     for record in cells[(rate, mode)]:
         if "refused" in record:
             reason = record["refused"].replace("supply: error: ", "").replace("|", "/")
-            print(f"| {rate} | {mode} | refused: {reason} | | | | | | | | |")
+            print(f"| {rate} | {mode} | refused: {reason} | | | | | | | | | | |")
             continue
         report = record["report"]
         steal = ", ".join(f"{value / 1e6:g} ms" for value in record["steal_ns_by_cpu"])
@@ -52,8 +52,21 @@ for (rate, mode) in sorted(cells, key=lambda key: (rate_key(key[0]), order.get(k
         if mode == "daemon":
             text = grant.get("output", "")
             shown = "daemon (" + ("deadline" if "deadline" in text else "dispatch" if "dispatch" in text else "?") + ")"
+        slots = record.get("dispatch_slots")
+        missed = ""
+        if "missed_windows" in record:
+            in_stall = slots["missed_windows_during_long_stall"] if slots else "-"
+            missed = f"{record['missed_windows']} ({in_stall}; {record['missed_windows_near_steal']})"
+        slot_text = ""
+        if slots:
+            delay = slots["start_delay"]
+            slot_text = (
+                f"{slots['slot_length_ns'] / 1e3:.0f} us every {grant['granted_period_ns'] / 1e6:g} ms,"
+                f" {delay['p50_ns'] / 1e3:.0f} / {delay['p999_ns'] / 1e3:.0f} / {delay['max_ns'] / 1e3:.0f} us,"
+                f" {slots['interior_share_of_slot_time'] * 100:.2f} %"
+            )
         print(
-            f"| {rate} | {shown} | {own['share_meeting'] * 100:.3f} % | {own['min_ns'] / 1e3:.0f} us | {own['p1_ns'] / 1e3:.0f} us"
+            f"| {rate} | {shown} | {own['share_meeting'] * 100:.3f} % | {own['min_ns'] / 1e3:.0f} us | {own['p1_ns'] / 1e3:.0f} us | {missed}"
             f" | {report['share_meeting'] * 100:.2f} % | {report['min_ns'] / 1e3:.0f} us"
-            f" | {record.get('stalled_while_on_cpu_ns', 0) / 1e6:.1f} ms | {steal} | {cpu} | {lateness} |"
+            f" | {record.get('stalled_while_on_cpu_ns', 0) / 1e6:.1f} ms | {steal} | {cpu} | {lateness} | {slot_text} |"
         )

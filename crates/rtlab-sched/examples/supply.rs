@@ -139,6 +139,177 @@ fn overlap(first: &[(Nanos, Nanos)], second: &[(Nanos, Nanos)]) -> u64 {
     total
 }
 
+/// Where the time inside the reserved thread's dispatch slots went, by its own clock: for every
+/// slot instance in the judged span, the slot's length less the thread's own stalls inside it.
+/// `start_delay` is the stall covering the slot's start (the dispatcher's lateness, its raise and
+/// the switch); `interior` the rest (interrupts, softirqs, the dispatcher's other wake-ups, the
+/// fair server, the hypervisor).
+struct SlotLosses {
+    slots: Vec<(u64, u64)>,
+    loss: Vec<u64>,
+    start_delay: Vec<u64>,
+    interior: Vec<u64>,
+    /// Own-view stalls wholly inside slots, by length bucket: (upper bound µs, count, total ns).
+    buckets: Vec<(u64, u64, u64)>,
+    /// Stalls of at least LONG_STALL_NS inside slots, the start delay included: (start, end).
+    long_stalls: Vec<(u64, u64)>,
+}
+
+/// A stall inside a slot at least this long is not an interrupt (those measure < 50 µs here)
+/// nor the dispatcher's ordinary lateness: the raised owner lost its CPU to something above
+/// SCHED_FIFO 99 (the kernel's fair server) or the hypervisor stopped the vCPU, or stalled the
+/// dispatcher's wake-up as long.
+const LONG_STALL_NS: u64 = 200_000;
+
+fn slot_instances(
+    plan: &rtlab_sched::Plan,
+    owner: &Owner,
+    epoch: u64,
+    from: u64,
+    to: u64,
+) -> Vec<(u64, u64)> {
+    let mut instances = Vec::new();
+    for schedule in &plan.cpus {
+        let cycle = schedule.cycle.0.max(1);
+        let own: Vec<_> = schedule
+            .slots
+            .iter()
+            .filter(|slot| &slot.owner == owner)
+            .collect();
+        if own.is_empty() {
+            continue;
+        }
+        let mut base = from.saturating_sub(epoch) / cycle * cycle;
+        while epoch + base < to {
+            for slot in &own {
+                let start = epoch + base + slot.start.0;
+                let end = start + slot.length.0;
+                if start >= from && end <= to {
+                    instances.push((start, end));
+                }
+            }
+            base += cycle;
+        }
+    }
+    instances.sort_unstable();
+    instances
+}
+
+fn slot_losses(slots: Vec<(u64, u64)>, stalls: &[(u64, u64)]) -> SlotLosses {
+    let bounds = [10u64, 50, 200, 1000, u64::MAX];
+    let mut result = SlotLosses {
+        loss: Vec::with_capacity(slots.len()),
+        start_delay: Vec::with_capacity(slots.len()),
+        interior: Vec::with_capacity(slots.len()),
+        buckets: bounds.iter().map(|&bound| (bound, 0, 0)).collect(),
+        long_stalls: Vec::new(),
+        slots: Vec::new(),
+    };
+    let mut first = 0;
+    for &(start, end) in &slots {
+        while first < stalls.len() && stalls[first].1 <= start {
+            first += 1;
+        }
+        let (mut lost, mut delay) = (0, 0);
+        for &(stall_start, stall_end) in stalls[first..].iter().take_while(|stall| stall.0 < end) {
+            let (a, b) = (stall_start.max(start), stall_end.min(end));
+            lost += b - a;
+            if b - a >= LONG_STALL_NS {
+                result.long_stalls.push((a, b));
+            }
+            if stall_start <= start {
+                delay = b - a;
+            } else {
+                let length = b - a;
+                let bucket = bounds
+                    .iter()
+                    .position(|&bound| length < bound * 1_000)
+                    .unwrap_or(bounds.len() - 1);
+                result.buckets[bucket].1 += 1;
+                result.buckets[bucket].2 += length;
+            }
+        }
+        result.loss.push(lost);
+        result.start_delay.push(delay);
+        result.interior.push(lost - delay);
+    }
+    result.slots = slots;
+    result
+}
+
+fn quantile(values: &[u64], q: f64) -> u64 {
+    if values.is_empty() {
+        return 0;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn distribution(values: &[u64]) -> serde_json::Value {
+    let mean = values
+        .iter()
+        .sum::<u64>()
+        .checked_div(values.len() as u64)
+        .unwrap_or(0);
+    serde_json::json!({
+        "mean_ns": mean,
+        "p50_ns": quantile(values, 0.5),
+        "p99_ns": quantile(values, 0.99),
+        "p999_ns": quantile(values, 0.999),
+        "max_ns": values.iter().max().copied().unwrap_or(0),
+    })
+}
+
+/// The sliding windows (every `step` from `from`) whose own-view supply fell short of `amount`,
+/// as start times.
+fn missed_windows(
+    runs: &[(Nanos, Nanos)],
+    from: u64,
+    to: u64,
+    amount: u64,
+    period: u64,
+    step: u64,
+) -> Vec<u64> {
+    let mut prefix = Vec::with_capacity(runs.len() + 1);
+    prefix.push(0u64);
+    for (start, end) in runs {
+        prefix.push(prefix.last().copied().unwrap_or(0) + (end.0 - start.0));
+    }
+    // Run time in [from, t).
+    let ran_until = |t: u64| -> u64 {
+        let index = runs.partition_point(|(start, _)| start.0 < t);
+        let mut total = prefix[index];
+        if index > 0 {
+            let (start, end) = runs[index - 1];
+            if end.0 > t {
+                total -= end.0 - t.max(start.0);
+            }
+        }
+        total
+    };
+    let mut missed = Vec::new();
+    let mut t = from;
+    while t + period <= to {
+        if ran_until(t + period) - ran_until(t) < amount {
+            missed.push(t);
+        }
+        t += step;
+    }
+    missed
+}
+
+fn irq_steal_by_cpu() -> Vec<(u64, u64, u64)> {
+    rtlab_sys::proc_stat::cpu_times()
+        .map(|times| {
+            times
+                .values()
+                .map(|cpu| (cpu.irq_ns, cpu.softirq_ns, cpu.steal_ns))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn run(args: Args) -> Result<serde_json::Value, String> {
     let cpus = rtlab_sys::cpu::online_cpus().map_err(|e| e.to_string())?;
     // The controlling thread must not starve under the spinners it starts: FIFO 97, above them,
@@ -251,6 +422,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
     };
     std::thread::sleep(Duration::from_millis(200));
     let steal_start = steal_by_cpu();
+    let interrupts_start = irq_steal_by_cpu();
     let mut steal_samples: Vec<(u64, Vec<u64>)> = Vec::new();
     let mut schedstat_samples: Vec<(u64, u64, &str)> = Vec::new();
     let mut recorder = RunRecorder::start(measured.tid).map_err(|e| e.to_string())?;
@@ -279,6 +451,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         first.0 = first.0.max(from);
     }
     let steal_end = steal_by_cpu();
+    let interrupts_end = irq_steal_by_cpu();
     let measured_tid = measured.tid;
     let stalls = measured.finish();
     let self_runs = spinner::runs_between_stalls(&stalls, runs.from.0, runs.to.0);
@@ -296,6 +469,13 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         .as_ref()
         .map(|enforcer: &Enforcer| enforcer.dispatcher_stats())
         .unwrap_or_default();
+    // The dispatch slots of the measured thread, as absolute CLOCK_MONOTONIC intervals.
+    let dispatch_slots = enforcer.as_ref().and_then(|enforcer: &Enforcer| {
+        let owner = Owner::Thread(measured_tid);
+        let plan = enforcer.planner().plan();
+        let instances = slot_instances(&plan, &owner, enforcer.epoch(), runs.from.0, runs.to.0);
+        (grant_json["backend"] == "dispatch" && !instances.is_empty()).then_some(instances)
+    });
     drop(enforcer);
     let _ = std::fs::remove_dir_all(&directory);
     let judge = |list: &[(Nanos, Nanos)]| {
@@ -337,6 +517,66 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         }
     }
     let elapsed = runs.to.0 - runs.from.0;
+    let missed = missed_windows(
+        &self_runs,
+        runs.from.0,
+        runs.to.0,
+        args.amount.0,
+        args.period.0,
+        DEFAULT_STEP.0,
+    );
+    // Steal per 100 ms sample interval and CPU, to place missed windows near steal.
+    let steal_near = |t: u64| -> bool {
+        steal_samples.windows(2).any(|pair| {
+            pair[0].0 <= t + args.period.0
+                && t < pair[1].0
+                && pair[1]
+                    .1
+                    .iter()
+                    .zip(&pair[0].1)
+                    .any(|(end, start)| end > start)
+        })
+    };
+    let slots_json = dispatch_slots.map(|instances| {
+        let losses = slot_losses(instances, &stalls);
+        let total_length: u64 = losses.slots.iter().map(|(a, b)| b - a).sum();
+        let interior: u64 = losses.interior.iter().sum();
+        let during_long_stall = missed.iter().filter(|&&t| {
+            losses.long_stalls.iter().any(|&(a, b)| a < t + args.period.0 && b > t)
+        }).count();
+        serde_json::json!({
+            "slots": losses.slots.len(),
+            "slot_length_ns": losses.slots.first().map(|(a, b)| b - a),
+            "loss": distribution(&losses.loss),
+            "start_delay": distribution(&losses.start_delay),
+            "interior": distribution(&losses.interior),
+            "interior_share_of_slot_time": interior as f64 / total_length.max(1) as f64,
+            "interior_stalls_by_length_us": losses.buckets.iter().map(|(bound, count, total)| serde_json::json!({
+                "below_us": if *bound == u64::MAX { serde_json::Value::Null } else { serde_json::json!(bound) },
+                "count": count, "total_ns": total})).collect::<Vec<_>>(),
+            // Each as (offset, length, how much of it the kernel's trace had the thread on a CPU:
+            // the vCPU stopped under a running thread, or a switch the trace missed).
+            "long_stalls": losses.long_stalls.iter().map(|&(a, b)| serde_json::json!([
+                a - runs.from.0, b - a, overlap(&[(Nanos(a), Nanos(b))], &runs.runs)])).collect::<Vec<_>>(),
+            "missed_windows_during_long_stall": during_long_stall,
+            // Slots that lost more than 100 µs: (offset from the judged start, start delay, interior).
+            "worst_slots": losses.slots.iter().zip(losses.start_delay.iter().zip(&losses.interior))
+                .filter(|(_, (delay, interior))| *delay + *interior > 100_000)
+                .map(|((start, _), (delay, interior))| serde_json::json!([start - runs.from.0, delay, interior]))
+                .collect::<Vec<_>>(),
+        })
+    });
+    let irq_by_cpu: Vec<serde_json::Value> = interrupts_end
+        .iter()
+        .zip(&interrupts_start)
+        .map(|(end, start)| {
+            serde_json::json!({
+                "irq_ns": end.0.saturating_sub(start.0),
+                "softirq_ns": end.1.saturating_sub(start.1),
+                "steal_ns": end.2.saturating_sub(start.2),
+            })
+        })
+        .collect();
     Ok(serde_json::json!({
         "mode": args.mode,
         "amount_ns": args.amount.0,
@@ -348,6 +588,10 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         "self_report": self_report,
         "measured_tid": measured_tid,
         "stalls": stalls.len(),
+        "missed_windows": missed.len(),
+        "missed_windows_near_steal": missed.iter().filter(|&&t| steal_near(t)).count(),
+        "dispatch_slots": slots_json,
+        "irq_softirq_steal_by_cpu": irq_by_cpu,
         "stalled_while_on_cpu_ns": stalled_while_on_cpu,
         "ran_untraced_ns": ran_untraced,
         "switches": runs.n_switches,
@@ -364,6 +608,8 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
             "lateness_mean_ns": stats.lateness_sum.0.checked_div(stats.edges).unwrap_or(0),
             "lateness_max_ns": stats.lateness_max.0,
             "late_over_50us": stats.late_over_50us,
+            "spun_ns": stats.spun.0,
+            "lead_ns": stats.lead.0,
         })).collect::<Vec<_>>(),
     }))
 }

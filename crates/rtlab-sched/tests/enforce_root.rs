@@ -177,11 +177,17 @@ fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
         rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
         vec![cpu]
     );
-    // Sample the policy: raised in some samples (its slots), at rest in others.
+    // Sample the policy: raised in some samples (its slots), at rest in others. The sampler runs
+    // at SCHED_FIFO 97 (below the raised owner, above ordinary RT load): at SCHED_OTHER, with the
+    // other CPU held by someone's RT threads, it ran only outside the owner's slots and never saw
+    // it raised. This test thread ends with the test, so a failed assertion leaves nothing behind.
+    rtlab_sys::sched::set_current_thread_policy(Policy::Fifo { priority: 97 }).unwrap();
     let mut raised = 0;
     let mut rest = 0;
+    let mut sampled_on = std::collections::BTreeSet::new();
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(300) {
+        sampled_on.insert(rtlab_sys::cpu::current_cpu());
         match thread_policy(spinner.tid).unwrap() {
             Policy::Fifo { priority: 98 } => raised += 1,
             policy if policy == before => rest += 1,
@@ -189,8 +195,14 @@ fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
         }
         std::thread::sleep(Duration::from_micros(300));
     }
-    assert!(raised > 0 && rest > 0, "raised {raised}, rest {rest}");
+    rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 }).unwrap();
     let stats = enforcer.dispatcher_stats();
+    assert!(
+        raised > 0 && rest > 0,
+        "raised {raised}, rest {rest}; sampler on CPUs {:?} (affinity {:?}); dispatchers: {stats:?}",
+        sampled_on,
+        rtlab_sys::thread_control::thread_affinity(rtlab_sys::cpu::current_tid()).ok()
+    );
     assert!(stats.iter().map(|stats| stats.edges).sum::<u64>() > 10);
     enforcer.release(grant.grant.id).unwrap();
     assert_eq!(thread_policy(spinner.tid).unwrap(), before);

@@ -14,8 +14,7 @@ use rtlab_sys::thread_control::{self, SCHED_FLAG_RESET_ON_FORK};
 
 use super::deadline_map::{deadline_params, DeadlineAdmission, Granularity};
 use super::dispatch::{
-    dispatch_amount, DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime,
-    DISPATCH_EDGE_ALLOWANCE,
+    DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime, DISPATCH_SIZING,
 };
 use super::journal::{Journal, JournalEntry, JournalLineError, SavedThread};
 use super::placement::{self, Placement, Unplaceable};
@@ -1344,10 +1343,10 @@ impl Enforcer {
         }
     }
 
-    /// Reserves in the planner enough that, after every slot edge costs the dispatcher its
-    /// [`DISPATCH_EDGE_ALLOWANCE`], the requested amount still lands in every window: asks for
-    /// `X + allowance · ⌈Y / P'⌉` where `P'` is the granted period, again if `P'` changed. The
-    /// grant reports the caller's request.
+    /// Reserves in the planner enough that, after every slot edge and the time lost inside slots
+    /// ([`DISPATCH_SIZING`]), the requested amount still lands in every window: asks for
+    /// `(X + edge · (⌈Y / P'⌉ + 1)) / (1 − interior share)` where `P'` is the granted period, again
+    /// if `P'` changed. The planner admits the planned amount; the grant reports the request.
     fn reserve_with_edge_allowance(
         &mut self,
         request: &ReserveRequest,
@@ -1357,12 +1356,8 @@ impl Enforcer {
             let mut grant = self
                 .planner
                 .reserve(request.owner.clone(), asked, request.period)?;
-            let needed = dispatch_amount(
-                request.amount,
-                request.period,
-                grant.granted.period,
-                DISPATCH_EDGE_ALLOWANCE,
-            );
+            let needed =
+                DISPATCH_SIZING.amount(request.amount, request.period, grant.granted.period);
             if needed <= asked {
                 grant.requested.amount = request.amount;
                 return Ok(grant);
@@ -1376,8 +1371,10 @@ impl Enforcer {
         Err(EnforceError::Unenforceable {
             backend: BackendKind::Dispatch,
             reason: format!(
-                "{} of every {} leaves no room for the dispatcher's {} per slot edge",
-                request.amount, request.period, DISPATCH_EDGE_ALLOWANCE
+                "{} of every {} leaves no room for what the owner loses to dispatching ({})",
+                request.amount,
+                request.period,
+                DISPATCH_SIZING.describe()
             ),
         })
     }
