@@ -181,6 +181,16 @@ fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
     // at SCHED_FIFO 97 (below the raised owner, above ordinary RT load): at SCHED_OTHER, with the
     // other CPU held by someone's RT threads, it ran only outside the owner's slots and never saw
     // it raised. This test thread ends with the test, so a failed assertion leaves nothing behind.
+    // And it samples from another CPU than the owner's: on the owner's CPU the raised owner
+    // (FIFO 98) keeps it from running during the slots, so whether it saw a slot depended on the
+    // kernel pushing it elsewhere in time (it did not, now and then: "raised 0").
+    if let Some(other) = rtlab_sys::cpu::online_cpus()
+        .unwrap()
+        .into_iter()
+        .find(|&other| other != cpu)
+    {
+        rtlab_sys::cpu::pin_current_thread(other).unwrap();
+    }
     rtlab_sys::sched::set_current_thread_policy(Policy::Fifo { priority: 97 }).unwrap();
     let mut raised = 0;
     let mut rest = 0;
