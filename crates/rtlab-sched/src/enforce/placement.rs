@@ -324,12 +324,14 @@ impl Placement {
                 from: from.clone(),
             },
         )?;
-        if !self.tasks.contains_key(&cpu) {
-            let file = TasksFile::open(&directory)
-                .map_err(|error| Unplaceable::System(error.to_string()))?;
-            self.tasks.insert(cpu, file);
-        }
-        self.tasks[&cpu]
+        let tasks = match self.tasks.entry(cpu) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(
+                TasksFile::open(&directory)
+                    .map_err(|error| Unplaceable::System(error.to_string()))?,
+            ),
+        };
+        tasks
             .move_thread(tid)
             .map_err(|error| Unplaceable::System(error.to_string()))?;
         Ok(from)
