@@ -10,7 +10,8 @@
 //! watcher mid-request cost the client a context switch and a wait on the registry lock (the
 //! watcher takes it to learn its next deadline) before it got its answer. Nothing is lost by the
 //! delay: a pidfd stays readable once its thread has exited, so a thread that exits before its
-//! pidfd is polled is still noticed at the wake-up.
+//! pidfd is polled is still noticed at the wake-up. (A client that does not read its answer
+//! delays that wake-up by at most the write timeout, `request_timeout`.)
 
 use crate::registry::Registry;
 use std::collections::BTreeMap;
