@@ -104,46 +104,70 @@ pub fn enforce_error(failure: EnforceError) -> RpcError {
     error(code, message)
 }
 
-/// Resolves a request's target to its owner and threads by reading /proc (no lock held).
-pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), RpcError> {
-    let describe = |tid: u32| -> Result<TargetThread, RpcError> {
-        let (tgid, real_uid, effective_uid) =
-            rtlab_sys::proc_thread::thread_owner(tid).map_err(|failure| {
+/// A request's target resolved: its owner, its threads, and a watch handle for each thread (in the
+/// same order), whose pidfd also told who owns the thread.
+#[derive(Debug)]
+pub struct Resolved {
+    pub owner: Owner,
+    pub threads: Vec<TargetThread>,
+    pub handles: Vec<WatchHandle>,
+}
+
+/// Resolves a request's target to its owner and threads (no lock held), opening each thread's
+/// watch handle on the way: the owner comes from that pidfd (`PIDFD_GET_INFO`), so one pidfd per
+/// thread serves both the authorisation and the exit watch.
+pub fn resolve_target(target: &Target) -> Result<Resolved, RpcError> {
+    let describe = |tid: u32| -> Result<(TargetThread, WatchHandle), RpcError> {
+        let (handle, (tgid, real_uid, effective_uid)) =
+            WatchHandle::open_with_owner(tid).map_err(|failure| {
                 if failure.kind() == std::io::ErrorKind::NotFound {
                     error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
                 } else {
                     error(
                         ErrorCode::System,
-                        format!("reading who owns thread {tid} (/proc/{tid}/status): {failure}"),
+                        format!(
+                            "reading who owns thread {tid} (pidfd, /proc/{tid}/status): {failure}"
+                        ),
                     )
                 }
             })?;
         let comm = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
-        Ok(TargetThread {
-            pid: tgid,
-            tid,
-            comm,
-            real_uid,
-            effective_uid,
-        })
+        Ok((
+            TargetThread {
+                pid: tgid,
+                tid,
+                comm,
+                real_uid,
+                effective_uid,
+            },
+            handle,
+        ))
+    };
+    let resolved = |owner: Owner, described: Vec<(TargetThread, WatchHandle)>| {
+        let (threads, handles) = described.into_iter().unzip();
+        Resolved {
+            owner,
+            threads,
+            handles,
+        }
     };
     match target {
-        Target::Thread { tid } => Ok((Owner::Thread(*tid), vec![describe(*tid)?])),
+        Target::Thread { tid } => Ok(resolved(Owner::Thread(*tid), vec![describe(*tid)?])),
         Target::Process {
             pid,
             all_threads: false,
         } => {
             let main = describe(*pid)?;
-            if main.pid != *pid {
+            if main.0.pid != *pid {
                 return Err(error(
                     ErrorCode::NoSuchThread,
                     format!(
                         "{pid} is a thread of process {}, not a process (use tid {pid})",
-                        main.pid
+                        main.0.pid
                     ),
                 ));
             }
-            Ok((Owner::Thread(*pid), vec![main]))
+            Ok(resolved(Owner::Thread(*pid), vec![main]))
         }
         Target::Process {
             pid,
@@ -158,7 +182,7 @@ pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), Rpc
             if threads.is_empty() {
                 return Err(error(ErrorCode::NoSuchThread, format!("no process {pid}")));
             }
-            Ok((Owner::Activity(format!("pid:{pid}")), threads))
+            Ok(resolved(Owner::Activity(format!("pid:{pid}")), threads))
         }
         Target::Comm { name } => {
             let found = rtlab_sys::proc_thread::threads_named(name)
@@ -166,15 +190,15 @@ pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), Rpc
             let threads = found
                 .into_iter()
                 .filter_map(|(_, tid)| describe(tid).ok())
-                .filter(|thread| thread.comm == *name)
+                .filter(|(thread, _)| thread.comm == *name)
                 .collect::<Vec<_>>();
             match threads.len() {
                 0 => Err(error(
                     ErrorCode::NoSuchThread,
                     format!("no thread is named '{name}'"),
                 )),
-                1 => Ok((Owner::Thread(threads[0].tid), threads)),
-                _ => Ok((Owner::Activity(format!("comm:{name}")), threads)),
+                1 => Ok(resolved(Owner::Thread(threads[0].0.tid), threads)),
+                _ => Ok(resolved(Owner::Activity(format!("comm:{name}")), threads)),
             }
         }
         Target::Activity { name, tids } => {
@@ -190,13 +214,14 @@ pub fn resolve_target(target: &Target) -> Result<(Owner, Vec<TargetThread>), Rpc
                     "reserve: params.tids: an activity needs at least one thread",
                 ));
             }
-            let mut threads = tids
+            let mut tids = tids.clone();
+            tids.sort_unstable();
+            tids.dedup();
+            let threads = tids
                 .iter()
                 .map(|tid| describe(*tid))
                 .collect::<Result<Vec<_>, _>>()?;
-            threads.sort_by_key(|thread| thread.tid);
-            threads.dedup_by_key(|thread| thread.tid);
-            Ok((Owner::Activity(name.clone()), threads))
+            Ok(resolved(Owner::Activity(name.clone()), threads))
         }
     }
 }
@@ -1081,17 +1106,27 @@ mod tests {
     #[test]
     fn targets_resolve_to_owners_and_threads() {
         let tid = rtlab_sys::cpu::current_tid();
-        let (owner, threads) = resolve_target(&Target::Thread { tid }).unwrap();
-        assert_eq!(owner, Owner::Thread(tid));
-        assert_eq!(threads[0].pid, std::process::id());
+        let resolved = resolve_target(&Target::Thread { tid }).unwrap();
+        assert_eq!(resolved.owner, Owner::Thread(tid));
+        assert_eq!(resolved.threads[0].pid, std::process::id());
+        assert_eq!(
+            resolved.threads[0].real_uid,
+            rtlab_sys::proc_thread::current_uid()
+        );
+        assert_eq!(resolved.handles.len(), 1);
+        assert_eq!(resolved.handles[0].tid(), tid);
         let pid = std::process::id();
-        let (owner, threads) = resolve_target(&Target::Process {
+        let resolved = resolve_target(&Target::Process {
             pid,
             all_threads: true,
         })
         .unwrap();
-        assert_eq!(owner, Owner::Activity(format!("pid:{pid}")));
-        assert!(threads.iter().any(|thread| thread.tid == tid));
+        assert_eq!(resolved.owner, Owner::Activity(format!("pid:{pid}")));
+        assert!(resolved.threads.iter().any(|thread| thread.tid == tid));
+        assert_eq!(resolved.threads.len(), resolved.handles.len());
+        for (thread, handle) in resolved.threads.iter().zip(&resolved.handles) {
+            assert_eq!(thread.tid, handle.tid());
+        }
         let missing = resolve_target(&Target::Thread {
             tid: i32::MAX as u32,
         })

@@ -22,7 +22,7 @@
 
 use crate::config::DaemonConfig;
 use crate::registry::{resolve_target, wire_backend, Caller, Limits, Registry};
-use crate::watch::{WatchHandle, Watcher};
+use crate::watch::Watcher;
 use rtlab_core::rpc::{
     decode_request, Call, ErrorCode, PingResult, Request, Response, RpcError, Target,
     MAX_LINE_BYTES, RPC_PROTOCOL,
@@ -103,6 +103,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The shared state of a running daemon.
 struct Shared {
     registry: Arc<Mutex<Registry>>,
+    /// Woken after each answer, not in the middle of a request (see `crate::watch`).
+    watcher: Watcher,
     config: DaemonConfig,
     counts: Arc<Mutex<ConnectionCounts>>,
 }
@@ -127,6 +129,7 @@ pub fn serve(
     )));
     let shared = Arc::new(Shared {
         registry: Arc::clone(&registry),
+        watcher: watcher.clone(),
         config: config.clone(),
         counts: Arc::default(),
     });
@@ -371,7 +374,11 @@ fn serve_connection(mut stream: UnixStream, caller: Caller, shared: &Shared) {
             Ok(request) => handle(&request, &caller, shared),
             Err(error) => Response::error(error.id.unwrap_or(0), error.to_rpc_error()),
         };
-        if stream.write_all(response.encode().as_bytes()).is_err() {
+        let written = stream.write_all(response.encode().as_bytes());
+        // The answer is out: now the watcher may take the registry lock to pick up new handles
+        // and deadlines (a thread that exits meanwhile keeps its pidfd readable for it).
+        shared.watcher.wake_if_pending();
+        if written.is_err() {
             return;
         }
     }
@@ -384,28 +391,7 @@ fn answer<T: serde::Serialize>(id: u64, result: Result<T, RpcError>) -> Response
     }
 }
 
-fn open_handles(threads: &[crate::registry::TargetThread]) -> Result<Vec<WatchHandle>, RpcError> {
-    threads
-        .iter()
-        .map(|thread| {
-            WatchHandle::open(thread.tid, thread.pid).map_err(|error| {
-                if error.kind() == io::ErrorKind::NotFound {
-                    RpcError::new(
-                        ErrorCode::NoSuchThread,
-                        format!("thread {} exited", thread.tid),
-                    )
-                } else {
-                    RpcError::new(
-                        ErrorCode::System,
-                        format!("watching thread {}: {error}", thread.tid),
-                    )
-                }
-            })
-        })
-        .collect()
-}
-
-/// Answers one request: /proc reads and pidfd opening happen before the registry lock is taken.
+/// Answers one request: pidfd opening and /proc reads happen before the registry lock is taken.
 fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
     let id = request.id;
     match &request.call {
@@ -422,20 +408,28 @@ fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
         }
         Call::Reserve(params) => answer(
             id,
-            resolve_target(&params.target).and_then(|(owner, threads)| {
-                let handles = open_handles(&threads)?;
-                lock(&shared.registry).reserve(caller, params, owner, threads, handles)
+            resolve_target(&params.target).and_then(|resolved| {
+                lock(&shared.registry).reserve(
+                    caller,
+                    params,
+                    resolved.owner,
+                    resolved.threads,
+                    resolved.handles,
+                )
             }),
         ),
         Call::Release(target) => answer(id, lock(&shared.registry).release(caller, target)),
         Call::List => answer(id, Ok(lock(&shared.registry).list())),
         Call::BeginConstraint(params) => answer(
             id,
-            resolve_target(&Target::Thread { tid: params.tid }).and_then(|(_, threads)| {
-                let handle = open_handles(&threads)?
-                    .pop()
-                    .expect("one handle per thread");
-                lock(&shared.registry).begin_constraint(caller, params, &threads[0], handle)
+            resolve_target(&Target::Thread { tid: params.tid }).and_then(|mut resolved| {
+                let handle = resolved.handles.pop().expect("one handle per thread");
+                lock(&shared.registry).begin_constraint(
+                    caller,
+                    params,
+                    &resolved.threads[0],
+                    handle,
+                )
             }),
         ),
         Call::EndConstraint(params) => answer(

@@ -4,12 +4,21 @@
 //!
 //! The watcher owns every pidfd, so no fd is closed while it is being polled; the registry asks it
 //! to watch or forget a thread over a channel and wakes its `poll` through a socket pair.
+//!
+//! The wake-up is deferred: the registry only queues (under its lock, in the middle of a request),
+//! and the server calls [`Watcher::wake_if_pending`] once it has written the answer. Waking the
+//! watcher mid-request cost the client a context switch and a wait on the registry lock (the
+//! watcher takes it to learn its next deadline) before it got its answer. Nothing is lost by the
+//! delay: a pidfd stays readable once its thread has exited, so a thread that exits before its
+//! pidfd is polled is still noticed at the wake-up. (A client that does not read its answer
+//! delays that wake-up by at most the write timeout, `request_timeout`.)
 
 use crate::registry::Registry;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,6 +63,40 @@ impl WatchHandle {
         }
     }
 
+    /// Opens the handle of thread `tid` and reads who owns it: from the handle's own pidfd
+    /// (`PIDFD_GET_INFO`, Linux 6.13+), so the owner is that of the very thread watched and no
+    /// second pidfd or /proc/TID/status read is needed; else from /proc/TID/status. Returns the
+    /// handle and (process id, real uid, effective uid). A thread that is gone gives an error of
+    /// kind `NotFound`.
+    pub fn open_with_owner(tid: u32) -> io::Result<(WatchHandle, (u32, u32, u32))> {
+        let gone = || io::Error::new(io::ErrorKind::NotFound, format!("no thread {tid}"));
+        let pidfd = match rtlab_sys::ipc::pidfd_open_thread(tid) {
+            Ok(fd) => Some(fd),
+            Err(error) if rtlab_sys::ipc::is_no_such_process(&error) => return Err(gone()),
+            Err(_) => None,
+        };
+        let from_pidfd = pidfd
+            .as_ref()
+            .and_then(|fd| rtlab_sys::ipc::pidfd_info(fd.as_fd()).ok())
+            .filter(|info| info.pid == tid)
+            .map(|info| (info.tgid, info.real_uid, info.effective_uid));
+        let owner = match from_pidfd {
+            Some(owner) => owner,
+            None => {
+                let status = rtlab_sys::proc_thread::thread_status(tid)?;
+                (status.tgid, status.real_uid(), status.effective_uid())
+            }
+        };
+        let handle = match pidfd {
+            Some(fd) => WatchHandle {
+                tid,
+                kind: HandleKind::Pidfd(fd),
+            },
+            None => WatchHandle::open(tid, owner.0)?,
+        };
+        Ok((handle, owner))
+    }
+
     pub fn tid(&self) -> u32 {
         self.tid
     }
@@ -86,12 +129,15 @@ enum Command {
 pub struct Watcher {
     sender: mpsc::Sender<Command>,
     wake: Arc<UnixStream>,
+    /// Something was queued (or a deadline may have changed) since the watcher last looked.
+    pending: Arc<AtomicBool>,
 }
 
 /// The watcher thread's side, run by [`WatcherLoop::run`].
 pub struct WatcherLoop {
     receiver: mpsc::Receiver<Command>,
     wake: UnixStream,
+    pending: Arc<AtomicBool>,
     handles: BTreeMap<u32, WatchHandle>,
 }
 
@@ -101,43 +147,65 @@ impl Watcher {
         wake_write.set_nonblocking(true)?;
         wake_read.set_nonblocking(true)?;
         let (sender, receiver) = mpsc::channel();
+        let pending = Arc::new(AtomicBool::new(false));
         Ok((
             Watcher {
                 sender,
                 wake: Arc::new(wake_write),
+                pending: Arc::clone(&pending),
             },
             WatcherLoop {
                 receiver,
                 wake: wake_read,
+                pending,
                 handles: BTreeMap::new(),
             },
         ))
     }
 
-    fn send(&self, command: Command) {
+    /// Queues `command`; the watcher sees it at its next wake-up ([`Watcher::wake_if_pending`]).
+    fn queue(&self, command: Command) {
         // The loop may have stopped (shutdown); then nothing needs watching any more.
         if self.sender.send(command).is_ok() {
-            // A full socket buffer already holds a wake-up, so WouldBlock is fine.
-            let _ = (&*self.wake).write(&[1]);
+            self.pending.store(true, Ordering::SeqCst);
         }
     }
 
-    pub fn watch(&self, handle: WatchHandle) {
-        self.send(Command::Watch(handle));
-    }
-
-    pub fn unwatch(&self, tid: u32) {
-        self.send(Command::Unwatch(tid));
-    }
-
-    /// Wakes the watcher to ask the registry for its next deadline (something may linger now that
-    /// did not: a partition the enforcement keeps after a failed reservation, say).
-    pub fn nudge(&self) {
+    fn wake(&self) {
+        // A full socket buffer already holds a wake-up, so WouldBlock is fine.
         let _ = (&*self.wake).write(&[1]);
     }
 
+    /// Starts watching a thread (at the next wake-up).
+    pub fn watch(&self, handle: WatchHandle) {
+        self.queue(Command::Watch(handle));
+    }
+
+    /// Stops watching a thread (at the next wake-up).
+    pub fn unwatch(&self, tid: u32) {
+        self.queue(Command::Unwatch(tid));
+    }
+
+    /// Asks the watcher, at the next wake-up, for the registry's next deadline (something may
+    /// linger now that did not: a partition the enforcement keeps after a failed reservation or a
+    /// release, say).
+    pub fn nudge(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+    }
+
+    /// Wakes the watcher if anything was queued or nudged since it last looked. The server calls
+    /// this after answering each request, outside the registry lock.
+    pub fn wake_if_pending(&self) {
+        if self.pending.swap(false, Ordering::SeqCst) {
+            self.wake();
+        }
+    }
+
+    /// Stops the watcher thread (at once).
     pub fn stop(&self) {
-        self.send(Command::Stop);
+        if self.sender.send(Command::Stop).is_ok() {
+            self.wake();
+        }
     }
 }
 
@@ -146,6 +214,8 @@ impl WatcherLoop {
     pub fn run(mut self, registry: Arc<Mutex<Registry>>) -> io::Result<()> {
         let mut next_deadline: Option<Instant> = None;
         loop {
+            // Cleared before the queue is drained: whatever is queued after this wakes us again.
+            self.pending.store(false, Ordering::SeqCst);
             loop {
                 match self.receiver.try_recv() {
                     Ok(Command::Watch(handle)) => {

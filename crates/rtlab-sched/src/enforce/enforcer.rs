@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rtlab_core::Nanos;
+use rtlab_sys::cpuset::TasksFile;
 use rtlab_sys::sched::Policy;
 use rtlab_sys::thread_control::{self, SCHED_FLAG_RESET_ON_FORK};
 
@@ -169,6 +170,8 @@ pub struct Enforcer {
     /// /proc/TID/stat of the threads of the request being handled, read once by
     /// `check_threads_free` and used by `save` and the placement (cleared after each request).
     request_stats: BTreeMap<u32, thread_control::ThreadStat>,
+    /// `tasks` files of the cpusets placed threads go back to, kept open (see `move_thread_back`).
+    tasks_files: BTreeMap<PathBuf, TasksFile>,
     repair: Repair,
 }
 
@@ -180,7 +183,11 @@ fn system(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> EnforceE
 /// Puts a saved thread back if it is still the same thread. `Ok(false)`: it is gone. A thread
 /// placed in a cpuset partition goes back to the cpuset `move_back` after it has left its policy
 /// and before its affinity is restored (a cpuset move resets the affinity).
-fn restore_saved(saved: &SavedThread, move_back: Option<&Path>) -> std::io::Result<bool> {
+fn restore_saved(
+    saved: &SavedThread,
+    move_back: Option<&Path>,
+    tasks_files: &mut BTreeMap<PathBuf, TasksFile>,
+) -> std::io::Result<bool> {
     match thread_control::thread_start_time(saved.tid) {
         Ok(start) if start == saved.start_time => {}
         Ok(_) => return Ok(false),
@@ -189,7 +196,7 @@ fn restore_saved(saved: &SavedThread, move_back: Option<&Path>) -> std::io::Resu
     }
     let result = thread_control::set_thread_policy_with_flags(saved.tid, saved.policy, 0)
         .and_then(|()| match move_back {
-            Some(directory) => rtlab_sys::cpuset::move_thread_v1(directory, saved.tid),
+            Some(directory) => move_thread_back(tasks_files, directory, saved.tid),
             None => Ok(()),
         })
         .and_then(|()| {
@@ -205,6 +212,33 @@ fn restore_saved(saved: &SavedThread, move_back: Option<&Path>) -> std::io::Resu
         Err(error) if error.raw_os_error() == Some(3) => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+/// How many cpusets' `tasks` files the enforcer keeps open for moving threads back.
+const MAX_TASKS_FILES: usize = 16;
+
+/// Moves `tid` back into the cpuset `directory` through its `tasks` file kept open in
+/// `tasks_files` (opened at first use; an open costs more than the move, BENCHMARKS.md "The
+/// daemon: reserve/release round trip"). A kept file that fails (its cpuset removed meanwhile) is
+/// dropped and the move tried once more through a fresh one.
+fn move_thread_back(
+    tasks_files: &mut BTreeMap<PathBuf, TasksFile>,
+    directory: &Path,
+    tid: u32,
+) -> std::io::Result<()> {
+    if let Some(file) = tasks_files.get(directory) {
+        if file.move_thread(tid).is_ok() {
+            return Ok(());
+        }
+        tasks_files.remove(directory);
+    }
+    let file = TasksFile::open(directory)?;
+    file.move_thread(tid)?;
+    if tasks_files.len() >= MAX_TASKS_FILES {
+        tasks_files.clear();
+    }
+    tasks_files.insert(directory.to_owned(), file);
+    Ok(())
 }
 
 impl Enforcer {
@@ -294,6 +328,7 @@ impl Enforcer {
             placement_linger: Duration::ZERO,
             idle_partitions: BTreeMap::new(),
             request_stats: BTreeMap::new(),
+            tasks_files: BTreeMap::new(),
             repair,
         })
     }
@@ -316,7 +351,7 @@ impl Enforcer {
                 .iter()
                 .find(|moved| moved.0 == saved.tid && moved.1 == saved.start_time)
                 .map(|moved| moved.2.as_path());
-            match restore_saved(saved, move_back) {
+            match restore_saved(saved, move_back, &mut BTreeMap::new()) {
                 Ok(true) => repair.restored.push(saved.tid),
                 Ok(false) => repair.gone.push(saved.tid),
                 Err(error) => repair.failed.push((saved.tid, error.to_string())),
@@ -440,7 +475,7 @@ impl Enforcer {
             return Ok(());
         };
         let move_back = managed.placed.as_ref().map(|(_, from)| from.as_path());
-        let restored = restore_saved(&managed.saved, move_back);
+        let restored = restore_saved(&managed.saved, move_back, &mut self.tasks_files);
         if let Some((cpu, _)) = &managed.placed {
             self.unpartition_if_empty(*cpu);
         }
@@ -656,24 +691,17 @@ impl Enforcer {
             }
             Err(reason) => return Err(unplaceable(reason)),
         }
-        let from = rtlab_sys::cpuset::thread_cpuset(tid)
-            .map(|relative| placement.root().join(relative.trim_start_matches('/')));
-        let moved = placement.move_in(&mut self.journal, tid, start_time, cpu);
-        match (moved, from) {
-            (Ok(()), Ok(from)) => {
+        match placement.move_in(&mut self.journal, tid, start_time, cpu) {
+            Ok(from) => {
                 if let Some(managed) = self.threads.get_mut(&tid) {
                     managed.placed = Some((cpu, from));
                 }
                 self.placement_note = None;
                 Ok(true)
             }
-            (Err(reason), _) => {
+            Err(reason) => {
                 self.unpartition_if_empty(cpu);
                 Err(unplaceable(reason))
-            }
-            (Ok(()), Err(error)) => {
-                self.unpartition_if_empty(cpu);
-                Err(unplaceable(Unplaceable::System(error.to_string())))
             }
         }
     }

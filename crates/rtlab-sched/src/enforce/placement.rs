@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rtlab_sys::cpuset::{self, CpusetHierarchy, HierarchyLock};
+use rtlab_sys::cpuset::{self, CpusetHierarchy, HierarchyLock, TasksFile};
 
 use super::journal::{Journal, JournalEntry, Pending};
 
@@ -86,6 +86,9 @@ pub struct Placement {
     lock: Option<HierarchyLock>,
     rest: Option<PathBuf>,
     partitions: BTreeMap<usize, PathBuf>,
+    /// Each partition's `tasks` file, opened at its first move and closed with the partition: a
+    /// kept (lingering) partition then takes a thread in one write.
+    tasks: BTreeMap<usize, TasksFile>,
 }
 
 fn list(cpus: &[usize]) -> String {
@@ -120,6 +123,7 @@ impl Placement {
             lock: None,
             rest: None,
             partitions: BTreeMap::new(),
+            tasks: BTreeMap::new(),
         })
     }
 
@@ -267,6 +271,7 @@ impl Placement {
         let Some(directory) = self.partitions.remove(&cpu) else {
             return Ok(());
         };
+        self.tasks.remove(&cpu);
         let mut first_error = None;
         if self.partitions.is_empty() {
             match cpuset::write_value(&self.root, LOAD_BALANCE_FILE, "1") {
@@ -295,14 +300,15 @@ impl Placement {
         }
     }
 
-    /// Moves `tid` into the partition of `cpu`, journalling where it came from first.
+    /// Moves `tid` into the partition of `cpu`, journalling where it came from first. Returns the
+    /// cpuset directory it came from.
     pub fn move_in(
         &mut self,
         journal: &mut Journal,
         tid: u32,
         start_time: u64,
         cpu: usize,
-    ) -> Result<(), Unplaceable> {
+    ) -> Result<PathBuf, Unplaceable> {
         let directory = self
             .partitions
             .get(&cpu)
@@ -315,11 +321,20 @@ impl Placement {
             JournalEntry::CpusetThread {
                 tid,
                 start_time,
-                from,
+                from: from.clone(),
             },
         )?;
-        cpuset::move_thread_v1(&directory, tid)
-            .map_err(|error| Unplaceable::System(error.to_string()))
+        let tasks = match self.tasks.entry(cpu) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(
+                TasksFile::open(&directory)
+                    .map_err(|error| Unplaceable::System(error.to_string()))?,
+            ),
+        };
+        tasks
+            .move_thread(tid)
+            .map_err(|error| Unplaceable::System(error.to_string()))?;
+        Ok(from)
     }
 }
 
