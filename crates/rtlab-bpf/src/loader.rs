@@ -7,7 +7,9 @@
 //! dropping the recorder, or the process dying in any way, closes the links and the kernel
 //! detaches and frees everything.
 
-use crate::records::{decode_record, Record, RecordError, HISTOGRAM_BUCKETS, MAX_SLOTS};
+use crate::records::{
+    decode_record, u32_at, u64_at, Record, RecordError, HISTOGRAM_BUCKETS, MAX_SLOTS,
+};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::BtfTracePoint;
 use aya::{Btf, Ebpf, EbpfLoader};
@@ -22,6 +24,22 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/rtlab.bpf.o");
 
 /// Size of the C `struct measured`.
 const MEASURED_SIZE: usize = 232;
+
+/// Size of the C `struct cpu_state` and where its per-event counters (`events`, `clock_reads`,
+/// `untimed`, three `u64`) start.
+const CPU_STATE_SIZE: usize = 208;
+const CPU_STATE_COUNTERS: usize = 184;
+
+/// The C `TID_TABLE` and `TID_PROBES`: the measured threads' open-addressed tid table.
+const TID_TABLE: usize = 1024;
+const TID_PROBES: usize = 8;
+/// Size of the C `struct tid_table`: `overflow`, `pad`, then `TID_TABLE` (tid, slot) pairs.
+const TID_TABLE_SIZE: usize = 8 + 8 * TID_TABLE;
+
+/// Where the tid table's probes for `tid` start (the C `measured_of`'s hash).
+fn tid_home(tid: u32) -> usize {
+    tid.wrapping_mul(2_654_435_761) as usize
+}
 
 /// (program, tracepoint, in the standard event set). The full set attaches all.
 const PROGRAMS: &[(&str, &str, bool)] = &[
@@ -255,7 +273,12 @@ pub struct Counters {
 /// The loaded and attached programs with their maps. Dropping it detaches everything.
 pub struct BpfRecorder {
     records: RingBuf<MapData>,
-    measured: HashMap<MapData, u32, [u8; MEASURED_SIZE]>,
+    measured: Array<MapData, [u8; MEASURED_SIZE]>,
+    /// The tid table as written to the kernel, and the map it goes to.
+    tid_table: Box<[u8; TID_TABLE_SIZE]>,
+    measured_tids: Array<MapData, [u8; TID_TABLE_SIZE]>,
+    measured_overflow: HashMap<MapData, u32, u32>,
+    cpu_states: PerCpuArray<MapData, [u8; CPU_STATE_SIZE]>,
     thresholds: Array<MapData, u64>,
     histograms: PerCpuArray<MapData, u64>,
     counters: PerCpuArray<MapData, u64>,
@@ -355,11 +378,26 @@ impl BpfRecorder {
                 .ok_or_else(|| missing_map("records"))?,
         )
         .map_err(map_error("records"))?;
-        let measured = HashMap::try_from(
+        let measured = Array::try_from(
             ebpf.take_map("measured")
                 .ok_or_else(|| missing_map("measured"))?,
         )
         .map_err(map_error("measured"))?;
+        let measured_tids = Array::try_from(
+            ebpf.take_map("measured_tids")
+                .ok_or_else(|| missing_map("measured_tids"))?,
+        )
+        .map_err(map_error("measured_tids"))?;
+        let measured_overflow = HashMap::try_from(
+            ebpf.take_map("measured_overflow")
+                .ok_or_else(|| missing_map("measured_overflow"))?,
+        )
+        .map_err(map_error("measured_overflow"))?;
+        let cpu_states = PerCpuArray::try_from(
+            ebpf.take_map("cpu_states")
+                .ok_or_else(|| missing_map("cpu_states"))?,
+        )
+        .map_err(map_error("cpu_states"))?;
         let histograms = PerCpuArray::try_from(
             ebpf.take_map("histograms")
                 .ok_or_else(|| missing_map("histograms"))?,
@@ -373,6 +411,10 @@ impl BpfRecorder {
         Ok(BpfRecorder {
             records,
             measured,
+            tid_table: Box::new([0; TID_TABLE_SIZE]),
+            measured_tids,
+            measured_overflow,
+            cpu_states,
             thresholds,
             histograms,
             counters,
@@ -394,8 +436,33 @@ impl BpfRecorder {
         let mut value = [0u8; MEASURED_SIZE];
         value[0..4].copy_from_slice(&slot.to_ne_bytes());
         self.measured
-            .insert(tid, value, 0)
-            .map_err(map_error("measured"))
+            .set(slot, value, 0)
+            .map_err(map_error("measured"))?;
+        // The tid table: the first free (or this tid's) entry of its probes, else the overflow
+        // map, which the programs look in only once `overflow` is set.
+        let entry_of = |index: usize| 8 + 8 * (index % TID_TABLE);
+        let home = tid_home(tid);
+        let free = (0..TID_PROBES)
+            .map(|probe| entry_of(home + probe))
+            .find(|&at| {
+                let present = u32_at(&self.tid_table[..], at);
+                present == 0 || present == tid
+            });
+        match free {
+            Some(at) => {
+                self.tid_table[at..at + 4].copy_from_slice(&tid.to_ne_bytes());
+                self.tid_table[at + 4..at + 8].copy_from_slice(&slot.to_ne_bytes());
+            }
+            None => {
+                self.measured_overflow
+                    .insert(tid, slot, 0)
+                    .map_err(map_error("measured_overflow"))?;
+                self.tid_table[0..4].copy_from_slice(&1u32.to_ne_bytes());
+            }
+        }
+        self.measured_tids
+            .set(0, *self.tid_table, 0)
+            .map_err(map_error("measured_tids"))
     }
 
     /// Sets the late threshold of slot `slot`: wake-ups later than this (switch-in − intended)
@@ -430,14 +497,23 @@ impl BpfRecorder {
     /// The counters, summed over CPUs.
     pub fn counters(&self) -> Result<Counters, BpfError> {
         let read = |index: u32| per_cpu_sum(&self.counters, "counters", index);
+        // The per-event counters live in each CPU's state.
+        let states = self
+            .cpu_states
+            .get(&0, 0)
+            .map_err(map_error("cpu_states"))?;
+        let state_counter = |which: usize| -> u64 {
+            let at = CPU_STATE_COUNTERS + 8 * which;
+            states.iter().map(|state| u64_at(&state[..], at)).sum()
+        };
         Ok(Counters {
-            events: read(0)?,
+            events: state_counter(0),
             episodes: read(1)?,
             episodes_lost: read(2)?,
             samples: read(3)?,
             samples_lost: read(4)?,
-            clock_reads: read(5)?,
-            untimed_events: read(6)?,
+            clock_reads: state_counter(1),
+            untimed_events: state_counter(2),
             tail_episodes: read(7)?,
         })
     }
