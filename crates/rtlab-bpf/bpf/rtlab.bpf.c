@@ -162,7 +162,9 @@ struct context_entry {
 struct cpu_state {
 	struct task_snapshot current;
 	__u32 depth;
-	__u32 pad;
+	/* An interrupt context (IRQ, vector, softirq, timer callback) was entered since the last
+	 * switch: a measured thread running now may have been delayed after its switch-in. */
+	__u32 interrupted;
 	struct context_entry stack[STACK_DEPTH];
 	/* The per-event counters, kept here (no counters lookup per event); user space sums them
 	 * over CPUs with the others. */
@@ -450,6 +452,7 @@ static __always_inline struct cpu_state *state_of_cpu(void)
 static __always_inline void push_context(struct cpu_state *state, __u64 ts, __u32 kind, __u64 key)
 {
 	__u32 depth = state->depth;
+	state->interrupted = 1;
 	if (depth < STACK_DEPTH) {
 		state->stack[depth].ts = ts;
 		state->stack[depth].kind = kind;
@@ -588,7 +591,7 @@ static __always_inline void send_episode(struct measured *m, struct window *wind
 
 /* The measured thread `tid` blocked again on `cpu`: its wake-up is complete. */
 static __always_inline void finish_wakeup(struct measured *m, struct window *window, __u32 tid,
-					  __u32 cpu, __u64 now)
+					  __u32 cpu, __u64 now, bool interrupted)
 {
 	m->pending = 0;
 	pending_add(m->cpu, -1);
@@ -616,10 +619,11 @@ static __always_inline void finish_wakeup(struct measured *m, struct window *win
 	else
 		count(COUNTER_SAMPLES_LOST);
 	__u64 *threshold = bpf_map_lookup_elem(&thresholds, &slot);
-	/* Late at the switch-in, or preempted after it and late by the time it blocked: the
-	 * thread's own clock read may have come after the preemption. */
+	/* Late at the switch-in, or preempted or interrupted (an IRQ, softirq or timer callback on
+	 * its CPU) after it and late by the time it blocked: the thread's own clock read may have
+	 * come after that delay. */
 	bool late = threshold && (latency > *threshold ||
-				  (m->preempted && now - m->intended_ns > *threshold));
+				  ((m->preempted || interrupted) && now - m->intended_ns > *threshold));
 	m->preempted = 0;
 	if (late)
 		send_episode(m, window, tid, cpu, now);
@@ -669,9 +673,11 @@ int rtlab_sched_switch(__u64 *ctx)
 	copy_comm(state->current.comm, next->comm);
 	/* Nothing nests across a switch. */
 	state->depth = 0;
+	bool interrupted = state->interrupted;
+	state->interrupted = 0;
 	if (prev_measured && prev_measured->pending) {
 		if (!preempt && prev_state != 0)
-			finish_wakeup(prev_measured, window, (__u32)prev_pid, cpu, ts);
+			finish_wakeup(prev_measured, window, (__u32)prev_pid, cpu, ts, interrupted);
 		else if (prev_measured->switched_ns != 0)
 			prev_measured->preempted = 1;
 	}
