@@ -41,6 +41,28 @@ fn tid_home(tid: u32) -> usize {
     tid.wrapping_mul(2_654_435_761) as usize
 }
 
+/// Puts (`tid`, `slot`) into the tid table `table` (the C `struct tid_table`'s bytes) at the
+/// first of its probes that is free or already holds `tid`, as the C `measured_of` searches it.
+/// False when every probe holds another tid: the caller puts the tid in the overflow map and
+/// sets the table's `overflow` word.
+fn place_tid(table: &mut [u8; TID_TABLE_SIZE], tid: u32, slot: u32) -> bool {
+    let home = tid_home(tid);
+    let free = (0..TID_PROBES)
+        .map(|probe| 8 + 8 * ((home + probe) % TID_TABLE))
+        .find(|&at| {
+            let present = u32_at(&table[..], at);
+            present == 0 || present == tid
+        });
+    match free {
+        Some(at) => {
+            table[at..at + 4].copy_from_slice(&tid.to_ne_bytes());
+            table[at + 4..at + 8].copy_from_slice(&slot.to_ne_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
 /// (program, tracepoint, in the standard event set). The full set attaches all.
 const PROGRAMS: &[(&str, &str, bool)] = &[
     ("rtlab_sched_switch", "sched_switch", true),
@@ -438,27 +460,13 @@ impl BpfRecorder {
         self.measured
             .set(slot, value, 0)
             .map_err(map_error("measured"))?;
-        // The tid table: the first free (or this tid's) entry of its probes, else the overflow
-        // map, which the programs look in only once `overflow` is set.
-        let entry_of = |index: usize| 8 + 8 * (index % TID_TABLE);
-        let home = tid_home(tid);
-        let free = (0..TID_PROBES)
-            .map(|probe| entry_of(home + probe))
-            .find(|&at| {
-                let present = u32_at(&self.tid_table[..], at);
-                present == 0 || present == tid
-            });
-        match free {
-            Some(at) => {
-                self.tid_table[at..at + 4].copy_from_slice(&tid.to_ne_bytes());
-                self.tid_table[at + 4..at + 8].copy_from_slice(&slot.to_ne_bytes());
-            }
-            None => {
-                self.measured_overflow
-                    .insert(tid, slot, 0)
-                    .map_err(map_error("measured_overflow"))?;
-                self.tid_table[0..4].copy_from_slice(&1u32.to_ne_bytes());
-            }
+        // The tid table, else the overflow map, which the programs look in only once
+        // `overflow` is set.
+        if !place_tid(&mut self.tid_table, tid, slot) {
+            self.measured_overflow
+                .insert(tid, slot, 0)
+                .map_err(map_error("measured_overflow"))?;
+            self.tid_table[0..4].copy_from_slice(&1u32.to_ne_bytes());
         }
         self.measured_tids
             .set(0, *self.tid_table, 0)
@@ -631,4 +639,60 @@ pub fn program_ids_of_process(pid: u32) -> std::io::Result<Vec<u32>> {
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slot the C `measured_of` finds for `tid` in `table` (None: not in the table).
+    fn find(table: &[u8; TID_TABLE_SIZE], tid: u32) -> Option<u32> {
+        let home = tid_home(tid);
+        for probe in 0..TID_PROBES {
+            let at = 8 + 8 * ((home + probe) % TID_TABLE);
+            match u32_at(&table[..], at) {
+                found if found == tid => return Some(u32_at(&table[..], at + 4)),
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn tids_are_found_in_their_slots_and_a_rewatch_replaces_the_slot() {
+        let mut table = Box::new([0u8; TID_TABLE_SIZE]);
+        for (slot, tid) in (4_000..4_064).enumerate() {
+            assert!(place_tid(&mut table, tid, slot as u32));
+        }
+        for (slot, tid) in (4_000..4_064).enumerate() {
+            assert_eq!(find(&table, tid), Some(slot as u32), "tid {tid}");
+        }
+        assert_eq!(find(&table, 4_064), None);
+        assert!(place_tid(&mut table, 4_010, 63));
+        assert_eq!(find(&table, 4_010), Some(63));
+    }
+
+    #[test]
+    fn a_tid_whose_probes_are_all_taken_is_refused_and_the_others_stay_found() {
+        let mut table = Box::new([0u8; TID_TABLE_SIZE]);
+        let home = tid_home(1) % TID_TABLE;
+        // Tids whose probes start at the same entry.
+        let colliding: Vec<u32> = (1..u32::MAX)
+            .filter(|&tid| tid_home(tid) % TID_TABLE == home)
+            .take(TID_PROBES + 1)
+            .collect();
+        for (slot, tid) in colliding[..TID_PROBES].iter().enumerate() {
+            assert!(place_tid(&mut table, *tid, slot as u32));
+        }
+        assert!(!place_tid(&mut table, colliding[TID_PROBES], 9));
+        for (slot, tid) in colliding[..TID_PROBES].iter().enumerate() {
+            assert_eq!(find(&table, *tid), Some(slot as u32));
+        }
+        assert_eq!(
+            u32_at(&table[..], 0),
+            0,
+            "place_tid never sets overflow itself"
+        );
+    }
 }
