@@ -644,6 +644,7 @@ pub fn program_ids_of_process(pid: u32) -> std::io::Result<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// The slot the C `measured_of` finds for `tid` in `table` (None: not in the table).
     fn find(table: &[u8; TID_TABLE_SIZE], tid: u32) -> Option<u32> {
@@ -693,6 +694,54 @@ mod tests {
             u32_at(&table[..], 0),
             0,
             "place_tid never sets overflow itself"
+        );
+    }
+
+    /// Tids other than `tid` whose probes start where `tid`'s do.
+    fn colliding_with(tid: u32, count: usize) -> Vec<u32> {
+        let home = tid_home(tid) % TID_TABLE;
+        (1..u32::MAX)
+            .filter(|&other| other != tid && tid_home(other) % TID_TABLE == home)
+            .take(count)
+            .collect()
+    }
+
+    #[test]
+    #[ignore = "needs root"]
+    fn a_thread_in_the_overflow_map_is_still_measured() {
+        let cpu = rtlab_sys::cpu::current_cpu().expect("current cpu");
+        rtlab_sys::cpu::pin_current_thread(cpu).expect("pin");
+        let mut recorder = BpfRecorder::start(&BpfConfig {
+            cpus: vec![cpu],
+            ..BpfConfig::default()
+        })
+        .expect("the recorder loads as root");
+        let tid = rtlab_sys::cpu::current_tid();
+        // Every probe of this thread's tid taken by others (slots 0..8), so it overflows.
+        for (slot, other) in colliding_with(tid, TID_PROBES).into_iter().enumerate() {
+            recorder.watch_thread(other, slot as u32).expect("watch");
+        }
+        recorder.watch_thread(tid, 20).expect("watch");
+        assert_eq!(
+            u32_at(&recorder.tid_table[..], 0),
+            1,
+            "the table says it overflowed"
+        );
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut samples = 0;
+        recorder.drain(|record| {
+            if let Record::Sample(sample) = record {
+                if sample.slot == 20 {
+                    assert_eq!(sample.tid, tid);
+                    samples += 1;
+                }
+            }
+        });
+        assert!(
+            samples >= 10,
+            "{samples} samples of the overflowed thread from 50 sleeps"
         );
     }
 }
