@@ -490,13 +490,30 @@ impl BpfRecorder {
     /// Decodes every record waiting in the ring buffer; returns how many were read and how many
     /// could not be decoded.
     pub fn drain(&mut self, mut on_record: impl FnMut(Record)) -> (u64, u64) {
+        self.drain_while(|record| {
+            on_record(record);
+            true
+        })
+    }
+
+    /// Decodes the records waiting in the ring buffer until `on_record` returns false (after
+    /// that record) or none is left. The programs go on writing while a reader drains, so a
+    /// reader that matches records with another source stops to read that source again; returns
+    /// how many were read and how many could not be decoded.
+    pub fn drain_while(&mut self, mut on_record: impl FnMut(Record) -> bool) -> (u64, u64) {
         let mut read = 0;
         let mut undecodable = 0;
         while let Some(item) = self.records.next() {
             read += 1;
-            match decode_record(&item) {
+            let more = match decode_record(&item) {
                 Ok(record) => on_record(record),
-                Err(RecordError::Short(_) | RecordError::UnknownType(_)) => undecodable += 1,
+                Err(RecordError::Short(_) | RecordError::UnknownType(_)) => {
+                    undecodable += 1;
+                    true
+                }
+            };
+            if !more {
+                break;
             }
         }
         (read, undecodable)
