@@ -162,8 +162,31 @@ struct context_entry {
 struct cpu_state {
 	struct task_snapshot current;
 	__u32 depth;
-	__u32 pad;
+	/* An interrupt context (IRQ, vector, softirq, timer callback) was entered since the last
+	 * switch: a measured thread running now may have been delayed after its switch-in. */
+	__u32 interrupted;
 	struct context_entry stack[STACK_DEPTH];
+	/* The per-event counters, kept here (no counters lookup per event); user space sums them
+	 * over CPUs with the others. */
+	__u64 events;
+	__u64 clock_reads;
+	__u64 untimed;
+};
+
+/* Measured threads by tid: an open-addressed table (TID_TABLE entries, TID_PROBES probes from
+ * the tid's hash) in one array value, so finding out whether a task is measured is an inlined
+ * array lookup and a few compares, not a hash map lookup. User space fills it; a tid it cannot
+ * place within TID_PROBES goes to `measured_overflow` (tid → slot) and sets `overflow`. */
+#define TID_TABLE 1024
+#define TID_PROBES 8
+struct tid_entry {
+	__u32 tid; /* 0: empty */
+	__u32 slot;
+};
+struct tid_table {
+	__u32 overflow;
+	__u32 pad;
+	struct tid_entry entries[TID_TABLE];
 };
 
 struct window {
@@ -244,6 +267,9 @@ _Static_assert(sizeof(struct episode_header) == 240, "episode header layout");
 _Static_assert(__builtin_offsetof(struct episode_header, stack) == 96, "episode header layout");
 _Static_assert(sizeof(struct sample) == 40, "sample layout");
 _Static_assert(sizeof(struct measured) == 232, "measured layout");
+_Static_assert(sizeof(struct cpu_state) == 208, "cpu state layout");
+_Static_assert(__builtin_offsetof(struct cpu_state, events) == 184, "cpu state layout");
+_Static_assert(sizeof(struct tid_table) == 8 + 8 * TID_TABLE, "tid table layout");
 
 /* Set by the loader. */
 const volatile __u64 cpu_mask[4] = {};
@@ -253,12 +279,27 @@ const volatile __u32 clock_policy = CLOCK_WHILE_PENDING;
 /* 1: every episode copies the whole window (only to measure what the tails save). */
 const volatile __u32 whole_window_episodes = 0;
 
+/* Per slot, the measured thread's state (slot written by user space). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, struct measured);
 } measured SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tid_table);
+} measured_tids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} measured_overflow SEC(".maps");
 
 /* Per slot, the late threshold in ns (written by user space; 0 until set means every wake-up). */
 struct {
@@ -329,27 +370,29 @@ static __always_inline __u64 known_time(struct window *window, __u64 ts)
 	return ts;
 }
 
-static __always_inline __u64 clock_now(struct window *window)
+static __always_inline __u64 clock_now(struct cpu_state *state, struct window *window)
 {
-	count(COUNTER_CLOCK_READS);
+	state->clock_reads += 1;
 	return known_time(window, bpf_ktime_get_ns());
 }
 
 /* The time of an event that matters only while a measured wake-up is pending on this CPU: a
  * clock read then (or under the other policies), else the CPU's last known time with
  * EVENT_TIME_LOWER_BOUND or-ed into `*kind`. */
-static __always_inline __u64 time_if_pending(struct window *window, __u16 *kind)
+static __always_inline __u64 time_if_pending(struct cpu_state *state, struct window *window,
+					     __u16 *kind)
 {
 	if (clock_policy == CLOCK_WHILE_PENDING && window->pending == 0) {
-		count(COUNTER_UNTIMED);
+		state->untimed += 1;
 		*kind |= EVENT_TIME_LOWER_BOUND;
 		return window->last_ns;
 	}
-	return clock_now(window);
+	return clock_now(state, window);
 }
 
 /* The next slot of this CPU's window. */
-static __always_inline struct rtlab_event *window_slot(struct window *window, __u64 ts, __u16 kind,
+static __always_inline struct rtlab_event *window_slot(struct cpu_state *state,
+						       struct window *window, __u64 ts, __u16 kind,
 						       __s32 pid)
 {
 	__u64 index = window->next & (WINDOW_EVENTS - 1);
@@ -359,8 +402,45 @@ static __always_inline struct rtlab_event *window_slot(struct window *window, __
 	event->pid = pid;
 	event->kind = kind;
 	event->flags = 0;
-	count(COUNTER_EVENTS);
+	state->events += 1;
 	return event;
+}
+
+/* A task's 16-byte name, copied by two 8-byte loads through the task's BTF pointer (no
+ * bpf_probe_read_kernel call: the verifier allows loads within a char array member). */
+static __always_inline void copy_comm(char *to, const char *from)
+{
+	const __u64 *words = (const __u64 *)from;
+	__u64 first = words[0];
+	__u64 second = words[1];
+	__builtin_memcpy(to, &first, 8);
+	__builtin_memcpy(to + 8, &second, 8);
+}
+
+/* The measured thread `tid`'s state, or 0 when `tid` is not measured (0 is never). */
+static __always_inline struct measured *measured_of(__u32 tid)
+{
+	if (tid == 0)
+		return 0;
+	__u32 zero = 0;
+	struct tid_table *table = bpf_map_lookup_elem(&measured_tids, &zero);
+	if (!table)
+		return 0;
+	__u32 home = tid * 2654435761u;
+	for (__u32 i = 0; i < TID_PROBES; i++) {
+		struct tid_entry *entry = &table->entries[(home + i) & (TID_TABLE - 1)];
+		__u32 found = entry->tid;
+		if (found == tid) {
+			__u32 slot = entry->slot;
+			return bpf_map_lookup_elem(&measured, &slot);
+		}
+		if (found == 0)
+			return 0;
+	}
+	if (!table->overflow)
+		return 0;
+	__u32 *slot = bpf_map_lookup_elem(&measured_overflow, &tid);
+	return slot ? bpf_map_lookup_elem(&measured, slot) : 0;
 }
 
 static __always_inline struct cpu_state *state_of_cpu(void)
@@ -372,6 +452,7 @@ static __always_inline struct cpu_state *state_of_cpu(void)
 static __always_inline void push_context(struct cpu_state *state, __u64 ts, __u32 kind, __u64 key)
 {
 	__u32 depth = state->depth;
+	state->interrupted = 1;
 	if (depth < STACK_DEPTH) {
 		state->stack[depth].ts = ts;
 		state->stack[depth].kind = kind;
@@ -510,7 +591,7 @@ static __always_inline void send_episode(struct measured *m, struct window *wind
 
 /* The measured thread `tid` blocked again on `cpu`: its wake-up is complete. */
 static __always_inline void finish_wakeup(struct measured *m, struct window *window, __u32 tid,
-					  __u32 cpu, __u64 now)
+					  __u32 cpu, __u64 now, bool interrupted)
 {
 	m->pending = 0;
 	pending_add(m->cpu, -1);
@@ -538,10 +619,11 @@ static __always_inline void finish_wakeup(struct measured *m, struct window *win
 	else
 		count(COUNTER_SAMPLES_LOST);
 	__u64 *threshold = bpf_map_lookup_elem(&thresholds, &slot);
-	/* Late at the switch-in, or preempted after it and late by the time it blocked: the
-	 * thread's own clock read may have come after the preemption. */
+	/* Late at the switch-in, or preempted or interrupted (an IRQ, softirq or timer callback on
+	 * its CPU) after it and late by the time it blocked: the thread's own clock read may have
+	 * come after that delay. */
 	bool late = threshold && (latency > *threshold ||
-				  (m->preempted && now - m->intended_ns > *threshold));
+				  ((m->preempted || interrupted) && now - m->intended_ns > *threshold));
 	m->preempted = 0;
 	if (late)
 		send_episode(m, window, tid, cpu, now);
@@ -564,44 +646,38 @@ int rtlab_sched_switch(__u64 *ctx)
 	__s32 prev_pid = prev->pid;
 	__s32 next_pid = next->pid;
 	/* pid 0 is each CPU's idle task, never a measured thread. */
-	struct measured *prev_measured = 0;
-	struct measured *next_measured = 0;
-	if (prev_pid != 0) {
-		__u32 tid = (__u32)prev_pid;
-		prev_measured = bpf_map_lookup_elem(&measured, &tid);
-	}
-	if (next_pid != 0) {
-		__u32 tid = (__u32)next_pid;
-		next_measured = bpf_map_lookup_elem(&measured, &tid);
-	}
+	struct measured *prev_measured = measured_of((__u32)prev_pid);
+	struct measured *next_measured = measured_of((__u32)next_pid);
 	__u16 kind = EVENT_SWITCH;
 	__u64 ts;
 	/* Idle against a task, and a measured thread's switches, are always timed. */
 	if (prev_pid == 0 || next_pid == 0 || prev_measured || next_measured)
-		ts = clock_now(window);
+		ts = clock_now(state, window);
 	else
-		ts = time_if_pending(window, &kind);
+		ts = time_if_pending(state, window, &kind);
 	__u64 seq = window->next;
-	struct rtlab_event *event = window_slot(window, ts, kind, prev_pid);
+	struct rtlab_event *event = window_slot(state, window, ts, kind, prev_pid);
 	event->sw.prev_pid = prev_pid;
 	event->sw.prev_prio = prev->prio;
 	event->sw.next_pid = next_pid;
 	event->sw.next_prio = next->prio;
 	event->flags = preempt ? 0 : (__u16)prev_state;
-	bpf_probe_read_kernel(event->sw.prev_comm, 16, prev->comm);
-	bpf_probe_read_kernel(event->sw.next_comm, 16, next->comm);
+	copy_comm(event->sw.prev_comm, prev->comm);
+	copy_comm(event->sw.next_comm, next->comm);
 	window->previous_switch_seq = window->last_switch_seq;
 	window->last_switch_seq = seq;
 	window->last_switch_ns = ts;
 	state->current.since = ts;
 	state->current.pid = next_pid;
 	state->current.prio = next->prio;
-	bpf_probe_read_kernel(state->current.comm, 16, next->comm);
+	copy_comm(state->current.comm, next->comm);
 	/* Nothing nests across a switch. */
 	state->depth = 0;
+	bool interrupted = state->interrupted;
+	state->interrupted = 0;
 	if (prev_measured && prev_measured->pending) {
 		if (!preempt && prev_state != 0)
-			finish_wakeup(prev_measured, window, (__u32)prev_pid, cpu, ts);
+			finish_wakeup(prev_measured, window, (__u32)prev_pid, cpu, ts, interrupted);
 		else if (prev_measured->switched_ns != 0)
 			prev_measured->preempted = 1;
 	}
@@ -621,31 +697,27 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 	if (!state || !window)
 		return 0;
 	__s32 pid = task->pid;
-	struct measured *m = 0;
-	if (pid != 0) {
-		__u32 tid = (__u32)pid;
-		m = bpf_map_lookup_elem(&measured, &tid);
-	}
+	struct measured *m = measured_of((__u32)pid);
 	__u64 ts;
 	if (m && m->pending && m->expired_ns != 0 && m->switched_ns == 0 &&
 	    clock_policy != CLOCK_EVERY_EVENT) {
 		/* Woken by its own timer: the waking is inside that callback, stamped with its time. */
 		ts = m->expired_ns;
 	} else if (m) {
-		ts = clock_now(window);
+		ts = clock_now(state, window);
 	} else {
-		ts = time_if_pending(window, &kind);
+		ts = time_if_pending(state, window, &kind);
 	}
 	if ((kind & ~EVENT_TIME_LOWER_BOUND) == EVENT_WAKING && m && !m->pending) {
 		/* A hand-off thread: its wake-up starts here. */
 		begin_wakeup(m, state, window, cpu, ts, 0);
 	}
-	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
 	event->wake.pid = pid;
 	event->wake.prio = task->prio;
 	/* task_cpu(p), as the tracefs event's target_cpu. */
 	event->wake.target_cpu = (__s32)task->thread_info.cpu;
-	bpf_probe_read_kernel(event->wake.comm, 16, task->comm);
+	copy_comm(event->wake.comm, task->comm);
 	return 0;
 }
 
@@ -674,8 +746,8 @@ int rtlab_sched_migrate_task(__u64 *ctx)
 	if (!state || !window)
 		return 0;
 	__u16 kind = EVENT_MIGRATE;
-	__u64 ts = time_if_pending(window, &kind);
-	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	__u64 ts = time_if_pending(state, window, &kind);
+	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
 	event->migrate.pid = task->pid;
 	event->migrate.prio = task->prio;
 	event->migrate.orig_cpu = (__s32)cpu;
@@ -695,9 +767,9 @@ int rtlab_irq_handler_entry(__u64 *ctx)
 	struct window *window = window_of(cpu);
 	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now(window);
+	__u64 ts = clock_now(state, window);
 	push_context(state, ts, EVENT_IRQ_ENTRY, (__u64)irq);
-	struct rtlab_event *event = window_slot(window, ts, EVENT_IRQ_ENTRY, current_pid(state));
+	struct rtlab_event *event = window_slot(state, window, ts, EVENT_IRQ_ENTRY, current_pid(state));
 	event->irq.irq = irq;
 	bpf_probe_read_kernel_str(event->irq.name, 16, action->name);
 	return 0;
@@ -716,7 +788,7 @@ int rtlab_irq_handler_exit(__u64 *ctx)
 		return 0;
 	pop_context(state);
 	struct rtlab_event *event =
-		window_slot(window, clock_now(window), EVENT_IRQ_EXIT, current_pid(state));
+		window_slot(state, window, clock_now(state, window), EVENT_IRQ_EXIT, current_pid(state));
 	event->irq.irq = irq;
 	return 0;
 }
@@ -731,12 +803,12 @@ static __always_inline int record_softirq(__u64 *ctx, __u16 kind)
 	struct window *window = window_of(cpu);
 	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now(window);
+	__u64 ts = clock_now(state, window);
 	if (kind == EVENT_SOFTIRQ_ENTRY)
 		push_context(state, ts, kind, vector);
 	else
 		pop_context(state);
-	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
 	event->softirq.vector = vector;
 	return 0;
 }
@@ -768,26 +840,24 @@ int rtlab_hrtimer_expire_entry(__u64 *ctx)
 	__s64 now = 0;
 	bpf_probe_read_kernel(&now, sizeof(now), now_pointer);
 	/* The tracepoint carries the expiry's time: no clock read. */
-	__u64 ts = clock_policy == CLOCK_EVERY_EVENT ? clock_now(window)
+	__u64 ts = clock_policy == CLOCK_EVERY_EVENT ? clock_now(state, window)
 						     : known_time(window, (__u64)now);
 	void *function = timer->function;
 	if (hrtimer_wakeup_function != 0 && (__u64)function == hrtimer_wakeup_function) {
+		/* The sleeper is beyond the hrtimer the argument's type describes, so these two reads
+		 * go through bpf_probe_read_kernel. */
 		struct task_struct *task = 0;
 		struct hrtimer_sleeper *sleeper = (struct hrtimer_sleeper *)timer;
 		bpf_probe_read_kernel(&task, sizeof(task), &sleeper->task);
 		__s32 pid = 0;
 		if (task)
 			bpf_probe_read_kernel(&pid, sizeof(pid), &task->pid);
-		if (pid != 0) {
-			__u32 tid = (__u32)pid;
-			struct measured *m = bpf_map_lookup_elem(&measured, &tid);
-			if (m)
-				begin_wakeup(m, state, window, cpu, (__u64)timer->_softexpires,
-					     (__u64)now);
-		}
+		struct measured *m = measured_of((__u32)pid);
+		if (m)
+			begin_wakeup(m, state, window, cpu, (__u64)timer->_softexpires, (__u64)now);
 	}
 	push_context(state, ts, EVENT_HRTIMER_ENTRY, (__u64)timer);
-	struct rtlab_event *event = window_slot(window, ts, EVENT_HRTIMER_ENTRY, current_pid(state));
+	struct rtlab_event *event = window_slot(state, window, ts, EVENT_HRTIMER_ENTRY, current_pid(state));
 	event->hrtimer.timer = (__u64)timer;
 	event->hrtimer.function = (__u64)function;
 	event->hrtimer.now = now;
@@ -807,7 +877,7 @@ int rtlab_hrtimer_expire_exit(__u64 *ctx)
 		return 0;
 	pop_context(state);
 	struct rtlab_event *event =
-		window_slot(window, clock_now(window), EVENT_HRTIMER_EXIT, current_pid(state));
+		window_slot(state, window, clock_now(state, window), EVENT_HRTIMER_EXIT, current_pid(state));
 	event->hrtimer.timer = (__u64)timer;
 	return 0;
 }
@@ -824,8 +894,8 @@ int rtlab_workqueue_execute_start(__u64 *ctx)
 	if (!state || !window)
 		return 0;
 	__u16 kind = EVENT_WORK_START;
-	__u64 ts = time_if_pending(window, &kind);
-	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	__u64 ts = time_if_pending(state, window, &kind);
+	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
 	event->work.function = (__u64)work->func;
 	return 0;
 }
@@ -843,8 +913,8 @@ int rtlab_workqueue_execute_end(__u64 *ctx)
 	if (!state || !window)
 		return 0;
 	__u16 kind = EVENT_WORK_END;
-	__u64 ts = time_if_pending(window, &kind);
-	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	__u64 ts = time_if_pending(state, window, &kind);
+	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
 	event->work.function = 0;
 	return 0;
 }
@@ -858,12 +928,12 @@ static __always_inline int record_vector(__u16 kind, __u32 id)
 	struct window *window = window_of(cpu);
 	if (!state || !window)
 		return 0;
-	__u64 ts = clock_now(window);
+	__u64 ts = clock_now(state, window);
 	if (kind == EVENT_VECTOR_ENTRY)
 		push_context(state, ts, kind, id);
 	else
 		pop_context(state);
-	struct rtlab_event *event = window_slot(window, ts, kind, current_pid(state));
+	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
 	event->vector.id = id;
 	return 0;
 }

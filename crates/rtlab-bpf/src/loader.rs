@@ -7,7 +7,9 @@
 //! dropping the recorder, or the process dying in any way, closes the links and the kernel
 //! detaches and frees everything.
 
-use crate::records::{decode_record, Record, RecordError, HISTOGRAM_BUCKETS, MAX_SLOTS};
+use crate::records::{
+    decode_record, u32_at, u64_at, Record, RecordError, HISTOGRAM_BUCKETS, MAX_SLOTS,
+};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::BtfTracePoint;
 use aya::{Btf, Ebpf, EbpfLoader};
@@ -22,6 +24,44 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/rtlab.bpf.o");
 
 /// Size of the C `struct measured`.
 const MEASURED_SIZE: usize = 232;
+
+/// Size of the C `struct cpu_state` and where its per-event counters (`events`, `clock_reads`,
+/// `untimed`, three `u64`) start.
+const CPU_STATE_SIZE: usize = 208;
+const CPU_STATE_COUNTERS: usize = 184;
+
+/// The C `TID_TABLE` and `TID_PROBES`: the measured threads' open-addressed tid table.
+const TID_TABLE: usize = 1024;
+const TID_PROBES: usize = 8;
+/// Size of the C `struct tid_table`: `overflow`, `pad`, then `TID_TABLE` (tid, slot) pairs.
+const TID_TABLE_SIZE: usize = 8 + 8 * TID_TABLE;
+
+/// Where the tid table's probes for `tid` start (the C `measured_of`'s hash).
+fn tid_home(tid: u32) -> usize {
+    tid.wrapping_mul(2_654_435_761) as usize
+}
+
+/// Puts (`tid`, `slot`) into the tid table `table` (the C `struct tid_table`'s bytes) at the
+/// first of its probes that is free or already holds `tid`, as the C `measured_of` searches it.
+/// False when every probe holds another tid: the caller puts the tid in the overflow map and
+/// sets the table's `overflow` word.
+fn place_tid(table: &mut [u8; TID_TABLE_SIZE], tid: u32, slot: u32) -> bool {
+    let home = tid_home(tid);
+    let free = (0..TID_PROBES)
+        .map(|probe| 8 + 8 * ((home + probe) % TID_TABLE))
+        .find(|&at| {
+            let present = u32_at(&table[..], at);
+            present == 0 || present == tid
+        });
+    match free {
+        Some(at) => {
+            table[at..at + 4].copy_from_slice(&tid.to_ne_bytes());
+            table[at + 4..at + 8].copy_from_slice(&slot.to_ne_bytes());
+            true
+        }
+        None => false,
+    }
+}
 
 /// (program, tracepoint, in the standard event set). The full set attaches all.
 const PROGRAMS: &[(&str, &str, bool)] = &[
@@ -255,7 +295,12 @@ pub struct Counters {
 /// The loaded and attached programs with their maps. Dropping it detaches everything.
 pub struct BpfRecorder {
     records: RingBuf<MapData>,
-    measured: HashMap<MapData, u32, [u8; MEASURED_SIZE]>,
+    measured: Array<MapData, [u8; MEASURED_SIZE]>,
+    /// The tid table as written to the kernel, and the map it goes to.
+    tid_table: Box<[u8; TID_TABLE_SIZE]>,
+    measured_tids: Array<MapData, [u8; TID_TABLE_SIZE]>,
+    measured_overflow: HashMap<MapData, u32, u32>,
+    cpu_states: PerCpuArray<MapData, [u8; CPU_STATE_SIZE]>,
     thresholds: Array<MapData, u64>,
     histograms: PerCpuArray<MapData, u64>,
     counters: PerCpuArray<MapData, u64>,
@@ -355,11 +400,26 @@ impl BpfRecorder {
                 .ok_or_else(|| missing_map("records"))?,
         )
         .map_err(map_error("records"))?;
-        let measured = HashMap::try_from(
+        let measured = Array::try_from(
             ebpf.take_map("measured")
                 .ok_or_else(|| missing_map("measured"))?,
         )
         .map_err(map_error("measured"))?;
+        let measured_tids = Array::try_from(
+            ebpf.take_map("measured_tids")
+                .ok_or_else(|| missing_map("measured_tids"))?,
+        )
+        .map_err(map_error("measured_tids"))?;
+        let measured_overflow = HashMap::try_from(
+            ebpf.take_map("measured_overflow")
+                .ok_or_else(|| missing_map("measured_overflow"))?,
+        )
+        .map_err(map_error("measured_overflow"))?;
+        let cpu_states = PerCpuArray::try_from(
+            ebpf.take_map("cpu_states")
+                .ok_or_else(|| missing_map("cpu_states"))?,
+        )
+        .map_err(map_error("cpu_states"))?;
         let histograms = PerCpuArray::try_from(
             ebpf.take_map("histograms")
                 .ok_or_else(|| missing_map("histograms"))?,
@@ -373,6 +433,10 @@ impl BpfRecorder {
         Ok(BpfRecorder {
             records,
             measured,
+            tid_table: Box::new([0; TID_TABLE_SIZE]),
+            measured_tids,
+            measured_overflow,
+            cpu_states,
             thresholds,
             histograms,
             counters,
@@ -394,8 +458,19 @@ impl BpfRecorder {
         let mut value = [0u8; MEASURED_SIZE];
         value[0..4].copy_from_slice(&slot.to_ne_bytes());
         self.measured
-            .insert(tid, value, 0)
-            .map_err(map_error("measured"))
+            .set(slot, value, 0)
+            .map_err(map_error("measured"))?;
+        // The tid table, else the overflow map, which the programs look in only once
+        // `overflow` is set.
+        if !place_tid(&mut self.tid_table, tid, slot) {
+            self.measured_overflow
+                .insert(tid, slot, 0)
+                .map_err(map_error("measured_overflow"))?;
+            self.tid_table[0..4].copy_from_slice(&1u32.to_ne_bytes());
+        }
+        self.measured_tids
+            .set(0, *self.tid_table, 0)
+            .map_err(map_error("measured_tids"))
     }
 
     /// Sets the late threshold of slot `slot`: wake-ups later than this (switch-in − intended)
@@ -415,13 +490,30 @@ impl BpfRecorder {
     /// Decodes every record waiting in the ring buffer; returns how many were read and how many
     /// could not be decoded.
     pub fn drain(&mut self, mut on_record: impl FnMut(Record)) -> (u64, u64) {
+        self.drain_while(|record| {
+            on_record(record);
+            true
+        })
+    }
+
+    /// Decodes the records waiting in the ring buffer until `on_record` returns false (after
+    /// that record) or none is left. The programs go on writing while a reader drains, so a
+    /// reader that matches records with another source stops to read that source again; returns
+    /// how many were read and how many could not be decoded.
+    pub fn drain_while(&mut self, mut on_record: impl FnMut(Record) -> bool) -> (u64, u64) {
         let mut read = 0;
         let mut undecodable = 0;
         while let Some(item) = self.records.next() {
             read += 1;
-            match decode_record(&item) {
+            let more = match decode_record(&item) {
                 Ok(record) => on_record(record),
-                Err(RecordError::Short(_) | RecordError::UnknownType(_)) => undecodable += 1,
+                Err(RecordError::Short(_) | RecordError::UnknownType(_)) => {
+                    undecodable += 1;
+                    true
+                }
+            };
+            if !more {
+                break;
             }
         }
         (read, undecodable)
@@ -430,14 +522,23 @@ impl BpfRecorder {
     /// The counters, summed over CPUs.
     pub fn counters(&self) -> Result<Counters, BpfError> {
         let read = |index: u32| per_cpu_sum(&self.counters, "counters", index);
+        // The per-event counters live in each CPU's state.
+        let states = self
+            .cpu_states
+            .get(&0, 0)
+            .map_err(map_error("cpu_states"))?;
+        let state_counter = |which: usize| -> u64 {
+            let at = CPU_STATE_COUNTERS + 8 * which;
+            states.iter().map(|state| u64_at(&state[..], at)).sum()
+        };
         Ok(Counters {
-            events: read(0)?,
+            events: state_counter(0),
             episodes: read(1)?,
             episodes_lost: read(2)?,
             samples: read(3)?,
             samples_lost: read(4)?,
-            clock_reads: read(5)?,
-            untimed_events: read(6)?,
+            clock_reads: state_counter(1),
+            untimed_events: state_counter(2),
             tail_episodes: read(7)?,
         })
     }
@@ -555,4 +656,109 @@ pub fn program_ids_of_process(pid: u32) -> std::io::Result<Vec<u32>> {
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The slot the C `measured_of` finds for `tid` in `table` (None: not in the table).
+    fn find(table: &[u8; TID_TABLE_SIZE], tid: u32) -> Option<u32> {
+        let home = tid_home(tid);
+        for probe in 0..TID_PROBES {
+            let at = 8 + 8 * ((home + probe) % TID_TABLE);
+            match u32_at(&table[..], at) {
+                found if found == tid => return Some(u32_at(&table[..], at + 4)),
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn tids_are_found_in_their_slots_and_a_rewatch_replaces_the_slot() {
+        let mut table = Box::new([0u8; TID_TABLE_SIZE]);
+        for (slot, tid) in (4_000..4_064).enumerate() {
+            assert!(place_tid(&mut table, tid, slot as u32));
+        }
+        for (slot, tid) in (4_000..4_064).enumerate() {
+            assert_eq!(find(&table, tid), Some(slot as u32), "tid {tid}");
+        }
+        assert_eq!(find(&table, 4_064), None);
+        assert!(place_tid(&mut table, 4_010, 63));
+        assert_eq!(find(&table, 4_010), Some(63));
+    }
+
+    #[test]
+    fn a_tid_whose_probes_are_all_taken_is_refused_and_the_others_stay_found() {
+        let mut table = Box::new([0u8; TID_TABLE_SIZE]);
+        let home = tid_home(1) % TID_TABLE;
+        // Tids whose probes start at the same entry.
+        let colliding: Vec<u32> = (1..u32::MAX)
+            .filter(|&tid| tid_home(tid) % TID_TABLE == home)
+            .take(TID_PROBES + 1)
+            .collect();
+        for (slot, tid) in colliding[..TID_PROBES].iter().enumerate() {
+            assert!(place_tid(&mut table, *tid, slot as u32));
+        }
+        assert!(!place_tid(&mut table, colliding[TID_PROBES], 9));
+        for (slot, tid) in colliding[..TID_PROBES].iter().enumerate() {
+            assert_eq!(find(&table, *tid), Some(slot as u32));
+        }
+        assert_eq!(
+            u32_at(&table[..], 0),
+            0,
+            "place_tid never sets overflow itself"
+        );
+    }
+
+    /// Tids other than `tid` whose probes start where `tid`'s do.
+    fn colliding_with(tid: u32, count: usize) -> Vec<u32> {
+        let home = tid_home(tid) % TID_TABLE;
+        (1..u32::MAX)
+            .filter(|&other| other != tid && tid_home(other) % TID_TABLE == home)
+            .take(count)
+            .collect()
+    }
+
+    #[test]
+    #[ignore = "needs root"]
+    fn a_thread_in_the_overflow_map_is_still_measured() {
+        let cpu = rtlab_sys::cpu::current_cpu().expect("current cpu");
+        rtlab_sys::cpu::pin_current_thread(cpu).expect("pin");
+        let mut recorder = BpfRecorder::start(&BpfConfig {
+            cpus: vec![cpu],
+            ..BpfConfig::default()
+        })
+        .expect("the recorder loads as root");
+        let tid = rtlab_sys::cpu::current_tid();
+        // Every probe of this thread's tid taken by others (slots 0..8), so it overflows.
+        for (slot, other) in colliding_with(tid, TID_PROBES).into_iter().enumerate() {
+            recorder.watch_thread(other, slot as u32).expect("watch");
+        }
+        recorder.watch_thread(tid, 20).expect("watch");
+        assert_eq!(
+            u32_at(&recorder.tid_table[..], 0),
+            1,
+            "the table says it overflowed"
+        );
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut samples = 0;
+        recorder.drain(|record| {
+            if let Record::Sample(sample) = record {
+                if sample.slot == 20 {
+                    assert_eq!(sample.tid, tid);
+                    samples += 1;
+                }
+            }
+        });
+        assert!(
+            samples >= 10,
+            "{samples} samples of the overflowed thread from 50 sleeps"
+        );
+    }
 }

@@ -202,7 +202,7 @@ fn u16_at(bytes: &[u8], offset: usize) -> u16 {
     u16::from_ne_bytes([bytes[offset], bytes[offset + 1]])
 }
 
-fn u32_at(bytes: &[u8], offset: usize) -> u32 {
+pub(crate) fn u32_at(bytes: &[u8], offset: usize) -> u32 {
     let mut word = [0u8; 4];
     word.copy_from_slice(&bytes[offset..offset + 4]);
     u32::from_ne_bytes(word)
@@ -212,7 +212,7 @@ fn i32_at(bytes: &[u8], offset: usize) -> i32 {
     u32_at(bytes, offset) as i32
 }
 
-fn u64_at(bytes: &[u8], offset: usize) -> u64 {
+pub(crate) fn u64_at(bytes: &[u8], offset: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[offset..offset + 8]);
     u64::from_ne_bytes(word)

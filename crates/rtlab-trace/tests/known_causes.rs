@@ -167,7 +167,13 @@ fn measure_with_cause(
         .map(|explainer| explainer.finish().expect("BPF explainer finished"))
         .unwrap_or_default();
     eprintln!("recorder: {:?}", report.stats);
-    eprintln!("BPF recorder: {:?} {:?}", bpf_report.stats, bpf_report.bpf);
+    eprintln!(
+        "BPF recorder: {:?} {:?}; late samples {}, without a kernel episode {}",
+        bpf_report.stats,
+        bpf_report.bpf,
+        bpf_report.late_samples,
+        bpf_report.unexplained.len()
+    );
     let full_only = "sched:sched_wakeup".to_owned();
     if recording != Recording::BpfOnly {
         assert_eq!(

@@ -58,6 +58,12 @@ pub struct BpfExplainerConfig {
 const MATCH_WAIT_NS: u64 = 2_000_000_000;
 /// Kernel episodes waiting for their probe sample, at most.
 const MAX_WAITING_EPISODES: usize = 256;
+/// Episodes read from the ring between two reads of the probe's late samples. The programs go on
+/// writing while the reader drains, and a reader starved mid-drain (SCHED_IDLE on a busy CPU)
+/// read hundreds of episodes whose probe samples it had not read yet, overflowing the waiting
+/// queue, whose oldest episodes were then dropped while their samples were on the way: up to 350
+/// samples a run of the busy-IRQ test found no episode.
+const DRAIN_EPISODES: usize = 64;
 /// Rolling threshold: the window, how often it moves, and the wake-ups it needs first.
 const ROLLING_WINDOW_NS: u64 = 10_000_000_000;
 const ROLLING_STEP_NS: u64 = 1_000_000_000;
@@ -571,8 +577,13 @@ fn run_bpf_explainer(
     let mut undecodable = 0u64;
     let mut stopping = false;
     let mut policy = ReaderPolicy::Background;
+    // The last drain stopped at DRAIN_EPISODES with more in the ring: read on without polling.
+    let mut more_waiting = false;
+    let mut episodes_since_poll = 0;
     loop {
-        let _ = rtlab_sys::ipc::poll_readable(&[recorder.ring_fd()], Some(POLL_INTERVAL));
+        if !more_waiting {
+            let _ = rtlab_sys::ipc::poll_readable(&[recorder.ring_fd()], Some(POLL_INTERVAL));
+        }
         let now = rtlab_sys::clock::monotonic_ns();
         // The probe's late samples first, so each kernel episode read below can be matched at
         // once instead of waiting in a bounded queue.
@@ -589,7 +600,7 @@ fn run_bpf_explainer(
         }
         let mut episodes_read = 0;
         let mut matched: Vec<(LateWakeup, Box<EpisodeRecord>)> = Vec::new();
-        let (_, bad) = recorder.drain(|record| {
+        let (_, bad) = recorder.drain_while(|record| {
             if let Record::Sample(sample) = &record {
                 // Timer threads' wake-ups during the measurement (not the warm-up).
                 if let (Some(irq), Some(thread), Some(split)) = (
@@ -609,24 +620,32 @@ fn run_bpf_explainer(
                 if let Some(index) = probe_samples.iter().position(|late| claims(late, &episode)) {
                     let late = probe_samples.remove(index).expect("found");
                     matched.push((late, episode));
-                    return;
+                } else {
+                    if kernel_episodes.len() >= MAX_WAITING_EPISODES {
+                        kernel_episodes.pop_front();
+                        unmatched_kernel += 1;
+                    }
+                    kernel_episodes.push_back((now, episode));
                 }
-                if kernel_episodes.len() >= MAX_WAITING_EPISODES {
-                    kernel_episodes.pop_front();
-                    unmatched_kernel += 1;
-                }
-                kernel_episodes.push_back((now, episode));
             }
+            // The last round reads everything; the others stop to read the probe's samples.
+            stopping || episodes_read < DRAIN_EPISODES
         });
         undecodable += bad;
+        more_waiting = !stopping && episodes_read >= DRAIN_EPISODES;
+        episodes_since_poll += episodes_read;
         // SCHED_IDLE while episodes come slowly; a fair share while they come fast, so the ring
         // (about 500 episodes) does not overflow under load.
-        let wanted = if episodes_read > BUSY_EPISODES_PER_READ {
+        let wanted = if episodes_since_poll > BUSY_EPISODES_PER_READ {
             ReaderPolicy::CatchingUp
         } else {
             ReaderPolicy::Background
         };
-        if wanted != policy {
+        if !more_waiting {
+            episodes_since_poll = 0;
+        }
+        // Back to the background only once the ring is read.
+        if wanted != policy && (wanted == ReaderPolicy::CatchingUp || !more_waiting) {
             policy = wanted;
             policy.apply();
             report.catch_ups += u64::from(policy == ReaderPolicy::CatchingUp);
@@ -663,7 +682,10 @@ fn run_bpf_explainer(
                         steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
                     keep_episode(&mut report, explained, config.max_episodes);
                 }
-                None if finishing || now >= late.actual_ns.saturating_add(MATCH_WAIT_NS) => {
+                // Not given up while the ring still holds unread episodes.
+                None if finishing
+                    || (!more_waiting && now >= late.actual_ns.saturating_add(MATCH_WAIT_NS)) =>
+                {
                     if report.unexplained.len() < config.max_episodes {
                         report
                             .unexplained
