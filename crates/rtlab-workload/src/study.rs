@@ -341,12 +341,20 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Table 3-2 on Linux: {} per experiment; glitches = sound-card underruns (10 ms each)",
-        duration
+        "Table 3-2 on Linux: {} per experiment; glitches = sound-card underruns (10 ms each){}",
+        duration,
+        if outcomes
+            .iter()
+            .any(|outcome| outcome.glitch_causes.is_some())
+        {
+            ", hv = of them caused by the hypervisor (--explain)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
-        "{:>3}  {:<10} {:<36} {:>8} {:>8} {:>9}  {:>8} {:>8}",
+        "{:>3}  {:<10} {:<36} {:>11} {:>8} {:>9}  {:>8} {:>8}",
         "exp",
         "competitor",
         "reservations",
@@ -374,13 +382,20 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
         } else {
             outcome.reservations.join(", ")
         };
+        // With --explain, how many of the glitches the hypervisor caused ("3 (3 hv)").
+        let glitches = match &outcome.glitch_causes {
+            Some(causes) if outcome.underruns > 0 => {
+                format!("{} ({} hv)", outcome.underruns, causes.hypervisor)
+            }
+            _ => outcome.underruns.to_string(),
+        };
         let _ = writeln!(
             out,
-            "{:>3}  {:<10} {:<36} {:>8} {:>8} {:>9}  {:>8} {:>8}",
+            "{:>3}  {:<10} {:<36} {:>11} {:>8} {:>9}  {:>8} {:>8}",
             outcome.experiment,
             competitor,
             reservations,
-            outcome.underruns,
+            glitches,
             outcome.starvations,
             ms(outcome.worst_mixer_lateness_ns),
             outcome.paper_glitches,
