@@ -82,6 +82,21 @@ mod tests {
     use proptest::prelude::*;
     use rtlab_core::Nanos;
 
+    /// When a job of `work` started at `now` ends, the CPU taken away during the stall.
+    fn finish(mut now: u64, mut work: u64, stall_at: u64, stall: u64) -> u64 {
+        while work > 0 {
+            if now >= stall_at && now < stall_at + stall {
+                now = stall_at + stall;
+                continue;
+            }
+            let until = if now < stall_at { stall_at } else { u64::MAX };
+            let step = work.min(until - now);
+            now += step;
+            work -= step;
+        }
+        now
+    }
+
     /// A periodic producer (job `j` released at `j·t`, `c` of work, jobs in order, one CPU)
     /// stalled for `stall` from `stall_at`; buffer `j` is due at `j·t + (n − 1)·t`. Counts the
     /// buffers finished after they were due. Written from the definition, not from the formula.
@@ -91,18 +106,7 @@ mod tests {
         let jobs = (stall_at + stall) / t + 4 * (stall / (t - c) + n + 4);
         for job in 0..jobs {
             now = now.max(job * t);
-            let mut work = c;
-            // Run the job, skipping over the stall.
-            while work > 0 {
-                if now >= stall_at && now < stall_at + stall {
-                    now = stall_at + stall;
-                    continue;
-                }
-                let until = if now < stall_at { stall_at } else { u64::MAX };
-                let step = work.min(until - now);
-                now += step;
-                work -= step;
-            }
+            now = finish(now, c, stall_at, stall);
             if now > job * t + (n - 1) * t {
                 late += 1;
             }
@@ -122,17 +126,7 @@ mod tests {
         let jobs = (stall_at + stall) / t + 4 * (stall / (t - c) + n + 4);
         for job in 0..jobs {
             now = now.max(job * t);
-            let mut work = c;
-            while work > 0 {
-                if now >= stall_at && now < stall_at + stall {
-                    now = stall_at + stall;
-                    continue;
-                }
-                let until = if now < stall_at { stall_at } else { u64::MAX };
-                let step = work.min(until - now);
-                now += step;
-                work -= step;
-            }
+            now = finish(now, c, stall_at, stall);
             let first_boundary = now.div_ceil(t).max(n - 1) * t;
             let boundary = match played_at {
                 Some(previous) => first_boundary.max(previous + t),
