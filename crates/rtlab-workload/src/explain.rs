@@ -694,7 +694,27 @@ impl Tracer {
                             },
                         )
                     }
-                    None => cause_sentence(&accounts, end - start),
+                    // The device thread held earlier in the window woke the producer late
+                    // (a sound card's interrupt is not held): its account stands beside the
+                    // chain's, so such a hold is named rather than "nothing".
+                    None => {
+                        let device_account = account_of(
+                            &format!("device {}", device.name),
+                            device.tid,
+                            start,
+                            end + device_late_ns.unwrap_or(0),
+                        );
+                        let held: u64 = device_account
+                            .parts
+                            .iter()
+                            .filter(|part| part.kind.is_cause())
+                            .map(|part| part.ns)
+                            .sum();
+                        if held > 0 {
+                            accounts.push(device_account);
+                        }
+                        cause_sentence(&accounts, end - start)
+                    }
                 };
                 explained.push(rtlab_core::ExplainedEvent {
                     kind: "underrun".into(),

@@ -143,6 +143,9 @@ pub struct ExperimentOutcome {
     /// With `--explain`: each glitch (the first ones) with its cause.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub explained: Vec<rtlab_core::ExplainedEvent>,
+    /// With `--explain`: how many glitches the hypervisor caused and how many anything else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub glitch_causes: Option<GlitchAttribution>,
     #[serde(skip)]
     pub play_log: Vec<bool>,
     #[serde(skip)]
@@ -267,9 +270,60 @@ pub fn run_experiment(
         paper_starvations: experiment.paper_starvations.to_owned(),
         wav: None,
         explained: result.explained.clone(),
+        glitch_causes: explain.then(|| {
+            attribute_glitches(
+                &result.explained,
+                device.map_or(0, |device| device.underruns),
+            )
+        }),
         play_log: device.map_or_else(Vec::new, |device| device.play_log.clone()),
         record: Some(record),
     })
+}
+
+/// Who caused an experiment's glitches, from `--explain`: the hypervisor (its CPU silent while
+/// busy: time taken from every thread) or anything else (a competitor, a thread of the player,
+/// the device thread's own scheduling).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GlitchAttribution {
+    /// Glitches whose main cause was time that vanished from the machine.
+    pub hypervisor: u64,
+    /// The longest vanished stretch in each of those glitches' windows, ms.
+    pub hypervisor_stalls_ms: Vec<f64>,
+    /// Every other explained glitch.
+    pub workload: u64,
+    /// Glitches beyond the explained ones (none unless more than `EXPLAINED_KEPT`).
+    pub unexplained: u64,
+}
+
+/// Sorts the explained underruns of `explained` by cause; `underruns` is the device's count.
+pub fn attribute_glitches(
+    explained: &[rtlab_core::ExplainedEvent],
+    underruns: u64,
+) -> GlitchAttribution {
+    let mut attribution = GlitchAttribution::default();
+    let mut seen = 0;
+    for event in explained.iter().filter(|event| event.kind == "underrun") {
+        seen += 1;
+        if event.cause_kind == rtlab_core::LatenessKind::Vanished {
+            attribution.hypervisor += 1;
+            let stall = event
+                .accounts
+                .iter()
+                .flat_map(|account| account.parts.iter())
+                .filter(|part| part.kind == rtlab_core::LatenessKind::Vanished)
+                .map(|part| part.ns)
+                .max()
+                .unwrap_or(0);
+            attribution
+                .hypervisor_stalls_ms
+                .push((stall as f64 / 1e5).round() / 10.0);
+        } else {
+            attribution.workload += 1;
+        }
+    }
+    attribution.unexplained = underruns.saturating_sub(seen);
+    attribution
 }
 
 /// The CPU the study puts the player on: the last online CPU (CPU 0 takes most housekeeping).
@@ -287,12 +341,20 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Table 3-2 on Linux: {} per experiment; glitches = sound-card underruns (10 ms each)",
-        duration
+        "Table 3-2 on Linux: {} per experiment; glitches = sound-card underruns (10 ms each){}",
+        duration,
+        if outcomes
+            .iter()
+            .any(|outcome| outcome.glitch_causes.is_some())
+        {
+            ", hv = of them caused by the hypervisor (--explain)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
-        "{:>3}  {:<10} {:<36} {:>8} {:>8} {:>9}  {:>8} {:>8}",
+        "{:>3}  {:<10} {:<36} {:>11} {:>8} {:>9}  {:>8} {:>8}",
         "exp",
         "competitor",
         "reservations",
@@ -320,13 +382,20 @@ pub fn render_table(outcomes: &[ExperimentOutcome], duration: Nanos) -> String {
         } else {
             outcome.reservations.join(", ")
         };
+        // With --explain, how many of the glitches the hypervisor caused ("3 (3 hv)").
+        let glitches = match &outcome.glitch_causes {
+            Some(causes) if outcome.underruns > 0 => {
+                format!("{} ({} hv)", outcome.underruns, causes.hypervisor)
+            }
+            _ => outcome.underruns.to_string(),
+        };
         let _ = writeln!(
             out,
-            "{:>3}  {:<10} {:<36} {:>8} {:>8} {:>9}  {:>8} {:>8}",
+            "{:>3}  {:<10} {:<36} {:>11} {:>8} {:>9}  {:>8} {:>8}",
             outcome.experiment,
             competitor,
             reservations,
-            outcome.underruns,
+            glitches,
             outcome.starvations,
             ms(outcome.worst_mixer_lateness_ns),
             outcome.paper_glitches,
@@ -408,6 +477,36 @@ pub fn render_notes(outcomes: &[ExperimentOutcome]) -> String {
                 .to_owned(),
         );
     }
+    for outcome in outcomes {
+        let Some(causes) = &outcome.glitch_causes else {
+            continue;
+        };
+        let stalls = if causes.hypervisor_stalls_ms.is_empty() {
+            String::new()
+        } else {
+            let lengths: Vec<String> = causes
+                .hypervisor_stalls_ms
+                .iter()
+                .map(|ms| format!("{ms:.1}"))
+                .collect();
+            format!(" (CPU stalls of {} ms)", lengths.join(", "))
+        };
+        notes.push(format!(
+            "{} (--explain): {} glitches caused by the workload, a competitor or the device \
+             thread, {} by the hypervisor{stalls}{}",
+            outcome.experiment,
+            causes.workload,
+            causes.hypervisor,
+            if causes.unexplained > 0 {
+                format!(
+                    ", {} not explained (beyond the first ones)",
+                    causes.unexplained
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
     let mut out = String::new();
     for note in notes {
         let _ = writeln!(out, "note {note}");
@@ -440,5 +539,46 @@ mod tests {
         assert_eq!(competitor_for(8, 1), "other:0@1");
         assert_eq!(competitor_for(9, 1), "rr:9@1");
         assert_eq!(competitor_for(10, 1), "fifo:10@1");
+    }
+
+    fn underrun(kind: rtlab_core::LatenessKind, vanished_ns: u64) -> rtlab_core::ExplainedEvent {
+        rtlab_core::ExplainedEvent {
+            kind: "underrun".into(),
+            source: "sound-card".into(),
+            at_ns: 1_000_000_000,
+            window_start_ns: 970_000_000,
+            window_ns: 30_000_000,
+            accounts: vec![rtlab_core::ThreadAccount {
+                thread: "mixer".into(),
+                tid: 7,
+                parts: vec![rtlab_core::LatenessPart {
+                    kind: rtlab_core::LatenessKind::Vanished,
+                    name: "vanished".into(),
+                    pid: None,
+                    ns: vanished_ns,
+                    detail: None,
+                }],
+            }],
+            device_late_ns: None,
+            steal_ns: None,
+            cause: String::new(),
+            cause_kind: kind,
+        }
+    }
+
+    #[test]
+    fn glitches_are_split_between_the_hypervisor_and_everything_else() {
+        use rtlab_core::LatenessKind;
+        let explained = vec![
+            underrun(LatenessKind::Vanished, 31_260_000),
+            underrun(LatenessKind::Throttled, 0),
+            underrun(LatenessKind::Task, 0),
+        ];
+        let attribution = attribute_glitches(&explained, 5);
+        assert_eq!(attribution.hypervisor, 1);
+        assert_eq!(attribution.hypervisor_stalls_ms, vec![31.3]);
+        assert_eq!(attribution.workload, 2);
+        assert_eq!(attribution.unexplained, 2);
+        assert_eq!(attribute_glitches(&[], 0), GlitchAttribution::default());
     }
 }

@@ -284,35 +284,32 @@ fn the_study_glitches_without_reservations_and_not_with_them() {
     let (silent, _) = rtlab_workload::wav::count_silent_periods(&path, 10_000_000).unwrap();
     assert_eq!(silent, starved.underruns);
     let reserved = experiment(6, true);
-    // The reservations end the starvation: experiment 3's hundreds of glitches become none in
-    // most runs, and every glitch left is explained. Not zero: about 1 in 10 2-s runs still
-    // glitches 1-3 times (2026-11-23, --explain): once the SCHED_DEADLINE device thread itself
-    // was held 10 ms, runnable while a nice-0 compiler ran on its CPU (its 200 us budget used up,
-    // or the fair server ahead of it in EDF); once nothing in the mixer's chain was kept from the
-    // CPU. Neither is the hypervisor, so the bar stays at three glitches, far from experiment 3.
-    eprintln!("experiment 6 glitched at {:?} s", reserved.underrun_times_s);
-    assert!(
-        reserved.underruns <= 3,
+    // The reservations end the starvation: experiment 3's hundreds of glitches become none. The
+    // 1-4 glitches that about 1 in 10 2-s runs still had (2026-11-23) were all the device
+    // thread's own: its 200 µs SCHED_DEADLINE budget, charged with interrupt time, ran out and
+    // it was deferred 10-30 ms (`--explain`: "the device thread took the buffer 30.3 ms late:
+    // throttled: SCHED_DEADLINE budget used up"); its budget is now 2 ms. What may remain is
+    // time the hypervisor takes from every thread, which `--explain` names; a glitch caused by
+    // anything else — the competitor, a thread of the player, the device thread — fails.
+    eprintln!(
         "experiment 6 glitched at {:?} s: {:?}",
+        reserved.underrun_times_s, reserved.glitch_causes
+    );
+    let causes = reserved.glitch_causes.clone().expect("explained");
+    assert_eq!(
+        (causes.workload, causes.unexplained),
+        (0, 0),
+        "experiment 6: glitches at {:?} s not caused by the hypervisor: {:?}",
         reserved.underrun_times_s,
-        reserved
-            .explained
+        rtlab_workload::explain::underruns_only(&reserved.explained)
             .iter()
             .map(|event| event.cause.as_str())
             .collect::<Vec<_>>()
     );
+    assert_eq!(causes.hypervisor, reserved.underruns);
     assert_eq!(
-        reserved
-            .explained
-            .iter()
-            .filter(|event| event.kind == "underrun")
-            .count() as u64,
-        reserved.underruns,
-        "every glitch is explained"
-    );
-    assert!(
-        reserved.starvations <= 3,
-        "{} starvations",
+        reserved.starvations, 0,
+        "experiment 6: {} mixer starvations",
         reserved.starvations
     );
     assert_eq!(reserved.granted.len(), 2, "{:?}", reserved.granted);

@@ -125,8 +125,9 @@ pub struct Forecast {
     pub mttf_ci_s: [Option<f64>; 2],
     pub basis: Basis,
     pub model: Model,
-    /// Underruns per second when every stall's backlog must be produced too (the backlog model,
-    /// `forecast::backlog`), each sample taken as one stall; `None` when the histogram is
+    /// Underruns per second when every stall's backlog must be produced too and late buffers are
+    /// dropped (the backlog model, `forecast::backlog`; not a sound card, which plays late data
+    /// late: read `mttf_s` for it), each sample taken as one stall; `None` when the histogram is
     /// empty, or a stall longer than the slack never recovers (`c ≥ t`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog_underruns_per_s: Option<f64>,
