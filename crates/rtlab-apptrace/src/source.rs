@@ -115,6 +115,15 @@ impl TraceSource {
         }
     }
 
+    /// Whether the recorder kept only the switches around the target's threads (rtlab's BPF
+    /// recorder), so that switches missing between others are by design, not a gap.
+    pub fn switches_filtered(&self) -> bool {
+        match self {
+            TraceSource::Rtlab { file, .. } => file.header.recorder.as_deref() == Some("bpf"),
+            TraceSource::TraceDat { .. } => false,
+        }
+    }
+
     /// Every event, in time order.
     pub fn for_each_event(
         &mut self,
@@ -163,6 +172,7 @@ pub fn analyze_path(
     if let Some(events) = source.recorded_events() {
         analyzer.declare_recorded(events);
     }
+    analyzer.declare_switches_filtered(source.switches_filtered());
     let stats = source.for_each_event(|event| analyzer.push(event))?;
     let (mut report, timeline) = analyzer.finish(header, info, stats.lost_events);
     if !stats.complete {

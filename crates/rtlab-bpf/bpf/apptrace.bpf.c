@@ -89,6 +89,8 @@ struct target {
 struct cpu_state {
 	__u32 depth; /* interrupt nesting */
 	__u32 kept; /* bit d: the entry at depth d was recorded */
+	__s32 watched; /* a non-target whose switch-in was recorded here: record its switch-out */
+	__u32 pad;
 };
 
 _Static_assert(sizeof(struct app_record) == 32, "record layout: the trace file's");
@@ -149,6 +151,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* Non-target threads recorded as woken or preempted that have not been seen running since: their
+ * next switch-in is recorded wherever it happens, or the analysis would see them runnable (and
+ * starving) until the next recorded event of theirs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} announced SEC(".maps");
 
 /* Its size is set by the loader. */
 struct {
@@ -303,6 +315,13 @@ int apptrace_switch(__u64 *ctx)
 	barrier_var(keep);
 	if (next_target)
 		keep = 1;
+	/* A non-target announced by a recorded wake-up or preemption runs now: record its switch-in,
+	 * and its switch-out (`watched`), so the analysis sees when it ran. */
+	__u32 key_next = (__u32)next_pid;
+	if (next_pid > 0 && !next_target && bpf_map_delete_elem(&announced, &key_next) == 0)
+		keep = 1;
+	if (cpu_state && prev_pid > 0 && cpu_state->watched == prev_pid)
+		keep = 1;
 	__u32 state = reported_state(preempt, prev_state, (__u32)prev->exit_state);
 	if (prev_target) {
 		if (state == 0 || state == TASK_REPORT_MAX)
@@ -314,6 +333,14 @@ int apptrace_switch(__u64 *ctx)
 		place(next_target, (__s32)cpu);
 	if (!keep)
 		return 0;
+	if (cpu_state)
+		cpu_state->watched = next_target ? 0 : next_pid;
+	/* A non-target preempted in a recorded switch stays runnable: record its next switch-in. */
+	if (prev_pid > 0 && !prev_target && (state == 0 || state == TASK_REPORT_MAX)) {
+		__u32 key_prev = (__u32)prev_pid;
+		__u8 one = 1;
+		bpf_map_update_elem(&announced, &key_prev, &one, BPF_ANY);
+	}
 	__u64 ts = bpf_ktime_get_ns();
 	note_name(prev_pid, prev->comm, ts, cpu);
 	note_name(next_pid, next->comm, ts, cpu);
@@ -348,6 +375,11 @@ int apptrace_waking(__u64 *ctx)
 		keep = 1;
 	if (!keep)
 		return 0;
+	if (!target_of(pid) && pid > 0) {
+		__u32 key = (__u32)pid;
+		__u8 one = 1;
+		bpf_map_update_elem(&announced, &key, &one, BPF_ANY);
+	}
 	struct cpu_state *state = state_of_cpu();
 	if (state && state->depth > 0)
 		waker = 0;

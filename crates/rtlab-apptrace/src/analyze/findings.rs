@@ -46,7 +46,7 @@ impl Analyzer {
                     let queue_cpu = self.threads[&tid].queue_cpu;
                     let meanwhile =
                         self.meanwhile(tid, queue_cpu, since, end, None, super::SLICES_KEPT);
-                    if end - since >= self.config.starve_ns {
+                    if end - since >= self.config.starve_ns && !self.wait_broken(tid) {
                         self.starvation.push((tid, since, end - since, meanwhile));
                     }
                     if let Some(timeline) = &mut self.timeline {
@@ -274,6 +274,16 @@ impl Analyzer {
         }
         if !self.saw_waking {
             warnings.push("the trace has no sched_waking or sched_wakeup events: wakers and activations are unknown".to_owned());
+        }
+        if !self.switches_filtered {
+            for (cpu, state) in self.cpus.iter().enumerate() {
+                if state.breaks > 0 {
+                    warnings.push(format!(
+                        "on CPU {cpu}, {} context switches did not start from the thread the previous one put on the CPU ({} of them after a switch to idle): the trace is missing switches there, and waits and run times of the threads involved stop at the gaps",
+                        state.breaks, state.breaks_after_idle
+                    ));
+                }
+            }
         }
         if lost_events > 0 {
             warnings.push(format!("{lost_events} events were lost (a full ring buffer): findings near the gaps may be wrong"));

@@ -125,6 +125,10 @@ pub(crate) struct Thread {
     pub blocked_ns: [u64; 3],
     /// The CPU whose run queue it waits on while runnable.
     pub queue_cpu: u32,
+    /// While runnable: the switch-chain breaks of `queue_cpu` when it started waiting there,
+    /// and whether one happened on a CPU it waited on (its wait is then not known whole).
+    pub breaks_mark: u64,
+    pub wait_broken: bool,
     pub episodes: VecDeque<Episode>,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
@@ -174,6 +178,8 @@ impl Default for Thread {
             wakes: HashMap::new(),
             blocked_ns: [0; 3],
             queue_cpu: 0,
+            breaks_mark: 0,
+            wait_broken: false,
             episodes: VecDeque::new(),
             long_waits: Vec::new(),
         }
@@ -190,6 +196,12 @@ pub(crate) struct CpuState {
     /// The latest slices run here, (tid, start, end), oldest first: who held the CPU while a
     /// thread waited for it is read back from them when the wait ends.
     pub slices: VecDeque<(i32, u64, u64)>,
+    /// A switch was seen here: `current` is known.
+    pub seen: bool,
+    /// Switches whose `prev` was not the thread the previous switch here put on the CPU
+    /// (events missing between them), and how many of those followed a switch to idle.
+    pub breaks: u64,
+    pub breaks_after_idle: u64,
 }
 
 /// Slices kept per CPU: a wait longer than this many slices sees only the latest of them.
@@ -238,6 +250,8 @@ pub struct Analyzer {
     pub(crate) saw_futex: bool,
     /// The source says the futex syscalls were recorded (so seeing none means none were made).
     pub(crate) futex_recorded: bool,
+    /// The recorder kept only the switches around the target (see `declare_switches_filtered`).
+    pub(crate) switches_filtered: bool,
     pub(crate) saw_waking: bool,
 }
 
@@ -258,6 +272,7 @@ impl Analyzer {
             timeline: (config.timeline_spans > 0).then(|| Timeline::new(config.timeline_spans)),
             saw_futex: false,
             futex_recorded: false,
+            switches_filtered: false,
             saw_waking: false,
         }
     }
@@ -270,12 +285,47 @@ impl Analyzer {
             .any(|event| event == "syscalls:sys_enter_futex");
     }
 
+    /// Declares that the recorder kept only the switches around the target's threads: a switch
+    /// that does not follow the previous one on its CPU is then no gap worth a warning.
+    pub fn declare_switches_filtered(&mut self, filtered: bool) {
+        self.switches_filtered = filtered;
+    }
+
     fn cpu(&mut self, cpu: u32) -> &mut CpuState {
         let index = cpu as usize;
         if self.cpus.len() <= index {
             self.cpus.resize(index + 1, CpuState::default());
         }
         &mut self.cpus[index]
+    }
+
+    /// Switch-chain breaks on `cpu` so far after a thread (not idle) was put on it: that
+    /// thread's switch-out is missing, so whoever ran after it, unseen, may have been a thread
+    /// waiting there. (A missing switch out of idle alone hides no one's run: the thread it put
+    /// on the CPU is the `prev` of the next switch.) None where the recording filters switches.
+    fn breaks_on(&self, cpu: u32) -> u64 {
+        if self.switches_filtered {
+            return 0;
+        }
+        self.cpus
+            .get(cpu as usize)
+            .map_or(0, |state| state.breaks - state.breaks_after_idle)
+    }
+
+    /// `tid` starts waiting on `cpu`'s run queue.
+    fn start_waiting(&mut self, tid: i32, cpu: u32) {
+        let breaks = self.breaks_on(cpu);
+        let thread = self.thread(tid);
+        thread.queue_cpu = cpu;
+        thread.breaks_mark = breaks;
+        thread.wait_broken = false;
+    }
+
+    /// Whether switches went missing on a CPU `tid` waited on since it became runnable.
+    fn wait_broken(&self, tid: i32) -> bool {
+        self.threads.get(&tid).is_some_and(|thread| {
+            thread.wait_broken || self.breaks_on(thread.queue_cpu) != thread.breaks_mark
+        })
     }
 
     fn thread(&mut self, tid: i32) -> &mut Thread {
@@ -346,7 +396,14 @@ impl Analyzer {
                 self.waking(time, tid, prio, waker.max(0), true, cpu)
             }
             EventKind::Migrate { tid, dest_cpu, .. } => {
-                self.thread(tid).queue_cpu = dest_cpu.max(0) as u32;
+                let dest = dest_cpu.max(0) as u32;
+                if matches!(self.thread(tid).state, State::Runnable { .. }) {
+                    let broken = self.wait_broken(tid);
+                    self.start_waiting(tid, dest);
+                    self.thread(tid).wait_broken = broken;
+                } else {
+                    self.thread(tid).queue_cpu = dest;
+                }
             }
             EventKind::Exit { tid } => self.thread(tid).exiting = true,
             EventKind::Fork { parent, child } => {
@@ -421,6 +478,23 @@ impl Analyzer {
         next: i32,
         next_prio: i32,
     ) {
+        // A switch whose `prev` is not the thread last seen switching in here means events of
+        // this CPU are missing (a filtered recording, lost records): when the one seen last
+        // stopped running, and what it did since, is not known.
+        let (seen, last) = (self.cpu(cpu).seen, self.cpu(cpu).current);
+        if seen && last != prev {
+            let state = self.cpu(cpu);
+            state.breaks += 1;
+            if last == 0 {
+                state.breaks_after_idle += 1;
+            }
+            if last > 0 {
+                let thread = self.thread(last);
+                if matches!(thread.state, State::Running { cpu: on, .. } if on == cpu) {
+                    thread.state = State::Unknown;
+                }
+            }
+        }
         if prev > 0 {
             self.end_running(time, cpu, prev, prev_prio, prev_state);
         }
@@ -431,6 +505,7 @@ impl Analyzer {
         let state = self.cpu(cpu);
         state.current = next;
         state.since = time;
+        state.seen = true;
     }
 
     fn end_running(&mut self, time: u64, on_cpu: u32, prev: i32, prev_prio: i32, prev_state: u32) {
@@ -440,6 +515,7 @@ impl Analyzer {
         };
         let irq_now = cpu.map(|cpu| self.cpu(cpu).irq_total).unwrap_or(0);
         let slice = time.saturating_sub(since);
+        let breaks_here = self.breaks_on(on_cpu);
         if slice > 0 {
             let slices = &mut self.cpu(on_cpu).slices;
             if slices.len() == SLICES_KEPT {
@@ -464,6 +540,8 @@ impl Analyzer {
         if preempted {
             thread.state = State::Runnable { since: time };
             thread.queue_cpu = on_cpu;
+            thread.breaks_mark = breaks_here;
+            thread.wait_broken = false;
         } else if exiting {
             thread.state = State::Dead;
             if let Some(mut activation) = thread.current.take() {
@@ -587,7 +665,8 @@ impl Analyzer {
                 }
             }
         }
-        if waited >= starve_ns {
+        // A wait across missing switches of its CPU may have been cut by a run not recorded.
+        if waited >= starve_ns && !self.wait_broken(tid) {
             self.starvation.push((tid, since, waited, meanwhile));
         }
         let thread = self.thread(tid);
@@ -657,18 +736,24 @@ impl Analyzer {
             }
             State::Unknown => (None, 0),
             State::Dead if new_thread => (None, 0),
+            // A runnable thread is not woken (the kernel traces a wake-up only of a sleeping
+            // one): its run and its block were not recorded. What it waited is not known.
+            State::Runnable { .. } => {
+                self.thread(tid).current = None;
+                (None, 0)
+            }
             _ => return,
         };
         *self.thread(tid).wakers.entry(waker).or_insert(0) += 1;
         if waker > 0 {
             *self.thread(waker).wakes.entry(tid).or_insert(0) += 1;
         }
+        self.start_waiting(tid, queue_cpu);
         let thread = self.thread(tid);
         if !thread.prio_known {
             thread.prio = prio;
         }
         thread.state = State::Runnable { since: time };
-        thread.queue_cpu = queue_cpu;
         thread.current = Some(Activation {
             start: time,
             waker,

@@ -346,6 +346,103 @@ fn starvation_names_who_held_the_cpu() {
 }
 
 #[test]
+fn a_thread_whose_switch_out_is_missing_is_not_held_running_or_starving() {
+    // A filtered recording: `other` ran on CPU 1 at 1 ms, but its switch-out was not recorded.
+    let (other, target) = (50, 51);
+    let mut script = Script::new(&[(other, "other"), (target, "target")]);
+    script
+        .wake(1.0, 1, other, 120, 0)
+        .switch(1.0, 1, (0, 120, 0), (other, 120))
+        .switch(40.0, 1, (0, 120, 0), (target, 120))
+        .switch(41.0, 1, (target, 120, SLEEPING), (0, 120))
+        // Woken again, by the target: its own events, to be read as they are.
+        .wake(200.0, 0, other, 120, target)
+        .switch(200.0, 0, (0, 120, 0), (other, 120))
+        .switch(201.0, 0, (other, 120, SLEEPING), (0, 120));
+    let report = script.analyse();
+    assert!(report.starvation.is_empty(), "{:#?}", report.starvation);
+    let row = report.threads.iter().find(|row| row.tid == other).unwrap();
+    // It is not taken as still running at 200 ms: that wake-up, by the target, is seen; the
+    // activation whose end is unknown is not completed.
+    let wakers: Vec<i32> = row.wakers.iter().map(|waker| waker.tid).collect();
+    assert_eq!(wakers, [0, target], "{row:?}");
+    assert_eq!((row.cpu_ns, row.activations), (MS, 1), "{row:?}");
+}
+
+#[test]
+fn switches_missing_from_a_trace_are_warned_of_and_not_read_as_starvation() {
+    // The switches out of idle on CPU 1 are missing (as tracefs drops them on some kernels):
+    // `worker`, woken every 50 ms, is seen woken but never switched in; `ghost`'s switches are
+    // all missing, only its wake-ups are seen.
+    // `late`, woken at 0 ms, is seen switched in only at 480 ms; `other` is switched in at
+    // 100 ms and its switch-out is missing: `late` may have run after it, unseen.
+    let (worker, ghost, late, other) = (60, 61, 62, 63);
+    let mut script = Script::new(&[
+        (worker, "worker"),
+        (ghost, "ghost"),
+        (late, "late"),
+        (other, "other"),
+    ]);
+    script
+        .switch(0.0, 1, (0, 120, 0), (0, 120))
+        .wake(0.0, 1, late, 120, 0)
+        .switch(100.0, 1, (0, 120, 0), (other, 120));
+    for period in 0..10u32 {
+        let start = f64::from(period) * 50.0;
+        script.wake(start, 1, ghost, 120, 0);
+        script.wake(start, 1, worker, 120, 0).switch(
+            start + 1.0,
+            1,
+            (worker, 120, SLEEPING),
+            (0, 120),
+        );
+    }
+    script.switch(480.0, 1, (0, 120, 0), (late, 120)).switch(
+        481.0,
+        1,
+        (late, 120, SLEEPING),
+        (0, 120),
+    );
+    let report = script.analyse();
+    assert!(report.starvation.is_empty(), "{:#?}", report.starvation);
+    let gaps: Vec<&String> = report
+        .warnings
+        .iter()
+        .filter(|warning| warning.contains("missing switches"))
+        .collect();
+    assert_eq!(gaps.len(), 1, "{:?}", report.warnings);
+    assert!(
+        gaps[0].starts_with("on CPU 1, 10 context switches")
+            && gaps[0].contains("9 of them after a switch to idle"),
+        "{}",
+        gaps[0]
+    );
+    // A recording that keeps only the switches around its target has such gaps by design.
+    let mut analyzer = Analyzer::new(AnalysisConfig::default());
+    analyzer.declare_switches_filtered(true);
+    for event in &script.events {
+        analyzer.push(event);
+    }
+    let (filtered, _) = analyzer.finish(report.header.clone(), report.source.clone(), 0);
+    assert!(
+        !filtered
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("missing switches")),
+        "{:?}",
+        filtered.warnings
+    );
+    // There a thread's wait is trusted whole (the BPF recorder records the switch-in of every
+    // thread it saw woken): `late` waited 480 ms.
+    let starved: Vec<(i32, u64)> = filtered
+        .starvation
+        .iter()
+        .map(|entry| (entry.thread.tid, entry.runnable_ns))
+        .collect();
+    assert_eq!(starved, [(late, 480 * MS)]);
+}
+
+#[test]
 fn periods_wakers_and_late_activations_of_a_two_stage_pipeline() {
     let (source, sink) = (40, 41);
     let mut script = Script::new(&[(source, "src"), (sink, "sink")]);

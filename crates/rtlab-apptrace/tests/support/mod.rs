@@ -154,7 +154,14 @@ pub fn check_known_structure(report: &TraceReport, deadlock_is_cycle: bool) {
         .starvation
         .iter()
         .find(|starved| starved.thread.name == "starved")
-        .unwrap_or_else(|| panic!("starved not found: {:#?}", report.starvation));
+        .unwrap_or_else(|| {
+            panic!(
+                "starved not found ({} events lost): {:#?}\n{:#?}",
+                report.lost_events,
+                thread(report, "starved"),
+                report.starvation
+            )
+        });
     // The hog ran most of that time (other RT work on a shared machine may have run too).
     let hog = starved
         .ran
