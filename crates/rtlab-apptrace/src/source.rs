@@ -48,6 +48,68 @@ pub struct PassStats {
     pub complete: bool,
 }
 
+/// How late an event may come in an rtlab file and still be put in its place. The recorder
+/// writes events in time order up to a margin behind its reads; an event whose CPU was stalled
+/// (a hypervisor stall between the program's clock read and its ring-buffer write) longer than
+/// that arrives after later ones.
+pub const REORDER_WINDOW_NS: u64 = 250_000_000;
+
+/// Puts the events of an rtlab file back in time order within [`REORDER_WINDOW_NS`] (file order
+/// among equal times).
+#[derive(Default)]
+struct Reorder {
+    held: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, Held)>>,
+    newest: u64,
+    sequence: u64,
+}
+
+/// An event ordered by nothing but the (time, sequence) beside it in the heap.
+#[derive(Clone, Copy, Debug)]
+struct Held(Event);
+
+impl PartialEq for Held {
+    fn eq(&self, _: &Held) -> bool {
+        true
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Held) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, _: &Held) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl Reorder {
+    fn push(&mut self, event: Event, visit: &mut impl FnMut(&Event)) {
+        self.sequence += 1;
+        self.newest = self.newest.max(event.timestamp_ns);
+        self.held.push(std::cmp::Reverse((
+            event.timestamp_ns,
+            self.sequence,
+            Held(event),
+        )));
+        let ready_before = self.newest.saturating_sub(REORDER_WINDOW_NS);
+        while let Some(std::cmp::Reverse((time, _, _))) = self.held.peek() {
+            if *time >= ready_before {
+                break;
+            }
+            let std::cmp::Reverse((_, _, Held(event))) = self.held.pop().expect("peeked");
+            visit(&event);
+        }
+    }
+
+    fn finish(mut self, visit: &mut impl FnMut(&Event)) {
+        while let Some(std::cmp::Reverse((_, _, Held(event)))) = self.held.pop() {
+            visit(&event);
+        }
+    }
+}
+
 impl TraceSource {
     pub fn open(path: &Path) -> Result<TraceSource, SourceError> {
         let name = path.display().to_string();
@@ -131,12 +193,14 @@ impl TraceSource {
     ) -> Result<PassStats, SourceError> {
         match self {
             TraceSource::Rtlab { path, file } => {
-                let summary =
-                    file.for_each_event(&mut visit)
-                        .map_err(|source| SourceError::File {
-                            path: path.clone(),
-                            source,
-                        })?;
+                let mut reorder = Reorder::default();
+                let summary = file
+                    .for_each_event(|event| reorder.push(*event, &mut visit))
+                    .map_err(|source| SourceError::File {
+                        path: path.clone(),
+                        source,
+                    })?;
+                reorder.finish(&mut visit);
                 Ok(PassStats {
                     n_events: summary.n_events,
                     lost_events: summary.trailer.as_ref().map(|t| t.lost_events).unwrap_or(0),
@@ -182,4 +246,55 @@ pub fn analyze_path(
         );
     }
     Ok((report, timeline))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EventKind;
+
+    fn at(time_ns: u64, cpu: u32) -> Event {
+        Event {
+            timestamp_ns: time_ns,
+            cpu,
+            kind: EventKind::IrqEntry { irq: cpu as i32 },
+        }
+    }
+
+    #[test]
+    fn late_events_are_put_back_in_time_order_within_the_window() {
+        const MS: u64 = 1_000_000;
+        // CPU 1's event at 10 ms arrives after CPU 0's up to 12 ms (a stalled vCPU); the one at
+        // 5 ms of CPU 2 arrives after everything up to 400 ms: beyond the window, it is visited
+        // where it came.
+        let arrivals = [
+            at(11 * MS, 0),
+            at(12 * MS, 0),
+            at(10 * MS, 1),
+            at(12 * MS, 1),
+            at(400 * MS, 0),
+            at(5 * MS, 2),
+            at(401 * MS, 0),
+        ];
+        let mut order = Vec::new();
+        let mut reorder = Reorder::default();
+        for event in arrivals {
+            reorder.push(event, &mut |event: &Event| {
+                order.push((event.timestamp_ns / MS, event.cpu))
+            });
+        }
+        reorder.finish(&mut |event: &Event| order.push((event.timestamp_ns / MS, event.cpu)));
+        assert_eq!(
+            order,
+            [
+                (10, 1),
+                (11, 0),
+                (12, 0),
+                (12, 1),
+                (5, 2),
+                (400, 0),
+                (401, 0)
+            ]
+        );
+    }
 }
