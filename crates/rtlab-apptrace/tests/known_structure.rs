@@ -25,14 +25,6 @@ fn header(schema: &str) -> OutputHeader {
     }
 }
 
-fn analysis_source() -> rtlab_apptrace::analyze::report::SourceInfo {
-    rtlab_apptrace::analyze::report::SourceInfo {
-        path: "test".into(),
-        format: "test".into(),
-        clock: None,
-    }
-}
-
 /// Records the test program live through `recorder` and checks the Done-when answers.
 fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
     let _one_at_a_time = support::require_root_and_tracefs();
@@ -67,14 +59,27 @@ fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
     assert!(!std::path::Path::new("/sys/kernel/tracing/instances")
         .join(name)
         .exists());
-    let mut file = TraceFile::open(&bytes[..]).unwrap();
+    let file = TraceFile::open(&bytes[..]).unwrap();
     assert_eq!(file.header.recorder.as_deref(), Some(recorder.name()));
-    let mut analyzer = rtlab_apptrace::analyze::Analyzer::new(AnalysisConfig::default());
-    analyzer.declare_recorded(&file.header.events.clone());
-    let read = file.for_each_event(|event| analyzer.push(event)).unwrap();
-    assert!(read.trailer.is_some());
-    let (report, _) = analyzer.finish(header("rtlab.trace/1"), analysis_source(), 0);
-    assert_eq!(read.trailer.unwrap().lost_events, 0);
+    // Analysed as `rtlab trace analyze` does.
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("demo.rtrace");
+    std::fs::write(&path, &bytes).unwrap();
+    let (report, _) = rtlab_apptrace::source::analyze_path(
+        &path,
+        AnalysisConfig::default(),
+        header("rtlab.trace/1"),
+    )
+    .unwrap();
+    assert_eq!(report.lost_events, 0);
+    assert!(
+        !report
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("cut short")),
+        "{:?}",
+        report.warnings
+    );
     support::check_known_structure(&report, true);
     assert_eq!(support::thread(&report, "pipe-src").policy, "SCHED_FIFO");
     assert!(support::thread(&report, "pipe-src").target);
