@@ -222,7 +222,7 @@ fn sigint_stops_a_recording_and_keeps_it(recorder: &str) {
         .unwrap()
         .iter()
         .filter_map(|warning| warning.as_str())
-        .filter(|warning| !(recorder == "tracefs" && warning.contains("missing switches")))
+        .filter(|warning| !(recorder == "tracefs" && warning.contains("misses switches")))
         .collect();
     assert!(warnings.is_empty(), "{json}");
 }

@@ -279,7 +279,7 @@ impl Analyzer {
             for (cpu, state) in self.cpus.iter().enumerate() {
                 if state.breaks > 0 {
                     warnings.push(format!(
-                        "on CPU {cpu}, {} context switches did not start from the thread the previous one put on the CPU ({} of them after a switch to idle): the trace is missing switches there, and waits and run times of the threads involved stop at the gaps",
+                        "on CPU {cpu} the trace misses switches: {} switches did not start from the thread the previous one put on the CPU ({} of them from idle); runs and waits of the threads involved stop at those gaps",
                         state.breaks, state.breaks_after_idle
                     ));
                 }

@@ -408,12 +408,12 @@ fn switches_missing_from_a_trace_are_warned_of_and_not_read_as_starvation() {
     let gaps: Vec<&String> = report
         .warnings
         .iter()
-        .filter(|warning| warning.contains("missing switches"))
+        .filter(|warning| warning.contains("misses switches"))
         .collect();
     assert_eq!(gaps.len(), 1, "{:?}", report.warnings);
     assert!(
-        gaps[0].starts_with("on CPU 1, 10 context switches")
-            && gaps[0].contains("9 of them after a switch to idle"),
+        gaps[0].starts_with("on CPU 1 the trace misses switches: 10 switches")
+            && gaps[0].contains("9 of them from idle"),
         "{}",
         gaps[0]
     );
@@ -428,7 +428,7 @@ fn switches_missing_from_a_trace_are_warned_of_and_not_read_as_starvation() {
         !filtered
             .warnings
             .iter()
-            .any(|warning| warning.contains("missing switches")),
+            .any(|warning| warning.contains("misses switches")),
         "{:?}",
         filtered.warnings
     );
