@@ -437,12 +437,25 @@ impl<F: FnMut(f64) -> bool> EdgeOracle<F> {
         answer
     }
 
-    /// Asks the exact test just inside and just outside `guess` (± `width`), so that later
-    /// questions away from the end are answered without it.
+    /// Asks the exact test just inside and just outside `guess` (± `width`, widened 16-fold
+    /// while the answer is not the expected one, up to 5 times), so that later questions away
+    /// from the end are answered without it.
     pub fn settle_near(&mut self, guess: Option<f64>, width: f64) {
         if let Some(guess) = guess.filter(|guess| guess.is_finite()) {
-            self.is_inside(guess - self.direction * width);
-            self.is_inside(guess + self.direction * width);
+            let mut reach = width;
+            for _ in 0..6 {
+                if self.is_inside(guess - self.direction * reach) {
+                    break;
+                }
+                reach *= 16.0;
+            }
+            reach = width;
+            for _ in 0..6 {
+                if !self.is_inside(guess + self.direction * reach) {
+                    break;
+                }
+                reach *= 16.0;
+            }
         }
     }
 }
@@ -451,6 +464,10 @@ impl<F: FnMut(f64) -> bool> EdgeOracle<F> {
 /// bisections' final step, so that the two exact answers around it settle all but the last one
 /// or two steps.
 const EDGE_LOCATE_TOLERANCE: f64 = 1e-7;
+
+/// At most this many regula falsi steps in [`locate_edge`]: a stand-in that converges slowly
+/// leaves the rest to the exact test, which is what it would cost without the hint.
+const LOCATE_STEPS: usize = 16;
 
 /// Where `gap` (a continuous stand-in for "how far inside": ≥ 0 inside, < 0 or NaN outside)
 /// changes sign, searched outward from `start` (inside) in `direction`, at most `reach` away.
@@ -481,7 +498,7 @@ pub fn locate_edge(
         step *= 2.0;
     };
     let mut kept_outer = 0u32;
-    for _ in 0..60 {
+    for _ in 0..LOCATE_STEPS {
         if (outer.0 - inner.0).abs() <= EDGE_LOCATE_TOLERANCE {
             break;
         }
