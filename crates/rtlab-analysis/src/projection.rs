@@ -79,43 +79,30 @@ fn probability_interval(fit: &PotFit, excess: f64, conditional: f64) -> (f64, f6
     let data = &fit.excesses;
     let xi = fit.gpd.xi;
     let cutoff = fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0;
-    let exact = |log_probability: f64| {
-        gpd::profile_reaches(data, excess, log_probability.exp(), cutoff, xi)
-    };
-    let gap = |log_probability: f64, warm_xi: &mut f64| {
-        gpd::profile_near(data, excess, log_probability.exp(), warm_xi) - cutoff
-    };
     let centre = conditional.ln();
+    // One end: bisected between `limit` and the estimate unless `limit` itself is inside.
+    let end = |limit: f64, unbounded: f64| {
+        let direction = (limit - centre).signum();
+        let mut oracle = gpd::EdgeOracle::new(centre, direction, |log_probability: f64| {
+            gpd::profile_reaches(data, excess, log_probability.exp(), cutoff, xi)
+        });
+        let mut warm_xi = xi;
+        oracle.settle_near(
+            gpd::locate_edge(centre, direction, (limit - centre).abs(), |point: f64| {
+                gpd::profile_near(data, excess, point.exp(), &mut warm_xi) - cutoff
+            }),
+            EDGE_WIDTH,
+        );
+        if oracle.is_inside(limit) {
+            unbounded
+        } else {
+            bisect(limit, centre, &mut |point| oracle.is_inside(point)).exp()
+        }
+    };
     // Lower end: down to 10^-12 of the estimate; inside there means "not bounded below".
-    let floor = centre - 12.0 * std::f64::consts::LN_10;
-    let mut lower = gpd::EdgeOracle::new(centre, -1.0, exact);
-    let mut warm_xi = xi;
-    lower.settle_near(
-        gpd::locate_edge(centre, -1.0, centre - floor, |point| {
-            gap(point, &mut warm_xi)
-        }),
-        EDGE_WIDTH,
-    );
-    let low = if lower.is_inside(floor) {
-        0.0
-    } else {
-        bisect(floor, centre, &mut |point| lower.is_inside(point)).exp()
-    };
+    let low = end(centre - 12.0 * std::f64::consts::LN_10, 0.0);
     // Upper end: up to a conditional probability just below 1.
-    let ceiling = (1.0 - 1e-9_f64).ln();
-    let mut upper = gpd::EdgeOracle::new(centre, 1.0, exact);
-    let mut warm_xi = xi;
-    upper.settle_near(
-        gpd::locate_edge(centre, 1.0, ceiling - centre, |point| {
-            gap(point, &mut warm_xi)
-        }),
-        EDGE_WIDTH,
-    );
-    let high = if upper.is_inside(ceiling) {
-        1.0
-    } else {
-        bisect(ceiling, centre, &mut |point| upper.is_inside(point)).exp()
-    };
+    let high = end((1.0 - 1e-9_f64).ln(), 1.0);
     (low, high)
 }
 
