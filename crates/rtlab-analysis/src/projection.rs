@@ -119,7 +119,7 @@ const LOG_PROBABILITY_TOLERANCE: f64 = 1e-6;
 
 /// The boundary between `outside` (not in the set) and `inside_point` (in it), bisected to
 /// [`LOG_PROBABILITY_TOLERANCE`].
-fn bisect(outside: f64, inside_point: f64, inside: &mut dyn FnMut(f64) -> bool) -> f64 {
+pub(crate) fn bisect(outside: f64, inside_point: f64, inside: &mut dyn FnMut(f64) -> bool) -> f64 {
     let (mut out, mut within) = (outside, inside_point);
     while (out - within).abs() > LOG_PROBABILITY_TOLERANCE {
         let middle = 0.5 * (out + within);

@@ -918,18 +918,8 @@ mod tests {
             let edge: f64 = direction * random.gen_range(0.0..30.0);
             let test = |point: f64| (point - edge) * direction <= 0.0;
             let far = direction * 30.0;
-            let bisect = |inside: &mut dyn FnMut(f64) -> bool| {
-                let (mut out, mut within) = (far, 0.0);
-                while (out - within).abs() > 1e-6 {
-                    let middle = 0.5 * (out + within);
-                    if inside(middle) {
-                        within = middle;
-                    } else {
-                        out = middle;
-                    }
-                }
-                within
-            };
+            let bisect =
+                |inside: &mut dyn FnMut(f64) -> bool| crate::projection::bisect(far, 0.0, inside);
             let plain = bisect(&mut |point| test(point));
             let kind = random.gen_range(0..3);
             let hint = match kind {
