@@ -33,6 +33,28 @@ fn per_microsecond(histogram: &LatencyHistogram, buckets: usize) -> (Vec<u64>, u
     (counts, overflow)
 }
 
+/// Appends `value` as `format!("{value:06}")` would, without the formatting machinery: a
+/// histfile is tens of thousands of these, and `write!` was a millisecond of every run's end
+/// (BENCHMARKS.md, probe cost; test `zero_padding_equals_format`).
+fn push_zero_padded(text: &mut String, value: u64) {
+    const WIDTH: usize = 6;
+    let mut digits = [b'0'; 20];
+    let mut rest = value;
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let start = start.min(digits.len() - WIDTH);
+    for digit in &digits[start..] {
+        text.push(char::from(*digit));
+    }
+}
+
 /// cyclictest's `--histfile` of a record's wake-up series, one column per series (`class@cpu`),
 /// with `buckets` 1 µs buckets; the overflow cycles come from the series' peaks.
 pub fn record_histfile(
@@ -83,12 +105,13 @@ pub fn cyclictest_histogram(columns: &[HistColumn<'_>], buckets: usize) -> Strin
     let mut text = String::with_capacity(16 + buckets * (8 + 8 * columns.len()));
     text.push_str("# Histogram\n");
     for bucket in 0..buckets {
-        let _ = write!(text, "{bucket:06} ");
+        push_zero_padded(&mut text, bucket as u64);
+        text.push(' ');
         for (index, (counts, _)) in tables.iter().enumerate() {
             if index > 0 {
                 text.push('\t');
             }
-            let _ = write!(text, "{:06}", counts[bucket]);
+            push_zero_padded(&mut text, counts[bucket]);
         }
         text.push('\n');
     }
@@ -163,6 +186,27 @@ pub fn interval_table(series: &[(&Series, LatencyHistogram)]) -> Vec<(String, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The hand-written padding writes exactly what `{:06}` does, short and long numbers.
+        #[test]
+        fn zero_padding_equals_format(value in proptest::prelude::any::<u64>(), small in 0u64..2_000_000) {
+            for value in [value, small] {
+                let mut text = String::from("x");
+                push_zero_padded(&mut text, value);
+                proptest::prop_assert_eq!(text, format!("x{value:06}"));
+            }
+        }
+    }
+
+    #[test]
+    fn zero_padding_at_the_edges() {
+        for value in [0, 9, 10, 99_999, 999_999, 1_000_000, u64::MAX] {
+            let mut text = String::new();
+            push_zero_padded(&mut text, value);
+            assert_eq!(text, format!("{value:06}"));
+        }
+    }
 
     #[test]
     fn histfile_matches_cyclictest_layout() {

@@ -123,22 +123,62 @@ pub fn log_likelihood(data: &Excesses, sigma: f64, xi: f64) -> f64 {
 
 /// ξ(θ) = mean ln(1 + θy) and the profile log-likelihood at θ (Grimshaw).
 fn grimshaw_profile(data: &Excesses, theta: f64) -> Option<(f64, f64)> {
+    grimshaw_point(data, theta).ok()
+}
+
+/// Why [`grimshaw_point`] has no value at θ: `Beyond` when every θ farther from 0 on the same
+/// side has none either (ξ(θ) grows with θ, so ξ past `XI_MAX` above 0, or below `XI_MIN` or
+/// out of the support below 0, stays there farther out).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum NoProfile {
+    Beyond,
+    Inadmissible,
+}
+
+/// [`grimshaw_profile`], saying when θ's farther out on the same side need not be tried.
+fn grimshaw_point(data: &Excesses, theta: f64) -> Result<(f64, f64), NoProfile> {
     if theta.abs() < 1e-12 / data.mean {
-        return Some((0.0, -data.total * data.mean.ln() - data.total));
+        return Ok((0.0, -data.total * data.mean.ln() - data.total));
     }
     if theta * data.max <= -1.0 {
-        return None;
+        return Err(NoProfile::Beyond);
     }
     let mut sum = 0.0;
     for (value, count) in data.values.iter().zip(&data.counts) {
         sum += count * (theta * value).ln_1p();
     }
     let xi = sum / data.total;
+    if (theta > 0.0 && xi > XI_MAX) || (theta < 0.0 && xi < XI_MIN) {
+        return Err(NoProfile::Beyond);
+    }
     let sigma = xi / theta;
     if sigma.is_nan() || sigma <= 0.0 || !(XI_MIN..=XI_MAX).contains(&xi) {
-        return None;
+        return Err(NoProfile::Inadmissible);
     }
-    Some((xi, -data.total * sigma.ln() - data.total * (1.0 + xi)))
+    Ok((xi, -data.total * sigma.ln() - data.total * (1.0 + xi)))
+}
+
+/// The profile at every point of the sorted θ `grid` (None where it has none), walking out from
+/// 0 on either side and stopping where [`NoProfile::Beyond`] says the rest of that side has none:
+/// about half the grid of a light or exponential tail is skipped, with the same values.
+fn profile_on_grid(data: &Excesses, grid: &[f64]) -> Vec<Option<f64>> {
+    let mut values = vec![None; grid.len()];
+    let split = grid.partition_point(|theta| *theta < 0.0);
+    for index in split..grid.len() {
+        match grimshaw_point(data, grid[index]) {
+            Ok((_, value)) => values[index] = Some(value),
+            Err(NoProfile::Beyond) => break,
+            Err(NoProfile::Inadmissible) => {}
+        }
+    }
+    for index in (0..split).rev() {
+        match grimshaw_point(data, grid[index]) {
+            Ok((_, value)) => values[index] = Some(value),
+            Err(NoProfile::Beyond) => break,
+            Err(NoProfile::Inadmissible) => {}
+        }
+    }
+    values
 }
 
 /// Golden-section maximisation of `objective` on [low, high].
@@ -195,28 +235,30 @@ pub fn fit(data: &Excesses) -> Option<GpdFit> {
     }
     grid.sort_by(f64::total_cmp);
     let mut best: Option<(usize, f64)> = None;
-    for (index, theta) in grid.iter().enumerate() {
-        if let Some((_, value)) = grimshaw_profile(data, *theta) {
+    for (index, value) in profile_on_grid(data, &grid).into_iter().enumerate() {
+        if let Some(value) = value {
             if best.is_none_or(|(_, best_value)| value > best_value) {
                 best = Some((index, value));
             }
         }
     }
-    let (index, _) = best?;
+    let (index, grid_value) = best?;
     let low = grid[index.saturating_sub(1)];
     let high = grid[(index + 1).min(grid.len() - 1)];
     let profile =
         |theta: f64| grimshaw_profile(data, theta).map_or(f64::NEG_INFINITY, |(_, value)| value);
-    let (theta, _) = if high > low {
+    let refined = if high > low {
         golden_maximum(low, high, 60, profile)
     } else {
-        (grid[index], profile(grid[index]))
+        (grid[index], grid_value)
     };
-    let candidates = [theta, grid[index]];
-    let theta = candidates
-        .into_iter()
-        .max_by(|left, right| profile(*left).total_cmp(&profile(*right)))
-        .unwrap_or(theta);
+    // The better of the refined θ and the best grid point (the grid point on a tie), from the
+    // values already computed.
+    let theta = if grid_value.total_cmp(&refined.1).is_ge() {
+        grid[index]
+    } else {
+        refined.0
+    };
     let (xi, _) = grimshaw_profile(data, theta)?;
     let sigma = if theta.abs() < 1e-12 / data.mean {
         data.mean
@@ -351,8 +393,169 @@ pub fn chi_square_one(confidence: f64) -> f64 {
 /// after measuring, so no step is spent beyond this (BENCHMARKS.md, probe cost).
 const INTERVAL_LOG_TOLERANCE: f64 = 1e-6;
 
+/// Answers a bisection's "inside the interval?" questions about one end of an interval, from
+/// the exact test where needed and from earlier answers where they settle it: the set is an
+/// interval around the estimate, so a point no farther out than a point known inside is inside
+/// and one no nearer than a point known outside is outside. Fed with the test's answers at two
+/// points close around the end (see [`locate_edge`]), a bisection of 25 steps then asks the
+/// exact test once or twice instead of 25 times, and ends where it always did: each of its
+/// steps gets the answer the exact test would give, as long as the set is an interval (test
+/// `edge_search_equals_plain_bisection`).
+pub struct EdgeOracle<F> {
+    inside: f64,
+    outside: f64,
+    /// +1 when the end is above the known inside point, −1 when below.
+    direction: f64,
+    test: F,
+}
+
+impl<F: FnMut(f64) -> bool> EdgeOracle<F> {
+    /// `inside` is a point known inside (the estimate); the end lies in `direction` (±1) from it.
+    pub fn new(inside: f64, direction: f64, test: F) -> EdgeOracle<F> {
+        EdgeOracle {
+            inside,
+            outside: direction * f64::INFINITY,
+            direction,
+            test,
+        }
+    }
+
+    /// Whether `point` is inside, from what is known or else from the exact test.
+    pub fn is_inside(&mut self, point: f64) -> bool {
+        if (point - self.inside) * self.direction <= 0.0 {
+            return true;
+        }
+        if (point - self.outside) * self.direction >= 0.0 {
+            return false;
+        }
+        let answer = (self.test)(point);
+        if answer {
+            self.inside = point;
+        } else {
+            self.outside = point;
+        }
+        answer
+    }
+
+    /// Asks the exact test just inside and just outside `guess` (± `width`, widened 16-fold
+    /// while the answer is not the expected one, up to 5 times), so that later questions away
+    /// from the end are answered without it.
+    pub fn settle_near(&mut self, guess: Option<f64>, width: f64) {
+        if let Some(guess) = guess.filter(|guess| guess.is_finite()) {
+            let mut reach = width;
+            for _ in 0..6 {
+                if self.is_inside(guess - self.direction * reach) {
+                    break;
+                }
+                reach *= 16.0;
+            }
+            reach = width;
+            for _ in 0..6 {
+                if !self.is_inside(guess + self.direction * reach) {
+                    break;
+                }
+                reach *= 16.0;
+            }
+        }
+    }
+}
+
+/// How far [`locate_edge`] narrows an end before handing it to the exact test: a tenth of the
+/// bisections' final step, so that the two exact answers around it settle all but the last one
+/// or two steps.
+const EDGE_LOCATE_TOLERANCE: f64 = 1e-7;
+
+/// At most this many regula falsi steps in [`locate_edge`]: a stand-in that converges slowly
+/// leaves the rest to the exact test, which is what it would cost without the hint.
+const LOCATE_STEPS: usize = 16;
+
+/// Where `gap` (a continuous stand-in for "how far inside": ≥ 0 inside, < 0 or NaN outside)
+/// changes sign, searched outward from `start` (inside) in `direction`, at most `reach` away.
+/// Steps out by doubling until outside, then Illinois regula falsi (bisecting while the outer
+/// value is not finite). None when no outside point is within reach. This is only a hint for
+/// [`EdgeOracle::settle_near`]: a poor one costs exact tests, never a different answer.
+pub fn locate_edge(
+    start: f64,
+    direction: f64,
+    reach: f64,
+    mut gap: impl FnMut(f64) -> f64,
+) -> Option<f64> {
+    let mut inner = (start, gap(start));
+    if !gap_is_inside(inner.1) {
+        return None;
+    }
+    let mut step = 0.05;
+    let mut outer = loop {
+        if step > reach {
+            return None;
+        }
+        let point = start + direction * step;
+        let value = gap(point);
+        if !gap_is_inside(value) {
+            break (point, value);
+        }
+        inner = (point, value);
+        step *= 2.0;
+    };
+    let mut kept_outer = 0u32;
+    for _ in 0..LOCATE_STEPS {
+        if (outer.0 - inner.0).abs() <= EDGE_LOCATE_TOLERANCE {
+            break;
+        }
+        let point = if outer.1.is_finite() && outer.1 < inner.1 {
+            let secant = inner.0 - inner.1 * (outer.0 - inner.0) / (outer.1 - inner.1);
+            let (low, high) = if inner.0 < outer.0 {
+                (inner.0, outer.0)
+            } else {
+                (outer.0, inner.0)
+            };
+            if secant > low && secant < high {
+                secant
+            } else {
+                0.5 * (inner.0 + outer.0)
+            }
+        } else {
+            0.5 * (inner.0 + outer.0)
+        };
+        let value = gap(point);
+        if value >= 0.0 {
+            inner = (point, value);
+            kept_outer += 1;
+            if kept_outer >= 2 && outer.1.is_finite() {
+                outer.1 *= 0.5;
+            }
+        } else {
+            outer = (point, value);
+            kept_outer = 0;
+        }
+    }
+    Some(0.5 * (inner.0 + outer.0))
+}
+
+/// A `gap` value of [`locate_edge`] inside the interval (NaN is not).
+fn gap_is_inside(value: f64) -> bool {
+    value >= 0.0
+}
+
+/// A continuous, cheap stand-in for [`profile_log_likelihood`] while searching an end: the best
+/// log-likelihood over ξ near `warm_xi` (20 golden steps over ±0.15), which it moves to the best
+/// ξ found, as the profile's peak moves slowly along the quantile.
+pub fn profile_near(data: &Excesses, excess: f64, tail_probability: f64, warm_xi: &mut f64) -> f64 {
+    let objective =
+        |xi: f64| log_likelihood(data, sigma_for_quantile(excess, tail_probability, xi), xi);
+    let low = (*warm_xi - 0.15).max(XI_MIN);
+    let high = (*warm_xi + 0.15).min(XI_MAX);
+    let (xi, value) = golden_maximum(low, high, 20, objective);
+    if value.is_finite() {
+        *warm_xi = xi;
+    }
+    value
+}
+
 /// The quantile of conditional tail probability `tail_probability` and its profile-likelihood
-/// interval at `confidence`.
+/// interval at `confidence`. Each end is bisected in log space as it always was, with the
+/// answers given by an [`EdgeOracle`] settled around the end that [`locate_edge`] finds on
+/// [`profile_near`], so most steps need no profile likelihood (BENCHMARKS.md, probe cost).
 pub fn quantile_interval(
     data: &Excesses,
     fitted: &GpdFit,
@@ -361,8 +564,82 @@ pub fn quantile_interval(
 ) -> QuantileInterval {
     let estimate = excess_quantile(tail_probability, fitted.sigma, fitted.xi);
     let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
-    let inside = |excess: f64| profile_reaches(data, excess, tail_probability, cutoff, fitted.xi);
+    let exact = |log_excess: f64| {
+        profile_reaches(data, log_excess.exp(), tail_probability, cutoff, fitted.xi)
+    };
+    let mut warm_xi = fitted.xi;
+    let mut gap = |log_excess: f64| {
+        profile_near(data, log_excess.exp(), tail_probability, &mut warm_xi) - cutoff
+    };
+    let top = estimate.ln();
     // Lower end: between a vanishing excess (likelihood → −∞) and the estimate, in log space.
+    let mut lower = EdgeOracle::new(top, -1.0, exact);
+    let floor = (estimate * 1e-9).ln();
+    lower.settle_near(
+        locate_edge(top, -1.0, top - floor, &mut gap),
+        EDGE_LOCATE_TOLERANCE,
+    );
+    let mut below = floor;
+    let mut above = top;
+    while above - below > INTERVAL_LOG_TOLERANCE {
+        let middle = 0.5 * (below + above);
+        if lower.is_inside(middle) {
+            above = middle;
+        } else {
+            below = middle;
+        }
+    }
+    let low = above.exp();
+    // Upper end: double until outside, then bisect; give up beyond 2^24 times the estimate.
+    warm_xi = fitted.xi;
+    let mut upper = EdgeOracle::new(top, 1.0, exact);
+    let reach = 24.0 * std::f64::consts::LN_2;
+    upper.settle_near(
+        locate_edge(top, 1.0, reach, |log_excess: f64| {
+            profile_near(data, log_excess.exp(), tail_probability, &mut warm_xi) - cutoff
+        }),
+        EDGE_LOCATE_TOLERANCE,
+    );
+    let mut inner = estimate.ln();
+    let mut outer = None;
+    for doubling in 1..=24 {
+        let candidate = estimate.ln() + f64::from(doubling) * std::f64::consts::LN_2;
+        if !upper.is_inside(candidate) {
+            outer = Some(candidate);
+            break;
+        }
+        inner = candidate;
+    }
+    let high = outer.map(|mut outer| {
+        while outer - inner > INTERVAL_LOG_TOLERANCE {
+            let middle = 0.5 * (inner + outer);
+            if upper.is_inside(middle) {
+                inner = middle;
+            } else {
+                outer = middle;
+            }
+        }
+        inner.exp()
+    });
+    QuantileInterval {
+        excess: estimate,
+        low: low.min(estimate),
+        high: high.map(|high| high.max(estimate)),
+    }
+}
+
+/// The interval as it was computed before [`EdgeOracle`]: every bisection step asks the exact
+/// test. Kept as the reference the faster search is tested against.
+#[cfg(test)]
+fn quantile_interval_plain(
+    data: &Excesses,
+    fitted: &GpdFit,
+    tail_probability: f64,
+    confidence: f64,
+) -> QuantileInterval {
+    let estimate = excess_quantile(tail_probability, fitted.sigma, fitted.xi);
+    let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
+    let inside = |excess: f64| profile_reaches(data, excess, tail_probability, cutoff, fitted.xi);
     let mut below = (estimate * 1e-9).ln();
     let mut above = estimate.ln();
     while above - below > INTERVAL_LOG_TOLERANCE {
@@ -374,7 +651,6 @@ pub fn quantile_interval(
         }
     }
     let low = above.exp();
-    // Upper end: double until outside, then bisect; give up beyond 2^24 times the estimate.
     let mut inner = estimate.ln();
     let mut outer = None;
     for doubling in 1..=24 {
@@ -506,6 +782,163 @@ mod tests {
             }
         }
         assert!(checked.0 > 100 && checked.1 > 100, "{checked:?}");
+    }
+
+    /// Random GPD-like samples as a run makes them: values rounded to whole ns (a histogram's
+    /// buckets), so many are tied and carry counts.
+    fn random_excesses(random: &mut rand::rngs::StdRng) -> Excesses {
+        use rand::Rng as _;
+        let count = random.gen_range(30..3000);
+        let sigma = random.gen_range(200.0..20_000.0);
+        let xi = random.gen_range(-0.45..1.2);
+        let step = [1.0, 10.0, 100.0][random.gen_range(0..3)];
+        let pairs = (0..count)
+            .map(|_| {
+                let uniform: f64 = random.gen_range(1e-9..1.0);
+                let value = excess_quantile(uniform, sigma, xi);
+                (((value / step).floor() + 1.0) * step, 1.0)
+            })
+            .collect();
+        Excesses::new(pairs).unwrap()
+    }
+
+    /// The fit as it was before the grid walk stopped early: every grid point evaluated, the
+    /// candidates compared by evaluating the profile again.
+    fn fit_plain(data: &Excesses) -> Option<GpdFit> {
+        if data.total < 2.0 || data.max <= 0.0 {
+            return None;
+        }
+        let mut grid: Vec<f64> = Vec::with_capacity(64);
+        for step in 0..24 {
+            let fraction = 1.0 - 10f64.powf(-0.125 * f64::from(step + 1));
+            grid.push(-fraction / data.max);
+        }
+        for step in 0..12 {
+            grid.push(-(10f64.powf(-3.0 + 0.25 * f64::from(step))) / data.max);
+        }
+        grid.push(0.0);
+        for step in 0..33 {
+            grid.push(10f64.powf(-3.0 + 0.25 * f64::from(step)) / data.mean);
+        }
+        grid.sort_by(f64::total_cmp);
+        let mut best: Option<(usize, f64)> = None;
+        for (index, theta) in grid.iter().enumerate() {
+            if let Some((_, value)) = grimshaw_profile(data, *theta) {
+                if best.is_none_or(|(_, best_value)| value > best_value) {
+                    best = Some((index, value));
+                }
+            }
+        }
+        let (index, _) = best?;
+        let low = grid[index.saturating_sub(1)];
+        let high = grid[(index + 1).min(grid.len() - 1)];
+        let profile = |theta: f64| {
+            grimshaw_profile(data, theta).map_or(f64::NEG_INFINITY, |(_, value)| value)
+        };
+        let (theta, _) = if high > low {
+            golden_maximum(low, high, 60, profile)
+        } else {
+            (grid[index], profile(grid[index]))
+        };
+        let candidates = [theta, grid[index]];
+        let theta = candidates
+            .into_iter()
+            .max_by(|left, right| profile(*left).total_cmp(&profile(*right)))
+            .unwrap_or(theta);
+        let (xi, _) = grimshaw_profile(data, theta)?;
+        let sigma = if theta.abs() < 1e-12 / data.mean {
+            data.mean
+        } else {
+            xi / theta
+        };
+        let log_likelihood = log_likelihood(data, sigma, xi);
+        if !log_likelihood.is_finite() {
+            return None;
+        }
+        Some(GpdFit {
+            sigma,
+            xi,
+            log_likelihood,
+        })
+    }
+
+    /// The fit that skips the grid points beyond ξ's range is bit for bit the one that
+    /// evaluated them all, over random tails of every shape (and data no GPD fits).
+    #[test]
+    fn fit_equals_the_full_grid_fit() {
+        use rand::SeedableRng as _;
+        let mut random = rand::rngs::StdRng::seed_from_u64(13);
+        let mut fitted = 0;
+        for _ in 0..300 {
+            let data = random_excesses(&mut random);
+            let new = fit(&data);
+            assert_eq!(new, fit_plain(&data), "{data:?}");
+            fitted += usize::from(new.is_some());
+        }
+        for data in [from_values(&[1.0, 1.0, 1.0]), from_values(&[1.0, 2.0])] {
+            assert_eq!(fit(&data), fit_plain(&data));
+        }
+        assert!(fitted > 250, "{fitted}");
+    }
+
+    /// The interval with its ends settled by `EdgeOracle` is bit for bit the one every bisection
+    /// step used to ask the full test for, over random light, exponential and heavy tails,
+    /// tail probabilities and confidences: the projected figures do not move.
+    #[test]
+    fn edge_search_equals_plain_bisection() {
+        use rand::{Rng as _, SeedableRng as _};
+        let mut random = rand::rngs::StdRng::seed_from_u64(10);
+        let mut compared = 0;
+        for _ in 0..150 {
+            let data = random_excesses(&mut random);
+            let Some(fitted) = fit(&data) else { continue };
+            let probability = 10f64.powf(random.gen_range(-9.0..-0.3));
+            let confidence = [0.90, 0.95, 0.99][random.gen_range(0..3)];
+            assert_eq!(
+                quantile_interval(&data, &fitted, probability, confidence),
+                quantile_interval_plain(&data, &fitted, probability, confidence),
+                "{} excesses, sigma {} xi {} p {probability} confidence {confidence}",
+                data.total,
+                fitted.sigma,
+                fitted.xi
+            );
+            compared += 1;
+        }
+        assert!(compared > 100, "{compared}");
+    }
+
+    /// For any interval-shaped set, any hint (good, poor or absent) leaves a bisection's end
+    /// where asking the test at every step puts it.
+    #[test]
+    fn edge_oracle_answers_as_the_test_for_an_interval() {
+        use rand::{Rng as _, SeedableRng as _};
+        let mut random = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..2000 {
+            let direction = if random.gen_bool(0.5) { 1.0 } else { -1.0 };
+            let edge: f64 = direction * random.gen_range(0.0..30.0);
+            let test = |point: f64| (point - edge) * direction <= 0.0;
+            let far = direction * 30.0;
+            let bisect =
+                |inside: &mut dyn FnMut(f64) -> bool| crate::projection::bisect(far, 0.0, inside);
+            let plain = bisect(&mut |point| test(point));
+            let kind = random.gen_range(0..3);
+            let hint = match kind {
+                0 => None,
+                1 => Some(edge + random.gen_range(-1e-7..1e-7)),
+                _ => Some(edge + random.gen_range(-5.0..5.0)),
+            };
+            let mut asked = 0;
+            let mut oracle = EdgeOracle::new(0.0, direction, |point| {
+                asked += 1;
+                test(point)
+            });
+            oracle.settle_near(hint, EDGE_LOCATE_TOLERANCE);
+            assert_eq!(bisect(&mut |point| oracle.is_inside(point)), plain);
+            if kind == 1 {
+                // A close hint leaves at most one of the 25 steps to the test.
+                assert!(asked <= 3, "{asked} tests for a close hint");
+            }
+        }
     }
 
     #[test]
