@@ -18,7 +18,8 @@
 //! machine instead of its first second. The current values are shared with the session, which
 //! sets the probe's late thresholds to them.
 
-use super::explainer::{ReaderPolicy, StealHistory};
+use super::explainer::StealHistory;
+use super::reader_policy::{PolicyKeeper, ReaderPolicy};
 use super::{
     name_task_policies, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
 };
@@ -548,7 +549,7 @@ fn run_bpf_explainer(
     stop: &AtomicBool,
     thresholds: &[AtomicU64],
 ) -> Result<ExplainerReport, TraceError> {
-    ReaderPolicy::Background.apply();
+    let mut policy = PolicyKeeper::start();
     let mut symbols = KernelSymbols::default();
     if let Ok(text) = rtlab_sys::tracefs::read_kallsyms() {
         symbols = KernelSymbols::parse(&text);
@@ -576,7 +577,6 @@ fn run_bpf_explainer(
     let mut unmatched_kernel = 0u64;
     let mut undecodable = 0u64;
     let mut stopping = false;
-    let mut policy = ReaderPolicy::Background;
     // The last drain stopped at DRAIN_EPISODES with more in the ring: read on without polling.
     let mut more_waiting = false;
     let mut episodes_since_poll = 0;
@@ -584,6 +584,7 @@ fn run_bpf_explainer(
         if !more_waiting {
             let _ = rtlab_sys::ipc::poll_readable(&[recorder.ring_fd()], Some(POLL_INTERVAL));
         }
+        policy.beat();
         let now = rtlab_sys::clock::monotonic_ns();
         // The probe's late samples first, so each kernel episode read below can be matched at
         // once instead of waiting in a bounded queue.
@@ -645,10 +646,8 @@ fn run_bpf_explainer(
             episodes_since_poll = 0;
         }
         // Back to the background only once the ring is read.
-        if wanted != policy && (wanted == ReaderPolicy::CatchingUp || !more_waiting) {
-            policy = wanted;
-            policy.apply();
-            report.catch_ups += u64::from(policy == ReaderPolicy::CatchingUp);
+        if wanted == ReaderPolicy::CatchingUp || !more_waiting {
+            policy.set(wanted);
         }
         if config.fixed_threshold_ns.is_none() {
             rolling.step(now, &mut recorder, thresholds)?;
@@ -708,7 +707,12 @@ fn run_bpf_explainer(
         }
         // One more round after the stop: the last samples and episodes are read and matched.
         stopping = stop.load(Ordering::SeqCst) || now >= config.deadline_ns;
+        // The last round reads whatever is left at a fair share (see the tracefs explainer).
+        if stopping {
+            policy.finishing();
+        }
     }
+    report.catch_ups = policy.catch_ups;
     let counters = recorder.counters()?;
     report.stats = RecorderStats {
         events: counters.events,

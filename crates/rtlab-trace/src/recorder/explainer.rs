@@ -8,6 +8,7 @@
 //! starts stops by itself at its deadline, and dropping it joins the thread (and so removes the
 //! recorder's instance).
 
+use super::reader_policy::{PolicyKeeper, ReaderPolicy};
 use super::{Recorder, RecorderConfig, RecorderStats, TraceError};
 use crate::attribution::LateWakeup;
 use crate::event::EventSet;
@@ -219,25 +220,6 @@ const READ_PAGES_PER_CPU: usize = 256;
 /// (at 250 ms polls, about 25 000 events/s on one CPU; a quiet 2-CPU VM traces ~17 000).
 const QUIET_PAGES_PER_POLL: usize = 64;
 
-/// The explainer thread's scheduling policy (see `run_explainer`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ReaderPolicy {
-    /// SCHED_IDLE: yields to every other thread at once.
-    Background,
-    /// SCHED_BATCH nice 0: a fair share, no wake-up preemption of others.
-    CatchingUp,
-}
-
-impl ReaderPolicy {
-    pub(super) fn apply(self) {
-        let policy = match self {
-            ReaderPolicy::Background => rtlab_sys::sched::Policy::Idle,
-            ReaderPolicy::CatchingUp => rtlab_sys::sched::Policy::Batch { nice: 0 },
-        };
-        let _ = rtlab_sys::sched::set_current_thread_policy(policy);
-    }
-}
-
 fn run_explainer(
     mut recorder: Recorder,
     config: ExplainerConfig,
@@ -260,14 +242,14 @@ fn run_explainer(
     // SCHED_BATCH it waited up to a scheduler slice, ~0.7 ms, and the explainer became the top
     // cause of the normal class's episodes). When the rings hold more than one read takes, it
     // needs a fair share to keep up under load: SCHED_BATCH until it has caught up again.
-    let mut policy = ReaderPolicy::Background;
-    policy.apply();
+    let mut policy = PolicyKeeper::start();
     recorder.load_symbols();
     let mut stopping_since: Option<u64> = None;
     let poll_interval_ns = config.poll_interval.as_nanos() as u64;
     loop {
         // Read a bounded batch, then hand samples over and attribute before reading on, so a
         // flood of events never starves the late samples.
+        policy.beat();
         let outcome = recorder.poll(READ_PAGES_PER_CPU)?;
         let caught_up = outcome.caught_up;
         // Background only while the rings fill slowly: a SCHED_IDLE thread on a loaded machine
@@ -277,11 +259,7 @@ fn run_explainer(
         } else {
             ReaderPolicy::CatchingUp
         };
-        if wanted != policy {
-            policy = wanted;
-            policy.apply();
-            report.catch_ups += u64::from(policy == ReaderPolicy::CatchingUp);
-        }
+        policy.set(wanted);
         let now = rtlab_sys::clock::monotonic_ns();
         if now >= steal.latest_ns().saturating_add(poll_interval_ns) {
             steal.sample(now);
@@ -299,6 +277,9 @@ fn run_explainer(
         let finishing = stop.load(Ordering::SeqCst) || now >= config.deadline_ns;
         if finishing && stopping_since.is_none() {
             stopping_since = Some(now);
+            // The measurement is over, so the reader no longer perturbs it: a fair share to
+            // finish. A SCHED_IDLE reader under CPU-bound load waited minutes to read the rest.
+            policy.finishing();
         }
         // Attribute the samples whose CPU's events are in (or that waited long enough).
         let mut still_pending = VecDeque::with_capacity(pending.len());
@@ -333,5 +314,6 @@ fn run_explainer(
         }
     }
     report.stats = recorder.stats();
+    report.catch_ups = policy.catch_ups;
     Ok(report)
 }

@@ -11,6 +11,7 @@
 
 mod bpf;
 mod explainer;
+mod reader_policy;
 
 pub use bpf::{trace_events_of_episode, BpfExplainer, BpfExplainerConfig};
 
