@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# CPU per sample at the margin: rtlab against cyclictest, fixed costs taken out (issue 10).
+#
+# bench/vs-cyclictest.sh divides each tool's whole task-clock by its samples, so a fixed cost
+# (start-up, rtlab's tail projection and verdict after the run, writing the histogram) counts as
+# if it were paid per sample. Here each tool runs at two durations back to back, same flags as
+# that script (SCHED_FIFO 90, 1 ms, every CPU, cpu_dma_latency 0, a 20,000-bucket histfile), and
+# the cost of a sample is the slope: (CPU of the long run − CPU of the short run) ÷ (samples of
+# the long run − samples of the short run). The fixed cost is what the short run cost beyond its
+# samples at that slope. Rounds interleave cyclictest and rtlab, idle and then under
+# `stress-ng --cpu 2 --io 1`; the ratio is taken round by round and the median reported.
+#
+# usage: bench/cpu-slope.sh [SHORT_S=5] [LONG_S=25] [ROUNDS=3]   (root; rt-tests, linux-perf, stress-ng)
+#        flock -o /work/measure.lock bench/cpu-slope.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+short=${1:-5}
+long=${2:-25}
+rounds=${3:-3}
+rtlab=${RTLAB:-target/release/rtlab}
+out=bench/out/cpu-slope-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+[ -x "$rtlab" ] || cargo build --release -p rtlab
+for tool in cyclictest perf stress-ng; do
+  command -v "$tool" >/dev/null || { echo "$tool missing (apt-get install rt-tests linux-perf stress-ng)" >&2; exit 2; }
+done
+
+stress_pid=
+cleanup() { [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+
+for load in idle stress; do
+  if [ "$load" = stress ]; then
+    stress-ng --cpu 2 --io 1 --timeout $(( (short + long + 4) * rounds * 2 + 30 ))s >/dev/null 2>&1 &
+    stress_pid=$!
+    sleep 3
+  fi
+  for round in $(seq "$rounds"); do
+    for seconds in "$short" "$long"; do
+      name="$load-$round-${seconds}s"
+      echo "== $name: cyclictest, rtlab"
+      perf stat -x, -e task-clock -o "$out/cyclictest-$name.time" \
+        cyclictest -m -p 90 -i 1000 -d 0 -t -a -D "${seconds}s" -q -h 20000 \
+        --histfile="$out/cyclictest-$name.hist" >/dev/null 2>&1
+      perf stat -x, -e task-clock -o "$out/rtlab-$name.time" \
+        "$rtlab" run --classes rt-high --no-handoff --period 1ms --duration "${seconds}s" --warmup 0s \
+        --cpu-dma-latency 0 --no-store --histogram 20000 --histfile "$out/rtlab-$name.hist" \
+        --json "$out/rtlab-$name.json" >/dev/null
+    done
+  done
+  cleanup; stress_pid=
+done
+
+python3 bench/cpu-slope.py "$out" "$short" "$long"
