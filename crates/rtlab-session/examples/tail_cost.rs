@@ -16,6 +16,11 @@ fn main() {
         let mut copy = record.clone();
         rtlab_session::attach_tails(&mut copy, &usage, true);
     }
+    println!(
+        "{:.3} ms per record ({} series)",
+        started.elapsed().as_secs_f64() * 1e3 / f64::from(repeats),
+        record.series.len()
+    );
     if std::env::var_os("RTLAB_PRINT_TAILS").is_some() {
         let mut copy = record.clone();
         rtlab_session::attach_tails(&mut copy, &usage, true);
@@ -26,9 +31,4 @@ fn main() {
             );
         }
     }
-    println!(
-        "{:.3} ms per record ({} series)",
-        started.elapsed().as_secs_f64() * 1e3 / f64::from(repeats),
-        record.series.len()
-    );
 }

@@ -145,7 +145,7 @@ pub fn sum_log_1p(data: &Excesses, ratio: f64) -> f64 {
                 continue;
             }
             let power = power_m1(term, count);
-            if (-0.5..=1e64).contains(&power) {
+            if keeps_precision(power) {
                 groups[lane] = times_m1(groups[lane], power);
             } else {
                 sum += count * term.ln_1p();
@@ -153,7 +153,7 @@ pub fn sum_log_1p(data: &Excesses, ratio: f64) -> f64 {
         }
         members += 1;
         for group in &mut groups {
-            if members == LOG_GROUP || !(-0.5..=1e64).contains(group) {
+            if members == LOG_GROUP || !keeps_precision(*group) {
                 sum += group.ln_1p();
                 *group = 0.0;
             }
@@ -166,6 +166,12 @@ pub fn sum_log_1p(data: &Excesses, ratio: f64) -> f64 {
         sum += count * (ratio * value).ln_1p();
     }
     sum + groups.iter().map(|group| group.ln_1p()).sum::<f64>()
+}
+
+/// Whether a group `u` may take another term: `1 + u` at least one half (its logarithm keeps
+/// its digits) and `u` at most 1e64 (the product stays far from overflow).
+fn keeps_precision(u: f64) -> bool {
+    (-0.5..=1e64).contains(&u)
 }
 
 /// Independent groups [`sum_log_1p`] interleaves.
@@ -183,9 +189,6 @@ fn times_m1(u: f64, v: f64) -> f64 {
 fn power_m1(term: f64, count: f64) -> f64 {
     if term.is_nan() || term <= -1.0 {
         return f64::NAN;
-    }
-    if count == 1.0 {
-        return term;
     }
     let exponent = count as u64;
     if !((1.0..=1e6).contains(&count) && exponent as f64 == count) {
@@ -865,8 +868,6 @@ mod tests {
         assert!(checked.0 > 100 && checked.1 > 100, "{checked:?}");
     }
 
-    /// Random GPD-like samples as a run makes them: values rounded to whole ns (a histogram's
-    /// buckets), so many are tied and carry counts.
     /// The term-by-term sum `sum_log_1p` replaces.
     fn sum_log_1p_plain(data: &Excesses, ratio: f64) -> f64 {
         data.values
@@ -905,7 +906,6 @@ mod tests {
     fn grouped_logarithms_keep_the_edge_cases() {
         let data = Excesses::new(vec![(1.0, 1.0), (2.0, 3.0), (4.0, 1.0)]).unwrap();
         assert_eq!(sum_log_1p(&data, 0.0), 0.0);
-        // Outside the support the plain sum is NaN (or −∞ at the edge); so is the grouped one.
         // At the edge of the support the plain sum is −∞, beyond it NaN; so is the grouped one.
         assert_eq!(sum_log_1p_plain(&data, -0.25), f64::NEG_INFINITY);
         assert_eq!(sum_log_1p(&data, -0.25), f64::NEG_INFINITY);
@@ -913,6 +913,8 @@ mod tests {
         assert!(sum_log_1p(&data, -0.5).is_nan());
     }
 
+    /// Random GPD-like samples as a run makes them: values rounded to whole ns (a histogram's
+    /// buckets), so many are tied and carry counts.
     fn random_excesses(random: &mut rand::rngs::StdRng) -> Excesses {
         use rand::Rng as _;
         let count = random.gen_range(30..3000);
