@@ -496,16 +496,19 @@ fn flood_loopback(cpu: usize) -> impl FnOnce(u64) + Send {
                 rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
                 let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
                 let payload = [0x5au8; 1400];
-                // Paced at 16 packets every 200 µs (80 000 a second): enough NET_RX time to land
-                // in most wake-ups' windows, few enough events that the tracefs reader keeps up
-                // on a loaded machine (unpaced, it lost 98 % of 1.3 million events there and
-                // named no network time at all).
+                // Paced at 16 packets every 197 µs (about 81 000 a second): enough NET_RX time to
+                // land in most wake-ups' windows, few enough events that the tracefs reader keeps
+                // up on a loaded machine (unpaced, it lost 98 % of 1.3 million events there and
+                // named no network time at all). Not 200 µs: that divides the probe's 1 ms
+                // period, so the bursts kept one phase to the wake-ups for the whole run, and
+                // when that phase put them outside every window no NET_RX time was seen at all
+                // (1 of 3 BPF runs on a quiet machine). At 197 µs the phase moves 15 µs a period.
                 let mut next = monotonic_ns();
                 while next < deadline {
                     for _ in 0..16 {
                         let _ = sender.send_to(&payload, address);
                     }
-                    next += 200_000;
+                    next += 197_000;
                     sleep_until_ns(next);
                 }
             });
