@@ -14,23 +14,47 @@ pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 
 /// Sets `tid`'s policy with sched_setattr `flags` (e.g. [`SCHED_FLAG_RESET_ON_FORK`]).
 ///
-/// A thread leaving SCHED_DEADLINE is first shrunk to the least deadline bandwidth: the kernel
-/// (seen on 6.18) gives a deadline thread's admission bandwidth back only when its "0-lag" timer
-/// fires, and that timer is not armed for a thread that is blocked, so a blocked thread switched
-/// straight to another policy leaves its bandwidth counted until the root domain is rebuilt
-/// (a cpuset change): after a few such releases every SCHED_DEADLINE request on the machine fails
-/// with EBUSY. A deadline-to-deadline change adjusts the count at once, and 1 µs per second
-/// leaves nothing measurable behind.
+/// A *blocked* thread leaving SCHED_DEADLINE is first shrunk to the least deadline bandwidth: the
+/// kernel (seen on 6.18) gives a deadline thread's admission bandwidth back only when its "0-lag"
+/// timer fires, and that timer is not armed for a thread that is blocked, so a blocked thread
+/// switched straight to another policy leaves its bandwidth counted until the root domain is
+/// rebuilt (a cpuset change): after a few such releases every SCHED_DEADLINE request on the
+/// machine fails with EBUSY. A deadline-to-deadline change adjusts the count at once, and 1 µs
+/// per second leaves nothing measurable behind.
+///
+/// A thread that can run (state R) is switched straight: the kernel arms its 0-lag timer itself,
+/// and the shrink would harm it. Running on a 1 µs budget it overruns by up to a tick, the kernel
+/// pays that debt back at 1 µs per second, pushing its deadline minutes ahead, and those values
+/// outlive the policy change: SCHED_DEADLINE given again before then left the thread throttled
+/// and never run (a CPU-bound thread released and reserved again 30 ms later stalled in 40 of 40
+/// cycles with the shrink, 17 and 22 of 40 without it: `examples/deadline_restart.rs`; the rest is
+/// the kernel's own, ARCHITECTURE.md "Known problems"). When the state cannot be read the thread
+/// is switched straight, as a leak is the lesser harm.
 pub fn set_thread_policy_with_flags(tid: u32, policy: Policy, flags: u64) -> io::Result<()> {
     if !matches!(policy, Policy::Deadline { .. })
         && matches!(
             crate::sched::thread_policy(tid),
             Ok(Policy::Deadline { .. })
         )
+        && thread_state(tid).is_ok_and(|state| state != 'R')
     {
         crate::sched::set_thread_policy_flags(tid, LEAST_DEADLINE_BANDWIDTH, flags)?;
     }
     crate::sched::set_thread_policy_flags(tid, policy, flags)
+}
+
+/// Thread `tid`'s state letter (/proc/TID/stat field 3: `R` running or runnable, `S` sleeping,
+/// `D` in uninterruptible wait, `T` stopped, …).
+pub fn thread_state(tid: u32) -> io::Result<char> {
+    let stat = read_proc_file(&format!("/proc/{tid}/stat"))?;
+    parse_stat_state(&stat)
+}
+
+/// The state letter of a /proc/PID/stat line (the field after the command name).
+pub fn parse_stat_state(stat: &str) -> io::Result<char> {
+    stat.rfind(')')
+        .and_then(|index| stat[index + 1..].trim_start().chars().next())
+        .ok_or_else(|| invalid("stat: no state after the command name".into()))
 }
 
 /// The smallest SCHED_DEADLINE reservation the kernel accepts, per second (runtime ≥ 1024 ns).
@@ -392,6 +416,17 @@ mod tests {
         assert!(thread_cpu_time_ns(tid).is_ok());
         assert!(!thread_affinity(tid).unwrap().is_empty());
         assert!(tick_ns().unwrap() >= 1_000);
+    }
+
+    #[test]
+    fn the_state_letter_follows_the_command_name_even_with_parentheses_in_it() {
+        assert_eq!(
+            parse_stat_state("42 (a (b) c) S 1 42 42 0 -1").unwrap(),
+            'S'
+        );
+        assert_eq!(parse_stat_state("7 (spin) R 1").unwrap(), 'R');
+        assert!(parse_stat_state("7 (spin").is_err());
+        assert!(parse_stat_state("7 (spin)   ").is_err());
     }
 
     #[test]
