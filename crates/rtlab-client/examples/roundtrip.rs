@@ -6,7 +6,8 @@
 //!
 //! PAUSE_MS (default 0) is slept between round trips, outside the timing: the kernel hands a
 //! SCHED_DEADLINE thread's bandwidth back only at its "0-lag" time after it leaves the class, so
-//! back-to-back `deadline` reservations of the same thread run into EBUSY without a pause.
+//! back-to-back `deadline` reservations of the same thread run into EBUSY without a pause. With a
+//! pause, a ping after each pause is measured too: what a request pays for waking both sides.
 
 use rtlab_client::{Backend, Client};
 use rtlab_core::Nanos;
@@ -59,6 +60,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         client.ping()?;
         pings.push(start.elapsed().as_nanos() as u64);
     }
+    // The same ping after each pause: what a request pays for finding both sides asleep, apart
+    // from the work a reservation does.
+    let mut paused_pings = Vec::with_capacity(iterations);
+    if !pause.is_zero() {
+        for _ in 0..iterations {
+            std::thread::sleep(pause);
+            let start = Instant::now();
+            client.ping()?;
+            paused_pings.push(start.elapsed().as_nanos() as u64);
+        }
+    }
     let mut reserves = Vec::with_capacity(iterations);
     let mut releases = Vec::with_capacity(iterations);
     let mut round_trips = Vec::with_capacity(iterations);
@@ -74,6 +86,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::sleep(pause);
     }
     summary("ping", pings);
+    if !paused_pings.is_empty() {
+        summary("ping after the pause", paused_pings);
+    }
     summary("reserve", reserves);
     summary("release", releases);
     summary("reserve + release", round_trips);
