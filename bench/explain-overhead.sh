@@ -60,6 +60,8 @@ for round in $(seq 1 "$rounds"); do
         bpf-full) flags=(--explain --explain-recorder bpf --explain-events full) ;;
         # What each clock saving and the episode tails are worth.
         bpf-reuse | bpf-every | bpf-window) flags=(--explain --explain-recorder bpf) ;;
+        # The floor: the standard set attached, every program returning at once.
+        bpf-floor) flags=(--explain --explain-recorder bpf) ;;
         # The BPF recorder of another build (RTLAB_ALT), to compare two builds' recorders.
         bpf-alt) flags=(--explain --explain-recorder bpf) ;;
         tracefs | standard) flags=(--explain --explain-recorder tracefs) ;;
@@ -70,6 +72,7 @@ for round in $(seq 1 "$rounds"); do
         [ "$mode" = bpf-reuse ] && clock=(env RTLAB_BPF_CLOCK=reuse)
         [ "$mode" = bpf-every ] && clock=(env RTLAB_BPF_CLOCK=every)
         [ "$mode" = bpf-window ] && clock=(env RTLAB_BPF_WHOLE_WINDOW=1)
+        [ "$mode" = bpf-floor ] && clock=(env RTLAB_BPF_ATTACH_ONLY=1)
         binary=$rtlab
         [ "$mode" = bpf-alt ] && binary=${RTLAB_ALT:?bpf-alt needs RTLAB_ALT=/path/to/rtlab}
         # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags

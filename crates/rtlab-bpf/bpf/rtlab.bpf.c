@@ -278,6 +278,9 @@ const volatile __u64 hrtimer_wakeup_function = 0;
 const volatile __u32 clock_policy = CLOCK_WHILE_PENDING;
 /* 1: every episode copies the whole window (only to measure what the tails save). */
 const volatile __u32 whole_window_episodes = 0;
+/* 1: every program returns at once (only to measure the floor: what attaching costs the
+ * wake-up path before a program does any work). */
+const volatile __u32 attach_only = 0;
 
 /* Per slot, the measured thread's state (slot written by user space). */
 struct {
@@ -352,7 +355,7 @@ static __always_inline void count(__u32 which)
 
 static __always_inline bool cpu_measured(__u32 cpu)
 {
-	if (cpu >= 256)
+	if (attach_only || cpu >= 256)
 		return 0;
 	return (cpu_mask[cpu / 64] >> (cpu % 64)) & 1;
 }

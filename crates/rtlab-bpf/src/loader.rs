@@ -207,6 +207,9 @@ pub struct BpfConfig {
     /// Every episode copies the whole 1024-event window instead of its tail (only to measure
     /// what the tails save in ring space and lost episodes).
     pub whole_window_episodes: bool,
+    /// Every program returns at once: nothing is recorded (only to measure the floor, what the
+    /// attached programs cost the wake-up path before they do any work).
+    pub attach_only: bool,
 }
 
 /// Which events read the clock (`bpf_ktime_get_ns`), the C `enum clock_policy`.
@@ -355,6 +358,7 @@ impl BpfRecorder {
         let hrtimer_wakeup = kernel_symbol("hrtimer_wakeup")?;
         let clock_policy = config.clock.c_value();
         let whole_window_episodes = u32::from(config.whole_window_episodes);
+        let attach_only = u32::from(config.attach_only);
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .map_max_entries("windows", possible_cpus as u32)
@@ -362,6 +366,7 @@ impl BpfRecorder {
             .override_global("hrtimer_wakeup_function", &hrtimer_wakeup, true)
             .override_global("clock_policy", &clock_policy, true)
             .override_global("whole_window_episodes", &whole_window_episodes, true)
+            .override_global("attach_only", &attach_only, true)
             .load(OBJECT)
             .map_err(|error| BpfError::Load(chain(&error)))?;
         let mut thresholds: Array<MapData, u64> = Array::try_from(

@@ -90,6 +90,7 @@ fn start_bpf(cpu: usize, mode: &str) -> BpfRecorder {
         full_events: false,
         clock: policy_of(mode),
         whole_window_episodes: false,
+        attach_only: false,
     })
     .expect("BPF recorder (root)")
 }

@@ -113,6 +113,7 @@ impl BpfExplainer {
                 .and_then(|text| ClockPolicy::parse(&text))
                 .unwrap_or_default(),
             whole_window_episodes: std::env::var_os("RTLAB_BPF_WHOLE_WINDOW").is_some(),
+            attach_only: std::env::var_os("RTLAB_BPF_ATTACH_ONLY").is_some(),
         })?;
         let thresholds: Arc<Vec<AtomicU64>> = Arc::new(
             config
