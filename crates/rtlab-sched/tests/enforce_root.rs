@@ -577,3 +577,52 @@ fn an_activity_of_several_threads_shares_one_dispatch_reservation() {
     drop(enforcer);
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_deadline_thread_reserved_again_soon_after_its_release_still_gets_its_cpu() {
+    require_root();
+    let _turn = serial();
+    let spinner = spin_for(Duration::from_secs(60));
+    let directory = state_dir("restart");
+    let mut enforcer = Enforcer::open(&directory, None).unwrap();
+    let mut starved = Vec::new();
+    // Released while it spins (so, often while throttled) and reserved again 30 ms later. Before
+    // 2026-11-26 a released runnable thread was shrunk to 1 µs per second first, and reserved
+    // again it stayed throttled for minutes (ARCHITECTURE.md, "Known problems").
+    for cycle in 0..8 {
+        let grant = enforcer
+            .reserve(request(spinner.tid, 2, 10, BackendKind::Deadline))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        enforcer.release(grant.grant.id).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        // The kernel counts a runnable thread's released bandwidth until its 0-lag time, so the
+        // second request can meet EBUSY for a few tens of milliseconds.
+        let asked = Instant::now();
+        let grant = loop {
+            match enforcer.reserve(request(spinner.tid, 2, 10, BackendKind::Deadline)) {
+                Ok(grant) => break grant,
+                Err(error) if asked.elapsed() < Duration::from_millis(500) => {
+                    println!("cycle {cycle}: {error}; asking again");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(error) => panic!("cycle {cycle}: {error}"),
+            }
+        };
+        let before = rtlab_sys::thread_control::thread_cpu_clock_ns(spinner.tid).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let got = rtlab_sys::thread_control::thread_cpu_clock_ns(spinner.tid).unwrap() - before;
+        enforcer.release(grant.grant.id).unwrap();
+        // 2 ms of every 10 is 80 ms of 400; a thread left throttled gets nothing.
+        if got < 20_000_000 {
+            starved.push((cycle, got));
+        }
+    }
+    drop(enforcer);
+    let _ = std::fs::remove_dir_all(&directory);
+    assert!(
+        starved.is_empty(),
+        "cycles where the thread got under 20 ms of CPU in 400 ms (cycle, ns): {starved:?}"
+    );
+}

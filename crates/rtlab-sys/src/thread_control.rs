@@ -30,6 +30,10 @@ pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 /// cycles with the shrink, 17 and 22 of 40 without it: `examples/deadline_restart.rs`; the rest is
 /// the kernel's own, ARCHITECTURE.md "Known problems"). When the state cannot be read the thread
 /// is switched straight, as a leak is the lesser harm.
+///
+/// The price: a runnable thread's bandwidth stays counted until its 0-lag time, so a
+/// SCHED_DEADLINE request right after its release can meet EBUSY; such a request is retried every
+/// 2 ms for up to 100 ms before the EBUSY is returned.
 pub fn set_thread_policy_with_flags(tid: u32, policy: Policy, flags: u64) -> io::Result<()> {
     if !matches!(policy, Policy::Deadline { .. })
         && matches!(
@@ -40,8 +44,27 @@ pub fn set_thread_policy_with_flags(tid: u32, policy: Policy, flags: u64) -> io:
     {
         crate::sched::set_thread_policy_flags(tid, LEAST_DEADLINE_BANDWIDTH, flags)?;
     }
-    crate::sched::set_thread_policy_flags(tid, policy, flags)
+    if !matches!(policy, Policy::Deadline { .. }) {
+        return crate::sched::set_thread_policy_flags(tid, policy, flags);
+    }
+    // A runnable thread's released bandwidth stays counted until its 0-lag time, a few of its
+    // periods at most: a request right after such a release meets EBUSY that clears by itself.
+    let asked = std::time::Instant::now();
+    loop {
+        match crate::sched::set_thread_policy_flags(tid, policy, flags) {
+            Err(error)
+                if error.raw_os_error() == Some(libc::EBUSY)
+                    && asked.elapsed() < DEADLINE_BUSY_PATIENCE =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            result => return result,
+        }
+    }
 }
+
+/// How long a SCHED_DEADLINE request waits out EBUSY (bandwidth of a just-released thread).
+const DEADLINE_BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Thread `tid`'s state letter (/proc/TID/stat field 3: `R` running or runnable, `S` sleeping,
 /// `D` in uninterruptible wait, `T` stopped, …).
