@@ -142,7 +142,26 @@ pub fn set_current_thread_policy(policy: Policy) -> io::Result<()> {
 }
 
 /// Reads the policy of thread `tid` (0 = the calling thread).
+///
+/// The kernel reads a thread's policy and priority without a lock, so a read racing a change can
+/// pair the new policy with the old priority: SCHED_FIFO at priority 0 was seen while rtlab's
+/// dispatcher lowered a thread from FIFO 98 to SCHED_OTHER. A real-time policy at priority 0
+/// cannot be set, so such a read is taken again.
 pub fn thread_policy(tid: u32) -> io::Result<Policy> {
+    let mut policy = read_thread_policy(tid)?;
+    for _ in 0..8 {
+        match policy {
+            Policy::Fifo { priority: 0 } | Policy::RoundRobin { priority: 0 } => {
+                std::thread::sleep(std::time::Duration::from_micros(10));
+                policy = read_thread_policy(tid)?;
+            }
+            _ => break,
+        }
+    }
+    Ok(policy)
+}
+
+fn read_thread_policy(tid: u32) -> io::Result<Policy> {
     let mut attr = SchedAttr::default();
     // SAFETY: `attr` is writable and SCHED_ATTR_SIZE_VER0 bytes long, the size we pass; flags 0.
     let result = unsafe {
@@ -217,6 +236,56 @@ pub fn rt_runtime_us() -> io::Result<i64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    #[ignore = "needs root"]
+    fn a_read_racing_a_policy_change_never_gives_fifo_at_priority_zero() {
+        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
+        let (exit_sender, exit_receiver) = std::sync::mpsc::channel::<()>();
+        let target = std::thread::spawn(move || {
+            tid_sender.send(crate::cpu::current_tid()).unwrap();
+            let _ = exit_receiver.recv();
+        });
+        let tid = tid_receiver.recv().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let toggler = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // A change every 20 µs: far denser than rtlab's dispatcher, which changes a
+                // thread at slot edges, hundreds of microseconds apart.
+                let pause = || {
+                    let until = std::time::Instant::now() + std::time::Duration::from_micros(20);
+                    while std::time::Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                };
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    set_thread_policy(tid, Policy::Fifo { priority: 98 }).unwrap();
+                    pause();
+                    set_thread_policy(tid, Policy::Other { nice: 0 }).unwrap();
+                    pause();
+                }
+            })
+        };
+        let (mut torn, mut reads) = (0, 0);
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            reads += 1;
+            if matches!(
+                read_thread_policy(tid).unwrap(),
+                Policy::Fifo { priority: 0 }
+            ) {
+                torn += 1;
+            }
+            assert_ne!(thread_policy(tid).unwrap(), Policy::Fifo { priority: 0 });
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        toggler.join().unwrap();
+        set_thread_policy(tid, Policy::Other { nice: 0 }).unwrap();
+        drop(exit_sender);
+        target.join().unwrap();
+        println!("{torn} torn reads of {reads}");
+    }
+
     use super::*;
 
     #[test]
