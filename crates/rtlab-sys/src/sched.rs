@@ -236,6 +236,37 @@ pub fn rt_runtime_us() -> io::Result<i64> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_policy() {
+        let policy = thread_policy(0).unwrap();
+        assert!(matches!(policy, Policy::Other { .. } | Policy::Fifo { .. }));
+    }
+
+    #[test]
+    #[ignore = "needs root (SCHED_FIFO)"]
+    fn fifo_round_trip() {
+        assert!(
+            realtime_permitted(),
+            "this test needs SCHED_FIFO permission: run it as root or with CAP_SYS_NICE"
+        );
+        std::thread::spawn(|| {
+            set_current_thread_policy(Policy::Fifo { priority: 7 }).unwrap();
+            assert_eq!(thread_policy(0).unwrap(), Policy::Fifo { priority: 7 });
+            set_current_thread_policy(Policy::Other { nice: 0 }).unwrap();
+            assert_eq!(thread_policy(0).unwrap(), Policy::Other { nice: 0 });
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn lists_own_threads() {
+        let tids = process_thread_ids(std::process::id()).unwrap();
+        assert!(tids.contains(&std::process::id()));
+    }
+
     #[test]
     #[ignore = "needs root"]
     fn a_read_racing_a_policy_change_never_gives_fifo_at_priority_zero() {
@@ -284,36 +315,5 @@ mod tests {
         drop(exit_sender);
         target.join().unwrap();
         println!("{torn} torn reads of {reads}");
-    }
-
-    use super::*;
-
-    #[test]
-    fn reads_own_policy() {
-        let policy = thread_policy(0).unwrap();
-        assert!(matches!(policy, Policy::Other { .. } | Policy::Fifo { .. }));
-    }
-
-    #[test]
-    #[ignore = "needs root (SCHED_FIFO)"]
-    fn fifo_round_trip() {
-        assert!(
-            realtime_permitted(),
-            "this test needs SCHED_FIFO permission: run it as root or with CAP_SYS_NICE"
-        );
-        std::thread::spawn(|| {
-            set_current_thread_policy(Policy::Fifo { priority: 7 }).unwrap();
-            assert_eq!(thread_policy(0).unwrap(), Policy::Fifo { priority: 7 });
-            set_current_thread_policy(Policy::Other { nice: 0 }).unwrap();
-            assert_eq!(thread_policy(0).unwrap(), Policy::Other { nice: 0 });
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn lists_own_threads() {
-        let tids = process_thread_ids(std::process::id()).unwrap();
-        assert!(tids.contains(&std::process::id()));
     }
 }
