@@ -13,6 +13,7 @@ use crate::forecast::{Exceedance, TailModel, CONFIDENCE};
 use crate::tail::gpd;
 use crate::tail::{fit_tail, PotFit, TailConfig};
 use rtlab_core::LatencyHistogram;
+use std::cmp::Ordering;
 
 /// A fitted tail, ready to answer exceedance questions.
 #[derive(Clone, Debug)]
@@ -33,26 +34,87 @@ impl ProjectedTail {
     pub fn pot_fit(&self) -> &PotFit {
         &self.fit
     }
-}
 
-impl TailModel for ProjectedTail {
-    fn exceedance(&self, threshold_ns: u64) -> Option<Exceedance> {
+    /// The excess over the threshold and the conditional tail probability there, or `None`
+    /// where the projection does not apply: below the threshold, or beyond the fitted
+    /// distribution's upper end point (where the fit claims "never", more than it can know).
+    fn conditional(&self, threshold_ns: u64) -> Option<(f64, f64)> {
         let excess = threshold_ns as f64 - self.fit.threshold_ns;
         if excess <= 0.0 {
             return None;
         }
+        let conditional = gpd::survival(excess, self.fit.gpd.sigma, self.fit.gpd.xi);
+        (conditional > 0.0 && conditional < 1.0).then_some((excess, conditional))
+    }
+
+    /// The log likelihood a probability's constrained fit must reach to be inside the interval.
+    fn cutoff(&self) -> f64 {
+        self.fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0
+    }
+}
+
+/// Where an interval's ends are searched, in log conditional probability around the estimate
+/// `centre`: down to 10^-12 of it (inside there means "not bounded below"), up to just below 1.
+fn search_limits(centre: f64) -> (f64, f64) {
+    (
+        centre - 12.0 * std::f64::consts::LN_10,
+        (1.0 - 1e-9_f64).ln(),
+    )
+}
+
+impl TailModel for ProjectedTail {
+    fn exceedance(&self, threshold_ns: u64) -> Option<Exceedance> {
+        let (excess, conditional) = self.conditional(threshold_ns)?;
         let rate = self.fit.exceedance_rate();
-        let (sigma, xi) = (self.fit.gpd.sigma, self.fit.gpd.xi);
-        let conditional = gpd::survival(excess, sigma, xi);
-        if !(conditional > 0.0 && conditional < 1.0) {
-            // Beyond the fitted distribution's upper end point: the fit claims "never", which is
-            // more than it can know; no projection.
-            return None;
-        }
         let (low, high) = probability_interval(&self.fit, excess, conditional);
         Some(Exceedance {
             probability: rate * conditional,
             interval: (rate * low.min(conditional), rate * high.max(conditional)),
+        })
+    }
+
+    fn estimate(&self, threshold_ns: u64) -> Option<f64> {
+        let (_, conditional) = self.conditional(threshold_ns)?;
+        Some(self.fit.exceedance_rate() * conditional)
+    }
+
+    /// One exact test of the profile likelihood at `probability` (clamped to the range the
+    /// interval's ends are searched in, so that the answer is the one both ends would give).
+    fn locate(&self, threshold_ns: u64, probability: f64) -> Option<Ordering> {
+        let (excess, conditional) = self.conditional(threshold_ns)?;
+        let rate = self.fit.exceedance_rate();
+        let centre = conditional.ln();
+        let point = (probability / rate).ln();
+        if point.is_nan() {
+            return None;
+        }
+        let (low_limit, high_limit) = search_limits(centre);
+        let inside = |log_probability: f64| {
+            gpd::profile_reaches(
+                &self.fit.excesses,
+                excess,
+                log_probability.exp(),
+                self.cutoff(),
+                self.fit.gpd.xi,
+            )
+        };
+        let outside = if point > centre {
+            // Beyond the upper end's search, that end is 1 (so `rate`) when the limit is inside.
+            if point > high_limit {
+                !inside(high_limit) || probability > rate
+            } else {
+                !inside(point)
+            }
+        } else if point < centre {
+            // Below the lower end's search, that end is 0 when the limit is inside.
+            !inside(point.max(low_limit))
+        } else {
+            false
+        };
+        Some(match (outside, point > centre) {
+            (false, _) => Ordering::Equal,
+            (true, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
         })
     }
 
@@ -99,10 +161,9 @@ fn probability_interval(fit: &PotFit, excess: f64, conditional: f64) -> (f64, f6
             bisect(limit, centre, &mut |point| oracle.is_inside(point)).exp()
         }
     };
-    // Lower end: down to 10^-12 of the estimate; inside there means "not bounded below".
-    let low = end(centre - 12.0 * std::f64::consts::LN_10, 0.0);
-    // Upper end: up to a conditional probability just below 1.
-    let high = end((1.0 - 1e-9_f64).ln(), 1.0);
+    let (low_limit, high_limit) = search_limits(centre);
+    let low = end(low_limit, 0.0);
+    let high = end(high_limit, 1.0);
     (low, high)
 }
 
@@ -149,6 +210,78 @@ mod tests {
             histogram.record(50_000 + exponential.sample(&mut random) as u64);
         }
         histogram
+    }
+
+    /// 200 000 wake-ups: 50 µs plus a GPD tail with ξ = 0.2 and σ = 15 µs (heavier than
+    /// exponential).
+    fn heavy_tail() -> LatencyHistogram {
+        let mut random = rand::rngs::StdRng::seed_from_u64(11);
+        let uniform = rand_distr::Uniform::new(0.0_f64, 1.0);
+        let mut histogram = LatencyHistogram::new();
+        for _ in 0..200_000 {
+            let u: f64 = 1.0 - uniform.sample(&mut random);
+            histogram.record(50_000 + (15_000.0 * (u.powf(-0.2) - 1.0) / 0.2) as u64);
+        }
+        histogram
+    }
+
+    /// `decide` answers with one exact test where the whole interval is on one side of the
+    /// need, and hands back the whole forecast where it is not; either way the verdict (and its
+    /// point MTTF) is the one the whole forecast gives, on both sides and across the line.
+    #[test]
+    fn decide_agrees_with_the_whole_forecast() {
+        use crate::forecast::{decide, Decision};
+        let (mut suitable, mut unsuitable, mut straddling) = (0, 0, 0);
+        for histogram in [exponential_tail(), heavy_tail()] {
+            let tail = ProjectedTail::fit(&histogram).unwrap();
+            let evidence = LatencyEvidence {
+                histogram: &histogram,
+                tail: Some(&tail),
+            };
+            let beyond = histogram.max() + 1_000;
+            for slack_ns in [beyond, beyond * 3 / 2, beyond * 2, beyond * 4, beyond * 10] {
+                let config = BufferConfig {
+                    buffers: 2,
+                    buffer_period: Nanos(slack_ns),
+                    compute: Nanos(0),
+                };
+                let full = forecast(evidence, config, Model::PerPeriod).unwrap();
+                for needed_s in [1.0, 60.0, 3_600.0, 86_400.0, 604_800.0, 3.15e7, 3.15e9] {
+                    // The rule of the verdict at the end of a run (rtlab-render's verdict).
+                    let expected = match full.mttf_ci_s {
+                        [Some(lower), _] if lower >= needed_s => Some(true),
+                        [_, Some(upper)] if upper < needed_s => Some(false),
+                        _ => None,
+                    };
+                    match decide(evidence, config, Model::PerPeriod, needed_s).unwrap() {
+                        Decision::Decided {
+                            suitable: yes,
+                            mttf_s,
+                        } => {
+                            assert_eq!(Some(yes), expected, "slack {slack_ns}, need {needed_s}");
+                            assert_eq!(Some(mttf_s), full.mttf_s);
+                            if yes {
+                                suitable += 1;
+                            } else {
+                                unsuitable += 1;
+                            }
+                        }
+                        Decision::Forecast(row) => {
+                            assert_eq!(row, full);
+                            if matches!(row.basis, Basis::TailProjection { .. }) {
+                                assert_eq!(expected, None, "slack {slack_ns}, need {needed_s}");
+                                straddling += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Every branch was taken.
+        assert!(
+            suitable > 0 && unsuitable > 0 && straddling > 0,
+            "{suitable} {unsuitable} {straddling}"
+        );
     }
 
     /// The interval as it was computed before the edge search: every step asks the full test.

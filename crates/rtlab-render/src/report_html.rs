@@ -7,7 +7,7 @@
 
 use crate::run_verdict::cyclictest_note;
 use crate::svg_plots::{line_plot, timeline, Axis, Line, Mark};
-use crate::verdict::run_verdict;
+use crate::verdict::{run_verdict, Detail};
 use rtlab_analysis::classes::builtin_classes;
 use rtlab_analysis::forecast::VerdictKind;
 use rtlab_core::{LatencyHistogram, Metric, RunRecord, Series};
@@ -134,7 +134,7 @@ fn write_run(html: &mut String, record: &RunRecord) {
 }
 
 fn write_verdict(html: &mut String, record: &RunRecord) {
-    let verdict = run_verdict(record, &builtin_classes());
+    let verdict = run_verdict(record, &builtin_classes(), Detail::Full);
     let _ = writeln!(html, "<h3>Verdict per application class</h3>");
     if let Some(worst) = &verdict.worst {
         let _ = writeln!(
@@ -164,7 +164,7 @@ fn write_verdict(html: &mut String, record: &RunRecord) {
                     "<tr><td class=\"{css}\">{mark}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td></tr>",
                     escape(&class.name),
                     escape(&class.description),
-                    escape(&class.detail),
+                    escape(class.detail.as_deref().unwrap_or_default()),
                     escape(&class.mttf_text),
                     escape(&class.acceptable_text)
                 );

@@ -66,7 +66,13 @@ pub fn run_end(
     if let Some(name) = options.for_class {
         classes.retain(|class| class.name == name);
     }
-    let run_verdict = crate::verdict::run_verdict(record, &classes);
+    // The interval of every class only where it is shown.
+    let detail = if options.verbose {
+        crate::verdict::Detail::Full
+    } else {
+        crate::verdict::Detail::Decision
+    };
+    let run_verdict = crate::verdict::run_verdict(record, &classes, detail);
     text.push_str(&verdict(record, &run_verdict, idle, options.verbose));
     let unsuitable = options.for_class.is_some()
         && run_verdict
@@ -416,8 +422,8 @@ pub fn write_verdict(
                 };
                 let head = format!("  {} {:<22} ", mark(class.kind), class.name);
                 writeln!(out, "{}", wrapped(&head, &keep_units(&answer), 27))?;
-                if verbose {
-                    writeln!(out, "{}", wrapped("      ", &class.detail, 6))?;
+                if let Some(detail) = class.detail.as_deref().filter(|_| verbose) {
+                    writeln!(out, "{}", wrapped("      ", detail, 6))?;
                 }
             }
         }
@@ -473,7 +479,7 @@ pub fn cyclictest_note(record: &RunRecord, idle: Option<&IdleInfo>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::run_verdict;
+    use crate::verdict::{run_verdict, Detail};
     use rtlab_analysis::classes::builtin_classes;
 
     fn fixture(name: &str) -> RunRecord {
@@ -505,7 +511,12 @@ mod tests {
     fn render(record: &RunRecord, verbose: bool) -> String {
         let mut out = String::new();
         write_compact_summary(&mut out, record).unwrap();
-        let verdict = run_verdict(record, &builtin_classes());
+        let detail = if verbose {
+            Detail::Full
+        } else {
+            Detail::Decision
+        };
+        let verdict = run_verdict(record, &builtin_classes(), detail);
         write_verdict(&mut out, record, &verdict, Some(&haltpoll()), verbose).unwrap();
         out
     }
@@ -527,7 +538,7 @@ mod tests {
     fn short_vm_run_verdict_verbose() {
         let record = fixture("vm-5s.json");
         let mut out = String::new();
-        let verdict = run_verdict(&record, &builtin_classes());
+        let verdict = run_verdict(&record, &builtin_classes(), Detail::Full);
         write_verdict(&mut out, &record, &verdict, None, true).unwrap();
         let text = out;
         assert_fits(&text);

@@ -9,8 +9,8 @@
 
 use rtlab_analysis::classes::ApplicationClass;
 use rtlab_analysis::forecast::{
-    describe_seconds, forecast, select_series, verdict, Basis, BufferConfig, Forecast,
-    LatencyEvidence, Model, TailModel, VerdictKind,
+    decide, describe_seconds, forecast, select_series, verdict, Basis, BufferConfig, Decision,
+    Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
 };
 use rtlab_analysis::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};
@@ -33,9 +33,23 @@ pub struct ClassVerdict {
     pub mttf_text: String,
     /// The acceptable rate in words: "one per day".
     pub acceptable_text: String,
-    /// The forecast's full sentence (with intervals), for `--verbose` and JSON.
-    pub detail: String,
-    pub forecast: Forecast,
+    /// The forecast's full sentence (with intervals), for `--verbose` and the HTML report;
+    /// `None` when the verdict was taken at [`Detail::Decision`].
+    pub detail: Option<String>,
+    /// The whole forecast; `None` where [`Detail::Decision`] decided without it.
+    pub forecast: Option<Forecast>,
+}
+
+/// How much of each class's forecast a verdict computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Only what the verdict line shows: a tail projection's interval is computed only when it
+    /// straddles what the class needs (its ends are then shown), else one exact test decides.
+    /// The same verdict lines as `Full` at a fraction of the cost (the after-run analysis,
+    /// BENCHMARKS.md "CPU cost per sample").
+    Decision,
+    /// Every class's whole forecast and its sentence.
+    Full,
 }
 
 /// The worst delay of the run, in one phrase.
@@ -87,10 +101,31 @@ fn class_verdict(
     class: &ApplicationClass,
     evidence: LatencyEvidence<'_>,
     duration_s: f64,
+    detail: Detail,
 ) -> Option<ClassVerdict> {
-    let row = forecast(evidence, BufferConfig::of_class(class), Model::PerPeriod).ok()?;
-    let judged = verdict(class, &row);
+    let config = BufferConfig::of_class(class);
     let needed = class.acceptable.mean_interval_s();
+    let row = match detail {
+        Detail::Full => forecast(evidence, config, Model::PerPeriod).ok()?,
+        Detail::Decision => match decide(evidence, config, Model::PerPeriod, needed).ok()? {
+            Decision::Forecast(row) => row,
+            Decision::Decided { suitable, mttf_s } => {
+                return Some(ClassVerdict {
+                    name: class.name.clone(),
+                    description: class.description.clone(),
+                    kind: if suitable {
+                        VerdictKind::Suitable
+                    } else {
+                        VerdictKind::NotSuitable
+                    },
+                    mttf_text: mttf_in_words(mttf_s, "glitch"),
+                    acceptable_text: acceptable_in_words(class),
+                    detail: None,
+                    forecast: None,
+                })
+            }
+        },
+    };
     // Decided only when the whole interval of the MTTF is on one side of what the class needs;
     // a point estimate on the right side with an interval across the line is "measure longer".
     let kind = match (&row.basis, row.mttf_ci_s) {
@@ -124,8 +159,8 @@ fn class_verdict(
         kind,
         mttf_text,
         acceptable_text: acceptable_in_words(class),
-        detail: judged.text,
-        forecast: row,
+        detail: (detail == Detail::Full).then(|| verdict(class, &row).text),
+        forecast: Some(row),
     })
 }
 
@@ -258,8 +293,9 @@ pub fn worst_thing(record: &RunRecord, class: Option<&str>) -> Option<WorstThing
     })
 }
 
-/// The verdict of every class in `classes` on the run's rt-high wake-ups (or its only class).
-pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass]) -> RunVerdict {
+/// The verdict of every class in `classes` on the run's rt-high wake-ups (or its only class),
+/// computed to `detail`.
+pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Detail) -> RunVerdict {
     let selection = match select_series(record, None) {
         Ok(selection) => selection,
         Err(error) => {
@@ -282,7 +318,7 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass]) -> RunVerdi
     let duration_s = record.duration_ns as f64 / 1e9;
     let judged: Vec<ClassVerdict> = classes
         .iter()
-        .filter_map(|class| class_verdict(class, evidence, duration_s))
+        .filter_map(|class| class_verdict(class, evidence, duration_s, detail))
         .collect();
     let no_forecast = if judged.is_empty() {
         Some(format!("{}: no samples to forecast from", selection.label))
@@ -342,11 +378,54 @@ mod tests {
         );
     }
 
+    /// The verdict lines a run ends with are the same whether every interval was computed or
+    /// only the ones the lines show; only the details are left out.
+    #[test]
+    fn a_decision_verdict_says_what_the_full_one_says() {
+        // 100 000 wake-ups: 20 µs, and the quantiles of a GPD tail over it (ξ, σ), so that the
+        // classes beyond the data fall on both sides of their needs and across them.
+        let tail = |xi: f64, sigma_ns: f64| -> Vec<(u64, u64)> {
+            let n = 100_000;
+            (0..n)
+                .map(|i| {
+                    let survival = 1.0 - (i as f64 + 0.5) / n as f64;
+                    let excess = sigma_ns * (survival.powf(-xi) - 1.0) / xi;
+                    (20_000 + excess as u64, 1)
+                })
+                .collect()
+        };
+        let mut decided = std::collections::BTreeSet::new();
+        for (xi, sigma_ns) in [(0.2, 5_000.0), (0.3, 20_000.0), (0.4, 100_000.0)] {
+            let record = record_with(&tail(xi, sigma_ns), Vec::new(), 100);
+            let full = run_verdict(&record, &builtin_classes(), Detail::Full);
+            let decision = run_verdict(&record, &builtin_classes(), Detail::Decision);
+            let lines = |verdict: &RunVerdict| {
+                verdict
+                    .classes
+                    .iter()
+                    .map(|class| (class.name.clone(), class.kind, class.mttf_text.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(lines(&decision), lines(&full));
+            assert!(full.classes.iter().all(|class| class.detail.is_some()));
+            assert!(decision.classes.iter().all(|class| class.detail.is_none()));
+            decided.extend(
+                decision
+                    .classes
+                    .iter()
+                    .filter(|class| class.forecast.is_none())
+                    .map(|class| format!("{:?}", class.kind)),
+            );
+        }
+        // Both answers were reached by the exact test alone somewhere.
+        assert_eq!(decided.len(), 2, "{decided:?}");
+    }
+
     #[test]
     fn classes_get_yes_no_or_measure_longer() {
         // 10 minutes at 1 kHz, 20 µs typical, thirty 3 ms stalls.
         let record = record_with(&[(20_000, 600_000), (3_000_000, 30)], Vec::new(), 600);
-        let verdict = run_verdict(&record, &builtin_classes());
+        let verdict = run_verdict(&record, &builtin_classes(), Detail::Full);
         assert_eq!(verdict.series, "rt-high/wakeup");
         let kind = |name: &str| {
             verdict
@@ -452,7 +531,7 @@ mod tests {
     #[test]
     fn a_record_without_wakeups_has_no_forecast_but_says_why() {
         let record = RunRecord::new("r", "2026-01-01T00:00:00Z", 1, Vec::new());
-        let verdict = run_verdict(&record, &builtin_classes());
+        let verdict = run_verdict(&record, &builtin_classes(), Detail::Full);
         assert!(verdict.classes.is_empty());
         assert!(verdict.no_forecast.is_some());
         assert!(verdict.worst.is_none());

@@ -31,8 +31,8 @@ mod words;
 pub use backlog::{expected_underruns_per_period, per_period_underruns, underruns_after_stall};
 pub use buffers::{buffer_table, default_periods, least_buffering};
 pub use model::{
-    forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Exceedance, Forecast,
-    ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
+    decide, forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Decision,
+    Exceedance, Forecast, ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
 };
 pub use selection::{add_missed_periods, select_series, SelectionError, SeriesSelection};
 pub use verdict::{verdict_kind, VerdictKind};

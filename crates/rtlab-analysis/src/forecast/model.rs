@@ -76,6 +76,26 @@ pub trait TailModel {
     fn exceedance(&self, threshold_ns: u64) -> Option<Exceedance>;
     /// One line saying what the model is (e.g. "GPD fit to 200 peaks over 85 µs").
     fn describe(&self) -> String;
+    /// Where `probability` lies against the interval [`TailModel::exceedance`] reports at
+    /// `threshold_ns`: `Greater` above it, `Less` below it, `Equal` inside; `None` where the
+    /// model does not apply. A verdict needs only this (is the class's limit inside the
+    /// interval?), and a model may answer it for less than both ends of the interval cost.
+    fn locate(&self, threshold_ns: u64, probability: f64) -> Option<std::cmp::Ordering> {
+        let exceedance = self.exceedance(threshold_ns)?;
+        let (low, high) = exceedance.interval;
+        Some(if probability > high {
+            std::cmp::Ordering::Greater
+        } else if probability < low {
+            std::cmp::Ordering::Less
+        } else {
+            std::cmp::Ordering::Equal
+        })
+    }
+    /// The point estimate of [`TailModel::exceedance`] without its interval.
+    fn estimate(&self, threshold_ns: u64) -> Option<f64> {
+        self.exceedance(threshold_ns)
+            .map(|exceedance| exceedance.probability)
+    }
 }
 
 /// The latency data a forecast stands on.
@@ -166,12 +186,17 @@ pub fn zero_events_upper_bound() -> f64 {
     -(1.0 - CONFIDENCE).ln()
 }
 
-/// Forecasts the mean time to underrun of one buffer configuration.
-pub fn forecast(
-    evidence: LatencyEvidence<'_>,
-    config: BufferConfig,
-    model: Model,
-) -> Result<Forecast, ForecastError> {
+/// Which of the model's cases a configuration falls in, before any tail is asked.
+enum Path {
+    /// The compute time alone does not fit.
+    NoSlack,
+    /// `late` wake-ups were later than the slack.
+    Observed { late: u64, samples: u64 },
+    /// No wake-up was later than `slack`: beyond the observed data.
+    Beyond { slack: u64, samples: u64 },
+}
+
+fn path(evidence: LatencyEvidence<'_>, config: &BufferConfig) -> Result<Path, ForecastError> {
     if config.buffer_period.0 == 0 {
         return Err(ForecastError::ZeroPeriod);
     }
@@ -182,6 +207,24 @@ pub fn forecast(
     if samples == 0 {
         return Err(ForecastError::NoSamples);
     }
+    let slack_ns = config.slack_ns();
+    if slack_ns <= 0 {
+        return Ok(Path::NoSlack);
+    }
+    let slack = slack_ns as u64;
+    Ok(match evidence.histogram.count_above(slack) {
+        0 => Path::Beyond { slack, samples },
+        late => Path::Observed { late, samples },
+    })
+}
+
+/// Forecasts the mean time to underrun of one buffer configuration.
+pub fn forecast(
+    evidence: LatencyEvidence<'_>,
+    config: BufferConfig,
+    model: Model,
+) -> Result<Forecast, ForecastError> {
+    let path = path(evidence, &config)?;
     let slack_ns = config.slack_ns();
     let cycle_s = model.cycle(&config).as_secs_f64();
     let row = |p_late: Option<f64>,
@@ -211,28 +254,29 @@ pub fn forecast(
             None
         }
     };
-    if slack_ns <= 0 {
-        return Ok(row(
-            Some(1.0),
-            Some([1.0, 1.0]),
-            [Some(cycle_s), Some(cycle_s)],
-            Basis::NoSlack,
-        ));
-    }
-    let slack = slack_ns as u64;
-    let late = evidence.histogram.count_above(slack);
-    if late > 0 {
-        let (lower, upper) = poisson_interval(late);
-        let samples_f = samples as f64;
-        let p_low = lower / samples_f;
-        let p_high = (upper / samples_f).min(1.0);
-        return Ok(row(
-            Some(late as f64 / samples_f),
-            Some([p_low, p_high]),
-            [mttf_of(p_high), mttf_of(p_low)],
-            Basis::Observed { late, samples },
-        ));
-    }
+    let (slack, samples) = match path {
+        Path::NoSlack => {
+            return Ok(row(
+                Some(1.0),
+                Some([1.0, 1.0]),
+                [Some(cycle_s), Some(cycle_s)],
+                Basis::NoSlack,
+            ))
+        }
+        Path::Observed { late, samples } => {
+            let (lower, upper) = poisson_interval(late);
+            let samples_f = samples as f64;
+            let p_low = lower / samples_f;
+            let p_high = (upper / samples_f).min(1.0);
+            return Ok(row(
+                Some(late as f64 / samples_f),
+                Some([p_low, p_high]),
+                [mttf_of(p_high), mttf_of(p_low)],
+                Basis::Observed { late, samples },
+            ));
+        }
+        Path::Beyond { slack, samples } => (slack, samples),
+    };
     if let Some(tail) = evidence.tail {
         if let Some(exceedance) = tail.exceedance(slack) {
             if exceedance.probability > 0.0 {
@@ -256,6 +300,54 @@ pub fn forecast(
         [mttf_of(p_high), None],
         Basis::BeyondData { samples },
     ))
+}
+
+/// A verdict's answer for one configuration, with no more of the forecast than it takes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// The tail projection's interval lies wholly on one side of what the class needs, so one
+    /// exact test decided and the interval's ends were never computed: `suitable` with the
+    /// point estimate of the MTTF, s.
+    Decided { suitable: bool, mttf_s: f64 },
+    /// Every other case: the whole forecast (cheap off the tail, or an interval that straddles
+    /// the need, whose ends the verdict shows).
+    Forecast(Forecast),
+}
+
+/// Whether `config` reaches an MTTF of `needed_s`, asking the tail projection only where the
+/// class's limit lies against its interval (`TailModel::locate`): the verdict after every run
+/// asks this of 15 classes, and both ends of every interval were most of what rtlab costs
+/// after measuring (BENCHMARKS.md, probe cost). Decides exactly as [`forecast`]'s interval
+/// would (test `decide_agrees_with_the_whole_forecast`).
+pub fn decide(
+    evidence: LatencyEvidence<'_>,
+    config: BufferConfig,
+    model: Model,
+    needed_s: f64,
+) -> Result<Decision, ForecastError> {
+    if let (Path::Beyond { slack, .. }, Some(tail)) = (path(evidence, &config)?, evidence.tail) {
+        let cycle_s = model.cycle(&config).as_secs_f64();
+        // MTTF ≥ needed ⇔ P(late) ≤ cycle / needed.
+        let limit = cycle_s / needed_s;
+        if let Some(estimate) = tail.estimate(slack).filter(|estimate| *estimate > 0.0) {
+            match tail.locate(slack, limit) {
+                Some(std::cmp::Ordering::Greater) => {
+                    return Ok(Decision::Decided {
+                        suitable: true,
+                        mttf_s: cycle_s / estimate,
+                    })
+                }
+                Some(std::cmp::Ordering::Less) => {
+                    return Ok(Decision::Decided {
+                        suitable: false,
+                        mttf_s: cycle_s / estimate,
+                    })
+                }
+                _ => {}
+            }
+        }
+    }
+    forecast(evidence, config, model).map(Decision::Forecast)
 }
 
 impl Forecast {
