@@ -46,11 +46,11 @@ impl ProjectedTail {
         let conditional = gpd::survival(excess, self.fit.gpd.sigma, self.fit.gpd.xi);
         (conditional > 0.0 && conditional < 1.0).then_some((excess, conditional))
     }
+}
 
-    /// The log likelihood a probability's constrained fit must reach to be inside the interval.
-    fn cutoff(&self) -> f64 {
-        self.fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0
-    }
+/// The log likelihood a probability's constrained fit must reach to be inside the interval.
+fn cutoff(fit: &PotFit) -> f64 {
+    fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0
 }
 
 /// Where an interval's ends are searched, in log conditional probability around the estimate
@@ -94,7 +94,7 @@ impl TailModel for ProjectedTail {
                 &self.fit.excesses,
                 excess,
                 log_probability.exp(),
-                self.cutoff(),
+                cutoff(&self.fit),
                 self.fit.gpd.xi,
             )
         };
@@ -140,7 +140,7 @@ impl TailModel for ProjectedTail {
 fn probability_interval(fit: &PotFit, excess: f64, conditional: f64) -> (f64, f64) {
     let data = &fit.excesses;
     let xi = fit.gpd.xi;
-    let cutoff = fit.gpd.log_likelihood - gpd::chi_square_one(CONFIDENCE) / 2.0;
+    let cutoff = cutoff(fit);
     let centre = conditional.ln();
     // One end: bisected between `limit` and the estimate unless `limit` itself is inside.
     let end = |limit: f64, unbounded: f64| {

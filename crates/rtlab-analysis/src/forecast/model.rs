@@ -330,20 +330,11 @@ pub fn decide(
         // MTTF ≥ needed ⇔ P(late) ≤ cycle / needed.
         let limit = cycle_s / needed_s;
         if let Some(estimate) = tail.estimate(slack).filter(|estimate| *estimate > 0.0) {
-            match tail.locate(slack, limit) {
-                Some(std::cmp::Ordering::Greater) => {
-                    return Ok(Decision::Decided {
-                        suitable: true,
-                        mttf_s: cycle_s / estimate,
-                    })
-                }
-                Some(std::cmp::Ordering::Less) => {
-                    return Ok(Decision::Decided {
-                        suitable: false,
-                        mttf_s: cycle_s / estimate,
-                    })
-                }
-                _ => {}
+            if let Some(side) = tail.locate(slack, limit).filter(|side| side.is_ne()) {
+                return Ok(Decision::Decided {
+                    suitable: side.is_gt(),
+                    mttf_s: cycle_s / estimate,
+                });
             }
         }
     }
