@@ -135,8 +135,8 @@ pub fn thread_is_alive(tgid: u32, tid: u32, start_time: u64) -> bool {
         .is_some_and(|now| now == start_time)
 }
 
-/// Every (pid, tid) whose comm is exactly `name`, in /proc order. Processes and threads that exit
-/// while being read are skipped.
+/// Every (pid, tid) whose comm is exactly `name`, by pid and then tid. Processes and threads that
+/// exit while being read are skipped.
 pub fn threads_named(name: &str) -> io::Result<Vec<(u32, u32)>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc")? {
@@ -147,17 +147,11 @@ pub fn threads_named(name: &str) -> io::Result<Vec<(u32, u32)>> {
         else {
             continue;
         };
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        // Read as `process_thread_ids` reads it: one read can miss a live thread.
+        let Ok(tids) = crate::sched::process_thread_ids(pid) else {
             continue;
         };
-        for task in tasks.flatten() {
-            let Some(tid) = task
-                .file_name()
-                .to_str()
-                .and_then(|text| text.parse::<u32>().ok())
-            else {
-                continue;
-            };
+        for tid in tids {
             if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
                 if comm.trim_end_matches('\n') == name {
                     found.push((pid, tid));

@@ -168,8 +168,10 @@ pub fn block_signal_in_current_thread(signal: i32) -> io::Result<()> {
 /// setitimer's SIGALRM goes to any thread that does not, and by default kills the process.
 pub fn signal_blocked_in_every_thread(signal: i32) -> io::Result<bool> {
     let bit = 1u64 << (signal - 1);
-    for entry in std::fs::read_dir("/proc/self/task")? {
-        let status = match std::fs::read_to_string(entry?.path().join("status")) {
+    // Every thread, read as `process_thread_ids` reads them: one read of the task directory can
+    // miss a live thread, and a missed one that takes SIGALRM would end the process.
+    for tid in crate::sched::process_thread_ids(std::process::id())? {
+        let status = match std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) {
             Ok(status) => status,
             Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
             Err(error) => return Err(error),
