@@ -247,13 +247,8 @@ mod tests {
 
     #[test]
     fn pidfd_info_names_a_thread_its_process_and_uids_where_the_kernel_has_it() {
-        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
-        let (go_sender, go_receiver) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            tid_sender.send(crate::cpu::current_tid()).unwrap();
-            go_receiver.recv().unwrap();
-        });
-        let tid = tid_receiver.recv().unwrap();
+        let thread = crate::test_thread::WaitingThread::spawn();
+        let tid = thread.tid;
         let pidfd = pidfd_open_thread(tid).unwrap();
         let has_get_info = crate::thread_control::kernel_release()
             .ok()
@@ -274,26 +269,19 @@ mod tests {
             crate::proc_thread::thread_owner(tid).unwrap(),
             (status.tgid, status.real_uid(), status.effective_uid())
         );
-        go_sender.send(()).unwrap();
-        thread.join().unwrap();
+        thread.finish();
     }
 
     #[test]
     fn a_thread_pidfd_becomes_readable_when_the_thread_exits() {
-        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
-        let (go_sender, go_receiver) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            tid_sender.send(crate::cpu::current_tid()).unwrap();
-            go_receiver.recv().unwrap();
-        });
-        let tid = tid_receiver.recv().unwrap();
+        let thread = crate::test_thread::WaitingThread::spawn();
+        let tid = thread.tid;
         let pidfd = pidfd_open_thread(tid).unwrap();
         assert_eq!(
             poll_readable(&[pidfd.as_fd()], Some(Duration::ZERO)).unwrap(),
             vec![false]
         );
-        go_sender.send(()).unwrap();
-        thread.join().unwrap();
+        thread.finish();
         assert_eq!(poll_readable(&[pidfd.as_fd()], None).unwrap(), vec![true]);
     }
 

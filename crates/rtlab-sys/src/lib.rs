@@ -43,6 +43,8 @@ pub mod process_locks;
 pub mod sched;
 #[cfg(target_os = "linux")]
 pub mod signals;
+#[cfg(all(test, target_os = "linux"))]
+mod test_thread;
 #[cfg(target_os = "linux")]
 pub mod thread_clock;
 #[cfg(target_os = "linux")]

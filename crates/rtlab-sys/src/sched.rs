@@ -319,18 +319,11 @@ mod tests {
 
     #[test]
     fn lists_its_own_threads() {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let helper = std::thread::spawn(move || {
-            ready_tx.send(crate::cpu::current_tid()).unwrap();
-            let _ = done_rx.recv();
-        });
-        let helper_tid = ready_rx.recv().unwrap();
+        let helper = crate::test_thread::WaitingThread::spawn();
         let tids = process_thread_ids(std::process::id()).unwrap();
-        drop(done_tx);
-        helper.join().unwrap();
         assert!(tids.contains(&std::process::id()));
-        assert!(tids.contains(&helper_tid));
+        assert!(tids.contains(&helper.tid));
+        helper.finish();
         assert!(tids.contains(&crate::cpu::current_tid()));
         assert!(
             tids.windows(2).all(|pair| pair[0] < pair[1]),
@@ -364,13 +357,8 @@ mod tests {
     #[test]
     #[ignore = "needs root"]
     fn a_read_racing_a_policy_change_never_gives_fifo_at_priority_zero() {
-        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
-        let (exit_sender, exit_receiver) = std::sync::mpsc::channel::<()>();
-        let target = std::thread::spawn(move || {
-            tid_sender.send(crate::cpu::current_tid()).unwrap();
-            let _ = exit_receiver.recv();
-        });
-        let tid = tid_receiver.recv().unwrap();
+        let target = crate::test_thread::WaitingThread::spawn();
+        let tid = target.tid;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let toggler = {
             let stop = stop.clone();
@@ -406,8 +394,7 @@ mod tests {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         toggler.join().unwrap();
         set_thread_policy(tid, Policy::Other { nice: 0 }).unwrap();
-        drop(exit_sender);
-        target.join().unwrap();
+        target.finish();
         println!("{torn} torn reads of {reads}");
     }
 }

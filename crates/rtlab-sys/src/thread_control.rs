@@ -455,13 +455,8 @@ mod tests {
     #[test]
     #[ignore = "needs root"]
     fn a_blocked_deadline_thread_switched_back_leaves_no_bandwidth_counted() {
-        let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
-        let (exit_sender, exit_receiver) = std::sync::mpsc::channel::<()>();
-        let blocked = std::thread::spawn(move || {
-            tid_sender.send(crate::cpu::current_tid()).unwrap();
-            let _ = exit_receiver.recv();
-        });
-        let tid = tid_receiver.recv().unwrap();
+        let blocked = crate::test_thread::WaitingThread::spawn();
+        let tid = blocked.tid;
         let thirty_percent = Policy::Deadline {
             runtime_ns: 3_000_000,
             deadline_ns: 10_000_000,
@@ -479,7 +474,6 @@ mod tests {
             crate::sched::thread_policy(tid).unwrap(),
             Policy::Other { nice: 0 }
         );
-        drop(exit_sender);
-        blocked.join().unwrap();
+        blocked.finish();
     }
 }
