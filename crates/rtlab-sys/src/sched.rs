@@ -215,10 +215,11 @@ pub fn realtime_permitted() -> bool {
 /// read, the walk ends early or resumes by position, past threads it never listed. A thread
 /// reading its process's task directory in a loop while 1,500 threads created before it exited
 /// missed itself once in about 200,000 reads here (and once in 320,000 with 300 threads), and
-/// the daemon's test of resolving a whole process failed on it in a CI rehearsal. So the directory is read again until a read
-/// lists no thread the earlier ones missed (at most [`TASK_READS`] reads), and the union is
-/// returned: a thread alive throughout is missing only if every read missed it. A thread that
-/// exited meanwhile may be listed, as it may be by any list of threads once read.
+/// the daemon's test of resolving a whole process failed on it in a CI rehearsal. So the
+/// directory is read again until a read lists no thread the earlier ones missed (at most 8
+/// reads), and the union is returned: a thread alive throughout is missing only if every read
+/// missed it. A thread that exited meanwhile may be listed, as it may be by any list of threads
+/// once read.
 pub fn process_thread_ids(pid: u32) -> io::Result<Vec<u32>> {
     let path = format!("/proc/{pid}/task");
     union_of_reads(|| {
@@ -238,7 +239,7 @@ pub fn process_thread_ids(pid: u32) -> io::Result<Vec<u32>> {
 
 /// Most reads [`process_thread_ids`] makes: each read after the first either lists nothing new,
 /// which ends it, or a thread the others missed or one started since.
-pub const TASK_READS: usize = 8;
+const TASK_READS: usize = 8;
 
 /// The union of `read`'s answers, read until one adds nothing (at most [`TASK_READS`] times). An
 /// error on the first read is returned; a later one (the process has exited) ends the reads.
