@@ -1,0 +1,172 @@
+/*
+ * xrun_client: a JACK client that does a fixed share of work in every process callback and
+ * counts xruns the way JACK reports them (jack_set_xrun_callback). It is the "real application"
+ * rtlab's tests and benchmarks hold rtlab against: JACK's own xrun count is the truth.
+ *
+ *   xrun_client [-n NAME] [-s SERVER] [-l LOAD_PERCENT] [-d SECONDS] [-x XRUN_LOG] [-w]
+ *
+ * -l   percent of each period to burn in the process callback (busy work on CLOCK_MONOTONIC)
+ * -d   how long to stay active; then it deactivates, prints one JSON object on stdout and exits
+ * -x   append one line per xrun to XRUN_LOG: CLOCK_MONOTONIC nanoseconds of the callback
+ * -w   wait for the server to come up (retry jack_client_open for up to 10 s)
+ *
+ * The JSON: {"xruns":N,"callbacks":N,"period_frames":N,"sample_rate":N,"period_ns":N,
+ *            "load_percent":N,"duration_ns":N,"process_tid":N,"max_callback_ns":N,
+ *            "started_monotonic_ns":N}
+ * SIGINT or SIGTERM end the run early, with the same JSON.
+ */
+#define _GNU_SOURCE
+#include <jack/jack.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_uint_fast64_t xruns;
+static atomic_uint_fast64_t callbacks;
+static atomic_uint_fast64_t max_callback_ns;
+static atomic_int process_tid;
+static volatile sig_atomic_t stop_requested;
+static uint64_t burn_ns;
+static FILE *xrun_log;
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static int process(jack_nframes_t frames, void *arg)
+{
+    (void)frames;
+    (void)arg;
+    uint64_t start = monotonic_ns();
+    if (atomic_load(&process_tid) == 0)
+        atomic_store(&process_tid, (int)syscall(SYS_gettid));
+    /* Busy work for burn_ns of wall time: what a DSP callback does with its share of the period. */
+    volatile uint64_t sink = 0;
+    while (monotonic_ns() - start < burn_ns)
+        for (int i = 0; i < 64; i++)
+            sink += (uint64_t)i * 2654435761u;
+    uint64_t took = monotonic_ns() - start;
+    uint64_t previous = atomic_load(&max_callback_ns);
+    while (took > previous && !atomic_compare_exchange_weak(&max_callback_ns, &previous, took)) {
+    }
+    atomic_fetch_add(&callbacks, 1);
+    return 0;
+}
+
+static int on_xrun(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&xruns, 1);
+    if (xrun_log) {
+        fprintf(xrun_log, "%llu\n", (unsigned long long)monotonic_ns());
+        fflush(xrun_log);
+    }
+    return 0;
+}
+
+static void on_shutdown(void *arg)
+{
+    (void)arg;
+    stop_requested = 1;
+}
+
+static void on_signal(int signal_number)
+{
+    (void)signal_number;
+    stop_requested = 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *name = "xrun_client";
+    const char *server = NULL;
+    const char *xrun_log_path = NULL;
+    double load_percent = 30.0;
+    double seconds = 20.0;
+    int wait_for_server = 0;
+    int option;
+    while ((option = getopt(argc, argv, "n:s:l:d:x:w")) != -1) {
+        switch (option) {
+        case 'n': name = optarg; break;
+        case 's': server = optarg; break;
+        case 'l': load_percent = atof(optarg); break;
+        case 'd': seconds = atof(optarg); break;
+        case 'x': xrun_log_path = optarg; break;
+        case 'w': wait_for_server = 1; break;
+        default:
+            fprintf(stderr, "usage: %s [-n NAME] [-s SERVER] [-l LOAD%%] [-d SECONDS] [-x XRUN_LOG] [-w]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (load_percent < 0 || load_percent > 100 || seconds <= 0) {
+        fprintf(stderr, "xrun_client: -l must be 0..100 and -d positive\n");
+        return 2;
+    }
+    if (xrun_log_path) {
+        xrun_log = fopen(xrun_log_path, "a");
+        if (!xrun_log) {
+            fprintf(stderr, "xrun_client: %s: %s\n", xrun_log_path, strerror(errno));
+            return 2;
+        }
+    }
+    jack_options_t options = JackNoStartServer | (server ? JackServerName : JackNullOption);
+    jack_status_t status = 0;
+    jack_client_t *client = NULL;
+    uint64_t give_up = monotonic_ns() + 10000000000ull;
+    for (;;) {
+        client = server ? jack_client_open(name, options, &status, server)
+                        : jack_client_open(name, options, &status);
+        if (client || !wait_for_server || monotonic_ns() > give_up)
+            break;
+        usleep(100000);
+    }
+    if (!client) {
+        fprintf(stderr, "xrun_client: no JACK server (status 0x%x)\n", (unsigned)status);
+        return 3;
+    }
+    jack_nframes_t period_frames = jack_get_buffer_size(client);
+    jack_nframes_t sample_rate = jack_get_sample_rate(client);
+    uint64_t period_ns = (uint64_t)period_frames * 1000000000ull / sample_rate;
+    burn_ns = (uint64_t)(period_ns * load_percent / 100.0);
+    jack_set_process_callback(client, process, NULL);
+    jack_set_xrun_callback(client, on_xrun, NULL);
+    jack_on_shutdown(client, on_shutdown, NULL);
+    jack_port_register(client, "in", JACK_DEFAULT_AUDIO_TYPE, JackPortIsInput, 0);
+    jack_port_register(client, "out", JACK_DEFAULT_AUDIO_TYPE, JackPortIsOutput, 0);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    uint64_t started = monotonic_ns();
+    if (jack_activate(client)) {
+        fprintf(stderr, "xrun_client: jack_activate failed\n");
+        jack_client_close(client);
+        return 3;
+    }
+    /* Say we are active, for scripts that start a competitor or a recorder only once we run. */
+    fprintf(stderr, "xrun_client: active, period %u frames at %u Hz\n", period_frames, sample_rate);
+    uint64_t end = started + (uint64_t)(seconds * 1e9);
+    while (!stop_requested && monotonic_ns() < end)
+        usleep(20000);
+    uint64_t duration = monotonic_ns() - started;
+    jack_deactivate(client);
+    jack_client_close(client);
+    printf("{\"xruns\":%llu,\"callbacks\":%llu,\"period_frames\":%u,\"sample_rate\":%u,"
+           "\"period_ns\":%llu,\"load_percent\":%g,\"duration_ns\":%llu,\"process_tid\":%d,"
+           "\"max_callback_ns\":%llu,\"started_monotonic_ns\":%llu}\n",
+           (unsigned long long)atomic_load(&xruns), (unsigned long long)atomic_load(&callbacks),
+           period_frames, sample_rate, (unsigned long long)period_ns, load_percent,
+           (unsigned long long)duration, atomic_load(&process_tid),
+           (unsigned long long)atomic_load(&max_callback_ns), (unsigned long long)started);
+    if (xrun_log)
+        fclose(xrun_log);
+    return 0;
+}
