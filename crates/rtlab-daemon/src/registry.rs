@@ -348,6 +348,7 @@ impl Registry {
     /// The fraction of a CPU `uid` holds at `now_ns` (CLOCK_MONOTONIC): its reservations, and its
     /// Time Constraints whose deadline has not passed.
     fn held_fraction(&self, uid: u32, now_ns: u64) -> f64 {
+        // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0 %".
         let reserved: f64 = self
             .grants
             .values()
@@ -356,7 +357,7 @@ impl Registry {
                 let granted = record.enforced.grant.granted;
                 granted.amount.0 as f64 / granted.period.0.max(1) as f64
             })
-            .sum();
+            .fold(0.0, |sum, fraction| sum + fraction);
         let constrained: f64 = self
             .constraints
             .values()
@@ -369,7 +370,7 @@ impl Registry {
                     record.deadline_ns,
                 )
             })
-            .sum();
+            .fold(0.0, |sum, fraction| sum + fraction);
         reserved + constrained
     }
 

@@ -34,7 +34,8 @@ impl Drop for Listening {
 
 /// A socket file owned by this process's effective uid.
 fn is_our_socket(metadata: &Metadata) -> bool {
-    metadata.file_type().is_socket() && metadata.uid() == rtlab_sys::proc_thread::current_effective_uid()
+    metadata.file_type().is_socket()
+        && metadata.uid() == rtlab_sys::proc_thread::current_effective_uid()
 }
 
 /// Why the socket could not be opened.

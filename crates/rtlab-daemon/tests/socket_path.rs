@@ -9,7 +9,11 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
 }
 
 fn refused(path: &Path, what: &str) {
@@ -55,10 +59,7 @@ fn a_regular_file_or_directory_at_the_socket_path_is_refused_and_kept() {
     std::fs::write(&socket, "not a socket\n").unwrap();
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o640)).unwrap();
     refused(&socket, "exists and is not a socket");
-    assert_eq!(
-        std::fs::read_to_string(&socket).unwrap(),
-        "not a socket\n"
-    );
+    assert_eq!(std::fs::read_to_string(&socket).unwrap(), "not a socket\n");
     assert_eq!(mode(&socket), 0o640);
     std::fs::remove_file(&socket).unwrap();
     std::fs::create_dir(&socket).unwrap();
@@ -80,10 +81,7 @@ fn only_a_stale_socket_of_our_own_is_replaced_and_a_live_one_is_kept() {
     assert_eq!(mode(&socket), 0o666, "every user may connect");
     // A second daemon finds it live.
     let error = bind(&socket).unwrap_err();
-    assert!(
-        matches!(error, SocketError::AlreadyRunning(_)),
-        "{error}"
-    );
+    assert!(matches!(error, SocketError::AlreadyRunning(_)), "{error}");
     drop(listening);
     assert!(!socket.exists(), "removed at exit");
 }

@@ -258,6 +258,37 @@ fn a_second_daemon_on_the_same_socket_refuses_to_start_and_sigterm_stops_cleanly
     assert!(daemon.log_text().contains("stopped"));
 }
 
+#[test]
+fn a_symlink_at_the_socket_path_stops_the_daemon_before_it_touches_anything() {
+    let sandbox = Sandbox::new();
+    let victim = sandbox.write("victim", "keep me\n");
+    std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let socket = sandbox.file("rtlabd.sock");
+    std::os::unix::fs::symlink(&victim, &socket).unwrap();
+    let output = sandbox
+        .command()
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("is a symbolic link; refusing to remove or follow it"),
+        "{stderr}"
+    );
+    assert!(std::fs::symlink_metadata(&socket)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let victim_mode = std::fs::metadata(&victim).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&victim_mode.permissions()) & 0o777,
+        0o600
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+}
+
 // ---- as root, with the real enforcer
 
 #[test]
