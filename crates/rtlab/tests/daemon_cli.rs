@@ -378,6 +378,47 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
 
 #[test]
 #[ignore = "needs root"]
+fn an_unprivileged_user_sees_roots_reservation_without_its_thread_name() {
+    let _turn = require_root();
+    let sandbox = Sandbox::new();
+    std::fs::set_permissions(
+        sandbox.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&sandbox);
+    let target = sleeper();
+    let tid = target.id().to_string();
+    assert_exit_code(
+        &daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--tid", &tid]),
+        0,
+    );
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .args(args)
+            .env("RTLAB_SOCKET", &daemon.socket)
+            .env("RTLAB_HOME", "/nonexistent")
+            .output()
+            .expect("setpriv (util-linux)")
+    };
+    let output = as_nobody(&["reservations", "--json", "-"]);
+    assert_exit_code(&output, 0);
+    let rows = stdout_json(&output)["reservations"].clone();
+    assert_eq!(rows[0]["tid"], target.id(), "{rows}");
+    assert_eq!(rows[0]["owner"], 0);
+    assert_eq!(rows[0]["comm"], "", "{rows}");
+    let output = as_nobody(&["reservations"]);
+    assert_exit_code(&output, 0);
+    let table = stdout_text(&output);
+    assert!(table.contains("(hidden)") && !table.contains("sleep"), "{table}");
+    // Root sees the name.
+    assert_eq!(daemon.reservation_rows(&sandbox)[0]["comm"], "sleep");
+}
+
+#[test]
+#[ignore = "needs root"]
 fn a_reservation_disappears_when_its_thread_exits() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
