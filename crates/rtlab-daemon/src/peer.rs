@@ -5,10 +5,13 @@
 //! pid can come to name another process once the peer exits and is reaped (a client that
 //! connects, hands its socket to a child and exits, waiting for a privileged process to take its
 //! pid). So the daemon takes a pidfd of the peer (SO_PEERPIDFD, Linux 6.5+) when it accepts, and
-//! before each request reads the peer's capabilities from `/proc/PID/status` only between two
-//! checks that the pidfd's process is still there: if it is there after the read, the pid named
-//! it throughout. A peer that has exited is refused, and its connection closed: a connection acts
-//! for the process that made it.
+//! reads the peer's capabilities from `/proc/PID/status` only between two checks that the pidfd's
+//! process is still there: if it is there after the read, the pid named it throughout. That is
+//! done once per connection, as the kernel fixes SO_PEERCRED at `connect` (a process that drops
+//! CAP_SYS_NICE later keeps it on connections it already has, as with any descriptor opened with a
+//! privilege); before each request only the pidfd is asked again (one `poll`, about a
+//! microsecond, where a status read costs 25-35): a peer that has exited is refused, and its
+//! connection closed. A connection acts for the process that made it.
 //!
 //! On kernels without SO_PEERPIDFD the pidfd is opened from the SO_PEERCRED pid at accept
 //! (`pidfd_open`), which a pid reused before that moment would fool; [`peer_pidfd_warning`] says
@@ -27,6 +30,8 @@ pub struct Peer {
     /// `None` when the peer's pid is not visible here (another pid namespace) or no pidfd could
     /// be had: then only uid 0 is privileged.
     pidfd: Option<OwnedFd>,
+    /// Decided at accept, under the pidfd.
+    privileged: bool,
 }
 
 fn gone(pid: u32) -> RpcError {
@@ -39,8 +44,8 @@ fn gone(pid: u32) -> RpcError {
 }
 
 impl Peer {
-    /// The peer of an accepted `stream` whose SO_PEERCRED is `credentials`; an error when it has
-    /// exited already.
+    /// The peer of an accepted `stream` whose SO_PEERCRED is `credentials`, its privilege read
+    /// under its pidfd; an error when it has exited already.
     pub fn of(stream: &UnixStream, credentials: PeerCredentials) -> Result<Peer, RpcError> {
         let pidfd = match ipc::peer_pidfd(stream) {
             Ok(pidfd) => Some(pidfd),
@@ -56,16 +61,26 @@ impl Peer {
             // ESRCH or EINVAL: the peer is gone (reaped) before its connection was accepted.
             Err(_) => return Err(gone(credentials.pid)),
         };
-        Ok(Peer { credentials, pidfd })
-    }
-
-    pub fn uid(&self) -> u32 {
-        self.credentials.uid
+        let privileged = caller_of_pidfd(credentials, pidfd.as_ref().map(AsFd::as_fd))?.privileged;
+        Ok(Peer {
+            credentials,
+            pidfd,
+            privileged,
+        })
     }
 
     /// Who is asking now: an error when the peer has exited.
     pub fn caller(&self) -> Result<Caller, RpcError> {
-        caller_of_pidfd(self.credentials, self.pidfd.as_ref().map(AsFd::as_fd))
+        if let Some(pidfd) = &self.pidfd {
+            if ipc::pidfd_process_exited(pidfd.as_fd()).unwrap_or(true) {
+                return Err(gone(self.credentials.pid));
+            }
+        }
+        Ok(Caller {
+            pid: self.credentials.pid,
+            uid: self.credentials.uid,
+            privileged: self.privileged,
+        })
     }
 }
 

@@ -20,8 +20,9 @@
 //! connection is closed after `idle_timeout`. Writes have a timeout too, so a client that never
 //! reads cannot hold its thread forever.
 //!
-//! Before each request the caller is decided again from a pidfd of the peer (`crate::peer`): a
-//! peer that has exited is refused and its connection closed. Each unprivileged uid's requests
+//! A connection's caller is decided when it is accepted, under a pidfd of the peer
+//! (`crate::peer`), and before each request that pidfd is asked whether the peer still runs: one
+//! that has exited is refused and its connection closed. Each unprivileged uid's requests
 //! are then counted against its burst budget (`crate::budget`), under a lock of its own.
 
 use crate::budget::RequestBudget;

@@ -412,7 +412,10 @@ fn an_unprivileged_user_sees_roots_reservation_without_its_thread_name() {
     let output = as_nobody(&["reservations"]);
     assert_exit_code(&output, 0);
     let table = stdout_text(&output);
-    assert!(table.contains("(hidden)") && !table.contains("sleep"), "{table}");
+    assert!(
+        table.contains("(hidden)") && !table.contains("sleep"),
+        "{table}"
+    );
     // Root sees the name.
     assert_eq!(daemon.reservation_rows(&sandbox)[0]["comm"], "sleep");
 }

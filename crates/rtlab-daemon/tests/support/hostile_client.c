@@ -9,9 +9,9 @@
  *   requests N                           N pings, one at a time; prints "ok X rate_limited Y"
  *                                        and the first refusal
  *   list                                 one list; prints the answer
- *   connect-then-exit REQUEST            connects, forks and exits; the child keeps the socket,
- *                                        waits for a line on stdin, sends REQUEST and prints
- *                                        "answer: ..." (the peer the daemon saw is gone)
+ *   connect-then-exit REQUEST            connects, pings, forks and exits; the child keeps the
+ *                                        socket, waits for a line on stdin, sends REQUEST and
+ *                                        prints "answer: ..." (the peer the daemon saw is gone)
  *   hold N                               opens N connections that send nothing; prints
  *                                        "open O busy B", then holds them until stdin closes
  */
@@ -174,6 +174,14 @@ static int connect_then_exit(const char *request)
 		perror("hostile_client: connect");
 		return 3;
 	}
+	/* One ping first: the daemon has accepted and decided who this is while it still ran. */
+	char answer[65536];
+	send_line(fd, "{\"rpc\":\"rtlab.rpc/1\",\"id\":1,\"method\":\"ping\"}\n");
+	read_line(fd, answer, sizeof(answer));
+	if (strstr(answer, "\"result\"") == NULL) {
+		printf("unexpected: %s\n", answer);
+		return 1;
+	}
 	printf("peer %ld\n", (long)getpid());
 	fflush(stdout);
 	pid_t child = fork();
@@ -186,13 +194,14 @@ static int connect_then_exit(const char *request)
 	char go[16];
 	if (fgets(go, sizeof(go), stdin) == NULL)
 		return 3;
-	char line[4096], answer[65536];
+	char line[4096];
 	snprintf(line, sizeof(line), "%s\n", request);
 	send_line(fd, line);
 	read_line(fd, answer, sizeof(answer));
 	printf("answer: %s\n", answer);
 	char rest[64];
-	printf("closed after: %s\n", read(fd, rest, sizeof(rest)) == 0 ? "yes" : "no");
+	ssize_t got = read(fd, rest, sizeof(rest));
+	printf("closed after: %s\n", got == 0 || (got < 0 && errno == ECONNRESET) ? "yes" : "no");
 	return 0;
 }
 
