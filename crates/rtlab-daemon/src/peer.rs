@@ -113,6 +113,24 @@ pub fn caller_of_pidfd(
     })
 }
 
+impl Caller {
+    /// The caller behind a pid and uid known some other way than from a socket the daemon
+    /// accepted (a D-Bus sender's): a pidfd is opened from the pid and the privilege read under
+    /// it, as [`caller_of_pidfd`]; a process gone by then is unprivileged. A pid reused before the
+    /// pidfd is opened could fool it: prefer a pidfd from the kernel where there is one.
+    pub fn from_credentials(credentials: PeerCredentials) -> Caller {
+        let unprivileged = Caller {
+            pid: credentials.pid,
+            uid: credentials.uid,
+            privileged: false,
+        };
+        match ipc::pidfd_open_process(credentials.pid) {
+            Ok(pidfd) => caller_of_pidfd(credentials, Some(pidfd.as_fd())).unwrap_or(unprivileged),
+            Err(_) => unprivileged,
+        }
+    }
+}
+
 /// A warning for the operator when this kernel cannot give a pidfd of a socket's peer
 /// (SO_PEERPIDFD, Linux 6.5+); `None` when it can.
 pub fn peer_pidfd_warning() -> Option<String> {
