@@ -177,5 +177,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.code, ErrorCode::Permission);
         assert!(error.message.contains("has exited"), "{error}");
+        // Known only by its pid (a D-Bus sender): decided under a pidfd opened from it.
+        assert_eq!(Caller::from_credentials(credentials), caller);
     }
 }
