@@ -35,7 +35,8 @@ struct rtlab_grant {
 /*
  * Reserves amount_ns of every period_ns for the calling thread, held until rtlab_release() or
  * the thread's exit; fills *grant when grant is not NULL. -ENOSPC: no CPU has room; -EDQUOT: over
- * this user's limit; -ECONNREFUSED: no daemon; -EEXIST: the thread already holds one.
+ * this user's limit; -EAGAIN: over this user's request budget (try again later);
+ * -ECONNREFUSED: no daemon; -EEXIST: the thread already holds one.
  */
 int rtlab_reserve(uint64_t amount_ns, uint64_t period_ns, struct rtlab_grant *grant);
 

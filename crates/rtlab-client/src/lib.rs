@@ -113,6 +113,7 @@ impl ClientError {
             Some(
                 ErrorCode::Permission
                     | ErrorCode::Limit
+                    | ErrorCode::RateLimited
                     | ErrorCode::Denied
                     | ErrorCode::Infeasible
                     | ErrorCode::Unenforceable
@@ -143,6 +144,7 @@ impl ClientError {
                 ErrorCode::Busy => libc::EAGAIN,
                 ErrorCode::Permission => libc::EPERM,
                 ErrorCode::Limit => libc::EDQUOT,
+                ErrorCode::RateLimited => libc::EAGAIN,
                 ErrorCode::Denied => libc::ENOSPC,
                 ErrorCode::Infeasible => libc::EBUSY,
                 ErrorCode::Unenforceable => libc::EOPNOTSUPP,

@@ -193,6 +193,9 @@ pub enum ErrorCode {
     Permission,
     /// The caller's uid would exceed its reservation limit.
     Limit,
+    /// The caller's uid sent more requests than its burst budget allows (`requests_per_burst`
+    /// within `burst_interval`); the message says when to try again. The connection goes on.
+    RateLimited,
     /// The planner refused: no capacity, a bad rate.
     Denied,
     /// A time constraint cannot be guaranteed.
@@ -218,6 +221,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::Permission => "permission",
             ErrorCode::Limit => "limit",
+            ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Denied => "denied",
             ErrorCode::Infeasible => "infeasible",
             ErrorCode::Unenforceable => "unenforceable",

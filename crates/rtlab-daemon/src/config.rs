@@ -13,6 +13,8 @@
 //! max_connections_per_user = 64
 //! request_timeout = "5s"         # from a request's first byte to its newline
 //! idle_timeout = "10m"           # between requests
+//! requests_per_burst = 2000      # requests each unprivileged uid may send per burst_interval
+//! burst_interval = "5s"
 //! ```
 
 use rtlab_core::{parse_duration, Nanos};
@@ -48,6 +50,11 @@ pub struct DaemonConfig {
     pub request_timeout: Duration,
     /// Longest wait for the next request on an open connection.
     pub idle_timeout: Duration,
+    /// How many requests each unprivileged uid may send within one `burst_interval` (over all its
+    /// connections); more get `rate_limited` until the interval is over (as rtkit's
+    /// actions-per-burst). Root and CAP_SYS_NICE callers have no budget.
+    pub requests_per_burst: u32,
+    pub burst_interval: Duration,
 }
 
 impl Default for DaemonConfig {
@@ -64,6 +71,11 @@ impl Default for DaemonConfig {
             max_connections_per_user: 64,
             request_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(600),
+            // 400 requests a second on average: a program that begins and ends a Time
+            // Constraint every frame at 120 frames a second uses 240 (rtkit allows 25 actions per
+            // 20 s, but its actions are rare promotions, not per-frame calls).
+            requests_per_burst: 2000,
+            burst_interval: Duration::from_secs(5),
         }
     }
 }
@@ -95,6 +107,8 @@ struct ConfigFile {
     max_connections_per_user: Option<toml::Spanned<usize>>,
     request_timeout: Option<toml::Spanned<String>>,
     idle_timeout: Option<toml::Spanned<String>>,
+    requests_per_burst: Option<toml::Spanned<u32>>,
+    burst_interval: Option<toml::Spanned<String>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -155,7 +169,23 @@ impl DaemonConfig {
                 defaults.request_timeout,
             )?,
             idle_timeout: duration(file.idle_timeout, "idle_timeout", defaults.idle_timeout)?,
+            requests_per_burst: defaults.requests_per_burst,
+            burst_interval: duration(
+                file.burst_interval,
+                "burst_interval",
+                defaults.burst_interval,
+            )?,
         };
+        if let Some(spanned) = file.requests_per_burst {
+            if *spanned.get_ref() == 0 {
+                return Err(at(
+                    spanned.span(),
+                    "requests_per_burst",
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            config.requests_per_burst = *spanned.get_ref();
+        }
         if let Some(spanned) = file.default_backend {
             config.default_backend = Some(spanned.get_ref().parse().map_err(
                 |error: rtlab_sched::enforce::UnknownBackend| {
@@ -196,6 +226,9 @@ impl DaemonConfig {
         if config.request_timeout.is_zero() || config.idle_timeout.is_zero() {
             return Err(invalid("timeouts must be positive".to_owned()));
         }
+        if config.burst_interval.is_zero() {
+            return Err(invalid("burst_interval must be positive".to_owned()));
+        }
         Ok(config)
     }
 
@@ -233,6 +266,19 @@ mod tests {
         assert_eq!(config.placement_linger, Duration::ZERO);
         assert_eq!(config.max_connections, 4);
         assert_eq!(config.max_connections_per_user, 64);
+        assert_eq!(config.requests_per_burst, 2000);
+        let config =
+            DaemonConfig::parse("requests_per_burst = 30\nburst_interval = \"20s\"\n", "x")
+                .unwrap();
+        assert_eq!(config.requests_per_burst, 30);
+        assert_eq!(config.burst_interval, Duration::from_secs(20));
+        let error = DaemonConfig::parse("\nrequests_per_burst = 0\n", "rtlabd.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("line 2: requests_per_burst: must be at least 1"),
+            "{error}"
+        );
         assert_eq!(
             DaemonConfig::parse("", "x").unwrap(),
             DaemonConfig::default()

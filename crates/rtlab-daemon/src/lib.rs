@@ -2,19 +2,23 @@
 //!
 //! Programs (through `rtlab-client`, its C ABI, or `rtlab reserve`) ask the daemon over a Unix
 //! socket in `rtlab.rpc/1` (JSON lines, `rtlab_core::rpc`); the daemon decides who may ask for
-//! which thread (SO_PEERCRED, /proc, a per-user limit, as rtkit does), admits through the
-//! planner and enforces through an [`Enforcement`](rtlab_sched::enforce::Enforcement), watches
+//! which thread (SO_PEERCRED, a pidfd of the peer, /proc, a per-user limit and a request budget,
+//! as rtkit does), admits through the planner and enforces through an [`Enforcement`](rtlab_sched::enforce::Enforcement), watches
 //! every managed thread and gives its time back when it exits (an activity's after a hysteresis,
 //! paper 003 §4.3), and reverts every thread when it stops.
 //!
 //! * [`config`] — `/etc/rtlab/rtlabd.toml`.
 //! * [`socket`] — the listening socket (socket activation or a path).
 //! * [`server`] — connections, line framing, timeouts, caps (the I/O design is explained there).
+//! * [`peer`] — who is calling: credentials and privilege bound to a pidfd of the peer.
+//! * [`budget`] — each uid's burst budget of requests.
 //! * [`registry`] — authorisation and the book of reservations, over the enforcement.
 //! * [`watch`] — thread pidfds and the hysteresis timer.
 //! * [`startup`] — configuration with overrides, the socket, then the enforcer.
 
+pub mod budget;
 pub mod config;
+pub mod peer;
 pub mod registry;
 pub mod server;
 pub mod socket;

@@ -4,7 +4,7 @@
 //! one mutex around the registry.
 //!
 //! Authorisation happens here, on facts the caller cannot forge: the caller's uid and capabilities
-//! (from SO_PEERCRED and /proc) and each target thread's uids (/proc/TID/status).
+//! (from SO_PEERCRED, and /proc read under a pidfd of the peer) and each target thread's uids (/proc/TID/status).
 
 use crate::watch::{WatchHandle, Watcher};
 use rtlab_core::rpc::{
@@ -20,27 +20,14 @@ use rtlab_sched::{ConstraintId, GrantId, Owner, PlannerError};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Who is asking, from SO_PEERCRED and the peer's /proc status.
+/// Who is asking: uid and pid from SO_PEERCRED, privilege from the peer's /proc status read
+/// under its pidfd (see `crate::peer`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub pid: u32,
     pub uid: u32,
     /// Root, or CAP_SYS_NICE in the peer's effective set: may act on any thread, no limit.
     pub privileged: bool,
-}
-
-impl Caller {
-    /// The caller behind a socket: its credentials, and whether its process holds CAP_SYS_NICE.
-    pub fn from_credentials(credentials: rtlab_sys::ipc::PeerCredentials) -> Caller {
-        let has_cap_sys_nice = credentials.pid != 0
-            && rtlab_sys::proc_thread::thread_status(credentials.pid)
-                .is_ok_and(|status| status.has_capability(rtlab_sys::proc_thread::CAP_SYS_NICE));
-        Caller {
-            pid: credentials.pid,
-            uid: credentials.uid,
-            privileged: credentials.uid == 0 || has_cap_sys_nice,
-        }
-    }
 }
 
 /// A thread a request names, as /proc describes it.
@@ -240,6 +227,10 @@ struct GrantRecord {
 struct ConstraintRecord {
     uid: u32,
     tid: u32,
+    /// Its window, absolute CLOCK_MONOTONIC ns: `estimate_ns` of CPU by `deadline_ns`.
+    start_ns: u64,
+    estimate_ns: u64,
+    deadline_ns: u64,
 }
 
 /// The daemon's state.
@@ -329,28 +320,71 @@ impl Registry {
         }
     }
 
-    fn held_fraction(&self, uid: u32) -> f64 {
-        self.grants
+    /// The fraction of a CPU the grant holding `tid` gives it (0 when it holds none).
+    fn thread_reserved_fraction(&self, tid: u32) -> f64 {
+        self.thread_grants
+            .get(&tid)
+            .and_then(|id| self.grants.get(id))
+            .map_or(0.0, |record| {
+                let granted = record.enforced.grant.granted;
+                granted.amount.0 as f64 / granted.period.0.max(1) as f64
+            })
+    }
+
+    /// What a Time Constraint counts against its uid's limit: its density (estimate over its
+    /// window) beyond what the thread's own reservation already gives it (the planner serves a
+    /// constraint from that reservation first, then holds free time for the rest).
+    fn constraint_fraction(
+        &self,
+        tid: u32,
+        start_ns: u64,
+        estimate_ns: u64,
+        deadline_ns: u64,
+    ) -> f64 {
+        let density = estimate_ns as f64 / deadline_ns.saturating_sub(start_ns).max(1) as f64;
+        (density - self.thread_reserved_fraction(tid)).max(0.0)
+    }
+
+    /// The fraction of a CPU `uid` holds at `now_ns` (CLOCK_MONOTONIC): its reservations, and its
+    /// Time Constraints whose deadline has not passed.
+    fn held_fraction(&self, uid: u32, now_ns: u64) -> f64 {
+        // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0 %".
+        let reserved: f64 = self
+            .grants
             .values()
             .filter(|record| record.owner_uid == uid)
             .map(|record| {
                 let granted = record.enforced.grant.granted;
                 granted.amount.0 as f64 / granted.period.0.max(1) as f64
             })
-            .sum()
+            .fold(0.0, |sum, fraction| sum + fraction);
+        let constrained: f64 = self
+            .constraints
+            .values()
+            .filter(|record| record.uid == uid && record.deadline_ns > now_ns)
+            .map(|record| {
+                self.constraint_fraction(
+                    record.tid,
+                    record.start_ns,
+                    record.estimate_ns,
+                    record.deadline_ns,
+                )
+            })
+            .fold(0.0, |sum, fraction| sum + fraction);
+        reserved + constrained
     }
 
     fn check_limit(&self, caller: &Caller, more: f64) -> Result<(), RpcError> {
         if caller.privileged {
             return Ok(());
         }
-        let held = self.held_fraction(caller.uid);
+        let held = self.held_fraction(caller.uid, rtlab_sys::clock::monotonic_ns());
         // A little slack for the float sum of exact rationals.
         if held + more > self.limits.user_limit + 1e-9 {
             return Err(error(
                 ErrorCode::Limit,
                 format!(
-                    "uid {} holds {:.1} % of a CPU; {:.1} % more would exceed its limit of {:.1} % (user_limit in /etc/rtlab/rtlabd.toml)",
+                    "uid {} holds {:.1} % of a CPU (reservations and Time Constraints); {:.1} % more would exceed its limit of {:.1} % (user_limit in /etc/rtlab/rtlabd.toml)",
                     caller.uid,
                     held * 100.0,
                     more * 100.0,
@@ -690,6 +724,37 @@ impl Registry {
         }
     }
 
+    /// [`list`](Registry::list) as `caller` may see it: a privileged caller sees everything; any
+    /// other sees its own reservations whole and other users' with their thread names emptied and
+    /// their activity names (a `comm:NAME`, or a name the program chose) emptied too, keeping
+    /// `tid:N` and `pid:N`. Ids, uids, rates and CPUs stay: they are what a user needs to see why
+    /// a CPU is full.
+    pub fn list_for(&self, caller: &Caller) -> ListResult {
+        let mut listed = self.list();
+        if caller.privileged {
+            return listed;
+        }
+        for grant in listed
+            .grants
+            .iter_mut()
+            .filter(|grant| grant.owner_uid != caller.uid)
+        {
+            for thread in &mut grant.threads {
+                thread.comm.clear();
+            }
+            let is_numbered = ["tid:", "pid:"].iter().any(|prefix| {
+                grant
+                    .owner
+                    .strip_prefix(prefix)
+                    .is_some_and(|number| number.parse::<u32>().is_ok())
+            });
+            if !is_numbered {
+                grant.owner.clear();
+            }
+        }
+        listed
+    }
+
     /// Admits a time constraint for a thread already resolved and authorised.
     pub fn begin_constraint(
         &mut self,
@@ -708,6 +773,17 @@ impl Registry {
                 ),
             ));
         }
+        // A window too short for its estimate is the planner's to refuse (infeasible); it would
+        // hold nothing, so it is not counted.
+        if params.estimate_ns <= params.deadline_ns.saturating_sub(params.start_ns) {
+            let fraction = self.constraint_fraction(
+                thread.tid,
+                params.start_ns,
+                params.estimate_ns,
+                params.deadline_ns,
+            );
+            self.check_limit(caller, fraction)?;
+        }
         let id = self
             .enforcement
             .begin_constraint(
@@ -722,6 +798,9 @@ impl Registry {
             ConstraintRecord {
                 uid: caller.uid,
                 tid: thread.tid,
+                start_ns: params.start_ns,
+                estimate_ns: params.estimate_ns,
+                deadline_ns: params.deadline_ns,
             },
         );
         self.watcher.watch(handle);
@@ -954,6 +1033,161 @@ mod tests {
             ..USER
         };
         reserve_thread(&mut registry, &nice, 13, 1000, 5).unwrap();
+    }
+
+    fn constraint(tid: u32, estimate_ms: u64, window_ms: u64) -> BeginConstraintParams {
+        let now = rtlab_sys::clock::monotonic_ns();
+        BeginConstraintParams {
+            tid,
+            start_ns: now,
+            estimate_ns: estimate_ms * 1_000_000,
+            deadline_ns: now + window_ms * 1_000_000,
+        }
+    }
+
+    fn watch_handle() -> WatchHandle {
+        WatchHandle::open_with_owner(rtlab_sys::cpu::current_tid())
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn time_constraints_count_against_the_limit_with_reservations() {
+        let (mut registry, _log) = registry(Duration::from_secs(2));
+        // 60 ms of every 100 ms is 60 %: over the 20 % limit on its own (the finding:
+        // 29 of 29 such requests were admitted).
+        for _ in 0..29 {
+            let error = registry
+                .begin_constraint(
+                    &USER,
+                    &constraint(60, 60, 100),
+                    &thread(60, 1000),
+                    watch_handle(),
+                )
+                .unwrap_err();
+            assert_eq!(error.code, ErrorCode::Limit, "{error}");
+            assert!(error.message.contains("60.0 % more"), "{error}");
+        }
+        // 15 % is within it, and while it is held a 10 % reservation is not.
+        let first = registry
+            .begin_constraint(
+                &USER,
+                &constraint(61, 15, 100),
+                &thread(61, 1000),
+                watch_handle(),
+            )
+            .unwrap();
+        let error = reserve_thread(&mut registry, &USER, 62, 1000, 1).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Limit, "{error}");
+        assert!(error.message.contains("holds 15.0 %"), "{error}");
+        // Once it ends the reservation fits, and a constraint its reservation covers costs
+        // nothing more.
+        registry.end_constraint(&USER, first.constraint_id).unwrap();
+        reserve_thread(&mut registry, &USER, 62, 1000, 1).unwrap();
+        registry
+            .begin_constraint(
+                &USER,
+                &constraint(62, 5, 100),
+                &thread(62, 1000),
+                watch_handle(),
+            )
+            .unwrap();
+        // A constraint past its deadline holds nothing more.
+        let mut past = constraint(63, 9, 100);
+        past.deadline_ns = rtlab_sys::clock::monotonic_ns() - 1;
+        past.start_ns = past.deadline_ns - 100_000_000;
+        registry
+            .begin_constraint(&USER, &past, &thread(63, 1000), watch_handle())
+            .unwrap();
+        registry
+            .begin_constraint(
+                &USER,
+                &constraint(64, 9, 100),
+                &thread(64, 1000),
+                watch_handle(),
+            )
+            .unwrap();
+        // A privileged caller has no limit; another uid its own.
+        let nice = Caller {
+            privileged: true,
+            ..USER
+        };
+        registry
+            .begin_constraint(
+                &nice,
+                &constraint(65, 60, 100),
+                &thread(65, 1000),
+                watch_handle(),
+            )
+            .unwrap();
+        let other = Caller { uid: 1001, ..USER };
+        registry
+            .begin_constraint(
+                &other,
+                &constraint(66, 15, 100),
+                &thread(66, 1001),
+                watch_handle(),
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn an_unprivileged_list_hides_other_users_thread_and_activity_names() {
+        let (mut registry, _log) = registry(Duration::from_secs(2));
+        reserve_thread(&mut registry, &USER, 70, 1000, 1).unwrap();
+        let other = Caller {
+            pid: 5000,
+            uid: 1001,
+            privileged: false,
+        };
+        let mut named = |tid: u32, name: &str, caller: &Caller| {
+            registry
+                .reserve(
+                    caller,
+                    &ReserveParams {
+                        target: Target::Activity {
+                            name: name.into(),
+                            tids: vec![tid],
+                        },
+                        ..params(1, 10)
+                    },
+                    Owner::Activity(name.into()),
+                    vec![thread(tid, caller.uid)],
+                    Vec::new(),
+                )
+                .unwrap()
+        };
+        named(71, "secret-call", &other);
+        named(72, "comm:firefox", &other);
+        let seen = registry.list_for(&USER);
+        assert_eq!(seen.grants.len(), 3);
+        for grant in &seen.grants {
+            if grant.owner_uid == USER.uid {
+                assert_eq!(grant.owner, "tid:70");
+                // "worker", or the name of a real thread 70 (list reads names again).
+                assert!(!grant.threads[0].comm.is_empty());
+            } else {
+                assert_eq!(grant.owner, "", "{grant:?}");
+                assert_eq!(grant.threads[0].comm, "", "{grant:?}");
+                assert!(grant.threads[0].tid == 71 || grant.threads[0].tid == 72);
+            }
+        }
+        let root = Caller {
+            pid: 1,
+            uid: 0,
+            privileged: true,
+        };
+        let everything = registry.list_for(&root);
+        assert_eq!(everything, registry.list());
+        assert!(everything
+            .grants
+            .iter()
+            .any(|grant| grant.owner == "secret-call"));
+        // The other user sees its own names and not this user's thread name.
+        let theirs = registry.list_for(&other);
+        let mine = theirs.grants.iter().find(|g| g.owner_uid == 1000).unwrap();
+        assert_eq!(mine.owner, "tid:70", "numbered owners stay");
+        assert_eq!(mine.threads[0].comm, "");
     }
 
     #[test]

@@ -19,8 +19,15 @@
 //! arrived must be complete within `request_timeout` (else `timeout` and close); an idle
 //! connection is closed after `idle_timeout`. Writes have a timeout too, so a client that never
 //! reads cannot hold its thread forever.
+//!
+//! A connection's caller is decided when it is accepted, under a pidfd of the peer
+//! (`crate::peer`), and before each request that pidfd is asked whether the peer still runs: one
+//! that has exited is refused and its connection closed. Each unprivileged uid's requests
+//! are then counted against its burst budget (`crate::budget`), under a lock of its own.
 
+use crate::budget::RequestBudget;
 use crate::config::DaemonConfig;
+use crate::peer::Peer;
 use crate::registry::{resolve_target, wire_backend, Caller, Limits, Registry};
 use crate::watch::Watcher;
 use rtlab_core::rpc::{
@@ -107,6 +114,7 @@ struct Shared {
     watcher: Watcher,
     config: DaemonConfig,
     counts: Arc<Mutex<ConnectionCounts>>,
+    budget: Mutex<RequestBudget>,
 }
 
 /// Serves `listener` until `stop` is set or `panicked` is (by a panic hook), then reverts every
@@ -132,6 +140,10 @@ pub fn serve(
         watcher: watcher.clone(),
         config: config.clone(),
         counts: Arc::default(),
+        budget: Mutex::new(RequestBudget::new(
+            config.requests_per_burst,
+            config.burst_interval,
+        )),
     });
     let watcher_registry = Arc::clone(&registry);
     let watcher_panicked = Arc::clone(&panicked);
@@ -238,8 +250,10 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>) {
             if stream.set_nonblocking(false).is_err() {
                 return;
             }
-            let caller = Caller::from_credentials(credentials);
-            serve_connection(stream, caller, &shared);
+            match Peer::of(&stream, credentials) {
+                Ok(peer) => serve_connection(stream, &peer, &shared),
+                Err(gone) => refuse(stream, gone.code, gone.message),
+            }
         });
     // A thread that cannot start drops its closure: the slot is freed, the client disconnected.
     drop(spawned);
@@ -327,7 +341,19 @@ impl LineReader {
     }
 }
 
-fn serve_connection(mut stream: UnixStream, caller: Caller, shared: &Shared) {
+/// Who asks, then whether their budget allows it: `Err` with the answer when not, and whether the
+/// connection must be closed after it (the peer has exited).
+fn authorise(peer: &Peer, shared: &Shared) -> Result<Caller, (RpcError, bool)> {
+    let caller = peer.caller().map_err(|gone| (gone, true))?;
+    if !caller.privileged {
+        lock(&shared.budget)
+            .charge(caller.uid, Instant::now())
+            .map_err(|limited| (limited, false))?;
+    }
+    Ok(caller)
+}
+
+fn serve_connection(mut stream: UnixStream, peer: &Peer, shared: &Shared) {
     let request_timeout = shared.config.request_timeout;
     if stream.set_write_timeout(Some(request_timeout)).is_err() {
         return;
@@ -370,15 +396,26 @@ fn serve_connection(mut stream: UnixStream, caller: Caller, shared: &Shared) {
                 return;
             }
         };
-        let response = match decode_request(&line) {
-            Ok(request) => handle(&request, &caller, shared),
-            Err(error) => Response::error(error.id.unwrap_or(0), error.to_rpc_error()),
+        let decoded = decode_request(&line);
+        let (response, close) = match (authorise(peer, shared), decoded) {
+            (Err((refusal, close)), decoded) => {
+                let id = match &decoded {
+                    Ok(request) => request.id,
+                    Err(error) => error.id.unwrap_or(0),
+                };
+                (Response::error(id, refusal), close)
+            }
+            (Ok(caller), Ok(request)) => (handle(&request, &caller, shared), false),
+            (Ok(_), Err(error)) => (
+                Response::error(error.id.unwrap_or(0), error.to_rpc_error()),
+                false,
+            ),
         };
         let written = stream.write_all(response.encode().as_bytes());
         // The answer is out: now the watcher may take the registry lock to pick up new handles
         // and deadlines (a thread that exits meanwhile keeps its pidfd readable for it).
         shared.watcher.wake_if_pending();
-        if written.is_err() {
+        if written.is_err() || close {
             return;
         }
     }
@@ -419,7 +456,7 @@ fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
             }),
         ),
         Call::Release(target) => answer(id, lock(&shared.registry).release(caller, target)),
-        Call::List => answer(id, Ok(lock(&shared.registry).list())),
+        Call::List => answer(id, Ok(lock(&shared.registry).list_for(caller))),
         Call::BeginConstraint(params) => answer(
             id,
             resolve_target(&Target::Thread { tid: params.tid }).and_then(|mut resolved| {

@@ -1,7 +1,15 @@
 //! The daemon's listening socket: taken from systemd (socket activation) or bound at a path.
+//!
+//! The daemon runs as root and its socket's directory may be one others can write to, so the path
+//! is never trusted: a symbolic link or any file other than a socket there is refused, not removed
+//! or followed; only a stale socket of the daemon's own uid that nobody listens on is replaced.
+//! The mode is set on the inode opened with `O_PATH | O_NOFOLLOW` (through /proc/self/fd), after
+//! checking it is a socket of ours, so a file swapped in after `bind` is never changed.
 
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
@@ -14,11 +22,20 @@ pub struct Listening {
 }
 
 impl Drop for Listening {
+    /// Removes the socket file it bound, if a socket of ours is still what is there.
     fn drop(&mut self) {
         if let Some(path) = &self.bound_path {
-            let _ = std::fs::remove_file(path);
+            if std::fs::symlink_metadata(path).is_ok_and(|metadata| is_our_socket(&metadata)) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
+}
+
+/// A socket file owned by this process's effective uid.
+fn is_our_socket(metadata: &Metadata) -> bool {
+    metadata.file_type().is_socket()
+        && metadata.uid() == rtlab_sys::proc_thread::current_effective_uid()
 }
 
 /// Why the socket could not be opened.
@@ -26,6 +43,8 @@ impl Drop for Listening {
 pub enum SocketError {
     #[error("another rtlab daemon is already listening on {0}")]
     AlreadyRunning(String),
+    #[error("{path} {what}; refusing to remove or follow it (remove it yourself if it is not needed, or choose another --socket)")]
+    Occupied { path: String, what: String },
     #[error("systemd passed {0} sockets; rtlabd.socket must pass exactly one")]
     ActivationCount(usize),
     #[error("{context}: {source}")]
@@ -73,19 +92,58 @@ pub fn bind(path: &Path) -> Result<Listening, SocketError> {
                 .map_err(io(format!("setting the mode of {}", directory.display())))?;
         }
     }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(SocketError::AlreadyRunning(path.display().to_string()));
+    let occupied = |what: String| SocketError::Occupied {
+        path: path.display().to_string(),
+        what,
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io(format!("looking at {}", path.display()))(error)),
+        Ok(metadata) => {
+            let kind = metadata.file_type();
+            if kind.is_symlink() {
+                return Err(occupied("is a symbolic link".into()));
+            }
+            if !kind.is_socket() {
+                return Err(occupied("exists and is not a socket".into()));
+            }
+            if !is_our_socket(&metadata) {
+                return Err(occupied(format!(
+                    "is a socket of uid {}, not of this daemon's uid {}",
+                    metadata.uid(),
+                    rtlab_sys::proc_thread::current_effective_uid()
+                )));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(SocketError::AlreadyRunning(path.display().to_string()));
+            }
+            // unlink(2) removes the name, never what a link points to.
+            std::fs::remove_file(path)
+                .map_err(io(format!("removing the stale socket {}", path.display())))?;
         }
-        std::fs::remove_file(path)
-            .map_err(io(format!("removing the stale socket {}", path.display())))?;
     }
     let listener = UnixListener::bind(path).map_err(io(format!("binding {}", path.display())))?;
     let listening = Listening {
         listener,
         bound_path: Some(path.to_owned()),
     };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .map_err(io(format!("setting the mode of {}", path.display())))?;
+    make_connectable(path).map_err(io(format!("setting the mode of {}", path.display())))?;
     Ok(listening)
+}
+
+/// Mode 0666 on the socket file at `path`, never following a link: the inode is opened with
+/// `O_PATH | O_NOFOLLOW`, checked to be a socket of ours, and changed through its descriptor.
+fn make_connectable(path: &Path) -> io::Result<()> {
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    if !is_our_socket(&file.metadata()?) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the file at the path is no longer the socket this daemon bound",
+        ));
+    }
+    let through_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    std::fs::set_permissions(through_fd, std::fs::Permissions::from_mode(0o666))
 }

@@ -363,7 +363,12 @@ fn a_client_that_dies_mid_request_frees_its_slot() {
 
 #[test]
 fn a_client_that_never_reads_does_not_block_the_daemon() {
-    let daemon = TestDaemon::start(|config| config.request_timeout = Duration::from_millis(500));
+    let daemon = TestDaemon::start(|config| {
+        config.request_timeout = Duration::from_millis(500);
+        // Its 40,000 requests would spend a non-root user's budget, and the pings below are
+        // the same user's: the budget has tests of its own.
+        config.requests_per_burst = u32::MAX;
+    });
     let mut greedy = UnixStream::connect(&daemon.socket).unwrap();
     greedy.set_nonblocking(true).unwrap();
     let request = b"{\"rpc\":\"rtlab.rpc/1\",\"id\":1,\"method\":\"list\"}\n".repeat(200);
@@ -379,4 +384,62 @@ fn a_client_that_never_reads_does_not_block_the_daemon() {
     let mut client = daemon.client();
     let listed: Result<_, ClientError> = client.list();
     assert!(listed.is_ok(), "{listed:?}");
+}
+
+#[test]
+fn connections_that_send_nothing_do_not_block_others_and_are_closed_when_idle() {
+    let daemon = TestDaemon::start(|config| {
+        config.idle_timeout = Duration::from_millis(300);
+        config.max_connections_per_user = 1_000;
+    });
+    let silent: Vec<UnixStream> = (0..100)
+        .map(|_| UnixStream::connect(&daemon.socket).unwrap())
+        .collect();
+    // Every silent connection holds a slot; requests on others are answered.
+    for _ in 0..5 {
+        daemon.client().ping().unwrap();
+    }
+    for mut stream in silent {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(
+            stream.read_to_end(&mut rest).unwrap(),
+            0,
+            "closed, without an answer, after the idle timeout"
+        );
+    }
+}
+
+#[test]
+fn a_ten_megabyte_line_gets_too_long_while_others_are_served() {
+    let daemon = TestDaemon::start(|_| {});
+    let mut flood = UnixStream::connect(&daemon.socket).unwrap();
+    let reader = flood.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let line = vec![b'{'; 10 * 1024 * 1024];
+        // The daemon stops reading after its cap and closes: the write fails part-way.
+        let written = flood.write_all(&line);
+        let _ = flood.write_all(b"\n");
+        written
+    });
+    let answer = read_line(&reader);
+    assert!(answer.contains("\"too_long\""), "{answer}");
+    assert!(writer.join().unwrap().is_err(), "cut off before 10 MB");
+    // Others are served, with a malformed line answered and the connection kept.
+    let mut other = UnixStream::connect(&daemon.socket).unwrap();
+    other
+        .write_all(b"{\"rpc\":\"rtlab.rpc/1\",\"id\":1,\"method\":\"ping\",\"params\":[1,2\n{\"rpc\":\"rtlab.rpc/1\",\"id\":2,\"method\":\"ping\"}\n")
+        .unwrap();
+    let mut lines = BufReader::new(other);
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    assert!(first.contains("bad_request"), "{first}");
+    let mut second = String::new();
+    lines.read_line(&mut second).unwrap();
+    assert!(
+        second.contains("\"id\":2") && second.contains("server_version"),
+        "{second}"
+    );
 }

@@ -193,7 +193,12 @@ pub fn reservations(table: &ReservationTable) -> String {
                 row.owner,
                 optional(row.pid),
                 optional(row.tid),
-                row.comm.as_deref().unwrap_or(&row.reservation),
+                // An empty name is another user's, hidden by the daemon from an unprivileged
+                // caller.
+                match row.comm.as_deref().unwrap_or(&row.reservation) {
+                    "" => "(hidden)",
+                    name => name,
+                },
                 rate(&row.requested),
                 rate(&row.granted),
                 row.backend,

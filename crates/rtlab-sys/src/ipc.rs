@@ -1,5 +1,5 @@
 //! What the daemon needs from the kernel to serve local clients: who is on the other end of a Unix
-//! socket (SO_PEERCRED), systemd socket activation (`LISTEN_FDS`), thread pidfds that become
+//! socket (SO_PEERCRED, and a pidfd of that process with SO_PEERPIDFD), systemd socket activation (`LISTEN_FDS`), thread pidfds that become
 //! readable when the thread exits (`pidfd_open` with `PIDFD_THREAD`, Linux 6.9+), and `poll`.
 
 use std::io;
@@ -48,6 +48,72 @@ pub fn peer_credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
         uid: credentials.uid,
         gid: credentials.gid,
     })
+}
+
+/// `SO_PEERPIDFD` in asm-generic/socket.h, which x86 and arm use (not in every libc release).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// SO_PEERPIDFD (Linux 6.5+): a pidfd of the process that connected, taken by the kernel at
+/// `connect`. Unlike the pid in SO_PEERCRED it cannot come to name another process: once that
+/// process has exited the pidfd says so ([`pidfd_process_exited`]) even if its pid is reused.
+/// Kernels without it answer `ENOPROTOOPT` ([`is_unsupported_option`]); a peer already gone may
+/// be answered with `ESRCH` or `EINVAL`, or with a pidfd of an exited process.
+pub fn peer_pidfd(stream: &UnixStream) -> io::Result<OwnedFd> {
+    let mut fd: libc::c_int = -1;
+    let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the fd is a live socket owned by `stream`; `fd` is a writable c_int and `length`
+    // holds its size, which the kernel will not exceed.
+    let result = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut libc::c_int).cast(),
+            &mut length,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if fd < 0 || length as usize != std::mem::size_of::<libc::c_int>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "SO_PEERPIDFD returned no descriptor",
+        ));
+    }
+    // SAFETY: the kernel just installed this descriptor for this process; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether a socket option error means this kernel does not know the option (`ENOPROTOOPT`).
+pub fn is_unsupported_option(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ENOPROTOOPT)
+}
+
+/// Whether the process of a process pidfd has exited (a zombie counts: it runs no more), without
+/// waiting. A pidfd polls readable once its process has exited; unlike `pidfd_send_signal(0)`
+/// this needs no permission to signal the process.
+pub fn pidfd_process_exited(pidfd: BorrowedFd<'_>) -> io::Result<bool> {
+    loop {
+        let mut entry = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `entry` is one valid pollfd naming a descriptor the caller keeps open.
+        let result = unsafe { libc::poll(&mut entry, 1, 0) };
+        if result < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(error);
+        }
+        if entry.revents & libc::POLLNVAL != 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        return Ok(entry.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0);
+    }
 }
 
 /// The first file descriptor systemd passes (`SD_LISTEN_FDS_START`).
@@ -243,6 +309,32 @@ mod tests {
         let credentials = peer_credentials(&left).unwrap();
         assert_eq!(credentials.pid, std::process::id());
         assert_eq!(credentials.uid, crate::proc_thread::current_uid());
+    }
+
+    #[test]
+    fn peer_pidfd_names_a_live_process_where_the_kernel_has_it() {
+        let (left, _right) = UnixStream::pair().unwrap();
+        let has_peer_pidfd = crate::thread_control::kernel_release()
+            .ok()
+            .and_then(|release| crate::thread_control::parse_kernel_version(&release))
+            .is_some_and(|version| version >= (6, 5));
+        match peer_pidfd(&left) {
+            Ok(pidfd) => assert!(!pidfd_process_exited(pidfd.as_fd()).unwrap()),
+            Err(error) => assert!(
+                !has_peer_pidfd && is_unsupported_option(&error),
+                "SO_PEERPIDFD failed: {error}"
+            ),
+        }
+    }
+
+    #[test]
+    fn a_process_pidfd_says_when_its_process_has_exited() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pidfd = pidfd_open_process(child.id()).unwrap();
+        child.wait().unwrap();
+        assert!(pidfd_process_exited(pidfd.as_fd()).unwrap());
+        let me = pidfd_open_process(std::process::id()).unwrap();
+        assert!(!pidfd_process_exited(me.as_fd()).unwrap());
     }
 
     #[test]

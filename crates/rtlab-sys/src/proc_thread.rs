@@ -168,6 +168,12 @@ pub fn current_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// The calling process's effective uid (who owns the files it creates).
+pub fn current_effective_uid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -258,6 +258,37 @@ fn a_second_daemon_on_the_same_socket_refuses_to_start_and_sigterm_stops_cleanly
     assert!(daemon.log_text().contains("stopped"));
 }
 
+#[test]
+fn a_symlink_at_the_socket_path_stops_the_daemon_before_it_touches_anything() {
+    let sandbox = Sandbox::new();
+    let victim = sandbox.write("victim", "keep me\n");
+    std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let socket = sandbox.file("rtlabd.sock");
+    std::os::unix::fs::symlink(&victim, &socket).unwrap();
+    let output = sandbox
+        .command()
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("is a symbolic link; refusing to remove or follow it"),
+        "{stderr}"
+    );
+    assert!(std::fs::symlink_metadata(&socket)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let victim_mode = std::fs::metadata(&victim).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&victim_mode.permissions()) & 0o777,
+        0o600
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+}
+
 // ---- as root, with the real enforcer
 
 #[test]
@@ -343,6 +374,50 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
         thread_policy(target.id()).unwrap(),
         Policy::Other { nice: 0 }
     );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn an_unprivileged_user_sees_roots_reservation_without_its_thread_name() {
+    let _turn = require_root();
+    let sandbox = Sandbox::new();
+    std::fs::set_permissions(
+        sandbox.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let daemon = Daemon::start(&sandbox);
+    let target = sleeper();
+    let tid = target.id().to_string();
+    assert_exit_code(
+        &daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--tid", &tid]),
+        0,
+    );
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .args(args)
+            .env("RTLAB_SOCKET", &daemon.socket)
+            .env("RTLAB_HOME", "/nonexistent")
+            .output()
+            .expect("setpriv (util-linux)")
+    };
+    let output = as_nobody(&["reservations", "--json", "-"]);
+    assert_exit_code(&output, 0);
+    let rows = stdout_json(&output)["reservations"].clone();
+    assert_eq!(rows[0]["tid"], target.id(), "{rows}");
+    assert_eq!(rows[0]["owner"], 0);
+    assert_eq!(rows[0]["comm"], "", "{rows}");
+    let output = as_nobody(&["reservations"]);
+    assert_exit_code(&output, 0);
+    let table = stdout_text(&output);
+    assert!(
+        table.contains("(hidden)") && !table.contains("sleep"),
+        "{table}"
+    );
+    // Root sees the name.
+    assert_eq!(daemon.reservation_rows(&sandbox)[0]["comm"], "sleep");
 }
 
 #[test]

@@ -37,6 +37,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_flag_only(&stop).context("installing SIGTERM/SIGINT handlers")?;
     let stopped = run_foreground(config, stop, |startup| {
+        if let Some(warning) = rtlab_daemon::peer::peer_pidfd_warning() {
+            eprintln!("{warning}");
+        }
         eprint!(
             "{}",
             rtlab_render::reserve::daemon_started(
