@@ -57,5 +57,7 @@ pub mod timer_apis;
 pub mod timer_audit;
 #[cfg(target_os = "linux")]
 pub mod tracefs;
+#[cfg(target_os = "linux")]
+pub mod users;
 #[cfg(windows)]
 pub mod windows;
