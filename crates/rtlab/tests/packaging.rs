@@ -66,6 +66,18 @@ fn the_units_run_the_packaged_binary_and_document_with_man_pages() {
     }
 }
 
+#[test]
+fn the_debian_changelog_is_at_the_crates_version() {
+    let changelog =
+        std::fs::read_to_string(workspace_root().join("packaging/debian/changelog")).unwrap();
+    let first = changelog.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("rtlab ({}) ", env!("CARGO_PKG_VERSION"))),
+        "packaging/debian/changelog starts with {first:?}, not version {}",
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
 fn run_ok(command: &mut Command) -> String {
     let output = command
         .output()
@@ -100,6 +112,7 @@ const INSTALLED: &[&str] = &[
     "/usr/share/fish/vendor_completions.d/rtlab.fish",
     "/usr/share/rtlab/grafana-rtlab-dashboard.json",
     "/usr/share/doc/rtlab/copyright",
+    "/usr/share/doc/rtlab/changelog.gz",
 ];
 
 /// Where the package's units land (cargo-deb's systemd directory).
@@ -149,6 +162,8 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
         .iter()
         .map(|unit| unit_path(unit).unwrap_or_else(|| panic!("{unit} is installed")))
         .collect();
+    // Installed, the units' commands and man pages exist: systemd's own check passes.
+    run_ok(Command::new("systemd-analyze").arg("verify").args(&units));
     let conffiles = run_ok(Command::new("dpkg-query").args(["-W", "-f=${Conffiles}", "rtlab"]));
     assert!(
         conffiles.contains("/etc/rtlab/rtlabd.toml"),

@@ -121,24 +121,43 @@ fn sudo_rtlab_run_stores_into_the_invoking_users_history() {
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("no 'stored as run' line: {stdout}"))
         .to_owned();
-    // The user, without root, sees the run and can write the history (a second connection
-    // opening it in WAL mode needs write access).
-    let history = Command::new("setpriv")
-        .arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={gid}"))
-        .arg("--clear-groups")
-        .arg(env!("CARGO_BIN_EXE_rtlab"))
-        .arg("history")
-        .env_remove("RTLAB_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .env_remove("SUDO_UID")
-        .env("HOME", user.home.path())
-        .output()
-        .expect("setpriv (Debian package util-linux)");
+    // The user, without root, reads the history (in WAL mode that writes its -shm file beside
+    // it) and may write the database and its directory.
+    let as_user = |program: &str, args: &[&str]| {
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .arg(program)
+            .args(args)
+            .env_remove("RTLAB_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("SUDO_UID")
+            .env("HOME", user.home.path())
+            .output()
+            .expect("setpriv (Debian package util-linux)")
+    };
+    let history = as_user(env!("CARGO_BIN_EXE_rtlab"), &["history"]);
     assert_exit_code(&history, 0);
     let listed = stdout_text(&history);
     assert!(
-        listed.contains(&short_id) && listed.contains(&database.display().to_string()),
-        "the user's own history lists run {short_id}: {listed}"
+        listed.contains(&short_id),
+        "the user's own history lists the sudo run {short_id}: {listed}"
+    );
+    let database_text = database.display().to_string();
+    let directory_text = database.parent().unwrap().display().to_string();
+    let writable = as_user(
+        "sh",
+        &[
+            "-c",
+            "test -w \"$1\" && test -w \"$2\"",
+            "sh",
+            &database_text,
+            &directory_text,
+        ],
+    );
+    assert!(
+        writable.status.success(),
+        "the user may write {database_text} and its directory"
     );
 }
