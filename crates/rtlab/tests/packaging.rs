@@ -78,6 +78,74 @@ fn the_debian_changelog_is_at_the_crates_version() {
     );
 }
 
+/// Reads sd_notify datagrams until one contains `wanted` (or panics after `within`).
+fn receive_until(
+    receiver: &std::os::unix::net::UnixDatagram,
+    wanted: &str,
+    within: Duration,
+) -> Vec<String> {
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while started.elapsed() < within {
+        if let Ok(length) = receiver.recv(&mut buffer) {
+            let message = String::from_utf8_lossy(&buffer[..length]).into_owned();
+            let done = message.contains(wanted);
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+    panic!("no {wanted:?} within {within:?}; received {seen:?}");
+}
+
+/// `Type=notify` and `WatchdogSec=` of rtlabd.service, with the service manager played by the
+/// test: NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID set as systemd sets them.
+#[test]
+fn the_daemon_reports_ready_pings_the_watchdog_and_reports_stopping() {
+    let sandbox = common::Sandbox::new();
+    let notify_path = sandbox.file("notify");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let config = sandbox.write(
+        "rtlabd.toml",
+        format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
+    );
+    let socket = sandbox.file("rtlabd.sock");
+    // WATCHDOG_PID must be the daemon's own pid: the shell's, kept by exec.
+    let mut daemon = KillOnDrop(
+        Command::new("sh")
+            .arg("-c")
+            .arg("WATCHDOG_PID=$$ exec \"$0\" daemon --socket \"$1\" --config \"$2\"")
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .arg(&socket)
+            .arg(&config)
+            .env("RTLAB_HOME", sandbox.path())
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("WATCHDOG_USEC", "400000")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ready = receive_until(&receiver, "READY=1", Duration::from_secs(30));
+    let ready = ready.last().unwrap();
+    assert!(
+        ready.contains(&format!("STATUS=serving on {}", socket.display())),
+        "{ready}"
+    );
+    assert!(socket.exists(), "READY=1 comes once the socket listens");
+    // Pinged every 200 ms (half of 400 ms): two pings within a generous 30 s.
+    receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
+    receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
+    rtlab_sys::signals::send(daemon.0.id(), rtlab_sys::signals::SIGTERM).unwrap();
+    receive_until(&receiver, "STOPPING=1", Duration::from_secs(30));
+    assert!(daemon.0.wait().unwrap().success());
+}
+
 fn run_ok(command: &mut Command) -> String {
     let output = command
         .output()
