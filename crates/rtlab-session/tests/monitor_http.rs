@@ -15,7 +15,8 @@ use std::time::Duration;
 /// benchmark, BENCHMARKS.md).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
-const METRICS: &str = "# TYPE rtlab_monitor_windows counter\nrtlab_monitor_windows_total 3\n# EOF\n";
+const METRICS: &str =
+    "# TYPE rtlab_monitor_windows counter\nrtlab_monitor_windows_total 3\n# EOF\n";
 
 struct Served {
     address: SocketAddr,
@@ -81,7 +82,10 @@ fn a_scrape_gets_through_200_idle_connections_without_a_thread_each() {
         threads_with_idle <= threads_before + 2,
         "200 idle connections grew the process from {threads_before} to {threads_with_idle} threads"
     );
-    let answer = ask(served.address, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
+    let answer = ask(
+        served.address,
+        "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n",
+    );
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
     assert!(
         answer.contains("Content-Type: application/openmetrics-text; version=1.0.0"),
@@ -129,19 +133,34 @@ fn methods_and_paths_get_their_status() {
     let index = ask(served.address, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
     assert!(index.starts_with("HTTP/1.1 200 OK\r\n"), "{index}");
     assert!(index.contains("text/html"), "{index}");
-    assert!(index.contains("<a href=\"/metrics\">/metrics</a>"), "{index}");
+    assert!(
+        index.contains("<a href=\"/metrics\">/metrics</a>"),
+        "{index}"
+    );
 
     let post = ask(
         served.address,
         "POST /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n",
     );
-    assert!(post.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{post}");
+    assert!(
+        post.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+        "{post}"
+    );
     assert!(post.contains("\r\nAllow: GET, HEAD\r\n"), "{post}");
 
-    let missing = ask(served.address, "GET /metricz HTTP/1.1\r\nHost: test\r\n\r\n");
-    assert!(missing.starts_with("HTTP/1.1 404 Not Found\r\n"), "{missing}");
+    let missing = ask(
+        served.address,
+        "GET /metricz HTTP/1.1\r\nHost: test\r\n\r\n",
+    );
+    assert!(
+        missing.starts_with("HTTP/1.1 404 Not Found\r\n"),
+        "{missing}"
+    );
 
-    let head = ask(served.address, "HEAD /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
+    let head = ask(
+        served.address,
+        "HEAD /metrics HTTP/1.1\r\nHost: test\r\n\r\n",
+    );
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(
         head.contains(&format!("Content-Length: {}\r\n", METRICS.len())),
@@ -150,7 +169,10 @@ fn methods_and_paths_get_their_status() {
     assert!(head.ends_with("\r\n\r\n"), "HEAD has no body: {head}");
 
     let garbage = ask(served.address, "\u{1}\u{2} nonsense\r\n\r\n");
-    assert!(garbage.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{garbage}");
+    assert!(
+        garbage.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{garbage}"
+    );
 
     let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n", "a".repeat(20_000));
     let mut stream = TcpStream::connect_timeout(&served.address, CLIENT_TIMEOUT).unwrap();

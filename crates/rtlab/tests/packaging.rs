@@ -146,6 +146,54 @@ fn the_daemon_reports_ready_pings_the_watchdog_and_reports_stopping() {
     assert!(daemon.0.wait().unwrap().success());
 }
 
+/// `Type=notify` and `WatchdogSec=` of rtlab-monitor.service: READY=1 once /metrics is served,
+/// watchdog pings from the HTTP loop, STOPPING=1 at the end.
+#[test]
+#[ignore = "needs root: the monitor's measuring threads (run as root in CI)"]
+fn the_monitor_reports_ready_pings_the_watchdog_and_reports_stopping() {
+    let sandbox = common::Sandbox::new();
+    let notify_path = sandbox.file("notify");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let mut monitor = KillOnDrop(
+        Command::new("sh")
+            .arg("-c")
+            .arg("WATCHDOG_PID=$$ exec \"$0\" monitor --prometheus \"$1\" --window 1s --classes normal --stop-after 60s")
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .arg(&address)
+            .env("RTLAB_HOME", sandbox.path())
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("WATCHDOG_USEC", "400000")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ready = receive_until(&receiver, "READY=1", Duration::from_secs(30));
+    let ready = ready.last().unwrap();
+    assert!(
+        ready.contains(&format!("STATUS=serving http://{address}/metrics")),
+        "{ready}"
+    );
+    assert!(
+        std::net::TcpStream::connect(&address).is_ok(),
+        "READY=1 comes once /metrics listens"
+    );
+    receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
+    receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
+    rtlab_sys::signals::send(monitor.0.id(), rtlab_sys::signals::SIGTERM).unwrap();
+    receive_until(&receiver, "STOPPING=1", Duration::from_secs(30));
+    assert!(monitor.0.wait().unwrap().success());
+}
+
 fn run_ok(command: &mut Command) -> String {
     let output = command
         .output()
@@ -215,7 +263,11 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
     let root = workspace_root();
     let built = run_ok(Command::new(root.join("packaging/build-deb")).current_dir("/"));
     let deb = PathBuf::from(built.lines().last().unwrap_or_default().trim());
-    let deb = if deb.is_absolute() { deb } else { root.join(deb) };
+    let deb = if deb.is_absolute() {
+        deb
+    } else {
+        root.join(deb)
+    };
     assert_eq!(
         deb.file_name().unwrap().to_string_lossy(),
         format!("rtlab_{}_amd64.deb", env!("CARGO_PKG_VERSION"))
@@ -315,9 +367,8 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
     let _ = std::fs::remove_file(&socket);
     if made_directory {
         // The daemon's journal directory is empty after a clean stop.
-        std::fs::remove_dir(&socket_directory).unwrap_or_else(|error| {
-            panic!("{} is not empty: {error}", socket_directory.display())
-        });
+        std::fs::remove_dir(&socket_directory)
+            .unwrap_or_else(|error| panic!("{} is not empty: {error}", socket_directory.display()));
     }
 
     run_ok(Command::new("dpkg").args(["-r", "rtlab"]));
@@ -332,7 +383,10 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
         "dpkg -r keeps the conffile"
     );
     run_ok(Command::new("dpkg").args(["--purge", "rtlab"]));
-    assert!(!Path::new("/etc/rtlab").exists(), "purge removes /etc/rtlab");
+    assert!(
+        !Path::new("/etc/rtlab").exists(),
+        "purge removes /etc/rtlab"
+    );
     assert!(!Path::new("/etc/systemd/system/sockets.target.wants/rtlabd.socket").exists());
     assert!(!is_installed());
 }

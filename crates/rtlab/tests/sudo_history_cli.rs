@@ -25,7 +25,12 @@ impl ThrowAwayUser {
             .tempdir_in("/tmp")
             .unwrap();
         let status = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin"])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+            ])
             .arg("--home-dir")
             .arg(home.path())
             .arg(&name)
@@ -101,8 +106,8 @@ fn sudo_rtlab_run_stores_into_the_invoking_users_history() {
         user.home.path().join(".local/share/rtlab"),
         database.clone(),
     ] {
-        let metadata = std::fs::metadata(&path)
-            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let metadata =
+            std::fs::metadata(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         assert_eq!(
             (metadata.uid(), metadata.gid()),
             (uid, gid),

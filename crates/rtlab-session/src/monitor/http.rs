@@ -114,7 +114,11 @@ impl MetricsServer {
             }
             let readable = {
                 let mut fds = vec![self.listener.as_fd()];
-                fds.extend(connections.iter().map(|connection| connection.stream.as_fd()));
+                fds.extend(
+                    connections
+                        .iter()
+                        .map(|connection| connection.stream.as_fd()),
+                );
                 match rtlab_sys::ipc::poll_readable(&fds, Some(TICK)) {
                     Ok(readable) => readable,
                     Err(_) => {
@@ -149,7 +153,8 @@ impl MetricsServer {
                 }
             }
             let now = Instant::now();
-            connections.retain(|connection| now.duration_since(connection.opened) < REQUEST_TIMEOUT);
+            connections
+                .retain(|connection| now.duration_since(connection.opened) < REQUEST_TIMEOUT);
             if readable.first().copied().unwrap_or(false) {
                 accept_all(&self.listener, &mut connections);
             }
@@ -241,12 +246,22 @@ fn route(head: &[u8]) -> Option<Route> {
             request.method.unwrap_or_default(),
             request.path.unwrap_or_default(),
         ),
-        Err(_) => return Some(Route::Fixed(plain(400, "Bad Request", "malformed request\n"))),
+        Err(_) => {
+            return Some(Route::Fixed(plain(
+                400,
+                "Bad Request",
+                "malformed request\n",
+            )))
+        }
     };
     let path = path.split(['?', '#']).next().unwrap_or_default();
     let head_only = method == "HEAD";
     let mut answer = if !ENDPOINTS.iter().any(|(endpoint, _)| *endpoint == path) {
-        plain(404, "Not Found", "not found; the endpoints are listed at /\n")
+        plain(
+            404,
+            "Not Found",
+            "not found; the endpoints are listed at /\n",
+        )
     } else if method != "GET" && !head_only {
         let mut answer = plain(405, "Method Not Allowed", "only GET and HEAD are allowed\n");
         answer.extra_header = Some("Allow: GET, HEAD");

@@ -72,10 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.prometheus
     );
     // Type=notify (rtlab-monitor.service): /metrics is served from here on.
-    rtlab_sys::service_manager::ready(&format!(
-        "serving http://{}/metrics",
-        args.prometheus
-    ));
+    rtlab_sys::service_manager::ready(&format!("serving http://{}/metrics", args.prometheus));
     monitor.run(&stop)?;
     rtlab_sys::service_manager::stopping("stopped");
     // A stop by signal is how a monitor is meant to end: exit 0, as systemd expects.
