@@ -194,6 +194,37 @@ fn the_monitor_reports_ready_pings_the_watchdog_and_reports_stopping() {
     assert!(monitor.0.wait().unwrap().success());
 }
 
+#[test]
+fn completions_man_out_dir_writes_a_page_per_subcommand() {
+    let sandbox = common::Sandbox::new();
+    let directory = sandbox.file("man");
+    std::fs::create_dir(&directory).unwrap();
+    let output = sandbox.run([
+        "completions",
+        "man",
+        "--out-dir",
+        directory.to_str().unwrap(),
+    ]);
+    assert_exit_code(&output, 0);
+    for page in [
+        "rtlab.1",
+        "rtlab-run.1",
+        "rtlab-daemon.1",
+        "rtlab-monitor.1",
+        "rtlab-trace-analyze.1",
+    ] {
+        let text = std::fs::read_to_string(directory.join(page))
+            .unwrap_or_else(|error| panic!("{page}: {error}"));
+        assert!(text.starts_with(".ie"), "{page} is roff: {text:.40}");
+    }
+    // --out-dir is for man pages; a shell's completions go to stdout.
+    let output = sandbox.run(["completions", "bash", "--out-dir", "x"]);
+    assert_exit_code(&output, 2);
+    let output = sandbox.run(["completions", "man", "--out-dir", "/nonexistent/dir"]);
+    assert_exit_code(&output, 2);
+    assert!(stderr_text(&output).contains("--out-dir /nonexistent/dir"));
+}
+
 fn run_ok(command: &mut Command) -> String {
     let output = command
         .output()
