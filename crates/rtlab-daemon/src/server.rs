@@ -172,12 +172,20 @@ fn accept_loop(
     listener
         .set_nonblocking(true)
         .map_err(io_error("setting the socket non-blocking"))?;
+    // systemd's WatchdogSec= (rtlabd.service): pinged from this loop, after taking the registry
+    // lock, so a daemon whose accept loop or registry is stuck stops pinging and is restarted
+    // (the restart reverts what the journal names).
+    let watchdog = rtlab_sys::service_manager::Watchdog::from_environment();
     loop {
         if panicked.load(Ordering::SeqCst) {
             return Ok(Stopped::Panicked);
         }
         if stop.load(Ordering::SeqCst) {
             return Ok(Stopped::Requested);
+        }
+        if let Some(watchdog) = watchdog.as_ref().filter(|watchdog| watchdog.is_due()) {
+            drop(lock(&shared.registry));
+            watchdog.ping_if_due();
         }
         rtlab_sys::ipc::poll_readable(&[listener.as_fd()], Some(STOP_POLL))
             .map_err(io_error("waiting for clients"))?;

@@ -7,6 +7,13 @@
 
 pub mod output;
 mod resolve;
+#[cfg(target_os = "linux")]
+mod sudo;
+#[cfg(not(target_os = "linux"))]
+#[path = "sudo_none.rs"]
+mod sudo;
+
+pub use sudo::SudoCaller;
 
 pub use output::{OutputError, PendingOutput};
 pub use resolve::{load_record, LoadError};
@@ -37,6 +44,13 @@ pub enum StoreError {
     #[error("cannot create {path}: {source}")]
     Directory {
         path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("giving {path} to {user} (the user behind sudo): {source}")]
+    Owner {
+        path: PathBuf,
+        user: String,
         #[source]
         source: std::io::Error,
     },
@@ -72,6 +86,7 @@ pub struct RunListing {
 pub struct Store {
     connection: Connection,
     path: PathBuf,
+    owner: Option<SudoCaller>,
 }
 
 impl std::fmt::Debug for Store {
@@ -83,23 +98,73 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// The default database location: `$RTLAB_HOME/rtlab.db`, else `$XDG_DATA_HOME/rtlab/rtlab.db`
+/// Where the run history is, and whose it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryLocation {
+    pub path: PathBuf,
+    /// Under `sudo` (and no `RTLAB_HOME`): the user whose history it is, who gets what the store
+    /// creates.
+    pub sudo_caller: Option<SudoCaller>,
+}
+
+/// The default database location: `$RTLAB_HOME/rtlab.db`; else, under `sudo`, the invoking
+/// user's `~/.local/share/rtlab/rtlab.db`; else `$XDG_DATA_HOME/rtlab/rtlab.db`
 /// (`~/.local/share/rtlab/rtlab.db`).
-pub fn default_path() -> Result<PathBuf, StoreError> {
+pub fn default_location() -> Result<HistoryLocation, StoreError> {
     if let Some(home) = std::env::var_os("RTLAB_HOME").filter(|value| !value.is_empty()) {
-        return Ok(PathBuf::from(home).join("rtlab.db"));
+        return Ok(HistoryLocation {
+            path: PathBuf::from(home).join("rtlab.db"),
+            sudo_caller: None,
+        });
+    }
+    if let Some(caller) = sudo::caller() {
+        return Ok(HistoryLocation {
+            path: caller
+                .home
+                .join(".local")
+                .join("share")
+                .join("rtlab")
+                .join("rtlab.db"),
+            sudo_caller: Some(caller),
+        });
     }
     dirs::data_dir()
-        .map(|directory| directory.join("rtlab").join("rtlab.db"))
+        .map(|directory| HistoryLocation {
+            path: directory.join("rtlab").join("rtlab.db"),
+            sudo_caller: None,
+        })
         .ok_or(StoreError::NoHome)
+}
+
+/// The default database path (see [`default_location`]).
+pub fn default_path() -> Result<PathBuf, StoreError> {
+    default_location().map(|location| location.path)
 }
 
 impl Store {
     pub fn open_default() -> Result<Store, StoreError> {
-        Store::open(&default_path()?)
+        let location = default_location()?;
+        Store::open_for(&location.path, location.sudo_caller)
     }
 
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_for(path, None)
+    }
+
+    /// Opens (creating) the database at `path`; with `owner`, gives every directory and file it
+    /// creates to that user (the user behind sudo).
+    pub fn open_for(path: &Path, owner: Option<SudoCaller>) -> Result<Store, StoreError> {
+        let mut created = Vec::new();
+        if owner.is_some() {
+            created.extend(sudo::missing_directories(path));
+            let mut companions = vec![path.to_owned()];
+            for suffix in ["-wal", "-shm"] {
+                let mut name = path.as_os_str().to_owned();
+                name.push(suffix);
+                companions.push(PathBuf::from(name));
+            }
+            created.extend(companions.into_iter().filter(|file| !file.exists()));
+        }
         if let Some(parent) = path
             .parent()
             .filter(|parent| !parent.as_os_str().is_empty())
@@ -137,10 +202,23 @@ impl Store {
                 CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at);",
             )
             .map_err(sqlite)?;
+        if let Some(owner) = &owner {
+            sudo::give(owner, &created).map_err(|source| StoreError::Owner {
+                path: path.to_owned(),
+                user: owner.name.clone(),
+                source,
+            })?;
+        }
         Ok(Store {
             connection,
             path: path.to_owned(),
+            owner,
         })
+    }
+
+    /// The user behind sudo whose history this is, if rtlab runs under sudo.
+    pub fn sudo_caller(&self) -> Option<&SudoCaller> {
+        self.owner.as_ref()
     }
 
     pub fn path(&self) -> &Path {

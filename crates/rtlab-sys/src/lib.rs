@@ -42,6 +42,8 @@ pub mod process_locks;
 #[cfg(target_os = "linux")]
 pub mod sched;
 #[cfg(target_os = "linux")]
+pub mod service_manager;
+#[cfg(target_os = "linux")]
 pub mod signals;
 #[cfg(all(test, target_os = "linux"))]
 mod test_thread;
@@ -55,5 +57,7 @@ pub mod timer_apis;
 pub mod timer_audit;
 #[cfg(target_os = "linux")]
 pub mod tracefs;
+#[cfg(target_os = "linux")]
+pub mod users;
 #[cfg(windows)]
 pub mod windows;

@@ -35,10 +35,16 @@ impl RecordOutputs {
         let store = if args.no_store {
             None
         } else {
-            Some(
-                rtlab_store::Store::open_default()
-                    .context("opening the run history (use --no-store to skip it)")?,
-            )
+            let store = rtlab_store::Store::open_default()
+                .context("opening the run history (use --no-store to skip it)")?;
+            if let Some(caller) = store.sudo_caller() {
+                eprintln!(
+                    "rtlab: run through sudo: the run goes into {}'s history ({})",
+                    caller.name,
+                    store.path().display()
+                );
+            }
+            Some(store)
         };
         Ok(RecordOutputs { json, store })
     }

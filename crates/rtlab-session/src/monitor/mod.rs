@@ -1,5 +1,6 @@
 //! A long-running, low-overhead measurement for fleets (`rtlab monitor`), exported on `/metrics`
-//! in the Prometheus text format (prometheus-client), served by tiny_http.
+//! in the Prometheus text format (prometheus-client), served by [`http`] (bounded, with
+//! timeouts: no client can stall a scrape).
 //!
 //! The probe is used as a library, one window at a time: each window starts the measuring threads
 //! (no warm-up after the first), measures for one window, joins them and folds the window's
@@ -8,6 +9,8 @@
 //! the cost is a gap of about the probe's 50 ms thread set-up per window (0.5 % of a 10 s
 //! window), which the `rtlab_monitor_measured_seconds_total` counter makes visible. SIGINT and
 //! SIGTERM (the stop flag) stop the current window within one period.
+
+pub mod http;
 
 use crate::{ExplainConfig, LoadRequest, Observer, RunConfig, Session, SessionError};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -22,7 +25,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// The shortest measuring window.
 pub const MIN_WINDOW: Nanos = Nanos(1_000_000_000);
@@ -234,35 +236,6 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` until `stop` is set.
-fn serve(
-    server: tiny_http::Server,
-    metrics: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(200)) else {
-                continue;
-            };
-            let response = if request.url() == "/metrics" {
-                let body = metrics.lock().map(|text| text.clone()).unwrap_or_default();
-                let header = tiny_http::Header::from_bytes(
-                    "Content-Type",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )
-                .expect("a valid header");
-                tiny_http::Response::from_string(body).with_header(header)
-            } else {
-                tiny_http::Response::from_string("rtlab monitor: metrics at /metrics\n")
-                    .with_status_code(404)
-            };
-            // A client that went away is its own problem.
-            let _ = request.respond(response);
-        }
-    })
-}
-
 /// A window reports nothing while it runs; the exporter reads its record at the end.
 struct QuietWindow;
 
@@ -292,15 +265,22 @@ impl Monitor {
         if config.window < MIN_WINDOW {
             return Err(MonitorError::WindowTooShort);
         }
-        let server =
-            tiny_http::Server::http(config.listen).map_err(|error| MonitorError::Listen {
-                listen: config.listen,
-                message: error.to_string(),
-            })?;
+        let listen_error = |error: std::io::Error| MonitorError::Listen {
+            listen: config.listen,
+            message: error.to_string(),
+        };
+        let server = http::MetricsServer::bind(config.listen).map_err(listen_error)?;
         let metrics = Metrics::new(config.explain.is_some());
         let exported = Arc::new(Mutex::new(metrics.encode()));
         let server_stop = Arc::new(AtomicBool::new(false));
-        let server_thread = serve(server, Arc::clone(&exported), Arc::clone(&server_stop));
+        // systemd's WatchdogSec= (rtlab-monitor.service) is pinged from the server's loop.
+        let server_thread = server
+            .serve(
+                Arc::clone(&exported),
+                Arc::clone(&server_stop),
+                rtlab_sys::service_manager::Watchdog::from_environment(),
+            )
+            .map_err(listen_error)?;
         Ok(Monitor {
             config,
             metrics,

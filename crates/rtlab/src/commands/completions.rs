@@ -20,8 +20,12 @@ pub struct Args {
     /// The shell to complete for, or `man` for the man page
     pub target: Target,
     /// With `man`: the page of this subcommand (`rtlab completions man compare > rtlab-compare.1`)
-    #[arg(value_name = "COMMAND")]
+    #[arg(value_name = "COMMAND", conflicts_with = "out_dir")]
     pub command: Option<String>,
+    /// With `man`: write the page of rtlab and of every subcommand (rtlab.1, rtlab-run.1, …)
+    /// into DIR instead of one page to stdout (the Debian package's pages: packaging/build-deb)
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -29,6 +33,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let shell = match args.target {
         Target::Man => {
+            if let Some(directory) = &args.out_dir {
+                clap_mangen::generate_to(command, directory).map_err(|error| {
+                    crate::exit::input(format!("--out-dir {}: {error}", directory.display()))
+                })?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let page = match &args.command {
                 None => command,
                 Some(name) => {
@@ -44,6 +54,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             clap_mangen::Man::new(page).render(&mut out)?;
             return Ok(ExitCode::SUCCESS);
+        }
+        _ if args.out_dir.is_some() => {
+            return Err(crate::exit::input(
+                "--out-dir is for `man`; a shell's completions go to stdout",
+            ))
         }
         Target::Bash => clap_complete::Shell::Bash,
         Target::Zsh => clap_complete::Shell::Zsh,

@@ -40,6 +40,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(warning) = rtlab_daemon::peer::peer_pidfd_warning() {
             eprintln!("{warning}");
         }
+        // Type=notify (rtlabd.service): ready once the socket listens and the enforcer has
+        // repaired what a previous daemon left.
+        rtlab_sys::service_manager::ready(&match startup.listening.bound_path.as_deref() {
+            Some(path) => format!("serving on {}", path.display()),
+            None => "serving on the socket systemd passed".to_owned(),
+        });
         eprint!(
             "{}",
             rtlab_render::reserve::daemon_started(
@@ -52,6 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )
         );
     })?;
+    rtlab_sys::service_manager::stopping("stopped; every managed thread has its old policy back");
     match stopped {
         Stopped::Requested => {
             eprintln!("rtlab daemon: stopped; every managed thread has its old policy back");

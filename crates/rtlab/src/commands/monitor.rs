@@ -71,7 +71,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.window,
         args.prometheus
     );
+    // Type=notify (rtlab-monitor.service): /metrics is served from here on.
+    rtlab_sys::service_manager::ready(&format!("serving http://{}/metrics", args.prometheus));
     monitor.run(&stop)?;
+    rtlab_sys::service_manager::stopping("stopped");
     // A stop by signal is how a monitor is meant to end: exit 0, as systemd expects.
     Ok(ExitCode::SUCCESS)
 }
