@@ -316,6 +316,35 @@ pub struct CpuShare {
 pub struct ListResult {
     pub grants: Vec<GrantInfo>,
     pub cpus: Vec<CpuShare>,
+    /// Threads made real-time through `org.freedesktop.RealtimeKit1` (`rtlab daemon --rtkit`);
+    /// absent from daemons without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub realtimekit: Vec<RealtimeKitThread>,
+}
+
+/// A thread a program made real-time (or high priority) through `org.freedesktop.RealtimeKit1`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RealtimeKitThread {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// The uid that asked (the bus's credentials), which owns the thread.
+    pub uid: u32,
+    /// The process that asked (the bus's credentials).
+    pub caller_pid: u32,
+    /// The D-Bus method: `MakeThreadRealtime`, `MakeThreadRealtimeWithPID`, …
+    pub method: String,
+    /// What the thread was given: `SCHED_RR` (with `priority`), `SCHED_OTHER` (with `nice`), or
+    /// `reservation` (a configured program's, `grant_id`).
+    pub policy: String,
+    pub priority: Option<u32>,
+    pub nice: Option<i32>,
+    /// The reservation that holds the thread now: the configured policy's, or one made since
+    /// with `rtlab reserve` (which upgrades the thread; its release gives SCHED_RR back).
+    pub grant_id: Option<u64>,
+    /// When it was granted (RFC 3339 UTC).
+    pub since: String,
 }
 
 /// `release`'s result: the reservations that ended (a thread leaving an activity that still has

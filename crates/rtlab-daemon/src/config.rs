@@ -13,6 +13,9 @@
 //! max_connections_per_user = 64
 //! request_timeout = "5s"         # from a request's first byte to its newline
 //! idle_timeout = "10m"           # between requests
+//!
+//! [rtkit]                        # org.freedesktop.RealtimeKit1: see crate::rtkit::config
+//! enabled = true
 //! ```
 
 use rtlab_core::{parse_duration, Nanos};
@@ -48,6 +51,8 @@ pub struct DaemonConfig {
     pub request_timeout: Duration,
     /// Longest wait for the next request on an open connection.
     pub idle_timeout: Duration,
+    /// The `[rtkit]` table: the org.freedesktop.RealtimeKit1 front-end (`crate::rtkit`).
+    pub rtkit: crate::rtkit::config::RtkitConfig,
 }
 
 impl Default for DaemonConfig {
@@ -64,6 +69,7 @@ impl Default for DaemonConfig {
             max_connections_per_user: 64,
             request_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(600),
+            rtkit: crate::rtkit::config::RtkitConfig::default(),
         }
     }
 }
@@ -95,6 +101,7 @@ struct ConfigFile {
     max_connections_per_user: Option<toml::Spanned<usize>>,
     request_timeout: Option<toml::Spanned<String>>,
     idle_timeout: Option<toml::Spanned<String>>,
+    rtkit: Option<crate::rtkit::config::RtkitFile>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -155,6 +162,12 @@ impl DaemonConfig {
                 defaults.request_timeout,
             )?,
             idle_timeout: duration(file.idle_timeout, "idle_timeout", defaults.idle_timeout)?,
+            rtkit: match file.rtkit {
+                None => defaults.rtkit,
+                Some(table) => table.resolve().map_err(|(span, message)| {
+                    invalid(format!("line {}: {message}", line_of(text, span.start)))
+                })?,
+            },
         };
         if let Some(spanned) = file.default_backend {
             config.default_backend = Some(spanned.get_ref().parse().map_err(

@@ -12,10 +12,12 @@
 //! * [`server`] — connections, line framing, timeouts, caps (the I/O design is explained there).
 //! * [`registry`] — authorisation and the book of reservations, over the enforcement.
 //! * [`watch`] — thread pidfds and the hysteresis timer.
+//! * [`rtkit`] — `org.freedesktop.RealtimeKit1` on the system bus (`rtlab daemon --rtkit`).
 //! * [`startup`] — configuration with overrides, the socket, then the enforcer.
 
 pub mod config;
 pub mod registry;
+pub mod rtkit;
 pub mod server;
 pub mod socket;
 pub mod startup;

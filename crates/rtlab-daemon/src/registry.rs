@@ -251,6 +251,9 @@ pub struct Registry {
     thread_grants: BTreeMap<u32, GrantId>,
     constraints: BTreeMap<ConstraintId, ConstraintRecord>,
     shut_down: bool,
+    /// The RealtimeKit1 service's book, when it runs (`crate::rtkit`; hooks in
+    /// `rtkit/registry_hooks.rs`).
+    realtimekit: Option<std::sync::Arc<std::sync::Mutex<crate::rtkit::book::Book>>>,
 }
 
 fn backend_kind(backend: rpc::Backend) -> BackendKind {
@@ -282,6 +285,7 @@ impl Registry {
             thread_grants: BTreeMap::new(),
             constraints: BTreeMap::new(),
             shut_down: false,
+            realtimekit: None,
         }
     }
 
@@ -687,6 +691,7 @@ impl Registry {
                     reserved_fraction,
                 })
                 .collect(),
+            realtimekit: self.realtimekit_list(),
         }
     }
 
@@ -767,6 +772,7 @@ impl Registry {
     /// A watched thread exited: its constraints end, it leaves its reservation; a thread
     /// reservation ends, an activity left without threads lingers for the hysteresis.
     pub fn thread_exited(&mut self, tid: u32, now: Instant) {
+        self.realtimekit_thread_exited(tid);
         if self.shut_down {
             return;
         }
@@ -838,6 +844,7 @@ impl Registry {
     pub fn shut_down(&mut self) {
         self.shut_down = true;
         self.enforcement.revert_all();
+        self.realtimekit_shut_down();
         self.grants.clear();
         self.thread_grants.clear();
         self.constraints.clear();
@@ -847,6 +854,9 @@ impl Registry {
         self.shut_down
     }
 }
+
+#[path = "rtkit/registry_hooks.rs"]
+mod realtimekit;
 
 #[cfg(test)]
 #[path = "../tests/support/fake_enforcement.rs"]
