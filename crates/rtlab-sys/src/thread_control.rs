@@ -387,10 +387,33 @@ pub fn process_rttime_limit(pid: u32) -> io::Result<(Option<u64>, Option<u64>)> 
         )
     };
     if result != 0 {
-        return Err(io::Error::last_os_error());
+        let error = io::Error::last_os_error();
+        // prlimit on another uid's process needs CAP_SYS_RESOURCE, which a confined root (a
+        // container, a hardened unit) may lack; /proc/PID/limits tells anyone (rtkit reads it).
+        if error.raw_os_error() == Some(libc::EPERM) {
+            let text = read_proc_file(&format!("/proc/{pid}/limits"))?;
+            return parse_rttime_limit(&text)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/{pid}/limits has no 'Max realtime timeout' line")));
+        }
+        return Err(error);
     }
     let finite = |value: libc::rlim_t| (value != libc::RLIM_INFINITY).then_some(value);
     Ok((finite(old.rlim_cur), finite(old.rlim_max)))
+}
+
+/// The RLIMIT_RTTIME line of a /proc/PID/limits text: (soft, hard) in µs, `None` for unlimited.
+pub fn parse_rttime_limit(limits: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let line = limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max realtime timeout"))?;
+    let mut fields = line.split_whitespace();
+    let mut value = || -> Option<Option<u64>> {
+        match fields.next()? {
+            "unlimited" => Some(None),
+            number => number.parse().ok().map(Some),
+        }
+    };
+    Some((value()?, value()?))
 }
 
 #[cfg(test)]
@@ -514,5 +537,15 @@ mod tests {
         let parse = |text: &str| text.parse::<u64>().ok();
         assert_eq!((soft, hard), (parse(fields[0]), parse(fields[1])));
         assert!(process_rttime_limit(u32::MAX >> 2).is_err());
+        assert_eq!(
+            parse_rttime_limit(&limits),
+            Some((soft, hard)),
+            "/proc/self/limits and prlimit agree"
+        );
+        assert_eq!(
+            parse_rttime_limit("Max realtime timeout      200000               unlimited            us\n"),
+            Some((Some(200_000), None))
+        );
+        assert_eq!(parse_rttime_limit("Max nice priority 0 0\n"), None);
     }
 }

@@ -10,7 +10,9 @@
 //! for `rtkit.canary_timeout` (500 ms by default) means real-time threads have held its CPU that
 //! long without a break, so nothing of normal priority ran there either. The watchdog then puts
 //! every SCHED_RR thread of the book back to SCHED_OTHER (rtkit's `reset_known`) and the service
-//! refuses requests for `rtkit.canary_refusal` (rtkit: 5 minutes).
+//! refuses requests for `rtkit.canary_refusal` (rtkit: 5 minutes). A CPU starved while the book
+//! holds no SCHED_RR thread (real-time threads of programs with their own privileges, rtlab's own
+//! reservations) changes nothing: the service made none of them real-time.
 //!
 //! rtkit-daemon runs one canary (not pinned) and a 10 s watchdog, so it notices only a machine
 //! whose every CPU starves, after 10 s; a canary per CPU notices one starved CPU, here within
@@ -164,6 +166,14 @@ fn watch(
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().realtime_threads(),
             Err(TryLockError::WouldBlock) => known.clone(),
         };
+        if threads.is_empty() {
+            // Starved by real-time threads that are not the service's (a program with its own
+            // privileges, rtlab's reservations): nothing of ours to demote, and no reason to
+            // refuse requests. The canary waits afresh.
+            let now = monotonic_ns();
+            slots[index].store(now, Ordering::Relaxed);
+            continue;
+        }
         let demoted: Vec<u32> = threads
             .iter()
             .filter(|(tid, start_time)| demote(*tid, *start_time))

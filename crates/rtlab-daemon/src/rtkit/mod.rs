@@ -54,11 +54,11 @@ pub const OBJECT_PATH: &str = "/org/freedesktop/RealtimeKit1";
 #[derive(Debug, thiserror::Error)]
 pub enum RtkitError {
     #[error("RealtimeKit1: connecting to the system bus (${{DBUS_SYSTEM_BUS_ADDRESS}}, else /run/dbus/system_bus_socket): {0}")]
-    Bus(#[source] zbus::Error),
+    Bus(zbus::Error),
     #[error("RealtimeKit1: {BUS_NAME} is already owned by {owner}; rtlab does not fight over it: stop that service first (systemctl stop rtkit-daemon), or ask to take it over with --replace (the bus hands it over only when its owner allows replacement, which rtkit-daemon does not)")]
     NameTaken { owner: String },
     #[error("RealtimeKit1: the bus refused {BUS_NAME} to rtlab: {0} (is packaging/dbus/org.freedesktop.RealtimeKit1.conf installed in /usr/share/dbus-1/system.d/, and is the daemon root?)")]
-    NameRefused(#[source] zbus::Error),
+    NameRefused(zbus::Error),
     #[error("RealtimeKit1: {context}: {source}")]
     System {
         context: String,
