@@ -224,7 +224,12 @@ pub fn realtimekit_threads(threads: &[rtlab_core::rpc::RealtimeKitThread]) -> St
         "PID", "TID", "COMM", "UID", "ASKED BY", "GIVEN", "METHOD", "SINCE"
     );
     for thread in threads {
-        let given = match (thread.policy.as_str(), thread.priority, thread.nice, thread.grant_id) {
+        let given = match (
+            thread.policy.as_str(),
+            thread.priority,
+            thread.nice,
+            thread.grant_id,
+        ) {
             (_, _, _, Some(grant)) if thread.policy == "reservation" => {
                 format!("reservation {grant}")
             }
@@ -434,19 +439,20 @@ mod tests {
 
     #[test]
     fn realtimekit_threads_are_listed_with_who_asked_and_what_they_got() {
-        let rtkit_thread = |tid, policy: &str, priority, grant_id| rtlab_core::rpc::RealtimeKitThread {
-            pid: 500,
-            tid,
-            comm: "data-loop.0".to_owned(),
-            uid: 1000,
-            caller_pid: 500,
-            method: "MakeThreadRealtimeWithPID".to_owned(),
-            policy: policy.to_owned(),
-            priority,
-            nice: None,
-            grant_id,
-            since: "2026-11-27T03:00:00.000Z".to_owned(),
-        };
+        let rtkit_thread =
+            |tid, policy: &str, priority, grant_id| rtlab_core::rpc::RealtimeKitThread {
+                pid: 500,
+                tid,
+                comm: "data-loop.0".to_owned(),
+                uid: 1000,
+                caller_pid: 500,
+                method: "MakeThreadRealtimeWithPID".to_owned(),
+                policy: policy.to_owned(),
+                priority,
+                nice: None,
+                grant_id,
+                since: "2026-11-27T03:00:00.000Z".to_owned(),
+            };
         let list = ListResult {
             grants: Vec::new(),
             cpus: Vec::new(),

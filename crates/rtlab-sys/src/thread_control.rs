@@ -392,8 +392,12 @@ pub fn process_rttime_limit(pid: u32) -> io::Result<(Option<u64>, Option<u64>)> 
         // container, a hardened unit) may lack; /proc/PID/limits tells anyone (rtkit reads it).
         if error.raw_os_error() == Some(libc::EPERM) {
             let text = read_proc_file(&format!("/proc/{pid}/limits"))?;
-            return parse_rttime_limit(&text)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/{pid}/limits has no 'Max realtime timeout' line")));
+            return parse_rttime_limit(&text).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("/proc/{pid}/limits has no 'Max realtime timeout' line"),
+                )
+            });
         }
         return Err(error);
     }
@@ -533,7 +537,9 @@ mod tests {
             .lines()
             .find(|line| line.starts_with("Max realtime timeout"))
             .unwrap();
-        let fields: Vec<&str> = line["Max realtime timeout".len()..].split_whitespace().collect();
+        let fields: Vec<&str> = line["Max realtime timeout".len()..]
+            .split_whitespace()
+            .collect();
         let parse = |text: &str| text.parse::<u64>().ok();
         assert_eq!((soft, hard), (parse(fields[0]), parse(fields[1])));
         assert!(process_rttime_limit(u32::MAX >> 2).is_err());
@@ -543,7 +549,9 @@ mod tests {
             "/proc/self/limits and prlimit agree"
         );
         assert_eq!(
-            parse_rttime_limit("Max realtime timeout      200000               unlimited            us\n"),
+            parse_rttime_limit(
+                "Max realtime timeout      200000               unlimited            us\n"
+            ),
             Some((Some(200_000), None))
         );
         assert_eq!(parse_rttime_limit("Max nice priority 0 0\n"), None);

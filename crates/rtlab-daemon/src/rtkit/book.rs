@@ -25,10 +25,16 @@ pub const JOURNAL_DIRECTORY: &str = "rtkit";
 /// What a thread was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Given {
-    RoundRobin { priority: u32 },
-    Nice { nice: i32 },
+    RoundRobin {
+        priority: u32,
+    },
+    Nice {
+        nice: i32,
+    },
     /// A configured program's reservation (`[[rtkit.reserve]]`), held by the registry.
-    Reservation { grant_id: u64 },
+    Reservation {
+        grant_id: u64,
+    },
 }
 
 /// One thread in the book.
@@ -254,7 +260,9 @@ impl Book {
         }
         // The id may have been reused between the checks and the change (the thread exited and
         // another started): then the change is undone.
-        if !thread_control::thread_start_time(target.tid).is_ok_and(|start| start == target.thread_start) {
+        if !thread_control::thread_start_time(target.tid)
+            .is_ok_and(|start| start == target.thread_start)
+        {
             let _ = restore(target.tid, target.thread_start, saved);
             return Err(Refusal::Failed(format!(
                 "thread {} exited while it was being changed",

@@ -72,8 +72,11 @@ impl Canary {
     ) -> std::io::Result<Canary> {
         let cpus = rtlab_sys::cpu::online_cpus()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let slots: Arc<Vec<AtomicU64>> =
-            Arc::new(cpus.iter().map(|_| AtomicU64::new(monotonic_ns())).collect());
+        let slots: Arc<Vec<AtomicU64>> = Arc::new(
+            cpus.iter()
+                .map(|_| AtomicU64::new(monotonic_ns()))
+                .collect(),
+        );
         let mut canary = Canary {
             stop: Arc::clone(&stop),
             threads: Vec::new(),

@@ -115,14 +115,13 @@ impl RtkitFile {
     /// The settings this table gives, over the defaults.
     pub fn resolve(self) -> Result<RtkitConfig, FieldError> {
         let defaults = RtkitConfig::default();
-        let duration = |value: Option<toml::Spanned<String>>, key: &str, default: Duration| {
-            match value {
+        let duration =
+            |value: Option<toml::Spanned<String>>, key: &str, default: Duration| match value {
                 None => Ok(default),
                 Some(spanned) => parse_duration(spanned.get_ref())
                     .map(Nanos::as_std)
                     .map_err(|error| (spanned.span(), format!("rtkit.{key}: {error}"))),
-            }
-        };
+            };
         let max_realtime_priority = match self.max_realtime_priority {
             None => defaults.max_realtime_priority,
             Some(spanned) if (1..=98).contains(spanned.get_ref()) => *spanned.get_ref(),
@@ -162,8 +161,11 @@ impl RtkitFile {
             }
         };
         let canary_span = self.canary_timeout.as_ref().map(toml::Spanned::span);
-        let canary_timeout =
-            duration(self.canary_timeout, "canary_timeout", defaults.canary_timeout)?;
+        let canary_timeout = duration(
+            self.canary_timeout,
+            "canary_timeout",
+            defaults.canary_timeout,
+        )?;
         if canary_timeout < Duration::from_millis(100) {
             return Err((
                 canary_span.unwrap_or_default(),
@@ -173,10 +175,18 @@ impl RtkitFile {
         }
         let mut reserve = Vec::new();
         for entry in self.reserve {
-            let amount = parse_duration(entry.amount.get_ref())
-                .map_err(|error| (entry.amount.span(), format!("rtkit.reserve.amount: {error}")))?;
-            let period = parse_duration(entry.period.get_ref())
-                .map_err(|error| (entry.period.span(), format!("rtkit.reserve.period: {error}")))?;
+            let amount = parse_duration(entry.amount.get_ref()).map_err(|error| {
+                (
+                    entry.amount.span(),
+                    format!("rtkit.reserve.amount: {error}"),
+                )
+            })?;
+            let period = parse_duration(entry.period.get_ref()).map_err(|error| {
+                (
+                    entry.period.span(),
+                    format!("rtkit.reserve.period: {error}"),
+                )
+            })?;
             if amount.0 == 0 || amount > period {
                 return Err((
                     entry.amount.span(),
@@ -215,7 +225,11 @@ impl RtkitFile {
                 .unwrap_or(defaults.actions_per_burst_max),
             canary: self.canary.unwrap_or(defaults.canary),
             canary_timeout,
-            canary_refusal: duration(self.canary_refusal, "canary_refusal", defaults.canary_refusal)?,
+            canary_refusal: duration(
+                self.canary_refusal,
+                "canary_refusal",
+                defaults.canary_refusal,
+            )?,
             reserve,
         })
     }

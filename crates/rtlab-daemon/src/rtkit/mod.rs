@@ -121,11 +121,9 @@ async fn caller_of(
         .process_fd()
         .and_then(|fd| rtlab_sys::ipc::pidfd_info(fd.as_fd()).ok())
         .map(|info| info.tgid);
-    let pid = from_pidfd
-        .or(credentials.process_id())
-        .ok_or_else(|| {
-            zbus::fdo::Error::Failed("the bus did not say which process the caller is".to_owned())
-        })?;
+    let pid = from_pidfd.or(credentials.process_id()).ok_or_else(|| {
+        zbus::fdo::Error::Failed("the bus did not say which process the caller is".to_owned())
+    })?;
     Ok(BusCaller { uid, pid })
 }
 
@@ -185,9 +183,10 @@ impl Shared {
         let process_start = start_of(pid)?;
         let thread_start = start_of(tid)?;
         if let Ask::Realtime { .. } = ask {
-            let (_, hard) = rtlab_sys::thread_control::process_rttime_limit(pid).map_err(
-                |error| Refusal::Failed(format!("reading process {pid}'s RLIMIT_RTTIME: {error}")),
-            )?;
+            let (_, hard) =
+                rtlab_sys::thread_control::process_rttime_limit(pid).map_err(|error| {
+                    Refusal::Failed(format!("reading process {pid}'s RLIMIT_RTTIME: {error}"))
+                })?;
             policy::check_rttime(pid, hard, &self.config)?;
         }
         let held_by = lock(&self.registry).grant_of_thread(tid);
@@ -234,9 +233,10 @@ impl Shared {
             }
         }
         let (policy, given) = match ask {
-            Ask::Realtime { priority } => {
-                (Policy::RoundRobin { priority }, Given::RoundRobin { priority })
-            }
+            Ask::Realtime { priority } => (
+                Policy::RoundRobin { priority },
+                Given::RoundRobin { priority },
+            ),
             Ask::Nice { nice } => (Policy::Other { nice }, Given::Nice { nice }),
         };
         let result = lock(&self.book).apply(&target, policy, given, Some(handle));
@@ -450,7 +450,9 @@ impl RealtimeKit {
         let caller = caller_of(connection, &header).await?;
         self.shared.require_root(caller, "ResetAll")?;
         let changed = self.shared.reset_all();
-        notice(&format!("ResetAll: {changed} threads put back to SCHED_OTHER"));
+        notice(&format!(
+            "ResetAll: {changed} threads put back to SCHED_OTHER"
+        ));
         Ok(())
     }
 
@@ -514,8 +516,8 @@ fn describe_owner(connection: &zbus::blocking::Connection) -> String {
     };
     match proxy.get_connection_unix_process_id(owner.clone().into()) {
         Ok(pid) => {
-            let program = rtlab_sys::proc_thread::thread_comm(pid)
-                .unwrap_or_else(|_| "a program".to_owned());
+            let program =
+                rtlab_sys::proc_thread::thread_comm(pid).unwrap_or_else(|_| "a program".to_owned());
             format!("{program} (pid {pid}, bus connection {owner})")
         }
         Err(_) => format!("bus connection {owner}"),
@@ -574,7 +576,9 @@ pub fn start(
         RequestNameFlags::DoNotQueue.into()
     };
     match connection.request_name_with_flags(BUS_NAME, flags) {
-        Ok(zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner) => {}
+        Ok(
+            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
+        ) => {}
         Ok(_) | Err(zbus::Error::NameTaken) => {
             return Err(RtkitError::NameTaken {
                 owner: describe_owner(&connection),

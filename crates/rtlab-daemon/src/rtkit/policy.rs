@@ -86,7 +86,11 @@ pub fn check_nice(nice: i32, config: &RtkitConfig) -> Result<(), Refusal> {
 
 /// The target process's RLIMIT_RTTIME hard limit (`None`: unlimited) must be set and at most
 /// `RTTimeUSecMax`: then the kernel itself stops a thread that runs away with its real-time.
-pub fn check_rttime(pid: u32, hard_limit: Option<u64>, config: &RtkitConfig) -> Result<(), Refusal> {
+pub fn check_rttime(
+    pid: u32,
+    hard_limit: Option<u64>,
+    config: &RtkitConfig,
+) -> Result<(), Refusal> {
     match hard_limit {
         Some(limit) if limit <= config.rttime_usec_max => Ok(()),
         Some(limit) => Err(Refusal::AccessDenied(format!(
@@ -187,7 +191,10 @@ pub fn check_counts(
     wanted: Counted,
     config: &RtkitConfig,
 ) -> Result<(), Refusal> {
-    if granted.iter().any(|known| known.tid == wanted.tid && known.uid == wanted.uid) {
+    if granted
+        .iter()
+        .any(|known| known.tid == wanted.tid && known.uid == wanted.uid)
+    {
         return Ok(());
     }
     let users: BTreeSet<u32> = granted.iter().map(|known| known.uid).collect();
@@ -197,7 +204,10 @@ pub fn check_counts(
             users.len()
         )));
     }
-    let mine: Vec<&Counted> = granted.iter().filter(|known| known.uid == wanted.uid).collect();
+    let mine: Vec<&Counted> = granted
+        .iter()
+        .filter(|known| known.uid == wanted.uid)
+        .collect();
     let processes: BTreeSet<(u32, u64)> = mine
         .iter()
         .map(|known| (known.pid, known.process_start))
@@ -239,13 +249,28 @@ mod tests {
     fn priorities_outside_rr_fail_and_above_the_maximum_are_denied() {
         let config = config();
         assert!(check_priority(20, &config).is_ok());
-        assert!(matches!(check_priority(0, &config), Err(Refusal::Failed(_))));
-        assert!(matches!(check_priority(100, &config), Err(Refusal::Failed(_))));
+        assert!(matches!(
+            check_priority(0, &config),
+            Err(Refusal::Failed(_))
+        ));
+        assert!(matches!(
+            check_priority(100, &config),
+            Err(Refusal::Failed(_))
+        ));
         let denied = check_priority(21, &config).unwrap_err();
-        assert_eq!(denied.error_name(), "org.freedesktop.DBus.Error.AccessDenied");
-        assert!(denied.message().contains("MaxRealtimePriority 20"), "{denied:?}");
+        assert_eq!(
+            denied.error_name(),
+            "org.freedesktop.DBus.Error.AccessDenied"
+        );
+        assert!(
+            denied.message().contains("MaxRealtimePriority 20"),
+            "{denied:?}"
+        );
         assert!(check_nice(-15, &config).is_ok());
-        assert!(matches!(check_nice(-16, &config), Err(Refusal::AccessDenied(_))));
+        assert!(matches!(
+            check_nice(-16, &config),
+            Err(Refusal::AccessDenied(_))
+        ));
         assert!(matches!(check_nice(20, &config), Err(Refusal::Failed(_))));
     }
 
@@ -258,7 +283,9 @@ mod tests {
             Err(Refusal::AccessDenied(_))
         ));
         let unlimited = check_rttime(7, None, &config).unwrap_err();
-        assert!(unlimited.message().contains("process 7 has no RLIMIT_RTTIME"));
+        assert!(unlimited
+            .message()
+            .contains("process 7 has no RLIMIT_RTTIME"));
     }
 
     #[test]

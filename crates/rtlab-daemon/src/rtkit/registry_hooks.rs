@@ -9,7 +9,8 @@ use rtlab_core::rpc::RealtimeKitThread;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
-    book.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    book.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Registry {
