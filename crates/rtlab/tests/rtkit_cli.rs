@@ -616,3 +616,75 @@ fn the_canary_demotes_a_runaway_pair_that_stays_inside_rlimit_rttime() {
         "refused for another reason: {error}"
     );
 }
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; pipewire"]
+fn pipewire_s_own_rt_module_gets_its_data_thread_real_time_through_rtlab() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, &bus, "", &["--rtkit"]);
+    // PipeWire as nobody, headless: its runtime directory in the sandbox, no session bus (its
+    // portal module fails and is optional), the system bus ours. module-rt cannot raise its own
+    // priority (nobody's RLIMIT_RTPRIO is 0), so it asks RealtimeKit1 on the system bus.
+    let runtime = sandbox.file("pipewire-runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let chown = Command::new("chown")
+        .args(["nobody:nogroup"])
+        .arg(&runtime)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let log = sandbox.file("pipewire.log");
+    let pipewire = KillOnDrop(
+        Command::new("setpriv")
+            .args(NOBODY)
+            .args(["env", "-i", "PATH=/usr/bin:/bin", "PIPEWIRE_DEBUG=3"])
+            .arg(format!("HOME={}", runtime.display()))
+            .arg(format!("XDG_RUNTIME_DIR={}", runtime.display()))
+            .arg(format!("DBUS_SYSTEM_BUS_ADDRESS={}", bus.address))
+            .arg("pipewire")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start pipewire"),
+    );
+    let pid = pipewire.id();
+    let mut realtime_tid = None;
+    wait_until("a pipewire thread is real-time", || {
+        realtime_tid = rtlab_sys::sched::process_thread_ids(pid)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|tid| thread_policy(*tid).is_ok_and(|policy| policy.is_realtime()));
+        realtime_tid.is_some()
+    });
+    let tid = realtime_tid.unwrap();
+    // What `chrt -p` shows, and pipewire's own word for it.
+    let chrt = Command::new("chrt")
+        .args(["-p", &tid.to_string()])
+        .output()
+        .unwrap();
+    let chrt = text(&chrt.stdout);
+    assert!(
+        chrt.contains("SCHED_RR|SCHED_RESET_ON_FORK") && chrt.contains("priority: 20"),
+        "{chrt}"
+    );
+    wait_until("pipewire logs its real-time", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("using RTKit")
+    });
+    let listed = daemon.realtimekit(&sandbox);
+    let entry = listed
+        .iter()
+        .find(|entry| entry["tid"] == tid)
+        .expect("listed");
+    assert_eq!(entry["pid"], pid);
+    assert_eq!(entry["uid"], 65534);
+    assert_eq!(entry["method"], "MakeThreadRealtimeWithPID");
+    drop(pipewire);
+    wait_until("pipewire's threads leave the list", || {
+        daemon.realtimekit(&sandbox).is_empty()
+    });
+}
