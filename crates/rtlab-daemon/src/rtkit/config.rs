@@ -234,3 +234,50 @@ impl RtkitFile {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DaemonConfig;
+
+    #[test]
+    fn the_table_parses_over_the_defaults() {
+        let config = DaemonConfig::parse(
+            "[rtkit]\nenabled = true\nmax_realtime_priority = 10\ncanary_timeout = \"250ms\"\n[[rtkit.reserve]]\nprogram = \"pipewire\"\namount = \"2ms\"\nperiod = \"10ms\"\n",
+            "rtlabd.toml",
+        )
+        .unwrap();
+        let rtkit = config.rtkit;
+        assert!(rtkit.enabled);
+        assert_eq!(rtkit.max_realtime_priority, 10);
+        assert_eq!(rtkit.canary_timeout, Duration::from_millis(250));
+        assert_eq!(rtkit.min_nice_level, -15);
+        assert_eq!(
+            rtkit.reserve,
+            vec![ReservePolicy {
+                program: "pipewire".into(),
+                amount: Nanos(2_000_000),
+                period: Nanos(10_000_000),
+            }]
+        );
+        assert_eq!(DaemonConfig::parse("", "x").unwrap().rtkit, RtkitConfig::default());
+    }
+
+    #[test]
+    fn bad_values_name_the_line_and_key() {
+        for (text, expected) in [
+            ("[rtkit]\nmax_realtime_priority = 99\n", "line 2: rtkit.max_realtime_priority"),
+            ("[rtkit]\n\nmin_nice_level = -21\n", "line 3: rtkit.min_nice_level"),
+            ("[rtkit]\ncanary_timeout = \"10ms\"\n", "line 2: rtkit.canary_timeout"),
+            ("[rtkit]\nactions_burst = \"soon\"\n", "line 2: rtkit.actions_burst"),
+            (
+                "[[rtkit.reserve]]\nprogram = \"pipewire\"\namount = \"20ms\"\nperiod = \"10ms\"\n",
+                "line 3: rtkit.reserve.amount",
+            ),
+            ("[rtkit]\nenable = true\n", "unknown field"),
+        ] {
+            let error = DaemonConfig::parse(text, "rtlabd.toml").unwrap_err().to_string();
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+    }
+}

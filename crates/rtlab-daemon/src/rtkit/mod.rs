@@ -50,6 +50,10 @@ pub const BUS_NAME: &str = "org.freedesktop.RealtimeKit1";
 /// The object rtkit-daemon serves.
 pub const OBJECT_PATH: &str = "/org/freedesktop/RealtimeKit1";
 
+/// The longest wait for the bus's answer to one of rtlab's own calls (Hello, RequestName, the
+/// caller's credentials).
+const BUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why the RealtimeKit1 service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RtkitError {
@@ -565,7 +569,9 @@ pub fn start(
         registry: Arc::clone(registry),
         exit: Mutex::new(exit_sender.clone()),
     });
+    // A bus that does not answer (a policy that drops replies) must not hang the daemon's start.
     let connection = zbus::blocking::connection::Builder::system()
+        .map(|builder| builder.method_timeout(BUS_TIMEOUT))
         .and_then(|builder| builder.serve_at(OBJECT_PATH, RealtimeKit { shared }))
         .and_then(zbus::blocking::connection::Builder::build)
         .map_err(RtkitError::Bus)?;
