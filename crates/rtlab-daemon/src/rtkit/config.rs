@@ -260,23 +260,40 @@ mod tests {
                 period: Nanos(10_000_000),
             }]
         );
-        assert_eq!(DaemonConfig::parse("", "x").unwrap().rtkit, RtkitConfig::default());
+        assert_eq!(
+            DaemonConfig::parse("", "x").unwrap().rtkit,
+            RtkitConfig::default()
+        );
     }
 
     #[test]
     fn bad_values_name_the_line_and_key() {
         for (text, expected) in [
-            ("[rtkit]\nmax_realtime_priority = 99\n", "line 2: rtkit.max_realtime_priority"),
-            ("[rtkit]\n\nmin_nice_level = -21\n", "line 3: rtkit.min_nice_level"),
-            ("[rtkit]\ncanary_timeout = \"10ms\"\n", "line 2: rtkit.canary_timeout"),
-            ("[rtkit]\nactions_burst = \"soon\"\n", "line 2: rtkit.actions_burst"),
+            (
+                "[rtkit]\nmax_realtime_priority = 99\n",
+                "line 2: rtkit.max_realtime_priority",
+            ),
+            (
+                "[rtkit]\n\nmin_nice_level = -21\n",
+                "line 3: rtkit.min_nice_level",
+            ),
+            (
+                "[rtkit]\ncanary_timeout = \"10ms\"\n",
+                "line 2: rtkit.canary_timeout",
+            ),
+            (
+                "[rtkit]\nactions_burst = \"soon\"\n",
+                "line 2: rtkit.actions_burst",
+            ),
             (
                 "[[rtkit.reserve]]\nprogram = \"pipewire\"\namount = \"20ms\"\nperiod = \"10ms\"\n",
                 "line 3: rtkit.reserve.amount",
             ),
             ("[rtkit]\nenable = true\n", "unknown field"),
         ] {
-            let error = DaemonConfig::parse(text, "rtlabd.toml").unwrap_err().to_string();
+            let error = DaemonConfig::parse(text, "rtlabd.toml")
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(expected), "{text:?}: {error}");
         }
     }
