@@ -227,7 +227,7 @@ impl Shared {
             method,
         };
         if let Ask::Realtime { priority } = ask {
-            if let Some(grant_id) = self.reserve_by_policy(&target, &handle) {
+            if let Some(grant_id) = self.reserve_by_policy(&target) {
                 return lock(&self.book).apply(
                     &target,
                     Policy::RoundRobin { priority },
@@ -260,15 +260,15 @@ impl Shared {
     /// A `[[rtkit.reserve]]` program's thread gets a reservation through the registry instead of
     /// SCHED_RR; `None` when no policy names the program or the reservation was refused (then the
     /// thread gets SCHED_RR, as rtkit would give).
-    fn reserve_by_policy(&self, target: &Target, handle: &WatchHandle) -> Option<u64> {
+    fn reserve_by_policy(&self, target: &Target) -> Option<u64> {
         let program = rtlab_sys::proc_thread::thread_comm(target.pid).ok()?;
         let rule = self
             .config
             .reserve
             .iter()
             .find(|rule| rule.program == program)?;
+        // The registry watches the thread through a pidfd of its own; the book keeps the other.
         let registry_handle = WatchHandle::open(target.tid, target.pid).ok()?;
-        let _ = handle;
         let comm = rtlab_sys::proc_thread::thread_comm(target.tid).unwrap_or_default();
         let params = ReserveParams {
             target: WireTarget::Thread { tid: target.tid },
