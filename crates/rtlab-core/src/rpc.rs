@@ -921,4 +921,16 @@ mod tests {
         assert!(parse_rate("20ms/10ms").is_err());
         assert!(parse_rate("0ms/10ms").is_err());
     }
+
+    #[test]
+    fn a_list_without_realtimekit_threads_reads_and_writes_as_before() {
+        let old = r#"{"grants":[],"cpus":[{"cpu":0,"reserved_fraction":0.5}]}"#;
+        let list: ListResult = serde_json::from_str(old).unwrap();
+        assert!(list.realtimekit.is_empty());
+        assert_eq!(serde_json::to_string(&list).unwrap(), old);
+        let with_thread = r#"{"grants":[],"cpus":[],"realtimekit":[{"pid":5,"tid":6,"comm":"x","uid":1000,"caller_pid":5,"method":"MakeThreadRealtime","policy":"SCHED_RR","priority":20,"nice":null,"grant_id":null,"since":"2026-11-27T03:00:00.000Z"}]}"#;
+        let list: ListResult = serde_json::from_str(with_thread).unwrap();
+        assert_eq!(list.realtimekit[0].priority, Some(20));
+        assert_eq!(serde_json::to_string(&list).unwrap(), with_thread);
+    }
 }
