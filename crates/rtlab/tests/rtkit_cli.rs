@@ -688,3 +688,80 @@ fn pipewire_s_own_rt_module_gets_its_data_thread_real_time_through_rtlab() {
         daemon.realtimekit(&sandbox).is_empty()
     });
 }
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv"]
+fn a_caller_s_own_thread_and_root_s_reset_known_and_exit() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, &bus, "", &["--rtkit"]);
+    // MakeThreadRealtime for the caller's own main thread (0): busctl itself, under prlimit.
+    for (method, signature, value) in [
+        ("MakeThreadRealtime", "tu", "5"),
+        ("MakeThreadHighPriority", "ti", "-5"),
+    ] {
+        let own = Command::new("setpriv")
+            .args(NOBODY)
+            .args(["prlimit", "--rttime=200000", "busctl"])
+            .arg(format!("--address={}", bus.address))
+            .args([
+                "--",
+                "call",
+                DESTINATION,
+                PATH,
+                DESTINATION,
+                method,
+                signature,
+                "0",
+                value,
+            ])
+            .output()
+            .unwrap();
+        assert_exit_code(&own, 0);
+    }
+    assert!(
+        daemon.log_text().contains("MakeThreadRealtime: thread"),
+        "{}",
+        daemon.log_text()
+    );
+    // Root may reset and end the service; the daemon goes on.
+    let sleeper = nobody_sleeper(Some(200_000));
+    let pid = sleeper.id();
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[pid.to_string(), pid.to_string(), "4".to_owned()],
+    );
+    assert_exit_code(&granted, 0);
+    let as_root = |method: &str| {
+        Command::new("busctl")
+            .arg(format!("--address={}", bus.address))
+            .args(["call", DESTINATION, PATH, DESTINATION, method])
+            .output()
+            .unwrap()
+    };
+    assert_exit_code(&as_root("ResetKnown"), 0);
+    assert_eq!(thread_policy(pid).unwrap(), Policy::Other { nice: 0 });
+    assert!(daemon.realtimekit(&sandbox).is_empty());
+    assert_exit_code(
+        &bus.call(
+            "MakeThreadRealtimeWithPID",
+            "ttu",
+            &[pid.to_string(), pid.to_string(), "4".to_owned()],
+        ),
+        0,
+    );
+    assert_exit_code(&as_root("Exit"), 0);
+    assert_eq!(thread_policy(pid).unwrap(), Policy::Other { nice: 0 });
+    wait_until("the name is given up", || {
+        let listed = Command::new("busctl")
+            .arg(format!("--address={}", bus.address))
+            .arg("list")
+            .output()
+            .unwrap();
+        !text(&listed.stdout).contains(DESTINATION)
+    });
+    // The daemon still answers its own clients.
+    assert!(daemon.realtimekit(&sandbox).is_empty());
+}
