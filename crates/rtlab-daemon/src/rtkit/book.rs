@@ -167,7 +167,7 @@ impl Book {
     pub fn admit(&mut self, uid: u32, now: Instant) -> Result<(), Refusal> {
         if self.closed {
             return Err(Refusal::Failed(
-                "the rtlab daemon is stopping; its RealtimeKit1 service takes no requests"
+                "rtlab's RealtimeKit1 service has ended (Exit was called, or the daemon is stopping); it takes no requests"
                     .to_owned(),
             ));
         }
