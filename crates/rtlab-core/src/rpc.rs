@@ -320,6 +320,35 @@ pub struct CpuShare {
 pub struct ListResult {
     pub grants: Vec<GrantInfo>,
     pub cpus: Vec<CpuShare>,
+    /// Threads made real-time through `org.freedesktop.RealtimeKit1` (`rtlab daemon --rtkit`);
+    /// absent from daemons without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub realtimekit: Vec<RealtimeKitThread>,
+}
+
+/// A thread a program made real-time (or high priority) through `org.freedesktop.RealtimeKit1`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RealtimeKitThread {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// The uid that asked (the bus's credentials), which owns the thread.
+    pub uid: u32,
+    /// The process that asked (the bus's credentials).
+    pub caller_pid: u32,
+    /// The D-Bus method: `MakeThreadRealtime`, `MakeThreadRealtimeWithPID`, …
+    pub method: String,
+    /// What the thread was given: `SCHED_RR` (with `priority`), `SCHED_OTHER` (with `nice`), or
+    /// `reservation` (a configured program's, `grant_id`).
+    pub policy: String,
+    pub priority: Option<u32>,
+    pub nice: Option<i32>,
+    /// The reservation that holds the thread now: the configured policy's, or one made since
+    /// with `rtlab reserve` (which upgrades the thread; its release gives SCHED_RR back).
+    pub grant_id: Option<u64>,
+    /// When it was granted (RFC 3339 UTC).
+    pub since: String,
 }
 
 /// `release`'s result: the reservations that ended (a thread leaving an activity that still has
@@ -895,5 +924,17 @@ mod tests {
         assert!(parse_rate("2ms").is_err());
         assert!(parse_rate("20ms/10ms").is_err());
         assert!(parse_rate("0ms/10ms").is_err());
+    }
+
+    #[test]
+    fn a_list_without_realtimekit_threads_reads_and_writes_as_before() {
+        let old = r#"{"grants":[],"cpus":[{"cpu":0,"reserved_fraction":0.5}]}"#;
+        let list: ListResult = serde_json::from_str(old).unwrap();
+        assert!(list.realtimekit.is_empty());
+        assert_eq!(serde_json::to_string(&list).unwrap(), old);
+        let with_thread = r#"{"grants":[],"cpus":[],"realtimekit":[{"pid":5,"tid":6,"comm":"x","uid":1000,"caller_pid":5,"method":"MakeThreadRealtime","policy":"SCHED_RR","priority":20,"nice":null,"grant_id":null,"since":"2026-11-27T03:00:00.000Z"}]}"#;
+        let list: ListResult = serde_json::from_str(with_thread).unwrap();
+        assert_eq!(list.realtimekit[0].priority, Some(20));
+        assert_eq!(serde_json::to_string(&list).unwrap(), with_thread);
     }
 }

@@ -15,6 +15,9 @@
 //! idle_timeout = "10m"           # between requests
 //! requests_per_burst = 2000      # requests each unprivileged uid may send per burst_interval
 //! burst_interval = "5s"
+//!
+//! [rtkit]                        # org.freedesktop.RealtimeKit1: see crate::rtkit::config
+//! enabled = true
 //! ```
 
 use rtlab_core::{parse_duration, Nanos};
@@ -55,6 +58,8 @@ pub struct DaemonConfig {
     /// actions-per-burst). Root and CAP_SYS_NICE callers have no budget.
     pub requests_per_burst: u32,
     pub burst_interval: Duration,
+    /// The `[rtkit]` table: the org.freedesktop.RealtimeKit1 front-end (`crate::rtkit`).
+    pub rtkit: crate::rtkit::config::RtkitConfig,
 }
 
 impl Default for DaemonConfig {
@@ -76,6 +81,7 @@ impl Default for DaemonConfig {
             // 20 s, but its actions are rare promotions, not per-frame calls).
             requests_per_burst: 2000,
             burst_interval: Duration::from_secs(5),
+            rtkit: crate::rtkit::config::RtkitConfig::default(),
         }
     }
 }
@@ -109,6 +115,7 @@ struct ConfigFile {
     idle_timeout: Option<toml::Spanned<String>>,
     requests_per_burst: Option<toml::Spanned<u32>>,
     burst_interval: Option<toml::Spanned<String>>,
+    rtkit: Option<crate::rtkit::config::RtkitFile>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -175,6 +182,12 @@ impl DaemonConfig {
                 "burst_interval",
                 defaults.burst_interval,
             )?,
+            rtkit: match file.rtkit {
+                None => defaults.rtkit,
+                Some(table) => table.resolve().map_err(|(span, message)| {
+                    invalid(format!("line {}: {message}", line_of(text, span.start)))
+                })?,
+            },
         };
         if let Some(spanned) = file.requests_per_burst {
             if *spanned.get_ref() == 0 {

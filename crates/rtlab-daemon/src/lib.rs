@@ -14,12 +14,14 @@
 //! * [`budget`] — each uid's burst budget of requests.
 //! * [`registry`] — authorisation and the book of reservations, over the enforcement.
 //! * [`watch`] — thread pidfds and the hysteresis timer.
+//! * [`rtkit`] — `org.freedesktop.RealtimeKit1` on the system bus (`rtlab daemon --rtkit`).
 //! * [`startup`] — configuration with overrides, the socket, then the enforcer.
 
 pub mod budget;
 pub mod config;
 pub mod peer;
 pub mod registry;
+pub mod rtkit;
 pub mod server;
 pub mod socket;
 pub mod startup;

@@ -242,6 +242,9 @@ pub struct Registry {
     thread_grants: BTreeMap<u32, GrantId>,
     constraints: BTreeMap<ConstraintId, ConstraintRecord>,
     shut_down: bool,
+    /// The RealtimeKit1 service's book, when it runs (`crate::rtkit`; hooks in
+    /// `rtkit/registry_hooks.rs`).
+    realtimekit: Option<std::sync::Arc<std::sync::Mutex<crate::rtkit::book::Book>>>,
 }
 
 fn backend_kind(backend: rpc::Backend) -> BackendKind {
@@ -273,6 +276,7 @@ impl Registry {
             thread_grants: BTreeMap::new(),
             constraints: BTreeMap::new(),
             shut_down: false,
+            realtimekit: None,
         }
     }
 
@@ -721,6 +725,7 @@ impl Registry {
                     reserved_fraction,
                 })
                 .collect(),
+            realtimekit: self.realtimekit_list(),
         }
     }
 
@@ -846,6 +851,7 @@ impl Registry {
     /// A watched thread exited: its constraints end, it leaves its reservation; a thread
     /// reservation ends, an activity left without threads lingers for the hysteresis.
     pub fn thread_exited(&mut self, tid: u32, now: Instant) {
+        self.realtimekit_thread_exited(tid);
         if self.shut_down {
             return;
         }
@@ -917,6 +923,7 @@ impl Registry {
     pub fn shut_down(&mut self) {
         self.shut_down = true;
         self.enforcement.revert_all();
+        self.realtimekit_shut_down();
         self.grants.clear();
         self.thread_grants.clear();
         self.constraints.clear();
@@ -926,6 +933,9 @@ impl Registry {
         self.shut_down
     }
 }
+
+#[path = "rtkit/registry_hooks.rs"]
+mod realtimekit;
 
 #[cfg(test)]
 #[path = "../tests/support/fake_enforcement.rs"]

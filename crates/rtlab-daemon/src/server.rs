@@ -58,6 +58,8 @@ pub enum DaemonError {
         #[source]
         source: io::Error,
     },
+    #[error(transparent)]
+    RealtimeKit(#[from] crate::rtkit::RtkitError),
 }
 
 fn io_error(context: impl Into<String>) -> impl FnOnce(io::Error) -> DaemonError {
@@ -156,8 +158,23 @@ pub fn serve(
             }
         })
         .map_err(io_error("starting the watcher thread"))?;
+    // RealtimeKit1 (`crate::rtkit`): always puts back what a killed daemon's service left; owns
+    // the bus name only when configured.
+    let realtimekit =
+        match crate::rtkit::start(&config.state_dir, &config.rtkit, &registry, &panicked) {
+            Ok(service) => service,
+            Err(error) => {
+                lock(&registry).shut_down();
+                watcher.stop();
+                let _ = watcher_thread.join();
+                return Err(error.into());
+            }
+        };
     let result = accept_loop(&listener, &shared, &stop, &panicked);
     lock(&registry).shut_down();
+    if let Some(service) = realtimekit {
+        service.stop();
+    }
     watcher.stop();
     let _ = watcher_thread.join();
     result

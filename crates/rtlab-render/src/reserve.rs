@@ -114,6 +114,10 @@ pub struct CpuShare {
 pub struct ReservationTable {
     pub reservations: Vec<ReservationRow>,
     pub cpus: Vec<CpuShare>,
+    /// Threads made real-time through org.freedesktop.RealtimeKit1 (`rtlab daemon --rtkit`): who
+    /// asked, when, with which policy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub realtimekit: Vec<rtlab_core::rpc::RealtimeKitThread>,
 }
 
 /// The daemon's list as rows (one per thread) and CPU shares.
@@ -156,6 +160,7 @@ pub fn reservation_rows(list: &ListResult) -> ReservationTable {
     ReservationTable {
         reservations: rows,
         cpus,
+        realtimekit: list.realtimekit.clone(),
     }
 }
 
@@ -211,6 +216,45 @@ pub fn reservations(table: &ReservationTable) -> String {
         .map(|cpu| format!("CPU {} {:.1} %", cpu.cpu, cpu.reserved_fraction * 100.0))
         .collect();
     text.push_str(&format!("reserved: {}\n", shares.join(", ")));
+    if !table.realtimekit.is_empty() {
+        text.push_str(&realtimekit_threads(&table.realtimekit));
+    }
+    text
+}
+
+/// The threads programs made real-time through org.freedesktop.RealtimeKit1, one row each.
+pub fn realtimekit_threads(threads: &[rtlab_core::rpc::RealtimeKitThread]) -> String {
+    let mut text = format!(
+        "\nreal-time through RealtimeKit1 (org.freedesktop.RealtimeKit1):\n{:>7}  {:>7}  {:<15}  {:>6}  {:>7}  {:<22}  {:<28}  {}\n",
+        "PID", "TID", "COMM", "UID", "ASKED BY", "GIVEN", "METHOD", "SINCE"
+    );
+    for thread in threads {
+        let given = match (
+            thread.policy.as_str(),
+            thread.priority,
+            thread.nice,
+            thread.grant_id,
+        ) {
+            (_, _, _, Some(grant)) if thread.policy == "reservation" => {
+                format!("reservation {grant}")
+            }
+            (_, Some(priority), _, Some(grant)) => format!("RR {priority}, reserved {grant}"),
+            (_, Some(priority), _, None) => format!("SCHED_RR {priority}"),
+            (_, _, Some(nice), _) => format!("nice {nice}"),
+            (policy, ..) => policy.to_owned(),
+        };
+        text.push_str(&format!(
+            "{:>7}  {:>7}  {:<15}  {:>6}  {:>7}  {:<22}  {:<28}  {}\n",
+            thread.pid,
+            thread.tid,
+            thread.comm,
+            thread.uid,
+            thread.caller_pid,
+            given,
+            thread.method,
+            thread.since
+        ));
+    }
     text
 }
 
@@ -386,13 +430,49 @@ mod tests {
                 cpu: 3,
                 reserved_fraction: 0.4,
             }],
+            realtimekit: Vec::new(),
         };
         let table = reservation_rows(&list);
         assert_eq!(table.reservations.len(), 3);
         let empty = ListResult {
             grants: Vec::new(),
             cpus: Vec::new(),
+            realtimekit: Vec::new(),
         };
         insta::assert_snapshot!(reservations(&table) + &reservations(&reservation_rows(&empty)));
+    }
+
+    #[test]
+    fn realtimekit_threads_are_listed_with_who_asked_and_what_they_got() {
+        let rtkit_thread =
+            |tid, policy: &str, priority, grant_id| rtlab_core::rpc::RealtimeKitThread {
+                pid: 500,
+                tid,
+                comm: "data-loop.0".to_owned(),
+                uid: 1000,
+                caller_pid: 500,
+                method: "MakeThreadRealtimeWithPID".to_owned(),
+                policy: policy.to_owned(),
+                priority,
+                nice: None,
+                grant_id,
+                since: "2026-11-27T03:00:00.000Z".to_owned(),
+            };
+        let list = ListResult {
+            grants: Vec::new(),
+            cpus: Vec::new(),
+            realtimekit: vec![
+                rtkit_thread(501, "SCHED_RR", Some(20), None),
+                rtkit_thread(502, "reservation", None, Some(4)),
+            ],
+        };
+        let table = reservation_rows(&list);
+        let text = reservations(&table);
+        assert!(text.contains("real-time through RealtimeKit1"), "{text}");
+        assert!(text.contains("SCHED_RR 20"), "{text}");
+        assert!(text.contains("reservation 4"), "{text}");
+        let json = serde_json::to_value(&table).unwrap();
+        assert_eq!(json["realtimekit"][0]["tid"], 501);
+        assert_eq!(json["realtimekit"][1]["grant_id"], 4);
     }
 }

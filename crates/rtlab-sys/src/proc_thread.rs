@@ -162,6 +162,21 @@ pub fn threads_named(name: &str) -> io::Result<Vec<(u32, u32)>> {
     Ok(found)
 }
 
+/// Every process id in /proc, in the order /proc lists them (RealtimeKit1's `ResetAll` walks them).
+pub fn process_ids() -> io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        if let Some(pid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|text| text.parse::<u32>().ok())
+        {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
 /// The calling process's real uid.
 pub fn current_uid() -> u32 {
     // SAFETY: getuid has no arguments and cannot fail.

@@ -368,6 +368,58 @@ pub fn hrtick_dl_enabled() -> io::Result<Option<bool>> {
     }
 }
 
+/// A process's RLIMIT_RTTIME (µs of CPU a real-time thread may use without blocking), read with
+/// `prlimit(2)` on another process: (soft, hard), `None` meaning unlimited. RealtimeKit1 grants
+/// real-time only to a process whose hard limit is set and small, so a runaway thread of it is
+/// stopped by the kernel (SIGXCPU at the soft limit, SIGKILL at the hard one).
+pub fn process_rttime_limit(pid: u32) -> io::Result<(Option<u64>, Option<u64>)> {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a null new limit only reads; `old` is a valid, writable rlimit the kernel fills.
+    let result = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_RTTIME,
+            std::ptr::null(),
+            &mut old,
+        )
+    };
+    if result != 0 {
+        let error = io::Error::last_os_error();
+        // prlimit on another uid's process needs CAP_SYS_RESOURCE, which a confined root (a
+        // container, a hardened unit) may lack; /proc/PID/limits tells anyone (rtkit reads it).
+        if error.raw_os_error() == Some(libc::EPERM) {
+            let text = read_proc_file(&format!("/proc/{pid}/limits"))?;
+            return parse_rttime_limit(&text).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("/proc/{pid}/limits has no 'Max realtime timeout' line"),
+                )
+            });
+        }
+        return Err(error);
+    }
+    let finite = |value: libc::rlim_t| (value != libc::RLIM_INFINITY).then_some(value);
+    Ok((finite(old.rlim_cur), finite(old.rlim_max)))
+}
+
+/// The RLIMIT_RTTIME line of a /proc/PID/limits text: (soft, hard) in µs, `None` for unlimited.
+pub fn parse_rttime_limit(limits: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let line = limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max realtime timeout"))?;
+    let mut fields = line.split_whitespace();
+    let mut value = || -> Option<Option<u64>> {
+        match fields.next()? {
+            "unlimited" => Some(None),
+            number => number.parse().ok().map(Some),
+        }
+    };
+    Some((value()?, value()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,5 +527,33 @@ mod tests {
             Policy::Other { nice: 0 }
         );
         blocked.finish();
+    }
+
+    #[test]
+    fn the_rttime_limit_of_this_process_reads_as_the_kernel_reports_it() {
+        let (soft, hard) = process_rttime_limit(std::process::id()).unwrap();
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let line = limits
+            .lines()
+            .find(|line| line.starts_with("Max realtime timeout"))
+            .unwrap();
+        let fields: Vec<&str> = line["Max realtime timeout".len()..]
+            .split_whitespace()
+            .collect();
+        let parse = |text: &str| text.parse::<u64>().ok();
+        assert_eq!((soft, hard), (parse(fields[0]), parse(fields[1])));
+        assert!(process_rttime_limit(u32::MAX >> 2).is_err());
+        assert_eq!(
+            parse_rttime_limit(&limits),
+            Some((soft, hard)),
+            "/proc/self/limits and prlimit agree"
+        );
+        assert_eq!(
+            parse_rttime_limit(
+                "Max realtime timeout      200000               unlimited            us\n"
+            ),
+            Some((Some(200_000), None))
+        );
+        assert_eq!(parse_rttime_limit("Max nice priority 0 0\n"), None);
     }
 }

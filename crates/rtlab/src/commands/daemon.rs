@@ -19,7 +19,8 @@ use std::sync::Arc;
     after_help = "Limits and defaults come from /etc/rtlab/rtlabd.toml (or --config); \
 the socket from --socket, else $RTLAB_SOCKET, else the file's `socket`, else \
 /run/rtlab/rtlabd.sock. Under systemd the socket comes from rtlabd.socket (LISTEN_FDS). \
-SIGTERM or SIGINT stops it cleanly. Exit status: 0 stopped on request, 2 bad configuration, \
+With --rtkit it also owns org.freedesktop.RealtimeKit1 on the system bus ($DBUS_SYSTEM_BUS_ADDRESS) \
+and refuses to start if another program (rtkit-daemon) owns it. SIGTERM or SIGINT stops it cleanly. Exit status: 0 stopped on request, 2 bad configuration, \
 3 system error."
 )]
 pub struct Args {
@@ -29,11 +30,22 @@ pub struct Args {
     /// Configuration file [default: /etc/rtlab/rtlabd.toml if it exists]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Also serve org.freedesktop.RealtimeKit1 on the system bus, as rtkit-daemon does, so
+    /// programs that ask rtkit for real-time get it from rtlab (docs/rtkit.md; `[rtkit]` in the
+    /// configuration)
+    #[arg(long)]
+    pub rtkit: bool,
+    /// With --rtkit: take the name over from its owner where the bus allows (only an owner that
+    /// allowed replacement gives it up; rtkit-daemon does not)
+    #[arg(long, requires = "rtkit")]
+    pub replace: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let config = configure(args.config.as_deref(), args.socket.clone())
+    let mut config = configure(args.config.as_deref(), args.socket.clone())
         .map_err(|error| crate::exit::input(format!("--config: {error}")))?;
+    config.rtkit.enabled |= args.rtkit;
+    config.rtkit.replace |= args.replace;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_flag_only(&stop).context("installing SIGTERM/SIGINT handlers")?;
     let stopped = run_foreground(config, stop, |startup| {

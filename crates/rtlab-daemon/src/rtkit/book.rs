@@ -1,0 +1,426 @@
+//! The book of threads made real-time (or high priority) through RealtimeKit1: who asked, for
+//! which thread, what it was given and what it had before. Every change is journalled *before* it
+//! is made, in `STATE_DIR/rtkit/enforce.journal` (the enforcer's journal format and code, in a
+//! directory of its own), so a thread is put back when the thread's grant ends, when the daemon
+//! stops, and at the next start after a SIGKILL.
+//!
+//! A thread is put back to what it had before (normally SCHED_OTHER, nice 0), as rtkit's
+//! `thread_reset` does; one that had a real-time policy before goes to SCHED_OTHER, nice 0.
+
+use super::config::RtkitConfig;
+use super::policy::{Counted, Refusal, UserLimits};
+use crate::watch::{WatchHandle, Watcher};
+use rtlab_core::rpc::RealtimeKitThread;
+use rtlab_sched::enforce::journal::{Journal, JournalEntry, SavedThread};
+use rtlab_sys::sched::Policy;
+use rtlab_sys::thread_control;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The book's journal directory inside the daemon's state directory.
+pub const JOURNAL_DIRECTORY: &str = "rtkit";
+
+/// What a thread was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Given {
+    RoundRobin {
+        priority: u32,
+    },
+    Nice {
+        nice: i32,
+    },
+    /// A configured program's reservation (`[[rtkit.reserve]]`), held by the registry.
+    Reservation {
+        grant_id: u64,
+    },
+}
+
+/// One thread in the book.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub uid: u32,
+    pub pid: u32,
+    pub process_start: u64,
+    pub tid: u32,
+    pub thread_start: u64,
+    pub caller_pid: u32,
+    pub method: &'static str,
+    pub given: Given,
+    /// What the thread had before the first grant.
+    pub saved: Policy,
+    pub since: SystemTime,
+}
+
+/// A thread to change, its identity checked by the caller.
+#[derive(Debug)]
+pub struct Target {
+    pub uid: u32,
+    pub pid: u32,
+    pub process_start: u64,
+    pub tid: u32,
+    pub thread_start: u64,
+    pub caller_pid: u32,
+    pub method: &'static str,
+}
+
+/// What a start found left by a killed daemon and put back.
+#[derive(Debug, Default)]
+pub struct Repaired {
+    pub restored: Vec<u32>,
+    pub gone: Vec<u32>,
+    pub failed: Vec<(u32, String)>,
+}
+
+/// The policy a thread goes back to: what it had, unless that was real-time.
+fn reset_policy(saved: Policy) -> Policy {
+    if saved.is_realtime() {
+        Policy::Other { nice: 0 }
+    } else {
+        saved
+    }
+}
+
+/// Puts `tid` back to `policy` if it is still the thread that started at `start_time`.
+/// `Ok(false)`: it is gone (or its id was reused).
+fn restore(tid: u32, start_time: u64, policy: Policy) -> io::Result<bool> {
+    match thread_control::thread_start_time(tid) {
+        Ok(start) if start == start_time => {}
+        Ok(_) => return Ok(false),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error),
+    }
+    match thread_control::set_thread_policy_with_flags(tid, reset_policy(policy), 0) {
+        Ok(()) => Ok(true),
+        Err(error) if rtlab_sys::ipc::is_no_such_process(&error) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// The threads made real-time through RealtimeKit1, with the per-user limits and the journal.
+pub struct Book {
+    config: RtkitConfig,
+    grants: BTreeMap<u32, Grant>,
+    limits: UserLimits,
+    journal: Journal,
+    refuse_until: Option<Instant>,
+    closed: bool,
+    watcher: Watcher,
+}
+
+impl std::fmt::Debug for Book {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Book")
+            .field("grants", &self.grants)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Book {
+    /// The journal directory under `state_dir`.
+    pub fn journal_directory(state_dir: &Path) -> PathBuf {
+        state_dir.join(JOURNAL_DIRECTORY)
+    }
+
+    /// Puts back every thread a previous daemon's journal under `state_dir` left changed (it was
+    /// killed before it could), then leaves a fresh, empty journal. Done at every start, with or
+    /// without `--rtkit`.
+    pub fn repair(state_dir: &Path) -> io::Result<Repaired> {
+        let directory = Book::journal_directory(state_dir);
+        let (pending, _unreadable) = Journal::read_pending(&directory)?;
+        let mut repaired = Repaired::default();
+        for saved in pending.threads.iter().rev() {
+            match restore(saved.tid, saved.start_time, saved.policy) {
+                Ok(true) => repaired.restored.push(saved.tid),
+                Ok(false) => repaired.gone.push(saved.tid),
+                Err(error) => repaired.failed.push((saved.tid, error.to_string())),
+            }
+        }
+        if directory.exists() {
+            Journal::create(&directory)?;
+        }
+        Ok(repaired)
+    }
+
+    /// Opens the book with a fresh journal (after [`Book::repair`]).
+    pub fn open(state_dir: &Path, config: RtkitConfig, watcher: Watcher) -> io::Result<Book> {
+        Ok(Book {
+            config,
+            grants: BTreeMap::new(),
+            limits: UserLimits::default(),
+            journal: Journal::create(&Book::journal_directory(state_dir))?,
+            refuse_until: None,
+            closed: false,
+            watcher,
+        })
+    }
+
+    pub fn config(&self) -> &RtkitConfig {
+        &self.config
+    }
+
+    /// Refuses while closed or recovering from a starvation, then counts the request against
+    /// the user's burst.
+    pub fn admit(&mut self, uid: u32, now: Instant) -> Result<(), Refusal> {
+        if self.closed {
+            return Err(Refusal::Failed(
+                "rtlab's RealtimeKit1 service has ended (Exit was called, or the daemon is stopping); it takes no requests"
+                    .to_owned(),
+            ));
+        }
+        if let Some(until) = self.refuse_until {
+            if now < until {
+                return Err(Refusal::AccessDenied(format!(
+                    "the canary found a CPU starved by real-time threads; no real-time is granted for another {} (rtkit.canary_refusal)",
+                    humantime::format_duration(Duration::from_secs(
+                        until.saturating_duration_since(now).as_secs() + 1
+                    ))
+                )));
+            }
+            self.refuse_until = None;
+        }
+        self.limits.forget_ended(now, &self.config);
+        self.limits.admit_action(uid, now, &self.config)
+    }
+
+    /// The granted threads as the limits count them.
+    pub fn counted(&self) -> Vec<Counted> {
+        self.grants
+            .values()
+            .map(|grant| Counted {
+                uid: grant.uid,
+                pid: grant.pid,
+                process_start: grant.process_start,
+                tid: grant.tid,
+            })
+            .collect()
+    }
+
+    /// Forgets threads that exited without the watcher noticing yet (their ids may be reused).
+    pub fn forget_gone(&mut self) {
+        let gone: Vec<u32> = self
+            .grants
+            .values()
+            .filter(|grant| {
+                !thread_control::thread_start_time(grant.tid)
+                    .is_ok_and(|start| start == grant.thread_start)
+            })
+            .map(|grant| grant.tid)
+            .collect();
+        for tid in gone {
+            self.thread_exited(tid);
+        }
+    }
+
+    /// Journals `target`'s present policy (first grant only), then gives it `policy` with
+    /// SCHED_RESET_ON_FORK, then checks it is still the same thread (else puts it back).
+    pub fn apply(
+        &mut self,
+        target: &Target,
+        policy: Policy,
+        given: Given,
+        handle: Option<WatchHandle>,
+    ) -> Result<(), Refusal> {
+        let failed = |what: &str, error: io::Error| {
+            Refusal::Failed(format!("{what} thread {}: {error}", target.tid))
+        };
+        let saved = match self.grants.get(&target.tid) {
+            Some(known) if known.thread_start == target.thread_start => known.saved,
+            _ => {
+                let present = rtlab_sys::sched::thread_policy(target.tid)
+                    .map_err(|error| failed("reading the policy of", error))?;
+                self.journal
+                    .append(&JournalEntry::Save(SavedThread {
+                        tid: target.tid,
+                        start_time: target.thread_start,
+                        policy: present,
+                        affinity: Vec::new(),
+                    }))
+                    .map_err(|error| failed("journalling", error))?;
+                present
+            }
+        };
+        if let Some(policy) = (!matches!(given, Given::Reservation { .. })).then_some(policy) {
+            if let Err(error) = thread_control::set_thread_policy_with_flags(
+                target.tid,
+                policy,
+                thread_control::SCHED_FLAG_RESET_ON_FORK,
+            ) {
+                if !self.grants.contains_key(&target.tid) {
+                    let _ = self.journal.append(&JournalEntry::Done {
+                        tid: target.tid,
+                        start_time: target.thread_start,
+                    });
+                }
+                return Err(failed("changing the policy of", error));
+            }
+        }
+        // The id may have been reused between the checks and the change (the thread exited and
+        // another started): then the change is undone.
+        if !thread_control::thread_start_time(target.tid)
+            .is_ok_and(|start| start == target.thread_start)
+        {
+            let _ = restore(target.tid, target.thread_start, saved);
+            return Err(Refusal::Failed(format!(
+                "thread {} exited while it was being changed",
+                target.tid
+            )));
+        }
+        let is_new = !self.grants.contains_key(&target.tid);
+        let since = self
+            .grants
+            .get(&target.tid)
+            .map_or_else(SystemTime::now, |known| known.since);
+        self.grants.insert(
+            target.tid,
+            Grant {
+                uid: target.uid,
+                pid: target.pid,
+                process_start: target.process_start,
+                tid: target.tid,
+                thread_start: target.thread_start,
+                caller_pid: target.caller_pid,
+                method: target.method,
+                given,
+                saved,
+                since,
+            },
+        );
+        if is_new {
+            if let Some(handle) = handle {
+                self.watcher.watch(handle);
+                self.watcher.wake_if_pending();
+            }
+        }
+        Ok(())
+    }
+
+    /// A thread of the book exited: forget it (its policy went with it).
+    pub fn thread_exited(&mut self, tid: u32) {
+        if let Some(grant) = self.grants.remove(&tid) {
+            let _ = self.journal.append(&JournalEntry::Done {
+                tid,
+                start_time: grant.thread_start,
+            });
+            self.watcher.unwatch(tid);
+        }
+    }
+
+    /// Puts every thread of the book back (ResetKnown, the canary, shutdown); returns how many
+    /// were changed.
+    pub fn reset_known(&mut self) -> usize {
+        let grants: Vec<Grant> = std::mem::take(&mut self.grants).into_values().collect();
+        let mut changed = 0;
+        for grant in grants {
+            if !matches!(grant.given, Given::Reservation { .. })
+                && restore(grant.tid, grant.thread_start, grant.saved).unwrap_or(false)
+            {
+                changed += 1;
+            }
+            let _ = self.journal.append(&JournalEntry::Done {
+                tid: grant.tid,
+                start_time: grant.thread_start,
+            });
+            self.watcher.unwatch(grant.tid);
+        }
+        self.watcher.wake_if_pending();
+        changed
+    }
+
+    /// Puts every thread back and takes no more requests (the daemon is stopping).
+    pub fn close(&mut self) -> usize {
+        self.closed = true;
+        self.reset_known()
+    }
+
+    /// The canary's view: every thread the book made real-time, as (tid, start time).
+    pub fn realtime_threads(&self) -> Vec<(u32, u64)> {
+        self.grants
+            .values()
+            .filter(|grant| matches!(grant.given, Given::RoundRobin { .. }))
+            .map(|grant| (grant.tid, grant.thread_start))
+            .collect()
+    }
+
+    /// The canary demoted these threads (already put to SCHED_OTHER): forget them, and refuse
+    /// requests for `rtkit.canary_refusal`.
+    pub fn demoted(&mut self, now: Instant) {
+        self.refuse_until = Some(now + self.config.canary_refusal);
+        let tids: Vec<u32> = self
+            .grants
+            .values()
+            .filter(|grant| matches!(grant.given, Given::RoundRobin { .. }))
+            .map(|grant| grant.tid)
+            .collect();
+        for tid in tids {
+            self.thread_exited(tid);
+        }
+        self.watcher.wake_if_pending();
+    }
+
+    /// The book as `list` shows it; `grant_of` names the reservation holding a thread, if any.
+    pub fn list(&self, grant_of: impl Fn(u32) -> Option<u64>) -> Vec<RealtimeKitThread> {
+        self.grants
+            .values()
+            .map(|grant| {
+                let (policy, priority, nice, mut grant_id) = match grant.given {
+                    Given::RoundRobin { priority } => ("SCHED_RR", Some(priority), None, None),
+                    Given::Nice { nice } => ("SCHED_OTHER", None, Some(nice), None),
+                    Given::Reservation { grant_id } => ("reservation", None, None, Some(grant_id)),
+                };
+                if grant_id.is_none() {
+                    grant_id = grant_of(grant.tid);
+                }
+                RealtimeKitThread {
+                    pid: grant.pid,
+                    tid: grant.tid,
+                    comm: rtlab_sys::proc_thread::thread_comm(grant.tid).unwrap_or_default(),
+                    uid: grant.uid,
+                    caller_pid: grant.caller_pid,
+                    method: grant.method.to_owned(),
+                    policy: policy.to_owned(),
+                    priority,
+                    nice,
+                    grant_id,
+                    since: humantime::format_rfc3339_millis(grant.since).to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The policy a canary demotion gives: what [`restore`] would, for a thread known by id only.
+pub fn demote(tid: u32, start_time: u64) -> bool {
+    restore(tid, start_time, Policy::Other { nice: 0 }).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_save_line_without_affinity_round_trips() {
+        let entry = JournalEntry::Save(SavedThread {
+            tid: 7,
+            start_time: 9,
+            policy: Policy::Other { nice: 0 },
+            affinity: Vec::new(),
+        });
+        assert_eq!(JournalEntry::parse(&entry.to_line()), Ok(entry));
+    }
+
+    #[test]
+    fn real_time_saved_policies_reset_to_other() {
+        assert_eq!(
+            reset_policy(Policy::RoundRobin { priority: 5 }),
+            Policy::Other { nice: 0 }
+        );
+        assert_eq!(
+            reset_policy(Policy::Other { nice: 3 }),
+            Policy::Other { nice: 3 }
+        );
+    }
+}

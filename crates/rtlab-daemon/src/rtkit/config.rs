@@ -1,0 +1,300 @@
+//! The `[rtkit]` table of `/etc/rtlab/rtlabd.toml`: whether the daemon answers
+//! `org.freedesktop.RealtimeKit1`, rtkit's limits (same names and defaults as rtkit-daemon's
+//! command-line options), the canary, and which programs get a reservation instead of SCHED_RR.
+//!
+//! ```toml
+//! [rtkit]
+//! enabled = true                 # or `rtlab daemon --rtkit`
+//! replace = false                # take the name over from an owner that allows it (--replace)
+//! max_realtime_priority = 20     # highest SCHED_RR priority granted
+//! min_nice_level = -15           # lowest nice value granted
+//! rttime_usec_max = 200000       # the target's RLIMIT_RTTIME hard limit must be set and ≤ this
+//! users_max = 2048
+//! processes_per_user_max = 15
+//! threads_per_user_max = 25
+//! actions_burst = "20s"          # per user: at most actions_per_burst_max requests per burst
+//! actions_per_burst_max = 25
+//! canary = true
+//! canary_timeout = "500ms"       # a CPU whose canary did not run for this long is starving
+//! canary_refusal = "5min"        # after the canary fired, requests are refused this long
+//!
+//! [[rtkit.reserve]]              # pipewire's threads get 2 ms every 10 ms instead of SCHED_RR
+//! program = "pipewire"
+//! amount = "2ms"
+//! period = "10ms"
+//! ```
+
+use rtlab_core::{parse_duration, Nanos};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// A program whose RealtimeKit1 requests become reservations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservePolicy {
+    /// The process's name (/proc/PID/comm, as `ps -o comm` shows it).
+    pub program: String,
+    pub amount: Nanos,
+    pub period: Nanos,
+}
+
+/// The RealtimeKit1 front-end's settings after defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RtkitConfig {
+    pub enabled: bool,
+    /// Ask the bus to hand the name over (DBUS_NAME_FLAG_REPLACE_EXISTING); it does only when the
+    /// current owner allowed replacement. rtkit-daemon does not, so it is never taken from it.
+    pub replace: bool,
+    pub max_realtime_priority: u32,
+    pub min_nice_level: i32,
+    pub rttime_usec_max: u64,
+    pub users_max: usize,
+    pub processes_per_user_max: usize,
+    pub threads_per_user_max: usize,
+    pub actions_burst: Duration,
+    pub actions_per_burst_max: u32,
+    pub canary: bool,
+    pub canary_timeout: Duration,
+    pub canary_refusal: Duration,
+    pub reserve: Vec<ReservePolicy>,
+}
+
+impl Default for RtkitConfig {
+    fn default() -> Self {
+        RtkitConfig {
+            enabled: false,
+            replace: false,
+            max_realtime_priority: 20,
+            min_nice_level: -15,
+            rttime_usec_max: 200_000,
+            users_max: 2048,
+            processes_per_user_max: 15,
+            threads_per_user_max: 25,
+            actions_burst: Duration::from_secs(20),
+            actions_per_burst_max: 25,
+            canary: true,
+            canary_timeout: Duration::from_millis(500),
+            canary_refusal: Duration::from_secs(300),
+            reserve: Vec::new(),
+        }
+    }
+}
+
+/// The `[rtkit]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RtkitFile {
+    enabled: Option<bool>,
+    replace: Option<bool>,
+    max_realtime_priority: Option<toml::Spanned<u32>>,
+    min_nice_level: Option<toml::Spanned<i32>>,
+    rttime_usec_max: Option<toml::Spanned<u64>>,
+    users_max: Option<usize>,
+    processes_per_user_max: Option<usize>,
+    threads_per_user_max: Option<usize>,
+    actions_burst: Option<toml::Spanned<String>>,
+    actions_per_burst_max: Option<u32>,
+    canary: Option<bool>,
+    canary_timeout: Option<toml::Spanned<String>>,
+    canary_refusal: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    reserve: Vec<ReserveFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReserveFile {
+    program: toml::Spanned<String>,
+    amount: toml::Spanned<String>,
+    period: toml::Spanned<String>,
+}
+
+/// A bad value: its byte span in the file and what is wrong (`rtkit.KEY: message`).
+pub type FieldError = (std::ops::Range<usize>, String);
+
+impl RtkitFile {
+    /// The settings this table gives, over the defaults.
+    pub fn resolve(self) -> Result<RtkitConfig, FieldError> {
+        let defaults = RtkitConfig::default();
+        let duration =
+            |value: Option<toml::Spanned<String>>, key: &str, default: Duration| match value {
+                None => Ok(default),
+                Some(spanned) => parse_duration(spanned.get_ref())
+                    .map(Nanos::as_std)
+                    .map_err(|error| (spanned.span(), format!("rtkit.{key}: {error}"))),
+            };
+        let max_realtime_priority = match self.max_realtime_priority {
+            None => defaults.max_realtime_priority,
+            Some(spanned) if (1..=98).contains(spanned.get_ref()) => *spanned.get_ref(),
+            Some(spanned) => {
+                return Err((
+                    spanned.span(),
+                    format!(
+                        "rtkit.max_realtime_priority: {} is not a SCHED_RR priority in 1..=98 (99 is the canary's watchdog)",
+                        spanned.get_ref()
+                    ),
+                ))
+            }
+        };
+        let min_nice_level = match self.min_nice_level {
+            None => defaults.min_nice_level,
+            Some(spanned) if (-20..=19).contains(spanned.get_ref()) => *spanned.get_ref(),
+            Some(spanned) => {
+                return Err((
+                    spanned.span(),
+                    format!(
+                        "rtkit.min_nice_level: {} is not a nice value in -20..=19",
+                        spanned.get_ref()
+                    ),
+                ))
+            }
+        };
+        let rttime_usec_max = match self.rttime_usec_max {
+            None => defaults.rttime_usec_max,
+            Some(spanned) if *spanned.get_ref() > 0 && *spanned.get_ref() <= i64::MAX as u64 => {
+                *spanned.get_ref()
+            }
+            Some(spanned) => {
+                return Err((
+                    spanned.span(),
+                    "rtkit.rttime_usec_max: must be at least 1 µs".to_owned(),
+                ))
+            }
+        };
+        let canary_span = self.canary_timeout.as_ref().map(toml::Spanned::span);
+        let canary_timeout = duration(
+            self.canary_timeout,
+            "canary_timeout",
+            defaults.canary_timeout,
+        )?;
+        if canary_timeout < Duration::from_millis(100) {
+            return Err((
+                canary_span.unwrap_or_default(),
+                "rtkit.canary_timeout: must be at least 100ms (the canaries run every 50 ms)"
+                    .to_owned(),
+            ));
+        }
+        let mut reserve = Vec::new();
+        for entry in self.reserve {
+            let amount = parse_duration(entry.amount.get_ref()).map_err(|error| {
+                (
+                    entry.amount.span(),
+                    format!("rtkit.reserve.amount: {error}"),
+                )
+            })?;
+            let period = parse_duration(entry.period.get_ref()).map_err(|error| {
+                (
+                    entry.period.span(),
+                    format!("rtkit.reserve.period: {error}"),
+                )
+            })?;
+            if amount.0 == 0 || amount > period {
+                return Err((
+                    entry.amount.span(),
+                    format!("rtkit.reserve.amount: {amount} must be positive and at most the period {period}"),
+                ));
+            }
+            let program = entry.program.get_ref().clone();
+            if program.is_empty() || program.len() > 15 {
+                return Err((
+                    entry.program.span(),
+                    format!("rtkit.reserve.program: '{program}' is not a process name (1 to 15 bytes, as /proc/PID/comm)"),
+                ));
+            }
+            reserve.push(ReservePolicy {
+                program,
+                amount,
+                period,
+            });
+        }
+        Ok(RtkitConfig {
+            enabled: self.enabled.unwrap_or(defaults.enabled),
+            replace: self.replace.unwrap_or(defaults.replace),
+            max_realtime_priority,
+            min_nice_level,
+            rttime_usec_max,
+            users_max: self.users_max.unwrap_or(defaults.users_max),
+            processes_per_user_max: self
+                .processes_per_user_max
+                .unwrap_or(defaults.processes_per_user_max),
+            threads_per_user_max: self
+                .threads_per_user_max
+                .unwrap_or(defaults.threads_per_user_max),
+            actions_burst: duration(self.actions_burst, "actions_burst", defaults.actions_burst)?,
+            actions_per_burst_max: self
+                .actions_per_burst_max
+                .unwrap_or(defaults.actions_per_burst_max),
+            canary: self.canary.unwrap_or(defaults.canary),
+            canary_timeout,
+            canary_refusal: duration(
+                self.canary_refusal,
+                "canary_refusal",
+                defaults.canary_refusal,
+            )?,
+            reserve,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DaemonConfig;
+
+    #[test]
+    fn the_table_parses_over_the_defaults() {
+        let config = DaemonConfig::parse(
+            "[rtkit]\nenabled = true\nmax_realtime_priority = 10\ncanary_timeout = \"250ms\"\n[[rtkit.reserve]]\nprogram = \"pipewire\"\namount = \"2ms\"\nperiod = \"10ms\"\n",
+            "rtlabd.toml",
+        )
+        .unwrap();
+        let rtkit = config.rtkit;
+        assert!(rtkit.enabled);
+        assert_eq!(rtkit.max_realtime_priority, 10);
+        assert_eq!(rtkit.canary_timeout, Duration::from_millis(250));
+        assert_eq!(rtkit.min_nice_level, -15);
+        assert_eq!(
+            rtkit.reserve,
+            vec![ReservePolicy {
+                program: "pipewire".into(),
+                amount: Nanos(2_000_000),
+                period: Nanos(10_000_000),
+            }]
+        );
+        assert_eq!(
+            DaemonConfig::parse("", "x").unwrap().rtkit,
+            RtkitConfig::default()
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_line_and_key() {
+        for (text, expected) in [
+            (
+                "[rtkit]\nmax_realtime_priority = 99\n",
+                "line 2: rtkit.max_realtime_priority",
+            ),
+            (
+                "[rtkit]\n\nmin_nice_level = -21\n",
+                "line 3: rtkit.min_nice_level",
+            ),
+            (
+                "[rtkit]\ncanary_timeout = \"10ms\"\n",
+                "line 2: rtkit.canary_timeout",
+            ),
+            (
+                "[rtkit]\nactions_burst = \"soon\"\n",
+                "line 2: rtkit.actions_burst",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"pipewire\"\namount = \"20ms\"\nperiod = \"10ms\"\n",
+                "line 3: rtkit.reserve.amount",
+            ),
+            ("[rtkit]\nenable = true\n", "unknown field"),
+        ] {
+            let error = DaemonConfig::parse(text, "rtlabd.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The registry's side of the RealtimeKit1 service: a child module of `registry` (so it sees the
+//! registry's book of reservations) kept in a file of its own, so that the registry's own
+//! functions stay as they are. The lock order is registry, then book: the service never holds the
+//! book's lock while it waits for the registry's.
+
+use super::Registry;
+use crate::rtkit::book::Book;
+use rtlab_core::rpc::RealtimeKitThread;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
+    book.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Registry {
+    /// Connects the RealtimeKit1 service's book: its threads are listed, forgotten when they
+    /// exit, and put back when the daemon stops.
+    pub fn attach_realtimekit(&mut self, book: Arc<Mutex<Book>>) {
+        self.realtimekit = Some(book);
+    }
+
+    /// The reservation holding thread `tid`, if any (an rtkit thread reserved with `rtlab
+    /// reserve` is upgraded: its policy is the reservation's until that ends).
+    pub fn grant_of_thread(&self, tid: u32) -> Option<u64> {
+        self.thread_grants.get(&tid).map(|id| id.0)
+    }
+
+    pub(super) fn realtimekit_list(&self) -> Vec<RealtimeKitThread> {
+        match &self.realtimekit {
+            Some(book) => lock(book).list(|tid| self.grant_of_thread(tid)),
+            None => Vec::new(),
+        }
+    }
+
+    pub(super) fn realtimekit_thread_exited(&mut self, tid: u32) {
+        if let Some(book) = &self.realtimekit {
+            lock(book).thread_exited(tid);
+        }
+    }
+
+    /// After the reservations were reverted (an upgraded rtkit thread is back at SCHED_RR), the
+    /// book puts its threads back and closes.
+    pub(super) fn realtimekit_shut_down(&mut self) {
+        if let Some(book) = &self.realtimekit {
+            lock(book).close();
+        }
+    }
+}
