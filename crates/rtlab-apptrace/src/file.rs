@@ -204,6 +204,15 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
             put(&mut body, 2, priority);
             (16, tid)
         }
+        EventKind::OtherPolicy {
+            tid,
+            policy,
+            priority,
+        } => {
+            put(&mut body, 0, policy as i32);
+            put(&mut body, 1, priority);
+            (17, tid)
+        }
     };
     record[10] = kind;
     record[12..16].copy_from_slice(&tid.to_le_bytes());
@@ -286,6 +295,12 @@ pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
             policy: Policy::from_code(word(1) as u32)
                 .ok_or_else(|| format!("unknown policy {}", word(1)))?,
             priority: word(2),
+        },
+        17 => EventKind::OtherPolicy {
+            tid,
+            policy: Policy::from_code(word(0) as u32)
+                .ok_or_else(|| format!("unknown policy {}", word(0)))?,
+            priority: word(1),
         },
         other => return Err(format!("unknown record kind {other}")),
     };
@@ -656,6 +671,11 @@ mod tests {
                 tgid: 1,
                 policy: Policy::Fifo,
                 priority: 30,
+            },
+            EventKind::OtherPolicy {
+                tid: 9,
+                policy: Policy::RoundRobin,
+                priority: 95,
             },
         ];
         kinds

@@ -127,6 +127,13 @@ pub enum EventKind {
         policy: Policy,
         priority: i32,
     },
+    /// Read while recording: the policy of a thread that is not the target's (a real-time
+    /// thread that preempted or delayed it), so a culprit is named with its policy.
+    OtherPolicy {
+        tid: i32,
+        policy: Policy,
+        priority: i32,
+    },
 }
 
 /// One event with its time (ns, the trace's clock) and CPU.

@@ -13,9 +13,11 @@
  *
  * What is kept (the tracefs recording keeps the same events, for every task):
  * - sched_switch when either side is a target thread or a target thread is on that CPU (so
- *   whoever holds the CPU while a target waits for it is seen);
+ *   whoever holds the CPU while a target waits for it is seen), and on every CPU when either
+ *   side is real-time (kernel prio below 100: SCHED_FIFO/RR/DEADLINE), so what held back the
+ *   real-time thread that activates a target (a gap without activation) is seen too;
  * - sched_waking when the woken task or the waker is a target thread, or a target is on the
- *   waker's CPU or on the CPU the woken task is queued to;
+ *   waker's CPU or on the CPU the woken task is queued to, or the woken task is real-time;
  * - sched_wakeup_new, sched_process_fork/exit, sched_migrate_task, sched_pi_setprio of target
  *   threads (the PI change also when a target thread makes it);
  * - futex calls (raw sys_enter/sys_exit filtered to the futex syscall) of target threads;
@@ -53,6 +55,9 @@ enum counter {
 	COUNTER_LOST = 1,
 	COUNTERS = 4,
 };
+
+/* Kernel prio below this: a real-time task (include/linux/sched/prio.h). */
+#define MAX_RT_PRIO 100
 
 /* The irq number of an x86 vector's span (the trace file's −1). */
 #define VECTOR_IRQ -1
@@ -315,6 +320,9 @@ int apptrace_switch(__u64 *ctx)
 	barrier_var(keep);
 	if (next_target)
 		keep = 1;
+	/* Real-time tasks are few and switch rarely: theirs are kept everywhere. */
+	if (prev->prio < MAX_RT_PRIO || next->prio < MAX_RT_PRIO)
+		keep = 1;
 	/* A non-target announced by a recorded wake-up or preemption runs now: record its switch-in,
 	 * and its switch-out (`watched`), so the analysis sees when it ran. */
 	__u32 key_next = (__u32)next_pid;
@@ -372,6 +380,8 @@ int apptrace_waking(__u64 *ctx)
 		keep = 1;
 	barrier_var(keep);
 	if (target_of(waker))
+		keep = 1;
+	if (task->prio < MAX_RT_PRIO)
 		keep = 1;
 	if (!keep)
 		return 0;
