@@ -22,6 +22,15 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// One JACK set-up at a time in this binary: two servers and competitors at once would be
+/// another experiment.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Starts JACK with the client (30 % of each period), starts the competitor, runs
 /// `record` (which records for about 10 s), waits for the client; returns its report.
 fn with_jack_under_the_competitor(record: impl FnOnce(u32)) -> ClientReport {
@@ -210,6 +219,7 @@ fn a_trace_cmd_trace_dat_of_jack_names_the_fifo_competitor() {
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO)"]
 fn the_jack_harness_runs_a_client_against_its_own_server() {
+    let _turn = one_at_a_time();
     let server = JackServer::start();
     let client = ClientProcess::start(&server, "harness", 10, 2.0);
     assert!(client.wait_until_active(Duration::from_secs(15)));
