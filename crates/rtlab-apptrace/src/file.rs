@@ -204,6 +204,10 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
             put(&mut body, 2, priority);
             (16, tid)
         }
+        EventKind::Runtime { tid, runtime_ns } => {
+            body[0..8].copy_from_slice(&runtime_ns.to_le_bytes());
+            (18, tid)
+        }
         EventKind::OtherPolicy {
             tid,
             policy,
@@ -301,6 +305,10 @@ pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
             policy: Policy::from_code(word(0) as u32)
                 .ok_or_else(|| format!("unknown policy {}", word(0)))?,
             priority: word(1),
+        },
+        18 => EventKind::Runtime {
+            tid,
+            runtime_ns: long(),
         },
         other => return Err(format!("unknown record kind {other}")),
     };
@@ -671,6 +679,10 @@ mod tests {
                 tgid: 1,
                 policy: Policy::Fifo,
                 priority: 30,
+            },
+            EventKind::Runtime {
+                tid: 3,
+                runtime_ns: 123_456_789,
             },
             EventKind::OtherPolicy {
                 tid: 9,

@@ -23,6 +23,9 @@
  * - futex calls (raw sys_enter/sys_exit filtered to the futex syscall) of target threads;
  * - IRQ, softirq and the local-timer and reschedule vectors' spans on a CPU with a target on it
  *   (an exit when its entry was kept).
+ * - before a switch of a target thread, its CPU time so far (`se.sum_exec_runtime`, which on a
+ *   guest with paravirtual steal accounting leaves out the time the hypervisor took): a run far
+ *   longer than the CPU time it got is the hypervisor's;
  * A task's name goes out (a name record) before the first record naming it and when it changes
  * (`names`, an LRU map of the names sent). A waking in an interrupt has waker 0.
  *
@@ -48,6 +51,8 @@ enum record_kind {
 	KIND_SOFTIRQ_ENTRY = 12,
 	KIND_SOFTIRQ_EXIT = 13,
 	KIND_NAME = 14,
+	/* 15..17 are written by user space (owner, thread info, other policy). */
+	KIND_RUNTIME = 18,
 };
 
 enum counter {
@@ -353,6 +358,16 @@ int apptrace_switch(__u64 *ctx)
 	note_name(prev_pid, prev->comm, ts, cpu);
 	note_name(next_pid, next->comm, ts, cpu);
 	struct app_record record;
+	if (prev_target) {
+		start_record(&record, ts, cpu, KIND_RUNTIME, prev_pid);
+		record.dword[0] = prev->se.sum_exec_runtime;
+		emit(&record);
+	}
+	if (next_target) {
+		start_record(&record, ts, cpu, KIND_RUNTIME, next_pid);
+		record.dword[0] = next->se.sum_exec_runtime;
+		emit(&record);
+	}
 	start_record(&record, ts, cpu, KIND_SWITCH, prev_pid);
 	record.word[0] = prev->prio;
 	record.word[1] = (__s32)state;

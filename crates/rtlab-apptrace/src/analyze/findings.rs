@@ -13,6 +13,8 @@ use std::collections::HashMap;
 const MAX_LISTED: usize = 200;
 /// Late activations collected before the earliest [`MAX_LISTED`] are kept.
 const MAX_KEPT: usize = 20_000;
+/// Threads with a shorter period are not judged late.
+const MIN_JUDGED_PERIOD_NS: u64 = 100_000;
 /// A `cpu` wait with this much time nothing recorded ran is the hypervisor's.
 const HYPERVISOR_MIN_NS: u64 = 100_000;
 /// Most starvation entries kept (worst first): a loaded machine starves many threads at once.
@@ -197,6 +199,8 @@ impl Analyzer {
                     .zip(dominant)
                     .map(|((period, _), (waker, _))| (period, waker))
             };
+            // A "period" of microseconds is a busy loop's rhythm, not a deadline.
+            let judged_by = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS);
             if let Some((period, waker)) = judged_by {
                 let mut previous: Option<(u64, bool, u64)> = None;
                 for job in jobs(&activations[..completed], waker, period) {
@@ -488,11 +492,17 @@ impl Analyzer {
                     vec![irq_culprit(source, activation.irq_ns)],
                 ));
             }
+            let mut culprits = Vec::new();
+            if activation.vanished_ns >= HYPERVISOR_MIN_NS {
+                culprits.push(Culprit::Hypervisor {
+                    ns: activation.vanished_ns,
+                });
+            }
             steps.push(step(
                 "run",
                 activation.cpu_ns.saturating_sub(activation.irq_ns),
                 None,
-                Vec::new(),
+                culprits,
             ));
         }
         steps
@@ -741,7 +751,10 @@ pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, 
     let own: u64 = path
         .iter()
         .filter(|step| step.kind == "run")
-        .map(|step| step.ns)
+        .map(|step| {
+            let vanished: u64 = step.culprits.iter().map(Culprit::ns).sum();
+            step.ns.saturating_sub(vanished)
+        })
         .sum();
     let best = totals
         .into_iter()
@@ -786,6 +799,12 @@ pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, 
             step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
         ),
         ("irq", _) => format!("interrupts took {} ms while it ran: {who}", ms(step.ns)),
+        ("run", Culprit::Hypervisor { ns }) => format!(
+            "was on a CPU {} ms but got {} ms of it: the hypervisor took {} ms",
+            ms(step.ns),
+            ms(step.ns.saturating_sub(*ns)),
+            ms(*ns)
+        ),
         ("futex", _) => format!("blocked {} ms on {who}", ms(step.ns)),
         _ => format!("blocked {} ms ({}) until {who}", ms(step.ns), step.kind),
     };

@@ -115,6 +115,9 @@ pub(crate) struct Activation {
     pub gap_throttled_ns: u64,
     pub gap_irq_ns: u64,
     pub gap_irq_source: i32,
+    /// Time it was on the CPU by the switches but not by its CPU time (`Runtime` records):
+    /// the hypervisor had the virtual CPU.
+    pub vanished_ns: u64,
     pub waker: i32,
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
@@ -164,6 +167,8 @@ pub(crate) struct Thread {
     /// Per waker (the first few): the start of the last activation it caused and the latest
     /// intervals between them (a ring), for noticing a gap in a waker's rhythm as it ends.
     pub rhythms: Vec<Rhythm>,
+    /// Its CPU time (`Runtime` records) when it last went on a CPU.
+    pub runtime_in: Option<u64>,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
 }
@@ -217,6 +222,7 @@ impl Default for Thread {
             episodes: VecDeque::new(),
             wait_irq_mark: 0,
             rhythms: Vec::new(),
+            runtime_in: None,
             long_waits: Vec::new(),
         }
     }
@@ -494,6 +500,15 @@ impl Analyzer {
             self.thread(tid).policy = Some((policy, priority));
             return;
         }
+        if let EventKind::Runtime { tid, runtime_ns } = event.kind {
+            self.runtime(
+                event.timestamp_ns.max(self.last_ns),
+                event.cpu,
+                tid,
+                runtime_ns,
+            );
+            return;
+        }
         if self.first_ns.is_none() {
             self.first_ns = Some(time);
         }
@@ -609,6 +624,7 @@ impl Analyzer {
                 self.owners.insert(waiter, (uaddr, owner));
             }
             EventKind::Name { .. }
+            | EventKind::Runtime { .. }
             | EventKind::ThreadInfo { .. }
             | EventKind::OtherPolicy { .. } => {}
         }
@@ -816,6 +832,27 @@ impl Analyzer {
         // Deterministic order: most first, then by tid.
         meanwhile.sort_unstable_by_key(|(other, ns)| (std::cmp::Reverse(*ns), *other));
         meanwhile
+    }
+
+    /// A target thread's CPU time, recorded just before a switch of it: going off the CPU, the
+    /// part of its run it did not get (minus interrupts) vanished — the hypervisor's; going on,
+    /// the mark the next one is measured from.
+    fn runtime(&mut self, time: u64, cpu: u32, tid: i32, runtime_ns: u64) {
+        let irq_total = self.cpu(cpu).irq_total;
+        let thread = self.thread(tid);
+        match thread.state {
+            State::Running { cpu: on, since } if on == cpu => {
+                if let Some(runtime_in) = thread.runtime_in.take() {
+                    let got = runtime_ns.saturating_sub(runtime_in);
+                    let irq = irq_total.saturating_sub(thread.irq_mark);
+                    let vanished = time.saturating_sub(since).saturating_sub(got + irq);
+                    if let Some(activation) = &mut thread.current {
+                        activation.vanished_ns += vanished;
+                    }
+                }
+            }
+            _ => thread.runtime_in = Some(runtime_ns),
+        }
     }
 
     /// The interrupt sources on `cpu` between `since` and `until`, with their time, most first.

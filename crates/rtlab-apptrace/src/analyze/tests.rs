@@ -680,3 +680,56 @@ fn an_aperiodic_program_has_no_periodic_real_time_thread() {
     );
     assert_eq!(report.late_activations_total, 0);
 }
+
+/// A thread on the CPU 12 ms by the switches that got 1 ms of CPU time (its `Runtime` records):
+/// the run segment names the hypervisor for the 11 ms it did not get.
+#[test]
+fn a_run_longer_than_its_cpu_time_is_the_hypervisor() {
+    let worker = 70;
+    let mut script = Script::new(&[(worker, "worker")]);
+    let mut runtime = 0u64;
+    for period in 0..20u32 {
+        let start = f64::from(period) * 10.0;
+        let wall = if period == 19 { 12.0 } else { 1.0 };
+        script
+            .wake(start, 0, worker, 49, 0)
+            .at(
+                start,
+                0,
+                EventKind::Runtime {
+                    tid: worker,
+                    runtime_ns: runtime,
+                },
+            )
+            .switch(start, 0, (0, 120, 0), (worker, 49));
+        runtime += MS;
+        script
+            .at(
+                start + wall,
+                0,
+                EventKind::Runtime {
+                    tid: worker,
+                    runtime_ns: runtime,
+                },
+            )
+            .switch(start + wall, 0, (worker, 49, SLEEPING), (0, 120));
+    }
+    let report = script.analyse();
+    assert_eq!(
+        report.late_activations_total, 1,
+        "{:#?}",
+        report.late_activations
+    );
+    let late = &report.late_activations[0];
+    let run = late
+        .critical_path
+        .iter()
+        .find(|step| step.kind == "run")
+        .unwrap();
+    assert_eq!(run.by, Some(Culprit::Hypervisor { ns: 11 * MS }));
+    assert!(
+        late.explanation.contains("the hypervisor took 11 ms"),
+        "{}",
+        late.explanation
+    );
+}
