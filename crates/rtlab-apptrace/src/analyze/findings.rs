@@ -11,6 +11,12 @@ use std::collections::HashMap;
 
 /// Most entries kept in the late-activation and PI-boost lists.
 const MAX_LISTED: usize = 200;
+/// Late activations collected before the earliest [`MAX_LISTED`] are kept.
+const MAX_KEPT: usize = 20_000;
+/// Threads with a shorter period are not judged late.
+const MIN_JUDGED_PERIOD_NS: u64 = 100_000;
+/// A `cpu` wait with this much time nothing recorded ran is the hypervisor's.
+const HYPERVISOR_MIN_NS: u64 = 100_000;
 /// Most starvation entries kept (worst first): a loaded machine starves many threads at once.
 const MAX_STARVATION_LISTED: usize = 2000;
 
@@ -81,6 +87,7 @@ impl Analyzer {
         let mut rows = Vec::new();
         let mut late = Vec::new();
         let mut late_total = 0u64;
+        let mut missed_total = 0u64;
         let mut sorted_tids = tids.clone();
         sorted_tids.sort_unstable();
         for &tid in &sorted_tids {
@@ -176,7 +183,10 @@ impl Analyzer {
                     io: thread.blocked_ns[BlockReason::Io as usize],
                     sleep: thread.blocked_ns[BlockReason::Sleep as usize],
                 },
+                late_activations: 0,
+                missed_periods: 0,
             });
+            let (late_before, missed_before) = (late_total, missed_total);
             // Late jobs: among the kept activations (judged by the period learnt from them when
             // the thread overflowed), then those found on the way beyond them.
             let mut summary = thread.summary.clone();
@@ -189,36 +199,77 @@ impl Analyzer {
                     .zip(dominant)
                     .map(|((period, _), (waker, _))| (period, waker))
             };
+            // A "period" of microseconds is a busy loop's rhythm, not a deadline.
+            let judged_by = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS);
             if let Some((period, waker)) = judged_by {
+                let mut previous: Option<(u64, bool, u64)> = None;
                 for job in jobs(&activations[..completed], waker, period) {
                     let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
-                    if response <= period {
+                    let mut is_late = response > period;
+                    let mut due = job[0].start;
+                    if let Some((periods, late_start)) = missed_periods(previous, &job[0], period) {
+                        late_total += 1;
+                        missed_total += 1;
+                        if late.len() < MAX_KEPT {
+                            late.push(self.missed_entry(tid, &job[0], period, periods));
+                        }
+                        if late_start {
+                            is_late = true;
+                            due = previous.map_or(due, |(start, _, _)| start + period);
+                        }
+                    }
+                    let end = job.last().map_or(job[0].end, |last| last.end);
+                    previous = Some((job[0].start, response > period, end));
+                    if !is_late {
                         continue;
                     }
-                    late_total += 1;
-                    if late.len() < MAX_LISTED {
-                        late.push(LateActivation {
-                            thread: self.thread_ref(tid),
-                            at_ns: job[0].start,
-                            period_ns: period,
-                            response_ns: response,
-                            critical_path: self.critical_path(&job),
-                        });
+                    let response = job
+                        .last()
+                        .map(|last| last.end)
+                        .unwrap_or(0)
+                        .saturating_sub(due);
+                    late_total += deadline_misses(response, period);
+                    if late.len() < MAX_KEPT {
+                        let started_late = due != job[0].start;
+                        late.push(self.late_entry(
+                            tid,
+                            job[0].start,
+                            period,
+                            response,
+                            &job,
+                            started_late,
+                        ));
                     }
                 }
-                late_total += summary.late_total;
+                late_total += summary.late_total + summary.missed_total;
+                missed_total += summary.missed_total;
                 for (job, &(at_ns, response_ns)) in summary.late.iter().zip(&summary.late_responses)
                 {
-                    if late.len() < MAX_LISTED {
-                        late.push(LateActivation {
-                            thread: self.thread_ref(tid),
-                            at_ns,
-                            period_ns: period,
-                            response_ns,
-                            critical_path: self.critical_path(job),
-                        });
+                    if late.len() < MAX_KEPT {
+                        late.push(self.late_entry(tid, at_ns, period, response_ns, job, false));
                     }
                 }
+                for (first, periods, due) in &summary.missed {
+                    if late.len() < MAX_KEPT {
+                        late.push(self.missed_entry(tid, first, period, *periods));
+                        if let Some(due) = due {
+                            let response = first.end.saturating_sub(*due);
+                            let job = std::slice::from_ref(first);
+                            late.push(self.late_entry(
+                                tid,
+                                first.start,
+                                period,
+                                response,
+                                job,
+                                true,
+                            ));
+                        }
+                    }
+                }
+            }
+            if let Some(row) = rows.last_mut() {
+                row.late_activations = late_total - late_before;
+                row.missed_periods = missed_total - missed_before;
             }
         }
         rows.sort_by(|a, b| {
@@ -227,6 +278,20 @@ impl Analyzer {
                 .then(a.kernel_prio.cmp(&b.kernel_prio))
                 .then(a.tid.cmp(&b.tid))
         });
+        // The first ones in time (each thread's were found in two passes).
+        // The recorded program's threads first (a tracefs recording has every task's).
+        let is_target = |tid: i32| {
+            self.threads
+                .get(&tid)
+                .is_some_and(|thread| thread.tgid.is_some())
+        };
+        late.sort_by(|a, b| {
+            is_target(b.thread.tid)
+                .cmp(&is_target(a.thread.tid))
+                .then(a.at_ns.cmp(&b.at_ns))
+                .then(a.thread.tid.cmp(&b.thread.tid))
+        });
+        late.truncate(MAX_LISTED);
         let hangs = self.hangs(&ongoing_hangs);
         let mut starvation: Vec<Starvation> = self
             .starvation
@@ -313,6 +378,7 @@ impl Analyzer {
             starvation,
             late_activations: late,
             late_activations_total: late_total,
+            missed_periods_total: missed_total,
             warnings,
         };
         (report, self.timeline.take())
@@ -334,45 +400,206 @@ impl Analyzer {
         current
     }
 
-    fn critical_path(&self, job: &[Activation]) -> Vec<PathStep> {
-        let mut steps = Vec::new();
-        let by = |tid: i32, ns: u64| Ran {
+    /// The policy of `tid` as recorded, else the classes its priority implies.
+    pub(crate) fn policy_name_of(&self, tid: i32) -> String {
+        match self.threads.get(&tid).and_then(|thread| thread.policy) {
+            Some((policy, _)) => policy.name().to_owned(),
+            None => crate::model::policy_class_of(self.prio_of(tid)).to_owned(),
+        }
+    }
+
+    fn thread_culprit(&self, tid: i32, ns: u64) -> Culprit {
+        Culprit::Thread {
             tid,
             name: self.name_of(tid),
+            policy: self.policy_name_of(tid),
+            priority: self.user_priority_of(tid),
             ns,
-        };
+        }
+    }
+
+    fn holder(&self, tid: i32) -> Holder {
+        Holder {
+            tid,
+            name: self.name_of(tid),
+        }
+    }
+
+    fn critical_path(&self, job: &[Activation]) -> Vec<PathStep> {
+        let mut steps = Vec::new();
         for (index, activation) in job.iter().enumerate() {
             if index > 0 {
                 if let Some(reason) = activation.woke_from {
-                    steps.push(PathStep {
-                        kind: reason.name().to_owned(),
-                        ns: activation.blocked_before_ns,
-                        by: Some(by(activation.waker, activation.blocked_before_ns)),
-                    });
+                    let ns = activation.blocked_before_ns;
+                    let mut culprits = Vec::new();
+                    if activation.waker > 0 {
+                        let who = self.holder(activation.waker);
+                        culprits.push(if reason == BlockReason::Futex {
+                            Culprit::Lock { holder: who, ns }
+                        } else {
+                            Culprit::Waker { waker: who, ns }
+                        });
+                    }
+                    steps.push(step(reason.name(), ns, None, culprits));
                 }
             }
             if activation.wait_ns > 0 {
-                steps.push(PathStep {
-                    kind: "cpu".into(),
-                    ns: activation.wait_ns,
-                    by: (activation.top_holder_ns > 0)
-                        .then(|| by(activation.top_holder, activation.top_holder_ns)),
-                });
+                let mut culprits = Vec::new();
+                for (holder, ns) in [
+                    (activation.top_holder, activation.top_holder_ns),
+                    (activation.second_holder, activation.second_holder_ns),
+                ] {
+                    if ns > 0 {
+                        culprits.push(self.thread_culprit(holder, ns));
+                    }
+                }
+                if activation.wait_irq_ns > 0 {
+                    culprits.push(irq_culprit(
+                        activation.wait_irq_source,
+                        activation.wait_irq_ns,
+                    ));
+                }
+                if activation.wait_throttled_ns > 0 {
+                    culprits.push(Culprit::Throttled {
+                        ns: activation.wait_throttled_ns,
+                    });
+                }
+                if activation.wait_idle_ns >= HYPERVISOR_MIN_NS {
+                    culprits.push(Culprit::Hypervisor {
+                        ns: activation.wait_idle_ns,
+                    });
+                }
+                if activation.migrated {
+                    culprits.push(Culprit::Migration { ns: 0 });
+                }
+                steps.push(step(
+                    "cpu",
+                    activation.wait_ns,
+                    Some(activation.wait_cpu),
+                    culprits,
+                ));
             }
             if activation.irq_ns > 0 {
-                steps.push(PathStep {
-                    kind: "irq".into(),
-                    ns: activation.irq_ns,
-                    by: None,
+                let source = if activation.irq_source_ns > 0 {
+                    activation.irq_source
+                } else {
+                    super::NO_SOURCE
+                };
+                steps.push(step(
+                    "irq",
+                    activation.irq_ns,
+                    None,
+                    vec![irq_culprit(source, activation.irq_ns)],
+                ));
+            }
+            let mut culprits = Vec::new();
+            if activation.vanished_ns >= HYPERVISOR_MIN_NS {
+                culprits.push(Culprit::Hypervisor {
+                    ns: activation.vanished_ns,
                 });
             }
-            steps.push(PathStep {
-                kind: "run".into(),
-                ns: activation.cpu_ns.saturating_sub(activation.irq_ns),
-                by: None,
-            });
+            steps.push(step(
+                "run",
+                activation.cpu_ns.saturating_sub(activation.irq_ns),
+                None,
+                culprits,
+            ));
         }
         steps
+    }
+
+    fn late_entry(
+        &self,
+        tid: i32,
+        at_ns: u64,
+        period_ns: u64,
+        response_ns: u64,
+        job: &[Activation],
+        started_late: bool,
+    ) -> LateActivation {
+        // One that started after its deadline (a gap before it): the gap is its first step.
+        let mut critical_path = if started_late {
+            self.gap_step(&job[0], period_ns)
+        } else {
+            Vec::new()
+        };
+        critical_path.extend(self.critical_path(job));
+        let (culprit, explanation) = explain(&critical_path, response_ns);
+        LateActivation {
+            kind: LateKind::Late,
+            thread: self.thread_ref(tid),
+            at_ns,
+            period_ns,
+            response_ns,
+            periods: 1,
+            deadlines_missed: deadline_misses(response_ns, period_ns),
+            culprit,
+            explanation,
+            critical_path,
+        }
+    }
+
+    /// The gap before `next` as a path step: who ran meanwhile (read when it ended).
+    fn gap_step(&self, next: &Activation, period_ns: u64) -> Vec<PathStep> {
+        let mut culprits = Vec::new();
+        if next.gap_holder_ns > 0 {
+            culprits.push(self.thread_culprit(next.gap_holder, next.gap_holder_ns));
+        }
+        if next.gap_idle_ns >= HYPERVISOR_MIN_NS {
+            culprits.push(Culprit::Hypervisor {
+                ns: next.gap_idle_ns,
+            });
+        }
+        if next.gap_throttled_ns > 0 {
+            culprits.push(Culprit::Throttled {
+                ns: next.gap_throttled_ns,
+            });
+        }
+        if next.gap_irq_ns > 0 {
+            culprits.push(irq_culprit(next.gap_irq_source, next.gap_irq_ns));
+        }
+        let gap = if next.gap_ns > 0 {
+            next.gap_ns
+        } else {
+            2 * period_ns
+        };
+        vec![step("missed", gap, None, culprits)]
+    }
+
+    /// A gap of `periods` periods without activation before `next` (its first activation after).
+    fn missed_entry(
+        &self,
+        tid: i32,
+        next: &Activation,
+        period_ns: u64,
+        periods: u64,
+    ) -> LateActivation {
+        let critical_path = self.gap_step(next, period_ns);
+        let gap = critical_path[0].ns;
+        let (culprit, explanation) = explain(&critical_path, gap);
+        let explanation = format!(
+            "no activation for {} ms ({periods} period{}){}",
+            ms(gap),
+            if periods == 1 { "" } else { "s" },
+            explanation
+                .strip_prefix("waited")
+                .map(|rest| rest
+                    .split_once(':')
+                    .map_or(String::new(), |(_, who)| format!(":{who}")))
+                .unwrap_or_default()
+        );
+        LateActivation {
+            kind: LateKind::Missed,
+            deadlines_missed: 1,
+            thread: self.thread_ref(tid),
+            at_ns: next.start.saturating_sub(gap.saturating_sub(period_ns)),
+            period_ns,
+            response_ns: gap,
+            periods,
+            culprit,
+            explanation,
+            critical_path,
+        }
     }
 
     /// Hangs: futex waits longer than the threshold (still going at the end, or ended). Waits
@@ -469,6 +696,164 @@ impl Analyzer {
         }
         hangs.sort_by(|a, b| b.cycle.cmp(&a.cycle).then(a.since_ns.cmp(&b.since_ns)));
         hangs
+    }
+}
+
+/// A path step with its culprits sorted (largest first) and the first as `by`.
+fn step(kind: &str, ns: u64, cpu: Option<u32>, mut culprits: Vec<Culprit>) -> PathStep {
+    culprits.sort_by_key(|culprit| std::cmp::Reverse(culprit.ns()));
+    PathStep {
+        kind: kind.to_owned(),
+        ns,
+        cpu,
+        by: culprits.first().cloned(),
+        culprits,
+    }
+}
+
+fn irq_culprit(source: i32, ns: u64) -> Culprit {
+    if source == super::NO_SOURCE {
+        return Culprit::Irq {
+            name: "interrupts".to_owned(),
+            ns,
+        };
+    }
+    let (name, soft) = super::irq_source_name(source);
+    if soft {
+        Culprit::Softirq { name, ns }
+    } else {
+        Culprit::Irq { name, ns }
+    }
+}
+
+/// Milliseconds with up to 3 decimals, for the explanation.
+fn ms(ns: u64) -> String {
+    let text = format!("{:.3}", ns as f64 / 1e6);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    text.to_owned()
+}
+
+/// The culprit that took the most time over a path (the same one in several steps summed), and
+/// the path said in words around it.
+pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, String) {
+    let mut totals: Vec<(Culprit, u64, usize)> = Vec::new();
+    for (index, step) in path.iter().enumerate() {
+        for culprit in &step.culprits {
+            match totals
+                .iter_mut()
+                .find(|(known, _, _)| known.same_as(culprit))
+            {
+                Some(entry) => entry.1 += culprit.ns(),
+                None => totals.push((culprit.clone(), culprit.ns(), index)),
+            }
+        }
+    }
+    let own: u64 = path
+        .iter()
+        .filter(|step| step.kind == "run")
+        .map(|step| {
+            let vanished: u64 = step.culprits.iter().map(Culprit::ns).sum();
+            step.ns.saturating_sub(vanished)
+        })
+        .sum();
+    let best = totals
+        .into_iter()
+        .filter(|(_, ns, _)| *ns > 0)
+        .max_by_key(|(_, ns, index)| (*ns, std::cmp::Reverse(*index)));
+    let Some((culprit, total, index)) = best else {
+        return (
+            None,
+            format!(
+                "its own work: {} ms of CPU in a {} ms response (nothing else in the trace)",
+                ms(own),
+                ms(response_ns)
+            ),
+        );
+    };
+    if own > total {
+        let text = format!(
+            "its own work: {} ms of CPU in a {} ms response; then {} ({} ms)",
+            ms(own),
+            ms(response_ns),
+            culprit.describe(),
+            ms(total)
+        );
+        return (Some(culprit), text);
+    }
+    let step = &path[index];
+    let who = culprit.describe();
+    let text = match (step.kind.as_str(), &culprit) {
+        ("cpu" | "missed", Culprit::Hypervisor { .. }) => format!(
+            "waited {} ms for CPU{}: nothing of this machine ran, the hypervisor had the virtual CPU",
+            ms(step.ns),
+            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
+        ),
+        ("cpu" | "missed", Culprit::Throttled { .. }) => format!(
+            "waited {} ms for CPU{}: throttled (its class's CPU budget was used up)",
+            ms(step.ns),
+            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
+        ),
+        ("cpu" | "missed", _) => format!(
+            "waited {} ms for CPU{}: {who} ran",
+            ms(step.ns),
+            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
+        ),
+        ("irq", _) => format!("interrupts took {} ms while it ran: {who}", ms(step.ns)),
+        ("run", Culprit::Hypervisor { ns }) => format!(
+            "was on a CPU {} ms but got {} ms of it: the hypervisor took {} ms",
+            ms(step.ns),
+            ms(step.ns.saturating_sub(*ns)),
+            ms(*ns)
+        ),
+        ("futex", _) => format!("blocked {} ms on {who}", ms(step.ns)),
+        _ => format!("blocked {} ms ({}) until {who}", ms(step.ns), step.kind),
+    };
+    (Some(culprit), text)
+}
+
+/// Whether a job starting with `first` came after a gap with no activation, given the job
+/// before it (`previous`: its start, whether it was late, its end). On time, the next job is due
+/// one period after the previous one began: a gap is more than 1.9 periods. After a late job,
+/// the next one comes with the first cycle after it ended (JACK, like most cycle-driven
+/// programs, starts no cycle while the last is unfinished): a gap is more than 1.1 periods past
+/// its end — what held the program's clock back, not the late job. Returns the periods without
+/// activation and whether `first` itself started after its own deadline (an on-time job then a
+/// gap of more than 2.1 periods: the program restarted its cycle, as JACK's timed driver does
+/// after an xrun, and the activation that ends the gap had no time left).
+pub(crate) fn missed_periods(
+    previous: Option<(u64, bool, u64)>,
+    first: &Activation,
+    period: u64,
+) -> Option<(u64, bool)> {
+    let (previous_start, previous_late, previous_end) = previous?;
+    if period == 0 {
+        return None;
+    }
+    if previous_late {
+        let after_end = first.start.saturating_sub(previous_end);
+        if after_end * 10 <= period * 11 {
+            return None;
+        }
+        return Some(((after_end / period).max(1), false));
+    }
+    let gap = first.start.saturating_sub(previous_start);
+    if gap * 10 <= period * 19 {
+        return None;
+    }
+    let periods = ((gap + period / 2) / period).saturating_sub(1).max(1);
+    Some((periods, gap * 10 > period * 21))
+}
+
+/// The deadlines a late job missed, as cycle-driven programs count them: its own (the work
+/// was not done when the next period began) and, when it took more than 2.1 periods, the next
+/// cycle's too — the program's clock could not start that one either (JACK's timed driver
+/// restarts its cycle then and reports it as a second xrun). Later periods are not counted
+/// again: JACK reports an xrun only for the first failing cycle.
+pub(crate) fn deadline_misses(response: u64, period: u64) -> u64 {
+    if response * 10 > period * 21 {
+        2
+    } else {
+        1
     }
 }
 
