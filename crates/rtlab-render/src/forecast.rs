@@ -76,6 +76,27 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
             output.tail_refused.as_deref().unwrap_or("not fitted")
         )?,
     }
+    if let Some(rtlab_analysis::forecast::Basis::Response {
+        terms,
+        probe_compute_ns,
+        ..
+    }) = output.rows.first().map(|row| &row.forecast.basis)
+    {
+        let compute = match (terms.compute_per_s, probe_compute_ns) {
+            (Some(rate), Some(probe_compute)) => format!(
+                "{} stalls longer than the slack during the probe's {} µs of work after each wake-up ({:.3}/s for this compute)",
+                terms.late_computes.unwrap_or(0),
+                micros(*probe_compute),
+                rate
+            ),
+            _ => "stalls during the compute not measured (measure with `rtlab run --compute TIME`)".to_owned(),
+        };
+        writeln!(
+            out,
+            "stalls: {} late wake-ups counted on {} CPU(s) of the chain ({:.3}/s); {compute}",
+            terms.late_wakeups, terms.chain_cpus, terms.wakeup_per_s
+        )?;
+    }
     let confidence = (CONFIDENCE * 100.0).round();
     writeln!(out)?;
     for row in &output.rows {
@@ -122,6 +143,9 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
                 rtlab_analysis::forecast::Basis::BeyondData { .. } => "0".to_owned(),
                 rtlab_analysis::forecast::Basis::TailProjection { .. } => "tail".to_owned(),
                 rtlab_analysis::forecast::Basis::NoSlack => "all".to_owned(),
+                rtlab_analysis::forecast::Basis::Response { terms, .. } => {
+                    (terms.late_wakeups + terms.late_computes.unwrap_or(0)).to_string()
+                }
             };
             writeln!(
                 out,
