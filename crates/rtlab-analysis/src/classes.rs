@@ -161,8 +161,10 @@ fn class(
 /// 002's rows take the demanding end of Table 1's range (its "tolerance roughly" lower bound) and
 /// the miss rates of its section 5.2. Compute times are included only where a source gives one (the
 /// soft-modem datapump at 25 % of a cycle, 002 section 5.1, also used for ADSL, the other
-/// signal-processing datapump of Table 1); elsewhere `c = 0`, the application's own compute time
-/// must be given with `--compute-ms` or in a classes file.
+/// signal-processing datapump of Table 1) and for pro audio, whose classes assume a JACK or
+/// PipeWire client using 30 % of each period, woken by the server's driver thread (a chain of 2;
+/// issue 27); elsewhere `c = 0`, the application's own compute time must be given with
+/// `--compute` or in a classes file. [`ApplicationClass::assumption`] says it in every verdict.
 pub fn builtin_classes() -> Vec<ApplicationClass> {
     let mut classes = vec![
         class(
