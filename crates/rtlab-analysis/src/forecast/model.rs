@@ -156,7 +156,7 @@ pub enum Basis {
         compute_measured: bool,
         /// The probe's work per wake-up behind the compute term.
         probe_compute_ns: Option<u64>,
-        terms: super::response::ResponseTerms,
+        terms: Box<super::response::ResponseTerms>,
     },
 }
 

@@ -303,7 +303,7 @@ pub(super) fn forecast_response(
             samples: probe.wakeup.count(),
             compute_measured,
             probe_compute_ns: probe.response.as_ref().map(|response| response.compute.0),
-            terms,
+            terms: Box::new(terms),
         },
         ..base
     }))

@@ -147,9 +147,13 @@ pub fn select_series(
 
 /// The response model's evidence from a record: `class`'s wake-up series pooled over CPUs as
 /// measured (one sample per stall, missed periods counted as probe time, not restored), and its
-/// `response` series when the probe computed (`rtlab run --compute`). `None` when the record has
-/// no wake-up series of `class` with a period, or one of them cannot be read.
+/// `response` series when the probe computed (`rtlab run --compute`). `None` when the record is
+/// not one of rtlab's probe (no probe period in its settings), has no wake-up series of `class`
+/// with a period, or one of them cannot be read.
 pub fn probe_evidence(record: &RunRecord, class: &str) -> Option<ProbeEvidence> {
+    // Only a record of rtlab's own probe says what its samples are (one per period, skipped
+    // periods counted): an import or a hand-made record has no probe settings.
+    record.config.period_ns?;
     let pool = |metric: Metric| {
         let mut pooled = LatencyHistogram::new();
         let (mut trials, mut cpus, mut period_ns) = (0u64, 0u32, 0u64);
