@@ -14,7 +14,7 @@
 //!   `L` stands for a stall of about `L + T/2` (`T` the probe's period, the stall's start being
 //!   uniform within it), and an application woken every `t` meets that stall late by more than
 //!   its slack `x` with probability `min(1, (L + T/2 − x)/t)`: the expected failures per second
-//!   are that weight summed over the late samples, divided by the probe's time.
+//!   are that weight summed over the samples later than `x`, divided by the probe's time.
 //! - **Stalls during the compute.** A stall that lands while the application computes delays its
 //!   end by the stall's length. A probe that works `c_p` after each wake-up (`rtlab run
 //!   --compute`, the `response` series) sees those stalls: the activations whose response minus
@@ -174,11 +174,15 @@ pub fn response_rate(
     let probe_seconds =
         probe.trials as f64 * probe.period.as_secs_f64() / f64::from(probe.cpus.max(1));
     let weight_of = |latency: u64| {
+        if latency as f64 <= slack {
+            return 0.0;
+        }
         let stall = latency as f64 + period_probe / 2.0;
         ((stall - slack) / period_app).clamp(0.0, 1.0)
     };
-    // The lowest latency whose weight is above 0.
-    let floor = (slack - period_probe / 2.0).max(0.0) as u64;
+    // Only a wake-up later than the slack failed: a sample at or below it is no evidence of a
+    // failure, whatever stall it may have been part of (and most samples are no stall at all).
+    let floor = slack as u64;
     let mut sum = WeightedCount::default();
     let mut late_wakeups = 0u64;
     let per_cpu_event = 1.0 / (probe_seconds * f64::from(probe.cpus.max(1))).max(f64::MIN_POSITIVE);
@@ -417,9 +421,10 @@ mod tests {
 
     #[test]
     fn a_short_stall_fails_only_the_periods_whose_wake_up_it_covers_past_the_slack() {
-        // A stall of 2.35 ms (samples of 1.85 ms + half the 1 ms period) is 0.5 ms past a 1.85 ms
-        // slack: a 2.667 ms period's wake-up falls in that last 0.5 ms with probability 0.1875.
-        let wakeup = histogram(&[(20_000, 59_999), (1_850_000, 1)]);
+        // A stall of 2.4 ms (a sample of 1.9 ms + half the 1 ms period) is 0.55 ms past a 1.85 ms
+        // slack: a 2.667 ms period's wake-up falls in that last 0.55 ms with probability 0.206.
+        // Samples at or below the slack count for nothing.
+        let wakeup = histogram(&[(20_000, 59_998), (1_800_000, 1), (1_900_000, 1)]);
         let probe = ProbeEvidence {
             wakeup,
             trials: 60_000,
@@ -434,8 +439,8 @@ mod tests {
             compute: Nanos(816_667),
         };
         assert_eq!(config.slack_ns(), 1_850_000);
-        // 0.1875 of one stall in 60 s (to the histogram's precision).
-        let expected = 0.1875 / 60.0;
+        // 0.206 of one stall in 60 s (to the histogram's precision).
+        let expected = 550_000.0 / 2_666_667.0 / 60.0;
         let (rate, _, _) = response_rate(&probe, &config, 1);
         assert!((rate / expected - 1.0).abs() < 0.01, "{rate} vs {expected}");
     }
