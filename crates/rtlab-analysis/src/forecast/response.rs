@@ -173,16 +173,32 @@ pub fn response_rate(
     // Probe seconds per CPU.
     let probe_seconds =
         probe.trials as f64 * probe.period.as_secs_f64() / f64::from(probe.cpus.max(1));
+    // A sample stands for a stall of `L + T/2` only where the slack is longer than the probe's
+    // period (a stall longer than a period covers one of its wake-ups, at a uniform point); a
+    // shorter slack is crossed by ordinary wake-up latencies, and there only a wake-up later
+    // than the slack is a failure.
+    let floor_of = if slack > period_probe {
+        slack - period_probe / 2.0
+    } else {
+        slack
+    };
+    let floor = floor_of as u64;
     let weight_of = |latency: u64| {
-        if latency as f64 <= slack {
+        if latency as f64 <= floor_of {
             return 0.0;
         }
         let stall = latency as f64 + period_probe / 2.0;
         ((stall - slack) / period_app).clamp(0.0, 1.0)
     };
-    // Only a wake-up later than the slack failed: a sample at or below it is no evidence of a
-    // failure, whatever stall it may have been part of (and most samples are no stall at all).
-    let floor = slack as u64;
+    // A sample stands for a stall of `L + T/2` only where the slack is longer than the probe's
+    // period (a stall longer than a period covers one of its wake-ups, at a uniform point); a
+    // shorter slack is crossed by ordinary wake-up latencies, and there only a wake-up later
+    // than the slack is a failure.
+    let floor = if slack > period_probe {
+        (slack - period_probe / 2.0) as u64
+    } else {
+        slack as u64
+    };
     let mut sum = WeightedCount::default();
     let mut late_wakeups = 0u64;
     let per_cpu_event = 1.0 / (probe_seconds * f64::from(probe.cpus.max(1))).max(f64::MIN_POSITIVE);
@@ -407,6 +423,28 @@ mod tests {
     }
 
     #[test]
+    fn a_slack_shorter_than_the_probe_s_period_counts_only_the_wake_ups_later_than_it() {
+        // 250 µs slack, 1 ms probe: the 20 µs wake-ups are no stalls; 12 of 400 µs are failures.
+        let wakeup = histogram(&[(20_000, 59_988), (400_000, 12)]);
+        let probe = ProbeEvidence {
+            wakeup,
+            trials: 60_000,
+            cpus: 1,
+            period: Nanos::from_millis(1),
+            response: None,
+            late: None,
+        };
+        let config = BufferConfig {
+            buffers: 2,
+            buffer_period: Nanos::from_micros(250),
+            compute: Nanos::ZERO,
+        };
+        let (rate, _, terms) = response_rate(&probe, &config, 1);
+        assert_eq!(terms.late_wakeups, 12);
+        assert!((rate - 12.0 / 60.0).abs() < 1e-9, "{rate}");
+    }
+
+    #[test]
     fn the_interval_is_garwood_s_when_weights_are_equal() {
         let (rate, (low, high), _) = response_rate(&probe(12, None), &config(0), 1);
         let (garwood_low, garwood_high) = poisson_interval(12);
@@ -423,8 +461,8 @@ mod tests {
     fn a_short_stall_fails_only_the_periods_whose_wake_up_it_covers_past_the_slack() {
         // A stall of 2.4 ms (a sample of 1.9 ms + half the 1 ms period) is 0.55 ms past a 1.85 ms
         // slack: a 2.667 ms period's wake-up falls in that last 0.55 ms with probability 0.206.
-        // Samples at or below the slack count for nothing.
-        let wakeup = histogram(&[(20_000, 59_998), (1_800_000, 1), (1_900_000, 1)]);
+        // A sample of 1.3 ms, a stall of 1.8 ms, never reaches the slack.
+        let wakeup = histogram(&[(20_000, 59_998), (1_300_000, 1), (1_900_000, 1)]);
         let probe = ProbeEvidence {
             wakeup,
             trials: 60_000,
