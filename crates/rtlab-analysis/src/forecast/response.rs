@@ -190,15 +190,6 @@ pub fn response_rate(
         let stall = latency as f64 + period_probe / 2.0;
         ((stall - slack) / period_app).clamp(0.0, 1.0)
     };
-    // A sample stands for a stall of `L + T/2` only where the slack is longer than the probe's
-    // period (a stall longer than a period covers one of its wake-ups, at a uniform point); a
-    // shorter slack is crossed by ordinary wake-up latencies, and there only a wake-up later
-    // than the slack is a failure.
-    let floor = if slack > period_probe {
-        (slack - period_probe / 2.0) as u64
-    } else {
-        slack as u64
-    };
     let mut sum = WeightedCount::default();
     let mut late_wakeups = 0u64;
     let per_cpu_event = 1.0 / (probe_seconds * f64::from(probe.cpus.max(1))).max(f64::MIN_POSITIVE);
