@@ -419,11 +419,14 @@ fn sigkill_mid_run_leaves_no_process_of_the_load() {
 
 #[test]
 fn bad_flags_are_usage_errors_naming_the_flag() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["run", "--duration", "10"], "--duration"),
         (&["run", "--cpus", "999", "--no-store"], "--cpus"),
         (&["run", "--period", "1us", "--no-store"], "--period"),
         (&["run", "--classes", "rt-low"], "--classes"),
+        // The work after each wake-up must fit the period.
+        (&["run", "--compute", "2ms", "--no-store"], "--compute"),
+        (&["run", "--compute", "0us", "--no-store"], "--compute"),
     ];
     let sandbox = Sandbox::new();
     for (args, flag) in cases {
