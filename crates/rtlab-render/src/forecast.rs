@@ -52,7 +52,8 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
         micros(output.observed_max_ns)
     )?;
     writeln!(out, "model: {}", output.model_description)?;
-    if output.missed_restored > 0 || output.missed_unknown > 0 {
+    let response_model = output.model == rtlab_analysis::forecast::Model::Response;
+    if !response_model && (output.missed_restored > 0 || output.missed_unknown > 0) {
         writeln!(
             out,
             "periods the probe skipped after a late wake-up count as wake-ups: {} restored from the largest samples{}",
@@ -68,6 +69,8 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
         )?;
     }
     match &output.tail_projection {
+        // The response model counts stalls; it reads no tail projection.
+        _ if response_model => {}
         Some(tail) => writeln!(out, "beyond the observed data: {tail}")?,
         None => writeln!(
             out,
