@@ -30,6 +30,8 @@ fn main() {
             let evidence = LatencyEvidence {
                 histogram: &selection.histogram,
                 tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
+                probe: None,
+                chain: 1,
             };
             for class in &classes {
                 let config = BufferConfig::of_class(class);

@@ -91,6 +91,9 @@ pub struct ApplicationClass {
     pub buffer_period: Nanos,
     /// Compute time per buffer `c`.
     pub compute: Nanos,
+    /// Threads in the wake-up chain, each on its own CPU: 1 for a thread woken by its own
+    /// timer or device, 2 for an audio server's client (the server's driver thread wakes it).
+    pub chain: u32,
     /// The failure rate users of this class accept.
     pub acceptable: Rate,
     /// Where the numbers come from.
@@ -98,6 +101,24 @@ pub struct ApplicationClass {
 }
 
 impl ApplicationClass {
+    /// What the class assumes of the application, for verdicts: "c = 0.8 ms, woken through a
+    /// chain of 2 threads".
+    pub fn assumption(&self) -> String {
+        let compute = if self.compute == Nanos::ZERO {
+            "c = 0 (give the application's own with --compute)".to_owned()
+        } else {
+            let millis = format!("{:.3}", self.compute.as_u64() as f64 / 1e6);
+            format!(
+                "c = {} ms",
+                millis.trim_end_matches('0').trim_end_matches('.')
+            )
+        };
+        match self.chain {
+            0 | 1 => compute,
+            chain => format!("{compute}, woken through a chain of {chain} threads"),
+        }
+    }
+
     /// `(n − 1)·t`, paper 002's latency tolerance.
     pub fn latency_tolerance(&self) -> Nanos {
         Nanos(u64::from(self.buffers.saturating_sub(1)) * self.buffer_period.as_u64())
@@ -129,6 +150,7 @@ fn class(
         buffers,
         buffer_period,
         compute,
+        chain: 1,
         acceptable,
         source: source.to_owned(),
     }
@@ -139,8 +161,10 @@ fn class(
 /// 002's rows take the demanding end of Table 1's range (its "tolerance roughly" lower bound) and
 /// the miss rates of its section 5.2. Compute times are included only where a source gives one (the
 /// soft-modem datapump at 25 % of a cycle, 002 section 5.1, also used for ADSL, the other
-/// signal-processing datapump of Table 1); elsewhere `c = 0`, the application's own compute time
-/// must be given with `--compute-ms` or in a classes file.
+/// signal-processing datapump of Table 1) and for pro audio, whose classes assume a JACK or
+/// PipeWire client using 30 % of each period, woken by the server's driver thread (a chain of 2;
+/// issue 27); elsewhere `c = 0`, the application's own compute time must be given with
+/// `--compute` or in a classes file. [`ApplicationClass::assumption`] says it in every verdict.
 pub fn builtin_classes() -> Vec<ApplicationClass> {
     let mut classes = vec![
         class(
@@ -182,15 +206,18 @@ pub fn builtin_classes() -> Vec<ApplicationClass> {
     ];
     for frames in [64u64, 128, 256] {
         for periods in [2u32, 3] {
-            classes.push(class(
+            let period = frames_at_48k(frames);
+            let mut pro_audio = class(
                 &format!("pro-audio-48k-{frames}x{periods}"),
                 &format!("pro audio, {frames} frames × {periods} at 48 kHz"),
                 periods,
-                frames_at_48k(frames),
-                Nanos::ZERO,
+                period,
+                Nanos(period.as_u64() * 3 / 10),
                 Rate::one_per(DAY),
-                "JACK/PipeWire period size (frames) × number of periods at 48 kHz; an xrun is audible, studios expect at most one per day",
-            ));
+                "JACK/PipeWire period size (frames) × number of periods at 48 kHz; an xrun is audible, studios expect at most one per day; a client using 30 % of each period (the JACK harness's bench/jack/xrun_client default), woken by the server's driver thread (a chain of 2)",
+            );
+            pro_audio.chain = 2;
+            classes.push(pro_audio);
         }
     }
     classes.extend([
@@ -275,6 +302,8 @@ struct RawClass {
     compute: Option<String>,
     acceptable: String,
     #[serde(default)]
+    chain: Option<u32>,
+    #[serde(default)]
     source: Option<String>,
 }
 
@@ -293,6 +322,7 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 /// buffer = "2ms"
 /// compute = "0.5ms"
 /// acceptable = "1/day"
+/// chain = 2            # optional: threads in the wake-up chain (a JACK client: 2)
 /// ```
 pub fn parse_classes(text: &str) -> Result<Vec<ApplicationClass>, ClassesError> {
     let file: ClassesFile =
@@ -341,6 +371,7 @@ pub fn parse_classes(text: &str) -> Result<Vec<ApplicationClass>, ClassesError> 
             buffers: raw.buffers,
             buffer_period,
             compute,
+            chain: raw.chain.unwrap_or(1).max(1),
             acceptable,
             source: raw.source.unwrap_or_else(|| "user classes file".to_owned()),
         });

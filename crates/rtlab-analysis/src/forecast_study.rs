@@ -5,9 +5,9 @@
 
 use crate::classes::{ApplicationClass, Rate};
 use crate::forecast::{
-    buffer_table, default_periods, forecast, least_buffering, select_series, verdict, BufferConfig,
-    Forecast, ForecastError, LatencyEvidence, Model, SelectionError, TailModel, Verdict,
-    VerdictKind, CONFIDENCE,
+    buffer_table, default_periods, forecast, least_buffering, probe_evidence, select_series,
+    verdict, BufferConfig, Forecast, ForecastError, LatencyEvidence, Model, SelectionError,
+    TailModel, Verdict, VerdictKind, CONFIDENCE,
 };
 use crate::projection::ProjectedTail;
 use rtlab_core::{Nanos, RunRecord};
@@ -30,6 +30,9 @@ pub struct ForecastRequest {
     pub compute: Option<Nanos>,
     /// Find the least buffering reaching this rate.
     pub target: Option<Rate>,
+    /// Threads in the wake-up chain (overrides the classes'; 1 for `buffers × buffer_period`
+    /// when not given). Only the response model reads it.
+    pub chain: Option<u32>,
 }
 
 /// Which part of a [`ForecastRequest`] an error is about.
@@ -126,15 +129,32 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         Ok(tail) => (Some(tail), None),
         Err(reason) => (None, Some(reason)),
     };
+    let probe = match selection.label.split_once('/') {
+        Some((class, "wakeup")) => probe_evidence(record, class),
+        _ => None,
+    };
+    // Without the probe's own series (an imported record, a series other than a wake-up one)
+    // the response model has nothing to count stalls from: the per-period model it is.
+    let model = match (model, &probe) {
+        (Model::Response, None) => Model::PerPeriod,
+        (model, _) => model,
+    };
     let evidence = LatencyEvidence {
         histogram: &selection.histogram,
         tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
+        probe: probe.as_ref(),
+        chain: request.chain.unwrap_or(1),
+    };
+    let class_evidence = |class: &ApplicationClass| LatencyEvidence {
+        chain: request.chain.unwrap_or(class.chain),
+        ..evidence
     };
     let compute = request.compute.unwrap_or(Nanos::ZERO);
     let mut rows = Vec::new();
     let mut passed = true;
     let mut table: Option<(Nanos, Nanos, u32)> = None;
     let mut search: Option<(Rate, Vec<Nanos>, Nanos)> = None;
+    let mut chain_of_tables = evidence.chain;
     let class_config = |class: &ApplicationClass| {
         let mut config = BufferConfig::of_class(class);
         if let Some(compute) = request.compute {
@@ -157,6 +177,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
                     .join(", "),
             })?;
         let config = class_config(class);
+        let evidence = class_evidence(class);
         let row = forecast(evidence, config, model).map_err(with_field(None))?;
         let class_verdict = verdict(class, &row);
         passed = class_verdict.kind != VerdictKind::NotSuitable;
@@ -175,6 +196,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
             vec![config.buffer_period],
             config.compute,
         ));
+        chain_of_tables = evidence.chain;
     } else if let Some(buffer_period) = request.buffer_period {
         let buffers = request.buffers.unwrap_or(2);
         if buffer_period.0 == 0 {
@@ -198,7 +220,8 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         }
     } else {
         for class in &request.classes {
-            let row = forecast(evidence, class_config(class), model).map_err(with_field(None))?;
+            let row = forecast(class_evidence(class), class_config(class), model)
+                .map_err(with_field(None))?;
             let class_verdict = verdict(class, &row);
             rows.push(StudyRow {
                 class: Some(class.name.clone()),
@@ -210,6 +233,10 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
             search = Some((target, default_periods(), compute));
         }
     }
+    let evidence = LatencyEvidence {
+        chain: chain_of_tables,
+        ..evidence
+    };
     let least_buffering = match &search {
         Some((target, periods, compute)) => Some(LeastBuffering {
             target_mttf_s: target.mean_interval_s(),

@@ -237,6 +237,8 @@ mod tests {
             let evidence = LatencyEvidence {
                 histogram: &histogram,
                 tail: Some(&tail),
+                probe: None,
+                chain: 1,
             };
             let beyond = histogram.max() + 1_000;
             for slack_ns in [beyond, beyond * 3 / 2, beyond * 2, beyond * 4, beyond * 10] {
@@ -370,6 +372,8 @@ mod tests {
         let evidence = LatencyEvidence {
             histogram: &histogram,
             tail: Some(&tail),
+            probe: None,
+            chain: 1,
         };
         let config = BufferConfig {
             buffers: 2,

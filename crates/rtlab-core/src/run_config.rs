@@ -29,6 +29,10 @@ pub struct RecordConfig {
     /// Whether hand-off series were measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<bool>,
+    /// Work per wake-up of the highest class's timer threads (`rtlab run --compute`): the
+    /// `response` series measured with it; absent when the probe did not compute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_ns: Option<u64>,
     /// The /dev/cpu_dma_latency value held, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_dma_latency_us: Option<i32>,

@@ -36,6 +36,11 @@ pub struct ProbeConfig {
     pub peaks_per_series: usize,
     /// Hold /dev/cpu_dma_latency at this value (µs) during the run.
     pub cpu_dma_latency_us: Option<i32>,
+    /// Work this long after every wake-up of the highest class's timer threads (busy, reading
+    /// the clock) and record the `response` series: deadline → end of that work, i.e. wake-up
+    /// latency + compute + whatever interrupted the compute. What an application with `c` of
+    /// work per period meets (issue 27); `None`: no work, no response series.
+    pub compute: Option<Nanos>,
 }
 
 /// Why the probe did not start. Messages name no flag: [`ProbeError::setting`] says which
@@ -52,6 +57,8 @@ pub enum ProbeError {
     PeriodTooShort(Nanos),
     #[error("must be longer than 0")]
     ZeroDuration,
+    #[error("{0} of work per wake-up does not fit the {1} period")]
+    ComputeTooLong(Nanos, Nanos),
     #[error("nothing to measure: every selected class needs real-time permission (run as root or grant CAP_SYS_NICE), or add the normal class")]
     NothingPermitted,
     #[error("cannot hold {path}: {source}")]
@@ -77,6 +84,7 @@ impl ProbeError {
             ProbeError::NoClasses | ProbeError::NothingPermitted => Some("classes"),
             ProbeError::PeriodTooShort(_) => Some("period"),
             ProbeError::ZeroDuration => Some("duration"),
+            ProbeError::ComputeTooLong(..) => Some("compute"),
             ProbeError::DmaLatency { .. } => Some("cpu_dma_latency_us"),
             ProbeError::OnlineCpus(_) | ProbeError::ThreadSetup { .. } | ProbeError::Spawn(_) => {
                 None
@@ -252,6 +260,11 @@ impl Probe {
         if config.duration == Nanos::ZERO {
             return Err(ProbeError::ZeroDuration);
         }
+        if let Some(compute) = config.compute {
+            if compute >= config.period {
+                return Err(ProbeError::ComputeTooLong(compute, config.period));
+            }
+        }
         let mut warnings = Vec::new();
         let mut classes: Vec<Class> = config.classes.clone();
         classes.sort();
@@ -417,6 +430,18 @@ impl Probe {
                 let wakeup = make_recorder(&mut running, wakeup_key, class.policy());
                 let interval = make_recorder(&mut running, interval_key, class.policy());
                 let late = make_late_channel(&mut running, wakeup_key);
+                let compute = match config.compute {
+                    Some(compute) if class_index == 0 && compute.as_u64() > 0 => {
+                        let response_key = SeriesKey {
+                            metric: Metric::Response,
+                            class,
+                            cpu,
+                        };
+                        let response = make_recorder(&mut running, response_key, class.policy());
+                        Some((compute.as_u64(), response))
+                    }
+                    _ => None,
+                };
                 let thread = TimerThread {
                     class,
                     cpu,
@@ -430,6 +455,7 @@ impl Probe {
                     } else {
                         Vec::new()
                     },
+                    compute,
                     shared: Arc::clone(&shared),
                 };
                 let sender = setup_sender.clone();
@@ -524,7 +550,26 @@ struct TimerThread {
     interval: Recorder,
     late: LateChannel,
     handoff_slots: Vec<Arc<HandoffSlot>>,
+    /// `(work per wake-up in ns, the response series)` when this thread computes.
+    compute: Option<(u64, Recorder)>,
     shared: Arc<Shared>,
+}
+
+/// Busy work until `compute_ns` of wall time has passed since `from_ns`; returns when it ended.
+/// Reads only the clock: what an audio callback's DSP loop looks like to the scheduler.
+#[inline]
+fn work_until(from_ns: u64, compute_ns: u64) -> u64 {
+    let mut sink = 0u64;
+    loop {
+        let now_ns = monotonic_ns();
+        if now_ns.saturating_sub(from_ns) >= compute_ns {
+            std::hint::black_box(sink);
+            return now_ns;
+        }
+        for step in 0..64u64 {
+            sink = sink.wrapping_add(step.wrapping_mul(2_654_435_761));
+        }
+    }
 }
 
 impl TimerThread {
@@ -549,7 +594,15 @@ impl TimerThread {
             Ok(tid) => {
                 self.wakeup.prefault();
                 self.interval.prefault();
-                let _ = setup.send(Ok((vec![wakeup_key, interval_key], tid)));
+                let mut keys = vec![wakeup_key, interval_key];
+                if let Some((_, response)) = self.compute.as_mut() {
+                    response.prefault();
+                    keys.push(SeriesKey {
+                        metric: Metric::Response,
+                        ..wakeup_key
+                    });
+                }
+                let _ = setup.send(Ok((keys, tid)));
             }
             Err(error) => {
                 let _ = setup.send(Err(error));
@@ -560,13 +613,29 @@ impl TimerThread {
         let shared = Arc::clone(&self.shared);
         let mut schedule = PeriodicSchedule::new(self.first_deadline_ns, self.period_ns);
         let mut previous_wake_ns: Option<u64> = None;
+        // xorshift64 state for the computing thread's random phase (never 0).
+        let mut phase_state: u64 = 0x9E37_79B9_7F4A_7C15 ^ ((self.cpu as u64 + 1) << 32);
         // ---- the sample path: no allocation, lock, log or syscall beyond clock, futex, sleep ----
         // (and, with a late-sample sink, one call of it after a late sample is recorded)
         loop {
-            let deadline_ns = schedule.next_deadline_ns();
-            if deadline_ns >= shared.end_ns || shared.stop.load(Ordering::Relaxed) {
+            let period_start_ns = schedule.next_deadline_ns();
+            if period_start_ns >= shared.end_ns || shared.stop.load(Ordering::Relaxed) {
                 break;
             }
+            // A computing thread wakes at a random point of each period (before its work would
+            // overrun the period): a competitor whose period is a multiple of the probe's would
+            // otherwise meet it at one phase all run long, and its stalls would be measured
+            // at that phase only (issue 27: a 50 ms FIFO burst seen 1.9 ms late 600 times of 600).
+            let deadline_ns = match &self.compute {
+                Some((compute_ns, _)) => {
+                    phase_state ^= phase_state << 13;
+                    phase_state ^= phase_state >> 7;
+                    phase_state ^= phase_state << 17;
+                    let spread_ns = self.period_ns.saturating_sub(*compute_ns).max(1);
+                    period_start_ns + phase_state % spread_ns
+                }
+                None => period_start_ns,
+            };
             sleep_until_ns(deadline_ns);
             let now_ns = monotonic_ns();
             for slot in &self.handoff_slots {
@@ -575,9 +644,21 @@ impl TimerThread {
                 rtlab_sys::futex::wake(&slot.sequence, 1);
             }
             let latency_ns = now_ns.saturating_sub(deadline_ns);
-            let skipped = schedule.advance(now_ns);
-            if deadline_ns >= shared.measure_start_ns {
+            // The work comes before the schedule advances: periods it overran are skipped (the
+            // response series' `missed`), as an application's would be.
+            let finished_ns = self
+                .compute
+                .as_ref()
+                .map(|(compute_ns, _)| work_until(now_ns, *compute_ns));
+            let skipped = schedule.advance(finished_ns.unwrap_or(now_ns));
+            if period_start_ns >= shared.measure_start_ns {
                 let at_ns = deadline_ns - shared.measure_start_ns;
+                if let (Some((_, response)), Some(finished_ns)) =
+                    (self.compute.as_mut(), finished_ns)
+                {
+                    response.record(finished_ns - deadline_ns, at_ns);
+                    response.missed += skipped;
+                }
                 self.wakeup.record(latency_ns, at_ns);
                 self.wakeup.missed += skipped;
                 if skipped > 0 {
@@ -612,9 +693,15 @@ impl TimerThread {
     }
 
     fn output(self, wakeup_key: SeriesKey, interval_key: SeriesKey) -> ThreadOutput {
-        ThreadOutput {
-            recorders: vec![(wakeup_key, self.wakeup), (interval_key, self.interval)],
+        let mut recorders = vec![(wakeup_key, self.wakeup), (interval_key, self.interval)];
+        if let Some((_, response)) = self.compute {
+            let response_key = SeriesKey {
+                metric: Metric::Response,
+                ..wakeup_key
+            };
+            recorders.push((response_key, response));
         }
+        ThreadOutput { recorders }
     }
 }
 

@@ -52,7 +52,8 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
         micros(output.observed_max_ns)
     )?;
     writeln!(out, "model: {}", output.model_description)?;
-    if output.missed_restored > 0 || output.missed_unknown > 0 {
+    let response_model = output.model == rtlab_analysis::forecast::Model::Response;
+    if !response_model && (output.missed_restored > 0 || output.missed_unknown > 0) {
         writeln!(
             out,
             "periods the probe skipped after a late wake-up count as wake-ups: {} restored from the largest samples{}",
@@ -68,6 +69,8 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
         )?;
     }
     match &output.tail_projection {
+        // The response model counts stalls; it reads no tail projection.
+        _ if response_model => {}
         Some(tail) => writeln!(out, "beyond the observed data: {tail}")?,
         None => writeln!(
             out,
@@ -75,6 +78,27 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
             micros(output.observed_max_ns),
             output.tail_refused.as_deref().unwrap_or("not fitted")
         )?,
+    }
+    if let Some(rtlab_analysis::forecast::Basis::Response {
+        terms,
+        probe_compute_ns,
+        ..
+    }) = output.rows.first().map(|row| &row.forecast.basis)
+    {
+        let compute = match (terms.compute_per_s, probe_compute_ns) {
+            (Some(rate), Some(probe_compute)) => format!(
+                "{} stalls longer than the slack during the probe's {} µs of work after each wake-up ({:.3}/s for this compute)",
+                terms.late_computes.unwrap_or(0),
+                micros(*probe_compute),
+                rate
+            ),
+            _ => "stalls during the compute not measured (measure with `rtlab run --compute TIME`)".to_owned(),
+        };
+        writeln!(
+            out,
+            "stalls: {} late wake-ups counted on {} CPU(s) of the chain ({:.3}/s); {compute}",
+            terms.late_wakeups, terms.chain_cpus, terms.wakeup_per_s
+        )?;
     }
     let confidence = (CONFIDENCE * 100.0).round();
     writeln!(out)?;
@@ -122,6 +146,9 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
                 rtlab_analysis::forecast::Basis::BeyondData { .. } => "0".to_owned(),
                 rtlab_analysis::forecast::Basis::TailProjection { .. } => "tail".to_owned(),
                 rtlab_analysis::forecast::Basis::NoSlack => "all".to_owned(),
+                rtlab_analysis::forecast::Basis::Response { terms, .. } => {
+                    (terms.late_wakeups + terms.late_computes.unwrap_or(0)).to_string()
+                }
             };
             writeln!(
                 out,

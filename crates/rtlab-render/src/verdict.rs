@@ -9,8 +9,8 @@
 
 use rtlab_analysis::classes::ApplicationClass;
 use rtlab_analysis::forecast::{
-    decide, describe_seconds, forecast, select_series, verdict, Basis, BufferConfig, Decision,
-    Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
+    decide, describe_seconds, forecast, probe_evidence, select_series, verdict, Basis,
+    BufferConfig, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
 };
 use rtlab_analysis::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};
@@ -105,14 +105,25 @@ fn class_verdict(
 ) -> Option<ClassVerdict> {
     let config = BufferConfig::of_class(class);
     let needed = class.acceptable.mean_interval_s();
+    // The response model where the probe's own series are there (issue 27), else per-period.
+    let model = if evidence.probe.is_some() {
+        Model::Response
+    } else {
+        Model::PerPeriod
+    };
+    let evidence = LatencyEvidence {
+        chain: class.chain,
+        ..evidence
+    };
+    let description = format!("{} ({})", class.description, class.assumption());
     let row = match detail {
-        Detail::Full => forecast(evidence, config, Model::PerPeriod).ok()?,
-        Detail::Decision => match decide(evidence, config, Model::PerPeriod, needed).ok()? {
+        Detail::Full => forecast(evidence, config, model).ok()?,
+        Detail::Decision => match decide(evidence, config, model, needed).ok()? {
             Decision::Forecast(row) => row,
             Decision::Decided { suitable, mttf_s } => {
                 return Some(ClassVerdict {
                     name: class.name.clone(),
-                    description: class.description.clone(),
+                    description,
                     kind: if suitable {
                         VerdictKind::Suitable
                     } else {
@@ -128,9 +139,18 @@ fn class_verdict(
     };
     // Decided only when the whole interval of the MTTF is on one side of what the class needs;
     // a point estimate on the right side with an interval across the line is "measure longer".
+    // Stalls during the compute not measured: the MTTF is only an upper bound, which can say
+    // "not suitable" but never "suitable".
+    let upper_bound_only = matches!(
+        row.basis,
+        Basis::Response {
+            compute_measured: false,
+            ..
+        }
+    );
     let kind = match (&row.basis, row.mttf_ci_s) {
         (Basis::NoSlack, _) => VerdictKind::NotSuitable,
-        (_, [Some(lower), _]) if lower >= needed => VerdictKind::Suitable,
+        (_, [Some(lower), _]) if lower >= needed && !upper_bound_only => VerdictKind::Suitable,
         (_, [_, Some(upper)]) if upper < needed => VerdictKind::NotSuitable,
         _ => VerdictKind::Undetermined,
     };
@@ -145,6 +165,10 @@ fn class_verdict(
     };
     let mttf_text = match (&row.basis, row.mttf_s, kind) {
         (Basis::NoSlack, _, _) => "fails every period (no slack)".to_owned(),
+        (_, Some(mttf), _) if upper_bound_only => format!(
+            "at most {}{range} (stalls during the compute not measured: `rtlab run --compute`)",
+            mttf_in_words(mttf, event)
+        ),
         (_, Some(mttf), _) => format!("{}{range}", mttf_in_words(mttf, event)),
         (Basis::BeyondData { .. }, None, VerdictKind::Suitable) => match row.mttf_ci_s[0] {
             Some(lower) if lower > PRACTICALLY_NEVER_S => "practically never".to_owned(),
@@ -155,7 +179,7 @@ fn class_verdict(
     };
     Some(ClassVerdict {
         name: class.name.clone(),
-        description: class.description.clone(),
+        description,
         kind,
         mttf_text,
         acceptable_text: acceptable_in_words(class),
@@ -311,9 +335,12 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
     let class = selection.label.split('/').next().unwrap_or_default();
     let worst = worst_thing(record, Some(class));
     let tail = ProjectedTail::fit(&selection.histogram).ok();
+    let probe = probe_evidence(record, class);
     let evidence = LatencyEvidence {
         histogram: &selection.histogram,
         tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
+        probe: probe.as_ref(),
+        chain: 1,
     };
     let duration_s = record.duration_ns as f64 / 1e9;
     let judged: Vec<ClassVerdict> = classes

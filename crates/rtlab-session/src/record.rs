@@ -74,6 +74,7 @@ pub(crate) fn build(
         warmup_ns: Some(probe.warmup.as_u64()),
         handoff: Some(probe.handoff),
         cpu_dma_latency_us: probe.cpu_dma_latency_us,
+        compute_ns: probe.compute.map(|compute| compute.as_u64()),
         timer_slack_ns: Some(1),
         keep_peaks: Some(probe.peaks_per_series),
         ..RecordConfig::default()

@@ -20,6 +20,7 @@ fn config(duration: Nanos, load: LoadRequest) -> RunConfig {
             handoff: false,
             peaks_per_series: 32,
             cpu_dma_latency_us: None,
+            compute: None,
         },
         load,
         explain: None,

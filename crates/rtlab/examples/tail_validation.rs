@@ -34,6 +34,7 @@ fn measure(duration: Nanos, warmup: Nanos, stop: &Arc<AtomicBool>) -> anyhow::Re
             handoff: false,
             peaks_per_series: 1000,
             cpu_dma_latency_us: None,
+            compute: None,
         },
         load: LoadRequest::default(),
         explain: None,

@@ -115,7 +115,7 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
     let text = fixture.forecast_text(1, "--class modem");
     assert!(
         text.contains(
-            "NOT suitable for soft modem datapump, 3 × 6 ms buffers: one glitch every 10 min"
+            "NOT suitable for soft modem datapump, 3 × 6 ms buffers (c = 1.5 ms): one glitch every 10 min"
         ),
         "{text}"
     );

@@ -419,11 +419,14 @@ fn sigkill_mid_run_leaves_no_process_of_the_load() {
 
 #[test]
 fn bad_flags_are_usage_errors_naming_the_flag() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["run", "--duration", "10"], "--duration"),
         (&["run", "--cpus", "999", "--no-store"], "--cpus"),
         (&["run", "--period", "1us", "--no-store"], "--period"),
         (&["run", "--classes", "rt-low"], "--classes"),
+        // The work after each wake-up must fit the period.
+        (&["run", "--compute", "2ms", "--no-store"], "--compute"),
+        (&["run", "--compute", "0us", "--no-store"], "--compute"),
     ];
     let sandbox = Sandbox::new();
     for (args, flag) in cases {
@@ -491,5 +494,46 @@ fn a_binary_file_is_an_input_error_for_every_reader() {
         let output = sandbox.run(&args);
         assert_exit_code(&output, 2);
         assert!(stderr_text(&output).contains(path), "{args:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs root: the rt-high threads run SCHED_FIFO"]
+fn compute_records_a_response_series_that_holds_the_work() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run([
+        "run",
+        "--classes",
+        "rt-high",
+        "--compute",
+        "100us",
+        "--no-handoff",
+        "--warmup",
+        "0s",
+        "-D",
+        "1s",
+        "--no-store",
+        "--json",
+        "-",
+    ]);
+    assert_exit_code(&run, 0);
+    let record = stdout_record(&run);
+    assert_eq!(record.config.compute_ns, Some(100_000));
+    let responses: Vec<_> = record
+        .series
+        .iter()
+        .filter(|series| series.metric == rtlab_core::Metric::Response)
+        .collect();
+    let wakeups = record
+        .series
+        .iter()
+        .filter(|series| series.metric == rtlab_core::Metric::Wakeup)
+        .count();
+    assert_eq!(responses.len(), wakeups, "one response series per CPU");
+    for series in responses {
+        assert_eq!(series.class, "rt-high");
+        assert!(series.count > 0);
+        // Deadline → end of 100 µs of work: never less than the work.
+        assert!(series.min_ns >= 100_000, "{}", series.min_ns);
     }
 }

@@ -22,6 +22,7 @@
 mod backlog;
 mod buffers;
 mod model;
+mod response;
 mod selection;
 #[cfg(test)]
 mod tests;
@@ -34,6 +35,9 @@ pub use model::{
     decide, forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Decision,
     Exceedance, Forecast, ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
 };
-pub use selection::{add_missed_periods, select_series, SelectionError, SeriesSelection};
+pub use response::{response_rate, ComputeEvidence, ProbeEvidence, ResponseTerms};
+pub use selection::{
+    add_missed_periods, probe_evidence, select_series, SelectionError, SeriesSelection,
+};
 pub use verdict::{verdict_kind, VerdictKind};
 pub use words::{describe_mttf, describe_seconds, model_description, verdict, Verdict};

@@ -52,12 +52,15 @@ pub enum Model {
     PerPeriod,
     /// Paper 002 §5: MTTF = (n − 1)·t / P(late), exact for double buffering only.
     Paper002,
+    /// The response model (`response.rs`): stalls per second that make the chain's wake-up or
+    /// the compute miss the slack, counted once per stall.
+    Response,
 }
 
 impl Model {
     fn cycle(self, config: &BufferConfig) -> Nanos {
         match self {
-            Model::PerPeriod => config.buffer_period,
+            Model::PerPeriod | Model::Response => config.buffer_period,
             Model::Paper002 => config.buffering(),
         }
     }
@@ -103,6 +106,24 @@ pub trait TailModel {
 pub struct LatencyEvidence<'a> {
     pub histogram: &'a LatencyHistogram,
     pub tail: Option<&'a dyn TailModel>,
+    /// The probe's series as the response model reads them; without them the response model
+    /// falls back to the per-period model on `histogram`.
+    pub probe: Option<&'a super::response::ProbeEvidence>,
+    /// Threads in the application's wake-up chain, each on its own CPU (JACK: driver → client
+    /// = 2; a thread woken by its own timer = 1). Only the response model reads it.
+    pub chain: u32,
+}
+
+impl<'a> LatencyEvidence<'a> {
+    /// Evidence of a histogram alone (no tail, no probe series, a chain of one).
+    pub fn of_histogram(histogram: &'a LatencyHistogram) -> LatencyEvidence<'a> {
+        LatencyEvidence {
+            histogram,
+            tail: None,
+            probe: None,
+            chain: 1,
+        }
+    }
 }
 
 impl std::fmt::Debug for LatencyEvidence<'_> {
@@ -127,6 +148,16 @@ pub enum Basis {
     TailProjection { samples: u64, model: String },
     /// The slack lies beyond the observed data and no tail projection reaches it.
     BeyondData { samples: u64 },
+    /// The response model: stalls per second from the probe's series (`response.rs`).
+    Response {
+        samples: u64,
+        /// Whether stalls during the compute were measured (a `response` series, or `c = 0`);
+        /// when not, the MTTF is an upper bound.
+        compute_measured: bool,
+        /// The probe's work per wake-up behind the compute term.
+        probe_compute_ns: Option<u64>,
+        terms: Box<super::response::ResponseTerms>,
+    },
 }
 
 /// One forecast: a buffer configuration against a latency distribution.
@@ -224,6 +255,11 @@ pub fn forecast(
     config: BufferConfig,
     model: Model,
 ) -> Result<Forecast, ForecastError> {
+    if model == Model::Response {
+        if let Some(response) = super::response::forecast_response(evidence, config) {
+            return response;
+        }
+    }
     let path = path(evidence, &config)?;
     let slack_ns = config.slack_ns();
     let cycle_s = model.cycle(&config).as_secs_f64();
@@ -325,6 +361,9 @@ pub fn decide(
     model: Model,
     needed_s: f64,
 ) -> Result<Decision, ForecastError> {
+    if model == Model::Response && evidence.probe.is_some() {
+        return forecast(evidence, config, model).map(Decision::Forecast);
+    }
     if let (Path::Beyond { slack, .. }, Some(tail)) = (path(evidence, &config)?, evidence.tail) {
         let cycle_s = model.cycle(&config).as_secs_f64();
         // MTTF ≥ needed ⇔ P(late) ≤ cycle / needed.

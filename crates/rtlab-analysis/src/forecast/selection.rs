@@ -1,7 +1,8 @@
 //! Series selection: which of a Run record's series a forecast or check reads, pooled over CPUs,
 //! with the periods the probe skipped put back (they are trials of the model too).
 
-use rtlab_core::{LatencyHistogram, Metric, RunRecord, Series};
+use super::response::{ComputeEvidence, LateSamples, ProbeEvidence};
+use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord, Series};
 
 /// Which series a forecast or check reads.
 #[derive(Clone, Debug)]
@@ -141,5 +142,68 @@ pub fn select_series(
         cpus,
         missed_restored,
         missed_unknown,
+    })
+}
+
+/// The response model's evidence from a record: `class`'s wake-up series pooled over CPUs as
+/// measured (one sample per stall, missed periods counted as probe time, not restored), and its
+/// `response` series when the probe computed (`rtlab run --compute`). `None` when the record is
+/// not one of rtlab's probe (no probe period in its settings), has no wake-up series of `class`
+/// with a period, or one of them cannot be read.
+pub fn probe_evidence(record: &RunRecord, class: &str) -> Option<ProbeEvidence> {
+    // Only a record of rtlab's own probe says what its samples are (one per period, skipped
+    // periods counted): an import or a hand-made record has no probe settings.
+    record.config.period_ns?;
+    let pool = |metric: Metric| {
+        let mut pooled = LatencyHistogram::new();
+        let (mut trials, mut cpus, mut period_ns) = (0u64, 0u32, 0u64);
+        for series in record
+            .series
+            .iter()
+            .filter(|series| series.class == class && series.metric == metric)
+        {
+            pooled.add(&series.histogram().ok()?);
+            trials += series.count + series.missed;
+            cpus += 1;
+            period_ns = period_ns.max(series.period_ns);
+        }
+        Some((pooled, trials, cpus, period_ns))
+    };
+    let (wakeup, trials, cpus, period_ns) = pool(Metric::Wakeup)?;
+    if cpus == 0 || period_ns == 0 || trials == 0 {
+        return None;
+    }
+    let response = match record.config.compute_ns {
+        Some(compute_ns) if compute_ns > 0 => pool(Metric::Response)
+            .filter(|(histogram, _, cpus, _)| *cpus > 0 && histogram.count() > 0)
+            .map(|(histogram, ..)| ComputeEvidence {
+                histogram,
+                compute: Nanos(compute_ns),
+            }),
+        _ => None,
+    };
+    // Every CPU's kept peaks with their times; complete above the largest latency one series
+    // may have left out (the smallest peak of a series that kept fewer than all its samples).
+    let mut late = LateSamples::default();
+    for series in record
+        .series
+        .iter()
+        .filter(|series| series.class == class && series.metric == Metric::Wakeup)
+    {
+        let kept = series.peaks.len() as u64;
+        if kept < series.count {
+            let smallest = series.peaks.iter().map(|peak| peak.value_ns).min();
+            late.complete_above_ns = late.complete_above_ns.max(smallest.unwrap_or(u64::MAX));
+        }
+        late.samples
+            .extend(series.peaks.iter().map(|peak| (peak.at_ns, peak.value_ns)));
+    }
+    Some(ProbeEvidence {
+        wakeup,
+        trials,
+        cpus,
+        period: Nanos(period_ns),
+        response,
+        late: Some(late),
     })
 }

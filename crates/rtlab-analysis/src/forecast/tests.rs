@@ -20,6 +20,8 @@ fn evidence(histogram: &LatencyHistogram) -> LatencyEvidence<'_> {
     LatencyEvidence {
         histogram,
         tail: None,
+        probe: None,
+        chain: 1,
     }
 }
 
@@ -136,6 +138,8 @@ fn tail_projection_is_used_only_beyond_the_data() {
     let with_tail = LatencyEvidence {
         histogram: &histogram,
         tail: Some(&FixedTail),
+        probe: None,
+        chain: 1,
     };
     let row = forecast(with_tail, config(2, 40, 1_000), Model::PerPeriod).unwrap();
     assert!(matches!(row.basis, Basis::TailProjection { .. }));

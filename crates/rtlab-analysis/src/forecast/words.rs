@@ -19,6 +19,9 @@ pub fn model_description(model: Model) -> &'static str {
         Model::Paper002 => {
             "paper 002 §5: slack t·(n−1) − c, MTTF = (n−1)·t / P(late) (exact for double buffering only)"
         }
+        Model::Response => {
+            "response: a period fails when a stall longer than the slack t·(n−1) − c covers the wake-up of a thread in the chain or lands in the compute; stalls per second from the probe (one failure per stall), MTTF = 1 / rate"
+        }
     }
 }
 
@@ -70,6 +73,25 @@ pub fn describe_mttf(forecast: &Forecast, event: &str) -> String {
                 "no {event} expected within the horizon the data supports: none of {samples} wake-ups exceeded the slack, which lies beyond the data{bound}"
             )
         }
+        (
+            Basis::Response {
+                compute_measured: false,
+                ..
+            },
+            Some(mttf),
+        ) => format!(
+            "at most one {event} every {} (stalls during the compute were not measured: `rtlab run --compute`)",
+            describe_seconds(mttf)
+        ),
+        (
+            Basis::Response {
+                compute_measured: false,
+                ..
+            },
+            None,
+        ) => format!(
+            "no {event} from late wake-ups; stalls during the compute were not measured (`rtlab run --compute`)"
+        ),
         (_, Some(mttf)) => {
             let interval = match forecast.mttf_ci_s {
                 [Some(low), Some(high)] => format!(
@@ -113,8 +135,9 @@ pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> Verdict {
     Verdict {
         kind,
         text: format!(
-            "{head} {}: {}{tail}",
+            "{head} {} ({}): {}{tail}",
             class.description,
+            class.assumption(),
             describe_mttf(forecast, "glitch")
         ),
     }

@@ -329,6 +329,7 @@ impl Monitor {
             handoff: config.handoff,
             peaks_per_series: 0,
             cpu_dma_latency_us: None,
+            compute: None,
         };
         let run = RunConfig {
             probe,

@@ -15,6 +15,9 @@ pub const FORECAST_SCHEMA: &str = "rtlab.forecast/1";
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ModelArg {
+    /// Stalls per second that make the chain's wake-up or the compute miss the slack, one
+    /// failure per stall (needs the probe's own series; else per-period)
+    Response,
     /// One wake-up per buffer period: MTTF = t / P(late)
     PerPeriod,
     /// Paper 002 §5: MTTF = (n−1)·t / P(late), exact for double buffering only
@@ -47,8 +50,12 @@ pub struct Args {
     #[arg(long, value_name = "RATE", value_parser = crate::flags::rate)]
     pub target: Option<Rate>,
     /// How failures per wake-up become failures per second
-    #[arg(long, value_enum, default_value = "per-period")]
+    #[arg(long, value_enum, default_value = "response")]
     pub model: ModelArg,
+    /// Threads in the application's wake-up chain, each on its own CPU (a JACK or PipeWire
+    /// client: 2, woken by the server's driver thread; default: the class's, else 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub chain: Option<u32>,
     #[command(flatten)]
     pub output: crate::output::JsonArgs,
 }
@@ -57,6 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.output.prepare()?;
     let record = super::load_record(&args.run)?;
     let model = match args.model {
+        ModelArg::Response => Model::Response,
         ModelArg::PerPeriod => Model::PerPeriod,
         ModelArg::Paper002 => Model::Paper002,
     };
@@ -81,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         buffers: args.buffers,
         compute: args.compute_ms,
         target: args.target,
+        chain: args.chain,
     };
     let output = study(&record, &request).map_err(|error| {
         let text = match error.field() {

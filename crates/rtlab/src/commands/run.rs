@@ -37,6 +37,11 @@ pub struct Args {
     /// states)
     #[arg(long, value_name = "TIME", value_parser = crate::flags::dma_latency_us)]
     pub cpu_dma_latency: Option<i32>,
+    /// Work this long after every rt-high wake-up and record the response series (wake-up +
+    /// compute + what interrupted it), what `rtlab forecast` needs for an application that
+    /// computes (e.g. 820us); costs that share of each CPU
+    #[arg(long, value_name = "TIME", value_parser = crate::flags::positive_duration)]
+    pub compute: Option<Nanos>,
     /// Skip the hand-off series (a waiter thread per class woken by the rt-high timer thread)
     #[arg(long)]
     pub no_handoff: bool,
@@ -177,6 +182,7 @@ impl Args {
                 handoff: !self.no_handoff,
                 peaks_per_series: self.keep_peaks,
                 cpu_dma_latency_us: self.cpu_dma_latency,
+                compute: self.compute,
             },
             load: LoadRequest {
                 load: self.load.load.clone(),

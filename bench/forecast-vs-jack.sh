@@ -1,0 +1,65 @@
+#!/bin/sh
+# Forecast against a real application (issue 27): Debian's jackd2 (dummy driver, 48 kHz), a client
+# burning L % of each period (bench/jack/xrun_client.c, JACK's own xrun callback is the truth) and
+# `rtlab run --classes rt-high --compute 100us` measuring at the same time (the probe works 100 µs
+# after each wake-up to see the stalls that land during a compute; RUN_ARGS replaces those
+# arguments, e.g. RUN_ARGS= for a default run and its verdict), under an optional load.
+# For each cell it keeps the client's JSON, its xrun log and the Run record; bench/forecast-vs-jack.py
+# puts the observed xruns beside `rtlab forecast`'s rate and 90 % interval.
+#
+#   flock /work/measure.lock bench/forecast-vs-jack.sh [CELL ...]
+#
+# A CELL is FRAMES:LOAD%:CONDITION, CONDITION one of idle, stress (stress-ng --cpu 2 at nice 0),
+# fifo-long (FIFO 95, 2.2 ms every 50 ms on both CPUs), fifo-short (FIFO 95, 1.5 ms every 30 ms),
+# fifo-6ms (FIFO 95, 6 ms every 20 ms: bench/jack/README.md's competitor, longer than a period).
+# Default cells: the prioritised grid of BENCHMARKS.md. DURATION (default 30) seconds per cell.
+# The dummy driver has no periods option (`jackd -d dummy --help`): a JACK period count cannot
+# be set with it, so every cell is JACK's n = 2 (async engine: one period to finish).
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+RTLAB=${RTLAB:-$HERE/../target/debug/rtlab}
+OUT=${OUT:-$HERE/out/forecast-vs-jack}
+DURATION=${DURATION:-30}
+BIN=${BIN:-$OUT/bin}
+mkdir -p "$OUT" "$BIN"
+[ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
+[ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
+CELLS=${*:-"128:30:idle 128:30:fifo-long 128:30:fifo-short 128:30:stress 128:10:idle 128:60:idle 64:30:idle 256:30:idle 128:10:fifo-long 128:60:fifo-long 64:30:fifo-long 256:30:fifo-long 64:30:fifo-short 256:30:fifo-short 128:60:stress"}
+SERVER=rtlabfvj$$
+cleanup() {
+  [ -n "${LOADPID:-}" ] && kill "$LOADPID" 2>/dev/null || true
+  [ -n "${JACKPID:-}" ] && kill "$JACKPID" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+for cell in $CELLS; do
+  frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
+  name="f${frames}-l${load}-${condition}"
+  period_ns=$(( frames * 1000000000 / 48000 ))
+  rm -f "$OUT/$name".*
+  JACK_NO_AUDIO_RESERVATION=1 jackd -n "$SERVER" -R -P 70 -d dummy -r 48000 -p "$frames" \
+    >"$OUT/$name.jackd.log" 2>&1 &
+  JACKPID=$!
+  sleep 1
+  "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d $((DURATION + 3)) -x "$OUT/$name.xruns" \
+    >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
+  CLIENTPID=$!
+  sleep 1
+  case $condition in
+    idle) LOADPID= ;;
+    stress) stress-ng --cpu 2 --timeout $((DURATION + 2))s >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-long) "$BIN/fifo_hog" -p 95 -b 2200 -P 50000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-short) "$BIN/fifo_hog" -p 95 -b 1500 -P 30000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
+    *) echo "unknown condition $condition" >&2; exit 2 ;;
+  esac
+  "$RTLAB" run ${RUN_ARGS---classes rt-high --compute 100us} --warmup 0s -D "${DURATION}s" \
+    --no-store --json "$OUT/$name.run.json" >/dev/null 2>"$OUT/$name.run.err" || true
+  wait "$CLIENTPID" || true
+  [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
+  LOADPID=
+  kill "$JACKPID" 2>/dev/null || true
+  wait "$JACKPID" 2>/dev/null || true
+  JACKPID=
+  printf '%s %s\n' "$name" "$(cat "$OUT/$name.client.json")"
+done
