@@ -383,6 +383,12 @@ impl RunRecord {
         serde_json::to_string_pretty(self).expect("a Run record always serialises")
     }
 
+    /// Like [`RunRecord::to_json_pretty`], with `max_per_second` and `peaks` as plain arrays
+    /// (`[ns, …]` and `[{"at_ns", "value_ns"}, …]`) however long, never `rtlab-packed/1`.
+    pub fn to_json_pretty_plain(&self) -> String {
+        crate::packed::plain_arrays(|| self.to_json_pretty())
+    }
+
     /// Checks the invariants every consumer relies on: a known schema, at least one series, and
     /// per series a readable histogram that agrees with `count`, ordered percentiles and a period
     /// (`period_ns` may be 0, "unknown", only in an imported record).
