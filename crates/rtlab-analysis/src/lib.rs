@@ -1,6 +1,7 @@
 //! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.
 
 pub mod check_study;
+pub mod chi_squared;
 pub mod classes;
 pub mod compare;
 pub mod forecast;

@@ -2,7 +2,7 @@
 //! used in tables, `--series` selectors, episode records and warnings) and the text of the
 //! late-sample marker the probe writes into the kernel trace (`rtlab late LABEL intended=… …`).
 
-use crate::record::Metric;
+use crate::metric::Metric;
 use std::fmt;
 
 /// `class/metric@cpu`, e.g. `rt-high/wakeup@3`.

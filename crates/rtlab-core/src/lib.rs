@@ -9,6 +9,7 @@ pub mod export;
 pub mod header;
 pub mod histogram;
 pub mod label;
+pub mod metric;
 pub mod packed;
 pub mod record;
 pub mod rpc;

@@ -26,6 +26,7 @@ use crate::record::Peak;
 use base64::Engine as _;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cell::Cell;
 use std::io::{Read as _, Write as _};
 
 /// The `encoding` tag of a packed array.
@@ -247,13 +248,38 @@ where
     }
 }
 
-/// `#[serde(with = "packed::u64_list")]`: plain array up to [`PLAIN_UP_TO`] items, else packed;
-/// reads both.
+thread_local! {
+    /// Set while [`plain_arrays`] runs on this thread: every array is written plain.
+    static PLAIN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `serialise` with every array of this module written as a plain JSON array, however long
+/// (`rtlab show --json --plain`: for jq, pandas and scripts that do not decode `rtlab-packed/1`).
+/// rtlab reads the result like any record.
+pub fn plain_arrays<T>(serialise: impl FnOnce() -> T) -> T {
+    /// Puts the previous setting back, also when `serialise` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PLAIN.with(|plain| plain.set(self.0));
+        }
+    }
+    let _restore = Restore(PLAIN.with(|plain| plain.replace(true)));
+    serialise()
+}
+
+/// Whether an array of `len` items is written plain.
+fn written_plain(len: usize) -> bool {
+    len <= PLAIN_UP_TO || PLAIN.with(Cell::get)
+}
+
+/// `#[serde(with = "packed::u64_list")]`: plain array up to [`PLAIN_UP_TO`] items (or inside
+/// [`plain_arrays`]), else packed; reads both.
 pub mod u64_list {
     use super::*;
 
     pub fn serialize<S: Serializer>(values: &[u64], serializer: S) -> Result<S::Ok, S::Error> {
-        if values.len() <= PLAIN_UP_TO {
+        if written_plain(values.len()) {
             values.serialize(serializer)
         } else {
             pack(&[values]).serialize(serializer)
@@ -274,7 +300,7 @@ pub mod peak_list {
     use super::*;
 
     pub fn serialize<S: Serializer>(peaks: &[Peak], serializer: S) -> Result<S::Ok, S::Error> {
-        if peaks.len() <= PLAIN_UP_TO {
+        if written_plain(peaks.len()) {
             return peaks.serialize(serializer);
         }
         let values: Vec<u64> = peaks.iter().map(|peak| peak.value_ns).collect();
@@ -312,6 +338,36 @@ mod tests {
             vec![1, 0xe8, 0x07, 0xe8, 0x07, 2, 3]
         );
         assert_eq!(encode_columns(&[&[]]), vec![1, 0, 0]);
+    }
+
+    #[test]
+    fn plain_arrays_writes_long_lists_plain_and_only_while_it_runs() {
+        #[derive(Serialize)]
+        struct Lists {
+            #[serde(with = "u64_list")]
+            values: Vec<u64>,
+            #[serde(with = "peak_list")]
+            peaks: Vec<Peak>,
+        }
+        let lists = Lists {
+            values: (0..100).collect(),
+            peaks: (0..100)
+                .map(|index| Peak {
+                    at_ns: index * 7,
+                    value_ns: 1000 - index,
+                })
+                .collect(),
+        };
+        let plain = plain_arrays(|| serde_json::to_value(&lists).unwrap());
+        let expected_values: Vec<u64> = (0..100).collect();
+        assert_eq!(plain["values"], serde_json::json!(expected_values));
+        assert_eq!(
+            plain["peaks"][99],
+            serde_json::json!({"at_ns": 693, "value_ns": 901})
+        );
+        let packed = serde_json::to_value(&lists).unwrap();
+        assert_eq!(packed["values"]["encoding"], ENCODING);
+        assert_eq!(packed["peaks"]["encoding"], ENCODING);
     }
 
     #[test]

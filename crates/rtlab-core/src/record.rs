@@ -4,70 +4,14 @@
 //! nanoseconds. Readers reject a record whose `schema` they do not know instead of guessing.
 
 use crate::histogram::{HistogramError, LatencyHistogram};
+pub use crate::metric::Metric;
 use crate::run_config::{null_as_default, RecordConfig};
 use crate::run_load::Load;
 use crate::run_tail::Tail;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 
 pub const RUN_SCHEMA: &str = "rtlab.run/1";
-
-/// What a series measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    /// Actual − intended wake time of a timer thread.
-    Wakeup,
-    /// Time between consecutive wake-ups (paper 000's metric).
-    Interval,
-    /// Signalling thread → first instruction of the woken thread (paper 002's thread latency).
-    Handoff,
-    /// Release → completion of one activation of a workload thread (`rtlab workload`).
-    Response,
-    /// Timer expiry − intended time of a timer thread's wake-up: rtla timerlat's IRQ latency
-    /// (the BPF recorder, from `hrtimer_expire_entry`).
-    Irq,
-    /// Switch-in − timer expiry of a timer thread's wake-up: from the timer callback to the
-    /// thread running (the BPF recorder).
-    Thread,
-}
-
-impl Metric {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::Wakeup => "wakeup",
-            Metric::Interval => "interval",
-            Metric::Handoff => "handoff",
-            Metric::Response => "response",
-            Metric::Irq => "irq",
-            Metric::Thread => "thread",
-        }
-    }
-}
-
-impl fmt::Display for Metric {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Metric {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "wakeup" => Ok(Metric::Wakeup),
-            "interval" => Ok(Metric::Interval),
-            "handoff" => Ok(Metric::Handoff),
-            "response" => Ok(Metric::Response),
-            "irq" => Ok(Metric::Irq),
-            "thread" => Ok(Metric::Thread),
-            other => Err(format!(
-                "unknown metric '{other}' (expected wakeup, interval, handoff, response, irq or thread)"
-            )),
-        }
-    }
-}
 
 /// One of the largest samples of a series, with when it happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -381,6 +325,12 @@ impl RunRecord {
 
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).expect("a Run record always serialises")
+    }
+
+    /// Like [`RunRecord::to_json_pretty`], with `max_per_second` and `peaks` as plain arrays
+    /// (`[ns, …]` and `[{"at_ns", "value_ns"}, …]`) however long, never `rtlab-packed/1`.
+    pub fn to_json_pretty_plain(&self) -> String {
+        crate::packed::plain_arrays(|| self.to_json_pretty())
     }
 
     /// Checks the invariants every consumer relies on: a known schema, at least one series, and

@@ -597,8 +597,8 @@ impl Tracer {
     pub fn explain_run(
         &mut self,
         workload: &crate::Workload,
-        threads: &[crate::runner::ThreadResult],
-        devices: &[crate::runner::DeviceResult],
+        threads: &[crate::results::ThreadResult],
+        devices: &[crate::results::DeviceResult],
         start_ns: u64,
     ) -> (Vec<rtlab_core::ExplainedEvent>, Vec<String>) {
         for _ in 0..64 {

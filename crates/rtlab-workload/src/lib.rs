@@ -15,6 +15,7 @@ pub mod explain;
 pub mod model;
 pub mod record;
 pub mod reserve;
+pub mod results;
 pub mod ring;
 pub mod rt_app;
 pub mod runner;

@@ -480,6 +480,48 @@ fn show_and_history_read_back_a_stored_run() {
     assert_exit_code(&sandbox.run(["show", "ffffffff"]), 2);
 }
 
+/// `show --json --plain` writes the peaks (packed by default) as plain arrays that need no
+/// rtlab to read, with the same values, and the result reads back as a record.
+#[test]
+fn show_json_plain_writes_the_peaks_as_plain_arrays() {
+    let sandbox = Sandbox::new();
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../rtlab-render/test_data/records/vm-5s.json"
+    );
+    let original = read_record(std::path::Path::new(fixture));
+    let packed = common::stdout_json(&sandbox.run_expecting(0, ["show", fixture, "--json", "-"]));
+    assert_eq!(packed["series"][0]["peaks"]["encoding"], "rtlab-packed/1");
+    let output = sandbox.run_expecting(0, ["show", fixture, "--json", "-", "--plain"]);
+    let plain = common::stdout_json(&output);
+    for (json, series) in plain["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(&original.series)
+    {
+        let peaks = json["peaks"].as_array().expect("peaks is a plain array");
+        assert_eq!(peaks.len(), series.peaks.len());
+        for (peak, expected) in peaks.iter().zip(&series.peaks) {
+            assert_eq!(peak["value_ns"], expected.value_ns);
+            assert_eq!(peak["at_ns"], expected.at_ns);
+        }
+        let maxima: Vec<u64> = json["max_per_second"]
+            .as_array()
+            .expect("max_per_second is a plain array")
+            .iter()
+            .map(|value| value.as_u64().unwrap())
+            .collect();
+        assert_eq!(maxima, series.max_per_second);
+    }
+    let read_back = stdout_record(&output);
+    for (series, expected) in read_back.series.iter().zip(&original.series) {
+        assert_eq!(series.peaks, expected.peaks);
+        assert_eq!(series.max_per_second, expected.max_per_second);
+    }
+    assert_exit_code(&sandbox.run(["show", fixture, "--plain"]), 2);
+}
+
 #[test]
 fn a_binary_file_is_an_input_error_for_every_reader() {
     let sandbox = Sandbox::new();

@@ -5,10 +5,10 @@
 //! Garwood interval while the slack lies inside it, a [`TailModel`] beyond it, and otherwise only
 //! the bound the data supports. Everything else in `forecast` calls [`forecast`] per row.
 
+use crate::chi_squared::chi_squared_quantile;
 use crate::classes::{ApplicationClass, Rate};
 use rtlab_core::{LatencyHistogram, Nanos};
 use serde::Serialize;
-use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 /// Two-sided confidence of every interval the forecast reports.
 pub const CONFIDENCE: f64 = 0.90;
@@ -200,15 +200,9 @@ pub fn poisson_interval(count: u64) -> (f64, f64) {
     let lower = if count == 0 {
         0.0
     } else {
-        ChiSquared::new(2.0 * count as f64)
-            .expect("positive degrees of freedom")
-            .inverse_cdf(alpha / 2.0)
-            / 2.0
+        chi_squared_quantile(2.0 * count as f64, alpha / 2.0) / 2.0
     };
-    let upper = ChiSquared::new(2.0 * count as f64 + 2.0)
-        .expect("positive degrees of freedom")
-        .inverse_cdf(1.0 - alpha / 2.0)
-        / 2.0;
+    let upper = chi_squared_quantile(2.0 * count as f64 + 2.0, 1.0 - alpha / 2.0) / 2.0;
     (lower, upper)
 }
 

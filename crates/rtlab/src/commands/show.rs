@@ -9,6 +9,10 @@ pub struct Args {
     pub run: String,
     #[command(flatten)]
     pub output: crate::output::ReprintJsonArgs,
+    /// With --json: write every series' `max_per_second` and `peaks` as plain JSON arrays, not
+    /// packed (`rtlab-packed/1`), so jq and pandas can read them; rtlab reads both
+    #[arg(long, requires = "json")]
+    pub plain: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -19,7 +23,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     rtlab_session::attach_tails(&mut record, &usage, false);
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if let Some(json) = json {
-        json.commit(&(record.to_json_pretty() + "\n"))?;
+        let text = if args.plain {
+            record.to_json_pretty_plain()
+        } else {
+            record.to_json_pretty()
+        };
+        json.commit(&(text + "\n"))?;
     }
     if !to_stdout {
         let mut text = rtlab_render::summary::summary(&record);
