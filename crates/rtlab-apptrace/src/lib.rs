@@ -12,6 +12,7 @@
 pub mod analyze;
 pub mod decode;
 pub mod file;
+pub mod live;
 pub mod model;
 pub mod perfetto;
 pub mod record;
