@@ -11,6 +11,10 @@ use std::collections::HashMap;
 
 /// Most entries kept in the late-activation and PI-boost lists.
 const MAX_LISTED: usize = 200;
+/// Late activations collected before the earliest [`MAX_LISTED`] are kept.
+const MAX_KEPT: usize = 20_000;
+/// A `cpu` wait with this much time nothing recorded ran is the hypervisor's.
+const HYPERVISOR_MIN_NS: u64 = 100_000;
 /// Most starvation entries kept (worst first): a loaded machine starves many threads at once.
 const MAX_STARVATION_LISTED: usize = 2000;
 
@@ -81,6 +85,7 @@ impl Analyzer {
         let mut rows = Vec::new();
         let mut late = Vec::new();
         let mut late_total = 0u64;
+        let mut missed_total = 0u64;
         let mut sorted_tids = tids.clone();
         sorted_tids.sort_unstable();
         for &tid in &sorted_tids {
@@ -176,7 +181,10 @@ impl Analyzer {
                     io: thread.blocked_ns[BlockReason::Io as usize],
                     sleep: thread.blocked_ns[BlockReason::Sleep as usize],
                 },
+                late_activations: 0,
+                missed_periods: 0,
             });
+            let (late_before, missed_before) = (late_total, missed_total);
             // Late jobs: among the kept activations (judged by the period learnt from them when
             // the thread overflowed), then those found on the way beyond them.
             let mut summary = thread.summary.clone();
@@ -190,35 +198,43 @@ impl Analyzer {
                     .map(|((period, _), (waker, _))| (period, waker))
             };
             if let Some((period, waker)) = judged_by {
+                let mut previous: Option<(u64, bool)> = None;
                 for job in jobs(&activations[..completed], waker, period) {
                     let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
-                    if response <= period {
+                    let is_late = response > period;
+                    if let Some(periods) = missed_periods(previous, &job[0], period) {
+                        late_total += 1;
+                        missed_total += 1;
+                        if late.len() < MAX_KEPT {
+                            late.push(self.missed_entry(tid, &job[0], period, periods));
+                        }
+                    }
+                    previous = Some((job[0].start, is_late));
+                    if !is_late {
                         continue;
                     }
                     late_total += 1;
-                    if late.len() < MAX_LISTED {
-                        late.push(LateActivation {
-                            thread: self.thread_ref(tid),
-                            at_ns: job[0].start,
-                            period_ns: period,
-                            response_ns: response,
-                            critical_path: self.critical_path(&job),
-                        });
+                    if late.len() < MAX_KEPT {
+                        late.push(self.late_entry(tid, job[0].start, period, response, &job));
                     }
                 }
-                late_total += summary.late_total;
+                late_total += summary.late_total + summary.missed_total;
+                missed_total += summary.missed_total;
                 for (job, &(at_ns, response_ns)) in summary.late.iter().zip(&summary.late_responses)
                 {
-                    if late.len() < MAX_LISTED {
-                        late.push(LateActivation {
-                            thread: self.thread_ref(tid),
-                            at_ns,
-                            period_ns: period,
-                            response_ns,
-                            critical_path: self.critical_path(job),
-                        });
+                    if late.len() < MAX_KEPT {
+                        late.push(self.late_entry(tid, at_ns, period, response_ns, job));
                     }
                 }
+                for (first, periods) in &summary.missed {
+                    if late.len() < MAX_KEPT {
+                        late.push(self.missed_entry(tid, first, period, *periods));
+                    }
+                }
+            }
+            if let Some(row) = rows.last_mut() {
+                row.late_activations = late_total - late_before;
+                row.missed_periods = missed_total - missed_before;
             }
         }
         rows.sort_by(|a, b| {
@@ -227,6 +243,9 @@ impl Analyzer {
                 .then(a.kernel_prio.cmp(&b.kernel_prio))
                 .then(a.tid.cmp(&b.tid))
         });
+        // The first ones in time (each thread's were found in two passes).
+        late.sort_by(|a, b| a.at_ns.cmp(&b.at_ns).then(a.thread.tid.cmp(&b.thread.tid)));
+        late.truncate(MAX_LISTED);
         let hangs = self.hangs(&ongoing_hangs);
         let mut starvation: Vec<Starvation> = self
             .starvation
@@ -313,6 +332,7 @@ impl Analyzer {
             starvation,
             late_activations: late,
             late_activations_total: late_total,
+            missed_periods_total: missed_total,
             warnings,
         };
         (report, self.timeline.take())
@@ -334,45 +354,173 @@ impl Analyzer {
         current
     }
 
-    fn critical_path(&self, job: &[Activation]) -> Vec<PathStep> {
-        let mut steps = Vec::new();
-        let by = |tid: i32, ns: u64| Ran {
+    /// The policy of `tid` as recorded, else the classes its priority implies.
+    pub(crate) fn policy_name_of(&self, tid: i32) -> String {
+        match self.threads.get(&tid).and_then(|thread| thread.policy) {
+            Some((policy, _)) => policy.name().to_owned(),
+            None => crate::model::policy_class_of(self.prio_of(tid)).to_owned(),
+        }
+    }
+
+    fn thread_culprit(&self, tid: i32, ns: u64) -> Culprit {
+        Culprit::Thread {
             tid,
             name: self.name_of(tid),
+            policy: self.policy_name_of(tid),
+            priority: self.user_priority_of(tid),
             ns,
-        };
+        }
+    }
+
+    fn holder(&self, tid: i32) -> Holder {
+        Holder {
+            tid,
+            name: self.name_of(tid),
+        }
+    }
+
+    fn critical_path(&self, job: &[Activation]) -> Vec<PathStep> {
+        let mut steps = Vec::new();
         for (index, activation) in job.iter().enumerate() {
             if index > 0 {
                 if let Some(reason) = activation.woke_from {
-                    steps.push(PathStep {
-                        kind: reason.name().to_owned(),
-                        ns: activation.blocked_before_ns,
-                        by: Some(by(activation.waker, activation.blocked_before_ns)),
-                    });
+                    let ns = activation.blocked_before_ns;
+                    let mut culprits = Vec::new();
+                    if activation.waker > 0 {
+                        let who = self.holder(activation.waker);
+                        culprits.push(if reason == BlockReason::Futex {
+                            Culprit::Lock { holder: who, ns }
+                        } else {
+                            Culprit::Waker { waker: who, ns }
+                        });
+                    }
+                    steps.push(step(reason.name(), ns, None, culprits));
                 }
             }
             if activation.wait_ns > 0 {
-                steps.push(PathStep {
-                    kind: "cpu".into(),
-                    ns: activation.wait_ns,
-                    by: (activation.top_holder_ns > 0)
-                        .then(|| by(activation.top_holder, activation.top_holder_ns)),
-                });
+                let mut culprits = Vec::new();
+                for (holder, ns) in [
+                    (activation.top_holder, activation.top_holder_ns),
+                    (activation.second_holder, activation.second_holder_ns),
+                ] {
+                    if ns > 0 {
+                        culprits.push(self.thread_culprit(holder, ns));
+                    }
+                }
+                if activation.wait_irq_ns > 0 {
+                    culprits.push(irq_culprit(
+                        activation.wait_irq_source,
+                        activation.wait_irq_ns,
+                    ));
+                }
+                if activation.wait_throttled_ns > 0 {
+                    culprits.push(Culprit::Throttled {
+                        ns: activation.wait_throttled_ns,
+                    });
+                }
+                if activation.wait_idle_ns >= HYPERVISOR_MIN_NS {
+                    culprits.push(Culprit::Hypervisor {
+                        ns: activation.wait_idle_ns,
+                    });
+                }
+                if activation.migrated {
+                    culprits.push(Culprit::Migration { ns: 0 });
+                }
+                steps.push(step(
+                    "cpu",
+                    activation.wait_ns,
+                    Some(activation.wait_cpu),
+                    culprits,
+                ));
             }
             if activation.irq_ns > 0 {
-                steps.push(PathStep {
-                    kind: "irq".into(),
-                    ns: activation.irq_ns,
-                    by: None,
-                });
+                let source = if activation.irq_source_ns > 0 {
+                    activation.irq_source
+                } else {
+                    super::NO_SOURCE
+                };
+                steps.push(step(
+                    "irq",
+                    activation.irq_ns,
+                    None,
+                    vec![irq_culprit(source, activation.irq_ns)],
+                ));
             }
-            steps.push(PathStep {
-                kind: "run".into(),
-                ns: activation.cpu_ns.saturating_sub(activation.irq_ns),
-                by: None,
-            });
+            steps.push(step(
+                "run",
+                activation.cpu_ns.saturating_sub(activation.irq_ns),
+                None,
+                Vec::new(),
+            ));
         }
         steps
+    }
+
+    fn late_entry(
+        &self,
+        tid: i32,
+        at_ns: u64,
+        period_ns: u64,
+        response_ns: u64,
+        job: &[Activation],
+    ) -> LateActivation {
+        let critical_path = self.critical_path(job);
+        let (culprit, explanation) = explain(&critical_path, response_ns);
+        LateActivation {
+            kind: LateKind::Late,
+            thread: self.thread_ref(tid),
+            at_ns,
+            period_ns,
+            response_ns,
+            periods: 1,
+            culprit,
+            explanation,
+            critical_path,
+        }
+    }
+
+    /// A gap of `periods` periods without activation before `next` (its first activation after).
+    fn missed_entry(
+        &self,
+        tid: i32,
+        next: &Activation,
+        period_ns: u64,
+        periods: u64,
+    ) -> LateActivation {
+        let mut culprits = Vec::new();
+        if next.gap_holder_ns > 0 {
+            culprits.push(self.thread_culprit(next.gap_holder, next.gap_holder_ns));
+        }
+        if next.gap_idle_ns >= HYPERVISOR_MIN_NS {
+            culprits.push(Culprit::Hypervisor {
+                ns: next.gap_idle_ns,
+            });
+        }
+        let gap = next.gap_ns.max(period_ns * (periods + 1));
+        let critical_path = vec![step("missed", gap, None, culprits)];
+        let (culprit, explanation) = explain(&critical_path, gap);
+        let explanation = format!(
+            "no activation for {} ms ({periods} period{}){}",
+            ms(gap),
+            if periods == 1 { "" } else { "s" },
+            explanation
+                .strip_prefix("waited")
+                .map(|rest| rest
+                    .split_once(':')
+                    .map_or(String::new(), |(_, who)| format!(":{who}")))
+                .unwrap_or_default()
+        );
+        LateActivation {
+            kind: LateKind::Missed,
+            thread: self.thread_ref(tid),
+            at_ns: next.start.saturating_sub(gap.saturating_sub(period_ns)),
+            period_ns,
+            response_ns: gap,
+            periods,
+            culprit,
+            explanation,
+            critical_path,
+        }
     }
 
     /// Hangs: futex waits longer than the threshold (still going at the end, or ended). Waits
@@ -470,6 +618,127 @@ impl Analyzer {
         hangs.sort_by(|a, b| b.cycle.cmp(&a.cycle).then(a.since_ns.cmp(&b.since_ns)));
         hangs
     }
+}
+
+/// A path step with its culprits sorted (largest first) and the first as `by`.
+fn step(kind: &str, ns: u64, cpu: Option<u32>, mut culprits: Vec<Culprit>) -> PathStep {
+    culprits.sort_by_key(|culprit| std::cmp::Reverse(culprit.ns()));
+    PathStep {
+        kind: kind.to_owned(),
+        ns,
+        cpu,
+        by: culprits.first().cloned(),
+        culprits,
+    }
+}
+
+fn irq_culprit(source: i32, ns: u64) -> Culprit {
+    if source == super::NO_SOURCE {
+        return Culprit::Irq {
+            name: "interrupts".to_owned(),
+            ns,
+        };
+    }
+    let (name, soft) = super::irq_source_name(source);
+    if soft {
+        Culprit::Softirq { name, ns }
+    } else {
+        Culprit::Irq { name, ns }
+    }
+}
+
+/// Milliseconds with up to 3 decimals, for the explanation.
+fn ms(ns: u64) -> String {
+    let text = format!("{:.3}", ns as f64 / 1e6);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    text.to_owned()
+}
+
+/// The culprit that took the most time over a path (the same one in several steps summed), and
+/// the path said in words around it.
+pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, String) {
+    let mut totals: Vec<(Culprit, u64, usize)> = Vec::new();
+    for (index, step) in path.iter().enumerate() {
+        for culprit in &step.culprits {
+            match totals
+                .iter_mut()
+                .find(|(known, _, _)| known.same_as(culprit))
+            {
+                Some(entry) => entry.1 += culprit.ns(),
+                None => totals.push((culprit.clone(), culprit.ns(), index)),
+            }
+        }
+    }
+    let own: u64 = path
+        .iter()
+        .filter(|step| step.kind == "run")
+        .map(|step| step.ns)
+        .sum();
+    let best = totals
+        .into_iter()
+        .filter(|(_, ns, _)| *ns > 0)
+        .max_by_key(|(_, ns, index)| (*ns, std::cmp::Reverse(*index)));
+    let Some((culprit, total, index)) = best else {
+        return (
+            None,
+            format!(
+                "its own work: {} ms of CPU in a {} ms response (nothing else in the trace)",
+                ms(own),
+                ms(response_ns)
+            ),
+        );
+    };
+    if own > total {
+        let text = format!(
+            "its own work: {} ms of CPU in a {} ms response; then {} ({} ms)",
+            ms(own),
+            ms(response_ns),
+            culprit.describe(),
+            ms(total)
+        );
+        return (Some(culprit), text);
+    }
+    let step = &path[index];
+    let who = culprit.describe();
+    let text = match (step.kind.as_str(), &culprit) {
+        ("cpu" | "missed", Culprit::Hypervisor { .. }) => format!(
+            "waited {} ms for CPU{}: nothing of this machine ran, the hypervisor had the virtual CPU",
+            ms(step.ns),
+            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
+        ),
+        ("cpu" | "missed", Culprit::Throttled { .. }) => format!(
+            "waited {} ms for CPU{}: throttled (its class's CPU budget was used up)",
+            ms(step.ns),
+            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
+        ),
+        ("cpu" | "missed", _) => format!(
+            "waited {} ms for CPU{}: {who} ran",
+            ms(step.ns),
+            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
+        ),
+        ("irq", _) => format!("interrupts took {} ms while it ran: {who}", ms(step.ns)),
+        ("futex", _) => format!("blocked {} ms on {who}", ms(step.ns)),
+        _ => format!("blocked {} ms ({}) until {who}", ms(step.ns), step.kind),
+    };
+    (Some(culprit), text)
+}
+
+/// Whether a job starting with `first` came after a gap with no activation: more than 1.9
+/// periods since the previous job began, and that job was not late (a late job delays the next
+/// one by itself, as JACK does not start a cycle while the last is unfinished). A gap counts
+/// once, as JACK counts one xrun when its driver restarts the cycle; the periods it spans are
+/// returned.
+pub(crate) fn missed_periods(
+    previous: Option<(u64, bool)>,
+    first: &Activation,
+    period: u64,
+) -> Option<u64> {
+    let (previous_start, previous_late) = previous?;
+    let gap = first.start.saturating_sub(previous_start);
+    if previous_late || period == 0 || gap * 10 <= period * 19 {
+        return None;
+    }
+    Some(((gap + period / 2) / period).saturating_sub(1).max(1))
 }
 
 /// The waker a summary's jobs were grouped by.

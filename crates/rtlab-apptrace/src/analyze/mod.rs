@@ -83,9 +83,33 @@ pub(crate) struct Activation {
     pub end: u64,
     pub cpu_ns: u64,
     pub wait_ns: u64,
+    /// The two threads that held the CPU longest while it waited (tid, ns; 0: none).
     pub top_holder: i32,
     pub top_holder_ns: u64,
+    pub second_holder: i32,
+    pub second_holder_ns: u64,
+    /// The CPU of its longest runnable wait.
+    pub wait_cpu: u32,
+    pub longest_wait_ns: u64,
+    /// Of its runnable waits: interrupts on the CPU it waited for (with the largest source),
+    /// time less urgent threads ran while it (real-time) waited (throttling), and time nothing
+    /// recorded ran there (the virtual CPU was not running: the hypervisor).
+    pub wait_irq_ns: u64,
+    pub wait_irq_source: i32,
+    pub wait_throttled_ns: u64,
+    pub wait_idle_ns: u64,
+    /// It moved to another CPU while runnable.
+    pub migrated: bool,
     pub irq_ns: u64,
+    /// The interrupt source that took most of `irq_ns` (see [`irq_source_name`]) and its ns.
+    pub irq_source: i32,
+    pub irq_source_ns: u64,
+    /// When this activation came after a gap of more than 1.5 of its usual intervals: who ran
+    /// in the gap (the largest; tid, ns), and how much of the gap nothing recorded ran.
+    pub gap_holder: i32,
+    pub gap_holder_ns: u64,
+    pub gap_idle_ns: u64,
+    pub gap_ns: u64,
     pub waker: i32,
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
@@ -130,6 +154,12 @@ pub(crate) struct Thread {
     pub breaks_mark: u64,
     pub wait_broken: bool,
     pub episodes: VecDeque<Episode>,
+    /// While runnable: the interrupt time of `queue_cpu` when it started waiting there.
+    pub wait_irq_mark: u64,
+    /// The start of its last activation and its latest intervals between activations (a ring).
+    pub last_start: Option<u64>,
+    pub intervals: [u64; INTERVALS_KEPT],
+    pub n_intervals: usize,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
 }
@@ -181,6 +211,10 @@ impl Default for Thread {
             breaks_mark: 0,
             wait_broken: false,
             episodes: VecDeque::new(),
+            wait_irq_mark: 0,
+            last_start: None,
+            intervals: [0; INTERVALS_KEPT],
+            n_intervals: 0,
             long_waits: Vec::new(),
         }
     }
@@ -202,6 +236,48 @@ pub(crate) struct CpuState {
     /// (events missing between them), and how many of those followed a switch to idle.
     pub breaks: u64,
     pub breaks_after_idle: u64,
+    /// The outermost interrupt under way: its source (see [`irq_source_name`]).
+    pub irq_source: i32,
+    /// The latest outermost interrupt spans here, (source, start, end), oldest first.
+    pub irqs: VecDeque<(i32, u64, u64)>,
+}
+
+/// Interrupt spans kept per CPU (for naming the interrupts in a wait or a run).
+const IRQS_KEPT: usize = 512;
+
+/// No interrupt source known.
+pub(crate) const NO_SOURCE: i32 = i32::MIN;
+
+/// Intervals between activations kept per thread (for noticing a gap as it ends).
+pub(crate) const INTERVALS_KEPT: usize = 8;
+
+/// Runnable waits at least this long get their culprits worked out.
+const ATTRIBUTED_WAIT_NS: u64 = 50_000;
+
+/// The source code of a softirq vector (kept apart from hardware interrupt numbers).
+pub(crate) fn softirq_source(vector: u32) -> i32 {
+    -1000 - vector as i32
+}
+
+/// `irq 11`, `local timer or reschedule vector`, `TIMER` (softirq) …: the name of a source,
+/// and whether it is a softirq.
+pub(crate) fn irq_source_name(source: i32) -> (String, bool) {
+    const SOFTIRQS: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    if source <= -1000 {
+        let vector = (-1000 - source) as usize;
+        let name = SOFTIRQS
+            .get(vector)
+            .map(|name| (*name).to_owned())
+            .unwrap_or_else(|| format!("vector {vector}"));
+        (name, true)
+    } else if source < 0 {
+        ("local timer or reschedule vector".to_owned(), false)
+    } else {
+        (format!("irq {source}"), false)
+    }
 }
 
 /// Slices kept per CPU: a wait longer than this many slices sees only the latest of them.
@@ -210,9 +286,7 @@ pub(crate) const SLICES_KEPT: usize = 16384;
 /// A starvation found on the way: (tid, since, waited, who ran meanwhile with how long).
 pub(crate) type Starved = (i32, u64, u64, Vec<(i32, u64)>);
 
-/// Runnable waits at least this long get who held the CPU worked out (critical paths), from the
-/// last [`RECENT_SLICES`] slices before they ended.
-const DETAILED_WAIT_NS: u64 = 1_000_000;
+/// Slices read back for a critical path's wait (who held the CPU last is enough).
 const RECENT_SLICES: usize = 32;
 
 /// Recent runnable episodes kept per thread (for the inversion check).
@@ -226,6 +300,38 @@ fn add_to(list: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
         Some(entry) => entry.1 += ns,
         None => list.push((tid, ns)),
     }
+}
+
+/// Adds `ns` of `holder` to an activation's two largest holders.
+fn add_holder(activation: &mut Activation, holder: i32, ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    if activation.top_holder == holder && activation.top_holder_ns > 0 {
+        activation.top_holder_ns += ns;
+    } else if activation.second_holder == holder && activation.second_holder_ns > 0 {
+        activation.second_holder_ns += ns;
+    } else if ns > activation.second_holder_ns {
+        activation.second_holder = holder;
+        activation.second_holder_ns = ns;
+    }
+    if activation.second_holder_ns > activation.top_holder_ns {
+        std::mem::swap(&mut activation.top_holder, &mut activation.second_holder);
+        std::mem::swap(
+            &mut activation.top_holder_ns,
+            &mut activation.second_holder_ns,
+        );
+    }
+}
+
+/// The usual interval of `intervals` (their median; 0 with fewer than 4).
+fn typical_interval(intervals: &[u64]) -> u64 {
+    if intervals.len() < 4 {
+        return 0;
+    }
+    let mut sorted = intervals.to_vec();
+    sorted.sort_unstable();
+    sorted[sorted.len() / 2]
 }
 
 /// The analysis in progress: feed it events in time order, then [`Analyzer::finish`].
@@ -315,7 +421,9 @@ impl Analyzer {
     /// `tid` starts waiting on `cpu`'s run queue.
     fn start_waiting(&mut self, tid: i32, cpu: u32) {
         let breaks = self.breaks_on(cpu);
+        let irq_mark = self.cpu(cpu).irq_total;
         let thread = self.thread(tid);
+        thread.wait_irq_mark = irq_mark;
         thread.queue_cpu = cpu;
         thread.breaks_mark = breaks;
         thread.wait_broken = false;
@@ -400,7 +508,11 @@ impl Analyzer {
                 if matches!(self.thread(tid).state, State::Runnable { .. }) {
                     let broken = self.wait_broken(tid);
                     self.start_waiting(tid, dest);
-                    self.thread(tid).wait_broken = broken;
+                    let thread = self.thread(tid);
+                    thread.wait_broken = broken;
+                    if let Some(activation) = &mut thread.current {
+                        activation.migrated = true;
+                    }
                 } else {
                     self.thread(tid).queue_cpu = dest;
                 }
@@ -441,9 +553,15 @@ impl Analyzer {
             }
             EventKind::FutexExit { tid, .. } => self.thread(tid).futex = None,
             EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => {
+                let source = match event.kind {
+                    EventKind::IrqEntry { irq } => irq.max(-1),
+                    EventKind::SoftirqEntry { vector } => softirq_source(vector),
+                    _ => -1,
+                };
                 let state = self.cpu(cpu);
                 if state.irq_depth == 0 {
                     state.irq_since = time;
+                    state.irq_source = source;
                 }
                 state.irq_depth += 1;
             }
@@ -453,6 +571,11 @@ impl Analyzer {
                     state.irq_depth -= 1;
                     if state.irq_depth == 0 {
                         state.irq_total += time.saturating_sub(state.irq_since);
+                        if state.irqs.len() == IRQS_KEPT {
+                            state.irqs.pop_front();
+                        }
+                        let span = (state.irq_source, state.irq_since, time);
+                        state.irqs.push_back(span);
                     }
                 }
             }
@@ -495,6 +618,21 @@ impl Analyzer {
                 }
             }
         }
+        // `prev` ran here since a switch not recorded (a recorder that keeps only the switches
+        // of CPUs a target is on): it held the CPU at most since the last switch seen here,
+        // which is what a thread that waited here meanwhile is told.
+        if prev > 0 && seen {
+            let since = self.cpu(cpu).since;
+            let running_here =
+                matches!(self.thread(prev).state, State::Running { cpu: on, .. } if on == cpu);
+            if !running_here && since < time {
+                let slices = &mut self.cpu(cpu).slices;
+                if slices.len() == SLICES_KEPT {
+                    slices.pop_front();
+                }
+                slices.push_back((prev, since, time));
+            }
+        }
         if prev > 0 {
             self.end_running(time, cpu, prev, prev_prio, prev_state);
         }
@@ -523,6 +661,12 @@ impl Analyzer {
             }
             slices.push_back((prev, since, time));
         }
+        let irq_top = if irq_now > self.thread(prev).irq_mark {
+            self.irq_sources(on_cpu, since, time).into_iter().next()
+        } else {
+            None
+        };
+        let wait_irq_mark = self.cpu(on_cpu).irq_total;
         let thread = self.thread(prev);
         if !thread.boosted {
             thread.prio = prev_prio;
@@ -533,6 +677,14 @@ impl Analyzer {
         if let Some(activation) = &mut thread.current {
             activation.cpu_ns += slice;
             activation.irq_ns += irq_during;
+            if let Some((source, ns)) = irq_top {
+                if source == activation.irq_source {
+                    activation.irq_source_ns += ns;
+                } else if ns > activation.irq_source_ns {
+                    activation.irq_source = source;
+                    activation.irq_source_ns = ns;
+                }
+            }
         }
         let exiting = thread.exiting || prev_state & 0x30 != 0;
         let preempted = prev_state & 0xff == 0 && !exiting;
@@ -540,6 +692,7 @@ impl Analyzer {
         if preempted {
             thread.state = State::Runnable { since: time };
             thread.queue_cpu = on_cpu;
+            thread.wait_irq_mark = wait_irq_mark;
             thread.breaks_mark = breaks_here;
             thread.wait_broken = false;
         } else if exiting {
@@ -641,6 +794,50 @@ impl Analyzer {
         meanwhile
     }
 
+    /// The interrupt sources on `cpu` between `since` and `until`, with their time, most first.
+    pub(crate) fn irq_sources(&self, cpu: u32, since: u64, until: u64) -> Vec<(i32, u64)> {
+        let Some(state) = self.cpus.get(cpu as usize) else {
+            return Vec::new();
+        };
+        let mut sums: Vec<(i32, u64)> = Vec::new();
+        for &(source, start, end) in state.irqs.iter().rev() {
+            if end <= since {
+                break;
+            }
+            if start < until {
+                add_to(
+                    &mut sums,
+                    source,
+                    end.min(until).saturating_sub(start.max(since)),
+                );
+            }
+        }
+        sums.sort_unstable_by_key(|(source, ns)| (std::cmp::Reverse(*ns), *source));
+        sums
+    }
+
+    /// Who ran on every CPU between `since` and `until` (not `tid`), most first, and the time
+    /// of that window nothing recorded ran on the busiest CPU.
+    fn gap_holders(&self, tid: i32, since: u64, until: u64) -> (Vec<(i32, u64)>, u64) {
+        let mut all: Vec<(i32, u64)> = Vec::new();
+        let window = until.saturating_sub(since);
+        let mut busiest = 0u64;
+        for cpu in 0..self.cpus.len() as u32 {
+            let ran = self.meanwhile(tid, cpu, since, until, None, RECENT_SLICES);
+            let irq: u64 = self
+                .irq_sources(cpu, since, until)
+                .iter()
+                .map(|(_, ns)| *ns)
+                .sum();
+            busiest = busiest.max(ran.iter().map(|(_, ns)| *ns).sum::<u64>() + irq);
+            for (other, ns) in ran {
+                add_to(&mut all, other, ns);
+            }
+        }
+        all.sort_unstable_by_key(|(other, ns)| (std::cmp::Reverse(*ns), *other));
+        (all, window.saturating_sub(busiest))
+    }
+
     fn end_runnable(&mut self, time: u64, start_cpu: u32, tid: i32, since: u64) {
         let queue_cpu = self.thread(tid).queue_cpu;
         let waited = time.saturating_sub(since);
@@ -648,21 +845,59 @@ impl Analyzer {
         // starvation; reading it back for every short wait would cost a scan per switch.
         let meanwhile = if waited >= self.config.starve_ns {
             self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu), SLICES_KEPT)
-        } else if waited >= DETAILED_WAIT_NS {
+        } else if waited >= ATTRIBUTED_WAIT_NS {
             // For a critical path, who held the CPU last is enough.
             self.meanwhile(tid, queue_cpu, since, time, Some(start_cpu), RECENT_SLICES)
         } else {
             Vec::new()
         };
+        let broken = self.wait_broken(tid);
+        let (irq_during, irq_source) = if waited >= ATTRIBUTED_WAIT_NS {
+            let total = self
+                .cpu(queue_cpu)
+                .irq_total
+                .saturating_sub(self.thread(tid).wait_irq_mark);
+            let source = self
+                .irq_sources(queue_cpu, since, time)
+                .first()
+                .map_or(NO_SOURCE, |(source, _)| *source);
+            (total.min(waited), source)
+        } else {
+            (0, NO_SOURCE)
+        };
+        // A real-time thread kept waiting by less urgent threads was throttled (RT throttling,
+        // the fair server): its class's budget, not their priority, held it.
+        let my_prio = self.prio_of(tid);
+        let (mut holders, mut throttled) = (Vec::with_capacity(meanwhile.len()), 0u64);
+        for &(other, ns) in &meanwhile {
+            if my_prio < 100 && self.prio_of(other) > my_prio {
+                throttled += ns;
+            } else {
+                holders.push((other, ns));
+            }
+        }
+        let accounted: u64 = meanwhile.iter().map(|(_, ns)| *ns).sum::<u64>() + irq_during;
+        let idle = if waited >= ATTRIBUTED_WAIT_NS && !broken {
+            waited.saturating_sub(accounted)
+        } else {
+            0
+        };
         let starve_ns = self.config.starve_ns;
         let thread = self.thread(tid);
         if let Some(activation) = &mut thread.current {
             activation.wait_ns += waited;
-            if let Some(&(holder, ns)) = meanwhile.iter().max_by_key(|(_, ns)| *ns) {
-                if ns > activation.top_holder_ns {
-                    activation.top_holder = holder;
-                    activation.top_holder_ns = ns;
-                }
+            if waited > activation.longest_wait_ns {
+                activation.longest_wait_ns = waited;
+                activation.wait_cpu = queue_cpu;
+            }
+            activation.wait_irq_ns += irq_during;
+            if irq_during > 0 && irq_source != NO_SOURCE {
+                activation.wait_irq_source = irq_source;
+            }
+            activation.wait_throttled_ns += throttled;
+            activation.wait_idle_ns += idle;
+            for (holder, ns) in holders {
+                add_holder(activation, holder, ns);
             }
         }
         // A wait across missing switches of its CPU may have been cut by a run not recorded.
@@ -749,7 +984,28 @@ impl Analyzer {
             *self.thread(waker).wakes.entry(tid).or_insert(0) += 1;
         }
         self.start_waiting(tid, queue_cpu);
+        // A gap: more than 1.5 of its usual interval since its last activation. Who ran in the
+        // gap (on any CPU) is read now, while the slices are still kept.
+        let (mut gap_holder, mut gap_holder_ns, mut gap_idle_ns, mut gap_ns) = (0, 0, 0, 0);
         let thread = self.thread(tid);
+        if let Some(last) = thread.last_start {
+            let interval = time.saturating_sub(last);
+            let kept = thread.n_intervals.min(INTERVALS_KEPT);
+            let typical = typical_interval(&thread.intervals[..kept]);
+            if typical > 0 && interval * 2 > typical * 3 {
+                let (holders, idle) = self.gap_holders(tid, last + typical, time);
+                if let Some(&(holder, ns)) = holders.first() {
+                    (gap_holder, gap_holder_ns) = (holder, ns);
+                }
+                gap_idle_ns = idle;
+                gap_ns = interval;
+            }
+            let thread = self.thread(tid);
+            thread.intervals[thread.n_intervals % INTERVALS_KEPT] = interval;
+            thread.n_intervals = thread.n_intervals.wrapping_add(1);
+        }
+        let thread = self.thread(tid);
+        thread.last_start = Some(time);
         if !thread.prio_known {
             thread.prio = prio;
         }
@@ -759,6 +1015,10 @@ impl Analyzer {
             waker,
             woke_from,
             blocked_before_ns: blocked_before,
+            gap_holder,
+            gap_holder_ns,
+            gap_idle_ns,
+            gap_ns,
             ..Activation::default()
         });
     }

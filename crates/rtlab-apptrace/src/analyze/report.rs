@@ -61,6 +61,9 @@ pub struct ThreadRow {
     pub wakers: Vec<Counted>,
     pub wakes: Vec<Counted>,
     pub blocked_ns: BlockedNs,
+    /// Its late activations and gaps without activation (of `late_activations_total`).
+    pub late_activations: u64,
+    pub missed_periods: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -131,24 +134,179 @@ pub struct Starvation {
     pub ran: Vec<Ran>,
 }
 
+/// A thread named as a culprit, with what is known of its scheduling.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub tid: i32,
+    pub name: String,
+}
+
+/// Who or what a critical-path segment waited for (`by`, `culprits[]`): serialized as an object
+/// whose `kind` says which, e.g. `{"kind":"thread","tid":4242,"name":"qhog0",
+/// "policy":"SCHED_FIFO","priority":95,"ns":5897000}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Culprit {
+    /// Another thread ran on the CPU ours waited for (`policy` as recorded, or the classes the
+    /// trace's priority implies, e.g. `SCHED_FIFO|SCHED_RR`).
+    Thread {
+        tid: i32,
+        name: String,
+        policy: String,
+        priority: i32,
+        ns: u64,
+    },
+    /// A hardware interrupt handler (`name`: `irq 11`, or the vector: `local timer`).
+    Irq { name: String, ns: u64 },
+    /// A softirq (`name`: the vector, `TIMER`, `NET_RX`, `SCHED`, …).
+    Softirq { name: String, ns: u64 },
+    /// The CPU ran nothing of this machine: the hypervisor had the virtual CPU (a wait with
+    /// nothing else running, or a run far longer than the CPU time the thread got).
+    Hypervisor { ns: u64 },
+    /// The thread was runnable but its class's budget was used up (RT throttling, the fair
+    /// server, a SCHED_DEADLINE runtime).
+    Throttled { ns: u64 },
+    /// Blocked on a futex until `holder` released it.
+    Lock { holder: Holder, ns: u64 },
+    /// Blocked (sleep, I/O, a futex without a known owner) until `waker` woke it.
+    Waker { waker: Holder, ns: u64 },
+    /// Moved between CPUs meanwhile.
+    Migration { ns: u64 },
+}
+
+impl Culprit {
+    /// The time this culprit accounts for.
+    pub fn ns(&self) -> u64 {
+        match self {
+            Culprit::Thread { ns, .. }
+            | Culprit::Irq { ns, .. }
+            | Culprit::Softirq { ns, .. }
+            | Culprit::Hypervisor { ns }
+            | Culprit::Throttled { ns }
+            | Culprit::Lock { ns, .. }
+            | Culprit::Waker { ns, .. }
+            | Culprit::Migration { ns } => *ns,
+        }
+    }
+
+    /// `thread`, `irq`, … (the JSON `kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Culprit::Thread { .. } => "thread",
+            Culprit::Irq { .. } => "irq",
+            Culprit::Softirq { .. } => "softirq",
+            Culprit::Hypervisor { .. } => "hypervisor",
+            Culprit::Throttled { .. } => "throttled",
+            Culprit::Lock { .. } => "lock",
+            Culprit::Waker { .. } => "waker",
+            Culprit::Migration { .. } => "migration",
+        }
+    }
+
+    /// In words: `qhog0 (SCHED_FIFO 95)`, `the hypervisor`, `irq 11`, …
+    pub fn describe(&self) -> String {
+        match self {
+            Culprit::Thread {
+                name,
+                policy,
+                priority,
+                ..
+            } => format!("{name} ({policy} {priority})"),
+            Culprit::Irq { name, .. } => format!("interrupt {name}"),
+            Culprit::Softirq { name, .. } => format!("softirq {name}"),
+            Culprit::Hypervisor { .. } => "the hypervisor (the virtual CPU was not running)".into(),
+            Culprit::Throttled { .. } => "throttling (its class's CPU budget was used up)".into(),
+            Culprit::Lock { holder, .. } => {
+                format!("a lock held by {} ({})", holder.name, holder.tid)
+            }
+            Culprit::Waker { waker, .. } => format!("{} ({}) to wake it", waker.name, waker.tid),
+            Culprit::Migration { .. } => "a migration to another CPU".into(),
+        }
+    }
+
+    /// Two culprits are the same one (what `ns` adds up for).
+    pub fn same_as(&self, other: &Culprit) -> bool {
+        match (self, other) {
+            (Culprit::Thread { tid: a, .. }, Culprit::Thread { tid: b, .. }) => a == b,
+            (Culprit::Irq { name: a, .. }, Culprit::Irq { name: b, .. })
+            | (Culprit::Softirq { name: a, .. }, Culprit::Softirq { name: b, .. }) => a == b,
+            (Culprit::Lock { holder: a, .. }, Culprit::Lock { holder: b, .. })
+            | (Culprit::Waker { waker: a, .. }, Culprit::Waker { waker: b, .. }) => a.tid == b.tid,
+            _ => self.kind() == other.kind(),
+        }
+    }
+}
+
 /// One piece of a late activation's critical path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PathStep {
-    /// `cpu` (runnable, the CPU held by `by`), `futex` / `sleep` / `io` (blocked until `by`
-    /// woke it), `irq` (interrupts while it ran), `run` (its own CPU time).
+    /// `cpu` (runnable, waiting for `cpu`), `futex` / `sleep` / `io` (blocked until woken),
+    /// `irq` (interrupts while it ran), `run` (on the CPU: its own work, and time the
+    /// hypervisor took from it), `missed` (a period the thread was not activated in).
     pub kind: String,
     pub ns: u64,
-    pub by: Option<Ran>,
+    /// The CPU it waited for or ran on, when known.
+    pub cpu: Option<u32>,
+    /// The main culprit of this segment (the first of `culprits`); null only when the trace
+    /// does not say (e.g. a `run` segment that was all the thread's own work).
+    pub by: Option<Culprit>,
+    /// Every culprit found for this segment, largest first, with their ns.
+    pub culprits: Vec<Culprit>,
+}
+
+/// `late` (its work ended after the next period began) or `missed` (a period in which the
+/// thread was not activated at all: the application skipped a cycle, as JACK does after an xrun).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LateKind {
+    Late,
+    Missed,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LateActivation {
+    pub kind: LateKind,
     pub thread: ThreadRef,
+    /// The activation's start (`missed`: the period's expected start).
     pub at_ns: u64,
     pub period_ns: u64,
-    /// From activation to the end of its work (its last block).
+    /// From activation to the end of its work (its last block); `missed`: the gap from the
+    /// previous activation to the next one.
     pub response_ns: u64,
+    /// Periods this entry stands for (1 for `late`; `missed`: the periods without activation).
+    pub periods: u64,
+    /// The culprit that took the most time over the whole path (null: its own work).
+    pub culprit: Option<Culprit>,
+    /// The culprit in words: "waited 5.9 ms for CPU 0: qhog0 (SCHED_FIFO 95) ran".
+    pub explanation: String,
     pub critical_path: Vec<PathStep>,
+}
+
+/// The answer to "is there a periodic real-time thread here" (`rtlab reserve --auto`, `trace
+/// watch`): the threads with a detected period, most urgent first, or why there is none.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeriodicThreads {
+    pub threads: Vec<PeriodicThread>,
+    /// Set when `threads` is empty: "no periodic real-time thread found: …" with the reason.
+    pub none_because: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeriodicThread {
+    pub tid: i32,
+    pub tgid: Option<i32>,
+    pub name: String,
+    pub policy: String,
+    pub priority: i32,
+    pub period_ns: u64,
+    pub period_jitter_ns: u64,
+    pub activations: u64,
+    pub cpu_per_activation_ns: CpuPerActivation,
+    /// The thread that usually wakes it (the chain that drives it), when there is one.
+    pub woken_by: Option<Holder>,
+    /// Late activations and missed periods of this thread.
+    pub late: u64,
+    pub missed_periods: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -180,6 +338,87 @@ pub struct TraceReport {
     pub late_activations: Vec<LateActivation>,
     /// Late activations found (the list keeps the first 200).
     pub late_activations_total: u64,
+    /// Of `late_activations_total`, the gaps without activation (`kind: missed`).
+    pub missed_periods_total: u64,
     /// What the analysis could not do with this input.
     pub warnings: Vec<String>,
+}
+
+impl TraceReport {
+    /// The recorded application's periodic real-time threads (SCHED_FIFO/RR/DEADLINE, with a
+    /// detected period), most urgent first; when there is none, `none_because` says why, in
+    /// words that start with "no periodic real-time thread found". What `rtlab reserve --auto`
+    /// and `rtlab trace watch` build on: they never guess a period the trace does not show.
+    pub fn periodic_threads(&self) -> PeriodicThreads {
+        let targets: Vec<&ThreadRow> = self.threads.iter().filter(|row| row.target).collect();
+        let real_time = |row: &&&ThreadRow| row.kernel_prio < 100;
+        let mut threads: Vec<PeriodicThread> = targets
+            .iter()
+            .filter(real_time)
+            .filter_map(|row| {
+                let period_ns = row.period_ns?;
+                let woken_by = row
+                    .wakers
+                    .first()
+                    .filter(|waker| waker.tid > 0 && waker.count * 2 >= row.activations)
+                    .map(|waker| Holder {
+                        tid: waker.tid,
+                        name: waker.name.clone(),
+                    });
+                Some(PeriodicThread {
+                    tid: row.tid,
+                    tgid: row.tgid,
+                    name: row.name.clone(),
+                    policy: row.policy.clone(),
+                    priority: row.priority,
+                    period_ns,
+                    period_jitter_ns: row.period_jitter_ns.unwrap_or(0),
+                    activations: row.activations,
+                    cpu_per_activation_ns: row.cpu_per_activation_ns,
+                    woken_by,
+                    late: row.late_activations,
+                    missed_periods: row.missed_periods,
+                })
+            })
+            .collect();
+        threads.sort_by(|a, b| {
+            let prio = |tid: i32| {
+                self.threads
+                    .iter()
+                    .find(|row| row.tid == tid)
+                    .map_or(140, |row| row.kernel_prio)
+            };
+            prio(a.tid).cmp(&prio(b.tid)).then(a.tid.cmp(&b.tid))
+        });
+        let none_because = if !threads.is_empty() {
+            None
+        } else if targets.is_empty() {
+            Some("no periodic real-time thread found: the trace has no thread of the recorded program".to_owned())
+        } else {
+            let n_real_time = targets.iter().filter(real_time).count();
+            let periodic_other = targets
+                .iter()
+                .filter(|row| row.period_ns.is_some() && row.kernel_prio >= 100)
+                .count();
+            Some(format!(
+                "no periodic real-time thread found: {} thread{} recorded, {n_real_time} of them real-time{}{}",
+                targets.len(),
+                if targets.len() == 1 { "" } else { "s" },
+                if n_real_time > 0 {
+                    ", none activated at a regular period"
+                } else {
+                    " (SCHED_FIFO, SCHED_RR or SCHED_DEADLINE)"
+                },
+                if periodic_other > 0 {
+                    format!("; {periodic_other} periodic thread(s) run at normal priority")
+                } else {
+                    String::new()
+                }
+            ))
+        };
+        PeriodicThreads {
+            threads,
+            none_because,
+        }
+    }
 }

@@ -163,6 +163,12 @@ pub(crate) struct ActivationSummary {
     pub late: Vec<Vec<Activation>>,
     pub late_responses: Vec<(u64, u64)>,
     pub late_total: u64,
+    /// The gaps without activation found beyond the kept activations (the first
+    /// [`LATE_KEPT`]: the activation after the gap, and the periods it spans), and how many.
+    pub missed: Vec<(Activation, u64)>,
+    pub missed_total: u64,
+    /// The job before the one under way: its start, and whether it was late.
+    previous_job: Option<(u64, bool)>,
 }
 
 impl ActivationSummary {
@@ -226,6 +232,14 @@ impl ActivationSummary {
             return;
         }
         self.close_job(period);
+        if let Some(periods) =
+            super::findings::missed_periods(self.previous_job, activation, period)
+        {
+            self.missed_total += 1;
+            if self.missed.len() < LATE_KEPT {
+                self.missed.push((*activation, periods));
+            }
+        }
         self.job.push(*activation);
         self.job_end = activation.end;
     }
@@ -235,6 +249,7 @@ impl ActivationSummary {
             return;
         };
         let response = self.job_end.saturating_sub(first.start);
+        self.previous_job = Some((first.start, response > period));
         if response > period {
             self.late_total += 1;
             if self.late.len() < LATE_KEPT {

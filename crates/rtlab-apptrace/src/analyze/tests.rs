@@ -483,7 +483,12 @@ fn periods_wakers_and_late_activations_of_a_two_stage_pipeline() {
     let late = &report.late_activations[0];
     assert_eq!(late.thread.tid, sink);
     assert_eq!(late.critical_path[0].kind, "cpu");
-    assert_eq!(late.critical_path[0].by.as_ref().map(|by| by.tid), Some(99));
+    match late.critical_path[0].by.as_ref() {
+        Some(super::report::Culprit::Thread { tid, .. }) => assert_eq!(*tid, 99),
+        other => panic!("the CPU was held by thread 99, not {other:?}"),
+    }
+    assert!(late.explanation.contains("ran"), "{}", late.explanation);
+    assert_eq!(late.kind, super::report::LateKind::Late);
 }
 
 #[test]

@@ -9,6 +9,10 @@
 // does not use all of them.
 #![allow(dead_code)]
 
+/// jackd2, a JACK client that counts its xruns and a FIFO competitor (issue 26).
+#[cfg(target_os = "linux")]
+pub mod jack;
+
 use rtlab_core::{LatencyHistogram, Metric, RunRecord};
 use serde_json::Value;
 use std::ffi::OsStr;

@@ -1,0 +1,321 @@
+//! A real application for the tests: Debian's `jackd2` with its dummy driver, the JACK client
+//! `bench/jack/xrun_client.c` (works a share of each period, counts xruns with JACK's own
+//! `jack_set_xrun_callback`) and the SCHED_FIFO competitor `bench/jack/fifo_hog.c` (threads
+//! `qhog<CPU>`, stops on its own), compiled once per test binary with `cc`.
+//!
+//! Every server gets a unique name (`jackd -n`) and `JACK_NO_AUDIO_RESERVATION=1`, so tests in
+//! parallel never share one; [`JackServer`], [`ClientProcess`] and [`HogProcess`] kill what they
+//! started when dropped (a failing assertion included).
+//!
+//! Needs `jackd2`, `libjack-jackd2-dev` and `cc` (`.ci/run` installs them); the tests that use it
+//! need root (SCHED_FIFO) and are `#[ignore = "needs root: …"]`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The JACK set-up of issue 26: 128 frames at 48 kHz (a 2.667 ms period).
+pub const SAMPLE_RATE: u32 = 48_000;
+pub const PERIOD_FRAMES: u32 = 128;
+
+/// The compiled harness, in a directory that lives as long as the test binary.
+pub struct JackBinaries {
+    pub client: PathBuf,
+    pub hog: PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+fn bench_jack() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/jack")
+}
+
+fn compile(source: &Path, output: &Path, libraries: &[&str]) {
+    let result = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(output)
+        .arg(source)
+        .args(libraries)
+        .output()
+        .expect("running cc (Debian: apt-get install gcc)");
+    assert!(
+        result.status.success(),
+        "cc {} failed (Debian: apt-get install libjack-jackd2-dev):\n{}",
+        source.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+/// `xrun_client` and `fifo_hog`, compiled on first use.
+pub fn binaries() -> &'static JackBinaries {
+    static BUILT: OnceLock<JackBinaries> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let client = directory.path().join("xrun_client");
+        let hog = directory.path().join("fifo_hog");
+        compile(
+            &bench_jack().join("xrun_client.c"),
+            &client,
+            &["-ljack", "-lpthread"],
+        );
+        compile(&bench_jack().join("fifo_hog.c"), &hog, &["-lpthread"]);
+        JackBinaries {
+            client,
+            hog,
+            _directory: directory,
+        }
+    })
+}
+
+/// Sends `signal` (a `kill` name: TERM, KILL, INT) to `pid`.
+fn send(signal: &str, pid: u32) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Ends `child`: SIGTERM, up to `grace` to exit, then SIGKILL; reaps it.
+fn end(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    send("TERM", child.id());
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A unique server name for this test process and call.
+fn unique_server_name() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "rtlabtest{}x{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A running `jackd -R -P 70 -d dummy -r 48000 -p 128` under a unique name; killed on drop.
+pub struct JackServer {
+    pub name: String,
+    child: Child,
+}
+
+impl JackServer {
+    /// Starts the server (clients wait for it with `-w`).
+    pub fn start() -> JackServer {
+        Self::start_with_period(PERIOD_FRAMES)
+    }
+
+    pub fn start_with_period(period_frames: u32) -> JackServer {
+        let name = unique_server_name();
+        let child = Command::new("jackd")
+            .env("JACK_NO_AUDIO_RESERVATION", "1")
+            .args(["-n", &name, "-R", "-P", "70", "-d", "dummy", "-r"])
+            .arg(SAMPLE_RATE.to_string())
+            .arg("-p")
+            .arg(period_frames.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start jackd (Debian: apt-get install jackd2)");
+        JackServer { name, child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// True while the server process runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for JackServer {
+    fn drop(&mut self) {
+        end(&mut self.child, Duration::from_secs(3));
+    }
+}
+
+/// What `xrun_client` printed at its end, and the xrun times it logged (`-x`).
+#[derive(Clone, Debug)]
+pub struct ClientReport {
+    pub xruns: u64,
+    pub callbacks: u64,
+    pub period_ns: u64,
+    pub process_tid: i32,
+    pub started_monotonic_ns: u64,
+    pub duration_ns: u64,
+    /// CLOCK_MONOTONIC ns of each xrun callback, in order.
+    pub xrun_times_ns: Vec<u64>,
+    pub json: Value,
+}
+
+/// A running `xrun_client`; killed on drop unless waited for.
+pub struct ClientProcess {
+    child: Option<Child>,
+    xrun_log: PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+impl ClientProcess {
+    /// Starts `xrun_client -s SERVER -n NAME -w -l LOAD -d SECONDS -x LOG`.
+    pub fn start(
+        server: &JackServer,
+        name: &str,
+        load_percent: u32,
+        seconds: f64,
+    ) -> ClientProcess {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let xrun_log = directory.path().join("xruns.log");
+        let child = Command::new(&binaries().client)
+            .env("JACK_NO_AUDIO_RESERVATION", "1")
+            .args(["-s", &server.name, "-n", name, "-w", "-l"])
+            .arg(load_percent.to_string())
+            .arg("-d")
+            .arg(seconds.to_string())
+            .arg("-x")
+            .arg(&xrun_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start xrun_client");
+        ClientProcess {
+            child: Some(child),
+            xrun_log,
+            _directory: directory,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// The client's thread running the process callback, once JACK has called it: the thread
+    /// of the client process whose name is not the process's (JACK names none) and that is
+    /// SCHED_FIFO; polled for up to `timeout`.
+    pub fn wait_until_active(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let task = format!("/proc/{}/task", self.pid());
+        while Instant::now() < deadline {
+            if let Ok(entries) = std::fs::read_dir(&task) {
+                for entry in entries.flatten() {
+                    let stat =
+                        std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                    // Field 41 (policy) after the comm's closing parenthesis: 1 = SCHED_FIFO.
+                    if let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) {
+                        let fields: Vec<&str> = rest.split_whitespace().collect();
+                        if fields.get(38) == Some(&"1") {
+                            return true;
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Waits for the client to end by itself and returns what it reported.
+    pub fn wait(mut self) -> ClientReport {
+        let child = self.child.take().expect("running");
+        let output = child.wait_with_output().expect("wait for xrun_client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "xrun_client failed ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let json: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|error| panic!("xrun_client printed no JSON ({error}): {stdout}"));
+        let field = |name: &str| {
+            json[name]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name} in {json}"))
+        };
+        let xrun_times_ns = std::fs::read_to_string(&self.xrun_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect();
+        ClientReport {
+            xruns: field("xruns"),
+            callbacks: field("callbacks"),
+            period_ns: field("period_ns"),
+            process_tid: field("process_tid") as i32,
+            started_monotonic_ns: field("started_monotonic_ns"),
+            duration_ns: field("duration_ns"),
+            xrun_times_ns,
+            json,
+        }
+    }
+}
+
+impl Drop for ClientProcess {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            end(child, Duration::from_secs(2));
+        }
+    }
+}
+
+/// A running `fifo_hog` (SCHED_FIFO spinners `qhog<CPU>` on every CPU); killed on drop, and it
+/// stops on its own after its duration anyway.
+pub struct HogProcess {
+    child: Child,
+}
+
+impl HogProcess {
+    /// `fifo_hog -p PRIORITY -b BURST_US -P PERIOD_US -d SECONDS` on every CPU.
+    pub fn start(priority: u32, burst_us: u32, period_us: u32, seconds: f64) -> HogProcess {
+        let child = Command::new(&binaries().hog)
+            .arg("-p")
+            .arg(priority.to_string())
+            .arg("-b")
+            .arg(burst_us.to_string())
+            .arg("-P")
+            .arg(period_us.to_string())
+            .arg("-d")
+            .arg(seconds.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start fifo_hog");
+        HogProcess { child }
+    }
+
+    /// The issue's competitor: FIFO 95, 6 ms every 20 ms.
+    pub fn issue_competitor(seconds: f64) -> HogProcess {
+        Self::start(95, 6000, 20_000, seconds)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for HogProcess {
+    fn drop(&mut self) {
+        end(&mut self.child, Duration::from_secs(1));
+    }
+}
+
+/// CLOCK_MONOTONIC now, ns (the clock of the xrun log and of rtlab's traces).
+pub fn monotonic_ns() -> u64 {
+    rtlab_sys::clock::monotonic_ns()
+}
