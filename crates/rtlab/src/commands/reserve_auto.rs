@@ -118,7 +118,8 @@ pub(crate) fn observed_threads(report: &TraceReport) -> Vec<ObservedThread> {
         .collect()
 }
 
-/// Late activations of the chosen threads (all of the program's when the list was cut short).
+/// Deadline misses of the chosen threads: late activations and periods without one (all of the
+/// program's when the list was cut short).
 fn misses(report: &TraceReport, tids: &[u32]) -> u64 {
     if report.late_activations_total > report.late_activations.len() as u64 {
         return report.late_activations_total;
@@ -127,7 +128,8 @@ fn misses(report: &TraceReport, tids: &[u32]) -> u64 {
         .late_activations
         .iter()
         .filter(|late| tids.contains(&(late.thread.tid as u32)))
-        .count() as u64
+        .map(|late| late.periods.max(1))
+        .sum()
 }
 
 fn chosen_json(plan: &AutoPlan) -> Vec<ChosenJson> {

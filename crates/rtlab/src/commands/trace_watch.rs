@@ -6,7 +6,9 @@
 
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
-use rtlab_apptrace::analyze::report::{LateActivation, SourceInfo, TraceReport};
+use rtlab_apptrace::analyze::report::{
+    Culprit, LateActivation, LateKind, SourceInfo, TraceReport,
+};
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::file::FileHeader;
 use rtlab_apptrace::live::{LiveSink, WindowedAnalyzer, DEFAULT_WINDOW_NS};
@@ -52,80 +54,33 @@ pub struct WatchArgs {
     pub command: Vec<String>,
 }
 
-/// What a miss's largest wait was and who caused it, read from its critical path.
+/// Who a miss is blamed on, as the summary counts it.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Culprit {
-    /// "qhog0 (SCHED_FIFO 95)", "interrupts", "the hypervisor", …
+pub(crate) struct Blame {
+    /// "qhog0 (SCHED_FIFO 95)", "the hypervisor (…)", "(its own work)", …
     pub label: String,
-    /// The critical path's step this culprit took: `cpu`, `irq`, `run`, `futex`, …
-    pub step: String,
+    /// Whether a reservation can protect against it (another thread took the CPU).
+    pub reservable: bool,
     pub ns: u64,
 }
 
-fn describe_by(by: &serde_json::Value) -> Option<String> {
-    let by = match by {
-        serde_json::Value::Array(items) => items.first()?,
-        other => other,
-    };
-    let object = by.as_object()?;
-    if let Some(name) = object.get("name").and_then(|name| name.as_str()) {
-        let policy = object.get("policy").and_then(|policy| policy.as_str());
-        let priority = object.get("priority").and_then(|priority| priority.as_i64());
-        return Some(match (policy, priority) {
-            (Some(policy), Some(priority)) => format!("{name} ({policy} {priority})"),
-            _ => name.to_owned(),
-        });
-    }
-    let kind = object.get("kind").and_then(|kind| kind.as_str())?;
-    Some(match kind {
-        "hypervisor" => "the hypervisor".to_owned(),
-        "throttled" => "throttling".to_owned(),
-        "migration" => "a migration".to_owned(),
-        other => other.to_owned(),
-    })
-}
-
-/// The largest step of the critical path other than the thread's own work (its `run` step
-/// when nothing else), with what the path names as its cause. Read through serde so that it
-/// follows whatever `by` the analysis gives (a thread, an interrupt, the hypervisor, …).
-pub(crate) fn culprit_of(late: &LateActivation) -> Culprit {
-    let value = serde_json::to_value(late).unwrap_or_default();
-    let steps = value
-        .get("critical_path")
-        .and_then(|path| path.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let ns_of = |step: &serde_json::Value| step.get("ns").and_then(|ns| ns.as_u64()).unwrap_or(0);
-    let kind_of = |step: &serde_json::Value| {
-        step.get("kind")
-            .and_then(|kind| kind.as_str())
-            .unwrap_or("?")
-            .to_owned()
-    };
-    let largest = steps
-        .iter()
-        .filter(|step| kind_of(step) != "run")
-        .max_by_key(|step| ns_of(step))
-        .or_else(|| steps.iter().max_by_key(|step| ns_of(step)));
-    let Some(step) = largest else {
-        return Culprit {
-            label: "(no critical path)".into(),
-            step: String::new(),
-            ns: 0,
-        };
-    };
-    let kind = kind_of(step);
-    let named = step.get("by").and_then(describe_by);
-    let label = named.unwrap_or_else(|| match kind.as_str() {
-        "cpu" => "(unnamed: waiting for a CPU)".into(),
-        "irq" => "interrupts".into(),
-        "run" => "(its own work took long)".into(),
-        other => format!("(unnamed: {other})"),
-    });
-    Culprit {
-        label,
-        step: kind,
-        ns: ns_of(step),
+/// The culprit the analysis names for the whole miss (`culprit`: the one that took the most
+/// time over its critical path).
+pub(crate) fn blame_of(late: &LateActivation) -> Blame {
+    match &late.culprit {
+        Some(culprit) => Blame {
+            label: culprit.describe(),
+            reservable: matches!(
+                culprit,
+                Culprit::Thread { .. } | Culprit::Throttled { .. } | Culprit::Migration { .. }
+            ),
+            ns: culprit.ns(),
+        },
+        None => Blame {
+            label: "(its own work)".into(),
+            reservable: false,
+            ns: late.response_ns,
+        },
     }
 }
 
@@ -135,17 +90,6 @@ pub(crate) fn human(ns: u64) -> String {
         format!("{:.1} ms", ns as f64 / 1e6)
     } else {
         format!("{} µs", ns / 1_000)
-    }
-}
-
-fn step_words(step: &str) -> &'static str {
-    match step {
-        "cpu" => "waited",
-        "irq" => "lost to interrupts",
-        "run" => "ran",
-        "futex" => "blocked on a lock",
-        "sleep" | "io" => "blocked",
-        _ => "lost",
     }
 }
 
@@ -163,6 +107,7 @@ pub(crate) struct WatchSummary {
 #[derive(Clone, Copy, Debug, Default)]
 struct CulpritTally {
     misses: u64,
+    reservable: bool,
     ns: u64,
     least_ns: u64,
     most_ns: u64,
@@ -172,8 +117,10 @@ const CULPRITS_KEPT: usize = 64;
 const THREADS_KEPT: usize = 256;
 
 impl WatchSummary {
-    fn add(&mut self, late: &LateActivation, culprit: &Culprit, period_ns: u64, need_ns: u64) {
-        self.misses += 1;
+    fn add(&mut self, late: &LateActivation, culprit: &Blame, period_ns: u64, need_ns: u64) {
+        // A `missed` entry stands for the periods the thread was not activated in.
+        let periods = late.periods.max(1);
+        self.misses += periods;
         let key = if self.culprits.len() >= CULPRITS_KEPT
             && !self.culprits.contains_key(&culprit.label)
         {
@@ -187,7 +134,8 @@ impl WatchSummary {
         } else {
             tally.least_ns.min(culprit.ns)
         };
-        tally.misses += 1;
+        tally.misses += periods;
+        tally.reservable = culprit.reservable;
         tally.ns += culprit.ns;
         tally.most_ns = tally.most_ns.max(culprit.ns);
         if self.threads.len() < THREADS_KEPT || self.threads.contains_key(&late.thread.tid) {
@@ -195,7 +143,7 @@ impl WatchSummary {
                 .threads
                 .entry(late.thread.tid)
                 .or_insert((late.thread.name.clone(), 0, 0, 0));
-            entry.1 += 1;
+            entry.1 += periods;
             entry.2 = period_ns;
             entry.3 = need_ns;
         }
@@ -234,18 +182,15 @@ impl WatchSummary {
                     human(tally.most_ns)
                 )
             };
-            let cause = if label.starts_with('(') {
-                format!("{} {label}", tally.misses)
-            } else if label.as_str() == "interrupts" {
-                format!("{} while interrupts took {held}", tally.misses)
-            } else if label.as_str() == "the hypervisor" {
-                format!("{} while the hypervisor took the CPU {held}", tally.misses)
-            } else {
-                format!("{} while {label} held the CPU {held}", tally.misses)
+            let cause = match label.as_str() {
+                own if own.starts_with('(') => format!("{} {own}", tally.misses),
+                other if tally.reservable => {
+                    format!("{} while {other} held the CPU {held}", tally.misses)
+                }
+                other => format!("{} to {other}, {held}", tally.misses),
             };
             line.push_str(&format!("; {cause}"));
-            let fixable = !label.starts_with('(')
-                && !matches!(label.as_str(), "the hypervisor" | "interrupts");
+            let fixable = tally.reservable;
             let how = match target {
                 Target::Comm(name) => Some(format!("--comm {name}")),
                 Target::Pid(pid) => Some(format!("--pid {pid}")),
@@ -254,7 +199,7 @@ impl WatchSummary {
             if let (true, Some(how)) = (fixable, how) {
                 line.push_str(&format!("; `rtlab reserve --auto {how}` would protect it"));
             } else if !fixable {
-                line.push_str("; a reservation inside this machine cannot protect against that");
+                line.push_str("; a CPU reservation cannot protect against that");
             }
         }
         line
@@ -425,23 +370,39 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         |report| {
             summary.see(&report);
             let start = summary.first_ns.unwrap_or(report.first_ns);
-            for late in &report.late_activations {
-                let culprit = culprit_of(late);
+            // The program's own threads only: the others appear as culprits.
+            let mut lates: Vec<&LateActivation> = report
+                .late_activations
+                .iter()
+                .filter(|late| {
+                    report
+                        .threads
+                        .iter()
+                        .any(|row| row.tid == late.thread.tid && row.target)
+                })
+                .collect();
+            lates.sort_by_key(|late| late.at_ns);
+            for late in lates {
+                let blame = blame_of(late);
                 let row = report.threads.iter().find(|row| row.tid == late.thread.tid);
                 let need = row.map_or(0, |row| row.cpu_per_activation_ns.p99);
-                summary.add(late, &culprit, late.period_ns, need);
+                summary.add(late, &blame, late.period_ns, need);
                 if !json_to_stdout {
+                    let what = match late.kind {
+                        LateKind::Late => format!("done after {}", human(late.response_ns)),
+                        LateKind::Missed => format!(
+                            "{} period(s) without an activation",
+                            late.periods
+                        ),
+                    };
                     println!(
-                        "{:>9.3} s  {} ({}) missed: done after {} of a {} period (needs {}); {} {}: {}",
+                        "{:>9.3} s  {} ({}) missed: {what}, period {}, needs {}; {}",
                         late.at_ns.saturating_sub(start) as f64 / 1e9,
                         late.thread.name,
                         late.thread.tid,
-                        human(late.response_ns),
                         human(late.period_ns),
                         human(need),
-                        step_words(&culprit.step),
-                        human(culprit.ns),
-                        culprit.label
+                        late.explanation
                     );
                 }
                 if let Some(json) = &mut json {
@@ -450,10 +411,6 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                         write_error.get_or_insert(error);
                     }
                 }
-            }
-            if report.late_activations_total > report.late_activations.len() as u64 {
-                summary.misses +=
-                    report.late_activations_total - report.late_activations.len() as u64;
             }
         },
     );
@@ -478,10 +435,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_apptrace::analyze::report::{PathStep, Ran, ThreadRef};
+    use rtlab_apptrace::analyze::report::ThreadRef;
 
-    fn late(steps: Vec<PathStep>) -> LateActivation {
+    fn late(culprit: Option<Culprit>) -> LateActivation {
         LateActivation {
+            kind: LateKind::Late,
             thread: ThreadRef {
                 tid: 7,
                 name: "xrun_client".into(),
@@ -490,56 +448,33 @@ mod tests {
             at_ns: 1_000,
             period_ns: 2_666_667,
             response_ns: 6_000_000,
-            critical_path: steps,
+            periods: 1,
+            culprit,
+            explanation: String::new(),
+            critical_path: Vec::new(),
+        }
+    }
+
+    fn hog(ns: u64) -> Culprit {
+        Culprit::Thread {
+            tid: 9,
+            name: "qhog7".into(),
+            policy: "SCHED_FIFO".into(),
+            priority: 95,
+            ns,
         }
     }
 
     #[test]
-    fn the_culprit_is_the_largest_wait_with_its_name() {
-        let late = late(vec![
-            PathStep {
-                kind: "cpu".into(),
-                ns: 5_900_000,
-                by: Some(Ran {
-                    tid: 9,
-                    name: "qhog0".into(),
-                    ns: 5_900_000,
-                }),
-            },
-            PathStep {
-                kind: "run".into(),
-                ns: 9_000_000,
-                by: None,
-            },
-        ]);
-        let culprit = culprit_of(&late);
-        assert_eq!(culprit.label, "qhog0");
-        assert_eq!(culprit.step, "cpu");
-        assert_eq!(culprit.ns, 5_900_000);
-    }
-
-    #[test]
-    fn a_path_of_own_work_only_says_so() {
-        let culprit = culprit_of(&late(vec![PathStep {
-            kind: "run".into(),
-            ns: 3_000_000,
-            by: None,
-        }]));
-        assert_eq!(culprit.label, "(its own work took long)");
-    }
-
-    #[test]
-    fn by_objects_of_every_kind_are_named() {
-        let thread = serde_json::json!({"kind": "thread", "tid": 9, "name": "qhog7",
-            "policy": "SCHED_FIFO", "priority": 95, "ns": 5});
-        assert_eq!(describe_by(&thread).unwrap(), "qhog7 (SCHED_FIFO 95)");
-        let listed = serde_json::json!([thread]);
-        assert_eq!(describe_by(&listed).unwrap(), "qhog7 (SCHED_FIFO 95)");
-        assert_eq!(
-            describe_by(&serde_json::json!({"kind": "hypervisor"})).unwrap(),
-            "the hypervisor"
-        );
-        assert_eq!(describe_by(&serde_json::Value::Null), None);
+    fn the_blame_is_the_culprit_in_words() {
+        let blame = blame_of(&late(Some(hog(5_900_000))));
+        assert_eq!(blame.label, "qhog7 (SCHED_FIFO 95)");
+        assert!(blame.reservable);
+        assert_eq!(blame.ns, 5_900_000);
+        let own = blame_of(&late(None));
+        assert_eq!(own.label, "(its own work)");
+        assert!(!own.reservable);
+        assert!(!blame_of(&late(Some(Culprit::Hypervisor { ns: 1 }))).reservable);
     }
 
     #[test]
@@ -550,12 +485,8 @@ mod tests {
             ..WatchSummary::default()
         };
         for held in [5_100_000, 5_900_000] {
-            let culprit = Culprit {
-                label: "qhog7 (SCHED_FIFO 95)".into(),
-                step: "cpu".into(),
-                ns: held,
-            };
-            summary.add(&late(Vec::new()), &culprit, 2_666_667, 838_000);
+            let late = late(Some(hog(held)));
+            summary.add(&late, &blame_of(&late), 2_666_667, 838_000);
         }
         let verdict = summary.verdict(&Target::Comm("jackd".into()));
         assert_eq!(
@@ -568,15 +499,32 @@ mod tests {
     }
 
     #[test]
+    fn missed_periods_count_as_misses_and_the_hypervisor_is_not_reservable() {
+        let mut summary = WatchSummary {
+            first_ns: Some(0),
+            last_ns: 20_000_000_000,
+            ..WatchSummary::default()
+        };
+        let mut missed = late(Some(Culprit::Hypervisor { ns: 3_000_000 }));
+        missed.kind = LateKind::Missed;
+        missed.periods = 3;
+        summary.add(&missed, &blame_of(&missed), 2_666_667, 838_000);
+        assert_eq!(summary.misses, 3);
+        let verdict = summary.verdict(&Target::Pid(42));
+        assert!(verdict.starts_with("3 deadline misses in 20 s; 3 to the hypervisor"), "{verdict}");
+        assert!(verdict.ends_with("a CPU reservation cannot protect against that"), "{verdict}");
+    }
+
+    #[test]
     fn culprits_stay_bounded() {
         let mut summary = WatchSummary::default();
         for n in 0..1_000 {
-            let culprit = Culprit {
+            let blame = Blame {
                 label: format!("thread{n}"),
-                step: "cpu".into(),
+                reservable: true,
                 ns: 1,
             };
-            summary.add(&late(Vec::new()), &culprit, 1, 1);
+            summary.add(&late(None), &blame, 1, 1);
         }
         assert_eq!(summary.culprits.len(), CULPRITS_KEPT + 1);
         assert_eq!(summary.misses, 1_000);
