@@ -9,7 +9,7 @@
 //! misses rose. Ctrl-C or an error before the end releases what was granted.
 
 use super::daemon_client::SocketArgs;
-use super::trace_watch::{human, observe};
+use super::trace_watch::{human, is_real_time, observe};
 use anyhow::Context as _;
 use rtlab_apptrace::analyze::report::TraceReport;
 use rtlab_apptrace::record::Target;
@@ -84,12 +84,6 @@ fn machine() -> anyhow::Result<AutoMachine> {
         deadline_share_per_cpu,
         deadline_preferred: facts.best_backend() == rtlab_sched::enforce::BackendKind::Deadline,
     })
-}
-
-fn is_real_time(policy: &str) -> bool {
-    ["FIFO", "RR", "DEADLINE"]
-        .iter()
-        .any(|name| policy.contains(name))
 }
 
 /// The observation's threads as the decision reads them.

@@ -313,6 +313,41 @@ pub(crate) fn observe(
     whole.ok_or_else(|| anyhow::anyhow!("the observation of {} recorded nothing", target.describe()))
 }
 
+pub(crate) fn is_real_time(policy: &str) -> bool {
+    ["FIFO", "RR", "DEADLINE"]
+        .iter()
+        .any(|name| policy.contains(name))
+}
+
+/// The threads whose misses are reported: the program's periodic real-time threads, or, in a
+/// program without any, its threads with a period of at least [`SHORTEST_WATCHED_PERIOD_NS`]
+/// (shorter "periods" of normal threads are bursts of short sleeps, not deadlines). Other
+/// programs' threads appear only as culprits.
+fn watched_threads(report: &TraceReport) -> Vec<i32> {
+    let periodic = |row: &&rtlab_apptrace::analyze::report::ThreadRow| {
+        row.target && row.period_ns.is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
+    };
+    let real_time: Vec<i32> = report
+        .threads
+        .iter()
+        .filter(periodic)
+        .filter(|row| is_real_time(&row.policy))
+        .map(|row| row.tid)
+        .collect();
+    if !real_time.is_empty() {
+        return real_time;
+    }
+    report
+        .threads
+        .iter()
+        .filter(periodic)
+        .map(|row| row.tid)
+        .collect()
+}
+
+/// The shortest period a thread's misses are reported for.
+const SHORTEST_WATCHED_PERIOD_NS: u64 = 100_000;
+
 fn comm_running(name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
@@ -359,6 +394,31 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             target.describe()
         );
     }
+    // The recording stops on Ctrl-C, and with --comm when the last process of that name ends
+    // (a recording by name would otherwise wait for the next one).
+    let record_stop = Arc::new(AtomicBool::new(false));
+    let watcher_done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (record_stop, watcher_done, stop) = (
+            Arc::clone(&record_stop),
+            Arc::clone(&watcher_done),
+            Arc::clone(&stop),
+        );
+        let name = match &target {
+            Target::Comm(name) => Some(name.clone()),
+            _ => None,
+        };
+        std::thread::spawn(move || {
+            while !watcher_done.load(Ordering::SeqCst) {
+                let ended = name.as_deref().is_some_and(|name| !comm_running(name));
+                if stop.load(Ordering::SeqCst) || ended {
+                    record_stop.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
     let mut summary = WatchSummary::default();
     let mut write_error = None;
     let recorded = watch_windows(
@@ -366,20 +426,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         args.duration.map(|duration| Duration::from_nanos(duration.0)),
         DEFAULT_WINDOW_NS,
         &args.recorder,
-        &stop,
+        &record_stop,
         |report| {
             summary.see(&report);
             let start = summary.first_ns.unwrap_or(report.first_ns);
-            // The program's own threads only: the others appear as culprits.
+            let watched = watched_threads(&report);
             let mut lates: Vec<&LateActivation> = report
                 .late_activations
                 .iter()
-                .filter(|late| {
-                    report
-                        .threads
-                        .iter()
-                        .any(|row| row.tid == late.thread.tid && row.target)
-                })
+                .filter(|late| watched.contains(&late.thread.tid))
                 .collect();
             lates.sort_by_key(|late| late.at_ns);
             for late in lates {
@@ -419,7 +474,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             return Err(anyhow::Error::new(error).context("writing --json"));
         }
     }
-    let recorded = recorded?;
+    watcher_done.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+    recorded?;
+    let interrupted = stop.load(Ordering::SeqCst);
     if let Some(json) = &mut json {
         json.flush().context("writing --json")?;
     }
@@ -429,7 +487,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{text}");
     }
-    Ok(crate::exit::finished(recorded.interrupted))
+    Ok(crate::exit::finished(interrupted))
 }
 
 #[cfg(test)]
