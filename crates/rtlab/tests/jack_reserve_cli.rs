@@ -66,8 +66,7 @@ impl Daemon {
             .as_array()
             .expect("reservations")
             .iter()
-            .flat_map(|row| row["threads"].as_array().cloned().unwrap_or_default())
-            .filter_map(|thread| thread["tid"].as_u64())
+            .filter_map(|row| row["tid"].as_u64())
             .collect()
     }
 }
@@ -146,9 +145,11 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
         reserved <= limit,
         "reserve --auto: {reserved} xruns, above the idle level ({idle}: at most {limit})"
     );
+    // (Not `unreserved > limit`: another program's competitor on a shared machine can raise the
+    // idle round too; that only loosens the limit above.)
     assert!(
-        unreserved > limit && reserved * 4 < unreserved,
-        "the competitor did not hurt ({unreserved} unreserved against {reserved} reserved)"
+        reserved * 4 < unreserved,
+        "the reservation did not protect ({unreserved} xruns unreserved, {reserved} reserved)"
     );
     // The client's reservation went with it; the server's goes with the server.
     let client_tid = reservations
@@ -191,13 +192,20 @@ fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
         .command()
         .env("RTLAB_SOCKET", &daemon.socket)
         .args(["reserve", "--auto", "--pid", &client_pid.to_string(), "--observe", "4s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(std::fs::File::create(sandbox.file("auto.out")).unwrap())
+        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
         .spawn()
         .unwrap();
     // Killed while it checks the reservations it made.
     let start = Instant::now();
     while daemon.reservation_tids(&sandbox).is_empty() {
+        if let Ok(Some(status)) = auto.try_wait() {
+            panic!(
+                "reserve --auto ended ({status}) before it was killed:\n{}{}",
+                std::fs::read_to_string(sandbox.file("auto.out")).unwrap_or_default(),
+                std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
+            );
+        }
         assert!(start.elapsed() < Duration::from_secs(30), "reserve --auto reserved nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
