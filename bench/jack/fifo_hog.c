@@ -58,7 +58,13 @@ static void *spin(void *arg)
         fprintf(stderr, "fifo_hog: SCHED_FIFO %d: %s\n", priority, strerror(error));
         return NULL;
     }
-    uint64_t next = monotonic_ns();
+    /* Every spinner starts on the same multiple of the period, so they burst together on every
+     * CPU (a thread created a few ms late would otherwise leave a CPU free for the victim to
+     * migrate to, and the competitor's harm would depend on thread start-up). */
+    uint64_t next = (monotonic_ns() / period_ns + 1) * period_ns;
+    struct timespec first = {.tv_sec = (time_t)(next / 1000000000u),
+                             .tv_nsec = (long)(next % 1000000000u)};
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &first, NULL);
     while (!stop_requested && next < end_ns) {
         uint64_t stop = next + burst_ns;
         volatile uint64_t sink = 0;

@@ -19,6 +19,7 @@ printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
 "$rtlab" daemon --config "$work/rtlabd.toml" --socket "$RTLAB_SOCKET" 2> "$work/daemon.log" &
 server=bench$$
 jackd -n "$server" -R -P 70 -d dummy -r 48000 -p 128 > /dev/null 2>&1 &
+jackd_pid=$!
 sleep 2
 client() { "$work/xrun_client" -s "$server" -w -l 30 -d "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["xruns"])'; }
 for round in $(seq "$rounds"); do
@@ -27,19 +28,24 @@ for round in $(seq "$rounds"); do
   hog=$!
   unreserved=$(client 20)
   wait "$hog" || true
-  "$work/xrun_client" -s "$server" -w -l 30 -d 30 > "$work/reserved.json" &
+  rm -f "$work/xruns.log"
+  "$work/xrun_client" -s "$server" -w -l 30 -d 30 -x "$work/xruns.log" > "$work/reserved.json" &
   pid=$!
   sleep 1
   "$rtlab" reserve --auto --pid "$pid" --observe 3s --json "$work/auto.json" > /dev/null
+  hog_start=$(python3 -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))')
   "$work/fifo_hog" -p 95 -b 6000 -P 20000 -d 20 &
   hog=$!
   wait "$pid"
   wait "$hog" || true
-  reserved=$(python3 -c 'import json; print(json.load(open("'"$work"'/reserved.json"))["xruns"])')
+  # xruns while the competitor ran (20 s), as in the unreserved round.
+  reserved=$(awk -v start="$hog_start" '$1 >= start { n++ } END { print n + 0 }' "$work/xruns.log")
+  total=$(python3 -c 'import json; print(json.load(open("'"$work"'/reserved.json"))["xruns"])')
   shares=$(python3 -c '
 import json
 d = json.load(open("'"$work"'/auto.json"))
 print(d["outcome"], "; ".join("%s %s: asked %.1f %%, took %.1f %% (%s, %d periods/window)" % (r["name"], r["tid"], 100*r["asked_share"], 100*(r["granted_share"] or 0), r["backend"], r["periods_per_window"]) for r in d["reservations"]))')
-  echo "round $round: idle $idle, unreserved $unreserved, reserve --auto $reserved ($shares)"
+  echo "round $round: idle $idle, unreserved $unreserved, reserve --auto $reserved ($total in the client's 30 s; $shares)"
+  "$rtlab" release --pid "$jackd_pid" > /dev/null || true
   sleep 2
 done

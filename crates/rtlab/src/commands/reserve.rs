@@ -74,7 +74,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let target = match (&args.pid, &args.comm) {
             (Some(pid), _) => rtlab_apptrace::record::Target::Pid(*pid),
             (None, Some(name)) => rtlab_apptrace::record::Target::Comm(name.clone()),
-            (None, None) => return Err(crate::exit::input("--auto needs --comm NAME or --pid PID")),
+            (None, None) => {
+                return Err(crate::exit::input("--auto needs --comm NAME or --pid PID"))
+            }
         };
         return super::reserve_auto::run(super::reserve_auto::AutoArgs {
             target,

@@ -6,9 +6,7 @@
 
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
-use rtlab_apptrace::analyze::report::{
-    Culprit, LateActivation, LateKind, SourceInfo, TraceReport,
-};
+use rtlab_apptrace::analyze::report::{Culprit, LateActivation, LateKind, SourceInfo, TraceReport};
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::file::FileHeader;
 use rtlab_apptrace::live::{LiveSink, WindowedAnalyzer, DEFAULT_WINDOW_NS};
@@ -139,10 +137,10 @@ impl WatchSummary {
         tally.ns += culprit.ns;
         tally.most_ns = tally.most_ns.max(culprit.ns);
         if self.threads.len() < THREADS_KEPT || self.threads.contains_key(&late.thread.tid) {
-            let entry = self
-                .threads
-                .entry(late.thread.tid)
-                .or_insert((late.thread.name.clone(), 0, 0, 0));
+            let entry =
+                self.threads
+                    .entry(late.thread.tid)
+                    .or_insert((late.thread.name.clone(), 0, 0, 0));
             entry.1 += periods;
             entry.2 = period_ns;
             entry.3 = need_ns;
@@ -310,7 +308,8 @@ pub(crate) fn observe(
     watch_windows(target, Some(duration), u64::MAX, "auto", stop, |report| {
         whole = Some(report)
     })?;
-    whole.ok_or_else(|| anyhow::anyhow!("the observation of {} recorded nothing", target.describe()))
+    whole
+        .ok_or_else(|| anyhow::anyhow!("the observation of {} recorded nothing", target.describe()))
 }
 
 pub(crate) fn is_real_time(policy: &str) -> bool {
@@ -325,7 +324,10 @@ pub(crate) fn is_real_time(policy: &str) -> bool {
 /// programs' threads appear only as culprits.
 fn watched_threads(report: &TraceReport) -> Vec<i32> {
     let periodic = |row: &&rtlab_apptrace::analyze::report::ThreadRow| {
-        row.target && row.period_ns.is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
+        row.target
+            && row
+                .period_ns
+                .is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
     };
     let real_time: Vec<i32> = report
         .threads
@@ -353,7 +355,10 @@ fn comm_running(name: &str) -> bool {
         return false;
     };
     entries.flatten().any(|entry| {
-        entry.file_name().to_str().is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        entry
+            .file_name()
+            .to_str()
+            .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
             && std::fs::read_to_string(entry.path().join("comm"))
                 .is_ok_and(|comm| comm.trim_end() == name)
     })
@@ -371,8 +376,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         None => None,
         Some(_) if json_to_stdout => Some(Box::new(std::io::stdout())),
         Some(path) => Some(Box::new(std::io::LineWriter::new(
-            std::fs::File::create(path)
-                .map_err(|error| crate::exit::input(format!("--json {}: {error}", path.display())))?,
+            std::fs::File::create(path).map_err(|error| {
+                crate::exit::input(format!("--json {}: {error}", path.display()))
+            })?,
         ))),
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -423,7 +429,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let mut write_error = None;
     let recorded = watch_windows(
         &target,
-        args.duration.map(|duration| Duration::from_nanos(duration.0)),
+        args.duration
+            .map(|duration| Duration::from_nanos(duration.0)),
         DEFAULT_WINDOW_NS,
         &args.recorder,
         &record_stop,
@@ -445,10 +452,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                 if !json_to_stdout {
                     let what = match late.kind {
                         LateKind::Late => format!("done after {}", human(late.response_ns)),
-                        LateKind::Missed => format!(
-                            "{} period(s) without an activation",
-                            late.periods
-                        ),
+                        LateKind::Missed => {
+                            format!("{} period(s) without an activation", late.periods)
+                        }
                     };
                     println!(
                         "{:>9.3} s  {} ({}) missed: {what}, period {}, needs {}; {}",
@@ -569,8 +575,14 @@ mod tests {
         summary.add(&missed, &blame_of(&missed), 2_666_667, 838_000);
         assert_eq!(summary.misses, 3);
         let verdict = summary.verdict(&Target::Pid(42));
-        assert!(verdict.starts_with("3 deadline misses in 20 s; 3 to the hypervisor"), "{verdict}");
-        assert!(verdict.ends_with("a CPU reservation cannot protect against that"), "{verdict}");
+        assert!(
+            verdict.starts_with("3 deadline misses in 20 s; 3 to the hypervisor"),
+            "{verdict}"
+        );
+        assert!(
+            verdict.ends_with("a CPU reservation cannot protect against that"),
+            "{verdict}"
+        );
     }
 
     #[test]
