@@ -1,7 +1,8 @@
 //! A timeline of an application's deadline misses coloured by culprit, for `rtlab report --trace`:
 //! one bar per late activation or missed period at its time, its height the response in periods,
 //! its colour the culprit the analysis names (the legend ranks them by the time they took).
-//! Deterministic (sorted input, fixed palette), so it can be snapshotted.
+//! Only the recorded program's periodic threads count ([`watched_threads`]). Deterministic
+//! (sorted input, fixed palette), so it can be snapshotted.
 
 use crate::analyze::report::{LateActivation, TraceReport};
 use std::fmt::Write as _;
@@ -24,6 +25,56 @@ fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The shortest period a thread's misses are reported for.
+pub const SHORTEST_WATCHED_PERIOD_NS: u64 = 100_000;
+
+fn is_real_time(policy: &str) -> bool {
+    ["FIFO", "RR", "DEADLINE"]
+        .iter()
+        .any(|name| policy.contains(name))
+}
+
+/// The threads whose misses are shown (`trace watch`, `report --trace`): the recorded program's
+/// periodic real-time threads, or, in a program without any, its threads with a period of at
+/// least [`SHORTEST_WATCHED_PERIOD_NS`] (shorter "periods" of normal threads are bursts of short
+/// sleeps, not deadlines). Other programs' threads appear only as culprits.
+pub fn watched_threads(report: &TraceReport) -> Vec<i32> {
+    let periodic = |row: &&crate::analyze::report::ThreadRow| {
+        row.target
+            && row
+                .period_ns
+                .is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
+    };
+    let real_time: Vec<i32> = report
+        .threads
+        .iter()
+        .filter(periodic)
+        .filter(|row| is_real_time(&row.policy))
+        .map(|row| row.tid)
+        .collect();
+    if !real_time.is_empty() {
+        return real_time;
+    }
+    report
+        .threads
+        .iter()
+        .filter(periodic)
+        .map(|row| row.tid)
+        .collect()
+}
+
+/// The misses of the watched threads, in time order.
+pub fn watched_misses(report: &TraceReport) -> Vec<&LateActivation> {
+    let watched = watched_threads(report);
+    let mut misses: Vec<&LateActivation> = report
+        .late_activations
+        .iter()
+        .filter(|late| watched.contains(&late.thread.tid))
+        .collect();
+    misses.sort_by_key(|late| (late.at_ns, late.thread.tid));
+    misses
+}
+
 /// The culprit of a miss in words ("(its own work)" when the analysis names none).
 pub fn culprit_label(late: &LateActivation) -> String {
     late.culprit
@@ -34,7 +85,7 @@ pub fn culprit_label(late: &LateActivation) -> String {
 /// Culprits ranked by the time they took: (label, misses, ns).
 pub fn ranked_culprits(report: &TraceReport) -> Vec<(String, u64, u64)> {
     let mut ranked: Vec<(String, u64, u64)> = Vec::new();
-    for late in &report.late_activations {
+    for late in watched_misses(report) {
         let label = culprit_label(late);
         let ns = late.culprit.as_ref().map_or(late.response_ns, |c| c.ns());
         match ranked.iter_mut().find(|(known, _, _)| *known == label) {
@@ -82,9 +133,7 @@ pub fn render(report: &TraceReport) -> String {
             y + 4.0
         );
     }
-    let mut misses: Vec<&LateActivation> = report.late_activations.iter().collect();
-    misses.sort_by_key(|late| (late.at_ns, late.thread.tid));
-    for late in misses {
+    for late in watched_misses(report) {
         let x = LEFT
             + (WIDTH - LEFT - 10.0)
                 * (late.at_ns.saturating_sub(report.first_ns) as f64 / duration);

@@ -30,8 +30,7 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
             header,
         )
         .map_err(|error| crate::exit::input(format!("--trace {}: {error}", path.display())))?;
-        let misses: u64 = report
-            .late_activations
+        let misses: u64 = rtlab_apptrace::misses_svg::watched_misses(&report)
             .iter()
             .map(|late| late.periods.max(1))
             .sum();

@@ -318,38 +318,6 @@ pub(crate) fn is_real_time(policy: &str) -> bool {
         .any(|name| policy.contains(name))
 }
 
-/// The threads whose misses are reported: the program's periodic real-time threads, or, in a
-/// program without any, its threads with a period of at least [`SHORTEST_WATCHED_PERIOD_NS`]
-/// (shorter "periods" of normal threads are bursts of short sleeps, not deadlines). Other
-/// programs' threads appear only as culprits.
-fn watched_threads(report: &TraceReport) -> Vec<i32> {
-    let periodic = |row: &&rtlab_apptrace::analyze::report::ThreadRow| {
-        row.target
-            && row
-                .period_ns
-                .is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
-    };
-    let real_time: Vec<i32> = report
-        .threads
-        .iter()
-        .filter(periodic)
-        .filter(|row| is_real_time(&row.policy))
-        .map(|row| row.tid)
-        .collect();
-    if !real_time.is_empty() {
-        return real_time;
-    }
-    report
-        .threads
-        .iter()
-        .filter(periodic)
-        .map(|row| row.tid)
-        .collect()
-}
-
-/// The shortest period a thread's misses are reported for.
-const SHORTEST_WATCHED_PERIOD_NS: u64 = 100_000;
-
 fn comm_running(name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
@@ -437,7 +405,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         |report| {
             summary.see(&report);
             let start = summary.first_ns.unwrap_or(report.first_ns);
-            let watched = watched_threads(&report);
+            let watched = rtlab_apptrace::misses_svg::watched_threads(&report);
             let mut lates: Vec<&LateActivation> = report
                 .late_activations
                 .iter()
