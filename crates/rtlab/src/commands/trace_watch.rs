@@ -181,7 +181,8 @@ impl WatchSummary {
                 )
             };
             let cause = match label.as_str() {
-                own if own.starts_with('(') => format!("{} {own}", tally.misses),
+                "(its own work)" => format!("{} from the thread's own work", tally.misses),
+                unnamed if unnamed.starts_with('(') => format!("{} {unnamed}", tally.misses),
                 other if tally.reservable => {
                     format!("{} while {other} held the CPU {held}", tally.misses)
                 }
@@ -318,6 +319,14 @@ pub(crate) fn is_real_time(policy: &str) -> bool {
         .any(|name| policy.contains(name))
 }
 
+/// Whether process `pid` is gone or a zombie (exited, not yet reaped by its parent).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
 fn comm_running(name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
@@ -368,8 +377,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             target.describe()
         );
     }
-    // The recording stops on Ctrl-C, and with --comm when the last process of that name ends
-    // (a recording by name would otherwise wait for the next one).
+    // The recording stops on Ctrl-C, with --comm when the last process of that name ends (a
+    // recording by name would otherwise wait for the next one), with --pid when the process
+    // has exited, reaped or not.
     let record_stop = Arc::new(AtomicBool::new(false));
     let watcher_done = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -378,13 +388,14 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             Arc::clone(&watcher_done),
             Arc::clone(&stop),
         );
-        let name = match &target {
-            Target::Comm(name) => Some(name.clone()),
-            _ => None,
-        };
+        let target = target.clone();
         std::thread::spawn(move || {
             while !watcher_done.load(Ordering::SeqCst) {
-                let ended = name.as_deref().is_some_and(|name| !comm_running(name));
+                let ended = match &target {
+                    Target::Comm(name) => !comm_running(name),
+                    Target::Pid(pid) => exited(*pid),
+                    Target::Command(_) => false,
+                };
                 if stop.load(Ordering::SeqCst) || ended {
                     record_stop.store(true, Ordering::SeqCst);
                     return;
