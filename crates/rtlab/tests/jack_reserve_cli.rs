@@ -370,3 +370,53 @@ fn reserve_auto_without_a_program_is_a_usage_error() {
         .unwrap();
     assert_exit_code(&output, 2);
 }
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
+fn an_interrupted_reserve_auto_releases_what_it_reserved() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "interrupted", 30, 20.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let mut auto = sandbox
+        .command()
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .args([
+            "reserve",
+            "--auto",
+            "--pid",
+            &client.pid().to_string(),
+            "--observe",
+            "5s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while daemon.reservation_tids(&sandbox).is_empty() {
+        assert!(
+            matches!(auto.try_wait(), Ok(None)),
+            "reserve --auto ended early: {}",
+            std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "reserve --auto reserved nothing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGINT while it checks: it releases, says why, and exits 130; the program still runs.
+    Command::new("kill")
+        .args(["-INT", &auto.id().to_string()])
+        .status()
+        .unwrap();
+    let status = auto.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let said = std::fs::read_to_string(sandbox.file("auto.err")).unwrap();
+    assert!(said.contains("released the reservations"), "{said}");
+    assert!(daemon.reservation_tids(&sandbox).is_empty());
+    let report = client.wait();
+    assert!(report.callbacks > 0);
+}
