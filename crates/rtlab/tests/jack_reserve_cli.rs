@@ -420,3 +420,49 @@ fn an_interrupted_reserve_auto_releases_what_it_reserved() {
     let report = client.wait();
     assert!(report.callbacks > 0);
 }
+
+#[test]
+#[ignore = "needs root: tracing"]
+fn trace_watch_wait_waits_for_the_name_to_appear() {
+    let sandbox = Sandbox::new();
+    let program = sandbox.file("rtlabwait26");
+    std::fs::copy("/bin/sleep", &program).unwrap();
+    let stderr_path = sandbox.file("watch.err");
+    let watch = sandbox
+        .command()
+        .args([
+            "trace",
+            "watch",
+            "--comm",
+            "rtlabwait26",
+            "--wait",
+            "-D",
+            "3s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    // The name appears only once the watch says it waits for it.
+    let start = Instant::now();
+    while !std::fs::read_to_string(&stderr_path)
+        .unwrap_or_default()
+        .contains("waiting for a process named \"rtlabwait26\"")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the watch never waited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut named = Command::new(&program).arg("30").spawn().unwrap();
+    let output = watch.wait_with_output().unwrap();
+    let _ = named.kill();
+    let _ = named.wait();
+    assert_exit_code(&output, 0);
+    assert!(
+        stdout_text(&output).contains("watched comm rtlabwait26"),
+        "{}",
+        stdout_text(&output)
+    );
+}
