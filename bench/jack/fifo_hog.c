@@ -2,9 +2,11 @@
  * fifo_hog: the competitor of the JACK tests and benchmarks. One SCHED_FIFO thread per CPU in a
  * list, each pinned to its CPU, spinning BURST every PERIOD for at most SECONDS, then exiting.
  *
- *   fifo_hog [-c CPU_LIST] [-p PRIORITY] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM]
+ *   fifo_hog [-c CPU_LIST] [-p PRIORITY] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM] [-A]
  *
  * Defaults: every online CPU, priority 95, 6000 us every 20000 us, 20 s, comm "qhog".
+ * -A aligns the bursts to multiples of PERIOD on CLOCK_MONOTONIC, so every CPU's spinner bursts at
+ * once and the program it competes with has no free CPU to move to (the tests use it).
  * Every spinner stops on its own: each burst checks the run's end, and the process sets
  * RLIMIT_RTTIME so the kernel kills a spinner that never sleeps (it sleeps every period).
  */
@@ -41,6 +43,9 @@ static void on_signal(int signal_number)
     stop_requested = 1;
 }
 
+/* -A: bursts aligned to multiples of the period on CLOCK_MONOTONIC (all CPUs at once). */
+static int align;
+
 static void *spin(void *arg)
 {
     int cpu = (int)(intptr_t)arg;
@@ -58,13 +63,14 @@ static void *spin(void *arg)
         fprintf(stderr, "fifo_hog: SCHED_FIFO %d: %s\n", priority, strerror(error));
         return NULL;
     }
-    /* Every spinner starts on the same multiple of the period, so they burst together on every
-     * CPU (a thread created a few ms late would otherwise leave a CPU free for the victim to
-     * migrate to, and the competitor's harm would depend on thread start-up). */
-    uint64_t next = (monotonic_ns() / period_ns + 1) * period_ns;
-    struct timespec first = {.tv_sec = (time_t)(next / 1000000000u),
-                             .tv_nsec = (long)(next % 1000000000u)};
-    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &first, NULL);
+    uint64_t next = monotonic_ns();
+    if (align) {
+        /* Bursts at multiples of the period: every CPU's spinner bursts at the same time. */
+        next = (next / period_ns + 1) * period_ns;
+        struct timespec first = {.tv_sec = (time_t)(next / 1000000000u),
+                                 .tv_nsec = (long)(next % 1000000000u)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &first, NULL);
+    }
     while (!stop_requested && next < end_ns) {
         uint64_t stop = next + burst_ns;
         volatile uint64_t sink = 0;
@@ -86,7 +92,7 @@ int main(int argc, char **argv)
     const char *cpu_list = NULL;
     double seconds = 20.0;
     int option;
-    while ((option = getopt(argc, argv, "c:p:b:P:d:n:")) != -1) {
+    while ((option = getopt(argc, argv, "c:p:b:P:d:n:A")) != -1) {
         switch (option) {
         case 'c': cpu_list = optarg; break;
         case 'p': priority = atoi(optarg); break;
@@ -94,8 +100,9 @@ int main(int argc, char **argv)
         case 'P': period_ns = (uint64_t)(atof(optarg) * 1000.0); break;
         case 'd': seconds = atof(optarg); break;
         case 'n': comm = optarg; break;
+        case 'A': align = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-c CPUS] [-p PRIO] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-c CPUS] [-p PRIO] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM] [-A]\n", argv[0]);
             return 2;
         }
     }

@@ -24,7 +24,7 @@ sleep 2
 client() { "$work/xrun_client" -s "$server" -w -l 30 -d "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["xruns"])'; }
 for round in $(seq "$rounds"); do
   idle=$(client 20)
-  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -d 20 &
+  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 20 &
   hog=$!
   unreserved=$(client 20)
   wait "$hog" || true
@@ -34,7 +34,7 @@ for round in $(seq "$rounds"); do
   sleep 1
   "$rtlab" reserve --auto --pid "$pid" --observe 3s --json "$work/auto.json" > /dev/null
   hog_start=$(python3 -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))')
-  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -d 20 &
+  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 20 &
   hog=$!
   wait "$pid"
   wait "$hog" || true

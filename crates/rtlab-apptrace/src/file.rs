@@ -204,6 +204,19 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
             put(&mut body, 2, priority);
             (16, tid)
         }
+        EventKind::Runtime { tid, runtime_ns } => {
+            body[0..8].copy_from_slice(&runtime_ns.to_le_bytes());
+            (18, tid)
+        }
+        EventKind::OtherPolicy {
+            tid,
+            policy,
+            priority,
+        } => {
+            put(&mut body, 0, policy as i32);
+            put(&mut body, 1, priority);
+            (17, tid)
+        }
     };
     record[10] = kind;
     record[12..16].copy_from_slice(&tid.to_le_bytes());
@@ -286,6 +299,16 @@ pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
             policy: Policy::from_code(word(1) as u32)
                 .ok_or_else(|| format!("unknown policy {}", word(1)))?,
             priority: word(2),
+        },
+        17 => EventKind::OtherPolicy {
+            tid,
+            policy: Policy::from_code(word(0) as u32)
+                .ok_or_else(|| format!("unknown policy {}", word(0)))?,
+            priority: word(1),
+        },
+        18 => EventKind::Runtime {
+            tid,
+            runtime_ns: long(),
         },
         other => return Err(format!("unknown record kind {other}")),
     };
@@ -657,6 +680,15 @@ mod tests {
                 policy: Policy::Fifo,
                 priority: 30,
             },
+            EventKind::Runtime {
+                tid: 3,
+                runtime_ns: 123_456_789,
+            },
+            EventKind::OtherPolicy {
+                tid: 9,
+                policy: Policy::RoundRobin,
+                priority: 95,
+            },
         ];
         kinds
             .into_iter()
@@ -688,17 +720,21 @@ mod tests {
         assert_eq!(file.header, sample_header());
         let mut read = Vec::new();
         let summary = file.for_each_event(|event| read.push(*event)).unwrap();
-        assert_eq!(read.len(), 32_000);
+        assert_eq!(read.len(), events.len() * 2000);
         assert_eq!(&read[..events.len()], &events[..]);
         let trailer = summary.trailer.unwrap();
-        assert_eq!((trailer.n_events, trailer.lost_events), (32_000, 3));
+        assert_eq!(
+            (trailer.n_events, trailer.lost_events),
+            (events.len() as u64 * 2000, 3)
+        );
         // Cut inside the last block: the complete blocks before it are still read.
         let trailer_at = bytes.iter().rposition(|byte| *byte == b'E').unwrap();
         let cut = &bytes[..trailer_at - 10];
         let mut file = TraceFile::open(cut).unwrap();
         let summary = file.for_each_event(|_| {}).unwrap();
         assert_eq!(summary.trailer, None);
-        assert_eq!(summary.n_events, RECORDS_PER_BLOCK as u64);
+        let complete = events.len() * 2000 / RECORDS_PER_BLOCK * RECORDS_PER_BLOCK;
+        assert_eq!(summary.n_events, complete as u64);
     }
 
     #[test]

@@ -127,6 +127,19 @@ pub enum EventKind {
         policy: Policy,
         priority: i32,
     },
+    /// A target thread's CPU time so far (`se.sum_exec_runtime`, without the time a hypervisor
+    /// took on a guest with steal accounting), recorded just before a switch of it (BPF).
+    Runtime {
+        tid: i32,
+        runtime_ns: u64,
+    },
+    /// Read while recording: the policy of a thread that is not the target's (a real-time
+    /// thread that preempted or delayed it), so a culprit is named with its policy.
+    OtherPolicy {
+        tid: i32,
+        policy: Policy,
+        priority: i32,
+    },
 }
 
 /// One event with its time (ns, the trace's clock) and CPU.

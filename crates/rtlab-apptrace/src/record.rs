@@ -266,6 +266,7 @@ pub fn record<W: Write>(
     }
     let mut pending: Vec<Event> = info_events;
     let mut waits: HashMap<i32, FutexWait> = HashMap::new();
+    let mut other_policies_read: HashSet<i32> = HashSet::new();
     let mut summary = RecordSummary {
         enabled_events: recorder.enabled_events(),
         removed_stale_instances: recorder.removed_stale_instances(),
@@ -304,6 +305,40 @@ pub fn record<W: Write>(
                 _ => {}
             }
         }
+        // The policy of the real-time threads that are not the target's, read once each: a
+        // culprit is then named "qhog0 (SCHED_FIFO 95)", not by the classes its priority implies.
+        let mut others = Vec::new();
+        for event in &pending {
+            if let EventKind::Switch {
+                prev_tid,
+                prev_prio,
+                next_tid,
+                next_prio,
+                ..
+            } = event.kind
+            {
+                for (tid, prio) in [(prev_tid, prev_prio), (next_tid, next_prio)] {
+                    if tid > 0
+                        && prio < 100
+                        && !targets.threads.contains_key(&(tid as u32))
+                        && other_policies_read.insert(tid)
+                    {
+                        if let Ok(policy) = rtlab_sys::sched::thread_policy(tid as u32) {
+                            others.push(Event {
+                                timestamp_ns: event.timestamp_ns,
+                                cpu: event.cpu,
+                                kind: EventKind::OtherPolicy {
+                                    tid,
+                                    policy: convert_policy(&policy),
+                                    priority: policy.priority_or_nice(),
+                                },
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        pending.extend(others);
         let probe_before = poll_start.saturating_sub(config.owner_probe_after.as_nanos() as u64);
         for (&tid, wait) in waits.iter_mut() {
             if wait.probed || wait.since > probe_before {

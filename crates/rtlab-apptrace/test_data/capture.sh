@@ -5,7 +5,8 @@
 # Touches nothing outside its own instance, which it removes on every exit.
 # With SLIM=1 the kallsyms are left out (trace-cmd reads an empty /proc/kallsyms in a private
 # mount namespace): the fixtures' way to stay small.
-# BUFFER_KB sets the ring per CPU (default 4096).
+# BUFFER_KB sets the ring per CPU (default 4096); CLOCK the trace clock (default local; mono to
+# compare the times with CLOCK_MONOTONIC ones).
 # Usage: [SLIM=1] [BUFFER_KB=N] capture.sh OUT.dat COMMAND [ARGS...]
 set -euo pipefail
 out=$1; shift
@@ -18,6 +19,7 @@ trap cleanup EXIT
 mkdir "$instance"
 echo 0 > "$instance/tracing_on"
 echo "${BUFFER_KB:-4096}" > "$instance/buffer_size_kb"
+echo "${CLOCK:-local}" > "$instance/trace_clock"
 for event in sched/sched_switch sched/sched_waking sched/sched_wakeup_new sched/sched_process_fork \
     sched/sched_process_exit sched/sched_migrate_task sched/sched_pi_setprio \
     syscalls/sys_enter_futex syscalls/sys_exit_futex irq/irq_handler_entry irq/irq_handler_exit \

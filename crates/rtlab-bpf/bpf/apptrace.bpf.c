@@ -13,14 +13,19 @@
  *
  * What is kept (the tracefs recording keeps the same events, for every task):
  * - sched_switch when either side is a target thread or a target thread is on that CPU (so
- *   whoever holds the CPU while a target waits for it is seen);
+ *   whoever holds the CPU while a target waits for it is seen), and on every CPU when either
+ *   side is real-time (kernel prio below 100: SCHED_FIFO/RR/DEADLINE), so what held back the
+ *   real-time thread that activates a target (a gap without activation) is seen too;
  * - sched_waking when the woken task or the waker is a target thread, or a target is on the
- *   waker's CPU or on the CPU the woken task is queued to;
+ *   waker's CPU or on the CPU the woken task is queued to, or the woken task is real-time;
  * - sched_wakeup_new, sched_process_fork/exit, sched_migrate_task, sched_pi_setprio of target
  *   threads (the PI change also when a target thread makes it);
  * - futex calls (raw sys_enter/sys_exit filtered to the futex syscall) of target threads;
  * - IRQ, softirq and the local-timer and reschedule vectors' spans on a CPU with a target on it
  *   (an exit when its entry was kept).
+ * - before a switch of a target thread, its CPU time so far (`se.sum_exec_runtime`, which on a
+ *   guest with paravirtual steal accounting leaves out the time the hypervisor took): a run far
+ *   longer than the CPU time it got is the hypervisor's;
  * A task's name goes out (a name record) before the first record naming it and when it changes
  * (`names`, an LRU map of the names sent). A waking in an interrupt has waker 0.
  *
@@ -46,6 +51,8 @@ enum record_kind {
 	KIND_SOFTIRQ_ENTRY = 12,
 	KIND_SOFTIRQ_EXIT = 13,
 	KIND_NAME = 14,
+	/* 15..17 are written by user space (owner, thread info, other policy). */
+	KIND_RUNTIME = 18,
 };
 
 enum counter {
@@ -53,6 +60,9 @@ enum counter {
 	COUNTER_LOST = 1,
 	COUNTERS = 4,
 };
+
+/* Kernel prio below this: a real-time task (include/linux/sched/prio.h). */
+#define MAX_RT_PRIO 100
 
 /* The irq number of an x86 vector's span (the trace file's −1). */
 #define VECTOR_IRQ -1
@@ -315,6 +325,9 @@ int apptrace_switch(__u64 *ctx)
 	barrier_var(keep);
 	if (next_target)
 		keep = 1;
+	/* Real-time tasks are few and switch rarely: theirs are kept everywhere. */
+	if (prev->prio < MAX_RT_PRIO || next->prio < MAX_RT_PRIO)
+		keep = 1;
 	/* A non-target announced by a recorded wake-up or preemption runs now: record its switch-in,
 	 * and its switch-out (`watched`), so the analysis sees when it ran. */
 	__u32 key_next = (__u32)next_pid;
@@ -345,6 +358,16 @@ int apptrace_switch(__u64 *ctx)
 	note_name(prev_pid, prev->comm, ts, cpu);
 	note_name(next_pid, next->comm, ts, cpu);
 	struct app_record record;
+	if (prev_target) {
+		start_record(&record, ts, cpu, KIND_RUNTIME, prev_pid);
+		record.dword[0] = prev->se.sum_exec_runtime;
+		emit(&record);
+	}
+	if (next_target) {
+		start_record(&record, ts, cpu, KIND_RUNTIME, next_pid);
+		record.dword[0] = next->se.sum_exec_runtime;
+		emit(&record);
+	}
 	start_record(&record, ts, cpu, KIND_SWITCH, prev_pid);
 	record.word[0] = prev->prio;
 	record.word[1] = (__s32)state;
@@ -372,6 +395,8 @@ int apptrace_waking(__u64 *ctx)
 		keep = 1;
 	barrier_var(keep);
 	if (target_of(waker))
+		keep = 1;
+	if (task->prio < MAX_RT_PRIO)
 		keep = 1;
 	if (!keep)
 		return 0;

@@ -51,8 +51,13 @@ struct thread_info {
 	__u32 cpu;
 } __attribute__((preserve_access_index));
 
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	struct thread_info thread_info;
+	struct sched_entity se;
 	int exit_state;
 	__s32 pid;
 	__s32 tgid;

@@ -129,7 +129,7 @@ fn round(
         stdout_json(&output)
     });
     let hog_start = common::jack::monotonic_ns();
-    let hog = competitor.then(|| HogProcess::issue_competitor(20.0));
+    let hog = competitor.then(|| HogProcess::issue_competitor_aligned(20.0));
     let report = client.wait();
     drop(hog);
     // The xruns while the competitor ran (the reserved client also ran while observed).

@@ -1,19 +1,231 @@
 //! `rtlab trace` held against a real application (issue 26): Debian's jackd2 with its dummy
 //! driver, a JACK client that counts its own xruns (`bench/jack/xrun_client.c`) and a SCHED_FIFO
-//! competitor (`bench/jack/fifo_hog.c`). JACK's xrun count is the truth the late activations are
-//! judged by, and the competitor is the culprit they must name.
+//! competitor (`bench/jack/fifo_hog.c`, threads `qhog<CPU>`). JACK's xrun count is the truth the
+//! late activations are judged by, and the competitor is the culprit they must name — through
+//! the BPF recorder, the tracefs recorder and a trace-cmd trace.dat.
 //!
-//! Needs root (SCHED_FIFO, tracefs/BPF), jackd2, libjack-jackd2-dev and cc: `ignore`d, run as
-//! root in CI with `--include-ignored`.
+//! The set-up is the issue's — JACK's dummy driver at 128 frames (2.667 ms), the client working
+//! 30 % of each period, FIFO 95 spinners 6 ms every 20 ms on every CPU — with the spinners'
+//! bursts aligned (`fifo_hog -A`): with free time on another CPU during a burst the kernel moves
+//! JACK's threads there, and whether it can depends on the bursts' phases (from 28 to 480 xruns
+//! in 10 s on this 2-vCPU VM), which a test cannot rely on.
+//!
+//! Needs root (SCHED_FIFO, tracefs/BPF), jackd2, libjack-jackd2-dev, cc and trace-cmd:
+//! `ignore`d, run as root in CI with `--include-ignored`.
 
 mod common;
 
-use common::jack::{ClientProcess, JackServer};
+use common::jack::{count_between, ClientProcess, ClientReport, HogProcess, JackServer};
+use common::Sandbox;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// One JACK set-up at a time in this binary: two servers and competitors at once would be
+/// another experiment.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts JACK with the client (30 % of each period), starts the competitor, runs
+/// `record` (which records for about 10 s), waits for the client; returns its report.
+fn with_jack_under_the_competitor(record: impl FnOnce(u32)) -> ClientReport {
+    // One set-up at a time: two competitors on CPU 0 would be another experiment.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "culprit", 30, 13.0);
+    assert!(
+        client.wait_until_active(Duration::from_secs(20)),
+        "the JACK client never became active"
+    );
+    let hog = HogProcess::issue_competitor_aligned(12.0);
+    record(client.pid());
+    let report = client.wait();
+    drop(hog);
+    report
+}
+
+fn analyze_json(sandbox: &Sandbox, trace: &Path) -> Value {
+    let json = sandbox.file("analysis.json");
+    sandbox.run_expecting(
+        0,
+        [
+            "trace".as_ref(),
+            "analyze".as_ref(),
+            "--json".as_ref(),
+            json.as_os_str(),
+            trace.as_os_str(),
+        ],
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// The late activations of the client's process thread match JACK's xruns in the trace's
+/// window (at least 80 % of them, at most 1.75 times as many), and ≥ 95 % of them name the
+/// competitor.
+fn assert_matches_jack(analysis: &Value, client: &ClientReport) {
+    let first = analysis["first_ns"].as_u64().unwrap();
+    let last = analysis["last_ns"].as_u64().unwrap();
+    let xruns = count_between(&client.xrun_times_ns, first, last);
+    assert!(
+        xruns >= 20,
+        "the competitor hit JACK only {xruns} times in the trace's window: the set-up failed ({})",
+        client.json
+    );
+    let tid = client.process_tid;
+    let row = analysis["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["tid"] == tid)
+        .unwrap_or_else(|| panic!("the client's process thread {tid} is not in the analysis"));
+    let period = row["period_ns"].as_u64().expect("a period was found");
+    assert!(
+        period.abs_diff(client.period_ns) * 20 < client.period_ns,
+        "period {period} vs JACK's {}",
+        client.period_ns
+    );
+    let late = row["late_activations"].as_u64().unwrap();
+    // Every xrun is found (at least 80 % of them, the issue's bar). Above: JACK reports a second
+    // xrun for a burst only when its graph last switched less than two periods before the
+    // cycle that found the client unfinished (`JackEngine::ProcessCurrent`); rtlab does not
+    // model the driver's cycle yet and counts two for every job that took more than 2.1
+    // periods. Measured: 0.99x to 1.57x JACK's count with aligned bursts (BENCHMARKS.md).
+    assert!(
+        late * 5 >= xruns * 4 && late * 4 <= xruns * 7,
+        "{late} late activations (of them {} missed periods) vs {xruns} JACK xruns",
+        row["missed_periods"]
+    );
+    let listed: Vec<&Value> = analysis["late_activations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|late| late["thread"]["tid"] == tid)
+        .collect();
+    assert!(!listed.is_empty());
+    let naming_the_competitor = listed
+        .iter()
+        .filter(|late| {
+            late["culprit"]["kind"] == "thread"
+                && late["culprit"]["name"]
+                    .as_str()
+                    .is_some_and(|name| name.starts_with("qhog"))
+        })
+        .count();
+    let others: Vec<String> = listed
+        .iter()
+        .filter(|late| {
+            !late["culprit"]["name"]
+                .as_str()
+                .is_some_and(|name| name.starts_with("qhog"))
+        })
+        .take(5)
+        .map(|late| late["explanation"].to_string())
+        .collect();
+    assert!(
+        naming_the_competitor * 100 >= listed.len() * 95,
+        "{naming_the_competitor} of {} late activations name qhog; others: {others:?}",
+        listed.len()
+    );
+    // Every segment says who, where the trace knows: the competitor's waits name it as an
+    // object with its policy and priority.
+    for late in &listed {
+        for step in late["critical_path"].as_array().unwrap() {
+            assert!(
+                step.get("by").is_some() && step["culprits"].is_array(),
+                "{step}"
+            );
+            if step["kind"] == "cpu" && step["ns"].as_u64().unwrap() > 1_000_000 {
+                assert!(
+                    step["by"].is_object(),
+                    "a 1 ms wait without a culprit: {late}"
+                );
+            }
+        }
+    }
+}
+
+fn late_activations_match_jack_through(recorder: &str) {
+    let sandbox = Sandbox::new();
+    let trace = sandbox.file("jack.rtlt");
+    let client = with_jack_under_the_competitor(|pid| {
+        sandbox.run_expecting(
+            0,
+            [
+                "trace",
+                "record",
+                "--recorder",
+                recorder,
+                "--pid",
+                &pid.to_string(),
+                "-D",
+                "10s",
+                "-o",
+                trace.to_str().unwrap(),
+            ],
+        );
+    });
+    let analysis = analyze_json(&sandbox, &trace);
+    assert_matches_jack(&analysis, &client);
+    // The recorder read the competitor's policy: named as a person would.
+    let text = sandbox.run_expecting(0, ["trace", "analyze", trace.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("(SCHED_FIFO 95) ran"), "{text}");
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO) and BPF"]
+fn bpf_late_activations_match_jacks_xruns_and_name_the_fifo_competitor() {
+    late_activations_match_jack_through("bpf");
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO) and tracefs"]
+fn tracefs_late_activations_match_jacks_xruns_and_name_the_fifo_competitor() {
+    late_activations_match_jack_through("tracefs");
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO) and tracefs"]
+fn a_trace_cmd_trace_dat_of_jack_names_the_fifo_competitor() {
+    let sandbox = Sandbox::new();
+    let dat = sandbox.file("jack.dat");
+    let capture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-apptrace/test_data/capture.sh");
+    let client = with_jack_under_the_competitor(|_| {
+        let status = std::process::Command::new(&capture)
+            .arg(&dat)
+            .args(["sleep", "6"])
+            .env("BUFFER_KB", "65536")
+            .env("CLOCK", "mono")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("run capture.sh (needs trace-cmd)");
+        assert!(status.success());
+    });
+    let analysis = analyze_json(&sandbox, &dat);
+    assert!(
+        analysis["source"]["format"]
+            .as_str()
+            .unwrap()
+            .starts_with("trace.dat"),
+        "{}",
+        analysis["source"]
+    );
+    assert_matches_jack(&analysis, &client);
+}
 
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO)"]
 fn the_jack_harness_runs_a_client_against_its_own_server() {
+    let _turn = one_at_a_time();
     let server = JackServer::start();
     let client = ClientProcess::start(&server, "harness", 10, 2.0);
     assert!(client.wait_until_active(Duration::from_secs(15)));

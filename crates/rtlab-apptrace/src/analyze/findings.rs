@@ -13,6 +13,8 @@ use std::collections::HashMap;
 const MAX_LISTED: usize = 200;
 /// Late activations collected before the earliest [`MAX_LISTED`] are kept.
 const MAX_KEPT: usize = 20_000;
+/// Threads with a shorter period are not judged late.
+const MIN_JUDGED_PERIOD_NS: u64 = 100_000;
 /// A `cpu` wait with this much time nothing recorded ran is the hypervisor's.
 const HYPERVISOR_MIN_NS: u64 = 100_000;
 /// Most starvation entries kept (worst first): a loaded machine starves many threads at once.
@@ -197,25 +199,46 @@ impl Analyzer {
                     .zip(dominant)
                     .map(|((period, _), (waker, _))| (period, waker))
             };
+            // A "period" of microseconds is a busy loop's rhythm, not a deadline.
+            let judged_by = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS);
             if let Some((period, waker)) = judged_by {
-                let mut previous: Option<(u64, bool)> = None;
+                let mut previous: Option<(u64, bool, u64)> = None;
                 for job in jobs(&activations[..completed], waker, period) {
                     let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
-                    let is_late = response > period;
-                    if let Some(periods) = missed_periods(previous, &job[0], period) {
+                    let mut is_late = response > period;
+                    let mut due = job[0].start;
+                    if let Some((periods, late_start)) = missed_periods(previous, &job[0], period) {
                         late_total += 1;
                         missed_total += 1;
                         if late.len() < MAX_KEPT {
                             late.push(self.missed_entry(tid, &job[0], period, periods));
                         }
+                        if late_start {
+                            is_late = true;
+                            due = previous.map_or(due, |(start, _, _)| start + period);
+                        }
                     }
-                    previous = Some((job[0].start, is_late));
+                    let end = job.last().map_or(job[0].end, |last| last.end);
+                    previous = Some((job[0].start, response > period, end));
                     if !is_late {
                         continue;
                     }
-                    late_total += 1;
+                    let response = job
+                        .last()
+                        .map(|last| last.end)
+                        .unwrap_or(0)
+                        .saturating_sub(due);
+                    late_total += deadline_misses(response, period);
                     if late.len() < MAX_KEPT {
-                        late.push(self.late_entry(tid, job[0].start, period, response, &job));
+                        let started_late = due != job[0].start;
+                        late.push(self.late_entry(
+                            tid,
+                            job[0].start,
+                            period,
+                            response,
+                            &job,
+                            started_late,
+                        ));
                     }
                 }
                 late_total += summary.late_total + summary.missed_total;
@@ -223,12 +246,24 @@ impl Analyzer {
                 for (job, &(at_ns, response_ns)) in summary.late.iter().zip(&summary.late_responses)
                 {
                     if late.len() < MAX_KEPT {
-                        late.push(self.late_entry(tid, at_ns, period, response_ns, job));
+                        late.push(self.late_entry(tid, at_ns, period, response_ns, job, false));
                     }
                 }
-                for (first, periods) in &summary.missed {
+                for (first, periods, due) in &summary.missed {
                     if late.len() < MAX_KEPT {
                         late.push(self.missed_entry(tid, first, period, *periods));
+                        if let Some(due) = due {
+                            let response = first.end.saturating_sub(*due);
+                            let job = std::slice::from_ref(first);
+                            late.push(self.late_entry(
+                                tid,
+                                first.start,
+                                period,
+                                response,
+                                job,
+                                true,
+                            ));
+                        }
                     }
                 }
             }
@@ -244,7 +279,18 @@ impl Analyzer {
                 .then(a.tid.cmp(&b.tid))
         });
         // The first ones in time (each thread's were found in two passes).
-        late.sort_by(|a, b| a.at_ns.cmp(&b.at_ns).then(a.thread.tid.cmp(&b.thread.tid)));
+        // The recorded program's threads first (a tracefs recording has every task's).
+        let is_target = |tid: i32| {
+            self.threads
+                .get(&tid)
+                .is_some_and(|thread| thread.tgid.is_some())
+        };
+        late.sort_by(|a, b| {
+            is_target(b.thread.tid)
+                .cmp(&is_target(a.thread.tid))
+                .then(a.at_ns.cmp(&b.at_ns))
+                .then(a.thread.tid.cmp(&b.thread.tid))
+        });
         late.truncate(MAX_LISTED);
         let hangs = self.hangs(&ongoing_hangs);
         let mut starvation: Vec<Starvation> = self
@@ -446,11 +492,17 @@ impl Analyzer {
                     vec![irq_culprit(source, activation.irq_ns)],
                 ));
             }
+            let mut culprits = Vec::new();
+            if activation.vanished_ns >= HYPERVISOR_MIN_NS {
+                culprits.push(Culprit::Hypervisor {
+                    ns: activation.vanished_ns,
+                });
+            }
             steps.push(step(
                 "run",
                 activation.cpu_ns.saturating_sub(activation.irq_ns),
                 None,
-                Vec::new(),
+                culprits,
             ));
         }
         steps
@@ -463,8 +515,15 @@ impl Analyzer {
         period_ns: u64,
         response_ns: u64,
         job: &[Activation],
+        started_late: bool,
     ) -> LateActivation {
-        let critical_path = self.critical_path(job);
+        // One that started after its deadline (a gap before it): the gap is its first step.
+        let mut critical_path = if started_late {
+            self.gap_step(&job[0], period_ns)
+        } else {
+            Vec::new()
+        };
+        critical_path.extend(self.critical_path(job));
         let (culprit, explanation) = explain(&critical_path, response_ns);
         LateActivation {
             kind: LateKind::Late,
@@ -473,10 +532,38 @@ impl Analyzer {
             period_ns,
             response_ns,
             periods: 1,
+            deadlines_missed: deadline_misses(response_ns, period_ns),
             culprit,
             explanation,
             critical_path,
         }
+    }
+
+    /// The gap before `next` as a path step: who ran meanwhile (read when it ended).
+    fn gap_step(&self, next: &Activation, period_ns: u64) -> Vec<PathStep> {
+        let mut culprits = Vec::new();
+        if next.gap_holder_ns > 0 {
+            culprits.push(self.thread_culprit(next.gap_holder, next.gap_holder_ns));
+        }
+        if next.gap_idle_ns >= HYPERVISOR_MIN_NS {
+            culprits.push(Culprit::Hypervisor {
+                ns: next.gap_idle_ns,
+            });
+        }
+        if next.gap_throttled_ns > 0 {
+            culprits.push(Culprit::Throttled {
+                ns: next.gap_throttled_ns,
+            });
+        }
+        if next.gap_irq_ns > 0 {
+            culprits.push(irq_culprit(next.gap_irq_source, next.gap_irq_ns));
+        }
+        let gap = if next.gap_ns > 0 {
+            next.gap_ns
+        } else {
+            2 * period_ns
+        };
+        vec![step("missed", gap, None, culprits)]
     }
 
     /// A gap of `periods` periods without activation before `next` (its first activation after).
@@ -487,17 +574,8 @@ impl Analyzer {
         period_ns: u64,
         periods: u64,
     ) -> LateActivation {
-        let mut culprits = Vec::new();
-        if next.gap_holder_ns > 0 {
-            culprits.push(self.thread_culprit(next.gap_holder, next.gap_holder_ns));
-        }
-        if next.gap_idle_ns >= HYPERVISOR_MIN_NS {
-            culprits.push(Culprit::Hypervisor {
-                ns: next.gap_idle_ns,
-            });
-        }
-        let gap = next.gap_ns.max(period_ns * (periods + 1));
-        let critical_path = vec![step("missed", gap, None, culprits)];
+        let critical_path = self.gap_step(next, period_ns);
+        let gap = critical_path[0].ns;
         let (culprit, explanation) = explain(&critical_path, gap);
         let explanation = format!(
             "no activation for {} ms ({periods} period{}){}",
@@ -512,6 +590,7 @@ impl Analyzer {
         );
         LateActivation {
             kind: LateKind::Missed,
+            deadlines_missed: 1,
             thread: self.thread_ref(tid),
             at_ns: next.start.saturating_sub(gap.saturating_sub(period_ns)),
             period_ns,
@@ -672,7 +751,10 @@ pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, 
     let own: u64 = path
         .iter()
         .filter(|step| step.kind == "run")
-        .map(|step| step.ns)
+        .map(|step| {
+            let vanished: u64 = step.culprits.iter().map(Culprit::ns).sum();
+            step.ns.saturating_sub(vanished)
+        })
         .sum();
     let best = totals
         .into_iter()
@@ -717,28 +799,62 @@ pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, 
             step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
         ),
         ("irq", _) => format!("interrupts took {} ms while it ran: {who}", ms(step.ns)),
+        ("run", Culprit::Hypervisor { ns }) => format!(
+            "was on a CPU {} ms but got {} ms of it: the hypervisor took {} ms",
+            ms(step.ns),
+            ms(step.ns.saturating_sub(*ns)),
+            ms(*ns)
+        ),
         ("futex", _) => format!("blocked {} ms on {who}", ms(step.ns)),
         _ => format!("blocked {} ms ({}) until {who}", ms(step.ns), step.kind),
     };
     (Some(culprit), text)
 }
 
-/// Whether a job starting with `first` came after a gap with no activation: more than 1.9
-/// periods since the previous job began, and that job was not late (a late job delays the next
-/// one by itself, as JACK does not start a cycle while the last is unfinished). A gap counts
-/// once, as JACK counts one xrun when its driver restarts the cycle; the periods it spans are
-/// returned.
+/// Whether a job starting with `first` came after a gap with no activation, given the job
+/// before it (`previous`: its start, whether it was late, its end). On time, the next job is due
+/// one period after the previous one began: a gap is more than 1.9 periods. After a late job,
+/// the next one comes with the first cycle after it ended (JACK, like most cycle-driven
+/// programs, starts no cycle while the last is unfinished): a gap is more than 1.1 periods past
+/// its end — what held the program's clock back, not the late job. Returns the periods without
+/// activation and whether `first` itself started after its own deadline (an on-time job then a
+/// gap of more than 2.1 periods: the program restarted its cycle, as JACK's timed driver does
+/// after an xrun, and the activation that ends the gap had no time left).
 pub(crate) fn missed_periods(
-    previous: Option<(u64, bool)>,
+    previous: Option<(u64, bool, u64)>,
     first: &Activation,
     period: u64,
-) -> Option<u64> {
-    let (previous_start, previous_late) = previous?;
-    let gap = first.start.saturating_sub(previous_start);
-    if previous_late || period == 0 || gap * 10 <= period * 19 {
+) -> Option<(u64, bool)> {
+    let (previous_start, previous_late, previous_end) = previous?;
+    if period == 0 {
         return None;
     }
-    Some(((gap + period / 2) / period).saturating_sub(1).max(1))
+    if previous_late {
+        let after_end = first.start.saturating_sub(previous_end);
+        if after_end * 10 <= period * 11 {
+            return None;
+        }
+        return Some(((after_end / period).max(1), false));
+    }
+    let gap = first.start.saturating_sub(previous_start);
+    if gap * 10 <= period * 19 {
+        return None;
+    }
+    let periods = ((gap + period / 2) / period).saturating_sub(1).max(1);
+    Some((periods, gap * 10 > period * 21))
+}
+
+/// The deadlines a late job missed, as cycle-driven programs count them: its own (the work
+/// was not done when the next period began) and, when it took more than 2.1 periods, the next
+/// cycle's too — the program's clock could not start that one either (JACK's timed driver
+/// restarts its cycle then and reports it as a second xrun). Later periods are not counted
+/// again: JACK reports an xrun only for the first failing cycle.
+pub(crate) fn deadline_misses(response: u64, period: u64) -> u64 {
+    if response * 10 > period * 21 {
+        2
+    } else {
+        1
+    }
 }
 
 /// The waker a summary's jobs were grouped by.

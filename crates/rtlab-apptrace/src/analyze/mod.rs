@@ -110,6 +110,14 @@ pub(crate) struct Activation {
     pub gap_holder_ns: u64,
     pub gap_idle_ns: u64,
     pub gap_ns: u64,
+    /// Of the gap, when the thread that activates it was itself held back: the time it was
+    /// throttled, and interrupts (with the largest source) on the CPU it waited for.
+    pub gap_throttled_ns: u64,
+    pub gap_irq_ns: u64,
+    pub gap_irq_source: i32,
+    /// Time it was on the CPU by the switches but not by its CPU time (`Runtime` records):
+    /// the hypervisor had the virtual CPU.
+    pub vanished_ns: u64,
     pub waker: i32,
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
@@ -156,10 +164,11 @@ pub(crate) struct Thread {
     pub episodes: VecDeque<Episode>,
     /// While runnable: the interrupt time of `queue_cpu` when it started waiting there.
     pub wait_irq_mark: u64,
-    /// The start of its last activation and its latest intervals between activations (a ring).
-    pub last_start: Option<u64>,
-    pub intervals: [u64; INTERVALS_KEPT],
-    pub n_intervals: usize,
+    /// Per waker (the first few): the start of the last activation it caused and the latest
+    /// intervals between them (a ring), for noticing a gap in a waker's rhythm as it ends.
+    pub rhythms: Vec<Rhythm>,
+    /// Its CPU time (`Runtime` records) when it last went on a CPU.
+    pub runtime_in: Option<u64>,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
 }
@@ -212,9 +221,8 @@ impl Default for Thread {
             wait_broken: false,
             episodes: VecDeque::new(),
             wait_irq_mark: 0,
-            last_start: None,
-            intervals: [0; INTERVALS_KEPT],
-            n_intervals: 0,
+            rhythms: Vec::new(),
+            runtime_in: None,
             long_waits: Vec::new(),
         }
     }
@@ -324,14 +332,25 @@ fn add_holder(activation: &mut Activation, holder: i32, ns: u64) {
     }
 }
 
-/// The usual interval of `intervals` (their median; 0 with fewer than 4).
+/// The activations one waker causes: the last one's start and the latest intervals.
+#[derive(Clone, Debug)]
+pub(crate) struct Rhythm {
+    pub waker: i32,
+    pub last_start: u64,
+    pub intervals: [u64; INTERVALS_KEPT],
+    pub n_intervals: usize,
+}
+
+/// Wakers whose rhythm is followed per thread.
+const RHYTHMS_KEPT: usize = 4;
+
+/// The shortest of the latest `intervals` (0 with fewer than 4): a gap is judged against it, so
+/// a rhythm disturbed for a while (every other period missed) still shows its gaps.
 fn typical_interval(intervals: &[u64]) -> u64 {
     if intervals.len() < 4 {
         return 0;
     }
-    let mut sorted = intervals.to_vec();
-    sorted.sort_unstable();
-    sorted[sorted.len() / 2]
+    intervals.iter().copied().min().unwrap_or(0)
 }
 
 /// The analysis in progress: feed it events in time order, then [`Analyzer::finish`].
@@ -472,6 +491,24 @@ impl Analyzer {
             thread.policy = Some((policy, priority));
             return;
         }
+        if let EventKind::OtherPolicy {
+            tid,
+            policy,
+            priority,
+        } = event.kind
+        {
+            self.thread(tid).policy = Some((policy, priority));
+            return;
+        }
+        if let EventKind::Runtime { tid, runtime_ns } = event.kind {
+            self.runtime(
+                event.timestamp_ns.max(self.last_ns),
+                event.cpu,
+                tid,
+                runtime_ns,
+            );
+            return;
+        }
         if self.first_ns.is_none() {
             self.first_ns = Some(time);
         }
@@ -586,7 +623,10 @@ impl Analyzer {
             } => {
                 self.owners.insert(waiter, (uaddr, owner));
             }
-            EventKind::Name { .. } | EventKind::ThreadInfo { .. } => {}
+            EventKind::Name { .. }
+            | EventKind::Runtime { .. }
+            | EventKind::ThreadInfo { .. }
+            | EventKind::OtherPolicy { .. } => {}
         }
     }
 
@@ -794,6 +834,27 @@ impl Analyzer {
         meanwhile
     }
 
+    /// A target thread's CPU time, recorded just before a switch of it: going off the CPU, the
+    /// part of its run it did not get (minus interrupts) vanished — the hypervisor's; going on,
+    /// the mark the next one is measured from.
+    fn runtime(&mut self, time: u64, cpu: u32, tid: i32, runtime_ns: u64) {
+        let irq_total = self.cpu(cpu).irq_total;
+        let thread = self.thread(tid);
+        match thread.state {
+            State::Running { cpu: on, since } if on == cpu => {
+                if let Some(runtime_in) = thread.runtime_in.take() {
+                    let got = runtime_ns.saturating_sub(runtime_in);
+                    let irq = irq_total.saturating_sub(thread.irq_mark);
+                    let vanished = time.saturating_sub(since).saturating_sub(got + irq);
+                    if let Some(activation) = &mut thread.current {
+                        activation.vanished_ns += vanished;
+                    }
+                }
+            }
+            _ => thread.runtime_in = Some(runtime_ns),
+        }
+    }
+
     /// The interrupt sources on `cpu` between `since` and `until`, with their time, most first.
     pub(crate) fn irq_sources(&self, cpu: u32, since: u64, until: u64) -> Vec<(i32, u64)> {
         let Some(state) = self.cpus.get(cpu as usize) else {
@@ -816,14 +877,23 @@ impl Analyzer {
         sums
     }
 
-    /// Who ran on every CPU between `since` and `until` (not `tid`), most first, and the time
-    /// of that window nothing recorded ran on the busiest CPU.
+    /// Who ran on every CPU between `since` and `until` (not `tid`), most first — real-time
+    /// threads before the others when `tid` is real-time (only they can hold back what
+    /// activates it) — and the time of that window nothing recorded ran on the busiest CPU.
     fn gap_holders(&self, tid: i32, since: u64, until: u64) -> (Vec<(i32, u64)>, u64) {
         let mut all: Vec<(i32, u64)> = Vec::new();
         let window = until.saturating_sub(since);
         let mut busiest = 0u64;
         for cpu in 0..self.cpus.len() as u32 {
-            let ran = self.meanwhile(tid, cpu, since, until, None, RECENT_SLICES);
+            // The one running there now only when its start was recorded (a recorder that
+            // keeps some switches may leave a stale one).
+            let current = self.cpus[cpu as usize].current;
+            let known = matches!(
+                self.threads.get(&current).map(|thread| thread.state),
+                Some(State::Running { cpu: on, .. }) if on == cpu
+            );
+            let started_on = if known { None } else { Some(cpu) };
+            let ran = self.meanwhile(tid, cpu, since, until, started_on, RECENT_SLICES * 4);
             let irq: u64 = self
                 .irq_sources(cpu, since, until)
                 .iter()
@@ -834,8 +904,36 @@ impl Analyzer {
                 add_to(&mut all, other, ns);
             }
         }
-        all.sort_unstable_by_key(|(other, ns)| (std::cmp::Reverse(*ns), *other));
+        let real_time = self.prio_of(tid) < 100;
+        all.sort_unstable_by_key(|(other, ns)| {
+            let urgent = real_time && self.prio_of(*other) < 100;
+            (!urgent, std::cmp::Reverse(*ns), *other)
+        });
         (all, window.saturating_sub(busiest))
+    }
+
+    /// The share of the second before `until` that real-time threads ran on `cpu` (from the
+    /// slices kept; 0 when they do not reach back that far).
+    fn real_time_share(&self, cpu: u32, until: u64) -> f64 {
+        let Some(state) = self.cpus.get(cpu as usize) else {
+            return 0.0;
+        };
+        let since = until.saturating_sub(1_000_000_000);
+        let mut real_time = 0u64;
+        let mut reached = false;
+        for &(tid, start, end) in state.slices.iter().rev() {
+            if end <= since {
+                reached = true;
+                break;
+            }
+            if start < until && self.prio_of(tid) < 100 {
+                real_time += end.min(until).saturating_sub(start.max(since));
+            }
+        }
+        if !reached {
+            return 0.0;
+        }
+        real_time as f64 / 1e9
     }
 
     fn end_runnable(&mut self, time: u64, start_cpu: u32, tid: i32, since: u64) {
@@ -865,12 +963,20 @@ impl Analyzer {
         } else {
             (0, NO_SOURCE)
         };
-        // A real-time thread kept waiting by less urgent threads was throttled (RT throttling,
-        // the fair server): its class's budget, not their priority, held it.
+        // A real-time thread kept waiting by less urgent threads on a CPU where real-time
+        // threads had used up the kernel's real-time share (`sched_rt_runtime_us`, 95 % of each
+        // second) was throttled. (Otherwise the less urgent one is named: it held the CPU, in a
+        // section the kernel did not preempt, or while the hypervisor had the virtual CPU.)
         let my_prio = self.prio_of(tid);
+        let less_urgent: u64 = meanwhile
+            .iter()
+            .filter(|(other, _)| my_prio < 100 && self.prio_of(*other) > my_prio)
+            .map(|(_, ns)| *ns)
+            .sum();
+        let throttled_cpu = less_urgent > 0 && self.real_time_share(queue_cpu, since) >= 0.9;
         let (mut holders, mut throttled) = (Vec::with_capacity(meanwhile.len()), 0u64);
         for &(other, ns) in &meanwhile {
-            if my_prio < 100 && self.prio_of(other) > my_prio {
+            if throttled_cpu && self.prio_of(other) > my_prio {
                 throttled += ns;
             } else {
                 holders.push((other, ns));
@@ -987,25 +1093,55 @@ impl Analyzer {
         // A gap: more than 1.5 of its usual interval since its last activation. Who ran in the
         // gap (on any CPU) is read now, while the slices are still kept.
         let (mut gap_holder, mut gap_holder_ns, mut gap_idle_ns, mut gap_ns) = (0, 0, 0, 0);
+        let (mut gap_throttled, mut gap_irq) = (0, (0, NO_SOURCE));
         let thread = self.thread(tid);
-        if let Some(last) = thread.last_start {
+        let rhythm = thread
+            .rhythms
+            .iter()
+            .position(|rhythm| rhythm.waker == waker);
+        if rhythm.is_none() && thread.rhythms.len() < RHYTHMS_KEPT {
+            thread.rhythms.push(Rhythm {
+                waker,
+                last_start: time,
+                intervals: [0; INTERVALS_KEPT],
+                n_intervals: 0,
+            });
+        }
+        if let Some(index) = rhythm {
+            let rhythm = &thread.rhythms[index];
+            let last = rhythm.last_start;
             let interval = time.saturating_sub(last);
-            let kept = thread.n_intervals.min(INTERVALS_KEPT);
-            let typical = typical_interval(&thread.intervals[..kept]);
+            let kept = rhythm.n_intervals.min(INTERVALS_KEPT);
+            let typical = typical_interval(&rhythm.intervals[..kept]);
             if typical > 0 && interval * 2 > typical * 3 {
-                let (holders, idle) = self.gap_holders(tid, last + typical, time);
-                if let Some(&(holder, ns)) = holders.first() {
-                    (gap_holder, gap_holder_ns) = (holder, ns);
+                let window = interval - typical;
+                // The thread that activates it was held back itself (its wait before it ran,
+                // with its culprits): that is the gap's cause. Otherwise, who ran anywhere.
+                let waker_activation = self
+                    .threads
+                    .get(&waker)
+                    .and_then(|thread| thread.current)
+                    .filter(|activation| waker > 0 && activation.wait_ns * 5 >= window);
+                if let Some(held) = waker_activation {
+                    (gap_holder, gap_holder_ns) = (held.top_holder, held.top_holder_ns);
+                    gap_idle_ns = held.wait_idle_ns;
+                    gap_throttled = held.wait_throttled_ns;
+                    gap_irq = (held.wait_irq_ns, held.wait_irq_source);
+                } else {
+                    let (holders, idle) = self.gap_holders(tid, last + typical, time);
+                    if let Some(&(holder, ns)) = holders.first() {
+                        (gap_holder, gap_holder_ns) = (holder, ns);
+                    }
+                    gap_idle_ns = idle;
                 }
-                gap_idle_ns = idle;
                 gap_ns = interval;
             }
-            let thread = self.thread(tid);
-            thread.intervals[thread.n_intervals % INTERVALS_KEPT] = interval;
-            thread.n_intervals = thread.n_intervals.wrapping_add(1);
+            let rhythm = &mut self.thread(tid).rhythms[index];
+            rhythm.intervals[rhythm.n_intervals % INTERVALS_KEPT] = interval;
+            rhythm.n_intervals = rhythm.n_intervals.wrapping_add(1);
+            rhythm.last_start = time;
         }
         let thread = self.thread(tid);
-        thread.last_start = Some(time);
         if !thread.prio_known {
             thread.prio = prio;
         }
@@ -1019,6 +1155,9 @@ impl Analyzer {
             gap_holder_ns,
             gap_idle_ns,
             gap_ns,
+            gap_throttled_ns: gap_throttled,
+            gap_irq_ns: gap_irq.0,
+            gap_irq_source: gap_irq.1,
             ..Activation::default()
         });
     }

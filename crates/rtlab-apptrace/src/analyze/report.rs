@@ -275,6 +275,9 @@ pub struct LateActivation {
     pub response_ns: u64,
     /// Periods this entry stands for (1 for `late`; `missed`: the periods without activation).
     pub periods: u64,
+    /// What it adds to `late_activations_total`: 1, or 2 for a `late` one that took more than
+    /// 2.1 periods (the next cycle could not start either; JACK counts a second xrun).
+    pub deadlines_missed: u64,
     /// The culprit that took the most time over the whole path (null: its own work).
     pub culprit: Option<Culprit>,
     /// The culprit in words: "waited 5.9 ms for CPU 0: qhog0 (SCHED_FIFO 95) ran".
@@ -336,7 +339,8 @@ pub struct TraceReport {
     pub hangs: Vec<Hang>,
     pub starvation: Vec<Starvation>,
     pub late_activations: Vec<LateActivation>,
-    /// Late activations found (the list keeps the first 200).
+    /// Deadlines missed: the late activations and gaps found, each counted as JACK counts
+    /// xruns (see `deadlines_missed`; the list keeps the first 200, the target's first).
     pub late_activations_total: u64,
     /// Of `late_activations_total`, the gaps without activation (`kind: missed`).
     pub missed_periods_total: u64,

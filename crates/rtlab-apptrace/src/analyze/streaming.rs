@@ -165,10 +165,10 @@ pub(crate) struct ActivationSummary {
     pub late_total: u64,
     /// The gaps without activation found beyond the kept activations (the first
     /// [`LATE_KEPT`]: the activation after the gap, and the periods it spans), and how many.
-    pub missed: Vec<(Activation, u64)>,
+    pub missed: Vec<(Activation, u64, Option<u64>)>,
     pub missed_total: u64,
-    /// The job before the one under way: its start, and whether it was late.
-    previous_job: Option<(u64, bool)>,
+    /// The job before the one under way: its start, whether it was late, its end.
+    previous_job: Option<(u64, bool, u64)>,
 }
 
 impl ActivationSummary {
@@ -232,12 +232,19 @@ impl ActivationSummary {
             return;
         }
         self.close_job(period);
-        if let Some(periods) =
+        if let Some((periods, late_start)) =
             super::findings::missed_periods(self.previous_job, activation, period)
         {
             self.missed_total += 1;
+            let due = self
+                .previous_job
+                .filter(|_| late_start)
+                .map(|(start, _, _)| start + period);
+            if late_start {
+                self.late_total += 1;
+            }
             if self.missed.len() < LATE_KEPT {
-                self.missed.push((*activation, periods));
+                self.missed.push((*activation, periods, due));
             }
         }
         self.job.push(*activation);
@@ -249,9 +256,9 @@ impl ActivationSummary {
             return;
         };
         let response = self.job_end.saturating_sub(first.start);
-        self.previous_job = Some((first.start, response > period));
+        self.previous_job = Some((first.start, response > period, self.job_end));
         if response > period {
-            self.late_total += 1;
+            self.late_total += super::findings::deadline_misses(response, period);
             if self.late.len() < LATE_KEPT {
                 self.late_responses.push((first.start, response));
                 self.late.push(std::mem::take(&mut self.job));

@@ -560,3 +560,176 @@ fn a_long_periodic_thread_is_summarised_in_bounded_memory() {
         (10.0 * late_index as f64 * MS as f64 + 0.1 * (late_index % 3) as f64 * MS as f64) as u64
     );
 }
+
+/// A FIFO 70 source woken by a timer every 10 ms wakes a FIFO 65 sink; in the ninth period a
+/// FIFO 95 hog holds CPU 0 from 79 to 92 ms, so the source runs 12 ms late and the sink has no
+/// activation in that period: a missed period, whose culprit is the hog (read from the source's
+/// own wait), and the sink's activation after the gap started after its deadline.
+#[test]
+fn a_skipped_period_is_missed_and_names_what_held_back_its_waker() {
+    let (source, sink, hog) = (50, 51, 99);
+    let mut script = Script::new(&[(source, "driver"), (sink, "client"), (hog, "qhog0")]);
+    script.at(
+        0.0,
+        0,
+        EventKind::ThreadInfo {
+            tid: sink,
+            tgid: sink,
+            policy: crate::model::Policy::Fifo,
+            priority: 65,
+        },
+    );
+    script.at(
+        0.0,
+        0,
+        EventKind::OtherPolicy {
+            tid: hog,
+            policy: crate::model::Policy::Fifo,
+            priority: 95,
+        },
+    );
+    for period in 0..20u32 {
+        let start = f64::from(period) * 10.0;
+        if period == 8 {
+            script
+                .wake(start - 1.0, 0, hog, 4, 0)
+                .switch(start - 1.0, 0, (0, 120, 0), (hog, 4))
+                .wake(start, 0, source, 29, 0)
+                .switch(start + 12.0, 0, (hog, 4, SLEEPING), (source, 29))
+                .wake(start + 12.5, 0, sink, 34, source)
+                .switch(start + 12.5, 0, (source, 29, SLEEPING), (sink, 34))
+                .switch(start + 13.5, 0, (sink, 34, SLEEPING), (0, 120));
+            continue;
+        }
+        script
+            .wake(start, 0, source, 29, 0)
+            .switch(start, 0, (0, 120, 0), (source, 29))
+            .wake(start + 0.5, 0, sink, 34, source)
+            .switch(start + 0.5, 0, (source, 29, SLEEPING), (sink, 34))
+            .switch(start + 1.5, 0, (sink, 34, SLEEPING), (0, 120));
+    }
+    let report = script.analyse();
+    let row = report.threads.iter().find(|row| row.tid == sink).unwrap();
+    assert_eq!(
+        row.period_ns
+            .map(|period| period.abs_diff(10 * MS) < MS / 2),
+        Some(true)
+    );
+    assert_eq!(row.missed_periods, 1, "{:#?}", report.late_activations);
+    let missed = report
+        .late_activations
+        .iter()
+        .find(|late| late.thread.tid == sink && late.kind == LateKind::Missed)
+        .expect("the missed period is listed");
+    match &missed.culprit {
+        Some(Culprit::Thread {
+            tid,
+            policy,
+            priority,
+            ..
+        }) => assert_eq!((*tid, policy.as_str(), *priority), (hog, "SCHED_FIFO", 95)),
+        other => panic!("the hog held the driver back, not {other:?}"),
+    }
+    assert!(
+        missed.explanation.contains("qhog0 (SCHED_FIFO 95) ran"),
+        "{}",
+        missed.explanation
+    );
+    // The sink's activation after the gap came more than 2.1 periods after the last one: it
+    // started after its own deadline (the gap and it are JACK's two xruns).
+    assert_eq!(row.late_activations, 2, "{:#?}", report.late_activations);
+    let periodic = report.periodic_threads();
+    assert_eq!(periodic.none_because, None);
+    assert_eq!(periodic.threads.len(), 1);
+    assert_eq!(periodic.threads[0].tid, sink);
+    assert_eq!(
+        periodic.threads[0].woken_by.as_ref().map(|waker| waker.tid),
+        Some(source)
+    );
+}
+
+/// A real-time thread of the program that runs at irregular times is no periodic thread: the
+/// answer says so instead of guessing a period.
+#[test]
+fn an_aperiodic_program_has_no_periodic_real_time_thread() {
+    let worker = 60;
+    let mut script = Script::new(&[(worker, "worker")]);
+    script.at(
+        0.0,
+        0,
+        EventKind::ThreadInfo {
+            tid: worker,
+            tgid: worker,
+            policy: crate::model::Policy::Fifo,
+            priority: 50,
+        },
+    );
+    for start in [0.0, 3.0, 50.0, 51.0, 400.0, 1000.0, 1003.0, 5000.0, 5100.0] {
+        script
+            .wake(start, 0, worker, 49, 0)
+            .switch(start, 0, (0, 120, 0), (worker, 49))
+            .switch(start + 0.5, 0, (worker, 49, SLEEPING), (0, 120));
+    }
+    let report = script.analyse();
+    let periodic = report.periodic_threads();
+    assert!(periodic.threads.is_empty());
+    let reason = periodic.none_because.expect("a reason");
+    assert!(
+        reason.starts_with("no periodic real-time thread found: 1 thread recorded, 1 of them real-time, none activated at a regular period"),
+        "{reason}"
+    );
+    assert_eq!(report.late_activations_total, 0);
+}
+
+/// A thread on the CPU 12 ms by the switches that got 1 ms of CPU time (its `Runtime` records):
+/// the run segment names the hypervisor for the 11 ms it did not get.
+#[test]
+fn a_run_longer_than_its_cpu_time_is_the_hypervisor() {
+    let worker = 70;
+    let mut script = Script::new(&[(worker, "worker")]);
+    let mut runtime = 0u64;
+    for period in 0..20u32 {
+        let start = f64::from(period) * 10.0;
+        let wall = if period == 19 { 12.0 } else { 1.0 };
+        script
+            .wake(start, 0, worker, 49, 0)
+            .at(
+                start,
+                0,
+                EventKind::Runtime {
+                    tid: worker,
+                    runtime_ns: runtime,
+                },
+            )
+            .switch(start, 0, (0, 120, 0), (worker, 49));
+        runtime += MS;
+        script
+            .at(
+                start + wall,
+                0,
+                EventKind::Runtime {
+                    tid: worker,
+                    runtime_ns: runtime,
+                },
+            )
+            .switch(start + wall, 0, (worker, 49, SLEEPING), (0, 120));
+    }
+    let report = script.analyse();
+    assert_eq!(
+        report.late_activations_total, 1,
+        "{:#?}",
+        report.late_activations
+    );
+    let late = &report.late_activations[0];
+    let run = late
+        .critical_path
+        .iter()
+        .find(|step| step.kind == "run")
+        .unwrap();
+    assert_eq!(run.by, Some(Culprit::Hypervisor { ns: 11 * MS }));
+    assert!(
+        late.explanation.contains("the hypervisor took 11 ms"),
+        "{}",
+        late.explanation
+    );
+}

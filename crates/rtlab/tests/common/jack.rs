@@ -105,6 +105,18 @@ fn unique_server_name() -> String {
     )
 }
 
+/// `program`, under `taskset -c CPUS` when `cpus` is given.
+fn pinned(program: impl AsRef<std::ffi::OsStr>, cpus: Option<&str>) -> Command {
+    match cpus {
+        Some(cpus) => {
+            let mut command = Command::new("taskset");
+            command.arg("-c").arg(cpus).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
 /// A running `jackd -R -P 70 -d dummy -r 48000 -p 128` under a unique name; killed on drop.
 pub struct JackServer {
     pub name: String,
@@ -118,8 +130,16 @@ impl JackServer {
     }
 
     pub fn start_with_period(period_frames: u32) -> JackServer {
+        Self::start_on(None, period_frames)
+    }
+
+    /// Starts the server with its threads allowed only on `cpus` (`taskset -c`, e.g. "0"):
+    /// with the competitor on the same CPU, every burst of it hits JACK (on a free CPU the
+    /// kernel would move JACK's threads there, and whether it can depends on the bursts'
+    /// phases).
+    pub fn start_on(cpus: Option<&str>, period_frames: u32) -> JackServer {
         let name = unique_server_name();
-        let child = Command::new("jackd")
+        let child = pinned("jackd", cpus)
             .env("JACK_NO_AUDIO_RESERVATION", "1")
             .args(["-n", &name, "-R", "-P", "70", "-d", "dummy", "-r"])
             .arg(SAMPLE_RATE.to_string())
@@ -178,9 +198,20 @@ impl ClientProcess {
         load_percent: u32,
         seconds: f64,
     ) -> ClientProcess {
+        Self::start_on(None, server, name, load_percent, seconds)
+    }
+
+    /// [`ClientProcess::start`] with its threads allowed only on `cpus` (`taskset -c`).
+    pub fn start_on(
+        cpus: Option<&str>,
+        server: &JackServer,
+        name: &str,
+        load_percent: u32,
+        seconds: f64,
+    ) -> ClientProcess {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let xrun_log = directory.path().join("xruns.log");
-        let child = Command::new(&binaries().client)
+        let child = pinned(&binaries().client, cpus)
             .env("JACK_NO_AUDIO_RESERVATION", "1")
             .args(["-s", &server.name, "-n", name, "-w", "-l"])
             .arg(load_percent.to_string())
@@ -282,7 +313,22 @@ pub struct HogProcess {
 impl HogProcess {
     /// `fifo_hog -p PRIORITY -b BURST_US -P PERIOD_US -d SECONDS` on every CPU.
     pub fn start(priority: u32, burst_us: u32, period_us: u32, seconds: f64) -> HogProcess {
-        let child = Command::new(&binaries().hog)
+        Self::start_on(None, priority, burst_us, period_us, seconds)
+    }
+
+    /// [`HogProcess::start`] with spinners on `cpus` only (`fifo_hog -c`, e.g. "0").
+    pub fn start_on(
+        cpus: Option<&str>,
+        priority: u32,
+        burst_us: u32,
+        period_us: u32,
+        seconds: f64,
+    ) -> HogProcess {
+        let mut command = Command::new(&binaries().hog);
+        if let Some(cpus) = cpus {
+            command.arg("-c").arg(cpus);
+        }
+        let child = command
             .arg("-p")
             .arg(priority.to_string())
             .arg("-b")
@@ -304,6 +350,26 @@ impl HogProcess {
         Self::start(95, 6000, 20_000, seconds)
     }
 
+    /// The issue's competitor with its bursts aligned on every CPU (`fifo_hog -A`): JACK has
+    /// no free CPU to move to during a burst, so every burst hits it (without, the bursts'
+    /// phases decide, and a loaded machine's scheduling decides the phases).
+    pub fn issue_competitor_aligned(seconds: f64) -> HogProcess {
+        let child = Command::new(&binaries().hog)
+            .args(["-p", "95", "-b", "6000", "-P", "20000", "-A", "-d"])
+            .arg(seconds.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start fifo_hog");
+        HogProcess { child }
+    }
+
+    /// The issue's competitor on `cpus` only.
+    pub fn issue_competitor_on(cpus: &str, seconds: f64) -> HogProcess {
+        Self::start_on(Some(cpus), 95, 6000, 20_000, seconds)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -313,6 +379,14 @@ impl Drop for HogProcess {
     fn drop(&mut self) {
         end(&mut self.child, Duration::from_secs(1));
     }
+}
+
+/// Of `times` (CLOCK_MONOTONIC ns, an xrun log), those within `first..=last`.
+pub fn count_between(times: &[u64], first: u64, last: u64) -> u64 {
+    times
+        .iter()
+        .filter(|time| (first..=last).contains(*time))
+        .count() as u64
 }
 
 /// CLOCK_MONOTONIC now, ns (the clock of the xrun log and of rtlab's traces).
