@@ -1,5 +1,6 @@
 //! `rtlab report RUN… --html FILE`: one self-contained HTML report (inline CSS and SVG, no script,
-//! no network) of one or several runs, for people who read plots rather than tables.
+//! no network) of one or several runs, for people who read plots rather than tables; with
+//! `--trace`, an application's deadline misses beside them, on a timeline coloured by culprit.
 
 use crate::output::PendingOutput;
 use std::path::PathBuf;
