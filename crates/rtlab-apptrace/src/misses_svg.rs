@@ -90,10 +90,10 @@ pub fn ranked_culprits(report: &TraceReport) -> Vec<(String, u64, u64)> {
         let ns = late.culprit.as_ref().map_or(late.response_ns, |c| c.ns());
         match ranked.iter_mut().find(|(known, _, _)| *known == label) {
             Some(entry) => {
-                entry.1 += late.periods.max(1);
+                entry.1 += late.deadlines_missed.max(1);
                 entry.2 += ns;
             }
-            None => ranked.push((label, late.periods.max(1), ns)),
+            None => ranked.push((label, late.deadlines_missed.max(1), ns)),
         }
     }
     ranked.sort_by(|left, right| right.2.cmp(&left.2).then(left.0.cmp(&right.0)));

@@ -33,7 +33,7 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
         .map_err(|error| crate::exit::input(format!("--trace {}: {error}", path.display())))?;
         let misses: u64 = rtlab_apptrace::misses_svg::watched_misses(&report)
             .iter()
-            .map(|late| late.periods.max(1))
+            .map(|late| late.deadlines_missed.max(1))
             .sum();
         let ranked = rtlab_apptrace::misses_svg::ranked_culprits(&report);
         let summary = match ranked.first() {

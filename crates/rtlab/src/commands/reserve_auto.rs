@@ -122,7 +122,7 @@ fn misses(report: &TraceReport, tids: &[u32]) -> u64 {
         .late_activations
         .iter()
         .filter(|late| tids.contains(&(late.thread.tid as u32)))
-        .map(|late| late.periods.max(1))
+        .map(|late| late.deadlines_missed.max(1))
         .sum()
 }
 

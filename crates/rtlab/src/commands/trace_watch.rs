@@ -116,8 +116,8 @@ const THREADS_KEPT: usize = 256;
 
 impl WatchSummary {
     fn add(&mut self, late: &LateActivation, culprit: &Blame, period_ns: u64, need_ns: u64) {
-        // A `missed` entry stands for the periods the thread was not activated in.
-        let periods = late.periods.max(1);
+        // As JACK counts xruns: a gap's periods, 2 for a job over 2.1 periods.
+        let periods = late.deadlines_missed.max(1);
         self.misses += periods;
         let key = if self.culprits.len() >= CULPRITS_KEPT
             && !self.culprits.contains_key(&culprit.label)
@@ -492,6 +492,7 @@ mod tests {
             period_ns: 2_666_667,
             response_ns: 6_000_000,
             periods: 1,
+            deadlines_missed: 1,
             culprit,
             explanation: String::new(),
             critical_path: Vec::new(),
@@ -551,6 +552,7 @@ mod tests {
         let mut missed = late(Some(Culprit::Hypervisor { ns: 3_000_000 }));
         missed.kind = LateKind::Missed;
         missed.periods = 3;
+        missed.deadlines_missed = 3;
         summary.add(&missed, &blame_of(&missed), 2_666_667, 838_000);
         assert_eq!(summary.misses, 3);
         let verdict = summary.verdict(&Target::Pid(42));
