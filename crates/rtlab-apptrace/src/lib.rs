@@ -12,6 +12,8 @@
 pub mod analyze;
 pub mod decode;
 pub mod file;
+pub mod live;
+pub mod misses_svg;
 pub mod model;
 pub mod perfetto;
 pub mod record;

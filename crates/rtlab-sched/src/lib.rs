@@ -23,6 +23,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod auto_reserve;
 pub mod check;
 // Grants on real threads (SCHED_DEADLINE, the plan dispatcher): Linux only; the planner is pure.
 #[cfg(target_os = "linux")]

@@ -28,6 +28,8 @@ pub mod report;
 pub mod reservations;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod reserve;
+#[cfg(not(windows))]
+pub mod reserve_auto;
 #[cfg_attr(windows, path = "windows/run.rs")]
 pub mod run;
 #[cfg(target_os = "linux")]
@@ -39,6 +41,8 @@ pub mod study;
 pub mod timers;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod trace;
+#[cfg(not(windows))]
+pub mod trace_watch;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod workload;
 

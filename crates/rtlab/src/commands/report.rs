@@ -1,5 +1,6 @@
 //! `rtlab report RUN… --html FILE`: one self-contained HTML report (inline CSS and SVG, no script,
-//! no network) of one or several runs, for people who read plots rather than tables.
+//! no network) of one or several runs, for people who read plots rather than tables; with
+//! `--trace`, an application's deadline misses beside them, on a timeline coloured by culprit.
 
 use crate::output::PendingOutput;
 use std::path::PathBuf;
@@ -13,6 +14,52 @@ pub struct Args {
     /// Write the HTML report to FILE (`-` for stdout)
     #[arg(long, value_name = "FILE", required = true)]
     pub html: PathBuf,
+    /// Also show an application's trace (`rtlab trace record`, or a trace.dat) beside the runs:
+    /// its deadline misses on a timeline coloured by culprit; repeatable
+    #[arg(long, value_name = "TRACE")]
+    pub trace: Vec<PathBuf>,
+}
+
+/// One section per trace: the misses' timeline and the culprits in words.
+fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
+    let mut html = String::new();
+    for path in traces {
+        let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);
+        let (report, _) = rtlab_apptrace::source::analyze_path(
+            path,
+            rtlab_apptrace::analyze::AnalysisConfig::default(),
+            header,
+        )
+        .map_err(|error| crate::exit::input(format!("--trace {}: {error}", path.display())))?;
+        let misses: u64 = rtlab_apptrace::misses_svg::watched_misses(&report)
+            .iter()
+            .map(|late| late.deadlines_missed.max(1))
+            .sum();
+        let ranked = rtlab_apptrace::misses_svg::ranked_culprits(&report);
+        let summary = match ranked.first() {
+            Some((label, count, ns)) => format!(
+                "{misses} deadline misses in {:.1} s; {count} of them to {label} ({:.1} ms in all)",
+                report.duration_ns as f64 / 1e9,
+                *ns as f64 / 1e6
+            ),
+            None => format!(
+                "no deadline misses in {:.1} s",
+                report.duration_ns as f64 / 1e9
+            ),
+        };
+        let escape = |text: &str| {
+            text.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        };
+        html.push_str(&format!(
+            "<section><h2>Application trace: {}</h2><p>{}</p>{}</section>\n",
+            escape(&path.display().to_string()),
+            escape(&summary),
+            rtlab_apptrace::misses_svg::render(&report)
+        ));
+    }
+    Ok(html)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -22,6 +69,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|run| super::load_record(run))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    output.commit(&rtlab_render::report_html::render(&records))?;
+    let sections = trace_sections(&args.trace)?;
+    let mut html = rtlab_render::report_html::render(&records);
+    if !sections.is_empty() {
+        // The traces go after the runs, inside the page's body.
+        let at = html.rfind("</body>").unwrap_or(html.len());
+        html.insert_str(at, &sections);
+    }
+    output.commit(&html)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -15,15 +15,28 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(
     group(clap::ArgGroup::new("target").required(true).args(["tid", "pid", "comm", "command"])),
-    after_help = "Examples:\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
+    after_help = "Examples:\n  rtlab reserve --auto --comm jackd\n  rtlab reserve --auto --pid 4242 --observe 5s --dry-run\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
 Exit status: 0 granted, 1 denied (the reason is printed: no room, over the user's limit, not \
 the caller's thread), 2 bad input (a malformed rate, no such thread), 3 system error (no daemon). \
 With `-- CMD`, the command's own exit status."
 )]
 pub struct Args {
     /// CPU time and period, e.g. `2ms/10ms`: at least AMOUNT in every window of PERIOD
-    #[arg(value_name = "AMOUNT/PERIOD", value_parser = rtlab_core::rpc::parse_rate)]
-    pub rate: (Nanos, Nanos),
+    #[arg(value_name = "AMOUNT/PERIOD", value_parser = rtlab_core::rpc::parse_rate,
+          required_unless_present = "auto", conflicts_with = "auto")]
+    pub rate: Option<(Nanos, Nanos)>,
+    /// Observe the program (--comm or --pid), find its periodic real-time threads and the
+    /// thread that wakes them, and reserve what they need (their p99 CPU per activation plus
+    /// 20 %) on the backend that enforces their period here; each choice is printed with its
+    /// reason. Rolled back if deadline misses rise in the next --observe window
+    #[arg(long, conflicts_with_all = ["tid", "command", "backend", "all_threads"])]
+    pub auto: bool,
+    /// With --auto: how long to observe the program before reserving, and again after
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = crate::flags::positive_duration, requires = "auto")]
+    pub observe: Nanos,
+    /// With --auto: print what would be reserved and why, reserve nothing
+    #[arg(long, requires = "auto")]
+    pub dry_run: bool,
     /// The thread to reserve for
     #[arg(long, value_name = "TID")]
     pub tid: Option<u32>,
@@ -57,7 +70,24 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.output.prepare()?;
-    let (amount, period) = args.rate;
+    if args.auto {
+        let target = match (&args.pid, &args.comm) {
+            (Some(pid), _) => rtlab_apptrace::record::Target::Pid(*pid),
+            (None, Some(name)) => rtlab_apptrace::record::Target::Comm(name.clone()),
+            (None, None) => {
+                return Err(crate::exit::input("--auto needs --comm NAME or --pid PID"))
+            }
+        };
+        return super::reserve_auto::run(super::reserve_auto::AutoArgs {
+            target,
+            observe: args.observe,
+            dry_run: args.dry_run,
+            verify: args.verify,
+            json,
+            socket: args.socket,
+        });
+    }
+    let (amount, period) = args.rate.expect("clap requires a rate without --auto");
     if args.all_threads && args.pid.is_none() {
         return Err(crate::exit::input("--all-threads goes with --pid"));
     }

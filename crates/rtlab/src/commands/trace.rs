@@ -28,6 +28,9 @@ pub enum TraceCommand {
     /// Thread structure, wake-up chains, priority inversions, hangs, starvation and late
     /// activations of an rtlab trace file or a trace-cmd trace.dat
     Analyze(AnalyzeArgs),
+    /// A program's deadline misses live, one line each with its culprit; a summary and a
+    /// verdict at the end (Ctrl-C, -D or the program's exit)
+    Watch(super::trace_watch::WatchArgs),
 }
 
 #[derive(Debug, ClapArgs)]
@@ -84,6 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         TraceCommand::Record(args) => record(args),
         TraceCommand::Analyze(args) => analyze(args),
+        TraceCommand::Watch(args) => super::trace_watch::run(args),
     }
 }
 

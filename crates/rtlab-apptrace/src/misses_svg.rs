@@ -1,0 +1,180 @@
+//! A timeline of an application's deadline misses coloured by culprit, for `rtlab report --trace`:
+//! one bar per late activation or missed period at its time, its height the response in periods,
+//! its colour the culprit the analysis names (the legend ranks them by the time they took).
+//! Only the recorded program's periodic threads count ([`watched_threads`]). Deterministic
+//! (sorted input, fixed palette), so it can be snapshotted.
+
+use crate::analyze::report::{LateActivation, TraceReport};
+use std::fmt::Write as _;
+
+const WIDTH: f64 = 900.0;
+const PLOT_HEIGHT: f64 = 120.0;
+const LEFT: f64 = 50.0;
+const TOP: f64 = 10.0;
+/// Colours of the culprits, by rank; the rest share the last.
+const PALETTE: [&str; 8] = [
+    "#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+];
+/// Responses are drawn up to this many periods.
+const MOST_PERIODS_DRAWN: f64 = 5.0;
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The shortest period a thread's misses are reported for.
+pub const SHORTEST_WATCHED_PERIOD_NS: u64 = 100_000;
+
+fn is_real_time(policy: &str) -> bool {
+    ["FIFO", "RR", "DEADLINE"]
+        .iter()
+        .any(|name| policy.contains(name))
+}
+
+/// The threads whose misses are shown (`trace watch`, `report --trace`): the recorded program's
+/// periodic real-time threads, or, in a program without any, its threads with a period of at
+/// least [`SHORTEST_WATCHED_PERIOD_NS`] (shorter "periods" of normal threads are bursts of short
+/// sleeps, not deadlines). Other programs' threads appear only as culprits.
+pub fn watched_threads(report: &TraceReport) -> Vec<i32> {
+    let periodic = |row: &&crate::analyze::report::ThreadRow| {
+        row.target
+            && row
+                .period_ns
+                .is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
+    };
+    let real_time: Vec<i32> = report
+        .threads
+        .iter()
+        .filter(periodic)
+        .filter(|row| is_real_time(&row.policy))
+        .map(|row| row.tid)
+        .collect();
+    if !real_time.is_empty() {
+        return real_time;
+    }
+    report
+        .threads
+        .iter()
+        .filter(periodic)
+        .map(|row| row.tid)
+        .collect()
+}
+
+/// The misses of the watched threads, in time order.
+pub fn watched_misses(report: &TraceReport) -> Vec<&LateActivation> {
+    let watched = watched_threads(report);
+    let mut misses: Vec<&LateActivation> = report
+        .late_activations
+        .iter()
+        .filter(|late| watched.contains(&late.thread.tid))
+        .collect();
+    misses.sort_by_key(|late| (late.at_ns, late.thread.tid));
+    misses
+}
+
+/// The culprit of a miss in words ("(its own work)" when the analysis names none).
+pub fn culprit_label(late: &LateActivation) -> String {
+    late.culprit
+        .as_ref()
+        .map_or_else(|| "(its own work)".to_owned(), |culprit| culprit.describe())
+}
+
+/// Culprits ranked by the time they took: (label, misses, ns).
+pub fn ranked_culprits(report: &TraceReport) -> Vec<(String, u64, u64)> {
+    let mut ranked: Vec<(String, u64, u64)> = Vec::new();
+    for late in watched_misses(report) {
+        let label = culprit_label(late);
+        let ns = late.culprit.as_ref().map_or(late.response_ns, |c| c.ns());
+        match ranked.iter_mut().find(|(known, _, _)| *known == label) {
+            Some(entry) => {
+                entry.1 += late.deadlines_missed.max(1);
+                entry.2 += ns;
+            }
+            None => ranked.push((label, late.deadlines_missed.max(1), ns)),
+        }
+    }
+    ranked.sort_by(|left, right| right.2.cmp(&left.2).then(left.0.cmp(&right.0)));
+    ranked
+}
+
+/// The SVG (inline, no script) of `report`'s misses over its duration.
+pub fn render(report: &TraceReport) -> String {
+    let ranked = ranked_culprits(report);
+    let colour_of = |label: &str| {
+        let rank = ranked
+            .iter()
+            .position(|(known, _, _)| known == label)
+            .unwrap_or(PALETTE.len() - 1);
+        PALETTE[rank.min(PALETTE.len() - 1)]
+    };
+    let legend_rows = ranked.len().min(PALETTE.len());
+    let height = TOP + PLOT_HEIGHT + 30.0 + 18.0 * legend_rows as f64;
+    let duration = report.duration_ns.max(1) as f64;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = write!(
+        svg,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{PLOT_HEIGHT}" fill="#fafafa" stroke="#ccc"/>"##,
+        WIDTH - LEFT - 10.0
+    );
+    for periods in [1.0, 2.0, 4.0] {
+        let y = TOP + PLOT_HEIGHT * (1.0 - periods / MOST_PERIODS_DRAWN);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{}" y="{:.1}" text-anchor="end" fill="#666">{periods}×P</text>"##,
+            WIDTH - 10.0,
+            LEFT - 4.0,
+            y + 4.0
+        );
+    }
+    for late in watched_misses(report) {
+        let x = LEFT
+            + (WIDTH - LEFT - 10.0)
+                * (late.at_ns.saturating_sub(report.first_ns) as f64 / duration);
+        let periods =
+            (late.response_ns as f64 / late.period_ns.max(1) as f64).min(MOST_PERIODS_DRAWN);
+        let bar = PLOT_HEIGHT * periods / MOST_PERIODS_DRAWN;
+        let label = culprit_label(late);
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="{:.1}" width="2" height="{bar:.1}" fill="{}"><title>{}</title></rect>"#,
+            TOP + PLOT_HEIGHT - bar,
+            colour_of(&label),
+            escape(&format!(
+                "{:.3} s {} ({}): {}",
+                late.at_ns.saturating_sub(report.first_ns) as f64 / 1e9,
+                late.thread.name,
+                late.thread.tid,
+                late.explanation
+            ))
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<text x="{LEFT}" y="{:.1}" fill="#333">0 s</text><text x="{}" y="{:.1}" text-anchor="end" fill="#333">{:.1} s</text>"##,
+        TOP + PLOT_HEIGHT + 14.0,
+        WIDTH - 10.0,
+        TOP + PLOT_HEIGHT + 14.0,
+        duration / 1e9
+    );
+    for (row, (label, count, ns)) in ranked.iter().take(PALETTE.len()).enumerate() {
+        let y = TOP + PLOT_HEIGHT + 34.0 + 18.0 * row as f64;
+        let _ = write!(
+            svg,
+            r#"<rect x="{LEFT}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{}" y="{y:.1}">{} — {count} misses, {:.1} ms</text>"#,
+            y - 10.0,
+            colour_of(label),
+            LEFT + 18.0,
+            escape(label),
+            *ns as f64 / 1e6
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}

@@ -1,0 +1,411 @@
+//! `rtlab reserve --auto`: observe a program, reserve what its periodic real-time threads need,
+//! and keep the reservation only if the program misses no more deadlines than before.
+//!
+//! The steps: trace the program for `--observe` ([`super::trace_watch::observe`]); turn its
+//! threads into `rtlab_sched::auto_reserve::ObservedThread`s; let `auto_reserve::decide` choose
+//! the threads, sizes and backends (the decisions and their reasons live there, pure and tested);
+//! ask the daemon for each reservation (so its journal repairs them after a crash, and they end
+//! with the threads); trace again for `--observe` and release everything, saying why, if the
+//! misses rose. Ctrl-C or an error before the end releases what was granted.
+
+use super::daemon_client::SocketArgs;
+use super::trace_watch::{human, is_real_time, observe};
+use anyhow::Context as _;
+use rtlab_apptrace::analyze::report::TraceReport;
+use rtlab_apptrace::record::Target;
+use rtlab_core::rpc::{Backend, GrantInfo, ReleaseTarget, Target as RpcTarget};
+use rtlab_core::Nanos;
+use rtlab_sched::auto_reserve::{
+    decide, worse_after, AutoBackend, AutoMachine, AutoPlan, AutoRefused, ObservedThread,
+    SIZING_MARGIN, SIZING_PERCENTILE,
+};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const AUTO_SCHEMA: &str = "rtlab.reserve-auto/1";
+
+/// What `reserve --auto` needs from `reserve`'s flags.
+pub struct AutoArgs {
+    pub target: Target,
+    pub observe: Nanos,
+    pub dry_run: bool,
+    pub verify: Option<Nanos>,
+    pub json: Option<rtlab_store::output::PendingOutput>,
+    pub socket: SocketArgs,
+}
+
+#[derive(Debug, Serialize)]
+struct ChosenJson {
+    tid: u32,
+    name: String,
+    pid: Option<u32>,
+    why_thread: String,
+    period_ns: u64,
+    need_per_activation_ns: u64,
+    amount_ns: u64,
+    window_ns: u64,
+    periods_per_window: u32,
+    backend: &'static str,
+    asked_share: f64,
+    expected_share: f64,
+    why_backend: String,
+    /// The daemon's grant (null for --dry-run or when refused).
+    grant: Option<GrantInfo>,
+    /// The share of one CPU the grant takes (deadline: runtime / period asked of the kernel).
+    granted_share: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct AutoJson {
+    target: String,
+    observe_ns: u64,
+    sizing: String,
+    passed_over: Vec<String>,
+    reservations: Vec<ChosenJson>,
+    misses_before: u64,
+    misses_after: Option<u64>,
+    /// `dry_run`, `kept`, `rolled_back`, `interrupted`, `refused`.
+    outcome: &'static str,
+    reason: Option<String>,
+    verify: Vec<rtlab_session::supply::VerifiedSupply>,
+}
+
+fn machine() -> anyhow::Result<AutoMachine> {
+    let facts =
+        rtlab_sched::enforce::MachineFacts::detect().context("reading what the kernel enforces")?;
+    let deadline_share_per_cpu = (facts.deadline_limit - facts.fair_server_share).clamp(0.0, 0.9);
+    Ok(AutoMachine {
+        n_cpus: facts.cpus.len(),
+        deadline_overrun: facts.granularity.overrun(),
+        granularity_described: facts.granularity.describe(),
+        deadline_share_per_cpu,
+        deadline_preferred: facts.best_backend() == rtlab_sched::enforce::BackendKind::Deadline,
+    })
+}
+
+/// The observation's threads as the decision reads them.
+pub(crate) fn observed_threads(report: &TraceReport) -> Vec<ObservedThread> {
+    report
+        .threads
+        .iter()
+        .map(|row| ObservedThread {
+            tid: row.tid as u32,
+            name: row.name.clone(),
+            pid: row.tgid.map(|pid| pid as u32),
+            in_target: row.target,
+            real_time: is_real_time(&row.policy),
+            policy: row.policy.clone(),
+            priority: row.priority,
+            activations: row.activations,
+            period: row.period_ns.map(Nanos),
+            period_jitter: row.period_jitter_ns.map(Nanos),
+            cpu_per_activation_high: Nanos(row.cpu_per_activation_ns.p99),
+            usual_waker: row
+                .wakers
+                .first()
+                .filter(|waker| waker.tid > 0 && waker.tid != row.tid)
+                .map(|waker| waker.tid as u32),
+        })
+        .collect()
+}
+
+/// Deadline misses of the chosen threads: late activations and periods without one (all of the
+/// program's when the list was cut short).
+fn misses(report: &TraceReport, tids: &[u32]) -> u64 {
+    if report.late_activations_total > report.late_activations.len() as u64 {
+        return report.late_activations_total;
+    }
+    report
+        .late_activations
+        .iter()
+        .filter(|late| tids.contains(&(late.thread.tid as u32)))
+        .map(|late| late.deadlines_missed.max(1))
+        .sum()
+}
+
+fn chosen_json(plan: &AutoPlan) -> Vec<ChosenJson> {
+    plan.reservations
+        .iter()
+        .map(|reservation| ChosenJson {
+            tid: reservation.tid,
+            name: reservation.name.clone(),
+            pid: reservation.pid,
+            why_thread: reservation.why_thread.clone(),
+            period_ns: reservation.period.0,
+            need_per_activation_ns: reservation.need_per_activation.0,
+            amount_ns: reservation.amount.0,
+            window_ns: reservation.window.0,
+            periods_per_window: reservation.periods_per_window,
+            backend: reservation.backend.as_str(),
+            asked_share: reservation.need_per_activation.0 as f64 / reservation.period.0 as f64,
+            expected_share: reservation.expected_share,
+            why_backend: reservation.why_backend.clone(),
+            grant: None,
+            granted_share: None,
+        })
+        .collect()
+}
+
+fn granted_share(grant: &GrantInfo) -> f64 {
+    match grant.deadline_params {
+        Some(params) => params.runtime_ns as f64 / params.period_ns.max(1) as f64,
+        None => grant.granted.amount_ns as f64 / grant.granted.period_ns.max(1) as f64,
+    }
+}
+
+fn release_all(client: &mut rtlab_client::Client, grants: &[GrantInfo]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for grant in grants {
+        if let Err(error) = client.release(ReleaseTarget::Grant {
+            grant_id: grant.grant_id,
+        }) {
+            failures.push(format!("grant {}: {error}", grant.grant_id));
+        }
+    }
+    failures
+}
+
+pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
+    let quiet = args.json.as_ref().is_some_and(|json| json.is_stdout());
+    let say = |line: &str| {
+        if !quiet {
+            println!("{line}");
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    rtlab_sys::signals::install_stop_flag(&stop).context("installing the SIGINT handler")?;
+    let machine = machine()?;
+    // Connect first, so a missing daemon fails before the observation.
+    let mut client = if args.dry_run {
+        None
+    } else {
+        Some(args.socket.connect()?)
+    };
+    let observe_for = Duration::from_nanos(args.observe.0);
+    say(&format!(
+        "observing {} for {} …",
+        args.target.describe(),
+        args.observe
+    ));
+    let before = observe(&args.target, observe_for, &stop)?;
+    if stop.load(Ordering::SeqCst) {
+        return Ok(crate::exit::finished(true));
+    }
+    let threads = observed_threads(&before);
+    let mut output = AutoJson {
+        target: args.target.describe(),
+        observe_ns: args.observe.0,
+        sizing: format!(
+            "CPU per activation at {SIZING_PERCENTILE} plus {:.0} %",
+            SIZING_MARGIN * 100.0
+        ),
+        passed_over: Vec::new(),
+        reservations: Vec::new(),
+        misses_before: 0,
+        misses_after: None,
+        outcome: "refused",
+        reason: None,
+        verify: Vec::new(),
+    };
+    let plan = match decide(&threads, &machine) {
+        Ok(plan) => plan,
+        Err(refused) => {
+            let message = format!("{}: {refused}", args.target.describe());
+            if let Some(json) = args.json {
+                output.reason = Some(refused.to_string());
+                json.commit_json(AUTO_SCHEMA, None, &output)?;
+            }
+            return Err(match refused {
+                AutoRefused::NoPeriodicThread(_) | AutoRefused::NeedsMoreThanACpu { .. } => {
+                    crate::exit::input(message)
+                }
+            });
+        }
+    };
+    let tids: Vec<u32> = plan.reservations.iter().map(|r| r.tid).collect();
+    output.misses_before = misses(&before, &tids);
+    output.passed_over = plan.passed_over.clone();
+    output.reservations = chosen_json(&plan);
+    say(&format!(
+        "found {} thread(s) to reserve ({}; {} deadline misses while observed):",
+        plan.reservations.len(),
+        output.sizing,
+        output.misses_before
+    ));
+    for reservation in &plan.reservations {
+        say(&format!(
+            "  {} ({}): {}; period {}, needs {} per activation\n    → {} of every {} on {}: {}",
+            reservation.name,
+            reservation.tid,
+            reservation.why_thread,
+            human(reservation.period.0),
+            human(reservation.need_per_activation.0),
+            human(reservation.amount.0),
+            human(reservation.window.0),
+            reservation.backend.as_str(),
+            reservation.why_backend
+        ));
+    }
+    for reason in &plan.passed_over {
+        say(&format!("  passed over: {reason}"));
+    }
+    let Some(client) = client.as_mut() else {
+        output.outcome = "dry_run";
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        say("dry run: nothing reserved");
+        return Ok(ExitCode::SUCCESS);
+    };
+    // Reserve each thread on its own (the best result in issue 26: threads sharing one
+    // reservation wait for each other).
+    let mut grants: Vec<GrantInfo> = Vec::new();
+    let mut refusal = None;
+    for (reservation, json) in plan.reservations.iter().zip(&mut output.reservations) {
+        let backend = match reservation.backend {
+            AutoBackend::Deadline => Backend::Deadline,
+            AutoBackend::Dispatch => Backend::Dispatch,
+        };
+        match client.reserve(
+            RpcTarget::Thread {
+                tid: reservation.tid,
+            },
+            reservation.amount,
+            reservation.window,
+            Some(backend),
+        ) {
+            Ok(grant) => {
+                json.granted_share = Some(granted_share(&grant));
+                json.grant = Some(grant.clone());
+                grants.push(grant);
+            }
+            Err(error) => {
+                refusal = Some(format!(
+                    "the daemon refused {} ({}): {error}",
+                    reservation.name, reservation.tid
+                ));
+                break;
+            }
+        }
+    }
+    if let Some(reason) = refusal {
+        let failures = release_all(client, &grants);
+        for reservation in &mut output.reservations {
+            reservation.grant = None;
+        }
+        output.reason = Some(reason.clone());
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        for failure in failures {
+            eprintln!("rtlab: error: releasing {failure}");
+        }
+        eprintln!("rtlab: denied: {reason}; nothing is reserved");
+        return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
+    }
+    for grant in &grants {
+        let pinned = match grant.cpu {
+            Some(cpu) => format!(", confined to CPU {cpu} (the backend needs it)"),
+            None => ", not pinned".to_owned(),
+        };
+        say(&format!(
+            "reserved {}: {} of every {} on {} ({:.1} % of a CPU{pinned})",
+            grant.owner,
+            human(grant.granted.amount_ns),
+            human(grant.granted.period_ns),
+            grant.backend.as_str(),
+            granted_share(grant) * 100.0
+        ));
+    }
+    say(&format!(
+        "checking: watching {} for {} …",
+        args.target.describe(),
+        args.observe
+    ));
+    let after = observe(&args.target, observe_for, &stop);
+    let interrupted = stop.load(Ordering::SeqCst);
+    let after = match after {
+        Ok(after) if !interrupted => after,
+        other => {
+            let failures = release_all(client, &grants);
+            for failure in failures {
+                eprintln!("rtlab: error: releasing {failure}");
+            }
+            output.outcome = "interrupted";
+            output.reason = Some(match &other {
+                Err(error) => format!("the check failed: {error:#}"),
+                Ok(_) => "interrupted before the check ended".into(),
+            });
+            eprintln!(
+                "rtlab: released the reservations: {}",
+                output.reason.as_deref().unwrap_or_default()
+            );
+            if let Some(json) = args.json {
+                json.commit_json(AUTO_SCHEMA, None, &output)?;
+            }
+            return match other {
+                Err(error) if !interrupted => Err(error),
+                _ => Ok(crate::exit::finished(true)),
+            };
+        }
+    };
+    let misses_after = misses(&after, &tids);
+    output.misses_after = Some(misses_after);
+    if worse_after(output.misses_before, misses_after) {
+        let failures = release_all(client, &grants);
+        let reason = format!(
+            "deadline misses rose from {} to {} in {} with the reservations: rolled back, the \
+             program runs as before",
+            output.misses_before, misses_after, args.observe
+        );
+        output.outcome = "rolled_back";
+        output.reason = Some(reason.clone());
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        for failure in failures {
+            eprintln!("rtlab: error: releasing {failure}");
+        }
+        eprintln!("rtlab: {reason}");
+        return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
+    }
+    output.outcome = "kept";
+    say(&format!(
+        "verdict: {} deadline misses in {} before, {} with the reservations: kept (they end with \
+         the threads, or `rtlab release --pid PID`)",
+        output.misses_before, args.observe, misses_after
+    ));
+    if let Some(duration) = args.verify {
+        for (grant, reservation) in grants.iter().zip(&plan.reservations) {
+            say(&format!(
+                "verifying: watching thread {} for {duration} …",
+                reservation.tid
+            ));
+            let verified = rtlab_session::supply::verify_supply(
+                reservation.tid,
+                Nanos(grant.requested.amount_ns),
+                Nanos(grant.requested.period_ns),
+                duration,
+            )
+            .context("--verify")?;
+            if !quiet {
+                print!(
+                    "{}",
+                    rtlab_render::reserve::verified(
+                        &verified,
+                        Nanos(grant.requested.amount_ns),
+                        Nanos(grant.requested.period_ns)
+                    )
+                );
+            }
+            output.verify.push(verified);
+        }
+    }
+    if let Some(json) = args.json {
+        json.commit_json(AUTO_SCHEMA, None, &output)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

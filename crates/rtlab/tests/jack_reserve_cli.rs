@@ -1,0 +1,480 @@
+//! `rtlab reserve --auto` and `rtlab trace watch` held against a real application (issue 26):
+//! Debian's jackd2 (dummy driver, 128 frames, 2.667 ms), a JACK client working 30 % of each
+//! period and counting its own xruns, and a SCHED_FIFO 95 competitor (6 ms every 20 ms on every
+//! CPU). JACK's own xrun count is the judge: with the reservation the competitor must not push
+//! xruns above the idle level measured in the same test.
+//!
+//! Needs root (SCHED_FIFO, SCHED_DEADLINE, tracefs/BPF), jackd2, libjack-jackd2-dev and cc:
+//! `ignore`d, run as root in CI with `--include-ignored`.
+
+mod common;
+
+use common::jack::{ClientProcess, HogProcess, JackServer};
+use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, Sandbox};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A daemon on a socket in the sandbox, its state (journal) there too; SIGTERM on drop.
+struct Daemon {
+    process: Child,
+    socket: std::path::PathBuf,
+}
+
+impl Daemon {
+    fn start(sandbox: &Sandbox) -> Daemon {
+        let config = sandbox.write(
+            "rtlabd.toml",
+            format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
+        );
+        let socket = sandbox.file("rtlabd.sock");
+        let log = sandbox.file("daemon.log");
+        let process = sandbox
+            .command()
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start rtlab daemon");
+        let start = Instant::now();
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the daemon never listened"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Daemon { process, socket }
+    }
+
+    fn rtlab(&self, sandbox: &Sandbox, args: &[&str]) -> Output {
+        sandbox
+            .command()
+            .env("RTLAB_SOCKET", &self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn reservation_tids(&self, sandbox: &Sandbox) -> Vec<u64> {
+        let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
+        assert_exit_code(&output, 0);
+        stdout_json(&output)["reservations"]
+            .as_array()
+            .expect("reservations")
+            .iter()
+            .filter_map(|row| row["tid"].as_u64())
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.process.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.process.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// The scheduling policy of a thread (`/proc/PID/task/TID/stat` field 41: 0 normal, 1 FIFO,
+/// 6 DEADLINE).
+fn policy_of(pid: u32, tid: u64) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(38)?.parse().ok()
+}
+
+/// One 20 s round: a fresh client, optionally reserved by `reserve --auto --pid` before the
+/// competitor starts, optionally with the competitor; JACK's xrun count.
+fn round(
+    sandbox: &Sandbox,
+    daemon: &Daemon,
+    server: &JackServer,
+    reserve: bool,
+    competitor: bool,
+) -> (u64, Option<serde_json::Value>) {
+    let client = ClientProcess::start(server, "auto", 30, if reserve { 30.0 } else { 20.0 });
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let auto = reserve.then(|| {
+        let pid = client.pid().to_string();
+        let arguments = [
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "3s",
+            "--json",
+            "-",
+        ];
+        // A second try when the check rolled back: on a machine shared with other tests, the
+        // misses of two 3 s windows can differ by more than the rule's noise allowance.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let output = daemon.rtlab(sandbox, &arguments);
+            let json = stdout_json(&output);
+            if json["outcome"] == "rolled_back" && tries < 2 {
+                eprintln!(
+                    "reserve --auto rolled back ({}); trying again",
+                    json["reason"]
+                );
+                continue;
+            }
+            assert_exit_code(&output, 0);
+            break json;
+        }
+    });
+    let hog_start = common::jack::monotonic_ns();
+    let hog = competitor.then(|| HogProcess::issue_competitor_aligned(20.0));
+    let report = client.wait();
+    drop(hog);
+    // The xruns while the competitor ran (the reserved client also ran while observed).
+    let xruns = if reserve {
+        report
+            .xrun_times_ns
+            .iter()
+            .filter(|&&at| at >= hog_start)
+            .count() as u64
+    } else {
+        report.xruns
+    };
+    (xruns, auto)
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
+fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let mut server = JackServer::start();
+    let (idle, _) = round(&sandbox, &daemon, &server, false, false);
+    let (unreserved, _) = round(&sandbox, &daemon, &server, false, true);
+    let (reserved, auto) = round(&sandbox, &daemon, &server, true, true);
+    let auto = auto.expect("reserve --auto's JSON");
+    eprintln!("xruns: idle {idle}, unreserved {unreserved}, reserve --auto {reserved}; {auto}");
+    assert_eq!(auto["outcome"], "kept", "{auto}");
+    let reservations = auto["reservations"].as_array().unwrap();
+    // The client's process thread and the jackd thread that wakes it.
+    assert_eq!(reservations.len(), 2, "{auto}");
+    assert!(reservations
+        .iter()
+        .any(|r| r["why_thread"].as_str().unwrap().starts_with("wakes ")));
+    let limit = (3 * idle).max(idle + 10);
+    assert!(
+        reserved <= limit,
+        "reserve --auto: {reserved} xruns, above the idle level ({idle}: at most {limit})"
+    );
+    // (Not `unreserved > limit`: another program's competitor on a shared machine can raise the
+    // idle round too; that only loosens the limit above.)
+    assert!(
+        reserved * 4 < unreserved,
+        "the reservation did not protect ({unreserved} xruns unreserved, {reserved} reserved)"
+    );
+    // The client's reservation went with it; the server's goes with the server.
+    let client_tid = reservations
+        .iter()
+        .find(|r| !r["why_thread"].as_str().unwrap().starts_with("wakes "))
+        .unwrap()["tid"]
+        .as_u64()
+        .unwrap();
+    let server_tid = reservations
+        .iter()
+        .find(|r| r["why_thread"].as_str().unwrap().starts_with("wakes "))
+        .unwrap()["tid"]
+        .as_u64()
+        .unwrap();
+    let start = Instant::now();
+    while daemon.reservation_tids(&sandbox).contains(&client_tid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the client's reservation stayed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        policy_of(server.pid(), server_tid),
+        Some(6),
+        "jackd's thread reserved"
+    );
+    assert!(server.running());
+    drop(server);
+    let start = Instant::now();
+    while !daemon.reservation_tids(&sandbox).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the server's reservation stayed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
+fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "killed", 30, 12.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let client_pid = client.pid();
+    let mut auto = sandbox
+        .command()
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .args([
+            "reserve",
+            "--auto",
+            "--pid",
+            &client_pid.to_string(),
+            "--observe",
+            "4s",
+        ])
+        .stdout(std::fs::File::create(sandbox.file("auto.out")).unwrap())
+        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
+        .spawn()
+        .unwrap();
+    // Killed while it checks the reservations it made.
+    let start = Instant::now();
+    while daemon.reservation_tids(&sandbox).is_empty() {
+        if let Ok(Some(status)) = auto.try_wait() {
+            panic!(
+                "reserve --auto ended ({status}) before it was killed:\n{}{}",
+                std::fs::read_to_string(sandbox.file("auto.out")).unwrap_or_default(),
+                std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "reserve --auto reserved nothing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    auto.kill().unwrap();
+    auto.wait().unwrap();
+    let report = client.wait();
+    assert!(report.callbacks > 0);
+    let client_threads: Vec<u64> = daemon.reservation_tids(&sandbox);
+    assert!(
+        client_threads.len() <= 1,
+        "only the server's thread may still be reserved: {client_threads:?}"
+    );
+    drop(server);
+    let start = Instant::now();
+    while !daemon.reservation_tids(&sandbox).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "a reservation outlived its program"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs root: tracing"]
+fn reserve_auto_on_a_program_without_periodic_threads_says_so() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &sleeper.id().to_string(),
+            "--observe",
+            "1s",
+        ],
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_exit_code(&output, 2);
+    assert!(
+        stderr_text(&output).contains("no periodic real-time thread found"),
+        "{}",
+        stderr_text(&output)
+    );
+    assert!(daemon.reservation_tids(&sandbox).is_empty());
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), tracing"]
+fn trace_watch_ends_with_the_summary_when_the_program_exits() {
+    let sandbox = Sandbox::new();
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "watched", 30, 5.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let json = sandbox.file("misses.jsonl");
+    let output = sandbox
+        .command()
+        .args([
+            "trace",
+            "watch",
+            "--pid",
+            &client.pid().to_string(),
+            "-D",
+            "120s",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let report = client.wait();
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
+    assert!(text.contains("deadline misses ("), "{text}");
+    assert!(text.contains("verdict: "), "{text}");
+    // Every line of the JSON is one late activation, as `trace analyze --json` writes them.
+    for line in std::fs::read_to_string(&json).unwrap().lines() {
+        let miss: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(
+            miss["thread"]["tid"].is_i64() && miss["critical_path"].is_array(),
+            "{line}"
+        );
+    }
+    assert!(report.callbacks > 0);
+}
+
+#[test]
+fn trace_watch_of_a_name_nothing_has_exits_2_with_the_name() {
+    let sandbox = Sandbox::new();
+    let output = sandbox
+        .command()
+        .args(["trace", "watch", "--comm", "no-such-prog-26"])
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 2);
+    assert!(
+        stderr_text(&output).contains("no-such-prog-26"),
+        "{}",
+        stderr_text(&output)
+    );
+}
+
+#[test]
+fn reserve_auto_without_a_program_is_a_usage_error() {
+    let sandbox = Sandbox::new();
+    let output = sandbox
+        .command()
+        .args(["reserve", "--auto"])
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 2);
+    let output = sandbox
+        .command()
+        .args(["reserve", "--auto", "--tid", "1"])
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 2);
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
+fn an_interrupted_reserve_auto_releases_what_it_reserved() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox);
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "interrupted", 30, 20.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let mut auto = sandbox
+        .command()
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .args([
+            "reserve",
+            "--auto",
+            "--pid",
+            &client.pid().to_string(),
+            "--observe",
+            "5s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while daemon.reservation_tids(&sandbox).is_empty() {
+        assert!(
+            matches!(auto.try_wait(), Ok(None)),
+            "reserve --auto ended early: {}",
+            std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "reserve --auto reserved nothing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGINT while it checks: it releases, says why, and exits 130; the program still runs.
+    Command::new("kill")
+        .args(["-INT", &auto.id().to_string()])
+        .status()
+        .unwrap();
+    let status = auto.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let said = std::fs::read_to_string(sandbox.file("auto.err")).unwrap();
+    assert!(said.contains("released the reservations"), "{said}");
+    assert!(daemon.reservation_tids(&sandbox).is_empty());
+    let report = client.wait();
+    assert!(report.callbacks > 0);
+}
+
+#[test]
+#[ignore = "needs root: tracing"]
+fn trace_watch_wait_waits_for_the_name_to_appear() {
+    let sandbox = Sandbox::new();
+    let program = sandbox.file("rtlabwait26");
+    std::fs::copy("/bin/sleep", &program).unwrap();
+    let stderr_path = sandbox.file("watch.err");
+    let watch = sandbox
+        .command()
+        .args([
+            "trace",
+            "watch",
+            "--comm",
+            "rtlabwait26",
+            "--wait",
+            "-D",
+            "3s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    // The name appears only once the watch says it waits for it.
+    let start = Instant::now();
+    while !std::fs::read_to_string(&stderr_path)
+        .unwrap_or_default()
+        .contains("waiting for a process named \"rtlabwait26\"")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the watch never waited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut named = Command::new(&program).arg("30").spawn().unwrap();
+    let output = watch.wait_with_output().unwrap();
+    let _ = named.kill();
+    let _ = named.wait();
+    assert_exit_code(&output, 0);
+    assert!(
+        stdout_text(&output).contains("watched comm rtlabwait26"),
+        "{}",
+        stdout_text(&output)
+    );
+}
