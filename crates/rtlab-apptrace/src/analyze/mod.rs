@@ -353,6 +353,9 @@ fn typical_interval(intervals: &[u64]) -> u64 {
     intervals.iter().copied().min().unwrap_or(0)
 }
 
+/// Linux's largest CONFIG_NR_CPUS: CPU numbers in a trace are below it.
+const MAX_CPUS: usize = 8192;
+
 /// The analysis in progress: feed it events in time order, then [`Analyzer::finish`].
 #[derive(Debug)]
 pub struct Analyzer {
@@ -416,8 +419,11 @@ impl Analyzer {
         self.switches_filtered = filtered;
     }
 
+    /// The state of `cpu`. A trace is untrusted input: a CPU number no kernel can have (at or
+    /// above [`MAX_CPUS`], e.g. a corrupt wake-up's target) shares one last slot instead of
+    /// growing the table to its size (a fuzzed file asked for 146 GB).
     fn cpu(&mut self, cpu: u32) -> &mut CpuState {
-        let index = cpu as usize;
+        let index = (cpu as usize).min(MAX_CPUS);
         if self.cpus.len() <= index {
             self.cpus.resize(index + 1, CpuState::default());
         }

@@ -733,3 +733,39 @@ fn a_run_longer_than_its_cpu_time_is_the_hypervisor() {
         late.explanation
     );
 }
+
+/// A trace is untrusted: a wake-up naming a CPU no kernel can have (a fuzzed file's) must not
+/// size the per-CPU table to it.
+#[test]
+fn an_impossible_cpu_number_does_not_grow_the_cpu_table() {
+    let mut script = Script::new(&[(HIGH, "high")]);
+    script.at(
+        1.0,
+        0,
+        EventKind::Waking {
+            tid: HIGH,
+            prio: 10,
+            waker: 0,
+            target_cpu: i32::MAX,
+        },
+    );
+    script.at(
+        2.0,
+        u32::MAX,
+        EventKind::Waking {
+            tid: HIGH,
+            prio: 10,
+            waker: 0,
+            target_cpu: 0,
+        },
+    );
+    let mut analyzer = Analyzer::new(AnalysisConfig::default());
+    for event in &script.events {
+        analyzer.push(event);
+    }
+    assert!(
+        analyzer.cpus.len() <= MAX_CPUS + 1,
+        "{} CPUs",
+        analyzer.cpus.len()
+    );
+}
