@@ -6,9 +6,9 @@
 //! The mode is set on the inode opened with `O_PATH | O_NOFOLLOW` (through /proc/self/fd), after
 //! checking it is a socket of ours, so a file swapped in after `bind` is never changed.
 
-use std::fs::{File, Metadata};
+use std::fs::Metadata;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -134,10 +134,7 @@ pub fn bind(path: &Path) -> Result<Listening, SocketError> {
 /// Mode 0666 on the socket file at `path`, never following a link: the inode is opened with
 /// `O_PATH | O_NOFOLLOW`, checked to be a socket of ours, and changed through its descriptor.
 fn make_connectable(path: &Path) -> io::Result<()> {
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+    let file = rtlab_sys::ipc::open_path_no_follow(path)?;
     if !is_our_socket(&file.metadata()?) {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

@@ -297,6 +297,17 @@ pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::R
         .collect())
 }
 
+/// Opens the file at `path` itself with `O_PATH | O_NOFOLLOW`: a descriptor of that inode (a
+/// socket, say) for `fstat` and for changes made through `/proc/self/fd`, never of what a
+/// symbolic link there points to (a link is opened as the link, and is then not a socket).
+pub fn open_path_no_follow(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
