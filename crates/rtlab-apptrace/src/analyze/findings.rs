@@ -207,6 +207,9 @@ impl Analyzer {
                     let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
                     let mut is_late = response > period;
                     let mut due = job[0].start;
+                    if restarted_at_once(previous, &job[0], period) {
+                        late_total += 1;
+                    }
                     if let Some((periods, late_start)) = missed_periods(previous, &job[0], period) {
                         late_total += 1;
                         missed_total += 1;
@@ -228,7 +231,7 @@ impl Analyzer {
                         .map(|last| last.end)
                         .unwrap_or(0)
                         .saturating_sub(due);
-                    late_total += deadline_misses(response, period);
+                    late_total += 1 + u64::from(held_through_its_wakers_cycle(&job));
                     if late.len() < MAX_KEPT {
                         let started_late = due != job[0].start;
                         late.push(self.late_entry(
@@ -532,7 +535,7 @@ impl Analyzer {
             period_ns,
             response_ns,
             periods: 1,
-            deadlines_missed: deadline_misses(response_ns, period_ns),
+            deadlines_missed: 1,
             culprit,
             explanation,
             critical_path,
@@ -844,17 +847,31 @@ pub(crate) fn missed_periods(
     Some((periods, gap * 10 > period * 21))
 }
 
-/// The deadlines a late job missed, as cycle-driven programs count them: its own (the work
-/// was not done when the next period began) and, when it took more than 2.1 periods, the next
-/// cycle's too — the program's clock could not start that one either (JACK's timed driver
-/// restarts its cycle then and reports it as a second xrun). Later periods are not counted
-/// again: JACK reports an xrun only for the first failing cycle.
-pub(crate) fn deadline_misses(response: u64, period: u64) -> u64 {
-    if response * 10 > period * 21 {
-        2
-    } else {
-        1
-    }
+/// Whether a late job's program restarted its cycle the moment the job ended: the next
+/// activation (`first`) came within 5 % of a period of the late job's end (before it, by a
+/// wake-up as it blocked; not a wake-up pending long before: a cycle that came on time). JACK's driver,
+/// held back with the job, starts its late cycle (which switches to the next graph and
+/// triggers the job's thread again) and at once the restarted one, which finds the thread
+/// running that new cycle's work: a second xrun (`JackEngine::ProcessCurrent` →
+/// `CheckXRun`). A late job whose end the next activation follows by a cycle counts once.
+pub(crate) fn restarted_at_once(
+    previous: Option<(u64, bool, u64)>,
+    first: &Activation,
+    period: u64,
+) -> bool {
+    previous.is_some_and(|(_, previous_late, previous_end)| {
+        previous_late
+            && first.end > first.start
+            && first.start.abs_diff(previous_end) * 20 <= period
+    })
+}
+
+/// Whether a late job was preempted mid-work and got its CPU back from its own waker: the
+/// program's clock (JACK's driver thread, on the same CPU) ran its late cycle, and the cycle it
+/// restarts at once, while the job still waited, so that cycle found the job's thread
+/// triggered but not running — JACK's second xrun ("not finished, state = Triggered").
+pub(crate) fn held_through_its_wakers_cycle(job: &[Activation]) -> bool {
+    job.iter().any(|activation| activation.resumed_after_waker)
 }
 
 /// The waker a summary's jobs were grouped by.

@@ -119,6 +119,10 @@ pub(crate) struct Activation {
     /// the hypervisor had the virtual CPU.
     pub vanished_ns: u64,
     pub waker: i32,
+    /// Its waker ran on its CPU while it was preempted mid-work, and handed the CPU back to it
+    /// (a cycle-driven program's clock came while this job was held back: see
+    /// `findings::held_through_its_wakers_cycle`).
+    pub resumed_after_waker: bool,
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
     pub blocked_before_ns: u64,
@@ -679,6 +683,11 @@ impl Analyzer {
         let irq_total = self.cpu(cpu).irq_total;
         if next > 0 {
             self.start_running(time, cpu, next, next_prio, irq_total);
+            if let Some(activation) = &mut self.thread(next).current {
+                if prev > 0 && activation.waker == prev && activation.cpu_ns > 0 {
+                    activation.resumed_after_waker = true;
+                }
+            }
         }
         let state = self.cpu(cpu);
         state.current = next;
