@@ -130,7 +130,11 @@ impl Analyzer {
                         .collect(),
                     _ => all_starts.clone(),
                 };
-                let period = detect_period(&dominant_starts).or_else(|| detect_period(&all_starts));
+                let period = detect_period(&dominant_starts)
+                    .or_else(|| detect_period(&all_starts))
+                    .or_else(|| {
+                        dominant.and_then(|(waker, _)| self.wakers_cycle(waker, &dominant_starts))
+                    });
                 let mut cpu: Vec<u64> = thread
                     .activations
                     .iter()
@@ -866,12 +870,37 @@ pub(crate) fn restarted_at_once(
     })
 }
 
-/// Whether a late job was preempted mid-work and got its CPU back from its own waker: the
-/// program's clock (JACK's driver thread, on the same CPU) ran its late cycle, and the cycle it
+/// Whether a late job, preempted mid-work, resumed only after its waker had run and blocked
+/// again: the program's clock (JACK's driver thread) ran its late cycle, and the cycle it
 /// restarts at once, while the job still waited, so that cycle found the job's thread
 /// triggered but not running — JACK's second xrun ("not finished, state = Triggered").
 pub(crate) fn held_through_its_wakers_cycle(job: &[Activation]) -> bool {
     job.iter().any(|activation| activation.resumed_after_waker)
+}
+
+impl Analyzer {
+    /// The period of `waker`'s own activations, when the starts a thread's waker caused
+    /// (`starts`) fall on that rhythm — at least 60 % of their intervals within 10 % of a
+    /// whole number of its periods. A thread that its program's clock (JACK's driver thread)
+    /// activates in only some of the cycles has the clock's period: the cycles it missed
+    /// count as `missed`.
+    fn wakers_cycle(&self, waker: i32, starts: &[u64]) -> Option<(u64, u64)> {
+        let clock = self.threads.get(&waker)?;
+        let clock_starts: Vec<u64> = clock.activations.iter().map(|a| a.start).collect();
+        let (period, jitter) = detect_period(&clock_starts)?;
+        if period < MIN_JUDGED_PERIOD_NS || starts.len() < 8 {
+            return None;
+        }
+        let intervals: Vec<u64> = starts.windows(2).map(|pair| pair[1] - pair[0]).collect();
+        let on_rhythm = intervals
+            .iter()
+            .filter(|&&interval| {
+                let cycles = ((interval + period / 2) / period).max(1);
+                interval.abs_diff(cycles * period) * 10 <= period
+            })
+            .count();
+        (on_rhythm * 10 >= intervals.len() * 6).then_some((period, jitter))
+    }
 }
 
 /// The waker a summary's jobs were grouped by.

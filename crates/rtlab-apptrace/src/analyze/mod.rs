@@ -119,8 +119,8 @@ pub(crate) struct Activation {
     /// the hypervisor had the virtual CPU.
     pub vanished_ns: u64,
     pub waker: i32,
-    /// Its waker ran on its CPU while it was preempted mid-work, and handed the CPU back to it
-    /// (a cycle-driven program's clock came while this job was held back: see
+    /// Preempted mid-work, it resumed only after its waker had run and blocked again (a
+    /// cycle-driven program's clock ran a cycle while this job was held back: see
     /// `findings::held_through_its_wakers_cycle`).
     pub resumed_after_waker: bool,
     /// How it was blocked before this activation (None: first seen, or a new thread).
@@ -682,12 +682,12 @@ impl Analyzer {
         }
         let irq_total = self.cpu(cpu).irq_total;
         if next > 0 {
+            let waited_since = match self.thread(next).state {
+                State::Runnable { since } => Some(since),
+                _ => None,
+            };
             self.start_running(time, cpu, next, next_prio, irq_total);
-            if let Some(activation) = &mut self.thread(next).current {
-                if prev > 0 && activation.waker == prev && activation.cpu_ns > 0 {
-                    activation.resumed_after_waker = true;
-                }
-            }
+            self.note_resumed_after_waker(next, waited_since);
         }
         let state = self.cpu(cpu);
         state.current = next;
@@ -768,6 +768,29 @@ impl Analyzer {
         }
         if since < time {
             self.span(prev, since, time, SpanState::Running);
+        }
+    }
+
+    /// `tid` resumes after a runnable wait that began at `waited_since`: when it was preempted
+    /// mid-activation and its waker ran a whole activation meanwhile (it blocked again after
+    /// `tid` began to wait), say so in `tid`'s activation.
+    fn note_resumed_after_waker(&mut self, tid: i32, waited_since: Option<u64>) {
+        let Some(waited_since) = waited_since else {
+            return;
+        };
+        let Some(activation) = self.threads.get(&tid).and_then(|thread| thread.current) else {
+            return;
+        };
+        if activation.cpu_ns == 0 || activation.waker <= 0 {
+            return;
+        }
+        let waker_cycled = self.threads.get(&activation.waker).is_some_and(
+            |waker| matches!(waker.state, State::Blocked { since, .. } if since > waited_since),
+        );
+        if waker_cycled {
+            if let Some(activation) = &mut self.thread(tid).current {
+                activation.resumed_after_waker = true;
+            }
         }
     }
 
