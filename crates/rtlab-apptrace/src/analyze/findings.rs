@@ -870,10 +870,11 @@ pub(crate) fn restarted_at_once(
     })
 }
 
-/// Whether a late job, preempted mid-work, resumed only after its waker had run and blocked
-/// again: the program's clock (JACK's driver thread) ran its late cycle, and the cycle it
-/// restarts at once, while the job still waited, so that cycle found the job's thread
-/// triggered but not running — JACK's second xrun ("not finished, state = Triggered").
+/// Whether a late job, held back (before it first ran or mid-work), got its CPU only after its
+/// waker had run another whole activation: the program's clock (JACK's driver thread) ran its
+/// late cycle, and the cycle it restarts at once, while the job still waited, so that cycle
+/// found the job's thread triggered but not running — JACK's second xrun ("not finished,
+/// state = Triggered").
 pub(crate) fn held_through_its_wakers_cycle(job: &[Activation]) -> bool {
     job.iter().any(|activation| activation.resumed_after_waker)
 }

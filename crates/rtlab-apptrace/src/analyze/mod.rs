@@ -119,8 +119,8 @@ pub(crate) struct Activation {
     /// the hypervisor had the virtual CPU.
     pub vanished_ns: u64,
     pub waker: i32,
-    /// Preempted mid-work, it resumed only after its waker had run and blocked again (a
-    /// cycle-driven program's clock ran a cycle while this job was held back: see
+    /// It got a CPU only after its waker had run another whole activation (a cycle-driven
+    /// program's clock ran a cycle while this job was held back: see
     /// `findings::held_through_its_wakers_cycle`).
     pub resumed_after_waker: bool,
     /// How it was blocked before this activation (None: first seen, or a new thread).
@@ -771,9 +771,10 @@ impl Analyzer {
         }
     }
 
-    /// `tid` resumes after a runnable wait that began at `waited_since`: when it was preempted
-    /// mid-activation and its waker ran a whole activation meanwhile (it blocked again after
-    /// `tid` began to wait), say so in `tid`'s activation.
+    /// `tid` gets a CPU after a runnable wait that began at `waited_since`: when its waker ran a
+    /// whole activation meanwhile — one that began after `tid`'s own activation began and
+    /// ended while `tid` waited (not the hand-over of the activation that woke it) — say so in
+    /// `tid`'s activation.
     fn note_resumed_after_waker(&mut self, tid: i32, waited_since: Option<u64>) {
         let Some(waited_since) = waited_since else {
             return;
@@ -781,12 +782,20 @@ impl Analyzer {
         let Some(activation) = self.threads.get(&tid).and_then(|thread| thread.current) else {
             return;
         };
-        if activation.cpu_ns == 0 || activation.waker <= 0 {
+        if activation.waker <= 0 {
             return;
         }
-        let waker_cycled = self.threads.get(&activation.waker).is_some_and(
-            |waker| matches!(waker.state, State::Blocked { since, .. } if since > waited_since),
-        );
+        let waker_cycled = self.threads.get(&activation.waker).is_some_and(|waker| {
+            let blocked_since = match waker.state {
+                State::Blocked { since, .. } => since,
+                _ => 0,
+            };
+            blocked_since > waited_since
+                && waker
+                    .summary
+                    .last_start
+                    .is_some_and(|start| start > activation.start)
+        });
         if waker_cycled {
             if let Some(activation) = &mut self.thread(tid).current {
                 activation.resumed_after_waker = true;

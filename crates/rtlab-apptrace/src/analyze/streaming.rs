@@ -151,7 +151,7 @@ pub(crate) struct ActivationSummary {
     pub n_activations: u64,
     pub cpu: SparseHistogram,
     all_intervals: SparseHistogram,
-    last_start: Option<u64>,
+    pub(crate) last_start: Option<u64>,
     /// waker → (its last activation's start, intervals between its activations).
     by_waker: FxHashMap<i32, (u64, SparseHistogram)>,
     /// Learnt from the kept activations when they were full: (period, usual waker).
