@@ -801,3 +801,41 @@ fn a_late_job_counts_a_second_xrun_only_when_its_waker_cycled_while_it_waited() 
     assert_eq!(late, [(LateKind::Late, 70), (LateKind::Late, 170)]);
     assert_eq!(row.late_activations, 3, "{late:?}");
 }
+
+/// A thread its waker activates in only some of the waker's cycles (1, 2 or 3 cycles apart: no
+/// rhythm of its own) takes the waker's period, and the cycles it missed count.
+#[test]
+fn a_sparse_thread_takes_its_wakers_period() {
+    let (driver, client) = (50, 51);
+    let mut script = Script::new(&[(driver, "jackd"), (client, "xrun_client")]);
+    let mut activated = Vec::new();
+    let mut cycle = 0u32;
+    for step in [1u32, 2, 3].iter().cycle().take(24) {
+        activated.push(cycle);
+        cycle += step;
+    }
+    for period in 0..cycle {
+        let start = f64::from(period) * 10.0;
+        script
+            .wake(start, 0, driver, 29, 0)
+            .switch(start, 0, (0, 120, 0), (driver, 29));
+        if activated.contains(&period) {
+            script
+                .wake(start + 0.1, 0, client, 34, driver)
+                .switch(start + 0.1, 0, (driver, 29, SLEEPING), (client, 34))
+                .switch(start + 1.1, 0, (client, 34, SLEEPING), (0, 120));
+        } else {
+            script.switch(start + 0.1, 0, (driver, 29, SLEEPING), (0, 120));
+        }
+    }
+    let report = script.analyse();
+    let row = report.threads.iter().find(|row| row.tid == client).unwrap();
+    assert_eq!(
+        row.period_ns
+            .map(|period| period.abs_diff(10 * MS) < MS / 2),
+        Some(true),
+        "{row:?}"
+    );
+    // 23 intervals: 8 of 1 cycle, 15 of 2 or 3 cycles (a cycle without activation each).
+    assert_eq!(row.missed_periods, 15, "{:#?}", report.late_activations);
+}
