@@ -130,7 +130,11 @@ impl Analyzer {
                         .collect(),
                     _ => all_starts.clone(),
                 };
-                let period = detect_period(&dominant_starts).or_else(|| detect_period(&all_starts));
+                let period = detect_period(&dominant_starts)
+                    .or_else(|| detect_period(&all_starts))
+                    .or_else(|| {
+                        dominant.and_then(|(waker, _)| self.wakers_cycle(waker, &dominant_starts))
+                    });
                 let mut cpu: Vec<u64> = thread
                     .activations
                     .iter()
@@ -207,6 +211,9 @@ impl Analyzer {
                     let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
                     let mut is_late = response > period;
                     let mut due = job[0].start;
+                    if restarted_at_once(previous, &job[0], period) {
+                        late_total += 1;
+                    }
                     if let Some((periods, late_start)) = missed_periods(previous, &job[0], period) {
                         late_total += 1;
                         missed_total += 1;
@@ -228,7 +235,7 @@ impl Analyzer {
                         .map(|last| last.end)
                         .unwrap_or(0)
                         .saturating_sub(due);
-                    late_total += deadline_misses(response, period);
+                    late_total += 1 + u64::from(held_through_its_wakers_cycle(&job));
                     if late.len() < MAX_KEPT {
                         let started_late = due != job[0].start;
                         late.push(self.late_entry(
@@ -532,7 +539,7 @@ impl Analyzer {
             period_ns,
             response_ns,
             periods: 1,
-            deadlines_missed: deadline_misses(response_ns, period_ns),
+            deadlines_missed: 1,
             culprit,
             explanation,
             critical_path,
@@ -844,16 +851,56 @@ pub(crate) fn missed_periods(
     Some((periods, gap * 10 > period * 21))
 }
 
-/// The deadlines a late job missed, as cycle-driven programs count them: its own (the work
-/// was not done when the next period began) and, when it took more than 2.1 periods, the next
-/// cycle's too — the program's clock could not start that one either (JACK's timed driver
-/// restarts its cycle then and reports it as a second xrun). Later periods are not counted
-/// again: JACK reports an xrun only for the first failing cycle.
-pub(crate) fn deadline_misses(response: u64, period: u64) -> u64 {
-    if response * 10 > period * 21 {
-        2
-    } else {
-        1
+/// Whether a late job's program restarted its cycle the moment the job ended: the next
+/// activation (`first`) came within 5 % of a period of the late job's end (before it, by a
+/// wake-up as it blocked; not a wake-up pending long before: a cycle that came on time). JACK's driver,
+/// held back with the job, starts its late cycle (which switches to the next graph and
+/// triggers the job's thread again) and at once the restarted one, which finds the thread
+/// running that new cycle's work: a second xrun (`JackEngine::ProcessCurrent` →
+/// `CheckXRun`). A late job whose end the next activation follows by a cycle counts once.
+pub(crate) fn restarted_at_once(
+    previous: Option<(u64, bool, u64)>,
+    first: &Activation,
+    period: u64,
+) -> bool {
+    previous.is_some_and(|(_, previous_late, previous_end)| {
+        previous_late
+            && first.end > first.start
+            && first.start.abs_diff(previous_end) * 20 <= period
+    })
+}
+
+/// Whether a late job, held back (before it first ran or mid-work), got its CPU only after its
+/// waker had run another whole activation: the program's clock (JACK's driver thread) ran its
+/// late cycle, and the cycle it restarts at once, while the job still waited, so that cycle
+/// found the job's thread triggered but not running — JACK's second xrun ("not finished,
+/// state = Triggered").
+pub(crate) fn held_through_its_wakers_cycle(job: &[Activation]) -> bool {
+    job.iter().any(|activation| activation.resumed_after_waker)
+}
+
+impl Analyzer {
+    /// The period of `waker`'s own activations, when the starts a thread's waker caused
+    /// (`starts`) fall on that rhythm — at least 60 % of their intervals within 10 % of a
+    /// whole number of its periods. A thread that its program's clock (JACK's driver thread)
+    /// activates in only some of the cycles has the clock's period: the cycles it missed
+    /// count as `missed`.
+    fn wakers_cycle(&self, waker: i32, starts: &[u64]) -> Option<(u64, u64)> {
+        let clock = self.threads.get(&waker)?;
+        let clock_starts: Vec<u64> = clock.activations.iter().map(|a| a.start).collect();
+        let (period, jitter) = detect_period(&clock_starts)?;
+        if period < MIN_JUDGED_PERIOD_NS || starts.len() < 8 {
+            return None;
+        }
+        let intervals: Vec<u64> = starts.windows(2).map(|pair| pair[1] - pair[0]).collect();
+        let on_rhythm = intervals
+            .iter()
+            .filter(|&&interval| {
+                let cycles = ((interval + period / 2) / period).max(1);
+                interval.abs_diff(cycles * period) * 10 <= period
+            })
+            .count();
+        (on_rhythm * 10 >= intervals.len() * 6).then_some((period, jitter))
     }
 }
 

@@ -119,6 +119,10 @@ pub(crate) struct Activation {
     /// the hypervisor had the virtual CPU.
     pub vanished_ns: u64,
     pub waker: i32,
+    /// It got a CPU only after its waker had run another whole activation (a cycle-driven
+    /// program's clock ran a cycle while this job was held back: see
+    /// `findings::held_through_its_wakers_cycle`).
+    pub resumed_after_waker: bool,
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
     pub blocked_before_ns: u64,
@@ -684,7 +688,12 @@ impl Analyzer {
         }
         let irq_total = self.cpu(cpu).irq_total;
         if next > 0 {
+            let waited_since = match self.thread(next).state {
+                State::Runnable { since } => Some(since),
+                _ => None,
+            };
             self.start_running(time, cpu, next, next_prio, irq_total);
+            self.note_resumed_after_waker(next, waited_since);
         }
         let state = self.cpu(cpu);
         state.current = next;
@@ -765,6 +774,38 @@ impl Analyzer {
         }
         if since < time {
             self.span(prev, since, time, SpanState::Running);
+        }
+    }
+
+    /// `tid` gets a CPU after a runnable wait that began at `waited_since`: when its waker ran a
+    /// whole activation meanwhile — one that began after `tid`'s own activation began and
+    /// ended while `tid` waited (not the hand-over of the activation that woke it) — say so in
+    /// `tid`'s activation.
+    fn note_resumed_after_waker(&mut self, tid: i32, waited_since: Option<u64>) {
+        let Some(waited_since) = waited_since else {
+            return;
+        };
+        let Some(activation) = self.threads.get(&tid).and_then(|thread| thread.current) else {
+            return;
+        };
+        if activation.waker <= 0 {
+            return;
+        }
+        let waker_cycled = self.threads.get(&activation.waker).is_some_and(|waker| {
+            let blocked_since = match waker.state {
+                State::Blocked { since, .. } => since,
+                _ => 0,
+            };
+            blocked_since > waited_since
+                && waker
+                    .summary
+                    .last_start
+                    .is_some_and(|start| start > activation.start)
+        });
+        if waker_cycled {
+            if let Some(activation) = &mut self.thread(tid).current {
+                activation.resumed_after_waker = true;
+            }
         }
     }
 

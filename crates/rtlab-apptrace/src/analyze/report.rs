@@ -275,8 +275,9 @@ pub struct LateActivation {
     pub response_ns: u64,
     /// Periods this entry stands for (1 for `late`; `missed`: the periods without activation).
     pub periods: u64,
-    /// What it adds to `late_activations_total`: 1, or 2 for a `late` one that took more than
-    /// 2.1 periods (the next cycle could not start either; JACK counts a second xrun).
+    /// 1: a `late` job misses one deadline however long it took, as JACK counts, and a
+    /// `missed` entry counts its gap once. (`late_activations_total` adds a second one for a
+    /// late job whose program restarted its cycle the moment it ended: see docs/trace.md.)
     pub deadlines_missed: u64,
     /// The culprit that took the most time over the whole path (null: its own work).
     pub culprit: Option<Culprit>,

@@ -151,7 +151,7 @@ pub(crate) struct ActivationSummary {
     pub n_activations: u64,
     pub cpu: SparseHistogram,
     all_intervals: SparseHistogram,
-    last_start: Option<u64>,
+    pub(crate) last_start: Option<u64>,
     /// waker → (its last activation's start, intervals between its activations).
     by_waker: FxHashMap<i32, (u64, SparseHistogram)>,
     /// Learnt from the kept activations when they were full: (period, usual waker).
@@ -232,6 +232,9 @@ impl ActivationSummary {
             return;
         }
         self.close_job(period);
+        if super::findings::restarted_at_once(self.previous_job, activation, period) {
+            self.late_total += 1;
+        }
         if let Some((periods, late_start)) =
             super::findings::missed_periods(self.previous_job, activation, period)
         {
@@ -258,7 +261,11 @@ impl ActivationSummary {
         let response = self.job_end.saturating_sub(first.start);
         self.previous_job = Some((first.start, response > period, self.job_end));
         if response > period {
-            self.late_total += super::findings::deadline_misses(response, period);
+            // One deadline, however long the job took (JACK reports an xrun for the first
+            // failing cycle only, `JackEngine::ProcessCurrent`), and a second when its waker's
+            // cycle ran while it was held back (see docs/trace.md).
+            let held = super::findings::held_through_its_wakers_cycle(&self.job);
+            self.late_total += 1 + u64::from(held);
             if self.late.len() < LATE_KEPT {
                 self.late_responses.push((first.start, response));
                 self.late.push(std::mem::take(&mut self.job));

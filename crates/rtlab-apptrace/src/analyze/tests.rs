@@ -768,4 +768,108 @@ fn an_impossible_cpu_number_does_not_grow_the_cpu_table() {
         "{} CPUs",
         analyzer.cpus.len()
     );
+/// JACK's count of a burst that holds back its driver and its client together: the client's
+/// late job counts twice when it resumed only after the driver had run its (late) cycle — the
+/// restarted cycle found it triggered but not running — and once when both resumed together
+/// on two CPUs.
+#[test]
+fn a_late_job_counts_a_second_xrun_only_when_its_waker_cycled_while_it_waited() {
+    let (driver, client, hog0, hog1) = (50, 51, 98, 99);
+    let mut script = Script::new(&[
+        (driver, "jackd"),
+        (client, "xrun_client"),
+        (hog0, "qhog0"),
+        (hog1, "qhog1"),
+    ]);
+    for period in 0..40u32 {
+        let start = f64::from(period) * 10.0;
+        if period == 8 || period == 18 {
+            continue; // the driver's wake-up of these cycles is written with the burst
+        }
+        script
+            .wake(start, 0, driver, 29, 0)
+            .switch(start, 0, (0, 120, 0), (driver, 29))
+            .wake(start + 0.1, 0, client, 34, driver)
+            .switch(start + 0.1, 0, (driver, 29, SLEEPING), (client, 34));
+        match period {
+            // Same CPU: the hog takes it, the driver's next cycle runs when the hog stops, and
+            // only then does the client resume.
+            7 => {
+                script
+                    .switch(start + 1.1, 0, (client, 34, PREEMPTED), (hog0, 4))
+                    .wake(start + 10.0, 0, driver, 29, 0)
+                    .switch(start + 15.0, 0, (hog0, 4, SLEEPING), (driver, 29))
+                    .switch(start + 15.1, 0, (driver, 29, SLEEPING), (client, 34))
+                    .switch(start + 17.0, 0, (client, 34, SLEEPING), (0, 120));
+            }
+            // Two CPUs, both held: the driver and the client resume together.
+            17 => {
+                script
+                    .switch(start + 1.1, 0, (client, 34, PREEMPTED), (hog0, 4))
+                    .switch(start + 1.1, 1, (0, 120, 0), (hog1, 4))
+                    .wake(start + 10.0, 1, driver, 29, 0)
+                    .switch(start + 15.0, 1, (hog1, 4, SLEEPING), (driver, 29))
+                    .switch(start + 15.0, 0, (hog0, 4, SLEEPING), (client, 34))
+                    .switch(start + 15.1, 1, (driver, 29, SLEEPING), (0, 120))
+                    .switch(start + 17.0, 0, (client, 34, SLEEPING), (0, 120));
+            }
+            _ => {
+                script.switch(start + 3.1, 0, (client, 34, SLEEPING), (0, 120));
+            }
+        }
+    }
+    let report = script.analyse();
+    let row = report.threads.iter().find(|row| row.tid == client).unwrap();
+    assert_eq!(
+        row.period_ns
+            .map(|period| period.abs_diff(10 * MS) < MS / 2),
+        Some(true),
+        "{row:?}"
+    );
+    let late: Vec<_> = report
+        .late_activations
+        .iter()
+        .filter(|late| late.thread.tid == client)
+        .map(|late| (late.kind, late.at_ns / MS))
+        .collect();
+    assert_eq!(late, [(LateKind::Late, 70), (LateKind::Late, 170)]);
+    assert_eq!(row.late_activations, 3, "{late:?}");
+}
+
+/// A thread its waker activates in only some of the waker's cycles (1, 2 or 3 cycles apart: no
+/// rhythm of its own) takes the waker's period, and the cycles it missed count.
+#[test]
+fn a_sparse_thread_takes_its_wakers_period() {
+    let (driver, client) = (50, 51);
+    let mut script = Script::new(&[(driver, "jackd"), (client, "xrun_client")]);
+    let mut activated = Vec::new();
+    let mut cycle = 0u32;
+    for step in [1u32, 2, 3].iter().cycle().take(24) {
+        activated.push(cycle);
+        cycle += step;
+    }
+    for period in 0..cycle {
+        let start = f64::from(period) * 10.0;
+        script
+            .wake(start, 0, driver, 29, 0)
+            .switch(start, 0, (0, 120, 0), (driver, 29));
+        if activated.contains(&period) {
+            script
+                .wake(start + 0.1, 0, client, 34, driver)
+                .switch(start + 0.1, 0, (driver, 29, SLEEPING), (client, 34))
+                .switch(start + 1.1, 0, (client, 34, SLEEPING), (0, 120));
+        } else {
+            script.switch(start + 0.1, 0, (driver, 29, SLEEPING), (0, 120));
+        }
+    }
+    let report = script.analyse();
+    let row = report.threads.iter().find(|row| row.tid == client).unwrap();
+    assert_eq!(
+        row.period_ns
+            .map(|period| period.abs_diff(10 * MS) < MS / 2),
+        Some(true),
+        "{row:?}"
+    );
+    // 23 intervals: 8 of 1 cycle, 15 of 2 or 3 cycles (a cycle without activation each).
+    assert_eq!(row.missed_periods, 15, "{:#?}", report.late_activations);
 }
