@@ -1,0 +1,261 @@
+//! `rtlab forecast --trace FILE`: the forecast from an application's own trace (an `rtlab trace`
+//! recording or a trace-cmd trace.dat). The trace analysis finds the application's periodic
+//! real-time thread and its late activations; their response times become plain numbers for
+//! `rtlab_analysis::forecast::trace_rates`, which says how often the application glitches at its
+//! recorded buffering and at others.
+
+use crate::output::PendingOutput;
+use rtlab_analysis::forecast::{
+    describe_trace_rate, trace_rates, TraceBuffering, TraceRateRow, TraceResponses,
+};
+use rtlab_apptrace::analyze::report::{PeriodicThread, TraceReport};
+use rtlab_apptrace::analyze::AnalysisConfig;
+use rtlab_apptrace::source::SourceError;
+use serde::Serialize;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The `schema` of `rtlab forecast --trace --json`.
+pub const FORECAST_TRACE_SCHEMA: &str = "rtlab.forecast-trace/1";
+
+/// The rule a row's count follows, in the JSON and the docs.
+const RULE: &str = "each late activation (work ended after the next period began) or gap without activation in the trace is one glitch at the recorded buffering (2 buffers of the detected period); at n buffers of t' it is one when its response plus the extra compute c·(t'/t − 1) exceeds (n − 1)·t'";
+
+/// What `--trace` was given.
+pub struct TraceRequest<'a> {
+    pub file: &'a Path,
+    pub sample_rate: Option<u32>,
+    pub tid: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct ThreadInfo {
+    tid: i32,
+    name: String,
+    policy: String,
+    priority: i32,
+    period_ns: u64,
+    activations: u64,
+    compute_mean_ns: u64,
+    late_activations: u64,
+    missed_periods: u64,
+}
+
+#[derive(Serialize)]
+struct Row {
+    #[serde(flatten)]
+    rate: TraceRateRow,
+    /// The period in frames, with `--rate`.
+    frames: Option<u64>,
+    /// This row is the recorded buffering.
+    recorded: bool,
+    words: String,
+}
+
+#[derive(Serialize)]
+struct Output {
+    source: String,
+    duration_ns: u64,
+    sample_rate: Option<u32>,
+    thread: ThreadInfo,
+    /// Late activations and gaps of the thread listed in the trace analysis.
+    glitches_listed: u64,
+    rule: &'static str,
+    rows: Vec<Row>,
+    warnings: Vec<String>,
+}
+
+pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result<ExitCode> {
+    let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);
+    let (report, _) =
+        rtlab_apptrace::source::analyze_path(request.file, AnalysisConfig::default(), header)
+            // Unreadable or malformed: the user's input either way (the message names the file).
+            .map_err(|error: SourceError| crate::exit::input(error))?;
+    let periodic = report.periodic_threads();
+    let name = request.file.display();
+    let thread = match request.tid {
+        Some(tid) => periodic
+            .threads
+            .iter()
+            .find(|thread| thread.tid == tid)
+            .ok_or_else(|| {
+                crate::exit::input(format!(
+                    "{name}: thread {tid} is not a periodic real-time thread of the recording (those are: {})",
+                    periodic.threads.iter().map(|thread| format!("{} {}", thread.tid, thread.name)).collect::<Vec<_>>().join(", ")
+                ))
+            })?,
+        None => periodic.threads.first().ok_or_else(|| {
+            crate::exit::input(format!(
+                "{name}: {}",
+                periodic
+                    .none_because
+                    .clone()
+                    .unwrap_or_else(|| "no periodic real-time thread found".to_owned())
+            ))
+        })?,
+    };
+    let (responses, listed) = responses_of(&report, thread);
+    let period = thread.period_ns;
+    let bufferings: Vec<TraceBuffering> = [period / 2, period, period * 2, period * 4]
+        .into_iter()
+        .flat_map(|period_ns| [2, 3].map(|buffers| TraceBuffering { buffers, period_ns }))
+        .collect();
+    let rates = trace_rates(&responses, &bufferings)
+        .map_err(|error| crate::exit::input(format!("{name}: {error}")))?;
+    let frames_of = |period_ns: u64| {
+        request
+            .sample_rate
+            .map(|rate| (period_ns as f64 * f64::from(rate) / 1e9).round() as u64)
+    };
+    let recorded_s = responses.duration_ns as f64 / 1e9;
+    let rows: Vec<Row> = rates
+        .into_iter()
+        .map(|rate| Row {
+            frames: frames_of(rate.period_ns),
+            recorded: rate.period_ns == period && rate.buffers == 2,
+            words: describe_trace_rate(&rate, frames_of(rate.period_ns), recorded_s),
+            rate,
+        })
+        .collect();
+    let mut warnings = report.warnings.clone();
+    if !responses.complete {
+        warnings.push(format!(
+            "the analysis lists only the first {} late activations: the counts are lower bounds",
+            report.late_activations.len()
+        ));
+    }
+    if report.lost_events > 0 {
+        warnings.push(format!(
+            "the recording lost {} events: late activations may be missing",
+            report.lost_events
+        ));
+    }
+    let output = Output {
+        source: report.source.path.clone(),
+        duration_ns: responses.duration_ns,
+        sample_rate: request.sample_rate,
+        thread: ThreadInfo {
+            tid: thread.tid,
+            name: thread.name.clone(),
+            policy: thread.policy.clone(),
+            priority: thread.priority,
+            period_ns: thread.period_ns,
+            activations: thread.activations,
+            compute_mean_ns: thread.cpu_per_activation_ns.mean,
+            late_activations: thread.late,
+            missed_periods: thread.missed_periods,
+        },
+        glitches_listed: listed,
+        rule: RULE,
+        rows,
+        warnings,
+    };
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if !to_stdout {
+        crate::output::print(&render(&output))?;
+    }
+    if let Some(json) = json {
+        json.commit_json(FORECAST_TRACE_SCHEMA, None, &output)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The thread's late responses from the analysis: one per listed late activation or gap.
+fn responses_of(report: &TraceReport, thread: &PeriodicThread) -> (TraceResponses, u64) {
+    let late_responses_ns: Vec<u64> = report
+        .late_activations
+        .iter()
+        .filter(|late| late.thread.tid == thread.tid)
+        .map(|late| late.response_ns)
+        .collect();
+    let listed = late_responses_ns.len() as u64;
+    // The analysis lists at most 200 entries (of all threads): the list may be cut.
+    let complete = report.late_activations_total
+        <= report
+                .late_activations
+                .iter()
+                .map(|late| late.deadlines_missed)
+                .sum::<u64>();
+    (
+        TraceResponses {
+            duration_ns: report.duration_ns,
+            period_ns: thread.period_ns,
+            compute_ns: thread.cpu_per_activation_ns.mean,
+            late_responses_ns,
+            complete,
+        },
+        listed,
+    )
+}
+
+fn render(output: &Output) -> String {
+    use std::fmt::Write as _;
+    let thread = &output.thread;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{}: thread {} {} ({} {}) runs every {:.3} ms, {:.3} ms of work per activation on average",
+        output.source,
+        thread.tid,
+        thread.name,
+        thread.policy,
+        thread.priority,
+        thread.period_ns as f64 / 1e6,
+        thread.compute_mean_ns as f64 / 1e6,
+    );
+    let _ = writeln!(
+        text,
+        "recorded {:.1} s: {} activations, {} late activations or gaps listed\n",
+        output.duration_ns as f64 / 1e9,
+        thread.activations,
+        output.glitches_listed,
+    );
+    let _ = writeln!(
+        text,
+        "{:>8} {:>10} {:>7} {:>9} {:>8} {:>14} {:>24}",
+        "frames", "period", "buffers", "deadline", "glitches", "per minute", "one every (90 % CI)"
+    );
+    for row in &output.rows {
+        let rate = &row.rate;
+        let frames = row.frames.map_or("-".to_owned(), |frames| frames.to_string());
+        let glitches = rate.glitches.map_or("-".to_owned(), |count| {
+            format!("{count}{}", if rate.lower_bound { "+" } else { "" })
+        });
+        let per_minute = rate
+            .per_minute
+            .map_or("-".to_owned(), |value| format!("{value:.2}"));
+        let every = match (rate.glitches, rate.mean_time_between_s) {
+            (None, _) => "not forecast".to_owned(),
+            (Some(_), Some(mean)) => format!(
+                "{} ({}–{})",
+                rtlab_analysis::forecast::describe_seconds(mean),
+                rate.mean_time_between_low_s
+                    .map_or("?".to_owned(), rtlab_analysis::forecast::describe_seconds),
+                rate.mean_time_between_high_s
+                    .map_or("forever".to_owned(), rtlab_analysis::forecast::describe_seconds),
+            ),
+            (Some(_), None) => format!(
+                "≥ {}",
+                rate.mean_time_between_low_s
+                    .map_or("?".to_owned(), rtlab_analysis::forecast::describe_seconds)
+            ),
+        };
+        let _ = writeln!(
+            text,
+            "{frames:>8} {:>10} {:>7} {:>9} {glitches:>8} {per_minute:>14} {every:>24}{}",
+            format!("{:.3} ms", rate.period_ns as f64 / 1e6),
+            rate.buffers,
+            format!("{:.2} ms", rate.deadline_ns as f64 / 1e6),
+            if row.recorded { "  ← recorded" } else { "" },
+        );
+    }
+    text.push('\n');
+    for row in &output.rows {
+        let _ = writeln!(text, "{}", row.words);
+    }
+    let _ = writeln!(text, "\nrule: {}", output.rule);
+    for warning in &output.warnings {
+        let _ = writeln!(text, "warning: {warning}");
+    }
+    text
+}
