@@ -55,6 +55,10 @@ struct Row {
 #[derive(Serialize)]
 struct Output {
     source: String,
+    /// The trace's first and last event (the recording's clock: CLOCK_MONOTONIC for `rtlab
+    /// trace record`).
+    first_ns: u64,
+    last_ns: u64,
     duration_ns: u64,
     sample_rate: Option<u32>,
     thread: ThreadInfo,
@@ -102,10 +106,14 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         .collect();
     let rates = trace_rates(&responses, &bufferings)
         .map_err(|error| crate::exit::input(format!("{name}: {error}")))?;
+    let recorded_frames = request
+        .sample_rate
+        .map(|rate| snap_frames(period as f64 * f64::from(rate) / 1e9));
+    // The other periods are the recorded one's multiples, in frames as well.
     let frames_of = |period_ns: u64| {
-        request
-            .sample_rate
-            .map(|rate| (period_ns as f64 * f64::from(rate) / 1e9).round() as u64)
+        recorded_frames.map(|frames| {
+            (frames as f64 * period_ns as f64 / period as f64).round() as u64
+        })
     };
     let recorded_s = responses.duration_ns as f64 / 1e9;
     let rows: Vec<Row> = rates
@@ -132,6 +140,8 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
     }
     let output = Output {
         source: report.source.path.clone(),
+        first_ns: report.first_ns,
+        last_ns: report.last_ns,
         duration_ns: responses.duration_ns,
         sample_rate: request.sample_rate,
         thread: ThreadInfo {
@@ -158,6 +168,18 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         json.commit_json(FORECAST_TRACE_SCHEMA, None, &output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The recorded period in frames: a detected period is a little longer than the application's
+/// (its skipped cycles stretch the median interval), so within 3 % of a power of two — what
+/// audio servers use — it is that power of two.
+fn snap_frames(frames: f64) -> u64 {
+    let power = 2f64.powf(frames.max(1.0).log2().round());
+    if (frames - power).abs() <= power * 0.03 {
+        power as u64
+    } else {
+        frames.round() as u64
+    }
 }
 
 /// The thread's late responses from the analysis: one per listed late activation or gap.
@@ -258,4 +280,19 @@ fn render(output: &Output) -> String {
         let _ = writeln!(text, "warning: {warning}");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snap_frames;
+
+    #[test]
+    fn a_detected_period_near_a_power_of_two_is_that_many_frames() {
+        assert_eq!(snap_frames(64.5), 64);
+        assert_eq!(snap_frames(129.0), 128);
+        assert_eq!(snap_frames(126.0), 128);
+        assert_eq!(snap_frames(1024.0), 1024);
+        assert_eq!(snap_frames(96.0), 96);
+        assert_eq!(snap_frames(480.4), 480);
+    }
 }
