@@ -126,13 +126,14 @@ fn the_rate_from_a_jack_clients_own_trace_holds_jacks_glitches() {
         client.wait_until_active(Duration::from_secs(20)),
         "the JACK client never became active"
     );
-    // The issue's shorter competitor: FIFO 95, 1.5 ms every 30 ms on every CPU — about 17
-    // glitches a second at 128 frames, under the 200 late activations the analysis lists.
-    let hog = HogProcess::start(95, 1500, 30_000, 8.0);
+    // bench/jack/README.md's competitor with its bursts aligned (FIFO 95, 6 ms every 20 ms on
+    // every CPU, `fifo_hog -A`): the kernel cannot move JACK's threads away from a burst, so
+    // JACK glitches (from 28 to 480 times in 10 s on the project VM).
+    let hog = HogProcess::issue_competitor_aligned(7.0);
     let pid = client.pid().to_string();
     sandbox.run_expecting(
         0,
-        ["trace", "record", "--pid", &pid, "-D", "5s", "-o", trace.to_str().unwrap()],
+        ["trace", "record", "--pid", &pid, "-D", "3s", "-o", trace.to_str().unwrap()],
     );
     let report = client.wait();
     drop(hog);
@@ -170,19 +171,33 @@ fn the_rate_from_a_jack_clients_own_trace_holds_jacks_glitches() {
     let last = forecast["last_ns"].as_u64().unwrap();
     let observed = jack_glitches(&report.xrun_times_ns, first, last);
     assert!(
-        observed >= 10,
+        observed >= 5,
         "the competitor hit JACK only {observed} times in the trace's window: the set-up failed ({})",
         report.json
     );
-    assert_eq!(row["lower_bound"], false, "{forecast}");
     let minutes = (last - first) as f64 / 60e9;
     let low = row["per_minute_low"].as_f64().unwrap() * minutes;
     let high = row["per_minute_high"].as_f64().unwrap() * minutes;
-    assert!(
-        (low..=high).contains(&(observed as f64)),
-        "JACK glitched {observed} times in the trace's window; the forecast from the trace: {} ({low:.1}–{high:.1})",
-        row["glitches"]
+    eprintln!(
+        "JACK: {observed} glitches in {:.1} s; forecast from the trace: {} ({low:.1}–{high:.1}), cut: {}",
+        (last - first) as f64 / 1e9,
+        row["glitches"],
+        row["lower_bound"]
     );
+    if row["lower_bound"] == true {
+        // More than the 200 late activations the analysis lists: the count is a lower bound.
+        assert!(
+            observed as f64 >= low,
+            "JACK glitched {observed} times in the trace's window; the forecast's lower bound: {} ({low:.1})",
+            row["glitches"]
+        );
+    } else {
+        assert!(
+            (low..=high).contains(&(observed as f64)),
+            "JACK glitched {observed} times in the trace's window; the forecast from the trace: {} ({low:.1}–{high:.1})",
+            row["glitches"]
+        );
+    }
     // A longer buffering fails no more often than the recorded one.
     for other in forecast["rows"].as_array().unwrap() {
         if let Some(count) = other["glitches"].as_u64() {

@@ -191,13 +191,15 @@ fn responses_of(report: &TraceReport, thread: &PeriodicThread) -> (TraceResponse
         .map(|late| late.response_ns)
         .collect();
     let listed = late_responses_ns.len() as u64;
-    // The analysis lists at most 200 entries (of all threads): the list may be cut.
-    let complete = report.late_activations_total
-        <= report
-                .late_activations
-                .iter()
-                .map(|late| late.deadlines_missed)
-                .sum::<u64>();
+    // The analysis lists at most 200 entries (the recorded program's first): complete when the
+    // listed ones account for every deadline the thread missed.
+    let complete = report
+        .late_activations
+        .iter()
+        .filter(|late| late.thread.tid == thread.tid)
+        .map(|late| late.deadlines_missed)
+        .sum::<u64>()
+        >= thread.late;
     (
         TraceResponses {
             duration_ns: report.duration_ns,
