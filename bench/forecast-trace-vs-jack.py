@@ -33,7 +33,8 @@ def fmt(row, seconds):
     if row is None or row["glitches"] is None:
         return "not forecast"
     low, high = row["per_minute_low"] * seconds / 60, row["per_minute_high"] * seconds / 60
-    return f"{row['per_minute'] * seconds / 60:.1f} ({low:.1f}–{high:.1f})"
+    cut = "+ (list cut: a lower bound)" if row["lower_bound"] else ""
+    return f"{row['per_minute'] * seconds / 60:.1f}{cut} ({low:.1f}–{high:.1f})"
 
 
 cells = {}

@@ -29,7 +29,10 @@ fn stderr(output: &std::process::Output) -> String {
 fn a_trace_without_a_periodic_real_time_thread_says_why() {
     let sandbox = Sandbox::new();
     let trace = fixture("tracefile/ok/sleep-bpf.rtrace");
-    let output = sandbox.run_expecting(2, ["forecast".as_ref(), "--trace".as_ref(), trace.as_os_str()]);
+    let output = sandbox.run_expecting(
+        2,
+        ["forecast".as_ref(), "--trace".as_ref(), trace.as_os_str()],
+    );
     let error = stderr(&output);
     assert!(
         error.contains("sleep-bpf.rtrace: no periodic real-time thread found: 1 thread recorded, 0 of them real-time"),
@@ -42,10 +45,20 @@ fn a_trace_without_a_periodic_real_time_thread_says_why() {
 fn an_unreadable_or_malformed_trace_is_an_input_error_naming_the_file() {
     let sandbox = Sandbox::new();
     let missing = sandbox.file("missing.rtlt");
-    let output = sandbox.run_expecting(2, ["forecast".as_ref(), "--trace".as_ref(), missing.as_os_str()]);
-    assert!(stderr(&output).contains("missing.rtlt"), "{}", stderr(&output));
+    let output = sandbox.run_expecting(
+        2,
+        ["forecast".as_ref(), "--trace".as_ref(), missing.as_os_str()],
+    );
+    assert!(
+        stderr(&output).contains("missing.rtlt"),
+        "{}",
+        stderr(&output)
+    );
     let garbage = sandbox.write("garbage.dat", b"not a trace at all, just words\n");
-    let output = sandbox.run_expecting(2, ["forecast".as_ref(), "--trace".as_ref(), garbage.as_os_str()]);
+    let output = sandbox.run_expecting(
+        2,
+        ["forecast".as_ref(), "--trace".as_ref(), garbage.as_os_str()],
+    );
     let error = stderr(&output);
     assert!(
         error.contains("garbage.dat: neither an rtlab trace file nor a trace-cmd trace.dat"),
@@ -56,11 +69,20 @@ fn an_unreadable_or_malformed_trace_is_an_input_error_naming_the_file() {
         let entry = std::fs::read_dir(fixture(directory))
             .unwrap()
             .map(|entry| entry.unwrap().path())
-            .filter(|path| path.extension().is_some_and(|extension| extension != "expected"))
+            .filter(|path| {
+                path.extension()
+                    .is_some_and(|extension| extension != "expected")
+            })
             .min()
             .expect("an error fixture");
         let output = sandbox.run(["forecast".as_ref(), "--trace".as_ref(), entry.as_os_str()]);
-        assert_eq!(output.status.code(), Some(2), "{}: {}", entry.display(), stderr(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{}: {}",
+            entry.display(),
+            stderr(&output)
+        );
         let name = entry.file_name().unwrap().to_string_lossy().into_owned();
         assert!(stderr(&output).contains(&name), "{}", stderr(&output));
     }
@@ -80,11 +102,19 @@ fn trace_conflicts_with_the_flags_of_a_run_forecast() {
         let mut args = vec!["forecast", "--trace", "x.rtlt"];
         args.extend_from_slice(extra);
         let output = sandbox.run_expecting(2, &args);
-        assert!(stderr(&output).contains("cannot be used with"), "{extra:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("cannot be used with"),
+            "{extra:?}: {}",
+            stderr(&output)
+        );
     }
     // --rate and --tid only with --trace.
     let output = sandbox.run_expecting(2, ["forecast", "latest", "--rate", "48000"]);
-    assert!(stderr(&output).contains("cannot be used with"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("cannot be used with"),
+        "{}",
+        stderr(&output)
+    );
     let output = sandbox.run_expecting(2, ["forecast", "--tid", "5"]);
     assert!(stderr(&output).contains("--trace"), "{}", stderr(&output));
 }
@@ -110,7 +140,14 @@ fn jack_glitches(times: &[u64], first: u64, last: u64) -> u64 {
 #[test]
 fn jack_glitch_counting_merges_a_cycles_two_callbacks() {
     let ms = 1_000_000;
-    let times = [10 * ms, 10 * ms + 200_000, 20 * ms, 35 * ms, 35 * ms + 900_000, 90 * ms];
+    let times = [
+        10 * ms,
+        10 * ms + 200_000,
+        20 * ms,
+        35 * ms,
+        35 * ms + 900_000,
+        90 * ms,
+    ];
     assert_eq!(jack_glitches(&times, 0, 100 * ms), 4);
     assert_eq!(jack_glitches(&times, 15 * ms, 50 * ms), 2);
 }
@@ -128,12 +165,22 @@ fn the_rate_from_a_jack_clients_own_trace_holds_jacks_glitches() {
     );
     // bench/jack/README.md's competitor with its bursts aligned (FIFO 95, 6 ms every 20 ms on
     // every CPU, `fifo_hog -A`): the kernel cannot move JACK's threads away from a burst, so
-    // JACK glitches (from 28 to 480 times in 10 s on the project VM).
+    // JACK glitches (from 28 to 480 times in 10 s on the project VM; 3 s of trace stay under
+    // the 200 late activations the analysis lists).
     let hog = HogProcess::issue_competitor_aligned(7.0);
     let pid = client.pid().to_string();
     sandbox.run_expecting(
         0,
-        ["trace", "record", "--pid", &pid, "-D", "3s", "-o", trace.to_str().unwrap()],
+        [
+            "trace",
+            "record",
+            "--pid",
+            &pid,
+            "-D",
+            "3s",
+            "-o",
+            trace.to_str().unwrap(),
+        ],
     );
     let report = client.wait();
     drop(hog);
@@ -152,8 +199,12 @@ fn the_rate_from_a_jack_clients_own_trace_holds_jacks_glitches() {
         ],
     );
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
-    assert!(text.contains("at 128 frames (2.7 ms) × 2 you would see"), "{text}");
-    let forecast: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert!(
+        text.contains("at 128 frames (2.7 ms) × 2 you would see"),
+        "{text}"
+    );
+    let forecast: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(forecast["schema"], "rtlab.forecast-trace/1");
     assert!(forecast["tool_version"].is_string());
     assert_eq!(forecast["thread"]["tid"], report.process_tid);

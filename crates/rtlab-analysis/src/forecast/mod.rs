@@ -25,9 +25,9 @@ mod buffers;
 mod model;
 mod response;
 mod selection;
-mod trace_rate;
 #[cfg(test)]
 mod tests;
+mod trace_rate;
 mod verdict;
 mod words;
 

@@ -160,7 +160,9 @@ pub fn describe_trace_rate(row: &TraceRateRow, frames: Option<u64>, recorded_s: 
             "{at}: not forecast — the work would have to end within the recorded period, and the trace lists only responses longer than it"
         );
     };
-    let low = row.mean_time_between_low_s.map_or_else(String::new, describe_seconds);
+    let low = row
+        .mean_time_between_low_s
+        .map_or_else(String::new, describe_seconds);
     let at_least = if row.lower_bound { "at least " } else { "" };
     match (row.mean_time_between_s, row.mean_time_between_high_s) {
         (Some(mean), high) => format!(
@@ -236,7 +238,9 @@ mod tests {
         assert_eq!(none.mean_time_between_s, None);
         assert_eq!(none.mean_time_between_high_s, None);
         // None in a minute: at most one every 60 s / 3.0 (the 90 % upper end for 0 events).
-        assert!((none.mean_time_between_low_s.unwrap() - 60.0 / poisson_interval(0).1).abs() < 1e-9);
+        assert!(
+            (none.mean_time_between_low_s.unwrap() - 60.0 / poisson_interval(0).1).abs() < 1e-9
+        );
     }
 
     #[test]
@@ -260,7 +264,9 @@ mod tests {
         assert!(cut.lower_bound);
         let words = describe_trace_rate(&cut, Some(192), 60.0);
         assert!(
-            words.starts_with("at 192 frames (4 ms) × 2 you would see at least one xrun every 20 s (90 % CI"),
+            words.starts_with(
+                "at 192 frames (4 ms) × 2 you would see at least one xrun every 20 s (90 % CI"
+            ),
             "{words}"
         );
     }
@@ -268,7 +274,10 @@ mod tests {
     #[test]
     fn bad_configurations_are_errors() {
         let recorded = responses(&[5]);
-        let one = [TraceBuffering { buffers: 1, period_ns: MS }];
+        let one = [TraceBuffering {
+            buffers: 1,
+            period_ns: MS,
+        }];
         assert_eq!(
             trace_rates(&recorded, &one),
             Err(TraceRateError::TooFewBuffers(1))
@@ -278,6 +287,9 @@ mod tests {
         assert_eq!(trace_rates(&empty, &[]), Err(TraceRateError::Empty));
         let mut no_period = responses(&[]);
         no_period.period_ns = 0;
-        assert_eq!(trace_rates(&no_period, &[]), Err(TraceRateError::ZeroPeriod));
+        assert_eq!(
+            trace_rates(&no_period, &[]),
+            Err(TraceRateError::ZeroPeriod)
+        );
     }
 }

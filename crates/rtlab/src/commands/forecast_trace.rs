@@ -111,9 +111,8 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         .map(|rate| snap_frames(period as f64 * f64::from(rate) / 1e9));
     // The other periods are the recorded one's multiples, in frames as well.
     let frames_of = |period_ns: u64| {
-        recorded_frames.map(|frames| {
-            (frames as f64 * period_ns as f64 / period as f64).round() as u64
-        })
+        recorded_frames
+            .map(|frames| (frames as f64 * period_ns as f64 / period as f64).round() as u64)
     };
     let recorded_s = responses.duration_ns as f64 / 1e9;
     let rows: Vec<Row> = rates
@@ -241,7 +240,9 @@ fn render(output: &Output) -> String {
     );
     for row in &output.rows {
         let rate = &row.rate;
-        let frames = row.frames.map_or("-".to_owned(), |frames| frames.to_string());
+        let frames = row
+            .frames
+            .map_or("-".to_owned(), |frames| frames.to_string());
         let glitches = rate.glitches.map_or("-".to_owned(), |count| {
             format!("{count}{}", if rate.lower_bound { "+" } else { "" })
         });
@@ -255,8 +256,10 @@ fn render(output: &Output) -> String {
                 rtlab_analysis::forecast::describe_seconds(mean),
                 rate.mean_time_between_low_s
                     .map_or("?".to_owned(), rtlab_analysis::forecast::describe_seconds),
-                rate.mean_time_between_high_s
-                    .map_or("forever".to_owned(), rtlab_analysis::forecast::describe_seconds),
+                rate.mean_time_between_high_s.map_or(
+                    "forever".to_owned(),
+                    rtlab_analysis::forecast::describe_seconds
+                ),
             ),
             (Some(_), None) => format!(
                 "≥ {}",
