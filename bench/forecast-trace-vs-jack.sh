@@ -9,7 +9,7 @@
 #
 #   flock /work/measure.lock bench/forecast-trace-vs-jack.sh [CELL ...]
 #
-# A CELL is FRAMES:LOAD%:CONDITION, CONDITION one of idle, fifo-long (FIFO 95, 2.2 ms every 50 ms
+# A CELL is FRAMES:LOAD%:CONDITION, CONDITION one of idle, stress (stress-ng --cpu 2), fifo-long (FIFO 95, 2.2 ms every 50 ms
 # on both CPUs), fifo-short (FIFO 95, 1.5 ms every 30 ms), fifo-6ms (6 ms every 20 ms, aligned).
 # DURATION (default 10) seconds of trace per cell.
 set -eu
@@ -44,6 +44,7 @@ for cell in $CELLS; do
   sleep 1
   case $condition in
     idle) LOADPID= ;;
+    stress) stress-ng --cpu 2 --timeout $((DURATION + 2))s >/dev/null 2>&1 & LOADPID=$! ;;
     fifo-long) "$BIN/fifo_hog" -p 95 -b 2200 -P 50000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
     fifo-short) "$BIN/fifo_hog" -p 95 -b 1500 -P 30000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
     fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 -A -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
