@@ -147,13 +147,15 @@ pub fn trace_rates(
 }
 
 /// The row in words: "at 256 frames (5.3 ms) × 2 you would see one xrun every 40 s (90 % CI
-/// 25–70 s)". `frames` is the period in frames when the sample rate is known.
+/// 25–70 s)". `frames` is the period in frames when the sample rate is known (an audio
+/// application: its glitches are xruns).
 pub fn describe_trace_rate(row: &TraceRateRow, frames: Option<u64>, recorded_s: f64) -> String {
     let period = describe_seconds(row.period_ns as f64 / 1e9);
     let at = match frames {
         Some(frames) => format!("at {frames} frames ({period}) × {}", row.buffers),
         None => format!("at {} buffers of {period}", row.buffers),
     };
+    let event = if frames.is_some() { "xrun" } else { "glitch" };
     let confidence = (CONFIDENCE * 100.0).round();
     let Some(glitches) = row.glitches else {
         return format!(
@@ -166,13 +168,13 @@ pub fn describe_trace_rate(row: &TraceRateRow, frames: Option<u64>, recorded_s: 
     let at_least = if row.lower_bound { "at least " } else { "" };
     match (row.mean_time_between_s, row.mean_time_between_high_s) {
         (Some(mean), high) => format!(
-            "{at} you would see {at_least}one xrun every {} ({confidence:.0} % CI {low} – {}; {glitches} in {})",
+            "{at} you would see {at_least}one {event} every {} ({confidence:.0} % CI {low} – {}; {glitches} in {})",
             describe_seconds(mean),
             high.map_or_else(|| "forever".to_owned(), describe_seconds),
             describe_seconds(recorded_s),
         ),
         (None, _) => format!(
-            "{at} you would see no xrun in {} recorded: at most one every {low} ({confidence:.0} % upper bound)",
+            "{at} you would see no {event} in {} recorded: at most one every {low} ({confidence:.0} % upper bound)",
             describe_seconds(recorded_s),
         ),
     }
@@ -252,6 +254,11 @@ mod tests {
         assert_eq!(shorter.glitches, None);
         assert_eq!(shorter.per_minute, None);
         assert!(describe_trace_rate(&shorter, None, 60.0).contains("not forecast"));
+        let words = describe_trace_rate(&row(&recorded, 3, 2), None, 60.0);
+        assert!(
+            words.starts_with("at 3 buffers of 2 ms you would see one glitch every 30 s"),
+            "{words}"
+        );
         // 3 × 2 ms: threshold 4 + 0.5 = 4.5 ms: forecast.
         assert_eq!(row(&recorded, 3, 2).glitches, Some(2));
     }

@@ -126,9 +126,19 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         .collect();
     let mut warnings = report.warnings.clone();
     if !responses.complete {
+        // The listed share of the thread's missed deadlines: a recording that much shorter
+        // would have been listed whole.
+        let listed_deadlines: u64 = report
+            .late_activations
+            .iter()
+            .filter(|late| late.thread.tid == thread.tid)
+            .map(|late| late.deadlines_missed)
+            .sum();
+        let listed_share = listed_deadlines as f64 / thread.late.max(1) as f64;
         warnings.push(format!(
-            "the analysis lists only the first {} late activations: the counts are lower bounds",
-            report.late_activations.len()
+            "the analysis lists only the first {} late activations: the counts are lower bounds (a recording of about {:.0} s would be listed whole)",
+            report.late_activations.len(),
+            (responses.duration_ns as f64 / 1e9 * listed_share * 0.9).max(1.0)
         ));
     }
     if report.lost_events > 0 {
