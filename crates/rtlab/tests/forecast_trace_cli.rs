@@ -258,3 +258,82 @@ fn the_rate_from_a_jack_clients_own_trace_holds_jacks_glitches() {
         }
     }
 }
+
+/// A recorded JACK client (`tests/data/jack-128x2-fifo-short.rtlt`: 1.5 s of `rtlab trace record
+/// --pid` of `xrun_client` at 128 frames, 30 % load, under FIFO 95 spinners 1.5 ms every 30 ms;
+/// `bench/forecast-trace-vs-jack.sh`, 2026-11-27) with the xrun times JACK reported meanwhile
+/// (`.xruns`, CLOCK_MONOTONIC ns, the trace's clock).
+fn jack_fixture(extension: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/jack-128x2-fifo-short")
+        .with_extension(extension)
+}
+
+#[test]
+fn a_recorded_jack_clients_trace_forecasts_its_own_glitches_and_other_bufferings() {
+    let sandbox = Sandbox::new();
+    let trace = jack_fixture("rtlt");
+    let json_path = sandbox.file("forecast.json");
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "forecast".as_ref(),
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--rate".as_ref(),
+            "48000".as_ref(),
+            "--json".as_ref(),
+            json_path.as_os_str(),
+        ],
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        text.contains("at 128 frames (2.7 ms) × 2 you would see one xrun every 19 ms (90 % CI 16 ms – 23 ms; 80 in 1.5 s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("at 64 frames (1.3 ms) × 2: not forecast"),
+        "{text}"
+    );
+    let forecast: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(forecast["schema"], "rtlab.forecast-trace/1");
+    assert_eq!(forecast["thread"]["name"], "xrun_client");
+    assert_eq!(forecast["thread"]["policy"], "SCHED_FIFO");
+    let rows = forecast["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    let row = |frames: u64, buffers: u64| {
+        rows.iter()
+            .find(|row| row["frames"] == frames && row["buffers"] == buffers)
+            .unwrap_or_else(|| panic!("no row {frames} × {buffers}: {forecast}"))
+    };
+    let recorded = row(128, 2);
+    assert_eq!(recorded["recorded"], true);
+    assert_eq!(recorded["glitches"], 80);
+    assert_eq!(recorded["lower_bound"], false);
+    assert!(row(64, 2)["glitches"].is_null());
+    // A longer deadline never fails more often.
+    let mut by_threshold: Vec<(u64, u64)> = rows
+        .iter()
+        .filter_map(|row| Some((row["threshold_ns"].as_u64()?, row["glitches"].as_u64()?)))
+        .collect();
+    by_threshold.sort_unstable();
+    assert!(
+        by_threshold.windows(2).all(|pair| pair[1].1 <= pair[0].1),
+        "{by_threshold:?}"
+    );
+    // JACK's own glitches in the trace's window lie in the recorded row's interval.
+    let times: Vec<u64> = std::fs::read_to_string(jack_fixture("xruns"))
+        .unwrap()
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    let first = forecast["first_ns"].as_u64().unwrap();
+    let last = forecast["last_ns"].as_u64().unwrap();
+    let observed = jack_glitches(&times, first, last);
+    assert_eq!(observed, 79);
+    let minutes = (last - first) as f64 / 60e9;
+    let low = recorded["per_minute_low"].as_f64().unwrap() * minutes;
+    let high = recorded["per_minute_high"].as_f64().unwrap() * minutes;
+    assert!((low..=high).contains(&(observed as f64)), "{low}–{high}");
+}
