@@ -8,7 +8,7 @@ use crate::output::PendingOutput;
 use rtlab_analysis::forecast::{
     describe_trace_rate, trace_rates, TraceBuffering, TraceRateRow, TraceResponses,
 };
-use rtlab_apptrace::analyze::report::{PeriodicThread, TraceReport};
+use rtlab_apptrace::analyze::report::{PeriodicThread, ThreadRow, TraceReport};
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::source::SourceError;
 use serde::Serialize;
@@ -28,7 +28,7 @@ pub struct TraceRequest<'a> {
     pub tid: Option<i32>,
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct ThreadInfo {
     tid: i32,
     name: String,
@@ -75,29 +75,10 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         rtlab_apptrace::source::analyze_path(request.file, AnalysisConfig::default(), header)
             // Unreadable or malformed: the user's input either way (the message names the file).
             .map_err(|error: SourceError| crate::exit::input(error))?;
-    let periodic = report.periodic_threads();
     let name = request.file.display();
-    let thread = match request.tid {
-        Some(tid) => periodic
-            .threads
-            .iter()
-            .find(|thread| thread.tid == tid)
-            .ok_or_else(|| {
-                crate::exit::input(format!(
-                    "{name}: thread {tid} is not a periodic real-time thread of the recording (those are: {})",
-                    periodic.threads.iter().map(|thread| format!("{} {}", thread.tid, thread.name)).collect::<Vec<_>>().join(", ")
-                ))
-            })?,
-        None => periodic.threads.first().ok_or_else(|| {
-            crate::exit::input(format!(
-                "{name}: {}",
-                periodic
-                    .none_because
-                    .clone()
-                    .unwrap_or_else(|| "no periodic real-time thread found".to_owned())
-            ))
-        })?,
-    };
+    let thread = choose_thread(&report, request.tid)
+        .map_err(|reason| crate::exit::input(format!("{name}: {reason}")))?;
+    let thread = &thread;
     let (responses, listed) = responses_of(&report, thread);
     let period = thread.period_ns;
     let bufferings: Vec<TraceBuffering> = [period / 2, period, period * 2, period * 4]
@@ -134,7 +115,7 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
             .filter(|late| late.thread.tid == thread.tid)
             .map(|late| late.deadlines_missed)
             .sum();
-        let listed_share = listed_deadlines as f64 / thread.late.max(1) as f64;
+        let listed_share = listed_deadlines as f64 / thread.late_activations.max(1) as f64;
         warnings.push(format!(
             "the analysis lists only the first {} late activations: the counts are lower bounds (a recording of about {:.0} s would be listed whole)",
             report.late_activations.len(),
@@ -153,17 +134,7 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         last_ns: report.last_ns,
         duration_ns: responses.duration_ns,
         sample_rate: request.sample_rate,
-        thread: ThreadInfo {
-            tid: thread.tid,
-            name: thread.name.clone(),
-            policy: thread.policy.clone(),
-            priority: thread.priority,
-            period_ns: thread.period_ns,
-            activations: thread.activations,
-            compute_mean_ns: thread.cpu_per_activation_ns.mean,
-            late_activations: thread.late,
-            missed_periods: thread.missed_periods,
-        },
+        thread: thread.clone(),
         glitches_listed: listed,
         rule: RULE,
         rows,
@@ -179,6 +150,87 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// The thread to forecast for: `--tid`'s (a periodic real-time thread of the recorded program, or
+/// of any process in a whole-system trace.dat), else the recorded program's most urgent one.
+fn choose_thread(report: &TraceReport, tid: Option<i32>) -> Result<ThreadInfo, String> {
+    let periodic = report.periodic_threads();
+    // Any thread of the trace with a period and a real-time priority (a trace.dat records the
+    // whole system; its recorded program may be another).
+    let others = || {
+        report
+            .threads
+            .iter()
+            .filter(|row| row.kernel_prio < 100 && row.period_ns.is_some())
+            .map(|row| format!("{} {}", row.tid, row.name))
+            .collect::<Vec<_>>()
+    };
+    match tid {
+        Some(tid) => {
+            if let Some(thread) = periodic.threads.iter().find(|thread| thread.tid == tid) {
+                return Ok(ThreadInfo::of_periodic(thread));
+            }
+            report
+                .threads
+                .iter()
+                .find(|row| row.tid == tid && row.kernel_prio < 100 && row.period_ns.is_some())
+                .map(ThreadInfo::of_row)
+                .ok_or_else(|| {
+                    format!(
+                        "thread {tid} is not a periodic real-time thread of the trace (those are: {})",
+                        others().join(", ")
+                    )
+                })
+        }
+        None => match periodic.threads.first() {
+            Some(thread) => Ok(ThreadInfo::of_periodic(thread)),
+            None => {
+                let reason = periodic
+                    .none_because
+                    .unwrap_or_else(|| "no periodic real-time thread found".to_owned());
+                let others = others();
+                Err(if others.is_empty() {
+                    reason
+                } else {
+                    format!(
+                        "{reason} (periodic real-time threads of other processes, for --tid: {})",
+                        others.join(", ")
+                    )
+                })
+            }
+        },
+    }
+}
+
+impl ThreadInfo {
+    fn of_periodic(thread: &PeriodicThread) -> ThreadInfo {
+        ThreadInfo {
+            tid: thread.tid,
+            name: thread.name.clone(),
+            policy: thread.policy.clone(),
+            priority: thread.priority,
+            period_ns: thread.period_ns,
+            activations: thread.activations,
+            compute_mean_ns: thread.cpu_per_activation_ns.mean,
+            late_activations: thread.late,
+            missed_periods: thread.missed_periods,
+        }
+    }
+
+    fn of_row(row: &ThreadRow) -> ThreadInfo {
+        ThreadInfo {
+            tid: row.tid,
+            name: row.name.clone(),
+            policy: row.policy.clone(),
+            priority: row.priority,
+            period_ns: row.period_ns.unwrap_or(0),
+            activations: row.activations,
+            compute_mean_ns: row.cpu_per_activation_ns.mean,
+            late_activations: row.late_activations,
+            missed_periods: row.missed_periods,
+        }
+    }
+}
+
 /// The recorded period in frames: a detected period is a little longer than the application's
 /// (its skipped cycles stretch the median interval), so within 3 % of a power of two — what
 /// audio servers use — it is that power of two.
@@ -192,7 +244,7 @@ fn snap_frames(frames: f64) -> u64 {
 }
 
 /// The thread's late responses from the analysis: one per listed late activation or gap.
-fn responses_of(report: &TraceReport, thread: &PeriodicThread) -> (TraceResponses, u64) {
+fn responses_of(report: &TraceReport, thread: &ThreadInfo) -> (TraceResponses, u64) {
     let late_responses_ns: Vec<u64> = report
         .late_activations
         .iter()
@@ -208,12 +260,12 @@ fn responses_of(report: &TraceReport, thread: &PeriodicThread) -> (TraceResponse
         .filter(|late| late.thread.tid == thread.tid)
         .map(|late| late.deadlines_missed)
         .sum::<u64>()
-        >= thread.late;
+        >= thread.late_activations;
     (
         TraceResponses {
             duration_ns: report.duration_ns,
             period_ns: thread.period_ns,
-            compute_ns: thread.cpu_per_activation_ns.mean,
+            compute_ns: thread.compute_mean_ns,
             late_responses_ns,
             complete,
         },
