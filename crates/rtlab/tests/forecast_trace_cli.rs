@@ -343,3 +343,25 @@ fn a_recorded_jack_clients_trace_forecasts_its_own_glitches_and_other_bufferings
     let high = recorded["per_minute_high"].as_f64().unwrap() * minutes;
     assert!((low..=high).contains(&(observed as f64)), "{low}–{high}");
 }
+
+#[test]
+fn tid_must_name_a_periodic_real_time_thread_of_the_trace() {
+    let sandbox = Sandbox::new();
+    let trace = jack_fixture("rtlt");
+    let output = sandbox.run_expecting(
+        2,
+        [
+            "forecast".as_ref(),
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--tid".as_ref(),
+            "1".as_ref(),
+        ],
+    );
+    let error = stderr(&output);
+    assert!(
+        error.contains("jack-128x2-fifo-short.rtlt: thread 1 is not a periodic real-time thread of the trace (those are: ")
+            && error.contains("xrun_client"),
+        "{error}"
+    );
+}
