@@ -17,7 +17,8 @@
 //! One module per job: `model.rs` (the model, [`forecast`] of one configuration, the
 //! [`TailModel`] a projection plugs in), `buffers.rs` (tables over buffer counts, least buffering
 //! for a target), `verdict.rs` (suitable or not, per application class), `selection.rs` (which
-//! series of a record a forecast reads), `words.rs` (the sentences the JSON carries).
+//! series of a record a forecast reads), `words.rs` (the sentences the JSON carries), `trace_rate.rs` (the forecast from an application's
+//! own trace: its recorded response times at other bufferings).
 
 mod backlog;
 mod buffers;
@@ -26,6 +27,7 @@ mod response;
 mod selection;
 #[cfg(test)]
 mod tests;
+mod trace_rate;
 mod verdict;
 mod words;
 
@@ -38,6 +40,10 @@ pub use model::{
 pub use response::{response_rate, ComputeEvidence, ProbeEvidence, ResponseTerms};
 pub use selection::{
     add_missed_periods, probe_evidence, select_series, SelectionError, SeriesSelection,
+};
+pub use trace_rate::{
+    describe_trace_rate, glitch_threshold_ns, trace_rates, TraceBuffering, TraceRateError,
+    TraceRateRow, TraceResponses,
 };
 pub use verdict::{verdict_kind, VerdictKind};
 pub use words::{describe_mttf, describe_seconds, model_description, verdict, Verdict};

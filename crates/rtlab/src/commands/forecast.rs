@@ -27,7 +27,22 @@ pub enum ModelArg {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
-    pub run: String,
+    #[arg(required_unless_present = "trace")]
+    pub run: Option<String>,
+    /// Forecast from the application's own trace (an `rtlab trace record` file or a trace-cmd
+    /// trace.dat): its periodic real-time thread's late activations at its recorded buffering,
+    /// and at other buffer counts and sizes
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "run", "class", "classes_file", "buffers", "buffer_ms", "compute_ms", "series", "target",
+        "model", "chain",
+    ])]
+    pub trace: Option<PathBuf>,
+    /// With --trace: the audio sample rate (e.g. 48000), to show periods in frames
+    #[arg(long, value_name = "HZ", requires = "trace", conflicts_with = "run", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: Option<u32>,
+    /// With --trace: which periodic real-time thread (default: the most urgent)
+    #[arg(long, value_name = "TID", requires = "trace", conflicts_with = "run")]
+    pub tid: Option<i32>,
     /// Forecast for one application class (see the list with no --class); exit 1 if unsuitable
     #[arg(long, value_name = "NAME", conflicts_with_all = ["buffers", "buffer_ms"])]
     pub class: Option<String>,
@@ -62,7 +77,19 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.output.prepare()?;
-    let record = super::load_record(&args.run)?;
+    if let Some(file) = &args.trace {
+        let request = super::forecast_trace::TraceRequest {
+            file,
+            sample_rate: args.rate,
+            tid: args.tid,
+        };
+        return super::forecast_trace::run(request, json);
+    }
+    let run = args
+        .run
+        .as_deref()
+        .expect("clap requires a run without --trace");
+    let record = super::load_record(run)?;
     let model = match args.model {
         ModelArg::Response => Model::Response,
         ModelArg::PerPeriod => Model::PerPeriod,
@@ -93,7 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let output = study(&record, &request).map_err(|error| {
         let text = match error.field() {
-            Some(RequestField::Series) => format!("{}: {error}", args.run),
+            Some(RequestField::Series) => format!("{run}: {error}"),
             Some(RequestField::Class) => format!("--class: {error}"),
             Some(RequestField::BufferPeriod) => format!("--buffer-ms: {error}"),
             Some(RequestField::Buffers) => format!("--buffers: {error}"),

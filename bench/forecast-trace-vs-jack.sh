@@ -1,0 +1,65 @@
+#!/bin/sh
+# `rtlab forecast --trace` against a real application (issue 27, item 3): Debian's jackd2 (dummy
+# driver, 48 kHz), a client burning L % of each period (bench/jack/xrun_client.c; JACK's own xrun
+# callback is the truth), a SCHED_FIFO competitor, and `rtlab trace record --pid CLIENT -D 10s`.
+# For each cell it keeps the client's JSON, its xrun log, the trace and `rtlab forecast --trace
+# --rate 48000 --json`; bench/forecast-trace-vs-jack.py puts JACK's glitches in the trace's window
+# (xrun callbacks within 1 ms merged) beside the forecast at the recorded buffering, and a cell at
+# other frames beside the forecast the 128-frame trace of the same condition made for it.
+#
+#   flock /work/measure.lock bench/forecast-trace-vs-jack.sh [CELL ...]
+#
+# A CELL is FRAMES:LOAD%:CONDITION, CONDITION one of idle, stress (stress-ng --cpu 2), fifo-long (FIFO 95, 2.2 ms every 50 ms
+# on both CPUs), fifo-short (FIFO 95, 1.5 ms every 30 ms), fifo-6ms (6 ms every 20 ms, aligned).
+# DURATION (default 10) seconds of trace per cell.
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+RTLAB=${RTLAB:-$HERE/../target/debug/rtlab}
+OUT=${OUT:-$HERE/out/forecast-trace-vs-jack}
+DURATION=${DURATION:-10}
+BIN=${BIN:-$OUT/bin}
+mkdir -p "$OUT" "$BIN"
+[ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
+[ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
+CELLS=${*:-"128:30:fifo-long 256:30:fifo-long 64:30:fifo-long 128:30:fifo-short 256:30:fifo-short 128:30:idle"}
+SERVER=rtlabftj$$
+cleanup() {
+  [ -n "${LOADPID:-}" ] && kill "$LOADPID" 2>/dev/null || true
+  [ -n "${CLIENTPID:-}" ] && kill "$CLIENTPID" 2>/dev/null || true
+  [ -n "${JACKPID:-}" ] && kill "$JACKPID" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+for cell in $CELLS; do
+  frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
+  name="f${frames}-l${load}-${condition}"
+  rm -f "$OUT/$name".*
+  JACK_NO_AUDIO_RESERVATION=1 jackd -n "$SERVER" -R -P 70 -d dummy -r 48000 -p "$frames" \
+    >"$OUT/$name.jackd.log" 2>&1 &
+  JACKPID=$!
+  sleep 1
+  "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d $((DURATION + 4)) -x "$OUT/$name.xruns" \
+    >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
+  CLIENTPID=$!
+  sleep 1
+  case $condition in
+    idle) LOADPID= ;;
+    stress) stress-ng --cpu 2 --timeout $((DURATION + 2))s >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-long) "$BIN/fifo_hog" -p 95 -b 2200 -P 50000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-short) "$BIN/fifo_hog" -p 95 -b 1500 -P 30000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 -A -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
+    *) echo "unknown condition $condition" >&2; exit 2 ;;
+  esac
+  "$RTLAB" trace record --pid "$CLIENTPID" -D "${DURATION}s" -o "$OUT/$name.rtlt" \
+    >/dev/null 2>"$OUT/$name.record.err" || true
+  wait "$CLIENTPID" || true
+  CLIENTPID=
+  [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
+  LOADPID=
+  kill "$JACKPID" 2>/dev/null || true
+  wait "$JACKPID" 2>/dev/null || true
+  JACKPID=
+  "$RTLAB" forecast --trace "$OUT/$name.rtlt" --rate 48000 --json "$OUT/$name.forecast.json" \
+    >"$OUT/$name.forecast.txt" 2>&1 || true
+  printf '%s %s\n' "$name" "$(cat "$OUT/$name.client.json")"
+done
