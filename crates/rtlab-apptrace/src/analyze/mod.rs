@@ -13,6 +13,7 @@ pub mod period;
 pub mod report;
 mod streaming;
 pub mod timeline;
+mod xrun_rule;
 
 use crate::model::{futex_op, Comm, Event, EventKind, Policy};
 use report::*;

@@ -232,11 +232,11 @@ impl ActivationSummary {
             return;
         }
         self.close_job(period);
-        if super::findings::restarted_at_once(self.previous_job, activation, period) {
+        if super::xrun_rule::restarted_at_once(self.previous_job, activation, period) {
             self.late_total += 1;
         }
         if let Some((periods, late_start)) =
-            super::findings::missed_periods(self.previous_job, activation, period)
+            super::xrun_rule::missed_periods(self.previous_job, activation, period)
         {
             self.missed_total += 1;
             let due = self
@@ -264,7 +264,7 @@ impl ActivationSummary {
             // One deadline, however long the job took (JACK reports an xrun for the first
             // failing cycle only, `JackEngine::ProcessCurrent`), and a second when its waker's
             // cycle ran while it was held back (see docs/trace.md).
-            let held = super::findings::held_through_its_wakers_cycle(&self.job);
+            let held = super::xrun_rule::held_through_its_wakers_cycle(&self.job);
             self.late_total += 1 + u64::from(held);
             if self.late.len() < LATE_KEPT {
                 self.late_responses.push((first.start, response));

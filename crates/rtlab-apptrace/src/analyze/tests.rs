@@ -768,6 +768,8 @@ fn an_impossible_cpu_number_does_not_grow_the_cpu_table() {
         "{} CPUs",
         analyzer.cpus.len()
     );
+}
+
 /// JACK's count of a burst that holds back its driver and its client together: the client's
 /// late job counts twice when it resumed only after the driver had run its (late) cycle — the
 /// restarted cycle found it triggered but not running — and once when both resumed together
