@@ -310,7 +310,7 @@ fn add_to(list: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
         return;
     }
     match list.iter_mut().find(|(known, _)| *known == tid) {
-        Some(entry) => entry.1 += ns,
+        Some(entry) => entry.1 = entry.1.saturating_add(ns),
         None => list.push((tid, ns)),
     }
 }
@@ -360,6 +360,9 @@ fn typical_interval(intervals: &[u64]) -> u64 {
 
 /// Linux's largest CONFIG_NR_CPUS: CPU numbers in a trace are below it.
 const MAX_CPUS: usize = 8192;
+
+/// The longest span of time one analysis covers: 2^50 ns, 13 days.
+const MAX_SPAN_NS: u64 = 1 << 50;
 
 /// The analysis in progress: feed it events in time order, then [`Analyzer::finish`].
 #[derive(Debug)]
@@ -520,10 +523,14 @@ impl Analyzer {
             );
             return;
         }
-        if self.first_ns.is_none() {
-            self.first_ns = Some(time);
-        }
-        time = time.max(self.last_ns);
+        let first = *self.first_ns.get_or_insert(time);
+        // Time only moves forward, and at most MAX_SPAN_NS past the first event: a trace is
+        // untrusted input, and the sums of durations below then cannot overflow (a corrupt
+        // file's timestamps near u64::MAX did). No recording rtlab makes is that long; `trace
+        // watch` analyses in short windows.
+        time = time
+            .max(self.last_ns)
+            .min(first.saturating_add(MAX_SPAN_NS));
         self.last_ns = time;
         self.n_events += 1;
         let cpu = event.cpu;
@@ -862,7 +869,8 @@ impl Analyzer {
             if small {
                 add_to(&mut meanwhile, other, ns);
             } else {
-                *sums.entry(other).or_insert(0) += ns;
+                let sum = sums.entry(other).or_insert(0);
+                *sum = sum.saturating_add(ns);
             }
         };
         for &(other, start, end) in cpu.slices.iter().rev().take(max_slices) {
@@ -1030,7 +1038,11 @@ impl Analyzer {
                 holders.push((other, ns));
             }
         }
-        let accounted: u64 = meanwhile.iter().map(|(_, ns)| *ns).sum::<u64>() + irq_during;
+        // Saturating: a trace is untrusted input, and overlapping slices of a corrupt one could sum
+        // past u64.
+        let accounted: u64 = meanwhile
+            .iter()
+            .fold(irq_during, |total, (_, ns)| total.saturating_add(*ns));
         let idle = if waited >= ATTRIBUTED_WAIT_NS && !broken {
             waited.saturating_sub(accounted)
         } else {
@@ -1161,7 +1173,7 @@ impl Analyzer {
             let interval = time.saturating_sub(last);
             let kept = rhythm.n_intervals.min(INTERVALS_KEPT);
             let typical = typical_interval(&rhythm.intervals[..kept]);
-            if typical > 0 && interval * 2 > typical * 3 {
+            if typical > 0 && interval.saturating_mul(2) > typical.saturating_mul(3) {
                 let window = interval - typical;
                 // The thread that activates it was held back itself (its wait before it ran,
                 // with its culprits): that is the gap's cause. Otherwise, who ran anywhere.
@@ -1169,7 +1181,9 @@ impl Analyzer {
                     .threads
                     .get(&waker)
                     .and_then(|thread| thread.current)
-                    .filter(|activation| waker > 0 && activation.wait_ns * 5 >= window);
+                    .filter(|activation| {
+                        waker > 0 && activation.wait_ns.saturating_mul(5) >= window
+                    });
                 if let Some(held) = waker_activation {
                     (gap_holder, gap_holder_ns) = (held.top_holder, held.top_holder_ns);
                     gap_idle_ns = held.wait_idle_ns;
