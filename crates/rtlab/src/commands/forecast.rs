@@ -78,12 +78,24 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.output.prepare()?;
     if let Some(file) = &args.trace {
-        let request = super::forecast_trace::TraceRequest {
-            file,
-            sample_rate: args.rate,
-            tid: args.tid,
-        };
-        return super::forecast_trace::run(request, json);
+        #[cfg(target_os = "linux")]
+        {
+            let request = super::forecast_trace::TraceRequest {
+                file,
+                sample_rate: args.rate,
+                tid: args.tid,
+            };
+            return super::forecast_trace::run(request, json);
+        }
+        // An application's trace (rtlab trace, trace.dat) is read on Linux only.
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (json, args.rate, args.tid);
+            return Err(crate::exit::input(format!(
+                "--trace {}: forecasting from an application's trace is available on Linux only",
+                file.display()
+            )));
+        }
     }
     let run = args
         .run

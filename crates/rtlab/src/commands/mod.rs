@@ -15,6 +15,7 @@ pub mod daemon_client;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod explain;
 pub mod forecast;
+#[cfg(target_os = "linux")]
 pub mod forecast_trace;
 pub mod history;
 pub mod import;
