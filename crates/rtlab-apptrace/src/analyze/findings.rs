@@ -11,7 +11,7 @@ use rtlab_core::header::OutputHeader;
 use std::collections::HashMap;
 
 /// Most entries kept in the late-activation and PI-boost lists.
-const MAX_LISTED: usize = 200;
+pub const MAX_LISTED: usize = 200;
 /// Late activations collected before the earliest [`MAX_LISTED`] are kept.
 const MAX_KEPT: usize = 20_000;
 /// Threads with a shorter period are not judged late.

@@ -9,6 +9,8 @@
 //! when a timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
 mod findings;
+/// How many late activations a report lists at most (the earliest); the totals count them all.
+pub use findings::MAX_LISTED as LATE_ACTIVATIONS_LISTED;
 pub mod period;
 pub mod report;
 mod streaming;

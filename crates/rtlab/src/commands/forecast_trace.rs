@@ -10,6 +10,7 @@ use rtlab_analysis::forecast::{
 };
 use rtlab_apptrace::analyze::report::{PeriodicThread, ThreadRow, TraceReport};
 use rtlab_apptrace::analyze::AnalysisConfig;
+use rtlab_apptrace::analyze::LATE_ACTIVATIONS_LISTED;
 use rtlab_apptrace::source::SourceError;
 use serde::Serialize;
 use std::path::Path;
@@ -106,21 +107,18 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         })
         .collect();
     let mut warnings = report.warnings.clone();
-    if !responses.complete {
-        // The listed share of the thread's missed deadlines: a recording that much shorter
-        // would have been listed whole.
-        let listed_deadlines: u64 = report
-            .late_activations
-            .iter()
-            .filter(|late| late.thread.tid == thread.tid)
-            .map(|late| late.deadlines_missed)
-            .sum();
-        let listed_share = listed_deadlines as f64 / thread.late_activations.max(1) as f64;
+    if responses.duration_ns < report.duration_ns {
         warnings.push(format!(
-            "the analysis lists only the first {} late activations: the counts are lower bounds (a recording of about {:.0} s would be listed whole)",
+            "the analysis lists the first {} late activations (of every thread): the forecast covers the first {:.1} s of the {:.1} s recorded, where every one is listed",
             report.late_activations.len(),
-            (responses.duration_ns as f64 / 1e9 * listed_share * 0.9).max(1.0)
+            responses.duration_ns as f64 / 1e9,
+            report.duration_ns as f64 / 1e9,
         ));
+    } else if !responses.complete {
+        warnings.push(
+            "the analysis's list of late activations was cut: the counts are lower bounds"
+                .to_owned(),
+        );
     }
     if report.lost_events > 0 {
         warnings.push(format!(
@@ -244,7 +242,20 @@ fn snap_frames(frames: f64) -> u64 {
 }
 
 /// The thread's late responses from the analysis: one per listed late activation or gap.
+///
+/// The analysis lists at most [`LATE_ACTIVATIONS_LISTED`] entries, the earliest of every thread.
+/// When it cut the list, every late activation up to the last listed one is listed: the
+/// forecast then covers the recording up to there, complete, rather than the whole of it with a
+/// lower bound. (A thread's total also counts a job's second xrun, which JACK reports
+/// microseconds after the first: the same glitch, so it is not compared with the list.)
 fn responses_of(report: &TraceReport, thread: &ThreadInfo) -> (TraceResponses, u64) {
+    let cut = report.late_activations.len() >= LATE_ACTIVATIONS_LISTED;
+    let listed_until = report
+        .late_activations
+        .iter()
+        .map(|late| late.at_ns)
+        .max()
+        .filter(|_| cut);
     let late_responses_ns: Vec<u64> = report
         .late_activations
         .iter()
@@ -252,22 +263,17 @@ fn responses_of(report: &TraceReport, thread: &ThreadInfo) -> (TraceResponses, u
         .map(|late| late.response_ns)
         .collect();
     let listed = late_responses_ns.len() as u64;
-    // The analysis lists at most 200 entries (the recorded program's first): complete when the
-    // listed ones account for every deadline the thread missed.
-    let complete = report
-        .late_activations
-        .iter()
-        .filter(|late| late.thread.tid == thread.tid)
-        .map(|late| late.deadlines_missed)
-        .sum::<u64>()
-        >= thread.late_activations;
+    let duration_ns = match listed_until {
+        Some(until) if until > report.first_ns => until - report.first_ns,
+        _ => report.duration_ns,
+    };
     (
         TraceResponses {
-            duration_ns: report.duration_ns,
+            duration_ns,
             period_ns: thread.period_ns,
             compute_ns: thread.compute_mean_ns,
             late_responses_ns,
-            complete,
+            complete: listed_until.is_none_or(|until| until > report.first_ns),
         },
         listed,
     )
