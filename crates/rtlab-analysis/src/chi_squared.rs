@@ -112,7 +112,8 @@ pub fn gamma_quantile(shape: f64, probability: f64) -> f64 {
         "the probability must be inside (0, 1)"
     );
     // Wilson–Hilferty's normal approximation as the start, then Newton inside a bracket.
-    let z = standard_normal_quantile(probability);
+    // Only the starting point of the Newton steps: its accuracy does not limit theirs.
+    let z = crate::tail::normal_quantile(probability);
     let cube = 1.0 - 1.0 / (9.0 * shape) + z / (3.0 * shape.sqrt());
     let mut x = if cube > 0.0 {
         shape * cube * cube * cube
@@ -159,54 +160,6 @@ pub fn gamma_quantile(shape: f64, probability: f64) -> f64 {
 /// The `probability` quantile of the chi-squared distribution with `degrees_of_freedom` (> 0).
 pub fn chi_squared_quantile(degrees_of_freedom: f64, probability: f64) -> f64 {
     2.0 * gamma_quantile(degrees_of_freedom / 2.0, probability)
-}
-
-/// The standard normal quantile (Acklam's rational approximation, ~1e-9 relative): only the
-/// starting point of [`gamma_quantile`]'s Newton steps, so its accuracy does not limit theirs.
-fn standard_normal_quantile(probability: f64) -> f64 {
-    const A: [f64; 6] = [
-        -3.969_683_028_665_376e1,
-        2.209_460_984_245_205e2,
-        -2.759_285_104_469_687e2,
-        1.383_577_518_672_69e2,
-        -3.066_479_806_614_716e1,
-        2.506_628_277_459_239,
-    ];
-    const B: [f64; 5] = [
-        -5.447_609_879_822_406e1,
-        1.615_858_368_580_409e2,
-        -1.556_989_798_598_866e2,
-        6.680_131_188_771_972e1,
-        -1.328_068_155_288_572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784_894_002_430_293e-3,
-        -3.223_964_580_411_365e-1,
-        -2.400_758_277_161_838,
-        -2.549_732_539_343_734,
-        4.374_664_141_464_968,
-        2.938_163_982_698_783,
-    ];
-    const D: [f64; 4] = [
-        7.784_695_709_041_462e-3,
-        3.224_671_290_700_398e-1,
-        2.445_134_137_142_996,
-        3.754_408_661_907_416,
-    ];
-    let tail = |q: f64| {
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
-            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
-    };
-    if probability < 0.024_25 {
-        tail((-2.0 * probability.ln()).sqrt())
-    } else if probability > 1.0 - 0.024_25 {
-        -tail((-2.0 * (1.0 - probability).ln()).sqrt())
-    } else {
-        let q = probability - 0.5;
-        let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
-    }
 }
 
 #[cfg(test)]
