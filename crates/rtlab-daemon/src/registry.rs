@@ -16,7 +16,7 @@ use rtlab_core::Nanos;
 use rtlab_sched::enforce::{
     BackendKind, EnforceError, EnforcedGrant, Enforcement, KernelAdmission, ReserveRequest,
 };
-use rtlab_sched::{ConstraintId, GrantId, Owner, PlannerError};
+use rtlab_plan::{ConstraintId, GrantId, Owner, PlannerError};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 

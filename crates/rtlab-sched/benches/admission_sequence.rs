@@ -7,7 +7,7 @@
 //! default 11).
 
 use rtlab_core::Nanos;
-use rtlab_sched::{AdmissionPath, Owner, Planner};
+use rtlab_plan::{AdmissionPath, Owner, Planner};
 use rtlab_sys::thread_clock::thread_cpu_time_ns;
 use std::time::Instant;
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rtlab_core::Nanos;
 use rtlab_sched::enforce::{BackendKind, EnforceError, Enforcement, Enforcer, ReserveRequest};
-use rtlab_sched::Owner;
+use rtlab_plan::Owner;
 use rtlab_sys::sched::{thread_policy, Policy};
 
 mod support;
