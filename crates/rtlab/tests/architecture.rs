@@ -250,7 +250,9 @@ fn only_rtlab_sys_depends_on_windows_sys() {
 #[test]
 fn the_planner_is_pure() {
     let packages = workspace_dependencies();
-    let plan = packages.get("rtlab-plan").expect("rtlab-plan is a workspace crate");
+    let plan = packages
+        .get("rtlab-plan")
+        .expect("rtlab-plan is a workspace crate");
     let system: Vec<&(String, String)> = plan
         .iter()
         .filter(|(dependency, _)| {

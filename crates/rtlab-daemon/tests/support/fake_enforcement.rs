@@ -4,11 +4,11 @@
 //! integration tests; never by the shipped daemon.
 
 use rtlab_core::Nanos;
+use rtlab_plan::{ConstraintId, GrantId, Owner, Planner};
 use rtlab_sched::enforce::{
     BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
     KernelAdmission, ReserveRequest,
 };
-use rtlab_plan::{ConstraintId, GrantId, Owner, Planner};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 

@@ -951,9 +951,9 @@ impl Enforcer {
             .grants
             .get(&grant)
             .cloned()
-            .ok_or(EnforceError::Planner(rtlab_plan::PlannerError::UnknownGrant(
-                grant.0,
-            )))?;
+            .ok_or(EnforceError::Planner(
+                rtlab_plan::PlannerError::UnknownGrant(grant.0),
+            ))?;
         self.check_threads_free(threads)?;
         match enforced.backend {
             BackendKind::Deadline => {
@@ -1061,9 +1061,9 @@ impl Enforcement for Enforcer {
             .grants
             .get(&grant)
             .cloned()
-            .ok_or(EnforceError::Planner(rtlab_plan::PlannerError::UnknownGrant(
-                grant.0,
-            )))?;
+            .ok_or(EnforceError::Planner(
+                rtlab_plan::PlannerError::UnknownGrant(grant.0),
+            ))?;
         self.planner.release(grant)?;
         self.grants.remove(&grant);
         if enforced.backend == BackendKind::Dispatch {
