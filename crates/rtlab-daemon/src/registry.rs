@@ -13,10 +13,10 @@ use rtlab_core::rpc::{
     WireDeadlineParams, WireRate, WireThread,
 };
 use rtlab_core::Nanos;
+use rtlab_plan::{ConstraintId, GrantId, Owner, PlannerError};
 use rtlab_sched::enforce::{
     BackendKind, EnforceError, EnforcedGrant, Enforcement, KernelAdmission, ReserveRequest,
 };
-use rtlab_sched::{ConstraintId, GrantId, Owner, PlannerError};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 

@@ -3,11 +3,14 @@
 //! runs of the same sequence. Criterion measures one operation in a steady state; this binary times
 //! every admission of a growing plan, which is what the paper plots.
 //!
+//! It times rtlab-plan's planner but lives here, beside rtlab-sys: each admission's CPU time is the
+//! thread's CLOCK_THREAD_CPUTIME_ID, which the pure planner's crate cannot read.
+//!
 //! Run: `cargo bench -p rtlab-sched --bench admission_sequence` (repetitions: RTLAB_BENCH_REPS,
 //! default 11).
 
 use rtlab_core::Nanos;
-use rtlab_sched::{AdmissionPath, Owner, Planner};
+use rtlab_plan::{AdmissionPath, Owner, Planner};
 use rtlab_sys::thread_clock::thread_cpu_time_ns;
 use std::time::Instant;
 

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use rtlab_analysis::supply::{sliding_window_supply, DEFAULT_STEP};
 use rtlab_core::{parse_duration, Nanos};
+use rtlab_plan::Owner;
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
-use rtlab_sched::Owner;
 use rtlab_sys::sched::Policy;
 use rtlab_trace::supply::RunRecorder;
 
@@ -162,7 +162,7 @@ struct SlotLosses {
 const LONG_STALL_NS: u64 = 200_000;
 
 fn slot_instances(
-    plan: &rtlab_sched::Plan,
+    plan: &rtlab_plan::Plan,
     owner: &Owner,
     epoch: u64,
     from: u64,

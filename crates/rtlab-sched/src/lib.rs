@@ -1,53 +1,12 @@
-//! rtlab-sched: CPU Reservations and Time Constraints: the planner and its admission control.
+//! rtlab-sched: CPU Reservations and Time Constraints on Linux: rtlab-plan's plans enforced on
+//! real threads.
 //!
-//! A thread (or an activity, a set of threads) asks for "X of every Y" and, if admitted, runs at
-//! least X in every window of length Y, on one CPU, forever; or asks for `estimate` of work between
-//! `start` and `deadline` and is told at once whether that is guaranteed. The [`Planner`] is pure and
-//! deterministic (no syscalls, no clock) so it is property-tested against the independent
-//! [`check`] module; enforcement (SCHED_DEADLINE, a dispatcher) calls [`Planner::who_runs`].
-//!
-//! ```
-//! use rtlab_core::Nanos;
-//! use rtlab_sched::{Owner, Planner};
-//!
-//! let mut planner = Planner::new(2, Nanos::from_millis(1), 0.9)?;
-//! let mixer = Owner::Activity("kernel-mixer".into());
-//! let grant = planner.reserve(mixer.clone(), Nanos::from_millis(1), Nanos::from_millis(16))?;
-//! assert_eq!(grant.granted.period, Nanos::from_millis(16));
-//! // The mixer holds the first slot of its CPU's cycle.
-//! assert_eq!(planner.who_runs(grant.cpu, Nanos(0)), Some(&mixer));
-//! // 5 ms of work in the next 10 ms: its reservation plus free time.
-//! let constraint = planner.begin_constraint(mixer, Nanos(0), Nanos::from_millis(5), Nanos::from_millis(10))?;
-//! let taken = planner.end_constraint(constraint, Nanos::from_millis(9))?;
-//! assert!(taken.met_deadline);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The planner (what is admitted, which slot of which CPU's cycle belongs to whom) is pure and
+//! lives in rtlab-plan; this crate makes real threads receive what it granted
+//! ([`enforce`]: SCHED_DEADLINE, the plan dispatcher, cpuset placement, the journal that undoes
+//! it all after a crash) and decides what `rtlab reserve --auto` asks for ([`auto_reserve`]).
 
 pub mod auto_reserve;
-pub mod check;
-// Grants on real threads (SCHED_DEADLINE, the plan dispatcher): Linux only; the planner is pure.
+// Grants on real threads (SCHED_DEADLINE, the plan dispatcher): Linux only.
 #[cfg(target_os = "linux")]
 pub mod enforce;
-pub mod owner;
-pub mod plan_report;
-pub mod planner;
-pub mod request_file;
-pub mod rounding;
-mod tree;
-
-pub use owner::{Owner, OwnerError};
-pub use plan_report::{plan_requests, PlanReport, PlanReportError};
-pub use planner::{
-    AdmissionPath, ConstraintId, ConstraintInfo, CpuSchedule, Denied, Grant, GrantId, Infeasible,
-    Plan, Planner, PlannerError, Rate, Slot, TimeTaken, DEFAULT_CAP, MAX_CONSTRAINT_PIECES,
-    MAX_SPAN,
-};
-pub use request_file::{parse_requests, Request, RequestFileError};
-
-/// True when `cause` is one of this crate's errors and the request is at fault (a request the
-/// planner refuses), not the system.
-pub fn is_input_error(cause: &(dyn std::error::Error + 'static)) -> bool {
-    cause
-        .downcast_ref::<PlanReportError>()
-        .is_some_and(|error| matches!(error, PlanReportError::Planner(_)))
-}

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rtlab_core::Nanos;
+use rtlab_plan::Owner;
 use rtlab_sched::enforce::{BackendKind, EnforceError, Enforcement, Enforcer, ReserveRequest};
-use rtlab_sched::Owner;
 use rtlab_sys::sched::{thread_policy, Policy};
 
 mod support;

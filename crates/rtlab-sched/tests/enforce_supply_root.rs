@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use rtlab_analysis::supply::{sliding_window_supply, SupplyReport, DEFAULT_STEP};
 use rtlab_core::Nanos;
+use rtlab_plan::Owner;
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
-use rtlab_sched::Owner;
 use rtlab_sys::sched::Policy;
 
 mod support;

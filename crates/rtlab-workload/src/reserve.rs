@@ -6,8 +6,8 @@
 
 use crate::model::Reservation;
 use rtlab_client::{Client, ReserveTarget};
+use rtlab_plan::{GrantId, Owner};
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
-use rtlab_sched::{GrantId, Owner};
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]

@@ -65,7 +65,7 @@ const LIBRARY_INPUT_ERRORS: &[InputJudge] = &[
     rtlab_core::is_input_error,
     rtlab_store::is_input_error,
     rtlab_import::is_input_error,
-    rtlab_sched::is_input_error,
+    rtlab_plan::is_input_error,
     rtlab_session::is_input_error,
     #[cfg(target_os = "linux")]
     rtlab_workload::is_input_error,
@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(code(&anyhow::Error::new(probe)), USAGE_OR_INPUT);
         let spawn = rtlab_probe::ProbeError::Spawn(std::io::Error::other("no threads"));
         assert_eq!(code(&anyhow::Error::new(spawn)), SYSTEM);
-        let planner = rtlab_sched::plan_requests(0, rtlab_core::Nanos(1), 0.5, &[]).unwrap_err();
+        let planner = rtlab_plan::plan_requests(0, rtlab_core::Nanos(1), 0.5, &[]).unwrap_err();
         assert_eq!(code(&anyhow::Error::new(planner)), USAGE_OR_INPUT);
         let output = crate::output::PendingOutput::json(std::path::Path::new("/nonexistent/d/x"));
         assert_eq!(

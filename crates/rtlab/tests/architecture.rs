@@ -20,8 +20,14 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["rtlab-core", "rtlab-sys", "rtlab-bpf", "rtlab-trace"],
     ),
     ("rtlab-analysis", &["rtlab-core"]),
-    ("rtlab-sched", &["rtlab-core", "rtlab-sys"]),
-    ("rtlab-daemon", &["rtlab-core", "rtlab-sys", "rtlab-sched"]),
+    // The planner, pure: no Linux code, builds for every target (see `the_planner_is_pure`).
+    ("rtlab-plan", &["rtlab-core"]),
+    // The planner's enforcement on Linux threads.
+    ("rtlab-sched", &["rtlab-core", "rtlab-plan", "rtlab-sys"]),
+    (
+        "rtlab-daemon",
+        &["rtlab-core", "rtlab-sys", "rtlab-plan", "rtlab-sched"],
+    ),
     ("rtlab-client", &["rtlab-core"]),
     ("rtlab-import", &["rtlab-core"]),
     // Outputs named only when complete: rtlab-sys's O_TMPFILE files.
@@ -44,6 +50,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-sys",
             "rtlab-probe",
             "rtlab-trace",
+            "rtlab-plan",
             "rtlab-sched",
             "rtlab-client",
             "rtlab-session",
@@ -56,6 +63,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-sys",
             "rtlab-trace",
             "rtlab-analysis",
+            "rtlab-plan",
             "rtlab-sched",
             "rtlab-session",
             "rtlab-probe",
@@ -236,6 +244,70 @@ fn only_rtlab_sys_depends_on_windows_sys() {
         .any(|(dependency, _)| dependency == "windows-sys"));
 }
 
+/// The planner's crate is pure: its workspace dependencies are rtlab-core alone (tests and
+/// benches included), it depends on neither libc nor rtlab-sys, and no file of it names a Linux
+/// (or other operating system's) `cfg`, a syscall crate or `std::os`: it builds for every target.
+#[test]
+fn the_planner_is_pure() {
+    let packages = workspace_dependencies();
+    let plan = packages
+        .get("rtlab-plan")
+        .expect("rtlab-plan is a workspace crate");
+    let system: Vec<&(String, String)> = plan
+        .iter()
+        .filter(|(dependency, _)| {
+            (dependency.starts_with("rtlab-") && dependency != "rtlab-core")
+                || ["libc", "windows-sys", "nix", "rustix"].contains(&dependency.as_str())
+        })
+        .collect();
+    assert!(
+        system.is_empty(),
+        "rtlab-plan depends on more than rtlab-core: {system:?}"
+    );
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-plan");
+    let mut files = Vec::new();
+    for directory in ["src", "tests", "benches"] {
+        rust_files(&crate_dir.join(directory), &mut files);
+    }
+    assert!(files.len() >= 10, "found only {files:?}");
+    let forbidden = [
+        "target_os",
+        "cfg(unix)",
+        "cfg(windows)",
+        "rtlab_sys",
+        "libc::",
+        "std::os::",
+        "unsafe",
+    ];
+    let offences: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(file).expect("read source");
+            forbidden
+                .iter()
+                .filter(|word| text.contains(*word))
+                .map(|word| format!("{}: {word}", file.display()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(offences.is_empty(), "rtlab-plan is not pure: {offences:#?}");
+}
+
+/// Every `.rs` file under `directory`, recursively (none if it does not exist).
+fn rust_files(directory: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_files(&path, files);
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            files.push(path);
+        }
+    }
+}
+
 /// The checks themselves: a graph with an upward edge, an unknown crate or a stray libc is caught.
 #[test]
 fn the_checks_catch_what_they_guard() {
@@ -323,16 +395,6 @@ fn module_references(text: &str, parent: &str) -> Vec<String> {
 
 /// Every `src/` file of every workspace crate as (crate, module path, is a `mod.rs`/root, text).
 fn crate_modules() -> Vec<(String, String, bool, String)> {
-    fn walk(directory: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(directory).expect("read src") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                walk(&path, files);
-            } else if path.extension().is_some_and(|extension| extension == "rs") {
-                files.push(path);
-            }
-        }
-    }
     let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut modules = Vec::new();
     for entry in std::fs::read_dir(&crates).expect("read crates") {
@@ -347,7 +409,7 @@ fn crate_modules() -> Vec<(String, String, bool, String)> {
             .to_string_lossy()
             .into_owned();
         let mut files = Vec::new();
-        walk(&source, &mut files);
+        rust_files(&source, &mut files);
         for file in files {
             let relative = file.strip_prefix(&source).unwrap().with_extension("");
             let mut parts: Vec<String> = relative

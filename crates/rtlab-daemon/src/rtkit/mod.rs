@@ -35,7 +35,7 @@ use book::{Book, Given, Target};
 use config::RtkitConfig;
 use policy::{Counted, Refusal};
 use rtlab_core::rpc::{ReserveParams, Target as WireTarget};
-use rtlab_sched::Owner;
+use rtlab_plan::Owner;
 use rtlab_sys::sched::Policy;
 use std::os::fd::AsFd;
 use std::path::Path;

@@ -4,11 +4,11 @@
 //! integration tests; never by the shipped daemon.
 
 use rtlab_core::Nanos;
+use rtlab_plan::{ConstraintId, GrantId, Owner, Planner};
 use rtlab_sched::enforce::{
     BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
     KernelAdmission, ReserveRequest,
 };
-use rtlab_sched::{ConstraintId, GrantId, Owner, Planner};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -36,7 +36,7 @@ impl FakeEnforcement {
         let log = Arc::new(Mutex::new(FakeLog::default()));
         (
             FakeEnforcement {
-                planner: Planner::new(2, Nanos::from_millis(1), rtlab_sched::DEFAULT_CAP)
+                planner: Planner::new(2, Nanos::from_millis(1), rtlab_plan::DEFAULT_CAP)
                     .expect("a valid planner"),
                 grants: BTreeMap::new(),
                 thread_grants: BTreeMap::new(),
@@ -96,7 +96,7 @@ impl Enforcement for FakeEnforcement {
 
     fn add_threads(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
         if !self.grants.contains_key(&grant) {
-            return Err(rtlab_sched::PlannerError::UnknownGrant(grant.0).into());
+            return Err(rtlab_plan::PlannerError::UnknownGrant(grant.0).into());
         }
         if let Some(tid) = threads
             .iter()
@@ -174,7 +174,7 @@ impl Enforcement for FakeEnforcement {
         let (start, estimate) = self
             .constraints
             .remove(&id)
-            .ok_or(rtlab_sched::PlannerError::UnknownConstraint(id.0))?;
+            .ok_or(rtlab_plan::PlannerError::UnknownConstraint(id.0))?;
         // Deterministic: the work took exactly its estimate.
         let taken = self
             .planner

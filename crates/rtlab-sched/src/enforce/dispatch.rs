@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use rtlab_core::Nanos;
 use rtlab_sys::sched::Policy;
 
-use crate::{CpuSchedule, Owner};
+use rtlab_plan::{CpuSchedule, Owner};
 
 /// The dispatchers' priority: above every thread they raise.
 pub const DISPATCHER_PRIORITY: u32 = 99;
@@ -488,7 +488,7 @@ fn dispatch_loop(shared: &Shared, cpu: usize, index: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Slot;
+    use rtlab_plan::Slot;
 
     fn table() -> DispatchTable {
         DispatchTable {

@@ -24,7 +24,7 @@ use super::{
     BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
     KernelAdmission, ReserveRequest,
 };
-use crate::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
+use rtlab_plan::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
 
 /// The planner's quantum under enforcement: periods are power-of-two multiples of it.
 pub const ENFORCE_QUANTUM: Nanos = Nanos(250_000);
@@ -819,7 +819,7 @@ impl Enforcer {
     /// Brings the dispatchers up to date with the planner: owners and held time at once, the
     /// schedule at the next common cycle boundary (checked first, see `super::switch`). Starts the
     /// dispatchers on first use. Returns the failed check, if any (nothing is changed then).
-    fn sync_dispatch(&mut self, check_against: &[crate::Grant]) -> Result<(), EnforceError> {
+    fn sync_dispatch(&mut self, check_against: &[rtlab_plan::Grant]) -> Result<(), EnforceError> {
         let plan = self.planner.plan();
         let owners = self.dispatch_owners();
         let held = self.held_times();
@@ -951,9 +951,9 @@ impl Enforcer {
             .grants
             .get(&grant)
             .cloned()
-            .ok_or(EnforceError::Planner(crate::PlannerError::UnknownGrant(
-                grant.0,
-            )))?;
+            .ok_or(EnforceError::Planner(
+                rtlab_plan::PlannerError::UnknownGrant(grant.0),
+            ))?;
         self.check_threads_free(threads)?;
         match enforced.backend {
             BackendKind::Deadline => {
@@ -1061,9 +1061,9 @@ impl Enforcement for Enforcer {
             .grants
             .get(&grant)
             .cloned()
-            .ok_or(EnforceError::Planner(crate::PlannerError::UnknownGrant(
-                grant.0,
-            )))?;
+            .ok_or(EnforceError::Planner(
+                rtlab_plan::PlannerError::UnknownGrant(grant.0),
+            ))?;
         self.planner.release(grant)?;
         self.grants.remove(&grant);
         if enforced.backend == BackendKind::Dispatch {
@@ -1221,7 +1221,7 @@ impl Enforcement for Enforcer {
             .get(&id)
             .cloned()
             .ok_or(EnforceError::Planner(
-                crate::PlannerError::UnknownConstraint(id.0),
+                rtlab_plan::PlannerError::UnknownConstraint(id.0),
             ))?;
         let now = rtlab_sys::clock::monotonic_ns();
         let used = thread_cpu_time(state.thread)
@@ -1296,7 +1296,7 @@ impl Enforcement for Enforcer {
 impl Enforcer {
     fn enforce_deadline(
         &mut self,
-        grant: &crate::Grant,
+        grant: &rtlab_plan::Grant,
         threads: &[u32],
     ) -> Result<EnforcedGrant, EnforceError> {
         let params = deadline_params(
@@ -1378,7 +1378,7 @@ impl Enforcer {
     fn reserve_with_edge_allowance(
         &mut self,
         request: &ReserveRequest,
-    ) -> Result<crate::Grant, EnforceError> {
+    ) -> Result<rtlab_plan::Grant, EnforceError> {
         let mut asked = request.amount;
         for _ in 0..4 {
             let mut grant = self
@@ -1436,9 +1436,9 @@ impl Enforcer {
 
     fn enforce_dispatch(
         &mut self,
-        grant: &crate::Grant,
+        grant: &rtlab_plan::Grant,
         threads: &[u32],
-        grants_before: &[crate::Grant],
+        grants_before: &[rtlab_plan::Grant],
     ) -> Result<EnforcedGrant, EnforceError> {
         for &tid in threads {
             self.pin_for_dispatch(tid, grant.cpu)?;

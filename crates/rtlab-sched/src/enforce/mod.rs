@@ -1,6 +1,6 @@
 //! Enforcement: turning the planner's grants into CPU time for real threads.
 //!
-//! The [`Planner`](crate::Planner) decides *who* may have *how much*; an [`Enforcement`] makes the
+//! The [`Planner`](rtlab_plan::Planner) decides *who* may have *how much*; an [`Enforcement`] makes the
 //! kernel deliver it, through one of the [`BackendKind`]s, and puts every thread it touched back
 //! the way it found it. The daemon (`rtlab daemon`) owns one `Enforcement` and talks only to this
 //! trait, so its protocol, authorisation and thread watching are tested against a
@@ -24,7 +24,7 @@ use std::str::FromStr;
 
 use rtlab_core::Nanos;
 
-use crate::{ConstraintId, Grant, GrantId, Owner};
+use rtlab_plan::{ConstraintId, Grant, GrantId, Owner};
 
 /// How a reservation is enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,13 +132,13 @@ pub struct ConstraintEnd {
 pub enum EnforceError {
     /// The planner refused the reservation (no capacity, bad rate, …).
     #[error("denied: {0}")]
-    Denied(#[from] crate::Denied),
+    Denied(#[from] rtlab_plan::Denied),
     /// The planner cannot guarantee the constraint.
     #[error("infeasible: {0}")]
-    Infeasible(#[from] crate::Infeasible),
+    Infeasible(#[from] rtlab_plan::Infeasible),
     /// An unknown id or a constraint still active.
     #[error(transparent)]
-    Planner(#[from] crate::PlannerError),
+    Planner(#[from] rtlab_plan::PlannerError),
     /// The backend cannot give this grant on this machine (e.g. the tick is too coarse for the
     /// period); the text says why.
     #[error("backend {backend} cannot enforce this: {reason}")]

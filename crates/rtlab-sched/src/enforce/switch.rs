@@ -8,7 +8,7 @@
 
 use rtlab_core::Nanos;
 
-use crate::{CpuSchedule, Grant, Owner};
+use rtlab_plan::{CpuSchedule, Grant, Owner};
 
 /// The intervals `owner` holds in `schedule`, repeated over `[from, to)` of the plan's timeline.
 pub fn owner_intervals(
@@ -106,7 +106,7 @@ pub fn check_switch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AdmissionPath, GrantId, Rate, Slot};
+    use rtlab_plan::{AdmissionPath, GrantId, Rate, Slot};
 
     fn schedule(cycle: u64, slots: &[(u64, u64, &str)]) -> CpuSchedule {
         CpuSchedule {

@@ -5,7 +5,7 @@
 use crate::output::PendingOutput;
 use anyhow::Context as _;
 use rtlab_core::Nanos;
-use rtlab_sched::{plan_requests, Request};
+use rtlab_plan::{plan_requests, Request};
 use std::process::ExitCode;
 
 /// The `schema` of `rtlab plan --json`.
@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long, value_name = "D", default_value = "1ms", value_parser = crate::flags::positive_duration)]
     pub quantum: Nanos,
     /// Largest fraction of a CPU that reservations may take, in (0, 1]
-    #[arg(long, value_name = "F", default_value_t = rtlab_sched::DEFAULT_CAP)]
+    #[arg(long, value_name = "F", default_value_t = rtlab_plan::DEFAULT_CAP)]
     pub cap: f64,
     #[command(flatten)]
     pub output: crate::output::JsonArgs,
@@ -40,7 +40,7 @@ fn read_requests(file: &str) -> anyhow::Result<Vec<Request>> {
         std::fs::read_to_string(file)
             .map_err(|error| crate::exit::input(format!("reading {file}: {error}")))?
     };
-    rtlab_sched::parse_requests(&text)
+    rtlab_plan::parse_requests(&text)
         .map_err(|error| crate::exit::input(format!("{file}: {error}")))
 }
 

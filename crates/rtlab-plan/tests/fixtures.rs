@@ -3,7 +3,7 @@
 //! fails with exactly the message in the `.err` file beside it.
 
 use rtlab_core::Nanos;
-use rtlab_sched::{check, parse_requests, Planner};
+use rtlab_plan::{check, parse_requests, Planner};
 use std::path::{Path, PathBuf};
 
 fn fixtures(kind: &str) -> Vec<PathBuf> {

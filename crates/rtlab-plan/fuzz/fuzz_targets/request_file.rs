@@ -1,13 +1,13 @@
 //! Fuzzes the `rtlab plan` request-file parser, then plans whatever parses and has the independent
 //! checker verify the result: no input may panic, and no accepted input may yield a broken plan.
 //!
-//! Run: `cd crates/rtlab-sched/fuzz && cargo +nightly fuzz run request_file`.
+//! Run: `cd crates/rtlab-plan/fuzz && cargo +nightly fuzz run request_file`.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rtlab_core::Nanos;
-use rtlab_sched::{check, parse_requests, Planner};
+use rtlab_plan::{check, parse_requests, Planner};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

@@ -1,11 +1,11 @@
 //! Property tests: random sequences of reservations, releases and time constraints, each state
-//! verified by the independent checker (`rtlab_sched::check`), and every denial confirmed honest by
+//! verified by the independent checker (`rtlab_plan::check`), and every denial confirmed honest by
 //! brute force over all CPUs and all power-of-two periods.
 
 use proptest::prelude::*;
 use rtlab_core::Nanos;
-use rtlab_sched::check::{self, least_budget, power_of_two_periods, room_for, Periodic};
-use rtlab_sched::{ConstraintId, Denied, GrantId, Infeasible, Owner, Plan, Planner, PlannerError};
+use rtlab_plan::check::{self, least_budget, power_of_two_periods, room_for, Periodic};
+use rtlab_plan::{ConstraintId, Denied, GrantId, Infeasible, Owner, Plan, Planner, PlannerError};
 
 const QUANTUM: u64 = 1_000;
 
@@ -283,7 +283,7 @@ proptest! {
 
     #[test]
     fn the_request_parser_never_panics(text in "\\PC{0,200}") {
-        let _ = rtlab_sched::parse_requests(&text);
+        let _ = rtlab_plan::parse_requests(&text);
     }
 }
 
@@ -320,7 +320,7 @@ fn identical_reservations_are_all_incremental_and_fill_the_cap() {
             Nanos::from_secs(1),
         ) {
             Ok(grant) => {
-                assert_eq!(grant.path, rtlab_sched::AdmissionPath::Incremental);
+                assert_eq!(grant.path, rtlab_plan::AdmissionPath::Incremental);
                 assert_eq!(grant.granted.period, Nanos(976_562 * 1024));
                 granted += 1;
             }
@@ -355,7 +355,7 @@ fn fragmented_sequence_mixes_incremental_and_rebuilds_and_stays_correct() {
         let grant = planner
             .reserve(Owner::Thread(index as u32), Nanos::from_millis(1), period)
             .expect("fits on 4 CPUs");
-        if grant.path == rtlab_sched::AdmissionPath::Rebuild {
+        if grant.path == rtlab_plan::AdmissionPath::Rebuild {
             rebuilds += 1;
         }
     }

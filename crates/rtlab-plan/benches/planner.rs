@@ -2,11 +2,11 @@
 //! reservation (timed reserve, untimed release, so every sample sees the same N − 1 others), building
 //! 003's fragmented sequence, and checking a time constraint with 1,000 reservations present.
 //!
-//! Run: `cargo bench -p rtlab-sched --bench planner`.
+//! Run: `cargo bench -p rtlab-plan --bench planner`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use rtlab_core::Nanos;
-use rtlab_sched::{Owner, Planner};
+use rtlab_plan::{Owner, Planner};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
