@@ -274,7 +274,6 @@ const KNOWN_MODULE_CYCLES: &[(&str, &str, &str)] = &[
     // The response model (issue 27) shares the forecast's types with model.rs, and model.rs
     // dispatches to it: its types move to a module of their own with the rest of issue 30.
     ("rtlab-analysis", "forecast::model", "forecast::response"),
-    ("rtlab-analysis", "projection", "tail::gpd"),
     ("rtlab-apptrace", "record", "recorders"),
     ("rtlab-core", "packed", "record"),
     ("rtlab-daemon", "registry", "watch"),
