@@ -14,7 +14,7 @@
 //! only what the data supports: with no late wake-up among `N`, the MTTF is at least the bound
 //! below, never a made-up number.
 //!
-//! One module per job: `model.rs` (the model, [`forecast`] of one configuration, the
+//! One module per job: `evidence.rs` (what a forecast reads), `model.rs` (the model, [`forecast`] of one configuration, the
 //! [`TailModel`] a projection plugs in), `buffers.rs` (tables over buffer counts, least buffering
 //! for a target), `verdict.rs` (suitable or not, per application class), `selection.rs` (which
 //! series of a record a forecast reads), `words.rs` (the sentences the JSON carries), `trace_rate.rs` (the forecast from an application's
@@ -22,6 +22,7 @@
 
 mod backlog;
 mod buffers;
+mod evidence;
 mod model;
 mod response;
 mod selection;
@@ -33,9 +34,10 @@ mod words;
 
 pub use backlog::{expected_underruns_per_period, per_period_underruns, underruns_after_stall};
 pub use buffers::{buffer_table, default_periods, least_buffering};
+pub use evidence::BufferConfig;
 pub use model::{
-    decide, forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Decision,
-    Exceedance, Forecast, ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
+    decide, forecast, poisson_interval, zero_events_upper_bound, Basis, Decision, Exceedance,
+    Forecast, ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
 };
 pub use response::{response_rate, ComputeEvidence, ProbeEvidence, ResponseTerms};
 pub use selection::{

@@ -33,9 +33,10 @@
 //! (Garwood) interval of the effective count `m²/v` (mean `m`, variance `v` of the weighted sum),
 //! scaled back — exact when every weight is equal.
 
+use super::evidence::BufferConfig;
 use super::model::{
-    poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Forecast, ForecastError,
-    LatencyEvidence, Model,
+    poisson_interval, zero_events_upper_bound, Basis, Forecast, ForecastError, LatencyEvidence,
+    Model,
 };
 use rtlab_core::{LatencyHistogram, Nanos};
 
