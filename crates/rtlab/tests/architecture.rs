@@ -270,9 +270,6 @@ fn the_checks_catch_what_they_guard() {
 /// crate and the two modules. A cycle not listed here fails the test below, so the ones removed
 /// (rtlab-core's `label` ↔ `record`, rtlab-workload's `explain` ↔ `runner`) stay removed.
 const KNOWN_MODULE_CYCLES: &[(&str, &str, &str)] = &[
-    // The response model (issue 27) shares the forecast's types with model.rs, and model.rs
-    // dispatches to it: its types move to a module of their own with the rest of issue 30.
-    ("rtlab-analysis", "forecast::model", "forecast::response"),
     ("rtlab-apptrace", "record", "recorders"),
     ("rtlab-core", "packed", "record"),
     ("rtlab-daemon", "registry", "watch"),
