@@ -270,7 +270,6 @@ fn the_checks_catch_what_they_guard() {
 /// crate and the two modules. A cycle not listed here fails the test below, so the ones removed
 /// (rtlab-core's `label` ↔ `record`, rtlab-workload's `explain` ↔ `runner`) stay removed.
 const KNOWN_MODULE_CYCLES: &[(&str, &str, &str)] = &[
-    ("rtlab-daemon", "registry", "watch"),
     ("rtlab-sys", "host", "windows::host"),
     ("rtlab-sys", "ipc", "proc_thread"),
 ];
