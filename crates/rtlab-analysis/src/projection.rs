@@ -179,18 +179,9 @@ const EDGE_WIDTH: f64 = 1e-7;
 const LOG_PROBABILITY_TOLERANCE: f64 = 1e-6;
 
 /// The boundary between `outside` (not in the set) and `inside_point` (in it), bisected to
-/// [`LOG_PROBABILITY_TOLERANCE`].
-pub(crate) fn bisect(outside: f64, inside_point: f64, inside: &mut dyn FnMut(f64) -> bool) -> f64 {
-    let (mut out, mut within) = (outside, inside_point);
-    while (out - within).abs() > LOG_PROBABILITY_TOLERANCE {
-        let middle = 0.5 * (out + within);
-        if inside(middle) {
-            within = middle;
-        } else {
-            out = middle;
-        }
-    }
-    within
+/// [`LOG_PROBABILITY_TOLERANCE`] ([`gpd::bisect_boundary`]).
+fn bisect(outside: f64, inside_point: f64, inside: &mut dyn FnMut(f64) -> bool) -> f64 {
+    gpd::bisect_boundary(outside, inside_point, LOG_PROBABILITY_TOLERANCE, inside)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod misses_svg;
 pub mod model;
 pub mod perfetto;
 pub mod record;
+mod record_error;
 mod recorders;
 pub mod source;
 pub mod svg;

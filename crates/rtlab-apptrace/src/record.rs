@@ -8,40 +8,15 @@
 //! them (one poll), and the writer holds one block. A stop request (SIGINT) ends the recording
 //! at the next poll with everything read so far written and the trailer saying so.
 
-use crate::file::{FileError, FileHeader, FileTrailer, TraceFileWriter};
+use crate::file::{FileHeader, FileTrailer, TraceFileWriter};
 use crate::model::{futex_op, Event, EventKind, Policy};
+pub use crate::record_error::RecordError;
 use crate::recorders::Backend;
 pub use crate::recorders::RecorderChoice;
-use rtlab_trace::recorder::TraceError;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use thiserror::Error;
-
-#[derive(Debug, Error)]
-pub enum RecordError {
-    #[error("tracing: {0}")]
-    Trace(#[from] TraceError),
-    #[error("BPF recorder: {0}")]
-    Bpf(#[from] rtlab_bpf::BpfError),
-    #[error("BPF recorder: a record: {0}")]
-    Record(String),
-    #[error("{0}")]
-    File(#[from] FileError),
-    #[error("decoding a recorded event: {0}")]
-    Decode(#[from] crate::decode::DecodeError),
-    #[error("no process to record: {0}")]
-    NoTarget(String),
-    /// Starting the command failed (named by the caller as [`RecordError::Spawn`]).
-    #[error("starting the command: {0}")]
-    SpawnIo(std::io::Error),
-    #[error("starting the command {command:?}: {source}")]
-    Spawn {
-        command: String,
-        source: std::io::Error,
-    },
-}
 
 /// Whom to record.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 use crate::decode::PayloadDecoder;
 use crate::model::Event;
-use crate::record::RecordError;
+use crate::record_error::RecordError;
 use rtlab_bpf::AppBpfRecorder;
 use rtlab_trace::app_recorder::AppRecorder;
 use std::collections::HashMap;

@@ -11,6 +11,7 @@ pub mod histogram;
 pub mod label;
 pub mod metric;
 pub mod packed;
+pub mod peak;
 pub mod record;
 pub mod rpc;
 pub mod run_conditions;

@@ -22,7 +22,7 @@
 //! (peaks: largest value first, then earliest), so decoding gives back exactly what was encoded.
 //! Readers accept both forms, so records written before this encoding still load.
 
-use crate::record::Peak;
+use crate::peak::Peak;
 use base64::Engine as _;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

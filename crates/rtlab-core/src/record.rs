@@ -5,6 +5,7 @@
 
 use crate::histogram::{HistogramError, LatencyHistogram};
 pub use crate::metric::Metric;
+pub use crate::peak::Peak;
 use crate::run_config::{null_as_default, RecordConfig};
 use crate::run_load::Load;
 use crate::run_tail::Tail;
@@ -12,14 +13,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const RUN_SCHEMA: &str = "rtlab.run/1";
-
-/// One of the largest samples of a series, with when it happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Peak {
-    /// Time of the sample since the start of measurement (after warm-up), ns.
-    pub at_ns: u64,
-    pub value_ns: u64,
-}
 
 /// One measured distribution: one (metric, class, cpu).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

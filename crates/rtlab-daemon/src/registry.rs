@@ -6,7 +6,7 @@
 //! Authorisation happens here, on facts the caller cannot forge: the caller's uid and capabilities
 //! (from SO_PEERCRED, and /proc read under a pidfd of the peer) and each target thread's uids (/proc/TID/status).
 
-use crate::watch::{WatchHandle, Watcher};
+use crate::watch::{WatchHandle, WatchedThreads, Watcher};
 use rtlab_core::rpc::{
     self, BeginConstraintParams, BeginConstraintResult, CpuShare, EndConstraintResult, ErrorCode,
     GrantInfo, ListResult, ReleaseResult, ReleaseTarget, ReserveParams, RpcError, Target,
@@ -936,6 +936,16 @@ impl Registry {
 
 #[path = "rtkit/registry_hooks.rs"]
 mod realtimekit;
+
+impl WatchedThreads for Registry {
+    fn thread_exited(&mut self, tid: u32, now: Instant) {
+        Registry::thread_exited(self, tid, now);
+    }
+
+    fn expire(&mut self, now: Instant) -> Option<Instant> {
+        Registry::expire(self, now)
+    }
+}
 
 #[cfg(test)]
 #[path = "../tests/support/fake_enforcement.rs"]

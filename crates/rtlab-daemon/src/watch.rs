@@ -13,7 +13,6 @@
 //! pidfd is polled is still noticed at the wake-up. (A client that does not read its answer
 //! delays that wake-up by at most the write timeout, `request_timeout`.)
 
-use crate::registry::Registry;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -22,6 +21,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// What the watcher tells when a watched thread exits or a deadline passes: the registry
+/// (`registry.rs` implements it). A trait here so that the watcher, which the registry owns a
+/// handle to, needs nothing of the registry's.
+pub trait WatchedThreads {
+    /// Thread `tid` exited (noticed at `now`).
+    fn thread_exited(&mut self, tid: u32, now: Instant);
+    /// Lets go what has lingered past its time; returns the next deadline, if any.
+    fn expire(&mut self, now: Instant) -> Option<Instant>;
+}
 
 /// How often /proc is polled for threads that have no pidfd (kernels before 6.9).
 const PROC_POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -211,7 +220,7 @@ impl Watcher {
 
 impl WatcherLoop {
     /// Runs until [`Watcher::stop`] (or until every [`Watcher`] is gone).
-    pub fn run(mut self, registry: Arc<Mutex<Registry>>) -> io::Result<()> {
+    pub fn run<Threads: WatchedThreads>(mut self, registry: Arc<Mutex<Threads>>) -> io::Result<()> {
         let mut next_deadline: Option<Instant> = None;
         loop {
             // Cleared before the queue is drained: whatever is queued after this wakes us again.

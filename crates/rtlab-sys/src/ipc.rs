@@ -319,7 +319,7 @@ mod tests {
         let (left, _right) = UnixStream::pair().unwrap();
         let credentials = peer_credentials(&left).unwrap();
         assert_eq!(credentials.pid, std::process::id());
-        assert_eq!(credentials.uid, crate::proc_thread::current_uid());
+        assert_eq!(credentials.uid, crate::users::current_uid());
     }
 
     #[test]
@@ -361,17 +361,11 @@ mod tests {
             Ok(info) => {
                 assert_eq!(info.pid, tid);
                 assert_eq!(info.tgid, std::process::id());
-                assert_eq!(info.real_uid, crate::proc_thread::current_uid());
-                assert_eq!(info.effective_uid, crate::proc_thread::current_uid());
+                assert_eq!(info.real_uid, crate::users::current_uid());
+                assert_eq!(info.effective_uid, crate::users::current_uid());
             }
             Err(error) => assert!(!has_get_info, "PIDFD_GET_INFO failed on 6.13+: {error}"),
         }
-        // The /proc fallback and the pidfd answer alike.
-        let status = crate::proc_thread::thread_status(tid).unwrap();
-        assert_eq!(
-            crate::proc_thread::thread_owner(tid).unwrap(),
-            (status.tgid, status.real_uid(), status.effective_uid())
-        );
         thread.finish();
     }
 

@@ -18,6 +18,7 @@ pub mod dma_latency;
 #[cfg(target_os = "linux")]
 pub mod futex;
 pub mod host;
+pub mod hypervisor;
 #[cfg(target_os = "linux")]
 pub mod ipc;
 #[cfg(target_os = "linux")]

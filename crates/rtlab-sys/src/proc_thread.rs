@@ -177,17 +177,9 @@ pub fn process_ids() -> io::Result<Vec<u32>> {
     Ok(pids)
 }
 
-/// The calling process's real uid.
-pub fn current_uid() -> u32 {
-    // SAFETY: getuid has no arguments and cannot fail.
-    unsafe { libc::getuid() }
-}
-
-/// The calling process's effective uid (who owns the files it creates).
-pub fn current_effective_uid() -> u32 {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() }
-}
+/// The calling process's real and effective uid (who owns the files it creates), kept here under
+/// their old names; they are `users`' (a thread's identity, not its /proc entry).
+pub use crate::users::{current_uid, effective_uid as current_effective_uid};
 
 #[cfg(test)]
 mod tests {
@@ -208,6 +200,20 @@ mod tests {
             Err(StatusError::Malformed("Uid"))
         );
         assert_eq!(parse_status("Tgid:\t1\n"), Err(StatusError::Missing("Uid")));
+    }
+
+    /// The owner from a thread pidfd (`PIDFD_GET_INFO`, where the kernel has it) and from the
+    /// /proc fallback answer alike.
+    #[test]
+    fn thread_owner_agrees_with_proc_status() {
+        let thread = crate::test_thread::WaitingThread::spawn();
+        let tid = thread.tid;
+        let status = thread_status(tid).unwrap();
+        assert_eq!(
+            thread_owner(tid).unwrap(),
+            (status.tgid, status.real_uid(), status.effective_uid())
+        );
+        thread.finish();
     }
 
     #[test]

@@ -16,7 +16,13 @@ pub struct UserEntry {
     pub home: PathBuf,
 }
 
-/// The calling thread's effective uid.
+/// The calling process's real uid.
+pub fn current_uid() -> u32 {
+    // SAFETY: getuid has no arguments and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The calling thread's effective uid (who owns the files it creates).
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no arguments and cannot fail.
     unsafe { libc::geteuid() }

@@ -1,7 +1,8 @@
 //! The crate graph DESIGN.md draws, checked on every test run (`cargo metadata`): a crate depends
 //! only on the crates below it in the layer table, every `rtlab-*` crate is in that table (a new
 //! crate must be placed there, here and in DESIGN.md), and only `rtlab-sys` (plus the siblings
-//! listed with their reason) depends on `libc`.
+//! listed with their reason) depends on `libc`. Inside a crate, from the sources: no modules use
+//! each other, directly or around a longer loop.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -338,26 +339,11 @@ fn the_checks_catch_what_they_guard() {
     );
 }
 
-/// Two-file import cycles inside a crate that are still to be untangled (issue 30), each with its
-/// crate and the two modules. A cycle not listed here fails the test below, so the ones removed
-/// (rtlab-core's `label` ↔ `record`, rtlab-workload's `explain` ↔ `runner`) stay removed.
-const KNOWN_MODULE_CYCLES: &[(&str, &str, &str)] = &[
-    ("rtlab-analysis", "forecast::backlog", "forecast::model"),
-    // The response model (issue 27) shares the forecast's types with model.rs, and model.rs
-    // dispatches to it: its types move to a module of their own with the rest of issue 30.
-    ("rtlab-analysis", "forecast::model", "forecast::response"),
-    ("rtlab-analysis", "projection", "tail::gpd"),
-    ("rtlab-apptrace", "record", "recorders"),
-    ("rtlab-core", "packed", "record"),
-    ("rtlab-daemon", "registry", "watch"),
-    ("rtlab-sys", "host", "windows::host"),
-    ("rtlab-sys", "ipc", "proc_thread"),
-];
-
 /// The module paths (`forecast::model`) named after `crate::` or `super::` in `text`, with
-/// `super::` resolved against `parent` (the enclosing module of the file's module), and the
-/// items of `use crate::{a, b::c}` groups. Line comments are skipped; inline test modules'
-/// `super::*` names no module and is ignored.
+/// `super::` resolved against `parent` (the enclosing module of the file's module; each further
+/// `super::` one level up), and the items of `use crate::{a, b::{c, d}}` and `use super::{…}`
+/// groups, nested groups expanded. Line comments are skipped; inline test modules' `super::*`
+/// names no module and is ignored.
 fn module_references(text: &str, parent: &str) -> Vec<String> {
     let code: String = text
         .lines()
@@ -366,7 +352,7 @@ fn module_references(text: &str, parent: &str) -> Vec<String> {
         .join("\n");
     let is_path_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut references = Vec::new();
-    for (prefix, base) in [("crate::", ""), ("super::", parent)] {
+    for (prefix, start_base) in [("crate::", ""), ("super::", parent)] {
         let mut rest = code.as_str();
         while let Some(at) = rest.find(prefix) {
             let preceded_by_path = rest[..at].chars().last().is_some_and(is_path_char);
@@ -374,23 +360,62 @@ fn module_references(text: &str, parent: &str) -> Vec<String> {
             if preceded_by_path {
                 continue;
             }
-            if prefix == "crate::" && rest.starts_with('{') {
-                let group = &rest[1..rest.find('}').unwrap_or(rest.len())];
-                references.extend(group.split(',').map(|item| item.trim().to_owned()));
+            let mut base = start_base;
+            if prefix == "super::" {
+                while let Some(after) = rest.strip_prefix("super::") {
+                    rest = after;
+                    base = base.rsplit_once("::").map_or("", |(up, _)| up);
+                }
+            }
+            let within_base = |path: &str| {
+                if base.is_empty() {
+                    path.to_owned()
+                } else {
+                    format!("{base}::{path}")
+                }
+            };
+            if let Some(group) = rest.strip_prefix('{') {
+                references.extend(group_paths(group).iter().map(|path| within_base(path)));
                 continue;
             }
             let path: String = rest.chars().take_while(|&c| is_path_char(c)).collect();
             let path = path.trim_end_matches(':');
             if !path.is_empty() {
-                references.push(if base.is_empty() {
-                    path.to_owned()
-                } else {
-                    format!("{base}::{path}")
-                });
+                references.push(within_base(path));
             }
         }
     }
     references
+}
+
+/// The paths of a `use` group, `text` starting just after its `{`: `a, b::{c, d}}` gives `a`,
+/// `b::c` and `b::d`.
+fn group_paths(text: &str) -> Vec<String> {
+    fn items(characters: &mut std::str::Chars<'_>, prefix: &str, paths: &mut Vec<String>) {
+        let mut current = String::new();
+        while let Some(character) = characters.next() {
+            match character {
+                '{' => {
+                    items(characters, &format!("{prefix}{}", current.trim()), paths);
+                    current.clear();
+                }
+                ',' | '}' => {
+                    let item = current.trim();
+                    if !item.is_empty() {
+                        paths.push(format!("{prefix}{item}"));
+                    }
+                    current.clear();
+                    if character == '}' {
+                        return;
+                    }
+                }
+                other => current.push(other),
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    items(&mut text.chars(), "", &mut paths);
+    paths
 }
 
 /// Every `src/` file of every workspace crate as (crate, module path, is a `mod.rs`/root, text).
@@ -430,11 +455,10 @@ fn crate_modules() -> Vec<(String, String, bool, String)> {
     modules
 }
 
-#[test]
-fn no_new_two_file_import_cycle_inside_a_crate() {
-    let modules = crate_modules();
-    let mut edges: std::collections::BTreeSet<(String, String, String)> = Default::default();
-    for (crate_name, module, is_directory_module, text) in &modules {
+/// Every `(crate, module, module it uses)` inside a crate, from `crate::` and `super::` paths.
+fn module_edges(modules: &[(String, String, bool, String)]) -> Edges {
+    let mut edges = Edges::new();
+    for (crate_name, module, is_directory_module, text) in modules {
         // `super::` in a file module names its parent's items; in a `mod.rs`, its parent's parent.
         let mut parent: Vec<&str> = module.split("::").filter(|part| !part.is_empty()).collect();
         if !*is_directory_module || !parent.is_empty() {
@@ -457,35 +481,140 @@ fn no_new_two_file_import_cycle_inside_a_crate() {
             }
         }
     }
-    let cycles: Vec<String> = edges
-        .iter()
-        .filter(|(crate_name, from, to)| {
-            from < to && edges.contains(&(crate_name.clone(), to.clone(), from.clone()))
-        })
-        .filter(|(crate_name, from, to)| {
-            !KNOWN_MODULE_CYCLES
-                .iter()
-                .any(|&(known_crate, a, b)| known_crate == crate_name && a == from && b == to)
-        })
-        .map(|(crate_name, from, to)| format!("{crate_name}: {from} <-> {to}"))
-        .collect();
+    edges
+}
+
+type Edges = std::collections::BTreeSet<(String, String, String)>;
+
+/// Every import cycle inside a crate, of two files or more (A → B → C → A), in words: one per
+/// set of modules that all reach each other, as its shortest cycle through its first module,
+/// with the set's other modules named when the cycle does not pass them all.
+fn import_cycles(edges: &Edges) -> Vec<String> {
+    let mut uses: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for (crate_name, from, to) in edges {
+        uses.entry((crate_name, from)).or_default().push(to);
+        uses.entry((crate_name, to)).or_default();
+    }
+    // Breadth first from `start`: each module reached, with the module it was reached from.
+    let reached_from = |crate_name: &str, start: &str| -> BTreeMap<String, String> {
+        let mut reached: BTreeMap<String, String> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.to_owned()]);
+        while let Some(module) = queue.pop_front() {
+            for &next in uses
+                .get(&(crate_name, module.as_str()))
+                .into_iter()
+                .flatten()
+            {
+                if !reached.contains_key(next) {
+                    reached.insert(next.to_owned(), module.clone());
+                    queue.push_back(next.to_owned());
+                }
+            }
+        }
+        reached
+    };
+    let mut in_a_cycle: std::collections::BTreeSet<(String, String)> = Default::default();
+    let mut cycles = Vec::new();
+    for &(crate_name, start) in uses.keys() {
+        if in_a_cycle.contains(&(crate_name.to_owned(), start.to_owned())) {
+            continue;
+        }
+        let reached = reached_from(crate_name, start);
+        if !reached.contains_key(start) {
+            continue;
+        }
+        let knot: Vec<&String> = reached
+            .keys()
+            .filter(|module| reached_from(crate_name, module).contains_key(start))
+            .collect();
+        let mut path = vec![start.to_owned()];
+        let mut module = &reached[start];
+        while module != start {
+            path.push(module.clone());
+            module = &reached[module];
+        }
+        path.push(start.to_owned());
+        // Walked backwards from `start`'s predecessor: reversed, the modules in import order.
+        path.reverse();
+        let others: Vec<&str> = knot
+            .iter()
+            .map(|module| module.as_str())
+            .filter(|module| !path.iter().any(|on_path| on_path == module))
+            .collect();
+        let mut words = format!("{crate_name}: {}", path.join(" -> "));
+        if !others.is_empty() {
+            words.push_str(&format!(" (with {})", others.join(", ")));
+        }
+        cycles.push(words);
+        for module in knot {
+            in_a_cycle.insert((crate_name.to_owned(), module.clone()));
+        }
+    }
+    cycles
+}
+
+/// No two modules of a crate use each other, directly or around a longer loop: what both need
+/// goes into a module below them (issue 30 removed the last eight).
+#[test]
+fn no_import_cycle_inside_a_crate() {
+    let modules = crate_modules();
+    let cycles = import_cycles(&module_edges(&modules));
     assert!(
         cycles.is_empty(),
-        "two modules of a crate use each other (move what both need into a third module): {cycles:?}"
+        "modules of a crate use each other (move what they share into a module below them): {cycles:#?}"
+    );
+    assert!(modules.len() > 100, "{} modules read", modules.len());
+}
+
+/// The cycle check itself: a two-file and a three-file cycle are caught, a chain is not.
+#[test]
+fn the_cycle_check_catches_cycles_of_any_length() {
+    let edge = |crate_name: &str, from: &str, to: &str| {
+        (crate_name.to_owned(), from.to_owned(), to.to_owned())
+    };
+    let edges: Edges = [
+        edge("rtlab-core", "packed", "record"),
+        edge("rtlab-core", "record", "packed"),
+        edge("rtlab-daemon", "registry", "rtkit::book"),
+        edge("rtlab-daemon", "rtkit::book", "watch"),
+        edge("rtlab-daemon", "watch", "registry"),
+        edge("rtlab-daemon", "server", "registry"),
+        edge("rtlab-sys", "host", "hypervisor"),
+        edge("rtlab-sys", "windows::host", "hypervisor"),
+        edge("rtlab-sys", "host", "windows::host"),
+        // Two modules in the same crate's name in another crate are no cycle.
+        edge("rtlab-trace", "packed", "record"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        import_cycles(&edges),
+        vec![
+            "rtlab-core: packed -> record -> packed".to_owned(),
+            "rtlab-daemon: registry -> rtkit::book -> watch -> registry".to_owned(),
+        ]
     );
 }
 
 #[test]
 fn module_references_name_crate_super_and_grouped_paths() {
     let text = "use crate::record::Metric;\nuse crate::{label, packed::u64_list};\n\
-                let x = super::model::forecast(); // crate::commented\nother::crate::not_this();";
+                let x = super::model::forecast(); // crate::commented\nother::crate::not_this();\n\
+                use super::{evidence::BufferConfig, outcome};\nuse super::super::gpd::fit;\n\
+                use crate::{forecast::{model::Model, words}, tail};";
     assert_eq!(
-        module_references(text, "forecast"),
+        module_references(text, "analysis::forecast"),
         vec![
             "record::Metric",
             "label",
             "packed::u64_list",
-            "forecast::model::forecast"
+            "forecast::model::Model",
+            "forecast::words",
+            "tail",
+            "analysis::forecast::model::forecast",
+            "analysis::forecast::evidence::BufferConfig",
+            "analysis::forecast::outcome",
+            "analysis::gpd::fit",
         ]
     );
 }

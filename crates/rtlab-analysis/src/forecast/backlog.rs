@@ -27,7 +27,7 @@
 //! BENCHMARKS.md's sweep). This model is for devices whose buffers belong to their slot (a
 //! late buffer is dropped: a network jitter buffer, a video frame, a control output).
 
-use super::model::BufferConfig;
+use super::evidence::BufferConfig;
 use rtlab_core::LatencyHistogram;
 
 /// Underruns one stall of `stall_ns` costs a producer that must produce every buffer; `None` when

@@ -1,7 +1,9 @@
 //! Buffer tables and the least buffering for a target: many forecasts of one distribution, over
 //! buffer counts (002's Figures 6-7) or over buffer periods and counts (what to configure).
 
-use super::model::{forecast, BufferConfig, Forecast, ForecastError, LatencyEvidence, Model};
+use super::evidence::{BufferConfig, LatencyEvidence};
+use super::model::forecast;
+use super::outcome::{Forecast, ForecastError, Model};
 use crate::classes::Rate;
 use rtlab_core::Nanos;
 

@@ -14,15 +14,20 @@
 //! only what the data supports: with no late wake-up among `N`, the MTTF is at least the bound
 //! below, never a made-up number.
 //!
-//! One module per job: `model.rs` (the model, [`forecast`] of one configuration, the
-//! [`TailModel`] a projection plugs in), `buffers.rs` (tables over buffer counts, least buffering
-//! for a target), `verdict.rs` (suitable or not, per application class), `selection.rs` (which
-//! series of a record a forecast reads), `words.rs` (the sentences the JSON carries), `trace_rate.rs` (the forecast from an application's
-//! own trace: its recorded response times at other bufferings).
+//! One module per job: `evidence.rs` (what a forecast reads: the buffering, the histogram, the
+//! [`TailModel`] a projection plugs in, the probe's series), `outcome.rs` (what it gives: the
+//! [`Forecast`], its basis and Poisson intervals), `model.rs` (the model, [`forecast`] of one
+//! configuration), `backlog.rs` and `response.rs` (the other models), `buffers.rs` (tables over
+//! buffer counts, least buffering for a target), `verdict.rs` (suitable or not, per application
+//! class), `selection.rs` (which series of a record a forecast reads), `words.rs` (the sentences
+//! the JSON carries), `trace_rate.rs` (the forecast from an application's own trace: its recorded
+//! response times at other bufferings).
 
 mod backlog;
 mod buffers;
+mod evidence;
 mod model;
+mod outcome;
 mod response;
 mod selection;
 #[cfg(test)]
@@ -33,11 +38,15 @@ mod words;
 
 pub use backlog::{expected_underruns_per_period, per_period_underruns, underruns_after_stall};
 pub use buffers::{buffer_table, default_periods, least_buffering};
-pub use model::{
-    decide, forecast, poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Decision,
-    Exceedance, Forecast, ForecastError, LatencyEvidence, Model, TailModel, CONFIDENCE,
+pub use evidence::{
+    BufferConfig, ComputeEvidence, Exceedance, LatencyEvidence, ProbeEvidence, TailModel,
 };
-pub use response::{response_rate, ComputeEvidence, ProbeEvidence, ResponseTerms};
+pub use model::{decide, forecast, Decision};
+pub use outcome::{
+    poisson_interval, zero_events_upper_bound, Basis, Forecast, ForecastError, Model,
+    ResponseTerms, CONFIDENCE,
+};
+pub use response::response_rate;
 pub use selection::{
     add_missed_periods, probe_evidence, select_series, SelectionError, SeriesSelection,
 };

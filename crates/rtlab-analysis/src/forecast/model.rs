@@ -2,60 +2,14 @@
 //! MTTF and their intervals (the model is described in the `forecast` module's doc).
 //!
 //! This is the one place that turns a histogram into a probability: the observed data with a
-//! Garwood interval while the slack lies inside it, a [`TailModel`] beyond it, and otherwise only
+//! Garwood interval while the slack lies inside it, a [`TailModel`](super::TailModel) beyond it, and otherwise only
 //! the bound the data supports. Everything else in `forecast` calls [`forecast`] per row.
 
-use crate::chi_squared::chi_squared_quantile;
-use crate::classes::{ApplicationClass, Rate};
-use rtlab_core::{LatencyHistogram, Nanos};
-use serde::Serialize;
-
-/// Two-sided confidence of every interval the forecast reports.
-pub const CONFIDENCE: f64 = 0.90;
-
-/// `n` buffers of `t`, `c` compute time per buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct BufferConfig {
-    pub buffers: u32,
-    pub buffer_period: Nanos,
-    pub compute: Nanos,
-}
-
-impl BufferConfig {
-    pub fn of_class(class: &ApplicationClass) -> BufferConfig {
-        BufferConfig {
-            buffers: class.buffers,
-            buffer_period: class.buffer_period,
-            compute: class.compute,
-        }
-    }
-
-    /// `t·(n − 1) − c` in ns; negative when the compute time alone exceeds the buffering.
-    pub fn slack_ns(&self) -> i64 {
-        let buffering =
-            u128::from(self.buffers.saturating_sub(1)) * u128::from(self.buffer_period.0);
-        let buffering = i64::try_from(buffering).unwrap_or(i64::MAX);
-        buffering.saturating_sub(i64::try_from(self.compute.0).unwrap_or(i64::MAX))
-    }
-
-    /// `(n − 1)·t`: the buffering (paper 002's latency tolerance), what a user pays in latency.
-    pub fn buffering(&self) -> Nanos {
-        Nanos(u64::from(self.buffers.saturating_sub(1)).saturating_mul(self.buffer_period.0))
-    }
-}
-
-/// How failures per wake-up become failures per second.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Model {
-    /// One wake-up per buffer period `t`: MTTF = t / P(late).
-    PerPeriod,
-    /// Paper 002 §5: MTTF = (n − 1)·t / P(late), exact for double buffering only.
-    Paper002,
-    /// The response model (`response.rs`): stalls per second that make the chain's wake-up or
-    /// the compute miss the slack, counted once per stall.
-    Response,
-}
+use super::evidence::{BufferConfig, LatencyEvidence};
+use super::outcome::{
+    poisson_interval, zero_events_upper_bound, Basis, Forecast, ForecastError, Model,
+};
+use rtlab_core::Nanos;
 
 impl Model {
     fn cycle(self, config: &BufferConfig) -> Nanos {
@@ -64,151 +18,6 @@ impl Model {
             Model::Paper002 => config.buffering(),
         }
     }
-}
-
-/// `P(latency > threshold)` for one wake-up, with its interval.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Exceedance {
-    pub probability: f64,
-    pub interval: (f64, f64),
-}
-
-/// A projection of the latency tail beyond the observed data (peaks over threshold, GPD).
-pub trait TailModel {
-    /// `P(latency > threshold_ns)` per wake-up, or `None` where the model does not apply.
-    fn exceedance(&self, threshold_ns: u64) -> Option<Exceedance>;
-    /// One line saying what the model is (e.g. "GPD fit to 200 peaks over 85 µs").
-    fn describe(&self) -> String;
-    /// Where `probability` lies against the interval [`TailModel::exceedance`] reports at
-    /// `threshold_ns`: `Greater` above it, `Less` below it, `Equal` inside; `None` where the
-    /// model does not apply. A verdict needs only this (is the class's limit inside the
-    /// interval?), and a model may answer it for less than both ends of the interval cost.
-    fn locate(&self, threshold_ns: u64, probability: f64) -> Option<std::cmp::Ordering> {
-        let exceedance = self.exceedance(threshold_ns)?;
-        let (low, high) = exceedance.interval;
-        Some(if probability > high {
-            std::cmp::Ordering::Greater
-        } else if probability < low {
-            std::cmp::Ordering::Less
-        } else {
-            std::cmp::Ordering::Equal
-        })
-    }
-    /// The point estimate of [`TailModel::exceedance`] without its interval.
-    fn estimate(&self, threshold_ns: u64) -> Option<f64> {
-        self.exceedance(threshold_ns)
-            .map(|exceedance| exceedance.probability)
-    }
-}
-
-/// The latency data a forecast stands on.
-#[derive(Clone, Copy)]
-pub struct LatencyEvidence<'a> {
-    pub histogram: &'a LatencyHistogram,
-    pub tail: Option<&'a dyn TailModel>,
-    /// The probe's series as the response model reads them; without them the response model
-    /// falls back to the per-period model on `histogram`.
-    pub probe: Option<&'a super::response::ProbeEvidence>,
-    /// Threads in the application's wake-up chain, each on its own CPU (JACK: driver → client
-    /// = 2; a thread woken by its own timer = 1). Only the response model reads it.
-    pub chain: u32,
-}
-
-impl<'a> LatencyEvidence<'a> {
-    /// Evidence of a histogram alone (no tail, no probe series, a chain of one).
-    pub fn of_histogram(histogram: &'a LatencyHistogram) -> LatencyEvidence<'a> {
-        LatencyEvidence {
-            histogram,
-            tail: None,
-            probe: None,
-            chain: 1,
-        }
-    }
-}
-
-impl std::fmt::Debug for LatencyEvidence<'_> {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("LatencyEvidence")
-            .field("samples", &self.histogram.count())
-            .field("tail", &self.tail.map(|tail| tail.describe()))
-            .finish()
-    }
-}
-
-/// Where `P(late)` came from.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Basis {
-    /// The compute time alone does not fit: every period fails.
-    NoSlack,
-    /// `late` of `samples` observed wake-ups exceeded the slack.
-    Observed { late: u64, samples: u64 },
-    /// The slack lies beyond the observed data; the tail projection gave `P(late)`.
-    TailProjection { samples: u64, model: String },
-    /// The slack lies beyond the observed data and no tail projection reaches it.
-    BeyondData { samples: u64 },
-    /// The response model: stalls per second from the probe's series (`response.rs`).
-    Response {
-        samples: u64,
-        /// Whether stalls during the compute were measured (a `response` series, or `c = 0`);
-        /// when not, the MTTF is an upper bound.
-        compute_measured: bool,
-        /// The probe's work per wake-up behind the compute term.
-        probe_compute_ns: Option<u64>,
-        terms: Box<super::response::ResponseTerms>,
-    },
-}
-
-/// One forecast: a buffer configuration against a latency distribution.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Forecast {
-    pub buffers: u32,
-    pub buffer_period_ns: u64,
-    pub compute_ns: u64,
-    pub slack_ns: i64,
-    /// Probability that one wake-up is late; `None` when the data cannot say.
-    pub p_late: Option<f64>,
-    pub p_late_ci: Option<[f64; 2]>,
-    /// Mean time to underrun, s; `None` when the data cannot say.
-    pub mttf_s: Option<f64>,
-    /// Interval of the MTTF, s; `[lower bound, None]` when only a lower bound is known.
-    pub mttf_ci_s: [Option<f64>; 2],
-    pub basis: Basis,
-    pub model: Model,
-    /// Underruns per second when every stall's backlog must be produced too and late buffers are
-    /// dropped (the backlog model, `forecast::backlog`; not a sound card, which plays late data
-    /// late: read `mttf_s` for it), each sample taken as one stall; `None` when the histogram is
-    /// empty, or a stall longer than the slack never recovers (`c ≥ t`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backlog_underruns_per_s: Option<f64>,
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ForecastError {
-    #[error("the latency histogram is empty: nothing to forecast from")]
-    NoSamples,
-    #[error("a buffer period of 0 is not a configuration")]
-    ZeroPeriod,
-    #[error("{0} buffers leave no slack (need at least 2)")]
-    TooFewBuffers(u32),
-}
-
-/// Exact (Garwood) interval of a Poisson mean given `count` events, at [`CONFIDENCE`].
-pub fn poisson_interval(count: u64) -> (f64, f64) {
-    let alpha = 1.0 - CONFIDENCE;
-    let lower = if count == 0 {
-        0.0
-    } else {
-        chi_squared_quantile(2.0 * count as f64, alpha / 2.0) / 2.0
-    };
-    let upper = chi_squared_quantile(2.0 * count as f64 + 2.0, 1.0 - alpha / 2.0) / 2.0;
-    (lower, upper)
-}
-
-/// One-sided upper bound on the Poisson mean when no event was seen, at [`CONFIDENCE`]: −ln(1 − C).
-pub fn zero_events_upper_bound() -> f64 {
-    -(1.0 - CONFIDENCE).ln()
 }
 
 /// Which of the model's cases a configuration falls in, before any tail is asked.
@@ -372,27 +181,4 @@ pub fn decide(
         }
     }
     forecast(evidence, config, model).map(Decision::Forecast)
-}
-
-impl Forecast {
-    /// Whether the MTTF reaches `target`: `Some(true/false)`, or `None` when the data can't tell.
-    ///
-    /// A point estimate decides when there is one; with only a lower bound, reaching the target
-    /// with the bound is a yes and anything else is "can't tell".
-    pub fn meets(&self, target: Rate) -> Option<bool> {
-        let needed = target.mean_interval_s();
-        match (self.mttf_s, self.mttf_ci_s[0]) {
-            (Some(mttf), _) => Some(mttf >= needed),
-            (None, Some(lower)) if lower >= needed => Some(true),
-            _ => None,
-        }
-    }
-
-    pub fn config(&self) -> BufferConfig {
-        BufferConfig {
-            buffers: self.buffers,
-            buffer_period: Nanos(self.buffer_period_ns),
-            compute: Nanos(self.compute_ns),
-        }
-    }
 }

@@ -33,39 +33,10 @@
 //! (Garwood) interval of the effective count `m²/v` (mean `m`, variance `v` of the weighted sum),
 //! scaled back — exact when every weight is equal.
 
-use super::model::{
-    poisson_interval, zero_events_upper_bound, Basis, BufferConfig, Forecast, ForecastError,
-    LatencyEvidence, Model,
+use super::evidence::{BufferConfig, LateSamples, LatencyEvidence, ProbeEvidence};
+use super::outcome::{
+    poisson_interval, zero_events_upper_bound, Basis, Forecast, ForecastError, Model, ResponseTerms,
 };
-use rtlab_core::{LatencyHistogram, Nanos};
-
-/// What the probe measured, pooled over CPUs, for the response model.
-#[derive(Clone, Debug)]
-pub struct ProbeEvidence {
-    /// Wake-up latencies as measured (missed periods not restored: one sample per stall).
-    pub wakeup: LatencyHistogram,
-    /// Probe periods covered: samples plus the periods the probe skipped.
-    pub trials: u64,
-    /// CPUs pooled.
-    pub cpus: u32,
-    /// The probe's wake-up period.
-    pub period: Nanos,
-    /// The response series and the work per wake-up it was measured with.
-    pub response: Option<ComputeEvidence>,
-    /// The largest wake-up samples of every CPU with their times (the series' peaks): which
-    /// stalls of different CPUs were one stall. `None` when the record has no peaks.
-    pub late: Option<LateSamples>,
-}
-
-/// Wake-up samples with their times, from every CPU's kept peaks.
-#[derive(Clone, Debug, Default)]
-pub struct LateSamples {
-    /// `(intended wake-up since the start of measurement, latency)`, in ns, of every CPU: the
-    /// stall behind a sample covered `[at, at + latency]`.
-    pub samples: Vec<(u64, u64)>,
-    /// Every sample above this latency is in `samples` (the peaks kept all of them).
-    pub complete_above_ns: u64,
-}
 
 impl LateSamples {
     /// Stalls that covered a wake-up on any CPU, a stall seen on several CPUs at once counted
@@ -97,30 +68,6 @@ impl LateSamples {
         }
         merged.into_iter().map(|(_, largest)| largest).collect()
     }
-}
-
-/// The `response` series of a probe that computed after each wake-up.
-#[derive(Clone, Debug)]
-pub struct ComputeEvidence {
-    /// Deadline → end of the work, per activation (missed periods not restored).
-    pub histogram: LatencyHistogram,
-    /// Work per wake-up, `c_p`.
-    pub compute: Nanos,
-}
-
-/// The terms of one response forecast, failures per second (point estimates).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct ResponseTerms {
-    /// Stalls that covered a wake-up of the chain by more than the slack.
-    pub wakeup_per_s: f64,
-    /// Stalls of more than the slack during the compute; `None` when not measured.
-    pub compute_per_s: Option<f64>,
-    /// Late wake-ups of the probe behind the first term.
-    pub late_wakeups: u64,
-    /// Stalls during the probe's work behind the second term.
-    pub late_computes: Option<u64>,
-    /// CPUs the chain's wake-ups were counted on.
-    pub chain_cpus: u32,
 }
 
 /// A weighted sum of Poisson counts: `Σ wᵢ·kᵢ`, its variance `Σ wᵢ²·kᵢ` and its largest weight.
@@ -323,6 +270,8 @@ pub(super) fn forecast_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forecast::evidence::ComputeEvidence;
+    use rtlab_core::{LatencyHistogram, Nanos};
 
     fn histogram(values: &[(u64, u64)]) -> LatencyHistogram {
         let mut histogram = LatencyHistogram::new();

@@ -1,7 +1,7 @@
 //! Series selection: which of a Run record's series a forecast or check reads, pooled over CPUs,
 //! with the periods the probe skipped put back (they are trials of the model too).
 
-use super::response::{ComputeEvidence, LateSamples, ProbeEvidence};
+use super::evidence::{ComputeEvidence, LateSamples, ProbeEvidence};
 use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord, Series};
 
 /// Which series a forecast or check reads.

@@ -15,7 +15,7 @@
 //! Responses shorter than the period are not in a trace's list of late activations, so a
 //! configuration whose threshold is below the period is not forecast (its row says so).
 
-use super::model::{poisson_interval, CONFIDENCE};
+use super::outcome::{poisson_interval, CONFIDENCE};
 use super::words::describe_seconds;
 use serde::Serialize;
 

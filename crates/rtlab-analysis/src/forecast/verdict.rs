@@ -3,7 +3,7 @@
 //!
 //! Only the decision lives here; its sentence is `words.rs`'.
 
-use super::model::Forecast;
+use super::outcome::Forecast;
 use crate::classes::ApplicationClass;
 use serde::Serialize;
 

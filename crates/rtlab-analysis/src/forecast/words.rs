@@ -5,7 +5,7 @@
 //! The numbers and the decisions are the other modules'; only their wording is here, kept in the
 //! library because the forecast's JSON carries the sentences beside the numbers.
 
-use super::model::{Basis, Forecast, Model, CONFIDENCE};
+use super::outcome::{Basis, Forecast, Model, CONFIDENCE};
 use super::verdict::VerdictKind;
 use crate::classes::ApplicationClass;
 use serde::Serialize;

@@ -544,6 +544,27 @@ impl<F: FnMut(f64) -> bool> EdgeOracle<F> {
     }
 }
 
+/// The boundary between `outside` (not in the set) and `inside_point` (in it), bisected until
+/// the two are at most `tolerance` apart; the last point found inside. With `inside` answered
+/// by an [`EdgeOracle`], each step costs a test only near the boundary.
+pub fn bisect_boundary(
+    outside: f64,
+    inside_point: f64,
+    tolerance: f64,
+    inside: &mut dyn FnMut(f64) -> bool,
+) -> f64 {
+    let (mut out, mut within) = (outside, inside_point);
+    while (out - within).abs() > tolerance {
+        let middle = 0.5 * (out + within);
+        if inside(middle) {
+            within = middle;
+        } else {
+            out = middle;
+        }
+    }
+    within
+}
+
 /// How far [`locate_edge`] narrows an end before handing it to the exact test: a tenth of the
 /// bisections' final step, so that the two exact answers around it settle all but the last one
 /// or two steps.
@@ -1047,8 +1068,9 @@ mod tests {
             let edge: f64 = direction * random.gen_range(0.0..30.0);
             let test = |point: f64| (point - edge) * direction <= 0.0;
             let far = direction * 30.0;
-            let bisect =
-                |inside: &mut dyn FnMut(f64) -> bool| crate::projection::bisect(far, 0.0, inside);
+            let bisect = |inside: &mut dyn FnMut(f64) -> bool| {
+                bisect_boundary(far, 0.0, INTERVAL_LOG_TOLERANCE, inside)
+            };
             let plain = bisect(&mut |point| test(point));
             let kind = random.gen_range(0..3);
             let hint = match kind {

@@ -212,7 +212,7 @@ pub fn describe(cpu_dma_latency_us: Option<i32>) -> Host {
         cpu_count: std::thread::available_parallelism()
             .map(|count| count.get() as u32)
             .unwrap_or(0),
-        virtualization: crate::host::virtualization(),
+        virtualization: crate::hypervisor::virtualization(),
         clocksource: format!(
             "QueryPerformanceCounter {} Hz",
             super::clock::qpc_frequency()
