@@ -47,15 +47,10 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
                 report.duration_ns as f64 / 1e9
             ),
         };
-        let escape = |text: &str| {
-            text.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-        };
         html.push_str(&format!(
             "<section><h2>Application trace: {}</h2><p>{}</p>{}</section>\n",
-            escape(&path.display().to_string()),
-            escape(&summary),
+            rtlab_core::text::escape_markup(&path.display().to_string()),
+            rtlab_core::text::escape_markup(&summary),
             rtlab_apptrace::misses_svg::render(&report)
         ));
     }
