@@ -12,6 +12,16 @@ use serde::Serialize;
 /// 10 µs of its true position.
 pub const DEFAULT_STEP: Nanos = Nanos(10_000);
 
+/// What a reserved thread received, window by window.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifiedSupply {
+    pub tid: u32,
+    #[serde(flatten)]
+    pub supply: SupplyReport,
+    /// Switches the kernel dropped (a full ring): when non-zero the figures may be off.
+    pub lost_events: u64,
+}
+
 /// Why no report can be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SupplyError {

@@ -5,6 +5,7 @@
 //! (sorted input, fixed palette), so it can be snapshotted.
 
 use crate::analyze::report::{LateActivation, TraceReport};
+use rtlab_core::text::escape_markup;
 use std::fmt::Write as _;
 
 const WIDTH: f64 = 900.0;
@@ -17,13 +18,6 @@ const PALETTE: [&str; 8] = [
 ];
 /// Responses are drawn up to this many periods.
 const MOST_PERIODS_DRAWN: f64 = 5.0;
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// The shortest period a thread's misses are reported for.
 pub const SHORTEST_WATCHED_PERIOD_NS: u64 = 100_000;
@@ -146,7 +140,7 @@ pub fn render(report: &TraceReport) -> String {
             r#"<rect x="{x:.1}" y="{:.1}" width="2" height="{bar:.1}" fill="{}"><title>{}</title></rect>"#,
             TOP + PLOT_HEIGHT - bar,
             colour_of(&label),
-            escape(&format!(
+            escape_markup(&format!(
                 "{:.3} s {} ({}): {}",
                 late.at_ns.saturating_sub(report.first_ns) as f64 / 1e9,
                 late.thread.name,
@@ -171,7 +165,7 @@ pub fn render(report: &TraceReport) -> String {
             y - 10.0,
             colour_of(label),
             LEFT + 18.0,
-            escape(label),
+            escape_markup(label),
             *ns as f64 / 1e6
         );
     }

@@ -8,6 +8,7 @@
 
 use crate::analyze::report::TraceReport;
 use crate::analyze::timeline::{Span, SpanState};
+use rtlab_core::text::escape_markup;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -34,13 +35,6 @@ fn color(state: SpanState) -> &'static str {
         .find(|(known, _)| *known == state)
         .map(|(_, color)| *color)
         .unwrap_or("#000")
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// A tick step of 1, 2 or 5 × 10^k ns giving about 10 ticks.
@@ -175,7 +169,7 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
     let _ = writeln!(
         svg,
         r#"<text x="10" y="20" font-size="15" font-weight="bold">{} — {} threads, {:.3} s, {} inversions, {} hangs</text>"#,
-        escape(&report.source.path),
+        escape_markup(&report.source.path),
         rows.len(),
         duration as f64 / 1e9,
         report.inversions.len(),
@@ -236,7 +230,7 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
             r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
             LABEL_WIDTH - 8.0,
             y + ROW_HEIGHT - 4.0,
-            escape(label)
+            escape_markup(label)
         );
         let _ = writeln!(
             svg,
@@ -328,9 +322,9 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
                     r##"<rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{}" fill="none" stroke="#b71c1c" stroke-width="2"{dash}><title>priority inversion: {} blocked {:.1} ms behind {}</title></rect>"##,
                     y_of(row) - 1.0,
                     ROW_HEIGHT + 2.0,
-                    escape(&inversion.high.name),
+                    escape_markup(&inversion.high.name),
                     inversion.duration_ns as f64 / 1e6,
-                    escape(&inversion.low.name)
+                    escape_markup(&inversion.low.name)
                 );
             }
         }

@@ -5,6 +5,9 @@
 //! no system dependencies is what lets the probe, the tracer, the analyses and the store evolve
 //! independently.
 
+pub mod buffer_experiment;
+pub mod cpuidle;
+pub mod enforce_repair;
 pub mod export;
 pub mod header;
 pub mod histogram;
@@ -12,16 +15,21 @@ pub mod label;
 pub mod metric;
 pub mod packed;
 pub mod peak;
+pub mod plan_report;
 pub mod record;
 pub mod rpc;
 pub mod run_conditions;
 pub mod run_config;
+pub mod run_listing;
 pub mod run_load;
 pub mod run_tail;
 pub mod run_workload;
 pub mod sample_histogram;
+pub mod sched_policy;
+pub mod text;
 pub mod time_value;
 pub mod timer_audit;
+pub mod timer_change;
 pub mod timer_study;
 pub mod units;
 

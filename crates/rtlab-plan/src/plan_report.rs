@@ -4,68 +4,10 @@
 
 use crate::{AdmissionPath, Planner, PlannerError, Request};
 use rtlab_core::Nanos;
-use serde::Serialize;
 
-/// An amount of CPU time in every period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct RateReport {
-    pub amount_ns: u64,
-    pub period_ns: u64,
-}
-
-impl RateReport {
-    fn new(amount: Nanos, period: Nanos) -> RateReport {
-        RateReport {
-            amount_ns: amount.0,
-            period_ns: period.0,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct GrantReport {
-    pub owner: String,
-    pub cpu: usize,
-    pub requested: RateReport,
-    pub granted: RateReport,
-    /// Admitted without rebuilding the CPU's plan.
-    pub incremental: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct DeniedReport {
-    pub owner: String,
-    /// `line N: why`.
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SlotReport {
-    pub start_ns: u64,
-    pub length_ns: u64,
-    pub owner: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CpuReport {
-    pub cpu: usize,
-    pub cycle_ns: u64,
-    /// Share of the CPU reserved, parts per million.
-    pub reserved_ppm: u64,
-    pub slots: Vec<SlotReport>,
-}
-
-/// The plan of a request file.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PlanReport {
-    pub n_cpus: usize,
-    pub quantum_ns: u64,
-    pub cap: f64,
-    pub requests: usize,
-    pub grants: Vec<GrantReport>,
-    pub denied: Vec<DeniedReport>,
-    pub cpus: Vec<CpuReport>,
-}
+pub use rtlab_core::plan_report::{
+    CpuReport, DeniedReport, GrantReport, PlanReport, RateReport, SlotReport,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanReportError {

@@ -2,8 +2,8 @@
 //! the underruns counted for each buffer count.
 
 use crate::micros;
+use rtlab_core::buffer_experiment::ExperimentResult;
 use rtlab_core::Nanos;
-use rtlab_probe::buffer_experiment::ExperimentResult;
 use std::fmt::Write;
 
 /// One line for the run, one per buffer count.

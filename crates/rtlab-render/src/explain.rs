@@ -3,8 +3,8 @@
 
 use crate::summary::micros;
 use crate::text::{truncate, wrapped, WIDTH};
+use rtlab_analysis::offenders::{top_offenders, Offender};
 use rtlab_core::{Episode, RunRecord};
-use rtlab_trace::{top_offenders, Offender};
 use std::fmt::Write;
 
 pub fn short_id(record: &RunRecord) -> String {

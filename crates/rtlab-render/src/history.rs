@@ -1,8 +1,8 @@
 //! The run history as text (`rtlab history`): one line per stored run, newest first.
 
 use crate::micros;
+use rtlab_core::run_listing::RunListing;
 use rtlab_core::Nanos;
-use rtlab_store::RunListing;
 use std::fmt::Write;
 
 /// The table of `runs`, or where the history is and how to fill it when it holds none.

@@ -7,29 +7,21 @@
 //! Numbers are stored in ns and printed in µs with one decimal (the unit cyclictest users read);
 //! terminal text fits 80 columns.
 
-#[cfg(target_os = "linux")]
 pub mod buffer;
 pub mod check;
 pub mod compare;
-#[cfg(target_os = "linux")]
 pub mod explain;
 pub mod forecast;
 pub mod history;
 pub mod plan;
-#[cfg(target_os = "linux")]
 pub mod report_html;
-#[cfg(target_os = "linux")]
 pub mod reserve;
-#[cfg(target_os = "linux")]
 pub mod run_verdict;
 pub mod summary;
-#[cfg(target_os = "linux")]
 pub mod svg_plots;
 pub mod svg_timers;
 pub mod text;
 pub mod timers;
-#[cfg(target_os = "linux")]
-pub mod verdict;
 pub mod windows_absent;
 pub mod workload;
 

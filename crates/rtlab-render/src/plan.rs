@@ -1,6 +1,6 @@
 //! `rtlab plan`'s text: grants, denials and per-CPU timelines.
 
-use rtlab_plan::PlanReport;
+use rtlab_core::plan_report::PlanReport;
 use std::fmt::Write;
 
 /// Slots printed per CPU in the text timeline; `--json` always has them all.

@@ -7,9 +7,10 @@
 
 use crate::run_verdict::cyclictest_note;
 use crate::svg_plots::{line_plot, timeline, Axis, Line, Mark};
-use crate::verdict::{run_verdict, Detail};
 use rtlab_analysis::classes::builtin_classes;
 use rtlab_analysis::forecast::VerdictKind;
+use rtlab_analysis::run_verdict::{run_verdict, Detail};
+use rtlab_core::text::escape_markup;
 use rtlab_core::{LatencyHistogram, Metric, RunRecord, Series};
 use std::fmt::Write as _;
 
@@ -27,13 +28,6 @@ svg .tick { font-size: 10px; fill: #555; } svg .axis { font-size: 11px; fill: #3
 .note { color: #444; background: #f3f6f9; padding: 6px 10px; margin: 8px 0; }
 ul.warnings li { margin: 2px 0; } code { background: #f3f3f3; padding: 0 3px; }
 "#;
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn micros(nanos: u64) -> String {
     crate::summary::micros(nanos)
@@ -53,8 +47,8 @@ pub fn render(records: &[RunRecord]) -> String {
     let _ = write!(
         html,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
+        escape_markup(&title),
+        escape_markup(&title)
     );
     let _ = writeln!(
         html,
@@ -77,8 +71,8 @@ fn write_run(html: &mut String, record: &RunRecord) {
     let _ = writeln!(
         html,
         "<h2>Run {} — {} — {}</h2>",
-        escape(&short_id(&record.id)),
-        escape(&record.started_at),
+        escape_markup(&short_id(&record.id)),
+        escape_markup(&record.started_at),
         rtlab_core::Nanos(record.duration_ns)
     );
     let _ = writeln!(html, "<table>");
@@ -119,8 +113,8 @@ fn write_run(html: &mut String, record: &RunRecord) {
         let _ = writeln!(
             html,
             "<tr><th>{}</th><td>{}</td></tr>",
-            escape(name),
-            escape(&value)
+            escape_markup(name),
+            escape_markup(&value)
         );
     }
     let _ = writeln!(html, "</table>");
@@ -140,18 +134,18 @@ fn write_verdict(html: &mut String, record: &RunRecord) {
         let _ = writeln!(
             html,
             "<p class=\"worst\">Worst thing found: {}</p>",
-            escape(&worst.text)
+            escape_markup(&worst.text)
         );
     }
     match &verdict.no_forecast {
         Some(reason) => {
-            let _ = writeln!(html, "<p>No forecast: {}</p>", escape(reason));
+            let _ = writeln!(html, "<p>No forecast: {}</p>", escape_markup(reason));
         }
         None => {
             let _ = writeln!(
                 html,
                 "<p>From <code>{}</code>, pooled over CPUs. ✔ suitable, ✘ not suitable, ? measure longer (the interval of the mean time between glitches straddles what the class needs).</p>\n<table><tr><th></th><th>class</th><th>what it is</th><th>glitches</th><th>acceptable</th></tr>",
-                escape(&verdict.series)
+                escape_markup(&verdict.series)
             );
             for class in &verdict.classes {
                 let (mark, css) = match class.kind {
@@ -162,11 +156,11 @@ fn write_verdict(html: &mut String, record: &RunRecord) {
                 let _ = writeln!(
                     html,
                     "<tr><td class=\"{css}\">{mark}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td></tr>",
-                    escape(&class.name),
-                    escape(&class.description),
-                    escape(class.detail.as_deref().unwrap_or_default()),
-                    escape(&class.mttf_text),
-                    escape(&class.acceptable_text)
+                    escape_markup(&class.name),
+                    escape_markup(&class.description),
+                    escape_markup(class.detail.as_deref().unwrap_or_default()),
+                    escape_markup(&class.mttf_text),
+                    escape_markup(&class.acceptable_text)
                 );
             }
             let _ = writeln!(html, "</table>");
@@ -175,7 +169,7 @@ fn write_verdict(html: &mut String, record: &RunRecord) {
     let _ = writeln!(
         html,
         "<p class=\"note\">{}</p>",
-        escape(&cyclictest_note(record, None))
+        escape_markup(&cyclictest_note(record, None))
     );
 }
 
@@ -226,7 +220,7 @@ fn write_metric(html: &mut String, record: &RunRecord, metric: Metric) {
         html,
         "<h3>{}</h3>\n<p>{}</p>",
         metric_title(metric),
-        escape(crate::summary::metric_explanation(metric))
+        escape_markup(crate::summary::metric_explanation(metric))
     );
     write_series_table(html, &series);
     let mut classes: Vec<&str> = Vec::new();
@@ -387,9 +381,9 @@ fn write_series_table(html: &mut String, series: &[&Series]) {
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td class=\"num\">{}</td><td>{} {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            escape(&item.class),
+            escape_markup(&item.class),
             item.cpu,
-            escape(&item.policy),
+            escape_markup(&item.policy),
             item.priority,
             item.count,
             item.missed,
@@ -408,7 +402,7 @@ fn tail_cell(window: &serde_json::Value) -> String {
     if let Some(reason) = window.get("insufficient").and_then(|value| value.as_str()) {
         return format!(
             "<span class=\"unknown\">no number</span>: {}",
-            escape(reason)
+            escape_markup(reason)
         );
     }
     let field = |name: &str| {
@@ -422,7 +416,7 @@ fn tail_cell(window: &serde_json::Value) -> String {
         micros(field("estimate_ns")),
         micros(field("ci_low_ns")),
         micros(field("ci_high_ns")),
-        escape(
+        escape_markup(
             window
                 .get("method")
                 .and_then(|value| value.as_str())
@@ -450,7 +444,7 @@ fn write_tail(html: &mut String, record: &RunRecord) {
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&series.label()),
+            escape_markup(&series.label()),
             tail_cell(&tail["per_hour"]),
             tail_cell(&tail["per_day"]),
             tail_cell(&tail["per_week"])
@@ -550,7 +544,7 @@ fn write_episodes(html: &mut String, record: &RunRecord) {
                 format!(
                     "{} {} {}",
                     cause.kind.as_str(),
-                    escape(&cause.name),
+                    escape_markup(&cause.name),
                     micros(cause.ns)
                 )
             })
@@ -558,14 +552,14 @@ fn write_episodes(html: &mut String, record: &RunRecord) {
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-            escape(&episode.series),
+            escape_markup(&episode.series),
             episode.at_ns as f64 / 1e9,
             micros(episode.latency_ns),
             causes.join("; ")
         );
     }
     let _ = writeln!(html, "</table>");
-    let offenders = rtlab_trace::offenders::top_offenders(&record.episodes);
+    let offenders = rtlab_analysis::offenders::top_offenders(&record.episodes);
     let _ = writeln!(
         html,
         "<p>Top offenders over all episodes:</p>\n<table><tr><th>kind</th><th>name</th><th>episodes</th><th>largest cause in</th><th>total µs</th><th>max µs</th></tr>"
@@ -575,7 +569,7 @@ fn write_episodes(html: &mut String, record: &RunRecord) {
             html,
             "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             offender.kind.as_str(),
-            escape(&offender.name),
+            escape_markup(&offender.name),
             offender.episodes,
             offender.dominant_in,
             micros(offender.total_ns),
@@ -597,7 +591,7 @@ fn write_load_and_warnings(html: &mut String, record: &RunRecord) {
         Some(load) => {
             let mut text = String::new();
             crate::summary::write_load_summary(&mut text, record).expect("writing to memory");
-            let _ = writeln!(html, "<pre>{}</pre>", escape(text.trim()));
+            let _ = writeln!(html, "<pre>{}</pre>", escape_markup(text.trim()));
             let _ = load;
         }
     }
@@ -622,7 +616,7 @@ fn write_load_and_warnings(html: &mut String, record: &RunRecord) {
         }
     }
     for item in items {
-        let _ = writeln!(html, "<li>{}</li>", escape(&item));
+        let _ = writeln!(html, "<li>{}</li>", escape_markup(&item));
     }
     let _ = writeln!(html, "</ul>");
 }

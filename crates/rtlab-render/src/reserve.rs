@@ -1,10 +1,10 @@
 //! The daemon's answers as text: a grant (`rtlab reserve`), what the reserved thread received
 //! (`--verify`) and the table of every reservation (`rtlab reservations`).
 
+use rtlab_analysis::supply::VerifiedSupply;
+use rtlab_core::enforce_repair::Repair;
 use rtlab_core::rpc::{GrantInfo, ListResult, ReleaseResult, WireRate};
 use rtlab_core::Nanos;
-use rtlab_sched::enforce::Repair;
-use rtlab_session::supply::VerifiedSupply;
 use serde::Serialize;
 
 /// `2ms every 10ms (20.0 % of a CPU)`.

@@ -6,10 +6,10 @@
 //! verdict.
 
 use crate::text::{keep_units, truncate, wrapped};
-use crate::verdict::RunVerdict;
 use rtlab_analysis::forecast::VerdictKind;
+use rtlab_analysis::run_verdict::RunVerdict;
+use rtlab_core::cpuidle::IdleState;
 use rtlab_core::{Metric, RunRecord, Series};
-use rtlab_sys::cpuidle::IdleState;
 use std::fmt::Write;
 
 /// The idle states the measured CPUs could enter, read from sysfs when the run ends (the record
@@ -68,11 +68,11 @@ pub fn run_end(
     }
     // The interval of every class only where it is shown.
     let detail = if options.verbose {
-        crate::verdict::Detail::Full
+        rtlab_analysis::run_verdict::Detail::Full
     } else {
-        crate::verdict::Detail::Decision
+        rtlab_analysis::run_verdict::Detail::Decision
     };
-    let run_verdict = crate::verdict::run_verdict(record, &classes, detail);
+    let run_verdict = rtlab_analysis::run_verdict::run_verdict(record, &classes, detail);
     text.push_str(&verdict(record, &run_verdict, idle, options.verbose));
     let unsuitable = options.for_class.is_some()
         && run_verdict
@@ -479,8 +479,8 @@ pub fn cyclictest_note(record: &RunRecord, idle: Option<&IdleInfo>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::{run_verdict, Detail};
     use rtlab_analysis::classes::builtin_classes;
+    use rtlab_analysis::run_verdict::{run_verdict, Detail};
 
     fn fixture(name: &str) -> RunRecord {
         let path = format!("{}/test_data/records/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -3,6 +3,7 @@
 //! be byte-for-byte deterministic (snapshots, diffs of reports) and need no fonts at build time;
 //! the output is plain SVG 1.1 that any browser renders without JavaScript.
 
+use rtlab_core::text::escape_markup;
 use std::fmt::Write as _;
 
 /// One axis: range, scale and label.
@@ -34,13 +35,6 @@ const LEFT: f64 = 58.0;
 const RIGHT: f64 = 12.0;
 const TOP: f64 = 26.0;
 const BOTTOM: f64 = 44.0;
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// A number for an axis tick: `0.01`, `5`, `200`, `10k`, `1M`.
 fn tick_text(value: f64) -> String {
@@ -128,13 +122,13 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{}">"#,
-        escape(title)
+        escape_markup(title)
     );
     let _ = write!(
         svg,
         r#"<text x="{}" y="16" class="title">{}</text>"#,
         LEFT,
-        escape(title)
+        escape_markup(title)
     );
     let _ = write!(
         svg,
@@ -166,13 +160,13 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
         r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
         LEFT + plot_width / 2.0,
         HEIGHT - 8.0,
-        escape(&x.label)
+        escape_markup(&x.label)
     );
     let _ = write!(
         svg,
         r#"<text transform="translate(14 {:.1}) rotate(-90)" class="axis" text-anchor="middle">{}</text>"#,
         TOP + plot_height / 2.0,
-        escape(&y.label)
+        escape_markup(&y.label)
     );
     for (index, line) in lines.iter().enumerate() {
         let colour = PALETTE[index % PALETTE.len()];
@@ -209,7 +203,7 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
         let _ = write!(
             svg,
             r#"<text x="{legend_x:.1}" y="{legend_y:.1}" class="legend" text-anchor="end" fill="{colour}">{}</text>"#,
-            escape(&line.label)
+            escape_markup(&line.label)
         );
     }
     svg.push_str("</svg>");
@@ -252,12 +246,12 @@ pub fn timeline(
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {width} {height:.0}" width="{width}" height="{height:.0}" role="img" aria-label="{}">"#,
-        escape(title)
+        escape_markup(title)
     );
     let _ = write!(
         svg,
         r#"<text x="{left}" y="16" class="title">{}</text>"#,
-        escape(title)
+        escape_markup(title)
     );
     let bottom = height - BOTTOM;
     for tick in axis.ticks() {
@@ -274,7 +268,7 @@ pub fn timeline(
         r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
         left + plot_width / 2.0,
         height - 8.0,
-        escape(&axis.label)
+        escape_markup(&axis.label)
     );
     for (index, lane) in lanes.iter().enumerate() {
         let centre = TOP + lane_height * (index as f64 + 0.5);
@@ -284,7 +278,7 @@ pub fn timeline(
             left + plot_width,
             left - 6.0,
             centre + 4.0,
-            escape(lane)
+            escape_markup(lane)
         );
     }
     let largest = marks.iter().map(|mark| mark.value).fold(1.0f64, f64::max);
@@ -297,7 +291,7 @@ pub fn timeline(
         let _ = write!(
             svg,
             r#"<circle cx="{px:.1}" cy="{centre:.1}" r="{radius:.1}" fill="{colour}" fill-opacity="0.6" stroke="{colour}"><title>{}</title></circle>"#,
-            escape(&mark.tooltip)
+            escape_markup(&mark.tooltip)
         );
     }
     for (index, category) in categories.iter().enumerate() {
@@ -309,7 +303,7 @@ pub fn timeline(
             r#"<circle cx="{x:.1}" cy="{:.1}" r="5" fill="{colour}"/><text x="{:.1}" y="{y:.1}" class="legend">{}</text>"#,
             y - 4.0,
             x + 10.0,
-            escape(category)
+            escape_markup(category)
         );
     }
     svg.push_str("</svg>");

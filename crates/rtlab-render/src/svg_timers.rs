@@ -3,6 +3,7 @@
 //! (paper 000's Tables 2-3 as a picture), and the change experiment's effect per setting.
 //! Output is deterministic (fixed formatting, input order) so it can be snapshotted.
 
+use rtlab_core::text::escape_markup;
 use rtlab_core::timer_study::{ChangeExperiment, TimerRow, TIMER_CLASSES};
 use rtlab_core::{LatencyHistogram, Nanos};
 use std::fmt::Write as _;
@@ -15,12 +16,6 @@ const LABEL_WIDTH: f64 = 230.0;
 const TOP: f64 = 70.0;
 const GAP: f64 = 22.0;
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 /// The opening of a picture: the root element, a white background and the title.
 fn start_svg(width: f64, height: f64, title: &str) -> String {
     let mut svg = String::new();
@@ -32,7 +27,7 @@ fn start_svg(width: f64, height: f64, title: &str) -> String {
     let _ = writeln!(
         svg,
         r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
-        escape(title)
+        escape_markup(title)
     );
     svg
 }
@@ -156,9 +151,9 @@ pub fn interval_distributions(
             svg,
             r##"<text x="10" y="{:.1}">{}</text><text x="10" y="{:.1}" fill="#666">{}</text>"##,
             y + PANEL_HEIGHT / 2.0,
-            escape(api),
+            escape_markup(api),
             y + PANEL_HEIGHT / 2.0 + 14.0,
-            escape(mode)
+            escape_markup(mode)
         );
         for (column, class) in classes.iter().enumerate() {
             let x = LABEL_WIDTH + column as f64 * (PANEL_WIDTH + GAP);
@@ -287,7 +282,7 @@ pub fn change_experiment(experiment: &ChangeExperiment) -> String {
             svg,
             r#"<text x="10" y="{:.1}">{}</text>"#,
             y + 24.0,
-            escape(&step.setting)
+            escape_markup(&step.setting)
         );
         for (index, value) in values(step).iter().enumerate() {
             let bar_y = y + index as f64 * 14.0;

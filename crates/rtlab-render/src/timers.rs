@@ -7,10 +7,9 @@ use crate::svg_timers::millis_label;
 use rtlab_analysis::timers::change_findings;
 use rtlab_analysis::timers::windows::{interval_bins, windows_change_findings};
 use rtlab_core::timer_audit::{AuditReport, WindowsAudit};
+use rtlab_core::timer_change::ChangeConfig;
 use rtlab_core::timer_study::{ChangeExperiment, TimerStudy};
 use rtlab_core::{Nanos, RunRecord};
-#[cfg(target_os = "linux")]
-use rtlab_probe::timers::change::ChangeConfig;
 use std::fmt::Write;
 
 fn micros(ns: f64) -> String {
@@ -24,7 +23,6 @@ pub fn study(record: &RunRecord) -> String {
 
 /// What the change experiment will hold, said before it starts: `holding 7 settings for 3s
 /// each: nothing changed, cpu_dma_latency 99 µs, …`.
-#[cfg(target_os = "linux")]
 pub fn change_plan(config: &ChangeConfig) -> String {
     let settings: Vec<String> = config
         .settings
@@ -466,10 +464,9 @@ mod tests {
     use rtlab_core::timer_audit::{AuditFacts, AuditItem, Effect};
     use rtlab_core::timer_study::{ChangeStep, DelayStats, Restoration, UnavailableCell};
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn the_change_experiment_says_what_it_will_hold() {
-        use rtlab_probe::timers::change::Setting;
+        use rtlab_core::timer_change::Setting;
         let config = ChangeConfig {
             settings: vec![
                 Setting::Untouched,

@@ -10,7 +10,6 @@ pub fn absent_command(command: &str) -> &'static str {
         "buffer_experiment" => "the buffer experiment's device thread is a Linux SCHED_FIFO thread",
         "trace" => "it records with Linux tracefs; a trace-cmd trace.dat or rtlab trace file can be analysed with `rtlab trace analyze` on Linux",
         "workload" | "study" => "the workload runner uses Linux futex locks, SCHED_FIFO and SCHED_DEADLINE reservations; run the model on Linux",
-        "report" => "its HTML renderer needs the Linux trace library (kernel event causes); copy the records to Linux and run it there",
         _ => "it needs Linux",
     }
 }

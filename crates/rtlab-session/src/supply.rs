@@ -2,21 +2,12 @@
 //! (`sched_switch` through `rtlab-trace`) for a while and measures the CPU time it got in every
 //! sliding window of its period (`rtlab-analysis::supply`).
 
-use rtlab_analysis::supply::{sliding_window_supply, SupplyError, SupplyReport, DEFAULT_STEP};
+pub use rtlab_analysis::supply::VerifiedSupply;
+use rtlab_analysis::supply::{sliding_window_supply, SupplyError, DEFAULT_STEP};
 use rtlab_core::Nanos;
 use rtlab_sys::sched::{set_current_thread_policy, thread_policy, Policy};
 use rtlab_trace::TraceError;
 use serde::Serialize;
-
-/// What a reserved thread received, window by window.
-#[derive(Debug, Clone, Serialize)]
-pub struct VerifiedSupply {
-    pub tid: u32,
-    #[serde(flatten)]
-    pub supply: SupplyReport,
-    /// Switches the kernel dropped (a full ring): when non-zero the figures may be off.
-    pub lost_events: u64,
-}
 
 /// A grant and, when it was verified, what the thread received (`rtlab reserve --json`).
 #[derive(Debug, Serialize)]

@@ -5,18 +5,7 @@
 
 use std::path::Path;
 
-/// One idle state of one CPU (`/sys/devices/system/cpu/cpuN/cpuidle/stateK`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IdleState {
-    /// `POLL`, `C1`, `C6`, `haltpoll`, …
-    pub name: String,
-    /// The driver's description (`MWAIT 0x20`, `default architecture idle`).
-    pub description: String,
-    /// Worst-case time to leave the state, µs, as the driver declares it.
-    pub exit_latency_us: u64,
-    /// Disabled by the administrator (`disable` = 1).
-    pub disabled: bool,
-}
+pub use rtlab_core::cpuidle::IdleState;
 
 /// The idle driver and the states of CPU `cpu`; `None` when the kernel has no cpuidle for it.
 pub fn idle_states(cpu: usize) -> Option<(String, Vec<IdleState>)> {

@@ -10,7 +10,6 @@ pub mod app_recorder;
 pub mod attribution;
 pub mod event;
 pub mod format;
-pub mod offenders;
 pub mod page;
 pub mod perfetto;
 pub mod recorder;
@@ -23,7 +22,6 @@ pub use attribution::{
     attribute, attribute_with_timeline, describe_prio, AttributionContext, LateWakeup,
 };
 pub use event::{Comm, EventDecoder, EventKind, EventSet, TraceEvent};
-pub use offenders::{top_offenders, Offender};
 pub use perfetto::chrome_trace;
 pub use recorder::{
     BpfExplainer, BpfExplainerConfig, BpfSummary, Explainer, ExplainerConfig, ExplainerReport,

@@ -57,21 +57,14 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-session",
         ],
     ),
-    (
-        "rtlab-render",
-        &[
-            "rtlab-core",
-            "rtlab-sys",
-            "rtlab-trace",
-            "rtlab-analysis",
-            "rtlab-plan",
-            "rtlab-sched",
-            "rtlab-session",
-            "rtlab-probe",
-            "rtlab-store",
-        ],
-    ),
+    // Renders plain data only: what it shows is in rtlab-core (records, reports) or computed by
+    // rtlab-analysis, so it builds wherever they do (Windows too).
+    ("rtlab-render", RENDER_READS),
 ];
+
+/// The only workspace crates rtlab-render may depend on, in any kind (normal, dev, build) and on
+/// any platform.
+const RENDER_READS: &[&str] = &["rtlab-core", "rtlab-analysis"];
 
 /// The binary crate: it may use every library.
 const CLI: &str = "rtlab";
@@ -307,6 +300,42 @@ fn rust_files(directory: &std::path::Path, files: &mut Vec<std::path::PathBuf>) 
             files.push(path);
         }
     }
+/// The workspace crates `package` depends on (any kind, any platform) that `allowed` does not
+/// list.
+fn workspace_dependencies_beyond(packages: &Graph, package: &str, allowed: &[&str]) -> Vec<String> {
+    packages[package]
+        .iter()
+        .filter(|(dependency, _)| dependency == CLI || dependency.starts_with("rtlab-"))
+        .filter(|(dependency, _)| !allowed.contains(&dependency.as_str()))
+        .map(|(dependency, kind)| format!("{dependency} ({kind})"))
+        .collect()
+}
+
+/// rtlab-render reads rtlab-core and rtlab-analysis only (issue 30): not the measuring, tracing,
+/// scheduling or storing crates, not even in its tests, so it and the HTML report build for
+/// Windows. A type it needs from one of those moves into rtlab-core (or rtlab-analysis, where
+/// it is a result of analysis) and the producing crate re-exports it.
+#[test]
+fn rtlab_render_depends_on_core_and_analysis_only() {
+    let packages = workspace_dependencies();
+    let beyond = workspace_dependencies_beyond(&packages, "rtlab-render", RENDER_READS);
+    assert!(
+        beyond.is_empty(),
+        "rtlab-render depends on {beyond:?}; it may depend on {RENDER_READS:?} only"
+    );
+    let mut graph: Graph = Graph::new();
+    graph.insert(
+        "rtlab-render".to_owned(),
+        vec![
+            ("rtlab-core".to_owned(), "normal".to_owned()),
+            ("rtlab-sched".to_owned(), "dev".to_owned()),
+            ("serde".to_owned(), "normal".to_owned()),
+        ],
+    );
+    assert_eq!(
+        workspace_dependencies_beyond(&graph, "rtlab-render", RENDER_READS),
+        vec!["rtlab-sched (dev)".to_owned()]
+    );
 }
 
 /// The checks themselves: a graph with an upward edge, an unknown crate or a stray libc is caught.

@@ -23,26 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One setting the changer holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Setting {
-    /// Nothing held, the measuring thread's slack as it was.
-    Untouched,
-    /// /dev/cpu_dma_latency held at this many µs.
-    DmaLatency(i32),
-    /// The measuring thread's timer slack set to this many ns by the other process.
-    TimerSlack(u64),
-}
-
-impl Setting {
-    pub fn describe(self) -> String {
-        match self {
-            Setting::Untouched => "nothing changed".to_owned(),
-            Setting::DmaLatency(micros) => format!("cpu_dma_latency {micros} µs"),
-            Setting::TimerSlack(ns) => format!("timer slack {}", rtlab_core::Nanos(ns)),
-        }
-    }
-}
+pub use rtlab_core::timer_change::{ChangeConfig, Setting};
 
 /// The settings to cycle through: untouched, then cpu_dma_latency just below each idle state's
 /// exit latency (deepest first, each disabling one more state) down to 0, then the measuring
@@ -68,17 +49,6 @@ pub fn settings_for(idle_exit_latencies_us: &[u64]) -> Vec<Setting> {
     settings.push(Setting::TimerSlack(1_000_000));
     settings.push(Setting::TimerSlack(1));
     settings
-}
-
-#[derive(Clone, Debug)]
-pub struct ChangeConfig {
-    pub settings: Vec<Setting>,
-    pub hold: rtlab_core::Nanos,
-    pub sleep: rtlab_core::Nanos,
-    /// The CPU of the SCHED_OTHER thread whose slack the changer changes.
-    pub cpu: usize,
-    /// The CPU of a SCHED_FIFO 90 thread measuring its wake-ups too (None: not measured).
-    pub rt_cpu: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use super::deadline_map::{deadline_params, DeadlineAdmission, Granularity};
 use super::dispatch::{
     DispatchTable, DispatchedThread, Dispatcher, DispatcherStats, HeldTime, DISPATCH_SIZING,
 };
-use super::journal::{Journal, JournalEntry, JournalLineError, SavedThread};
+use super::journal::{Journal, JournalEntry, SavedThread};
 use super::placement::{self, Placement, Unplaceable};
 use super::switch::{check_switch, switch_time};
 use super::{
@@ -34,22 +34,7 @@ pub const PIN_DISPATCHED: bool = true;
 /// before it applies.
 pub const SWITCH_MARGIN: Nanos = Nanos(2_000_000);
 
-/// What `open` found and repaired from a previous instance.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Repair {
-    /// Threads put back to the policy and affinity they had.
-    pub restored: Vec<u32>,
-    /// Threads the journal named that are gone (or whose id now names another thread).
-    pub gone: Vec<u32>,
-    /// Threads that exist but could not be restored, with the error.
-    pub failed: Vec<(u32, String)>,
-    /// Journal lines that could not be read (a torn last line after a crash).
-    pub unreadable: Vec<JournalLineError>,
-    /// Cpuset directories the previous instance made, removed now.
-    pub cpusets_removed: Vec<PathBuf>,
-    /// Cpuset changes that could not be undone, one line each.
-    pub cpuset_failures: Vec<String>,
-}
+pub use rtlab_core::enforce_repair::Repair;
 
 /// What the machine offers the backends, detected at `open`.
 #[derive(Clone, Debug, PartialEq)]

@@ -97,14 +97,7 @@ pub struct Pending {
     pub directories: Vec<PathBuf>,
 }
 
-/// A journal line that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
-pub struct JournalLineError {
-    pub path: String,
-    pub line: usize,
-    pub message: String,
-}
+pub use rtlab_core::enforce_repair::JournalLineError;
 
 fn format_policy(policy: Policy) -> String {
     match policy {

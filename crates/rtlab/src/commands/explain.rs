@@ -4,9 +4,10 @@
 //! viewers open.
 
 use crate::output::PendingOutput;
+use rtlab_analysis::offenders::{top_offenders, Offender};
 use rtlab_core::{Episode, ExplainSettings};
 use rtlab_render::explain::{report, short_id};
-use rtlab_trace::{chrome_trace, top_offenders, Offender};
+use rtlab_trace::chrome_trace;
 use serde::Serialize;
 use std::process::ExitCode;
 

@@ -24,7 +24,6 @@ pub mod monitor;
 pub mod plan;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod release;
-#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod report;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod reservations;
@@ -102,7 +101,6 @@ pub enum Command {
     /// Compare two runs (before/after): percentiles with bootstrap intervals, causes, a verdict
     Compare(compare::Args),
     /// Write a self-contained HTML report (plots, verdicts, episodes) of one or several runs
-    #[cfg_attr(windows, command(hide = true))]
     Report(report::Args),
     /// Measure continuously and export the latency on /metrics for Prometheus
     #[cfg_attr(windows, command(hide = true))]

@@ -1,6 +1,7 @@
 //! `rtlab report RUN… --html FILE`: one self-contained HTML report (inline CSS and SVG, no script,
 //! no network) of one or several runs, for people who read plots rather than tables; with
 //! `--trace`, an application's deadline misses beside them, on a timeline coloured by culprit.
+//! The Windows build reports runs too; `--trace` is Linux only (the trace analysis is).
 
 use crate::output::PendingOutput;
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ pub struct Args {
 }
 
 /// One section per trace: the misses' timeline and the culprits in words.
+#[cfg(target_os = "linux")]
 fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
     let mut html = String::new();
     for path in traces {
@@ -47,19 +49,28 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
                 report.duration_ns as f64 / 1e9
             ),
         };
-        let escape = |text: &str| {
-            text.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-        };
         html.push_str(&format!(
             "<section><h2>Application trace: {}</h2><p>{}</p>{}</section>\n",
-            escape(&path.display().to_string()),
-            escape(&summary),
+            rtlab_core::text::escape_markup(&path.display().to_string()),
+            rtlab_core::text::escape_markup(&summary),
             rtlab_apptrace::misses_svg::render(&report)
         ));
     }
     Ok(html)
+}
+
+/// Windows has no application trace analysis (rtlab-apptrace reads Linux kernel events): a
+/// `--trace` is refused, plainly, before anything is written.
+#[cfg(not(target_os = "linux"))]
+fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
+    match traces.first() {
+        None => Ok(String::new()),
+        Some(path) => Err(crate::exit::input(format!(
+            "--trace {}: not available on Windows: {}",
+            path.display(),
+            rtlab_render::windows_absent::absent_command("trace")
+        ))),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -3,20 +3,21 @@
 //!
 //! A run's tables answer "how late"; users come with "can this machine run my audio at 128
 //! frames?". This module turns a Run record into that answer with the forecast of
-//! [`rtlab_analysis::forecast`] (rt-high wake-ups pooled over CPUs, the tail projection beyond the data)
+//! [`crate::forecast`] (rt-high wake-ups pooled over CPUs, the tail projection beyond the data)
 //! and names the worst delay in one phrase ("7.3 ms stalls from the hypervisor every ~16 s"), from
 //! the explained episodes when there are any, else from the largest samples the series kept.
+//! Only the decision is here; `rtlab_render::run_verdict` writes it for people.
 
-use rtlab_analysis::classes::ApplicationClass;
-use rtlab_analysis::forecast::{
+use crate::classes::ApplicationClass;
+use crate::forecast::{
     decide, describe_seconds, forecast, probe_evidence, select_series, verdict, Basis,
     BufferConfig, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
 };
-use rtlab_analysis::projection::ProjectedTail;
+use crate::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};
 use serde::Serialize;
 
-pub use rtlab_analysis::tail::PRACTICALLY_NEVER_S;
+pub use crate::tail::PRACTICALLY_NEVER_S;
 
 /// Samples within this time of each other on one CPU are one event (one stall delays several
 /// wake-ups of several classes).
@@ -213,7 +214,7 @@ fn cause_in_words(episode: &Episode) -> Option<(String, String)> {
 }
 
 fn latency_words(nanos: u64) -> String {
-    rtlab_analysis::tail::format_latency(nanos as f64)
+    crate::tail::format_latency(nanos as f64)
 }
 
 fn how_often(events: u64, duration_s: f64) -> String {
@@ -363,7 +364,7 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_analysis::classes::builtin_classes;
+    use crate::classes::builtin_classes;
     use rtlab_core::{Cause, LatencyHistogram, Peak};
 
     fn record_with(values: &[(u64, u64)], peaks: Vec<Peak>, duration_s: u64) -> RunRecord {
