@@ -300,6 +300,8 @@ fn rust_files(directory: &std::path::Path, files: &mut Vec<std::path::PathBuf>) 
             files.push(path);
         }
     }
+}
+
 /// The workspace crates `package` depends on (any kind, any platform) that `allowed` does not
 /// list.
 fn workspace_dependencies_beyond(packages: &Graph, package: &str, allowed: &[&str]) -> Vec<String> {
