@@ -10,7 +10,8 @@ use rtlab_daemon::Stopped;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
-use support::{wait_until, ParkedThread, TestDaemon};
+use support::wait::wait_until;
+use support::{ParkedThread, TestDaemon};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -22,6 +23,12 @@ fn read_line(stream: &UnixStream) -> String {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).unwrap();
     line
+}
+
+/// The daemon closed `stream` with nothing more to read: `why` says when it should have.
+fn assert_closed(stream: &mut UnixStream, why: &str) {
+    let mut rest = Vec::new();
+    assert_eq!(stream.read_to_end(&mut rest).unwrap(), 0, "{why}");
 }
 
 #[test]
@@ -274,12 +281,7 @@ fn a_slow_writer_never_stalls_another_client_and_is_cut_off_after_the_request_ti
     }
     let answer = read_line(&slow);
     assert!(answer.contains("\"timeout\""), "{answer}");
-    let mut rest = Vec::new();
-    assert_eq!(
-        slow.read_to_end(&mut rest).unwrap(),
-        0,
-        "closed after the timeout"
-    );
+    assert_closed(&mut slow, "closed after the timeout");
 }
 
 #[test]
@@ -316,17 +318,11 @@ fn connections_over_the_cap_get_busy_and_the_daemon_recovers() {
         let answer = read_line(&stream);
         assert!(answer.contains("\"busy\""), "{answer}");
     }
-    let error = rtlab_client::Client::connect(&daemon.socket)
-        .unwrap()
-        .ping()
-        .unwrap_err();
+    let error = daemon.client().ping().unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::Busy), "{error}");
     admitted.truncate(0);
     wait_until(LIMIT, "a slot is free again", || {
-        rtlab_client::Client::connect(&daemon.socket)
-            .unwrap()
-            .ping()
-            .is_ok()
+        daemon.client().ping().is_ok()
     });
 }
 
@@ -354,10 +350,7 @@ fn a_client_that_dies_mid_request_frees_its_slot() {
             .unwrap();
     }
     wait_until(LIMIT, "the dead client's slot is free", || {
-        rtlab_client::Client::connect(&daemon.socket)
-            .unwrap()
-            .ping()
-            .is_ok()
+        daemon.client().ping().is_ok()
     });
 }
 
@@ -403,11 +396,9 @@ fn connections_that_send_nothing_do_not_block_others_and_are_closed_when_idle() 
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let mut rest = Vec::new();
-        assert_eq!(
-            stream.read_to_end(&mut rest).unwrap(),
-            0,
-            "closed, without an answer, after the idle timeout"
+        assert_closed(
+            &mut stream,
+            "closed, without an answer, after the idle timeout",
         );
     }
 }

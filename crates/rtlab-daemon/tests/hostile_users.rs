@@ -312,7 +312,7 @@ fn a_flood_of_connections_from_nobody_is_bounded_and_others_are_served() {
     assert_eq!(error.code(), Some(ErrorCode::NotFound));
     drop(flood.0.stdin.take());
     let _ = flood.0.wait();
-    support::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
+    support::wait::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
         connection_threads() <= 1
     });
 }
