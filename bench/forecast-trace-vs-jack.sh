@@ -18,18 +18,9 @@ RTLAB=${RTLAB:-$HERE/../target/debug/rtlab}
 OUT=${OUT:-$HERE/out/forecast-trace-vs-jack}
 DURATION=${DURATION:-10}
 BIN=${BIN:-$OUT/bin}
-mkdir -p "$OUT" "$BIN"
-[ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
-[ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
+. "$HERE/jack/harness.sh"
 CELLS=${*:-"128:30:fifo-long 256:30:fifo-long 64:30:fifo-long 128:30:fifo-short 256:30:fifo-short 128:30:idle"}
 SERVER=rtlabftj$$
-cleanup() {
-  [ -n "${LOADPID:-}" ] && kill "$LOADPID" 2>/dev/null || true
-  [ -n "${CLIENTPID:-}" ] && kill "$CLIENTPID" 2>/dev/null || true
-  [ -n "${JACKPID:-}" ] && kill "$JACKPID" 2>/dev/null || true
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
 for cell in $CELLS; do
   frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
   name="f${frames}-l${load}-${condition}"

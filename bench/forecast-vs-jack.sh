@@ -21,17 +21,9 @@ RTLAB=${RTLAB:-$HERE/../target/debug/rtlab}
 OUT=${OUT:-$HERE/out/forecast-vs-jack}
 DURATION=${DURATION:-30}
 BIN=${BIN:-$OUT/bin}
-mkdir -p "$OUT" "$BIN"
-[ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
-[ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
+. "$HERE/jack/harness.sh"
 CELLS=${*:-"128:30:idle 128:30:fifo-long 128:30:fifo-short 128:30:stress 128:10:idle 128:60:idle 64:30:idle 256:30:idle 128:10:fifo-long 128:60:fifo-long 64:30:fifo-long 256:30:fifo-long 64:30:fifo-short 256:30:fifo-short 128:60:stress"}
 SERVER=rtlabfvj$$
-cleanup() {
-  [ -n "${LOADPID:-}" ] && kill "$LOADPID" 2>/dev/null || true
-  [ -n "${JACKPID:-}" ] && kill "$JACKPID" 2>/dev/null || true
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
 for cell in $CELLS; do
   frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
   name="f${frames}-l${load}-${condition}"
@@ -56,6 +48,7 @@ for cell in $CELLS; do
   "$RTLAB" run ${RUN_ARGS---classes rt-high --compute 100us} --warmup 0s -D "${DURATION}s" \
     --no-store --json "$OUT/$name.run.json" >/dev/null 2>"$OUT/$name.run.err" || true
   wait "$CLIENTPID" || true
+  CLIENTPID=
   [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
   LOADPID=
   kill "$JACKPID" 2>/dev/null || true
