@@ -25,6 +25,15 @@ fn read_line(stream: &UnixStream) -> String {
     line
 }
 
+/// A parked thread that `client` reserved 1 ms every 10 ms.
+fn reserved_worker(client: &mut rtlab_client::Client) -> ParkedThread {
+    let worker = ParkedThread::spawn();
+    client
+        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
+        .unwrap();
+    worker
+}
+
 /// The daemon closed `stream` with nothing more to read: `why` says when it should have.
 fn assert_closed(stream: &mut UnixStream, why: &str) {
     let mut rest = Vec::new();
@@ -195,11 +204,7 @@ fn unknown_threads_and_names_are_errors_that_say_so() {
 #[test]
 fn a_stop_request_reverts_every_thread_and_removes_nothing_else() {
     let mut daemon = TestDaemon::start(|_| {});
-    let worker = ParkedThread::spawn();
-    daemon
-        .client()
-        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
-        .unwrap();
+    let worker = reserved_worker(&mut daemon.client());
     assert_eq!(daemon.stop(), Stopped::Requested);
     let log = daemon.log.lock().unwrap();
     assert_eq!(log.revert_all_calls, 1);
@@ -211,11 +216,7 @@ fn a_stop_request_reverts_every_thread_and_removes_nothing_else() {
 #[test]
 fn a_panic_elsewhere_in_the_daemon_reverts_every_thread() {
     let mut daemon = TestDaemon::start(|_| {});
-    let worker = ParkedThread::spawn();
-    daemon
-        .client()
-        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
-        .unwrap();
+    let worker = reserved_worker(&mut daemon.client());
     // What the CLI's panic hook does when any daemon thread panics.
     daemon
         .panicked
@@ -290,11 +291,8 @@ fn a_stalled_client_holds_only_its_own_connection() {
     let daemon = TestDaemon::start(|config| config.request_timeout = Duration::from_secs(600));
     let mut stalled = UnixStream::connect(&daemon.socket).unwrap();
     stalled.write_all(b"{\"rpc\":").unwrap();
-    let worker = ParkedThread::spawn();
     let mut client = daemon.client();
-    client
-        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
-        .unwrap();
+    let worker = reserved_worker(&mut client);
     client.release(ReleaseTarget::AllMine).unwrap();
     worker.exit();
 }

@@ -6,6 +6,11 @@
 
 mod support;
 
+// Only its `compile` is used here.
+#[allow(dead_code)]
+#[path = "../../rtlab-client/tests/support/c_example.rs"]
+mod c_example;
+
 use rtlab_core::rpc::{ErrorCode, Target};
 use rtlab_core::Nanos;
 use std::io::{BufRead, BufReader, Write};
@@ -52,16 +57,11 @@ impl HostileClient {
         std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let binary = directory.path().join("hostile_client");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/hostile_client.c");
-        let output = Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&binary)
-            .arg(source)
-            .output()
-            .expect("running cc (Debian: apt-get install gcc)");
-        assert!(
-            output.status.success(),
-            "cc failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
+        c_example::compile(
+            Command::new("cc")
+                .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(&binary)
+                .arg(source),
         );
         HostileClient {
             binary,
