@@ -29,22 +29,13 @@ for cell in $CELLS; do
   name="f${frames}-l${load}-${condition}"
   period_ns=$(( frames * 1000000000 / 48000 ))
   rm -f "$OUT/$name".*
-  JACK_NO_AUDIO_RESERVATION=1 jackd -n "$SERVER" -R -P 70 -d dummy -r 48000 -p "$frames" \
-    >"$OUT/$name.jackd.log" 2>&1 &
-  JACKPID=$!
+  start_jack "$frames" "$name"
   sleep 1
   "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d $((DURATION + 3)) -x "$OUT/$name.xruns" \
     >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
   CLIENTPID=$!
   sleep 1
-  case $condition in
-    idle) LOADPID= ;;
-    stress) stress-ng --cpu 2 --timeout $((DURATION + 2))s >/dev/null 2>&1 & LOADPID=$! ;;
-    fifo-long) "$BIN/fifo_hog" -p 95 -b 2200 -P 50000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
-    fifo-short) "$BIN/fifo_hog" -p 95 -b 1500 -P 30000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
-    fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
-    *) echo "unknown condition $condition" >&2; exit 2 ;;
-  esac
+  start_load "$condition" $((DURATION + 2))
   "$RTLAB" run ${RUN_ARGS---classes rt-high --compute 100us} --warmup 0s -D "${DURATION}s" \
     --no-store --json "$OUT/$name.run.json" >/dev/null 2>"$OUT/$name.run.err" || true
   wait "$CLIENTPID" || true
