@@ -20,14 +20,7 @@ rounds=${3:-3}
 rtlab=${RTLAB:-target/release/rtlab}
 out=bench/out/cpu-slope-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
-for tool in cyclictest perf stress-ng; do
-  command -v "$tool" >/dev/null || { echo "$tool missing (apt-get install rt-tests linux-perf stress-ng)" >&2; exit 2; }
-done
-
-stress_pid=
-cleanup() { [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null || true; }
-trap cleanup EXIT
+. bench/cpu-peers.sh
 
 for load in idle stress; do
   if [ "$load" = stress ]; then

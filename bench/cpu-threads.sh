@@ -18,14 +18,7 @@ rounds=${2:-5}
 rtlab=${RTLAB:-target/release/rtlab}
 out=bench/out/cpu-threads-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
-for tool in cyclictest perf stress-ng; do
-  command -v "$tool" >/dev/null || { echo "$tool missing (apt-get install rt-tests linux-perf stress-ng)" >&2; exit 2; }
-done
-
-stress_pid=
-cleanup() { [ -n "$stress_pid" ] && kill "$stress_pid" 2>/dev/null || true; }
-trap cleanup EXIT
+. bench/cpu-peers.sh
 
 threads() {  # perf.data -> "tid comm share%" lines, and the event count (ns) on the last line
   perf report -i "$1" --sort pid --stdio -g none --no-children 2>/dev/null |

@@ -21,41 +21,25 @@ RTLAB=${RTLAB:-$HERE/../target/debug/rtlab}
 OUT=${OUT:-$HERE/out/forecast-vs-jack}
 DURATION=${DURATION:-30}
 BIN=${BIN:-$OUT/bin}
-mkdir -p "$OUT" "$BIN"
-[ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
-[ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
+. "$HERE/jack/harness.sh"
 CELLS=${*:-"128:30:idle 128:30:fifo-long 128:30:fifo-short 128:30:stress 128:10:idle 128:60:idle 64:30:idle 256:30:idle 128:10:fifo-long 128:60:fifo-long 64:30:fifo-long 256:30:fifo-long 64:30:fifo-short 256:30:fifo-short 128:60:stress"}
 SERVER=rtlabfvj$$
-cleanup() {
-  [ -n "${LOADPID:-}" ] && kill "$LOADPID" 2>/dev/null || true
-  [ -n "${JACKPID:-}" ] && kill "$JACKPID" 2>/dev/null || true
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
 for cell in $CELLS; do
   frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
   name="f${frames}-l${load}-${condition}"
   period_ns=$(( frames * 1000000000 / 48000 ))
   rm -f "$OUT/$name".*
-  JACK_NO_AUDIO_RESERVATION=1 jackd -n "$SERVER" -R -P 70 -d dummy -r 48000 -p "$frames" \
-    >"$OUT/$name.jackd.log" 2>&1 &
-  JACKPID=$!
+  start_jack "$frames" "$name"
   sleep 1
   "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d $((DURATION + 3)) -x "$OUT/$name.xruns" \
     >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
   CLIENTPID=$!
   sleep 1
-  case $condition in
-    idle) LOADPID= ;;
-    stress) stress-ng --cpu 2 --timeout $((DURATION + 2))s >/dev/null 2>&1 & LOADPID=$! ;;
-    fifo-long) "$BIN/fifo_hog" -p 95 -b 2200 -P 50000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
-    fifo-short) "$BIN/fifo_hog" -p 95 -b 1500 -P 30000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
-    fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 -d $((DURATION + 2)) >/dev/null 2>&1 & LOADPID=$! ;;
-    *) echo "unknown condition $condition" >&2; exit 2 ;;
-  esac
+  start_load "$condition" $((DURATION + 2))
   "$RTLAB" run ${RUN_ARGS---classes rt-high --compute 100us} --warmup 0s -D "${DURATION}s" \
     --no-store --json "$OUT/$name.run.json" >/dev/null 2>"$OUT/$name.run.err" || true
   wait "$CLIENTPID" || true
+  CLIENTPID=
   [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
   LOADPID=
   kill "$JACKPID" 2>/dev/null || true

@@ -4,6 +4,9 @@
 //! line of its `.expect` (line and field included) and contains each further line. Formats: `tasks` (`rtlab check`'s task-set file) and
 //! `classes` (`rtlab forecast --classes-file`).
 
+#[path = "../../rtlab/tests/common/fixture_files.rs"]
+mod fixture_files;
+
 use rtlab_analysis::classes::{parse_classes, ApplicationClass};
 use rtlab_analysis::schedulability::{parse_task_set, Scheduling, Task};
 use std::path::{Path, PathBuf};
@@ -14,23 +17,12 @@ fn fixtures(format: &str, kind: &str) -> Vec<(PathBuf, String, String)> {
         .join("test_data")
         .join(format)
         .join(kind);
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&folder)
-        .unwrap_or_else(|error| panic!("{}: {error}", folder.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "toml")
-        })
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no fixtures in {}", folder.display());
-    paths
+    fixture_files::files_with_extension(&folder, "toml")
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-            let expect = std::fs::read_to_string(path.with_extension("expect"))
-                .unwrap_or_else(|error| panic!("{}: missing .expect: {error}", path.display()));
+            let expect = fixture_files::expectation(&path);
             (path, text, expect)
         })
         .collect()

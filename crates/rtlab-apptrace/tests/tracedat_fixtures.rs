@@ -3,6 +3,9 @@
 //! whole and shows the test program's priority inversion; every `err/` file fails with the error in
 //! its `.expected` file, which names the byte offset and the section.
 
+#[path = "../../rtlab/tests/common/fixture_files.rs"]
+mod fixture_files;
+
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::tracedat::TraceDat;
 use rtlab_core::header::OutputHeader;
@@ -12,14 +15,7 @@ fn fixtures(kind: &str) -> Vec<std::path::PathBuf> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("test_data/tracedat")
         .join(kind);
-    let mut files: Vec<_> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "dat"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no {kind} fixtures");
-    files
+    fixture_files::files_with_extension(&directory, "dat")
 }
 
 #[test]

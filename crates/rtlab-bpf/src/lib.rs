@@ -27,8 +27,8 @@ pub use apptrace::{AppBpfRecorder, AppCounters, APPTRACE_PROGRAM_PREFIX, APPTRAC
 
 pub use loader::{
     loaded_program_costs, loaded_program_ids, loaded_program_names, program_ids_of_process,
-    BpfConfig, BpfError, BpfRecorder, ClockPolicy, Counters, ProgramCost, RunTimeStats,
-    PROGRAM_PREFIX,
+    still_loaded, BpfConfig, BpfError, BpfRecorder, ClockPolicy, Counters, ProgramCost,
+    RunTimeStats, PROGRAM_PREFIX,
 };
 pub use records::{
     decode_record, ContextEntry, EpisodeRecord, RawEvent, RawKind, Record, RecordError,

@@ -645,6 +645,18 @@ pub fn loaded_program_ids() -> Result<Vec<u32>, BpfError> {
         .collect()
 }
 
+/// Which of `ids` are loaded in the kernel now: the tests' check that a process's programs went
+/// with it (the kernel frees a program after its last link closes, asynchronously, so they poll).
+/// By id, as another rtlab may have its own programs loaded.
+pub fn still_loaded(ids: &[u32]) -> Result<Vec<u32>, BpfError> {
+    let loaded = loaded_program_ids()?;
+    Ok(ids
+        .iter()
+        .copied()
+        .filter(|id| loaded.contains(id))
+        .collect())
+}
+
 /// The ids of the BPF programs process `pid` holds (a program's or a link's descriptor names its
 /// program in `/proc/PID/fdinfo`), to check that a process's programs go when it does.
 pub fn program_ids_of_process(pid: u32) -> std::io::Result<Vec<u32>> {

@@ -1,17 +1,11 @@
 //! Root-only: the application-trace programs load, record the target's switches, futex calls and
 //! new threads (added in the kernel at their fork), and leave nothing behind when dropped.
 
-use rtlab_bpf::{loaded_program_ids, program_ids_of_process, AppBpfRecorder};
-use std::time::{Duration, Instant};
+#[path = "../../rtlab/tests/common/wait.rs"]
+mod wait;
 
-fn gettid() -> u32 {
-    std::fs::read_link("/proc/thread-self")
-        .expect("thread-self")
-        .file_name()
-        .and_then(|name| name.to_str())
-        .and_then(|name| name.parse().ok())
-        .expect("tid")
-}
+use rtlab_bpf::{program_ids_of_process, still_loaded, AppBpfRecorder};
+use std::time::Duration;
 
 #[test]
 #[ignore = "needs root and BPF"]
@@ -23,7 +17,7 @@ fn the_target_is_recorded_its_new_threads_followed_and_nothing_left_on_drop() {
     let ids = program_ids_of_process(std::process::id()).expect("fdinfo");
     assert!(ids.len() >= 14, "this process holds its programs: {ids:?}");
     let pid = std::process::id();
-    let tid = gettid();
+    let tid = rtlab_sys::cpu::current_tid();
     recorder.add_process(pid).expect("process");
     recorder.add_thread(tid, pid).expect("thread");
     // A new thread sleeps and takes a contended lock: its fork, switches and futex calls.
@@ -35,7 +29,7 @@ fn the_target_is_recorded_its_new_threads_followed_and_nothing_left_on_drop() {
             std::thread::sleep(Duration::from_millis(2));
         }
         drop(child_lock.lock().unwrap());
-        gettid()
+        rtlab_sys::cpu::current_tid()
     });
     std::thread::sleep(Duration::from_millis(50));
     drop(guard);
@@ -69,21 +63,8 @@ fn the_target_is_recorded_its_new_threads_followed_and_nothing_left_on_drop() {
         "{counters:?}"
     );
     drop(recorder);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let loaded = loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
-        let left: Vec<u32> = ids
-            .iter()
-            .copied()
-            .filter(|id| loaded.contains(id))
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still loaded after drop: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let left = || still_loaded(&ids).expect("BPF_PROG_GET_NEXT_ID works as root");
+    wait::eventually(Duration::from_secs(10), || left().is_empty());
+    let left = left();
+    assert!(left.is_empty(), "still loaded after drop: {left:?}");
 }

@@ -1,9 +1,12 @@
 //! Root-only: the programs load, attach, record a measuring thread's wake-ups, and leave nothing
 //! behind when the recorder is dropped.
 
+#[path = "../../rtlab/tests/common/wait.rs"]
+mod wait;
+
 use rtlab_bpf::{
-    loaded_program_ids, loaded_program_names, program_ids_of_process, BpfConfig, BpfRecorder,
-    Record, PROGRAM_PREFIX,
+    loaded_program_names, program_ids_of_process, still_loaded, BpfConfig, BpfRecorder, Record,
+    PROGRAM_PREFIX,
 };
 use std::time::{Duration, Instant};
 
@@ -18,39 +21,8 @@ fn ours() -> Vec<String> {
 /// The kernel frees a program after its last link closes, asynchronously (RCU): which of `ids`
 /// are still loaded after `limit`. (By id: another rtlab may have its own programs loaded.)
 fn gone_within(ids: &[u32], limit: Duration) -> Vec<u32> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let loaded = loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
-        let left: Vec<u32> = ids
-            .iter()
-            .copied()
-            .filter(|id| loaded.contains(id))
-            .collect();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn current_cpu() -> usize {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("stat");
-    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
-    after_comm
-        .split_whitespace()
-        .nth(36)
-        .expect("processor field")
-        .parse()
-        .expect("cpu")
-}
-
-fn gettid() -> u32 {
-    std::fs::read_link("/proc/thread-self")
-        .expect("thread-self")
-        .file_name()
-        .and_then(|name| name.to_str())
-        .and_then(|name| name.parse().ok())
-        .expect("tid")
+    let left = || still_loaded(ids).expect("BPF_PROG_GET_NEXT_ID works as root");
+    wait::poll(limit, || Some(left()).filter(Vec::is_empty)).unwrap_or_else(left)
 }
 
 #[test]
@@ -72,8 +44,8 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
     );
     // This thread sleeps on absolute timers (hrtimer_wakeup): each wake-up is a sample, and with
     // threshold 0 every one is an episode. Pinned, so its own block is on the CPU it wakes on.
-    let tid = gettid();
-    let cpu = current_cpu();
+    let tid = rtlab_sys::cpu::current_tid();
+    let cpu = rtlab_sys::cpu::current_cpu().expect("the CPU this thread runs on");
     rtlab_sys::cpu::pin_current_thread(cpu).expect("pin");
     recorder.watch_thread(tid, 3).expect("watch");
     recorder.set_threshold(3, 0).expect("threshold");

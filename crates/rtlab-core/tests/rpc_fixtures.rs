@@ -1,6 +1,9 @@
 //! `rtlab.rpc/1` decoder fixtures: every `test_data/rpc/ok/*.jsonl` decodes and re-encodes to a
 //! line that decodes to the same request; every `err/*.jsonl` fails with the text in its `.err`.
 
+#[path = "../../rtlab/tests/common/fixture_files.rs"]
+mod fixture_files;
+
 use rtlab_core::rpc::{decode_request, encode_request};
 use std::path::PathBuf;
 
@@ -8,17 +11,7 @@ fn fixtures(kind: &str) -> Vec<PathBuf> {
     let directory = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("test_data/rpc")
         .join(kind);
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "jsonl")
-        })
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no fixtures in {}", directory.display());
-    paths
+    fixture_files::files_with_extension(&directory, "jsonl")
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! field through a write and a read, and come back packed; the malformed ones in
 //! `test_data/run/err` are refused with an error naming the JSON path in their `.expect` file.
 
+#[path = "../../rtlab/tests/common/fixture_files.rs"]
+mod fixture_files;
+
 use rtlab_core::{CompetitorEntry, RunRecord, ThresholdKind};
 use std::path::{Path, PathBuf};
 
@@ -10,17 +13,7 @@ fn fixtures(kind: &str) -> Vec<PathBuf> {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("test_data/run")
         .join(kind);
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&directory)
-        .unwrap_or_else(|error| panic!("{}: {error}", directory.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "json")
-        })
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no fixtures in {}", directory.display());
-    paths
+    fixture_files::files_with_extension(&directory, "json")
 }
 
 fn load(path: &Path) -> Result<RunRecord, rtlab_core::RecordError> {

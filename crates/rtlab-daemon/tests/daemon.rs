@@ -10,7 +10,8 @@ use rtlab_daemon::Stopped;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
-use support::{wait_until, ParkedThread, TestDaemon};
+use support::wait::wait_until;
+use support::{ParkedThread, TestDaemon};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -22,6 +23,21 @@ fn read_line(stream: &UnixStream) -> String {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).unwrap();
     line
+}
+
+/// A parked thread that `client` reserved 1 ms every 10 ms.
+fn reserved_worker(client: &mut rtlab_client::Client) -> ParkedThread {
+    let worker = ParkedThread::spawn();
+    client
+        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
+        .unwrap();
+    worker
+}
+
+/// The daemon closed `stream` with nothing more to read: `why` says when it should have.
+fn assert_closed(stream: &mut UnixStream, why: &str) {
+    let mut rest = Vec::new();
+    assert_eq!(stream.read_to_end(&mut rest).unwrap(), 0, "{why}");
 }
 
 #[test]
@@ -188,11 +204,7 @@ fn unknown_threads_and_names_are_errors_that_say_so() {
 #[test]
 fn a_stop_request_reverts_every_thread_and_removes_nothing_else() {
     let mut daemon = TestDaemon::start(|_| {});
-    let worker = ParkedThread::spawn();
-    daemon
-        .client()
-        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
-        .unwrap();
+    let worker = reserved_worker(&mut daemon.client());
     assert_eq!(daemon.stop(), Stopped::Requested);
     let log = daemon.log.lock().unwrap();
     assert_eq!(log.revert_all_calls, 1);
@@ -204,11 +216,7 @@ fn a_stop_request_reverts_every_thread_and_removes_nothing_else() {
 #[test]
 fn a_panic_elsewhere_in_the_daemon_reverts_every_thread() {
     let mut daemon = TestDaemon::start(|_| {});
-    let worker = ParkedThread::spawn();
-    daemon
-        .client()
-        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
-        .unwrap();
+    let worker = reserved_worker(&mut daemon.client());
     // What the CLI's panic hook does when any daemon thread panics.
     daemon
         .panicked
@@ -274,12 +282,7 @@ fn a_slow_writer_never_stalls_another_client_and_is_cut_off_after_the_request_ti
     }
     let answer = read_line(&slow);
     assert!(answer.contains("\"timeout\""), "{answer}");
-    let mut rest = Vec::new();
-    assert_eq!(
-        slow.read_to_end(&mut rest).unwrap(),
-        0,
-        "closed after the timeout"
-    );
+    assert_closed(&mut slow, "closed after the timeout");
 }
 
 #[test]
@@ -288,11 +291,8 @@ fn a_stalled_client_holds_only_its_own_connection() {
     let daemon = TestDaemon::start(|config| config.request_timeout = Duration::from_secs(600));
     let mut stalled = UnixStream::connect(&daemon.socket).unwrap();
     stalled.write_all(b"{\"rpc\":").unwrap();
-    let worker = ParkedThread::spawn();
     let mut client = daemon.client();
-    client
-        .reserve(Target::Thread { tid: worker.tid }, ms(1), ms(10), None)
-        .unwrap();
+    let worker = reserved_worker(&mut client);
     client.release(ReleaseTarget::AllMine).unwrap();
     worker.exit();
 }
@@ -316,17 +316,11 @@ fn connections_over_the_cap_get_busy_and_the_daemon_recovers() {
         let answer = read_line(&stream);
         assert!(answer.contains("\"busy\""), "{answer}");
     }
-    let error = rtlab_client::Client::connect(&daemon.socket)
-        .unwrap()
-        .ping()
-        .unwrap_err();
+    let error = daemon.client().ping().unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::Busy), "{error}");
     admitted.truncate(0);
     wait_until(LIMIT, "a slot is free again", || {
-        rtlab_client::Client::connect(&daemon.socket)
-            .unwrap()
-            .ping()
-            .is_ok()
+        daemon.client().ping().is_ok()
     });
 }
 
@@ -354,10 +348,7 @@ fn a_client_that_dies_mid_request_frees_its_slot() {
             .unwrap();
     }
     wait_until(LIMIT, "the dead client's slot is free", || {
-        rtlab_client::Client::connect(&daemon.socket)
-            .unwrap()
-            .ping()
-            .is_ok()
+        daemon.client().ping().is_ok()
     });
 }
 
@@ -403,11 +394,9 @@ fn connections_that_send_nothing_do_not_block_others_and_are_closed_when_idle() 
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let mut rest = Vec::new();
-        assert_eq!(
-            stream.read_to_end(&mut rest).unwrap(),
-            0,
-            "closed, without an answer, after the idle timeout"
+        assert_closed(
+            &mut stream,
+            "closed, without an answer, after the idle timeout",
         );
     }
 }

@@ -6,6 +6,11 @@
 
 mod support;
 
+// Only its `compile` is used here.
+#[allow(dead_code)]
+#[path = "../../rtlab-client/tests/support/c_example.rs"]
+mod c_example;
+
 use rtlab_core::rpc::{ErrorCode, Target};
 use rtlab_core::Nanos;
 use std::io::{BufRead, BufReader, Write};
@@ -52,16 +57,11 @@ impl HostileClient {
         std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let binary = directory.path().join("hostile_client");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/hostile_client.c");
-        let output = Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&binary)
-            .arg(source)
-            .output()
-            .expect("running cc (Debian: apt-get install gcc)");
-        assert!(
-            output.status.success(),
-            "cc failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
+        c_example::compile(
+            Command::new("cc")
+                .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(&binary)
+                .arg(source),
         );
         HostileClient {
             binary,
@@ -312,7 +312,7 @@ fn a_flood_of_connections_from_nobody_is_bounded_and_others_are_served() {
     assert_eq!(error.code(), Some(ErrorCode::NotFound));
     drop(flood.0.stdin.take());
     let _ = flood.0.wait();
-    support::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
+    support::wait::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
         connection_threads() <= 1
     });
 }

@@ -34,10 +34,8 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
     let mut header_unit: Option<ValueUnit> = None;
     let mut seen_data = false;
     let mut scale: Option<f64> = None;
-    for (index, raw_line) in text.lines().enumerate() {
-        let line_number = index + 1;
-        let line = raw_line.trim();
-        if line.is_empty() || line.starts_with('#') {
+    for (line_number, line) in crate::numbered_lines(text) {
+        if line.starts_with('#') {
             continue;
         }
         if line.trim_end_matches(',').contains(',') {

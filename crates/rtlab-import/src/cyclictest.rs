@@ -39,12 +39,7 @@ pub(crate) fn parse(text: &str) -> Result<Imported, ImportError> {
     let mut min: Option<Footer> = None;
     let mut max: Option<Footer> = None;
     let mut overflows: Option<Footer> = None;
-    for (index, raw_line) in text.lines().enumerate() {
-        let line_number = index + 1;
-        let line = raw_line.trim();
-        if line.is_empty() {
-            continue;
-        }
+    for (line_number, line) in crate::numbered_lines(text) {
         if let Some(comment) = line.strip_prefix('#') {
             let comment = comment.trim();
             let footer = |label: &str| -> Result<Option<Footer>, ImportError> {

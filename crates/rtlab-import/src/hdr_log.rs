@@ -17,10 +17,8 @@ pub(crate) fn parse(text: &str, unit: Option<ValueUnit>) -> Result<Imported, Imp
     })?;
     let scale = unit.nanos_per_unit();
     let mut series: Vec<ImportedSeries> = Vec::new();
-    for (index, raw_line) in text.lines().enumerate() {
-        let line_number = index + 1;
-        let line = raw_line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with("\"StartTimestamp\"") {
+    for (line_number, line) in crate::numbered_lines(text) {
+        if line.starts_with('#') || line.starts_with("\"StartTimestamp\"") {
             continue;
         }
         let (tag, rest) = match line.strip_prefix("Tag=") {

@@ -156,6 +156,14 @@ impl ImportError {
     }
 }
 
+/// The non-blank lines of `text`, trimmed, with their line numbers (from 1, for the errors).
+pub(crate) fn numbered_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty())
+}
+
 pub(crate) fn line_error(line: usize, message: impl Into<String>) -> ImportError {
     ImportError::Line {
         line,

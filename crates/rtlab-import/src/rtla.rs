@@ -57,12 +57,7 @@ pub(crate) fn parse(text: &str) -> Result<Imported, ImportError> {
     let mut over: Option<Vec<u64>> = None;
     let mut count: Option<(usize, Vec<u64>)> = None;
     let mut max: Option<Vec<u64>> = None;
-    for (index, raw_line) in text.lines().enumerate() {
-        let line_number = index + 1;
-        let line = raw_line.trim();
-        if line.is_empty() {
-            continue;
-        }
+    for (line_number, line) in crate::numbered_lines(text) {
         if let Some(comment) = line.strip_prefix('#') {
             let comment = comment.trim();
             if let Some(unit) = comment.strip_prefix("Time unit is ") {

@@ -2,6 +2,9 @@
 //! `.expect` lists, every file under `test_data/<format>/err` is rejected with the message its
 //! `.expect` starts with (line number included).
 
+#[path = "../../rtlab/tests/common/fixture_files.rs"]
+mod fixture_files;
+
 use rtlab_import::{detect, parse, to_record, Format, ImportOptions, RecordOrigin, ValueUnit};
 use std::path::{Path, PathBuf};
 
@@ -31,19 +34,8 @@ fn fixtures(kind: &str) -> Vec<(Format, PathBuf, String)> {
     let mut found = Vec::new();
     for directory in ["cyclictest", "rtla", "hdrlog", "csv"] {
         let folder = test_data().join(directory).join(kind);
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(&folder)
-            .unwrap_or_else(|error| panic!("{}: {error}", folder.display()))
-            .map(|entry| entry.unwrap().path())
-            .filter(|path| {
-                path.extension()
-                    .is_some_and(|extension| extension != "expect")
-            })
-            .collect();
-        entries.sort();
-        assert!(!entries.is_empty(), "no fixtures in {}", folder.display());
-        for path in entries {
-            let expect = std::fs::read_to_string(path.with_extension("expect"))
-                .unwrap_or_else(|error| panic!("{}: missing .expect: {error}", path.display()));
+        for path in fixture_files::fixture_files(&folder, |extension| extension != "expect") {
+            let expect = fixture_files::expectation(&path);
             found.push((format_of_directory(directory), path, expect));
         }
     }

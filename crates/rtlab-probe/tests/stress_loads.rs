@@ -5,6 +5,9 @@
 //! stressor that does nothing (then the assertion fails). They run one at a time (a lock) so
 //! process- and system-wide counters are not shared between stressors.
 
+#[path = "../../rtlab/tests/common/wait.rs"]
+mod wait;
+
 use rtlab_probe::stress::{self, StressOptions, StressSpec, StressorReport};
 use rtlab_sys::load_syscalls::{forks_since_boot, process_io, ProcessIo};
 use std::sync::Mutex;
@@ -19,14 +22,11 @@ fn spec(text: &str) -> StressSpec {
     text.parse().unwrap()
 }
 
-/// Runs `text` until `reached()` is true (checked every 50 ms) or CAP passes, then stops it.
-fn run_until(text: &str, mut reached: impl FnMut() -> bool) -> StressorReport {
+/// Runs `text` until `reached()` is true (checked every 20 ms) or CAP passes, then stops it.
+fn run_until(text: &str, reached: impl FnMut() -> bool) -> StressorReport {
     let options = StressOptions::new(CAP + Duration::from_secs(10));
     let running = stress::start(&[spec(text)], &options).unwrap();
-    let give_up = Instant::now() + CAP;
-    while !reached() && Instant::now() < give_up {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait::eventually(CAP, reached);
     let mut reports = running.stop();
     assert_eq!(reports.len(), 1);
     let report = reports.remove(0);

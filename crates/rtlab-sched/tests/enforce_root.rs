@@ -67,6 +67,41 @@ fn assert_restored(tid: u32, before: Policy, cpusets: &Option<PathBuf>, balance:
     }
 }
 
+/// What a reservation changes on a thread: its policy and the CPUs it may run on.
+fn policy_and_cpus(tid: u32) -> (Policy, Vec<usize>) {
+    (
+        thread_policy(tid).unwrap(),
+        rtlab_sys::thread_control::thread_affinity(tid).unwrap(),
+    )
+}
+
+/// SIGKILLs `child`, which holds a reservation of `tid` journalled in `directory`: nothing is
+/// undone, and the next open of the journal puts the thread back as it was (`before`) and leaves
+/// no partition. Returns the enforcer that repaired it, for the caller's own checks.
+fn kill_and_repair(
+    mut child: std::process::Child,
+    directory: &std::path::Path,
+    tid: u32,
+    before: &(Policy, Vec<usize>),
+    (cpusets, balance_before): (&Option<PathBuf>, &Option<String>),
+    backend: BackendKind,
+) -> Enforcer {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let enforcer = Enforcer::open(directory, None).unwrap();
+    assert_eq!(enforcer.repaired().restored, vec![tid], "{backend}");
+    assert_eq!(&policy_and_cpus(tid), before, "{backend}");
+    if let Some(root) = cpusets {
+        assert!(
+            rtlab_cpusets(root).is_empty(),
+            "{backend}: left behind {:?}",
+            rtlab_cpusets(root)
+        );
+        assert_eq!(Some(top_load_balance(root)), *balance_before, "{backend}");
+    }
+    enforcer
+}
+
 fn top_load_balance(root: &std::path::Path) -> String {
     rtlab_sys::cpuset::read_value(root, "cpuset.sched_load_balance").unwrap()
 }
@@ -276,15 +311,13 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
     let balance_before = cpusets.as_deref().map(top_load_balance);
     for backend in BackendKind::ALL {
         let spinner = spin_for(Duration::from_secs(30));
-        let before = thread_policy(spinner.tid).unwrap();
-        let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
+        let before = policy_and_cpus(spinner.tid);
         let directory = state_dir(&format!("sigkill-{backend}"));
-        let (mut child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 0);
+        let (child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 0);
         assert!(seen.contains("RESERVED"), "child said: {seen}");
         // The child holds the thread changed (a deadline policy, or pinned for the dispatcher).
         std::thread::sleep(Duration::from_millis(50));
-        let changed = thread_policy(spinner.tid).unwrap() != before
-            || rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap() != affinity_before;
+        let changed = policy_and_cpus(spinner.tid) != before;
         assert!(changed, "{backend}: the child did not change the thread");
         let placed_by_child = cpusets
             .as_deref()
@@ -299,27 +332,11 @@ fn sigkill_leaves_a_journal_the_next_open_repairs() {
         {
             assert!(placed_by_child, "the child made no cpuset partition");
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        // SIGKILL: nothing was undone; the next open repairs it.
-        let enforcer = Enforcer::open(&directory, None).unwrap();
-        assert_eq!(enforcer.repaired().restored, vec![spinner.tid], "{backend}");
-        assert_eq!(thread_policy(spinner.tid).unwrap(), before, "{backend}");
-        assert_eq!(
-            rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
-            affinity_before,
-            "{backend}"
-        );
-        if let Some(root) = &cpusets {
-            assert!(
-                rtlab_cpusets(root).is_empty(),
-                "{backend}: left behind {:?}",
-                rtlab_cpusets(root)
-            );
-            assert_eq!(Some(top_load_balance(root)), balance_before, "{backend}");
-            if placed_by_child {
-                assert_eq!(enforcer.repaired().cpusets_removed.len(), 2, "{backend}");
-            }
+        let partitions = (&cpusets, &balance_before);
+        let enforcer =
+            kill_and_repair(child, &directory, spinner.tid, &before, partitions, backend);
+        if cpusets.is_some() && placed_by_child {
+            assert_eq!(enforcer.repaired().cpusets_removed.len(), 2, "{backend}");
         }
         drop(enforcer);
         let _ = std::fs::remove_dir_all(&directory);
@@ -370,10 +387,9 @@ fn a_compacted_journal_stays_bounded_and_still_repairs_after_sigkill() {
     let balance_before = cpusets.as_deref().map(top_load_balance);
     for backend in BackendKind::ALL {
         let spinner = spin_for(Duration::from_secs(60));
-        let before = thread_policy(spinner.tid).unwrap();
-        let affinity_before = rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap();
+        let before = policy_and_cpus(spinner.tid);
         let directory = state_dir(&format!("compacted-{backend}"));
-        let (mut child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 30);
+        let (child, seen) = child_holding_a_reservation(&directory, spinner.tid, backend, 30);
         let field = |name: &str| -> u64 {
             seen.split_whitespace()
                 .find_map(|word| word.strip_prefix(name))
@@ -384,28 +400,12 @@ fn a_compacted_journal_stays_bounded_and_still_repairs_after_sigkill() {
         // Bounded: the bound (600 bytes) plus at most one reserve/release cycle's lines.
         assert!(field("largest=") < 2_000, "{backend}: {seen}");
         std::thread::sleep(Duration::from_millis(50));
-        let changed = thread_policy(spinner.tid).unwrap() != before
-            || rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap() != affinity_before;
+        let changed = policy_and_cpus(spinner.tid) != before;
         assert!(changed, "{backend}: the child did not change the thread");
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let enforcer = Enforcer::open(&directory, None).unwrap();
-        assert_eq!(enforcer.repaired().restored, vec![spinner.tid], "{backend}");
+        let partitions = (&cpusets, &balance_before);
+        let enforcer =
+            kill_and_repair(child, &directory, spinner.tid, &before, partitions, backend);
         assert!(enforcer.repaired().unreadable.is_empty(), "{backend}");
-        assert_eq!(thread_policy(spinner.tid).unwrap(), before, "{backend}");
-        assert_eq!(
-            rtlab_sys::thread_control::thread_affinity(spinner.tid).unwrap(),
-            affinity_before,
-            "{backend}"
-        );
-        if let Some(root) = &cpusets {
-            assert!(
-                rtlab_cpusets(root).is_empty(),
-                "{backend}: left behind {:?}",
-                rtlab_cpusets(root)
-            );
-            assert_eq!(Some(top_load_balance(root)), balance_before, "{backend}");
-        }
         drop(enforcer);
         let _ = std::fs::remove_dir_all(&directory);
     }

@@ -13,7 +13,15 @@ mod sudo;
 #[path = "sudo_none.rs"]
 mod sudo;
 
-pub use sudo::SudoCaller;
+/// The user who ran rtlab through sudo (found on Linux only: elsewhere the history is always the
+/// current user's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SudoCaller {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+}
 
 pub use output::{OutputError, PendingOutput};
 pub use resolve::{load_record, LoadError};

@@ -6,16 +6,8 @@
 //! and -shm files) to that user, so a later `rtlab history` without sudo finds the run and can
 //! add to the file.
 
+use crate::SudoCaller;
 use std::path::{Path, PathBuf};
-
-/// The user who ran rtlab through sudo.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SudoCaller {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub home: PathBuf,
-}
 
 /// The user behind sudo, when rtlab runs as root through sudo for someone else.
 pub fn caller() -> Option<SudoCaller> {

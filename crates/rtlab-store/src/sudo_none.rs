@@ -1,15 +1,7 @@
 //! `sudo` exists only on Unix: elsewhere the history is always the current user's.
 
+use crate::SudoCaller;
 use std::path::{Path, PathBuf};
-
-/// The user who ran rtlab through sudo (never, here).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SudoCaller {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub home: PathBuf,
-}
 
 pub fn caller() -> Option<SudoCaller> {
     None

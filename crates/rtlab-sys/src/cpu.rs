@@ -48,26 +48,8 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 
 /// Restricts the calling thread to a set of CPUs.
 pub fn pin_current_thread_to(cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: cpu_set_t is a plain bitmask; an all-zero value is the valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} is out of range"),
-            ));
-        }
-        // SAFETY: `cpu` was checked to be below CPU_SETSIZE, so CPU_SET stays inside `set`.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: pid 0 means the calling thread; `set` is a valid cpu_set_t of the size passed.
-    let result =
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if result == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // Thread id 0 is the calling thread.
+    crate::thread_control::set_thread_affinity(0, cpus)
 }
 
 /// The calling thread's kernel thread id.

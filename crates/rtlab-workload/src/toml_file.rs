@@ -277,6 +277,29 @@ fn count(
     Ok(number as u32)
 }
 
+/// A ring's (or device's) `buffers`, and its `prefill`: all of them when not given, never more.
+fn buffers_and_prefill(
+    context: &Context<'_>,
+    buffers: &Spanned<i64>,
+    prefill: Option<&Spanned<i64>>,
+    what: &str,
+) -> Result<(u32, u32), FileError> {
+    let buffers = count(context, buffers, what, "buffers", 1)?;
+    let Some(at) = prefill else {
+        return Ok((buffers, buffers));
+    };
+    let prefill = count(context, at, what, "prefill", 0)?;
+    if prefill > buffers {
+        return Err(context.fail(
+            at,
+            what,
+            "prefill",
+            format!("{prefill} is more than the {buffers} buffers"),
+        ));
+    }
+    Ok((buffers, prefill))
+}
+
 /// Parses a workload file; every error names the line and the field.
 pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, FileError> {
     let file: RawFile = toml::from_str(text).map_err(|error| {
@@ -316,20 +339,8 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
     for raw in &file.ring {
         let raw = raw.get_ref();
         let what = format!("ring '{}'", raw.name.get_ref());
-        let buffers = count(&context, &raw.buffers, &what, "buffers", 1)?;
-        let prefill = match &raw.prefill {
-            Some(value) => count(&context, value, &what, "prefill", 0)?,
-            None => buffers,
-        };
-        if prefill > buffers {
-            let at = raw.prefill.as_ref().expect("prefill was given");
-            return Err(context.fail(
-                at,
-                &what,
-                "prefill",
-                format!("{prefill} is more than the {buffers} buffers"),
-            ));
-        }
+        let (buffers, prefill) =
+            buffers_and_prefill(&context, &raw.buffers, raw.prefill.as_ref(), &what)?;
         let ring = RingSpec {
             name: raw.name.get_ref().clone(),
             buffers,
@@ -342,20 +353,8 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
     for raw in &file.device {
         let raw = raw.get_ref();
         let what = format!("device '{}'", raw.name.get_ref());
-        let buffers = count(&context, &raw.buffers, &what, "buffers", 1)?;
-        let prefill = match &raw.prefill {
-            Some(value) => count(&context, value, &what, "prefill", 0)?,
-            None => buffers,
-        };
-        if prefill > buffers {
-            let at = raw.prefill.as_ref().expect("prefill was given");
-            return Err(context.fail(
-                at,
-                &what,
-                "prefill",
-                format!("{prefill} is more than the {buffers} buffers"),
-            ));
-        }
+        let (buffers, prefill) =
+            buffers_and_prefill(&context, &raw.buffers, raw.prefill.as_ref(), &what)?;
         let priority = match &raw.priority {
             Some(value) => {
                 let number = *value.get_ref();

@@ -3,6 +3,9 @@
 //! `test_data/<format>/err` is refused with a message containing its `.expect` (line or path and
 //! field included). Formats: `workload` (rtlab TOML) and `rt-app` (rt-app JSON).
 
+#[path = "../../rtlab/tests/common/fixture_files.rs"]
+mod fixture_files;
+
 use std::path::{Path, PathBuf};
 
 fn fixtures(format: &str, kind: &str, extension: &str) -> Vec<(PathBuf, String, String)> {
@@ -10,19 +13,11 @@ fn fixtures(format: &str, kind: &str, extension: &str) -> Vec<(PathBuf, String, 
         .join("test_data")
         .join(format)
         .join(kind);
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&folder)
-        .unwrap_or_else(|error| panic!("{}: {error}", folder.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|found| found == extension))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty(), "no fixtures in {}", folder.display());
-    paths
+    fixture_files::files_with_extension(&folder, extension)
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path).unwrap();
-            let expect = std::fs::read_to_string(path.with_extension("expect"))
-                .unwrap_or_else(|error| panic!("{}: missing .expect: {error}", path.display()));
+            let expect = fixture_files::expectation(&path);
             (path, text, expect.trim().to_owned())
         })
         .collect()

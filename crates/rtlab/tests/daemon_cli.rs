@@ -8,124 +8,30 @@ mod common;
 #[path = "../../rtlab-client/tests/support/c_example.rs"]
 mod c_example;
 
+use common::daemon::Daemon;
 use common::{assert_exit_code, assert_input_error, stderr_text, stdout_json, stdout_text};
-use common::{KillOnDrop, Sandbox};
+use common::{require_root_taking_turns as require_root, wait_until, KillOnDrop, Sandbox};
 use rtlab_sys::sched::{thread_policy, Policy};
-use std::path::PathBuf;
+
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// The root tests take turns: daemons running at once would share the kernel's deadline bandwidth
-/// and the top cpuset (a placed reservation splits the root domains for everyone).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn require_root() -> std::sync::MutexGuard<'static, ()> {
-    assert!(
-        rtlab_sys::proc_thread::current_uid() == 0,
-        "this test needs root: run it as root (CI does, with --include-ignored)"
-    );
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// A daemon whose reservations are released 200 ms after their thread goes.
+fn start_daemon(sandbox: &Sandbox) -> Daemon {
+    Daemon::start(sandbox, "hysteresis = \"200ms\"\n")
 }
 
-fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < LIMIT, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A daemon on `sandbox/rtlabd.sock` with its state in the sandbox; killed when dropped.
-struct Daemon {
-    process: KillOnDrop,
-    socket: PathBuf,
-    log: PathBuf,
-}
-
-impl Drop for Daemon {
-    /// SIGTERM first, so the daemon reverts everything itself (a SIGKILL would leave its
-    /// partitions to the next daemon's start); `KillOnDrop` kills it if it has not stopped in 5 s.
-    fn drop(&mut self) {
-        if let Ok(None) = self.process.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.process.id().to_string()])
-                .status();
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = self.process.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
-impl Daemon {
-    fn start(sandbox: &Sandbox) -> Daemon {
-        let config = sandbox.write(
-            "rtlabd.toml",
-            format!(
-                "state_dir = \"{}\"\nhysteresis = \"200ms\"\n",
-                sandbox.file("state").display()
-            ),
-        );
-        let socket = sandbox.file("rtlabd.sock");
-        let log = sandbox.file("daemon.log");
-        let process = sandbox
-            .command()
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start rtlab daemon");
-        let mut daemon = Daemon {
-            process: KillOnDrop(process),
-            socket,
-            log,
-        };
-        // The socket is bound before the enforcer repairs what a killed daemon left; the log line
-        // comes after both.
-        wait_until("the daemon listens", || {
-            if let Ok(Some(status)) = daemon.process.try_wait() {
-                panic!("the daemon exited with {status}: {}", daemon.log_text());
-            }
-            daemon.log_text().contains("listening on")
-        });
-        daemon
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The rows of `rtlab reservations --json -`.
-    fn reservation_rows(&self, sandbox: &Sandbox) -> Vec<serde_json::Value> {
-        let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
-        assert_exit_code(&output, 0);
-        stdout_json(&output)["reservations"]
-            .as_array()
-            .expect("a reservations array")
-            .clone()
-    }
-
-    /// rtlab with `RTLAB_SOCKET` pointing at this daemon.
-    fn rtlab(&self, sandbox: &Sandbox, args: &[&str]) -> std::process::Output {
-        sandbox
-            .command()
-            .env("RTLAB_SOCKET", &self.socket)
-            .args(args)
-            .output()
-            .unwrap()
-    }
+/// A sandbox every user may enter, so that nobody reaches the daemon's socket in it.
+fn sandbox_open_to_all() -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::set_permissions(
+        sandbox.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    sandbox
 }
 
 /// A process that sleeps until killed, its only thread's id being its pid.
@@ -213,7 +119,7 @@ fn a_bad_config_file_is_an_input_error_naming_its_line() {
 #[test]
 fn an_empty_daemon_lists_nothing_and_has_nothing_to_release() {
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     let output = daemon.rtlab(&sandbox, &["reservations"]);
     assert_exit_code(&output, 0);
     assert!(stdout_text(&output).contains("no reservations"));
@@ -242,7 +148,7 @@ fn an_empty_daemon_lists_nothing_and_has_nothing_to_release() {
 #[test]
 fn a_second_daemon_on_the_same_socket_refuses_to_start_and_sigterm_stops_cleanly() {
     let sandbox = Sandbox::new();
-    let mut daemon = Daemon::start(&sandbox);
+    let mut daemon = start_daemon(&sandbox);
     let output = sandbox
         .command()
         .args(["daemon", "--socket"])
@@ -296,7 +202,7 @@ fn a_symlink_at_the_socket_path_stops_the_daemon_before_it_touches_anything() {
 fn reserve_list_and_release_a_thread_of_another_program() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     let target = sleeper();
     let tid = target.id();
     let tid_text = tid.to_string();
@@ -347,22 +253,11 @@ fn reserve_list_and_release_a_thread_of_another_program() {
 #[ignore = "needs root"]
 fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
     let _turn = require_root();
-    let sandbox = Sandbox::new();
-    std::fs::set_permissions(
-        sandbox.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let daemon = Daemon::start(&sandbox);
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
     let target = sleeper();
-    let output = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_rtlab"))
-        .args(["reserve", "1ms/10ms", "--tid", &target.id().to_string()])
-        .env("RTLAB_SOCKET", &daemon.socket)
-        .env("RTLAB_HOME", "/nonexistent")
-        .output()
-        .expect("setpriv (util-linux)");
+    let output =
+        daemon.rtlab_as_nobody(&["reserve", "1ms/10ms", "--tid", &target.id().to_string()]);
     assert_exit_code(&output, 1);
     let stderr = stderr_text(&output);
     assert!(stderr.contains("denied (permission)"), "{stderr}");
@@ -380,36 +275,21 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
 #[ignore = "needs root"]
 fn an_unprivileged_user_sees_roots_reservation_without_its_thread_name() {
     let _turn = require_root();
-    let sandbox = Sandbox::new();
-    std::fs::set_permissions(
-        sandbox.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let daemon = Daemon::start(&sandbox);
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
     let target = sleeper();
     let tid = target.id().to_string();
     assert_exit_code(
         &daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--tid", &tid]),
         0,
     );
-    let as_nobody = |args: &[&str]| {
-        Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_rtlab"))
-            .args(args)
-            .env("RTLAB_SOCKET", &daemon.socket)
-            .env("RTLAB_HOME", "/nonexistent")
-            .output()
-            .expect("setpriv (util-linux)")
-    };
-    let output = as_nobody(&["reservations", "--json", "-"]);
+    let output = daemon.rtlab_as_nobody(&["reservations", "--json", "-"]);
     assert_exit_code(&output, 0);
     let rows = stdout_json(&output)["reservations"].clone();
     assert_eq!(rows[0]["tid"], target.id(), "{rows}");
     assert_eq!(rows[0]["owner"], 0);
     assert_eq!(rows[0]["comm"], "", "{rows}");
-    let output = as_nobody(&["reservations"]);
+    let output = daemon.rtlab_as_nobody(&["reservations"]);
     assert_exit_code(&output, 0);
     let table = stdout_text(&output);
     assert!(
@@ -425,7 +305,7 @@ fn an_unprivileged_user_sees_roots_reservation_without_its_thread_name() {
 fn a_reservation_disappears_when_its_thread_exits() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     let mut target = sleeper();
     let output = daemon.rtlab(
         &sandbox,
@@ -434,7 +314,7 @@ fn a_reservation_disappears_when_its_thread_exits() {
     assert_exit_code(&output, 0);
     target.kill().unwrap();
     target.wait().unwrap();
-    wait_until("the reservation is gone", || {
+    wait_until(LIMIT, "the reservation is gone", || {
         daemon.reservation_rows(&sandbox).is_empty()
     });
 }
@@ -444,13 +324,13 @@ fn a_reservation_disappears_when_its_thread_exits() {
 fn comm_finds_the_thread_of_an_unmodified_program() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     // A program named uniquely for this test: its comm is its file name.
     let name = format!("rtlsleep{}", std::process::id() % 100_000);
     let program = sandbox.file(&name);
     std::fs::copy("/bin/sleep", &program).unwrap();
     let target = KillOnDrop(Command::new(&program).arg("600").spawn().unwrap());
-    wait_until("the program runs under its name", || {
+    wait_until(LIMIT, "the program runs under its name", || {
         rtlab_sys::proc_thread::thread_comm(target.id()).is_ok_and(|comm| comm == name)
     });
     let output = daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--comm", &name]);
@@ -469,7 +349,7 @@ fn comm_finds_the_thread_of_an_unmodified_program() {
 fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     let output = daemon.rtlab(
         &sandbox,
         &[
@@ -493,7 +373,7 @@ fn a_command_runs_with_its_main_thread_reserved_and_its_exit_code_passes_through
         stderr_text(&output).contains("reservation"),
         "the grant goes to stderr"
     );
-    wait_until("the command's reservation is gone", || {
+    wait_until(LIMIT, "the command's reservation is gone", || {
         daemon.reservation_rows(&sandbox).is_empty()
     });
 }
@@ -512,7 +392,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
     };
     let rtlab_cpusets = |_root: &std::path::Path| rtlab_sched::enforce::placement::rtlab_cpusets();
     let balance_before = cpuset_root.as_deref().map(balance);
-    let mut daemon = Daemon::start(&sandbox);
+    let mut daemon = start_daemon(&sandbox);
     let deadline_target = sleeper();
     let dispatch_target = sleeper();
     for (target, backend) in [
@@ -547,7 +427,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
     daemon.process.kill().unwrap();
     daemon.process.wait().unwrap();
     // The kill left the deadline thread changed; the next start repairs it from the journal.
-    let restarted = Daemon::start(&sandbox);
+    let restarted = start_daemon(&sandbox);
     let all_cpus = rtlab_sys::cpu::online_cpus().unwrap();
     for target in [&deadline_target, &dispatch_target] {
         let policy = thread_policy(target.id()).unwrap();
@@ -585,7 +465,7 @@ fn after_kill_9_a_restarted_daemon_leaves_no_thread_raised() {
 fn the_c_example_runs_against_the_real_daemon() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     let binary = c_example::compile_example(sandbox.path());
     let output = Command::new(&binary)
         .env("RTLAB_SOCKET", &daemon.socket)
@@ -620,7 +500,7 @@ fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
             .spawn()
             .expect("systemd-socket-activate (Debian package systemd)"),
     );
-    wait_until("the socket exists", || socket.exists());
+    wait_until(LIMIT, "the socket exists", || socket.exists());
     let output = sandbox
         .command()
         .arg("reservations")
@@ -644,7 +524,7 @@ fn a_socket_activated_daemon_serves_the_socket_systemd_passed() {
 fn verify_measures_the_supply_a_busy_reserved_thread_received() {
     let _turn = require_root();
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = start_daemon(&sandbox);
     // A CPU-bound shell that stops on its own after 30 s (killed earlier on drop).
     let target = KillOnDrop(
         Command::new("bash")

@@ -6,14 +6,14 @@
 mod common;
 
 use common::{
-    assert_exit_code, assert_input_error, read_record, stdout_json, stdout_text, KillOnDrop,
-    Sandbox,
+    assert_exit_code, assert_input_error, eventually, read_record, require_root_and_tracefs,
+    stdout_json, stdout_text, wait_for, wait_until, KillOnDrop, Sandbox,
 };
 use rtlab_core::CauseKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn record_json(episodes: serde_json::Value, explain: Option<serde_json::Value>) -> String {
     let mut config = serde_json::json!({});
@@ -124,14 +124,33 @@ fn explain_above_requires_explain_and_a_positive_number() {
 
 /// The root-only tests are marked `ignore = "needs root…"` (CI runs them as root with `--include-ignored`); run that
 /// way without root or tracefs they fail here, saying what is missing.
-fn require_root_and_tracefs() {
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "this test needs root (SCHED_FIFO and tracefs)"
-    );
-    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        panic!("this test needs tracefs: {error}");
-    }
+/// How long rtlab may take to start recording on a busy machine.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// `rtlab run --explain --explain-recorder RECORDER` of rt-high for 60 s (200 ms warm-up, nothing
+/// stored), spawned for the test to interrupt.
+fn explain_run(sandbox: &Sandbox, recorder: &str) -> KillOnDrop {
+    KillOnDrop(
+        sandbox
+            .command()
+            .args([
+                "run",
+                "--explain",
+                "--explain-recorder",
+                recorder,
+                "--duration",
+                "60s",
+                "--warmup",
+                "200ms",
+                "--no-store",
+                "--classes",
+                "rt-high",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn own_instances_of(pid: u32) -> Vec<String> {
@@ -467,36 +486,11 @@ fn perfetto_output_is_checked_before_anything_is_written() {
 fn sigint_during_run_explain_removes_the_trace_instance() {
     require_root_and_tracefs();
     let sandbox = Sandbox::new();
-    let mut child = KillOnDrop(
-        sandbox
-            .command()
-            .args([
-                "run",
-                "--explain",
-                "--explain-recorder",
-                "tracefs",
-                "--duration",
-                "60s",
-                "--warmup",
-                "200ms",
-                "--no-store",
-                "--classes",
-                "rt-high",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = explain_run(&sandbox, "tracefs");
     let pid = child.id();
-    let started = Instant::now();
-    while own_instances_of(pid).is_empty() && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        !own_instances_of(pid).is_empty(),
-        "rtlab never created its instance"
-    );
+    wait_until(LIMIT, "rtlab creates its instance", || {
+        !own_instances_of(pid).is_empty()
+    });
     rtlab_sys::signals::send(pid, 2).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
@@ -517,54 +511,18 @@ fn nothing_of_the_bpf_recorder_is_left_after_sigint_or_sigkill() {
     require_root_and_tracefs();
     for (signal, code) in [(2, Some(130)), (9, None)] {
         let sandbox = Sandbox::new();
-        let mut child = KillOnDrop(
-            sandbox
-                .command()
-                .args([
-                    "run",
-                    "--explain",
-                    "--explain-recorder",
-                    "bpf",
-                    "--duration",
-                    "60s",
-                    "--warmup",
-                    "200ms",
-                    "--no-store",
-                    "--classes",
-                    "rt-high",
-                ])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let mut child = explain_run(&sandbox, "bpf");
         let pid = child.id();
-        let started = Instant::now();
-        let mut programs = Vec::new();
-        while programs.len() < 8 && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(50));
-            programs = rtlab_bpf::program_ids_of_process(pid).unwrap_or_default();
-        }
-        assert!(
-            programs.len() >= 8,
-            "rtlab never attached its programs: {programs:?}"
-        );
+        let programs = wait_for(LIMIT, "rtlab to attach its programs", || {
+            Some(rtlab_bpf::program_ids_of_process(pid).unwrap_or_default())
+                .filter(|programs| programs.len() >= 8)
+        });
         rtlab_sys::signals::send(pid, signal).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), code, "signal {signal}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let left = loop {
-            let loaded = rtlab_bpf::loaded_program_ids().unwrap();
-            let left: Vec<u32> = programs
-                .iter()
-                .copied()
-                .filter(|id| loaded.contains(id))
-                .collect();
-            if left.is_empty() || Instant::now() >= deadline {
-                break left;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let left = || rtlab_bpf::still_loaded(&programs).unwrap();
+        eventually(Duration::from_secs(10), || left().is_empty());
+        let left = left();
         assert!(
             left.is_empty(),
             "signal {signal}: programs {left:?} still loaded"

@@ -12,13 +12,38 @@ mod common;
 use common::jack::{ClientProcess, HogProcess, JackServer};
 use common::Sandbox;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn fixture(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../rtlab-apptrace/test_data")
         .join(path)
+}
+
+/// `rtlab forecast --trace TRACE --rate 48000 --json FILE`, which must succeed: what it printed,
+/// and the JSON it wrote (schema checked).
+fn forecast_trace(sandbox: &Sandbox, trace: &Path) -> (String, Value) {
+    let json_path = sandbox.file("forecast.json");
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "forecast".as_ref(),
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--rate".as_ref(),
+            "48000".as_ref(),
+            "--json".as_ref(),
+            json_path.as_os_str(),
+        ],
+    );
+    let forecast: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(forecast["schema"], "rtlab.forecast-trace/1");
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        forecast,
+    )
 }
 
 fn stderr(output: &std::process::Output) -> String {
@@ -185,27 +210,11 @@ fn the_rate_from_a_jack_clients_own_trace_holds_jacks_glitches() {
     let report = client.wait();
     drop(hog);
     drop(server);
-    let json_path = sandbox.file("forecast.json");
-    let text = sandbox.run_expecting(
-        0,
-        [
-            "forecast".as_ref(),
-            "--trace".as_ref(),
-            trace.as_os_str(),
-            "--rate".as_ref(),
-            "48000".as_ref(),
-            "--json".as_ref(),
-            json_path.as_os_str(),
-        ],
-    );
-    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let (text, forecast) = forecast_trace(&sandbox, &trace);
     assert!(
         text.contains("at 128 frames (2.7 ms) × 2 you would see"),
         "{text}"
     );
-    let forecast: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    assert_eq!(forecast["schema"], "rtlab.forecast-trace/1");
     assert!(forecast["tool_version"].is_string());
     assert_eq!(forecast["thread"]["tid"], report.process_tid);
     let recorded: Vec<&Value> = forecast["rows"]
@@ -273,20 +282,7 @@ fn jack_fixture(extension: &str) -> PathBuf {
 fn a_recorded_jack_clients_trace_forecasts_its_own_glitches_and_other_bufferings() {
     let sandbox = Sandbox::new();
     let trace = jack_fixture("rtlt");
-    let json_path = sandbox.file("forecast.json");
-    let output = sandbox.run_expecting(
-        0,
-        [
-            "forecast".as_ref(),
-            "--trace".as_ref(),
-            trace.as_os_str(),
-            "--rate".as_ref(),
-            "48000".as_ref(),
-            "--json".as_ref(),
-            json_path.as_os_str(),
-        ],
-    );
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (text, forecast) = forecast_trace(&sandbox, &trace);
     // The counts follow the trace analysis's rules (which may be refined); JACK's count is the
     // fixture's.
     assert!(
@@ -297,9 +293,6 @@ fn a_recorded_jack_clients_trace_forecasts_its_own_glitches_and_other_bufferings
         text.contains("at 64 frames (1.3 ms) × 2: not forecast"),
         "{text}"
     );
-    let forecast: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    assert_eq!(forecast["schema"], "rtlab.forecast-trace/1");
     assert_eq!(forecast["thread"]["name"], "xrun_client");
     assert_eq!(forecast["thread"]["policy"], "SCHED_FIFO");
     let rows = forecast["rows"].as_array().unwrap();

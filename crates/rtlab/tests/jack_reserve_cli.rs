@@ -9,87 +9,11 @@
 
 mod common;
 
+use common::daemon::Daemon;
 use common::jack::{ClientProcess, HogProcess, JackServer};
-use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, Sandbox};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// A daemon on a socket in the sandbox, its state (journal) there too; SIGTERM on drop.
-struct Daemon {
-    process: Child,
-    socket: std::path::PathBuf,
-}
-
-impl Daemon {
-    fn start(sandbox: &Sandbox) -> Daemon {
-        let config = sandbox.write(
-            "rtlabd.toml",
-            format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
-        );
-        let socket = sandbox.file("rtlabd.sock");
-        let log = sandbox.file("daemon.log");
-        let process = sandbox
-            .command()
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start rtlab daemon");
-        let start = Instant::now();
-        while !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("listening on")
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "the daemon never listened"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Daemon { process, socket }
-    }
-
-    fn rtlab(&self, sandbox: &Sandbox, args: &[&str]) -> Output {
-        sandbox
-            .command()
-            .env("RTLAB_SOCKET", &self.socket)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn reservation_tids(&self, sandbox: &Sandbox) -> Vec<u64> {
-        let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
-        assert_exit_code(&output, 0);
-        stdout_json(&output)["reservations"]
-            .as_array()
-            .expect("reservations")
-            .iter()
-            .filter_map(|row| row["tid"].as_u64())
-            .collect()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.process.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.process.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
+use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The scheduling policy of a thread (`/proc/PID/task/TID/stat` field 41: 0 normal, 1 FIFO,
 /// 6 DEADLINE).
@@ -97,6 +21,44 @@ fn policy_of(pid: u32, tid: u64) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     rest.split_whitespace().nth(38)?.parse().ok()
+}
+
+/// `rtlab reserve --auto --pid PID --observe OBSERVE` against `daemon`, spawned with its stdout
+/// and stderr in the sandbox's `auto.out` and `auto.err`; returned once it has reserved (while it
+/// checks the reservations it made). Fails the test, with what it said, if it ends before.
+fn reserving_auto(
+    sandbox: &Sandbox,
+    daemon: &Daemon,
+    pid: u32,
+    observe: &str,
+) -> std::process::Child {
+    let mut auto = sandbox
+        .command()
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .args([
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid.to_string(),
+            "--observe",
+            observe,
+        ])
+        .stdout(std::fs::File::create(sandbox.file("auto.out")).unwrap())
+        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), "reserve --auto reserves", || {
+        let reserved = !daemon.reservation_tids(sandbox).is_empty();
+        if let (false, Ok(Some(status))) = (reserved, auto.try_wait()) {
+            panic!(
+                "reserve --auto ended ({status}) before it reserved:\n{}{}",
+                std::fs::read_to_string(sandbox.file("auto.out")).unwrap_or_default(),
+                std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
+            );
+        }
+        reserved
+    });
+    auto
 }
 
 /// One 20 s round: a fresh client, optionally reserved by `reserve --auto --pid` before the
@@ -161,7 +123,7 @@ fn round(
 #[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
 fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, "");
     let mut server = JackServer::start();
     let (idle, _) = round(&sandbox, &daemon, &server, false, false);
     let (unreserved, _) = round(&sandbox, &daemon, &server, false, true);
@@ -199,14 +161,11 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
         .unwrap()["tid"]
         .as_u64()
         .unwrap();
-    let start = Instant::now();
-    while daemon.reservation_tids(&sandbox).contains(&client_tid) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the client's reservation stayed"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the client's reservation is gone",
+        || !daemon.reservation_tids(&sandbox).contains(&client_tid),
+    );
     assert_eq!(
         policy_of(server.pid(), server_tid),
         Some(6),
@@ -214,56 +173,23 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
     );
     assert!(server.running());
     drop(server);
-    let start = Instant::now();
-    while !daemon.reservation_tids(&sandbox).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the server's reservation stayed"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the server's reservation is gone",
+        || daemon.reservation_tids(&sandbox).is_empty(),
+    );
 }
 
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
 fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, "");
     let server = JackServer::start();
     let client = ClientProcess::start(&server, "killed", 30, 12.0);
     assert!(client.wait_until_active(Duration::from_secs(15)));
-    let client_pid = client.pid();
-    let mut auto = sandbox
-        .command()
-        .env("RTLAB_SOCKET", &daemon.socket)
-        .args([
-            "reserve",
-            "--auto",
-            "--pid",
-            &client_pid.to_string(),
-            "--observe",
-            "4s",
-        ])
-        .stdout(std::fs::File::create(sandbox.file("auto.out")).unwrap())
-        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
-        .spawn()
-        .unwrap();
     // Killed while it checks the reservations it made.
-    let start = Instant::now();
-    while daemon.reservation_tids(&sandbox).is_empty() {
-        if let Ok(Some(status)) = auto.try_wait() {
-            panic!(
-                "reserve --auto ended ({status}) before it was killed:\n{}{}",
-                std::fs::read_to_string(sandbox.file("auto.out")).unwrap_or_default(),
-                std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
-            );
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "reserve --auto reserved nothing"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut auto = reserving_auto(&sandbox, &daemon, client.pid(), "4s");
     auto.kill().unwrap();
     auto.wait().unwrap();
     let report = client.wait();
@@ -274,21 +200,18 @@ fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
         "only the server's thread may still be reserved: {client_threads:?}"
     );
     drop(server);
-    let start = Instant::now();
-    while !daemon.reservation_tids(&sandbox).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "a reservation outlived its program"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "no reservation outlives its program",
+        || daemon.reservation_tids(&sandbox).is_empty(),
+    );
 }
 
 #[test]
 #[ignore = "needs root: tracing"]
 fn reserve_auto_on_a_program_without_periodic_threads_says_so() {
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, "");
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
     let output = daemon.rtlab(
         &sandbox,
@@ -387,38 +310,11 @@ fn reserve_auto_without_a_program_is_a_usage_error() {
 #[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
 fn an_interrupted_reserve_auto_releases_what_it_reserved() {
     let sandbox = Sandbox::new();
-    let daemon = Daemon::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, "");
     let server = JackServer::start();
     let client = ClientProcess::start(&server, "interrupted", 30, 20.0);
     assert!(client.wait_until_active(Duration::from_secs(15)));
-    let mut auto = sandbox
-        .command()
-        .env("RTLAB_SOCKET", &daemon.socket)
-        .args([
-            "reserve",
-            "--auto",
-            "--pid",
-            &client.pid().to_string(),
-            "--observe",
-            "5s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(sandbox.file("auto.err")).unwrap())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while daemon.reservation_tids(&sandbox).is_empty() {
-        assert!(
-            matches!(auto.try_wait(), Ok(None)),
-            "reserve --auto ended early: {}",
-            std::fs::read_to_string(sandbox.file("auto.err")).unwrap_or_default()
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "reserve --auto reserved nothing"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut auto = reserving_auto(&sandbox, &daemon, client.pid(), "5s");
     // SIGINT while it checks: it releases, says why, and exits 130; the program still runs.
     Command::new("kill")
         .args(["-INT", &auto.id().to_string()])
@@ -456,17 +352,11 @@ fn trace_watch_wait_waits_for_the_name_to_appear() {
         .spawn()
         .unwrap();
     // The name appears only once the watch says it waits for it.
-    let start = Instant::now();
-    while !std::fs::read_to_string(&stderr_path)
-        .unwrap_or_default()
-        .contains("waiting for a process named \"rtlabwait26\"")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the watch never waited"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(Duration::from_secs(30), "the watch waits", || {
+        std::fs::read_to_string(&stderr_path)
+            .unwrap_or_default()
+            .contains("waiting for a process named \"rtlabwait26\"")
+    });
     let mut named = Command::new(&program).arg("30").spawn().unwrap();
     let output = watch.wait_with_output().unwrap();
     let _ = named.kill();

@@ -5,21 +5,11 @@
 
 mod common;
 
-use common::Sandbox;
+use common::{poll, wait_for, KillOnDrop, Sandbox};
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A child process killed when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -63,7 +53,7 @@ fn prometheus_scrapes_the_latency_histogram() {
     let sandbox = Sandbox::new();
     let monitor_port = free_port();
     let prometheus_port = free_port();
-    let monitor = Running(
+    let monitor = KillOnDrop(
         sandbox
             .command()
             .args([
@@ -88,7 +78,7 @@ fn prometheus_scrapes_the_latency_histogram() {
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: rtlab\n    static_configs:\n      - targets: ['127.0.0.1:{monitor_port}']\n"
         ),
     );
-    let _prometheus = Running(
+    let _prometheus = KillOnDrop(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
@@ -101,8 +91,8 @@ fn prometheus_scrapes_the_latency_histogram() {
             .spawn()
             .expect("start prometheus"),
     );
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let series = loop {
+    let mut last_answer = None;
+    let series = poll(Duration::from_secs(90), || {
         let answer = query(
             prometheus_port,
             r#"rtlab_wakeup_latency_seconds_bucket{job="rtlab",le="+Inf"}"#,
@@ -112,15 +102,10 @@ fn prometheus_scrapes_the_latency_histogram() {
             .and_then(|answer| answer["data"]["result"].as_array())
             .cloned()
             .unwrap_or_default();
-        if !results.is_empty() {
-            break results;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never had the histogram; last answer: {answer:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+        last_answer = answer;
+        (!results.is_empty()).then_some(results)
+    })
+    .unwrap_or_else(|| panic!("Prometheus never had the histogram; last answer: {last_answer:?}"));
     let cpus = rtlab_sys::cpu::online_cpus().unwrap();
     assert_eq!(series.len(), cpus.len(), "{series:?}");
     for item in &series {
@@ -144,16 +129,10 @@ fn prometheus_scrapes_the_latency_histogram() {
         .status()
         .unwrap();
     assert!(status.success());
-    let started = Instant::now();
-    let exit = loop {
-        if let Some(exit) = monitor.0.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the monitor ignored SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let exit = wait_for(
+        Duration::from_secs(10),
+        "the monitor to exit on SIGTERM",
+        || monitor.0.try_wait().unwrap(),
+    );
     assert_eq!(exit.code(), Some(0));
 }

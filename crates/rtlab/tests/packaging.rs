@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{assert_exit_code, stderr_text, stdout_text};
+use common::{assert_exit_code, stderr_text, stdout_text, wait_until, KillOnDrop, Sandbox};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -100,29 +101,23 @@ fn receive_until(
     panic!("no {wanted:?} within {within:?}; received {seen:?}");
 }
 
-/// `Type=notify` and `WatchdogSec=` of rtlabd.service, with the service manager played by the
-/// test: NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID set as systemd sets them.
-#[test]
-fn the_daemon_reports_ready_pings_the_watchdog_and_reports_stopping() {
-    let sandbox = common::Sandbox::new();
+/// The service manager's side of `Type=notify` with `WatchdogSec=400ms`, played by the test:
+/// rtlab `arguments` started with NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID set as systemd
+/// sets them (WATCHDOG_PID must be the service's own pid: the shell's, kept by exec). `check_ready`
+/// gets the READY=1 message; then two watchdog pings (every 200 ms, half of 400 ms) within a
+/// generous 30 s each, and after SIGTERM, STOPPING=1 and a successful exit.
+fn notify_lifecycle(sandbox: &Sandbox, arguments: &[&OsStr], check_ready: impl FnOnce(&str)) {
     let notify_path = sandbox.file("notify");
     let receiver = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
     receiver
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let config = sandbox.write(
-        "rtlabd.toml",
-        format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
-    );
-    let socket = sandbox.file("rtlabd.sock");
-    // WATCHDOG_PID must be the daemon's own pid: the shell's, kept by exec.
-    let mut daemon = KillOnDrop(
+    let mut service = KillOnDrop(
         Command::new("sh")
             .arg("-c")
-            .arg("WATCHDOG_PID=$$ exec \"$0\" daemon --socket \"$1\" --config \"$2\"")
+            .arg("WATCHDOG_PID=$$ exec \"$0\" \"$@\"")
             .arg(env!("CARGO_BIN_EXE_rtlab"))
-            .arg(&socket)
-            .arg(&config)
+            .args(arguments)
             .env("RTLAB_HOME", sandbox.path())
             .env("NOTIFY_SOCKET", &notify_path)
             .env("WATCHDOG_USEC", "400000")
@@ -132,18 +127,37 @@ fn the_daemon_reports_ready_pings_the_watchdog_and_reports_stopping() {
             .unwrap(),
     );
     let ready = receive_until(&receiver, "READY=1", Duration::from_secs(30));
-    let ready = ready.last().unwrap();
-    assert!(
-        ready.contains(&format!("STATUS=serving on {}", socket.display())),
-        "{ready}"
-    );
-    assert!(socket.exists(), "READY=1 comes once the socket listens");
-    // Pinged every 200 ms (half of 400 ms): two pings within a generous 30 s.
+    check_ready(ready.last().unwrap());
     receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
     receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
-    rtlab_sys::signals::send(daemon.0.id(), rtlab_sys::signals::SIGTERM).unwrap();
+    rtlab_sys::signals::send(service.0.id(), rtlab_sys::signals::SIGTERM).unwrap();
     receive_until(&receiver, "STOPPING=1", Duration::from_secs(30));
-    assert!(daemon.0.wait().unwrap().success());
+    assert!(service.0.wait().unwrap().success());
+}
+
+/// `Type=notify` and `WatchdogSec=` of rtlabd.service: READY=1 once the socket listens.
+#[test]
+fn the_daemon_reports_ready_pings_the_watchdog_and_reports_stopping() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write(
+        "rtlabd.toml",
+        format!("state_dir = \"{}\"\n", sandbox.file("state").display()),
+    );
+    let socket = sandbox.file("rtlabd.sock");
+    let arguments = [
+        OsStr::new("daemon"),
+        OsStr::new("--socket"),
+        socket.as_os_str(),
+        OsStr::new("--config"),
+        config.as_os_str(),
+    ];
+    notify_lifecycle(&sandbox, &arguments, |ready| {
+        assert!(
+            ready.contains(&format!("STATUS=serving on {}", socket.display())),
+            "{ready}"
+        );
+        assert!(socket.exists(), "READY=1 comes once the socket listens");
+    });
 }
 
 /// `Type=notify` and `WatchdogSec=` of rtlab-monitor.service: READY=1 once /metrics is served,
@@ -151,52 +165,40 @@ fn the_daemon_reports_ready_pings_the_watchdog_and_reports_stopping() {
 #[test]
 #[ignore = "needs root: the monitor's measuring threads (run as root in CI)"]
 fn the_monitor_reports_ready_pings_the_watchdog_and_reports_stopping() {
-    let sandbox = common::Sandbox::new();
-    let notify_path = sandbox.file("notify");
-    let receiver = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
-    receiver
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    let sandbox = Sandbox::new();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let address = format!("127.0.0.1:{port}");
-    let mut monitor = KillOnDrop(
-        Command::new("sh")
-            .arg("-c")
-            .arg("WATCHDOG_PID=$$ exec \"$0\" monitor --prometheus \"$1\" --window 1s --classes normal --stop-after 60s")
-            .arg(env!("CARGO_BIN_EXE_rtlab"))
-            .arg(&address)
-            .env("RTLAB_HOME", sandbox.path())
-            .env("NOTIFY_SOCKET", &notify_path)
-            .env("WATCHDOG_USEC", "400000")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let ready = receive_until(&receiver, "READY=1", Duration::from_secs(30));
-    let ready = ready.last().unwrap();
-    assert!(
-        ready.contains(&format!("STATUS=serving http://{address}/metrics")),
-        "{ready}"
-    );
-    assert!(
-        std::net::TcpStream::connect(&address).is_ok(),
-        "READY=1 comes once /metrics listens"
-    );
-    receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
-    receive_until(&receiver, "WATCHDOG=1", Duration::from_secs(30));
-    rtlab_sys::signals::send(monitor.0.id(), rtlab_sys::signals::SIGTERM).unwrap();
-    receive_until(&receiver, "STOPPING=1", Duration::from_secs(30));
-    assert!(monitor.0.wait().unwrap().success());
+    let arguments = [
+        "monitor",
+        "--prometheus",
+        address.as_str(),
+        "--window",
+        "1s",
+        "--classes",
+        "normal",
+        "--stop-after",
+        "60s",
+    ]
+    .map(OsStr::new);
+    notify_lifecycle(&sandbox, &arguments, |ready| {
+        assert!(
+            ready.contains(&format!("STATUS=serving http://{address}/metrics")),
+            "{ready}"
+        );
+        assert!(
+            std::net::TcpStream::connect(&address).is_ok(),
+            "READY=1 comes once /metrics listens"
+        );
+    });
 }
 
 #[test]
 fn completions_man_out_dir_writes_a_page_per_subcommand() {
-    let sandbox = common::Sandbox::new();
+    let sandbox = Sandbox::new();
     let directory = sandbox.file("man");
     std::fs::create_dir(&directory).unwrap();
     let output = sandbox.run([
@@ -268,15 +270,6 @@ fn unit_path(unit: &str) -> Option<PathBuf> {
         .iter()
         .map(|directory| Path::new(directory).join(unit))
         .find(|path| path.exists())
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -356,11 +349,9 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
             .spawn()
             .expect("systemd-socket-activate (Debian package systemd)"),
     );
-    let started = Instant::now();
-    while !Path::new(&socket).exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "no socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(30), "the socket exists", || {
+        Path::new(&socket).exists()
+    });
     let target = KillOnDrop(
         Command::new("sleep")
             .arg("600")

@@ -4,11 +4,12 @@
 mod common;
 
 use common::{
-    assert_exit_code, read_record, stderr_text, stdout_record, stdout_text, KillOnDrop, Sandbox,
+    assert_exit_code, eventually, read_record, stderr_text, stdout_record, stdout_text, wait_for,
+    wait_until, KillOnDrop, Sandbox,
 };
 use rtlab_core::Metric;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn is_root() -> bool {
     rtlab_sys::sched::realtime_permitted()
@@ -221,37 +222,6 @@ fn without_realtime_permission_warns_once_and_still_records() {
     );
 }
 
-fn wait_for_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("rtlab did not exit within {limit:?} of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_for_realtime_threads(pid: u32) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let count = rtlab_sys::sched::process_thread_ids(pid)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|tid| {
-                rtlab_sys::sched::thread_policy(*tid).is_ok_and(|policy| policy.is_realtime())
-            })
-            .count();
-        if count > 0 || Instant::now() > deadline {
-            return count;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// `rtlab run` for 60 s (100 ms warm-up, nothing stored, stdout discarded) with `tag` in its
 /// environment, for the caller to add flags to and spawn.
 fn tagged_run_command(sandbox: &Sandbox, tag: &str) -> Command {
@@ -302,9 +272,19 @@ impl TaggedRun {
             .arg("--json")
             .arg(&json);
         let child = KillOnDrop(command.spawn().unwrap());
-        assert!(
-            wait_for_realtime_threads(child.id()) > 0,
-            "the run should have real-time threads while measuring"
+        let pid = child.id();
+        wait_until(
+            Duration::from_secs(10),
+            "the run has real-time threads while measuring",
+            || {
+                rtlab_sys::sched::process_thread_ids(pid)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .any(|tid| {
+                        rtlab_sys::sched::thread_policy(tid)
+                            .is_ok_and(|policy| policy.is_realtime())
+                    })
+            },
         );
         TaggedRun {
             child,
@@ -331,7 +311,11 @@ fn sigint_mid_run_keeps_the_partial_record_and_leaves_nothing_behind() {
     }
     std::thread::sleep(Duration::from_millis(1500));
     rtlab_sys::signals::send(run.child.id(), rtlab_sys::signals::SIGINT).unwrap();
-    let status = wait_for_exit(&mut run.child, Duration::from_secs(10));
+    let status = wait_for(
+        Duration::from_secs(10),
+        "rtlab to exit after SIGINT",
+        || run.child.try_wait().unwrap(),
+    );
     assert_eq!(status.code(), Some(130));
     let record = read_record(&run.json);
     assert!(record.interrupted);
@@ -367,18 +351,6 @@ fn sigkill_mid_run_leaves_no_thread_no_file_and_no_latency_request() {
             .map(|entry| entry.file_name())
             .collect::<Vec<_>>()
     );
-}
-
-/// Polls `condition` every 20 ms until it holds or `limit` passes; returns whether it held.
-fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    condition()
 }
 
 /// A `--load-cmd` goes with rtlab even when rtlab is SIGKILLed: not only the shell (which the

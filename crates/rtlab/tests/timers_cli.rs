@@ -5,10 +5,12 @@
 
 mod common;
 
-use common::{assert_input_error, read_record, stdout_json, KillOnDrop, Sandbox};
+use common::{
+    assert_input_error, read_record, stdout_json, wait_for, wait_until, KillOnDrop, Sandbox,
+};
 use rtlab_core::timer_study::{TimerRow, TIMER_APIS};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn require_root() {
     assert!(
@@ -269,14 +271,6 @@ fn holders_of_dma_latency() -> Vec<u32> {
     pids
 }
 
-fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn the_audit_names_a_cpu_dma_latency_holder_and_its_value() {
@@ -391,14 +385,11 @@ fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_laten
     );
     std::thread::sleep(Duration::from_millis(500));
     rtlab_sys::signals::send(parent, rtlab_sys::signals::SIGINT).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = rtlab.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "rtlab did not stop after SIGINT");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_for(
+        Duration::from_secs(15),
+        "rtlab to stop after SIGINT",
+        || rtlab.try_wait().unwrap(),
+    );
     assert_eq!(status.code(), Some(130));
     assert!(
         process_gone(changer),

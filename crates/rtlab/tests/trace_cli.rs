@@ -8,11 +8,14 @@
 mod common;
 
 use common::{
-    assert_exit_code, assert_input_error, stderr_text, stdout_json, stdout_text, KillOnDrop,
-    Sandbox,
+    assert_exit_code, assert_input_error, poll, require_root_and_tracefs, stderr_text, stdout_json,
+    stdout_text, wait_until, KillOnDrop, Sandbox,
 };
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// How long a recording may take to start on a busy machine.
+const LIMIT: Duration = Duration::from_secs(20);
 
 fn fixture(kind: &str, name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -131,28 +134,32 @@ fn a_malformed_trace_dat_is_an_input_error_naming_offset_and_section() {
     );
 }
 
-fn require_root_and_tracefs() {
-    assert!(
-        rtlab_sys::proc_thread::current_uid() == 0,
-        "this test needs root (tracefs)"
-    );
-    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        panic!("this test needs tracefs: {error}");
-    }
-}
-
 fn instance_of(pid: u32) -> PathBuf {
     PathBuf::from(format!(
         "/sys/kernel/tracing/instances/rtlab-{pid}-apptrace"
     ))
 }
 
-fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// A `sleep 30` (the target), and `rtlab trace record --recorder RECORDER --pid TARGET -o
+/// killed.rtrace` recording it, for the test to kill.
+fn record_a_sleeper(sandbox: &Sandbox, recorder: &str) -> (KillOnDrop, KillOnDrop) {
+    let target = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap(),
+    );
+    let record = KillOnDrop(
+        sandbox
+            .command()
+            .args(["trace", "record", "--recorder", recorder, "--pid"])
+            .arg(target.id().to_string())
+            .arg("-o")
+            .arg(sandbox.file("killed.rtrace"))
+            .spawn()
+            .unwrap(),
+    );
+    (target, record)
 }
 
 /// `rtlab trace record --recorder RECORDER -- sleep 30`, stopped by SIGINT once it records.
@@ -244,9 +251,11 @@ fn sigint_stops_a_bpf_recording_and_keeps_what_was_recorded() {
 fn wait_until_recording(pid: u32, recorder: &str) -> Vec<u32> {
     let mut programs = Vec::new();
     if recorder == "tracefs" {
-        wait_for("the recording's instance", || instance_of(pid).exists());
+        wait_until(LIMIT, "the recording's instance exists", || {
+            instance_of(pid).exists()
+        });
     } else {
-        wait_for("the recording's BPF programs", || {
+        wait_until(LIMIT, "the recording's BPF programs are attached", || {
             programs = rtlab_bpf::program_ids_of_process(pid).unwrap_or_default();
             programs.len() >= 14
         });
@@ -261,19 +270,11 @@ fn wait_until_recording(pid: u32, recorder: &str) -> Vec<u32> {
 /// Which of `programs` are still loaded 10 s on (the kernel frees them after their last link
 /// closes, asynchronously).
 fn programs_left(programs: &[u32]) -> Vec<u32> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let loaded = rtlab_bpf::loaded_program_ids().expect("BPF_PROG_GET_NEXT_ID works as root");
-        let left: Vec<u32> = programs
-            .iter()
-            .copied()
-            .filter(|id| loaded.contains(id))
-            .collect();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let left = || rtlab_bpf::still_loaded(programs).expect("BPF_PROG_GET_NEXT_ID works as root");
+    poll(Duration::from_secs(10), || {
+        Some(left()).filter(Vec::is_empty)
+    })
+    .unwrap_or_else(left)
 }
 
 #[test]
@@ -281,32 +282,13 @@ fn programs_left(programs: &[u32]) -> Vec<u32> {
 fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
     require_root_and_tracefs();
     let sandbox = Sandbox::new();
-    let mut target = KillOnDrop(
-        std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap(),
-    );
+    let (mut target, mut record) = record_a_sleeper(&sandbox, "tracefs");
     let target_pid = target.id().to_string();
     let output = sandbox.file("killed.rtrace");
-    let mut record = KillOnDrop(
-        sandbox
-            .command()
-            .args([
-                "trace",
-                "record",
-                "--recorder",
-                "tracefs",
-                "--pid",
-                &target_pid,
-                "-o",
-            ])
-            .arg(&output)
-            .spawn()
-            .unwrap(),
-    );
     let pid = record.id();
-    wait_for("the recording's instance", || instance_of(pid).exists());
+    wait_until(LIMIT, "the recording's instance exists", || {
+        instance_of(pid).exists()
+    });
     rtlab_sys::signals::send(pid, rtlab_sys::signals::SIGKILL).unwrap();
     let _ = record.wait();
     assert!(
@@ -343,30 +325,8 @@ fn an_instance_left_by_sigkill_is_removed_at_the_next_start() {
 fn a_sigkilled_bpf_recording_leaves_no_program_attached() {
     require_root_and_tracefs();
     let sandbox = Sandbox::new();
-    let mut target = KillOnDrop(
-        std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap(),
-    );
-    let target_pid = target.id().to_string();
+    let (mut target, mut record) = record_a_sleeper(&sandbox, "bpf");
     let output = sandbox.file("killed.rtrace");
-    let mut record = KillOnDrop(
-        sandbox
-            .command()
-            .args([
-                "trace",
-                "record",
-                "--recorder",
-                "bpf",
-                "--pid",
-                &target_pid,
-                "-o",
-            ])
-            .arg(&output)
-            .spawn()
-            .unwrap(),
-    );
     let pid = record.id();
     let programs = wait_until_recording(pid, "bpf");
     let names = rtlab_bpf::loaded_program_names().unwrap();

@@ -289,6 +289,18 @@ mod tests {
         }
     }
 
+    /// 60 s of a 1 ms probe on 1 CPU whose 60 000 wake-ups are `wakeup`; nothing else measured.
+    fn one_cpu_probe(wakeup: LatencyHistogram) -> ProbeEvidence {
+        ProbeEvidence {
+            wakeup,
+            trials: 60_000,
+            cpus: 1,
+            period: Nanos::from_millis(1),
+            response: None,
+            late: None,
+        }
+    }
+
     fn probe(late: u64, response: Option<(u64, u64)>) -> ProbeEvidence {
         // 60 s of a 1 ms probe on 2 CPUs: 120 000 wake-ups, `late` of them 5 ms late (a stall
         // far longer than the slack: weight 1).
@@ -366,14 +378,7 @@ mod tests {
     fn a_slack_shorter_than_the_probe_s_period_counts_only_the_wake_ups_later_than_it() {
         // 250 µs slack, 1 ms probe: the 20 µs wake-ups are no stalls; 12 of 400 µs are failures.
         let wakeup = histogram(&[(20_000, 59_988), (400_000, 12)]);
-        let probe = ProbeEvidence {
-            wakeup,
-            trials: 60_000,
-            cpus: 1,
-            period: Nanos::from_millis(1),
-            response: None,
-            late: None,
-        };
+        let probe = one_cpu_probe(wakeup);
         let config = BufferConfig {
             buffers: 2,
             buffer_period: Nanos::from_micros(250),
@@ -403,14 +408,7 @@ mod tests {
         // slack: a 2.667 ms period's wake-up falls in that last 0.55 ms with probability 0.206.
         // A sample of 1.3 ms, a stall of 1.8 ms, never reaches the slack.
         let wakeup = histogram(&[(20_000, 59_998), (1_300_000, 1), (1_900_000, 1)]);
-        let probe = ProbeEvidence {
-            wakeup,
-            trials: 60_000,
-            cpus: 1,
-            period: Nanos::from_millis(1),
-            response: None,
-            late: None,
-        };
+        let probe = one_cpu_probe(wakeup);
         let config = BufferConfig {
             buffers: 2,
             buffer_period: Nanos(2_666_667),

@@ -304,20 +304,7 @@ pub fn fit(data: &Excesses) -> Option<GpdFit> {
     if data.total < 2.0 || data.max <= 0.0 {
         return None;
     }
-    // θ grid: negative side approaches −1/max (bounded tails), positive side spans heavy tails.
-    let mut grid: Vec<f64> = Vec::with_capacity(64);
-    for step in 0..24 {
-        let fraction = 1.0 - 10f64.powf(-0.125 * f64::from(step + 1));
-        grid.push(-fraction / data.max);
-    }
-    for step in 0..12 {
-        grid.push(-(10f64.powf(-3.0 + 0.25 * f64::from(step))) / data.max);
-    }
-    grid.push(0.0);
-    for step in 0..33 {
-        grid.push(10f64.powf(-3.0 + 0.25 * f64::from(step)) / data.mean);
-    }
-    grid.sort_by(f64::total_cmp);
+    let grid = theta_grid(data);
     let mut best: Option<(usize, f64)> = None;
     for (index, value) in profile_on_grid(data, &grid).into_iter().enumerate() {
         if let Some(value) = value {
@@ -343,6 +330,31 @@ pub fn fit(data: &Excesses) -> Option<GpdFit> {
     } else {
         refined.0
     };
+    fit_at(data, theta)
+}
+
+/// The θ grid a fit starts from: the negative side approaches −1/max (bounded tails), the
+/// positive side spans heavy tails; sorted.
+fn theta_grid(data: &Excesses) -> Vec<f64> {
+    let mut grid: Vec<f64> = Vec::with_capacity(64);
+    for step in 0..24 {
+        let fraction = 1.0 - 10f64.powf(-0.125 * f64::from(step + 1));
+        grid.push(-fraction / data.max);
+    }
+    for step in 0..12 {
+        grid.push(-(10f64.powf(-3.0 + 0.25 * f64::from(step))) / data.max);
+    }
+    grid.push(0.0);
+    for step in 0..33 {
+        grid.push(10f64.powf(-3.0 + 0.25 * f64::from(step)) / data.mean);
+    }
+    grid.sort_by(f64::total_cmp);
+    grid
+}
+
+/// The fit at θ (Grimshaw's reduction: ξ from θ's profile, σ = ξ/θ); None when the likelihood
+/// there is not finite.
+fn fit_at(data: &Excesses, theta: f64) -> Option<GpdFit> {
     let (xi, _) = grimshaw_profile(data, theta)?;
     let sigma = if theta.abs() < 1e-12 / data.mean {
         data.mean
@@ -667,11 +679,7 @@ pub fn quantile_interval(
     tail_probability: f64,
     confidence: f64,
 ) -> QuantileInterval {
-    let estimate = excess_quantile(tail_probability, fitted.sigma, fitted.xi);
-    let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
-    let exact = |log_excess: f64| {
-        profile_reaches(data, log_excess.exp(), tail_probability, cutoff, fitted.xi)
-    };
+    let (estimate, cutoff, exact) = interval_test(data, fitted, tail_probability, confidence);
     let mut warm_xi = fitted.xi;
     let mut gap = |log_excess: f64| {
         profile_near(data, log_excess.exp(), tail_probability, &mut warm_xi) - cutoff
@@ -684,18 +692,7 @@ pub fn quantile_interval(
         locate_edge(top, -1.0, top - floor, &mut gap),
         EDGE_LOCATE_TOLERANCE,
     );
-    let mut below = floor;
-    let mut above = top;
-    while above - below > INTERVAL_LOG_TOLERANCE {
-        let middle = 0.5 * (below + above);
-        if lower.is_inside(middle) {
-            above = middle;
-        } else {
-            below = middle;
-        }
-    }
-    let low = above.exp();
-    // Upper end: double until outside, then bisect; give up beyond 2^24 times the estimate.
+    // Upper end: found the same way, with the profile warm-started afresh from the fitted ξ.
     warm_xi = fitted.xi;
     let mut upper = EdgeOracle::new(top, 1.0, exact);
     let reach = 24.0 * std::f64::consts::LN_2;
@@ -705,11 +702,54 @@ pub fn quantile_interval(
         }),
         EDGE_LOCATE_TOLERANCE,
     );
+    bisect_interval(
+        estimate,
+        |log_excess| lower.is_inside(log_excess),
+        |log_excess| upper.is_inside(log_excess),
+    )
+}
+
+/// The quantile's estimate, the profile log-likelihood cut-off of its interval at `confidence`,
+/// and the exact test of whether a log excess lies inside that interval.
+fn interval_test<'a>(
+    data: &'a Excesses,
+    fitted: &'a GpdFit,
+    tail_probability: f64,
+    confidence: f64,
+) -> (f64, f64, impl Fn(f64) -> bool + Copy + 'a) {
+    let estimate = excess_quantile(tail_probability, fitted.sigma, fitted.xi);
+    let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
+    let exact = move |log_excess: f64| {
+        profile_reaches(data, log_excess.exp(), tail_probability, cutoff, fitted.xi)
+    };
+    (estimate, cutoff, exact)
+}
+
+/// Both ends of a quantile's interval, bisected in log space: the lower end between a vanishing
+/// excess (1e-9 of the estimate; the likelihood → −∞) and the estimate; the upper end doubled
+/// until outside, then bisected, giving up beyond 2^24 times the estimate. `lower_inside` and
+/// `upper_inside` say whether a log excess lies inside the interval.
+fn bisect_interval(
+    estimate: f64,
+    mut lower_inside: impl FnMut(f64) -> bool,
+    mut upper_inside: impl FnMut(f64) -> bool,
+) -> QuantileInterval {
+    let mut below = (estimate * 1e-9).ln();
+    let mut above = estimate.ln();
+    while above - below > INTERVAL_LOG_TOLERANCE {
+        let middle = 0.5 * (below + above);
+        if lower_inside(middle) {
+            above = middle;
+        } else {
+            below = middle;
+        }
+    }
+    let low = above.exp();
     let mut inner = estimate.ln();
     let mut outer = None;
     for doubling in 1..=24 {
         let candidate = estimate.ln() + f64::from(doubling) * std::f64::consts::LN_2;
-        if !upper.is_inside(candidate) {
+        if !upper_inside(candidate) {
             outer = Some(candidate);
             break;
         }
@@ -718,7 +758,7 @@ pub fn quantile_interval(
     let high = outer.map(|mut outer| {
         while outer - inner > INTERVAL_LOG_TOLERANCE {
             let middle = 0.5 * (inner + outer);
-            if upper.is_inside(middle) {
+            if upper_inside(middle) {
                 inner = middle;
             } else {
                 outer = middle;
@@ -742,46 +782,8 @@ fn quantile_interval_plain(
     tail_probability: f64,
     confidence: f64,
 ) -> QuantileInterval {
-    let estimate = excess_quantile(tail_probability, fitted.sigma, fitted.xi);
-    let cutoff = fitted.log_likelihood - chi_square_one(confidence) / 2.0;
-    let inside = |excess: f64| profile_reaches(data, excess, tail_probability, cutoff, fitted.xi);
-    let mut below = (estimate * 1e-9).ln();
-    let mut above = estimate.ln();
-    while above - below > INTERVAL_LOG_TOLERANCE {
-        let middle = 0.5 * (below + above);
-        if inside(middle.exp()) {
-            above = middle;
-        } else {
-            below = middle;
-        }
-    }
-    let low = above.exp();
-    let mut inner = estimate.ln();
-    let mut outer = None;
-    for doubling in 1..=24 {
-        let candidate = estimate.ln() + f64::from(doubling) * std::f64::consts::LN_2;
-        if !inside(candidate.exp()) {
-            outer = Some(candidate);
-            break;
-        }
-        inner = candidate;
-    }
-    let high = outer.map(|mut outer| {
-        while outer - inner > INTERVAL_LOG_TOLERANCE {
-            let middle = 0.5 * (inner + outer);
-            if inside(middle.exp()) {
-                inner = middle;
-            } else {
-                outer = middle;
-            }
-        }
-        inner.exp()
-    });
-    QuantileInterval {
-        excess: estimate,
-        low: low.min(estimate),
-        high: high.map(|high| high.max(estimate)),
-    }
+    let (estimate, _, inside) = interval_test(data, fitted, tail_probability, confidence);
+    bisect_interval(estimate, inside, inside)
 }
 
 #[cfg(test)]
@@ -958,19 +960,7 @@ mod tests {
         if data.total < 2.0 || data.max <= 0.0 {
             return None;
         }
-        let mut grid: Vec<f64> = Vec::with_capacity(64);
-        for step in 0..24 {
-            let fraction = 1.0 - 10f64.powf(-0.125 * f64::from(step + 1));
-            grid.push(-fraction / data.max);
-        }
-        for step in 0..12 {
-            grid.push(-(10f64.powf(-3.0 + 0.25 * f64::from(step))) / data.max);
-        }
-        grid.push(0.0);
-        for step in 0..33 {
-            grid.push(10f64.powf(-3.0 + 0.25 * f64::from(step)) / data.mean);
-        }
-        grid.sort_by(f64::total_cmp);
+        let grid = theta_grid(data);
         let mut best: Option<(usize, f64)> = None;
         for (index, theta) in grid.iter().enumerate() {
             if let Some((_, value)) = grimshaw_profile(data, *theta) {
@@ -995,21 +985,7 @@ mod tests {
             .into_iter()
             .max_by(|left, right| profile(*left).total_cmp(&profile(*right)))
             .unwrap_or(theta);
-        let (xi, _) = grimshaw_profile(data, theta)?;
-        let sigma = if theta.abs() < 1e-12 / data.mean {
-            data.mean
-        } else {
-            xi / theta
-        };
-        let log_likelihood = log_likelihood(data, sigma, xi);
-        if !log_likelihood.is_finite() {
-            return None;
-        }
-        Some(GpdFit {
-            sigma,
-            xi,
-            log_likelihood,
-        })
+        fit_at(data, theta)
     }
 
     /// The fit that skips the grid points beyond ξ's range is bit for bit the one that

@@ -1,6 +1,6 @@
 //! Compiles `examples/reserve.c` with the system's `cc` against `librtlab_client.a`. Shared (by
 //! `#[path]`) by the tests that run it: against the fake daemon in `rtlab-daemon/tests`, against
-//! the real one in `rtlab/tests/daemon_cli.rs`.
+//! the real one in `rtlab/tests/daemon_cli.rs`; [`compile`] by the hostile-client test too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +22,8 @@ pub fn static_library() -> PathBuf {
 pub fn compile_example(directory: &Path) -> PathBuf {
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-client");
     let binary = directory.join("reserve");
-    let output = Command::new("cc")
+    let mut command = Command::new("cc");
+    command
         .args([
             "-std=c11",
             "-D_POSIX_C_SOURCE=200809L",
@@ -36,7 +37,15 @@ pub fn compile_example(directory: &Path) -> PathBuf {
         .arg("-I")
         .arg(client.join("include"))
         .arg(static_library())
-        .args(["-lpthread", "-ldl", "-lm"])
+        .args(["-lpthread", "-ldl", "-lm"]);
+    compile(&mut command);
+    binary
+}
+
+/// Runs the C compiler `command` (`cc …`); fails the test with the compiler's messages when it
+/// does not succeed.
+pub fn compile(command: &mut Command) {
+    let output = command
         .output()
         .expect("running cc (Debian: apt-get install gcc)");
     assert!(
@@ -44,5 +53,4 @@ pub fn compile_example(directory: &Path) -> PathBuf {
         "cc failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    binary
 }

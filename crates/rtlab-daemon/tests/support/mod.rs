@@ -4,6 +4,10 @@
 
 pub mod fake_enforcement;
 
+/// The workspace's one wait-until helper (rtlab's test `common`).
+#[path = "../../../rtlab/tests/common/wait.rs"]
+pub mod wait;
+
 use fake_enforcement::{FakeEnforcement, FakeLog};
 use rtlab_daemon::{DaemonConfig, Stopped};
 use std::path::PathBuf;
@@ -11,7 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 pub struct TestDaemon {
     pub socket: PathBuf,
@@ -101,15 +104,5 @@ impl ParkedThread {
     pub fn exit(self) {
         drop(self.exit);
         self.handle.join().unwrap();
-    }
-}
-
-/// Polls `condition` until it holds; fails the test after `limit` (a bound for a busy machine,
-/// never a timing being measured).
-pub fn wait_until(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < limit, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::{end, eventually};
 
 /// The JACK set-up of issue 26: 128 frames at 48 kHz (a 2.667 ms period).
 pub const SAMPLE_RATE: u32 = 48_000;
@@ -69,30 +71,14 @@ pub fn binaries() -> &'static JackBinaries {
     })
 }
 
-/// Sends `signal` (a `kill` name: TERM, KILL, INT) to `pid`.
-fn send(signal: &str, pid: u32) {
-    let _ = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
+/// Spawns `command` with no input and its output discarded; `what` names it if it cannot start.
+fn spawn_silent(command: &mut Command, what: &str) -> Child {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
-}
-
-/// Ends `child`: SIGTERM, up to `grace` to exit, then SIGKILL; reaps it.
-fn end(child: &mut Child, grace: Duration) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
-    }
-    send("TERM", child.id());
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+        .spawn()
+        .unwrap_or_else(|error| panic!("start {what}: {error}"))
 }
 
 /// A unique server name for this test process and call.
@@ -139,17 +125,15 @@ impl JackServer {
     /// phases).
     pub fn start_on(cpus: Option<&str>, period_frames: u32) -> JackServer {
         let name = unique_server_name();
-        let child = pinned("jackd", cpus)
-            .env("JACK_NO_AUDIO_RESERVATION", "1")
-            .args(["-n", &name, "-R", "-P", "70", "-d", "dummy", "-r"])
-            .arg(SAMPLE_RATE.to_string())
-            .arg("-p")
-            .arg(period_frames.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start jackd (Debian: apt-get install jackd2)");
+        let child = spawn_silent(
+            pinned("jackd", cpus)
+                .env("JACK_NO_AUDIO_RESERVATION", "1")
+                .args(["-n", &name, "-R", "-P", "70", "-d", "dummy", "-r"])
+                .arg(SAMPLE_RATE.to_string())
+                .arg("-p")
+                .arg(period_frames.to_string()),
+            "jackd (Debian: apt-get install jackd2)",
+        );
         JackServer { name, child }
     }
 
@@ -239,25 +223,18 @@ impl ClientProcess {
     /// of the client process whose name is not the process's (JACK names none) and that is
     /// SCHED_FIFO; polled for up to `timeout`.
     pub fn wait_until_active(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
         let task = format!("/proc/{}/task", self.pid());
-        while Instant::now() < deadline {
-            if let Ok(entries) = std::fs::read_dir(&task) {
-                for entry in entries.flatten() {
-                    let stat =
-                        std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-                    // Field 41 (policy) after the comm's closing parenthesis: 1 = SCHED_FIFO.
-                    if let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) {
-                        let fields: Vec<&str> = rest.split_whitespace().collect();
-                        if fields.get(38) == Some(&"1") {
-                            return true;
-                        }
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        eventually(timeout, || {
+            let Ok(entries) = std::fs::read_dir(&task) else {
+                return false;
+            };
+            entries.flatten().any(|entry| {
+                let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                // Field 41 (policy) after the comm's closing parenthesis: 1 = SCHED_FIFO.
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.split_whitespace().nth(38) == Some("1"))
+            })
+        })
     }
 
     /// Waits for the client to end by itself and returns what it reported.
@@ -328,7 +305,7 @@ impl HogProcess {
         if let Some(cpus) = cpus {
             command.arg("-c").arg(cpus);
         }
-        let child = command
+        command
             .arg("-p")
             .arg(priority.to_string())
             .arg("-b")
@@ -336,12 +313,8 @@ impl HogProcess {
             .arg("-P")
             .arg(period_us.to_string())
             .arg("-d")
-            .arg(seconds.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start fifo_hog");
+            .arg(seconds.to_string());
+        let child = spawn_silent(&mut command, "fifo_hog");
         HogProcess { child }
     }
 
@@ -354,14 +327,12 @@ impl HogProcess {
     /// no free CPU to move to during a burst, so every burst hits it (without, the bursts'
     /// phases decide, and a loaded machine's scheduling decides the phases).
     pub fn issue_competitor_aligned(seconds: f64) -> HogProcess {
-        let child = Command::new(&binaries().hog)
-            .args(["-p", "95", "-b", "6000", "-P", "20000", "-A", "-d"])
-            .arg(seconds.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start fifo_hog");
+        let child = spawn_silent(
+            Command::new(&binaries().hog)
+                .args(["-p", "95", "-b", "6000", "-P", "20000", "-A", "-d"])
+                .arg(seconds.to_string()),
+            "fifo_hog",
+        );
         HogProcess { child }
     }
 

@@ -13,12 +13,25 @@
 #[cfg(target_os = "linux")]
 pub mod jack;
 
+/// `rtlab daemon` on a socket in the sandbox.
+#[cfg(target_os = "linux")]
+pub mod daemon;
+
+/// Waiting until a condition holds or a deadline passes: the one copy, which other crates' tests
+/// include by path.
+pub mod wait;
+
+// Each test crate uses only some of them (see the `dead_code` allow above).
+#[allow(unused_imports)]
+pub use wait::{eventually, poll, wait_for, wait_until};
+
 use rtlab_core::{LatencyHistogram, Metric, RunRecord};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 /// A fresh temporary directory that is the `RTLAB_HOME` of every rtlab it starts and the place
 /// the test writes its input files; removed, with the run store in it, when dropped.
@@ -115,6 +128,56 @@ impl Drop for KillOnDrop {
         // Both fail harmlessly when the test already waited for it.
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Ends `child` the way a user would: SIGTERM, up to `grace` to exit on its own (and undo what it
+/// changed), then SIGKILL; reaps it. Nothing happens to a child that has already exited.
+pub fn end(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !eventually(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
+/// The lock through which the root tests of one test binary take turns, when running at once
+/// they would disturb each other (daemons sharing the kernel's deadline bandwidth and the top
+/// cpuset, canaries owning the same CPUs). Each test binary has its own copy of this module.
+#[cfg(target_os = "linux")]
+static ROOT_TURNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Fails the test unless it runs as root, then waits for its turn among the binary's root tests
+/// (see [`ROOT_TURNS`]); the turn lasts as long as the guard.
+#[cfg(target_os = "linux")]
+#[track_caller]
+pub fn require_root_taking_turns() -> std::sync::MutexGuard<'static, ()> {
+    assert!(
+        rtlab_sys::proc_thread::current_uid() == 0,
+        "this test needs root: run it as root (CI does, with --include-ignored)"
+    );
+    ROOT_TURNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Fails the test unless it runs as root with tracefs mounted.
+#[cfg(target_os = "linux")]
+#[track_caller]
+pub fn require_root_and_tracefs() {
+    assert!(
+        rtlab_sys::proc_thread::current_uid() == 0,
+        "this test needs root (SCHED_FIFO and tracefs)"
+    );
+    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
+        panic!("this test needs tracefs: {error}");
     }
 }
 

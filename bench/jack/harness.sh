@@ -1,0 +1,37 @@
+# Sourced by the JACK benchmarks (bench/forecast-vs-jack.sh, bench/forecast-trace-vs-jack.sh),
+# with $HERE (bench/), $OUT and $BIN set: compiles the harness client and competitor into $BIN
+# once, and kills what the script started ($LOADPID, $CLIENTPID, $JACKPID, each cleared once it
+# has been waited for) however the script ends.
+mkdir -p "$OUT" "$BIN"
+[ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
+[ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
+cleanup() {
+  [ -n "${LOADPID:-}" ] && kill "$LOADPID" 2>/dev/null || true
+  [ -n "${CLIENTPID:-}" ] && kill "$CLIENTPID" 2>/dev/null || true
+  [ -n "${JACKPID:-}" ] && kill "$JACKPID" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+# start_jack FRAMES NAME: jackd as $SERVER (dummy driver, 48 kHz, FRAMES a period) in the
+# background ($JACKPID), its log in $OUT/NAME.jackd.log.
+start_jack() {
+  JACK_NO_AUDIO_RESERVATION=1 jackd -n "$SERVER" -R -P 70 -d dummy -r 48000 -p "$1" \
+    >"$OUT/$2.jackd.log" 2>&1 &
+  JACKPID=$!
+}
+
+# start_load CONDITION SECONDS [-A]: the competitor of CONDITION (idle: none; stress:
+# stress-ng --cpu 2; fifo-long, fifo-short, fifo-6ms: fifo_hog FIFO 95 2.2 ms/50 ms, 1.5 ms/30 ms,
+# 6 ms/20 ms, the last with its bursts aligned on every CPU when -A is given) for SECONDS in the
+# background ($LOADPID, empty when idle).
+start_load() {
+  case $1 in
+    idle) LOADPID= ;;
+    stress) stress-ng --cpu 2 --timeout "$2"s >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-long) "$BIN/fifo_hog" -p 95 -b 2200 -P 50000 -d "$2" >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-short) "$BIN/fifo_hog" -p 95 -b 1500 -P 30000 -d "$2" >/dev/null 2>&1 & LOADPID=$! ;;
+    fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 ${3:-} -d "$2" >/dev/null 2>&1 & LOADPID=$! ;;
+    *) echo "unknown condition $1" >&2; exit 2 ;;
+  esac
+}

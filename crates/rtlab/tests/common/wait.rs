@@ -1,0 +1,53 @@
+//! The workspace's one "wait until a condition holds or a deadline passes" for tests.
+//!
+//! rtlab's own tests reach it as `common::wait_until` and so on; another crate's tests include
+//! this file with `#[path = "../../rtlab/tests/common/wait.rs"] mod wait;` (it needs nothing but
+//! std). A limit here is a bound for a busy machine (CI beside other builds), never a timing under
+//! test: a test that waits asserts what happened, not how soon.
+
+// Each test crate uses only some of these helpers.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+/// How often a condition is checked again.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Calls `probe` every [`POLL_INTERVAL`] until it returns a value, and returns that value; `None`
+/// once `limit` has passed (`probe` is called once more at the deadline, so a slow machine that
+/// overslept still gets its last look).
+pub fn poll<T>(limit: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = probe() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Whether `condition` held within `limit`, checked every [`POLL_INTERVAL`].
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    poll(limit, || condition().then_some(())).is_some()
+}
+
+/// The first value `probe` returns within `limit`; fails the test naming `what` when none came.
+#[track_caller]
+pub fn wait_for<T>(limit: Duration, what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    match poll(limit, probe) {
+        Some(value) => value,
+        None => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
+
+/// Waits until `condition` holds; fails the test naming `what` when it has not within `limit`.
+#[track_caller]
+pub fn wait_until(limit: Duration, what: &str, condition: impl FnMut() -> bool) {
+    assert!(
+        eventually(limit, condition),
+        "timed out after {limit:?} waiting until {what}"
+    );
+}
