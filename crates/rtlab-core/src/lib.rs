@@ -5,6 +5,7 @@
 //! no system dependencies is what lets the probe, the tracer, the analyses and the store evolve
 //! independently.
 
+pub mod cause;
 pub mod export;
 pub mod header;
 pub mod histogram;
