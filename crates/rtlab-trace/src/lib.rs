@@ -8,8 +8,10 @@
 
 pub mod app_recorder;
 pub mod attribution;
+pub mod error;
 pub mod event;
 pub mod format;
+pub mod instance;
 pub mod offenders;
 pub mod page;
 pub mod perfetto;
