@@ -10,6 +10,7 @@ pub mod app_recorder;
 pub mod attribution;
 pub mod error;
 pub mod event;
+pub mod fields;
 pub mod format;
 pub mod instance;
 pub mod offenders;
