@@ -6,6 +6,7 @@
 //! outside the payload is an error, never a panic.
 
 use crate::model::{Comm, Event, EventKind};
+use rtlab_trace::fields::{FieldSlot, Tracepoint, TracepointLayout};
 use rtlab_trace::format::{EventFormat, FieldLayout};
 use rustc_hash::FxHashMap;
 use thiserror::Error;
@@ -52,111 +53,28 @@ pub const USED_EVENTS: &[(&str, &str)] = &[
 /// The `irq` number given to x86 vector events (they have none).
 pub const VECTOR_IRQ: i32 = -1;
 
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    offset: usize,
-    size: usize,
-    layout: FieldLayout,
-}
-
-impl Slot {
-    fn integer(&self, payload: &[u8]) -> Option<i64> {
-        let bytes = payload.get(self.offset..self.offset.checked_add(self.size)?)?;
-        Some(match self.size {
-            1 => i64::from(bytes[0] as i8),
-            2 => i64::from(i16::from_le_bytes([bytes[0], bytes[1]])),
-            4 => i64::from(i32::from_le_bytes(bytes.try_into().ok()?)),
-            8 => i64::from_le_bytes(bytes.try_into().ok()?),
-            _ => return None,
-        })
-    }
-
-    fn bytes<'payload>(&self, payload: &'payload [u8]) -> Option<&'payload [u8]> {
-        match self.layout {
-            FieldLayout::Fixed => payload.get(self.offset..self.offset.checked_add(self.size)?),
-            FieldLayout::Rest => payload.get(self.offset..),
-            FieldLayout::DataLocation | FieldLayout::RelativeLocation => {
-                let word = self.integer(payload)? as u32;
-                let mut start = (word & 0xffff) as usize;
-                if self.layout == FieldLayout::RelativeLocation {
-                    start += self.offset + self.size;
-                }
-                let length = (word >> 16) as usize;
-                payload.get(start..start.checked_add(length)?)
-            }
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    Switch,
-    Waking,
-    Wakeup,
-    WakeupNew,
-    Fork,
-    Exit,
-    Migrate,
-    PiSetprio,
-    FutexEnter,
-    FutexExit,
-    IrqEntry,
-    IrqExit,
-    SoftirqEntry,
-    SoftirqExit,
-    VectorEntry,
-    VectorExit,
-}
-
-fn shape_of(system: &str, name: &str) -> Option<(Shape, &'static [&'static str])> {
-    Some(match (system, name) {
-        ("sched", "sched_switch") => (
-            Shape::Switch,
-            &[
-                "prev_comm",
-                "prev_pid",
-                "prev_prio",
-                "prev_state",
-                "next_comm",
-                "next_pid",
-                "next_prio",
-            ][..],
-        ),
-        ("sched", "sched_waking") => (Shape::Waking, &["comm", "pid", "prio", "target_cpu"][..]),
-        ("sched", "sched_wakeup") => (Shape::Wakeup, &["comm", "pid", "prio", "target_cpu"][..]),
-        ("sched", "sched_wakeup_new") => (Shape::WakeupNew, &["comm", "pid", "prio"][..]),
-        ("sched", "sched_process_fork") => {
-            (Shape::Fork, &["parent_pid", "child_comm", "child_pid"][..])
-        }
-        ("sched", "sched_process_exit") => (Shape::Exit, &["comm", "pid"][..]),
-        ("sched", "sched_migrate_task") => (Shape::Migrate, &["pid", "orig_cpu", "dest_cpu"][..]),
-        ("sched", "sched_pi_setprio") => {
-            (Shape::PiSetprio, &["comm", "pid", "oldprio", "newprio"][..])
-        }
-        ("syscalls", "sys_enter_futex") => (Shape::FutexEnter, &["uaddr", "op", "val"][..]),
-        ("syscalls", "sys_exit_futex") => (Shape::FutexExit, &["ret"][..]),
-        ("irq", "irq_handler_entry") => (Shape::IrqEntry, &["irq"][..]),
-        ("irq", "irq_handler_exit") => (Shape::IrqExit, &["irq"][..]),
-        ("irq", "softirq_entry") => (Shape::SoftirqEntry, &["vec"][..]),
-        ("irq", "softirq_exit") => (Shape::SoftirqExit, &["vec"][..]),
-        ("irq_vectors", name) if name.ends_with("_entry") => (Shape::VectorEntry, &[][..]),
-        ("irq_vectors", name) if name.ends_with("_exit") => (Shape::VectorExit, &[][..]),
-        _ => return None,
-    })
-}
-
-#[derive(Clone, Debug)]
-struct Reader {
-    shape: Shape,
-    pid: Slot,
-    fields: Vec<(&'static str, Slot)>,
+/// The tracepoints the analyses decode: the field table's (`rtlab-trace`'s `fields.rs`) but for
+/// the timer, workqueue, IPI and marker events attribution reads.
+fn decoded(tracepoint: Tracepoint) -> bool {
+    use Tracepoint::*;
+    !matches!(
+        tracepoint,
+        HrtimerStart
+            | HrtimerExpireEntry
+            | HrtimerExpireExit
+            | WorkqueueExecuteStart
+            | WorkqueueExecuteEnd
+            | IpiSendCpu
+            | IpiSendCpumask
+            | Print
+    )
 }
 
 /// Decodes payloads of the [`USED_EVENTS`] it was given formats for.
 #[derive(Clone, Debug, Default)]
 pub struct PayloadDecoder {
-    readers: Vec<Option<Reader>>,
-    type_slot: Option<Slot>,
+    readers: Vec<Option<TracepointLayout>>,
+    type_slot: Option<FieldSlot>,
     /// Whether `sched_waking` is known: then `sched_wakeup` is redundant and skipped.
     has_waking: bool,
     names: FxHashMap<i32, Comm>,
@@ -165,33 +83,24 @@ pub struct PayloadDecoder {
 impl PayloadDecoder {
     /// Adds a format; formats of events the analyses do not use are ignored (`Ok(false)`).
     pub fn add(&mut self, format: &EventFormat) -> Result<bool, DecodeError> {
-        let Some((shape, names)) = shape_of(&format.system, &format.name) else {
+        let Some(tracepoint) =
+            Tracepoint::of(&format.system, &format.name).filter(|tracepoint| decoded(*tracepoint))
+        else {
             return Ok(false);
         };
-        let event = format!("{}:{}", format.system, format.name);
-        let slot = |name: &'static str| -> Result<Slot, DecodeError> {
-            let field = format.field(name).ok_or(DecodeError::MissingField {
-                event: event.clone(),
-                field: name,
-            })?;
-            Ok(Slot {
-                offset: field.offset,
-                size: field.size,
-                layout: field.layout,
-            })
-        };
-        let pid = slot("common_pid")?;
-        self.type_slot = Some(slot("common_type")?);
-        let fields = names
-            .iter()
-            .map(|name| Ok((*name, slot(name)?)))
-            .collect::<Result<Vec<_>, DecodeError>>()?;
+        let layout = TracepointLayout::resolve(tracepoint, format).map_err(|field| {
+            DecodeError::MissingField {
+                event: format!("{}:{}", format.system, format.name),
+                field,
+            }
+        })?;
+        self.type_slot = Some(layout.common_type);
         let index = usize::from(format.id);
         if self.readers.len() <= index {
             self.readers.resize_with(index + 1, || None);
         }
-        self.readers[index] = Some(Reader { shape, pid, fields });
-        if shape == Shape::Waking {
+        self.readers[index] = Some(layout);
+        if tracepoint == Tracepoint::SchedWaking {
             self.has_waking = true;
         }
         Ok(true)
@@ -225,10 +134,12 @@ impl PayloadDecoder {
         payload: &[u8],
         emit: &mut impl FnMut(Event),
     ) -> Result<(), DecodeError> {
-        let type_slot = self.type_slot.unwrap_or(Slot {
+        let type_slot = self.type_slot.unwrap_or(FieldSlot {
+            name: "common_type",
             offset: 0,
             size: 2,
             layout: FieldLayout::Fixed,
+            is_string: false,
         });
         let id = type_slot
             .integer(payload)
@@ -246,28 +157,28 @@ impl PayloadDecoder {
             length: payload.len(),
         };
         let int = |index: usize| -> Result<i64, DecodeError> {
-            let (name, slot) = reader.fields[index];
-            slot.integer(payload).ok_or_else(|| short(name))
+            let slot = reader.fields[index];
+            slot.integer(payload).ok_or_else(|| short(slot.name))
         };
         let comm = |index: usize| -> Result<Comm, DecodeError> {
-            let (name, slot) = reader.fields[index];
+            let slot = reader.fields[index];
             slot.bytes(payload)
                 .map(Comm::from_bytes)
-                .ok_or_else(|| short(name))
+                .ok_or_else(|| short(slot.name))
         };
         let current = reader
-            .pid
+            .common_pid
             .integer(payload)
             .ok_or_else(|| short("common_pid"))? as i32;
-        let shape = reader.shape;
+        let tracepoint = reader.tracepoint;
         let event = |kind: EventKind| Event {
             timestamp_ns,
             cpu,
             kind,
         };
         let mut names: [Option<(i32, Comm)>; 2] = [None, None];
-        let kind = match shape {
-            Shape::Switch => {
+        let kind = match tracepoint {
+            Tracepoint::SchedSwitch => {
                 let prev_tid = int(1)? as i32;
                 let next_tid = int(5)? as i32;
                 names = [Some((prev_tid, comm(0)?)), Some((next_tid, comm(4)?))];
@@ -279,8 +190,8 @@ impl PayloadDecoder {
                     next_prio: int(6)? as i32,
                 }
             }
-            Shape::Waking | Shape::Wakeup => {
-                if shape == Shape::Wakeup && self.has_waking {
+            Tracepoint::SchedWaking | Tracepoint::SchedWakeup => {
+                if tracepoint == Tracepoint::SchedWakeup && self.has_waking {
                     return Ok(());
                 }
                 let tid = int(1)? as i32;
@@ -292,7 +203,7 @@ impl PayloadDecoder {
                     target_cpu: int(3)? as i32,
                 }
             }
-            Shape::WakeupNew => {
+            Tracepoint::SchedWakeupNew => {
                 let tid = int(1)? as i32;
                 names[0] = Some((tid, comm(0)?));
                 EventKind::WakeupNew {
@@ -301,7 +212,7 @@ impl PayloadDecoder {
                     waker: current,
                 }
             }
-            Shape::Fork => {
+            Tracepoint::SchedProcessFork => {
                 let child = int(2)? as i32;
                 names[0] = Some((child, comm(1)?));
                 EventKind::Fork {
@@ -309,15 +220,15 @@ impl PayloadDecoder {
                     child,
                 }
             }
-            Shape::Exit => EventKind::Exit {
+            Tracepoint::SchedProcessExit => EventKind::Exit {
                 tid: int(1)? as i32,
             },
-            Shape::Migrate => EventKind::Migrate {
+            Tracepoint::SchedMigrateTask => EventKind::Migrate {
                 tid: int(0)? as i32,
-                orig_cpu: int(1)? as i32,
-                dest_cpu: int(2)? as i32,
+                orig_cpu: int(2)? as i32,
+                dest_cpu: int(3)? as i32,
             },
-            Shape::PiSetprio => {
+            Tracepoint::SchedPiSetprio => {
                 let tid = int(1)? as i32;
                 names[0] = Some((tid, comm(0)?));
                 EventKind::PiSetprio {
@@ -327,30 +238,32 @@ impl PayloadDecoder {
                     by: current,
                 }
             }
-            Shape::FutexEnter => EventKind::FutexEnter {
+            Tracepoint::SysEnterFutex => EventKind::FutexEnter {
                 tid: current,
                 uaddr: int(0)? as u64,
                 op: int(1)? as u32,
                 value: int(2)? as u32,
             },
-            Shape::FutexExit => EventKind::FutexExit {
+            Tracepoint::SysExitFutex => EventKind::FutexExit {
                 tid: current,
                 result: int(0)?,
             },
-            Shape::IrqEntry => EventKind::IrqEntry {
+            Tracepoint::IrqHandlerEntry => EventKind::IrqEntry {
                 irq: int(0)? as i32,
             },
-            Shape::IrqExit => EventKind::IrqExit {
+            Tracepoint::IrqHandlerExit => EventKind::IrqExit {
                 irq: int(0)? as i32,
             },
-            Shape::SoftirqEntry => EventKind::SoftirqEntry {
+            Tracepoint::SoftirqEntry => EventKind::SoftirqEntry {
                 vector: int(0)? as u32,
             },
-            Shape::SoftirqExit => EventKind::SoftirqExit {
+            Tracepoint::SoftirqExit => EventKind::SoftirqExit {
                 vector: int(0)? as u32,
             },
-            Shape::VectorEntry => EventKind::IrqEntry { irq: VECTOR_IRQ },
-            Shape::VectorExit => EventKind::IrqExit { irq: VECTOR_IRQ },
+            Tracepoint::VectorEntry(_) => EventKind::IrqEntry { irq: VECTOR_IRQ },
+            Tracepoint::VectorExit(_) => EventKind::IrqExit { irq: VECTOR_IRQ },
+            // `add` takes no other tracepoint.
+            _ => return Ok(()),
         };
         for (tid, comm) in names.into_iter().flatten() {
             if let Some(name_event) = self.note_name(tid, comm, timestamp_ns, cpu) {

@@ -6,6 +6,7 @@
 //! independently.
 
 pub mod buffer_experiment;
+pub mod cause;
 pub mod cpuidle;
 pub mod enforce_repair;
 pub mod export;

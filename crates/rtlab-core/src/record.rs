@@ -3,6 +3,7 @@
 //! Field names and meanings are the contract in DESIGN.md; tags are strings, times are integer
 //! nanoseconds. Readers reject a record whose `schema` they do not know instead of guessing.
 
+pub use crate::cause::{Cause, CauseKind};
 use crate::histogram::{HistogramError, LatencyHistogram};
 pub use crate::metric::Metric;
 pub use crate::peak::Peak;
@@ -110,44 +111,6 @@ pub struct WindowsHost {
     /// The Wine version when running under Wine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wine: Option<String>,
-}
-
-/// What kind of thing took time from a late wake-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CauseKind {
-    Irq,
-    Softirq,
-    Task,
-    Timer,
-    Switch,
-    Unaccounted,
-}
-
-impl CauseKind {
-    /// The name used in the Run record and in reports (`irq`, `softirq`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CauseKind::Irq => "irq",
-            CauseKind::Softirq => "softirq",
-            CauseKind::Task => "task",
-            CauseKind::Timer => "timer",
-            CauseKind::Switch => "switch",
-            CauseKind::Unaccounted => "unaccounted",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Cause {
-    pub kind: CauseKind,
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    pub ns: u64,
-    /// Free-form details (policy and priority of a task, whether it outranked the probe, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
 }
 
 /// One stretch of an episode's window with a single cause, in time order: what a trace viewer

@@ -99,17 +99,9 @@ impl LatenessKind {
     }
 }
 
-/// One part of an explained window: a kind, what it was (task name, IRQ, …) and how long.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LatenessPart {
-    pub kind: LatenessKind,
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    pub ns: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
+/// One part of an explained window: a kind, what it was (task name, IRQ, …) and how long. The
+/// same type as an episode's cause, with the workload's kinds.
+pub type LatenessPart = crate::cause::Cause<LatenessKind>;
 
 /// Where one thread's time went over an explained window; the parts sum to the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,6 +177,40 @@ impl WorkloadOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A part is an episode's cause with the workload's kinds: its JSON is what it always was,
+    /// and neither takes the other's kinds.
+    #[test]
+    fn a_lateness_part_keeps_its_json() {
+        let part = LatenessPart {
+            kind: LatenessKind::Throttled,
+            name: "producer".into(),
+            pid: Some(41),
+            ns: 9,
+            detail: Some("SCHED_FIFO 50".into()),
+        };
+        let text = serde_json::to_string(&part).unwrap();
+        assert_eq!(
+            text,
+            r#"{"kind":"throttled","name":"producer","pid":41,"ns":9,"detail":"SCHED_FIFO 50"}"#
+        );
+        assert_eq!(serde_json::from_str::<LatenessPart>(&text).unwrap(), part);
+        let bare = LatenessPart {
+            kind: LatenessKind::Unseen,
+            name: "unseen".into(),
+            pid: None,
+            ns: 3,
+            detail: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&bare).unwrap(),
+            r#"{"kind":"unseen","name":"unseen","ns":3}"#
+        );
+        assert!(serde_json::from_str::<crate::Cause>(&text).is_err());
+        assert!(
+            serde_json::from_str::<LatenessPart>(r#"{"kind":"timer","name":"x","ns":1}"#).is_err()
+        );
+    }
 
     #[test]
     fn round_trips_and_sums() {

@@ -10,10 +10,9 @@
 //! are filtered in the kernel to the target's threads. (`rtlab trace record` prefers the eBPF
 //! recorder of `rtlab-bpf`, `apptrace.bpf.c`, where it loads; this one needs only tracefs.)
 
-use crate::format::{parse_event_format, EventFormat};
-use crate::page::{LostEvents, PageDecoder};
-use crate::recorder::TraceError;
-use rtlab_sys::tracefs::{self, Instance, RawPipe, Tracefs};
+use crate::error::TraceError;
+use crate::format::EventFormat;
+use crate::instance::{InstanceBuilder, RingsRead, TraceInstance};
 
 /// The events recorded, as (system, event, required).
 pub const APP_EVENTS: &[(&str, &str, bool)] = &[
@@ -49,66 +48,11 @@ pub const MAX_FILTERED_THREADS: usize = 200;
 const MAX_PAGES_PER_POLL: usize = 4096;
 
 /// What one poll read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AppPoll {
-    pub n_pages: u64,
-    pub n_records: u64,
-    pub lost_events: u64,
-}
-
-/// Reads one CPU's ring until it hands back nothing newer than `newest` (a ring can keep handing
-/// back its last page once tracing is off) or `max_pages` pages were read; `visit(time,
-/// payload)` for each new record. Shared by every tracefs recorder that reads raw pages.
-pub(crate) fn drain_ring(
-    reader: &mut RawPipe,
-    page: &mut [u8],
-    page_decoder: &PageDecoder,
-    newest: &mut u64,
-    max_pages: usize,
-    mut visit: impl FnMut(u64, &[u8]),
-) -> Result<AppPoll, TraceError> {
-    let cpu = reader.cpu();
-    let mut outcome = AppPoll::default();
-    for _ in 0..max_pages {
-        let Some(length) = reader.read_page(page)? else {
-            break;
-        };
-        outcome.n_pages += 1;
-        let mut fresh = 0u64;
-        let summary = page_decoder
-            .decode(&page[..length], |record| {
-                if record.timestamp_ns < *newest {
-                    return;
-                }
-                *newest = record.timestamp_ns;
-                fresh += 1;
-                visit(record.timestamp_ns, record.payload);
-            })
-            .map_err(|source| TraceError::Page { cpu, source })?;
-        outcome.n_records += fresh;
-        match summary.lost_events {
-            Some(LostEvents::Counted(count)) => outcome.lost_events += count,
-            Some(LostEvents::Unknown) => outcome.lost_events += 1,
-            None => {}
-        }
-        if fresh == 0 {
-            break;
-        }
-    }
-    Ok(outcome)
-}
+pub type AppPoll = RingsRead;
 
 /// A running recording.
 pub struct AppRecorder {
-    readers: Vec<RawPipe>,
-    instance: Instance,
-    _tracefs: Tracefs,
-    page_decoder: PageDecoder,
-    page: Vec<u8>,
-    formats: Vec<EventFormat>,
-    enabled: Vec<String>,
-    newest_by_cpu: Vec<u64>,
-    removed_stale: Vec<String>,
+    trace: TraceInstance,
     futex_filter: Option<Vec<u32>>,
 }
 
@@ -116,8 +60,8 @@ impl std::fmt::Debug for AppRecorder {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("AppRecorder")
-            .field("instance", &self.instance.path())
-            .field("enabled", &self.enabled)
+            .field("instance", &self.trace.path())
+            .field("enabled", &self.trace.enabled_events())
             .finish()
     }
 }
@@ -127,63 +71,18 @@ impl AppRecorder {
     /// futex syscalls filtered to `futex_threads` when given) and starts tracing on the
     /// CLOCK_MONOTONIC clock.
     pub fn start(buffer_kb: u32, futex_threads: Option<&[u32]>) -> Result<AppRecorder, TraceError> {
-        let tracefs = Tracefs::open()?;
-        let removed_stale = tracefs.remove_stale_instances()?;
-        let name = format!(
-            "{}{}-apptrace",
-            tracefs::INSTANCE_PREFIX,
-            std::process::id()
-        );
-        let instance = tracefs.create_instance(&name)?;
-        let page_decoder = crate::recorder::page_decoder(&tracefs)?;
-        instance.write("tracing_on", "0")?;
-        instance.write("trace_clock", "mono")?;
-        instance.write("buffer_size_kb", &buffer_kb.to_string())?;
-        let mut formats = Vec::new();
-        let mut enabled = Vec::new();
+        let mut builder = InstanceBuilder::new(buffer_kb as usize).name_suffix("apptrace");
         for (system, event, required) in APP_EVENTS {
-            let directory = format!("events/{system}/{event}");
-            if !instance.exists(&directory) {
-                if *required {
-                    return Err(TraceError::MissingEvent(format!("{system}:{event}")));
-                }
-                continue;
-            }
-            let format_file = format!("{directory}/format");
-            let format =
-                parse_event_format(system, &instance.read(&format_file)?).map_err(|source| {
-                    TraceError::Format {
-                        file: format_file.clone(),
-                        source,
-                    }
-                })?;
-            instance.write(&format!("{directory}/enable"), "1")?;
-            formats.push(format);
-            enabled.push(format!("{system}:{event}"));
+            builder = builder.event(system, event, *required);
         }
-        let readers = rtlab_sys::cpu::online_cpus()?
-            .into_iter()
-            .map(|cpu| instance.open_cpu_raw(cpu))
-            .collect::<Result<Vec<_>, _>>()?;
-        let page_size = tracefs::ring_page_size(&tracefs)
-            .max(page_decoder.page.data_offset + page_decoder.page.data_size);
-        let newest_by_cpu = vec![0; readers.len()];
         let mut recorder = AppRecorder {
-            readers,
-            instance,
-            _tracefs: tracefs,
-            page_decoder,
-            page: vec![0; page_size],
-            formats,
-            enabled,
-            newest_by_cpu,
-            removed_stale,
+            trace: builder.build()?,
             futex_filter: None,
         };
         if let Some(threads) = futex_threads {
             recorder.set_futex_threads(threads)?;
         }
-        recorder.instance.write("tracing_on", "1")?;
+        recorder.trace.start_tracing()?;
         Ok(recorder)
     }
 
@@ -208,8 +107,10 @@ impl AppRecorder {
                 .join(" || ")
         };
         for event in FUTEX_EVENTS {
-            if self.instance.exists(event) {
-                self.instance.write(&format!("{event}/filter"), &filter)?;
+            if self.trace.instance().exists(event) {
+                self.trace
+                    .instance()
+                    .write(&format!("{event}/filter"), &filter)?;
             }
         }
         self.futex_filter = Some(sorted);
@@ -218,46 +119,30 @@ impl AppRecorder {
 
     /// The formats of the enabled events, to decode the payloads with.
     pub fn formats(&self) -> &[EventFormat] {
-        &self.formats
+        self.trace.formats()
     }
 
     /// `system:event` of every enabled event.
     pub fn enabled_events(&self) -> &[String] {
-        &self.enabled
+        self.trace.enabled_events()
     }
 
     /// Instances of killed rtlab processes this start removed.
     pub fn removed_stale_instances(&self) -> &[String] {
-        &self.removed_stale
+        self.trace.removed_stale_instances()
     }
 
     pub fn instance_path(&self) -> &std::path::Path {
-        self.instance.path()
+        self.trace.path()
     }
 
     /// Reads what the rings hold now; `visit(cpu, time, payload)` for each record.
-    pub fn poll(&mut self, mut visit: impl FnMut(u32, u64, &[u8])) -> Result<AppPoll, TraceError> {
-        let mut outcome = AppPoll::default();
-        for (index, reader) in self.readers.iter_mut().enumerate() {
-            let cpu = reader.cpu() as u32;
-            let read = drain_ring(
-                reader,
-                &mut self.page,
-                &self.page_decoder,
-                &mut self.newest_by_cpu[index],
-                MAX_PAGES_PER_POLL,
-                |time, payload| visit(cpu, time, payload),
-            )?;
-            outcome.n_pages += read.n_pages;
-            outcome.n_records += read.n_records;
-            outcome.lost_events += read.lost_events;
-        }
-        Ok(outcome)
+    pub fn poll(&mut self, visit: impl FnMut(u32, u64, &[u8])) -> Result<AppPoll, TraceError> {
+        self.trace.drain_rings(MAX_PAGES_PER_POLL, visit)
     }
 
     /// Stops tracing (the rings keep what they hold for a last [`AppRecorder::poll`]).
     pub fn stop(&mut self) -> Result<(), TraceError> {
-        self.instance.write("tracing_on", "0")?;
-        Ok(())
+        self.trace.stop_tracing()
     }
 }

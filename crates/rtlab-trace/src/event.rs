@@ -5,7 +5,8 @@
 //! interrupt, a softirq, a timer callback or a task (and which). These events bracket exactly those
 //! states; everything else the kernel can trace is left off to keep recording cheap.
 
-use crate::format::{EventFormat, Field, FieldLayout};
+use crate::fields::{FieldSlot, Tracepoint, TracepointLayout};
+use crate::format::EventFormat;
 use std::fmt;
 use thiserror::Error;
 
@@ -200,18 +201,9 @@ const FULL_ONLY_EVENTS: &[(&str, &str, bool)] = &[
     ("sched", "sched_migrate_task", false),
 ];
 
-/// x86 interrupt vectors traced as enter/exit pairs when the `irq_vectors` system exists.
-pub const RECORDED_VECTORS: &[&str] = &[
-    "local_timer",
-    "reschedule",
-    "call_function",
-    "call_function_single",
-    "irq_work",
-    "x86_platform_ipi",
-    "thermal_apic",
-    "error_apic",
-    "spurious_apic",
-];
+/// x86 interrupt vectors traced as enter/exit pairs when the `irq_vectors` system exists: every
+/// vector the field table knows by name.
+pub const RECORDED_VECTORS: &[&str] = crate::fields::NAMED_VECTORS;
 
 /// The vector that fires on every timer expiry, the probe's included: in the full set only.
 const FULL_ONLY_VECTOR: &str = "local_timer";
@@ -270,68 +262,36 @@ pub enum EventError {
     NoType(usize),
 }
 
-#[derive(Clone, Debug)]
-struct FieldReader {
-    name: &'static str,
-    offset: usize,
-    size: usize,
-    layout: FieldLayout,
+/// Reads the fields of one event, each error naming the field and the event id.
+#[derive(Clone, Copy)]
+struct Fields<'payload> {
+    payload: &'payload [u8],
+    id: u16,
 }
 
-impl FieldReader {
-    fn integer(&self, payload: &[u8], id: u16) -> Result<i64, EventError> {
-        let bytes = payload
-            .get(self.offset..self.offset + self.size)
-            .ok_or_else(|| self.short(payload, id))?;
-        Ok(match self.size {
-            1 => i64::from(bytes[0] as i8),
-            2 => i64::from(i16::from_ne_bytes([bytes[0], bytes[1]])),
-            4 => i64::from(i32::from_ne_bytes(
-                bytes.try_into().map_err(|_| self.short(payload, id))?,
-            )),
-            8 => i64::from_ne_bytes(bytes.try_into().map_err(|_| self.short(payload, id))?),
-            _ => return Err(self.short(payload, id)),
-        })
-    }
-
-    fn unsigned(&self, payload: &[u8], id: u16) -> Result<u64, EventError> {
-        let value = self.integer(payload, id)?;
-        Ok(match self.size {
-            1 => u64::from(value as u8),
-            2 => u64::from(value as u16),
-            4 => u64::from(value as u32),
-            _ => value as u64,
-        })
-    }
-
-    fn bytes<'payload>(
-        &self,
-        payload: &'payload [u8],
-        id: u16,
-    ) -> Result<&'payload [u8], EventError> {
-        match self.layout {
-            FieldLayout::Fixed => payload
-                .get(self.offset..self.offset + self.size)
-                .ok_or_else(|| self.short(payload, id)),
-            FieldLayout::Rest => payload
-                .get(self.offset..)
-                .ok_or_else(|| self.short(payload, id)),
-            FieldLayout::DataLocation | FieldLayout::RelativeLocation => {
-                let word = self.unsigned(payload, id)? as u32;
-                let mut start = (word & 0xffff) as usize;
-                if self.layout == FieldLayout::RelativeLocation {
-                    start += self.offset + self.size;
-                }
-                let length = (word >> 16) as usize;
-                payload
-                    .get(start..start + length)
-                    .ok_or_else(|| self.short(payload, id))
-            }
+impl<'payload> Fields<'payload> {
+    fn short(&self, slot: &FieldSlot) -> EventError {
+        EventError::ShortPayload {
+            id: self.id,
+            field: slot.name.to_owned(),
+            length: self.payload.len(),
         }
     }
 
-    fn string(&self, payload: &[u8], id: u16) -> Result<Box<str>, EventError> {
-        let bytes = self.bytes(payload, id)?;
+    fn integer(&self, slot: &FieldSlot) -> Result<i64, EventError> {
+        slot.integer(self.payload).ok_or_else(|| self.short(slot))
+    }
+
+    fn unsigned(&self, slot: &FieldSlot) -> Result<u64, EventError> {
+        slot.unsigned(self.payload).ok_or_else(|| self.short(slot))
+    }
+
+    fn bytes(&self, slot: &FieldSlot) -> Result<&'payload [u8], EventError> {
+        slot.bytes(self.payload).ok_or_else(|| self.short(slot))
+    }
+
+    fn string(&self, slot: &FieldSlot) -> Result<Box<str>, EventError> {
+        let bytes = self.bytes(slot)?;
         let end = bytes
             .iter()
             .position(|byte| *byte == 0)
@@ -339,155 +299,70 @@ impl FieldReader {
         Ok(String::from_utf8_lossy(&bytes[..end]).into())
     }
 
-    fn comm(&self, payload: &[u8], id: u16) -> Result<Comm, EventError> {
-        Ok(Comm::from_bytes(self.bytes(payload, id)?))
+    fn comm(&self, slot: &FieldSlot) -> Result<Comm, EventError> {
+        Ok(Comm::from_bytes(self.bytes(slot)?))
     }
-
-    fn short(&self, payload: &[u8], id: u16) -> EventError {
-        EventError::ShortPayload {
-            id,
-            field: self.name.to_owned(),
-            length: payload.len(),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Shape {
-    Switch,
-    Waking,
-    Wakeup,
-    Migrate,
-    IrqEntry,
-    IrqExit,
-    SoftirqEntry,
-    SoftirqExit,
-    HrtimerStart,
-    HrtimerExpireEntry,
-    HrtimerExpireExit,
-    WorkStart,
-    WorkEnd,
-    VectorEntry(&'static str),
-    VectorExit(&'static str),
-    IpiSendCpu,
-    IpiSendMask,
-    Marker,
-}
-
-#[derive(Clone, Debug)]
-struct EventReader {
-    shape: Shape,
-    pid: FieldReader,
-    fields: Vec<FieldReader>,
 }
 
 /// Turns raw payloads into [`TraceEvent`]s, for the events whose formats it was given.
 #[derive(Clone, Debug, Default)]
 pub struct EventDecoder {
     /// Indexed by event id (ids are small, dense numbers): a lookup per event must be cheap.
-    readers: Vec<Option<EventReader>>,
+    readers: Vec<Option<TracepointLayout>>,
     type_field: Option<(usize, usize)>,
 }
 
-fn shape_and_fields(format: &EventFormat) -> Option<(Shape, &'static [&'static str])> {
-    let shape = match (format.system.as_str(), format.name.as_str()) {
-        ("sched", "sched_switch") => (
-            Shape::Switch,
-            &[
-                "prev_comm",
-                "prev_pid",
-                "prev_prio",
-                "prev_state",
-                "next_comm",
-                "next_pid",
-                "next_prio",
-            ][..],
-        ),
-        ("sched", "sched_waking") => (Shape::Waking, &["comm", "pid", "prio", "target_cpu"][..]),
-        ("sched", "sched_wakeup") => (Shape::Wakeup, &["comm", "pid", "prio", "target_cpu"][..]),
-        ("sched", "sched_migrate_task") => {
-            (Shape::Migrate, &["pid", "prio", "orig_cpu", "dest_cpu"][..])
-        }
-        ("irq", "irq_handler_entry") => (Shape::IrqEntry, &["irq", "name"][..]),
-        ("irq", "irq_handler_exit") => (Shape::IrqExit, &["irq"][..]),
-        ("irq", "softirq_entry") => (Shape::SoftirqEntry, &["vec"][..]),
-        ("irq", "softirq_exit") => (Shape::SoftirqExit, &["vec"][..]),
-        ("timer", "hrtimer_start") => {
-            (Shape::HrtimerStart, &["hrtimer", "function", "expires"][..])
-        }
-        ("timer", "hrtimer_expire_entry") => (
-            Shape::HrtimerExpireEntry,
-            &["hrtimer", "now", "function"][..],
-        ),
-        ("timer", "hrtimer_expire_exit") => (Shape::HrtimerExpireExit, &["hrtimer"][..]),
-        ("workqueue", "workqueue_execute_start") => (Shape::WorkStart, &["function"][..]),
-        ("workqueue", "workqueue_execute_end") => (Shape::WorkEnd, &["function"][..]),
-        ("ipi", "ipi_send_cpu") => (Shape::IpiSendCpu, &["cpu"][..]),
-        ("ipi", "ipi_send_cpumask") => (Shape::IpiSendMask, &[][..]),
-        ("ftrace", "print") => (Shape::Marker, &["buf"][..]),
-        ("irq_vectors", name) => {
-            let known = |vector: &str| {
-                RECORDED_VECTORS
-                    .iter()
-                    .copied()
-                    .find(|known| *known == vector)
-            };
-            if let Some(vector) = name.strip_suffix("_entry").and_then(known) {
-                (Shape::VectorEntry(vector), &[][..])
-            } else if let Some(vector) = name.strip_suffix("_exit").and_then(known) {
-                (Shape::VectorExit(vector), &[][..])
-            } else {
-                return None;
-            }
-        }
-        _ => return None,
-    };
-    Some(shape)
+/// The tracepoints attribution decodes: the field table's (`crate::fields`) but for the process,
+/// futex and priority-inheritance events `rtlab trace` reads, and vectors without a known name.
+fn decoded(tracepoint: Tracepoint) -> bool {
+    use Tracepoint::*;
+    !matches!(
+        tracepoint,
+        SchedWakeupNew
+            | SchedProcessFork
+            | SchedProcessExit
+            | SchedPiSetprio
+            | SysEnterFutex
+            | SysExitFutex
+            | VectorEntry(None)
+            | VectorExit(None)
+    )
 }
 
-fn reader_for(format: &EventFormat, name: &'static str) -> Result<FieldReader, EventError> {
-    let field: &Field = format.field(name).ok_or_else(|| EventError::MissingField {
-        system: format.system.clone(),
-        event: format.name.clone(),
-        field: name,
-    })?;
-    let integer_sizes = matches!(field.size, 1 | 2 | 4 | 8);
-    if field.layout == FieldLayout::Fixed && !field.is_string() && !integer_sizes {
-        return Err(EventError::FieldSize {
-            system: format.system.clone(),
-            event: format.name.clone(),
-            field: name,
-            size: field.size,
-            expected: "1, 2, 4 or 8",
-        });
-    }
-    Ok(FieldReader {
-        name,
-        offset: field.offset,
-        size: field.size,
-        layout: field.layout,
-    })
+/// The tracepoint of `format` when attribution decodes it.
+fn decoded_tracepoint(format: &EventFormat) -> Option<Tracepoint> {
+    Tracepoint::of(&format.system, &format.name).filter(|tracepoint| decoded(*tracepoint))
 }
 
 impl EventDecoder {
     /// Adds an event format. Events rtlab does not use are skipped (Ok(false)); a used event
     /// whose fields are missing or odd is an error naming the field.
     pub fn add(&mut self, format: &EventFormat) -> Result<bool, EventError> {
-        let Some((shape, names)) = shape_and_fields(format) else {
+        let Some(tracepoint) = decoded_tracepoint(format) else {
             return Ok(false);
         };
-        let pid = reader_for(format, "common_pid")?;
-        let common_type = reader_for(format, "common_type")?;
-        self.type_field = Some((common_type.offset, common_type.size));
-        let fields = names
-            .iter()
-            .map(|name| reader_for(format, name))
-            .collect::<Result<Vec<_>, _>>()?;
+        let layout = TracepointLayout::resolve(tracepoint, format).map_err(|field| {
+            EventError::MissingField {
+                system: format.system.clone(),
+                event: format.name.clone(),
+                field,
+            }
+        })?;
+        if let Some(slot) = layout.odd_sized_field() {
+            return Err(EventError::FieldSize {
+                system: format.system.clone(),
+                event: format.name.clone(),
+                field: slot.name,
+                size: slot.size,
+                expected: "1, 2, 4 or 8",
+            });
+        }
+        self.type_field = Some((layout.common_type.offset, layout.common_type.size));
         let index = usize::from(format.id);
         if self.readers.len() <= index {
             self.readers.resize_with(index + 1, || None);
         }
-        self.readers[index] = Some(EventReader { shape, pid, fields });
+        self.readers[index] = Some(layout);
         Ok(true)
     }
 
@@ -513,81 +388,83 @@ impl EventDecoder {
         let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
             return Ok(None);
         };
+        let read = Fields { payload, id };
         let field = |index: usize| &reader.fields[index];
-        let int = |index: usize| -> Result<i32, EventError> {
-            Ok(field(index).integer(payload, id)? as i32)
-        };
-        let address = |index: usize| field(index).unsigned(payload, id);
-        let kind = match &reader.shape {
-            Shape::Switch => EventKind::Switch {
-                prev_comm: field(0).comm(payload, id)?,
+        let int =
+            |index: usize| -> Result<i32, EventError> { Ok(read.integer(field(index))? as i32) };
+        let address = |index: usize| read.unsigned(field(index));
+        let kind = match reader.tracepoint {
+            Tracepoint::SchedSwitch => EventKind::Switch {
+                prev_comm: read.comm(field(0))?,
                 prev_pid: int(1)?,
                 prev_prio: int(2)?,
-                prev_state: field(3).integer(payload, id)?,
-                next_comm: field(4).comm(payload, id)?,
+                prev_state: read.integer(field(3))?,
+                next_comm: read.comm(field(4))?,
                 next_pid: int(5)?,
                 next_prio: int(6)?,
             },
-            Shape::Waking => EventKind::Waking {
-                comm: field(0).comm(payload, id)?,
+            Tracepoint::SchedWaking => EventKind::Waking {
+                comm: read.comm(field(0))?,
                 pid: int(1)?,
                 prio: int(2)?,
                 target_cpu: int(3)?,
             },
-            Shape::Wakeup => EventKind::Wakeup {
-                comm: field(0).comm(payload, id)?,
+            Tracepoint::SchedWakeup => EventKind::Wakeup {
+                comm: read.comm(field(0))?,
                 pid: int(1)?,
                 prio: int(2)?,
                 target_cpu: int(3)?,
             },
-            Shape::Migrate => EventKind::Migrate {
+            Tracepoint::SchedMigrateTask => EventKind::Migrate {
                 pid: int(0)?,
                 prio: int(1)?,
                 orig_cpu: int(2)?,
                 dest_cpu: int(3)?,
             },
-            Shape::IrqEntry => EventKind::IrqEntry {
+            Tracepoint::IrqHandlerEntry => EventKind::IrqEntry {
                 irq: int(0)?,
-                name: field(1).string(payload, id)?,
+                name: read.string(field(1))?,
             },
-            Shape::IrqExit => EventKind::IrqExit { irq: int(0)? },
-            Shape::SoftirqEntry => EventKind::SoftirqEntry {
+            Tracepoint::IrqHandlerExit => EventKind::IrqExit { irq: int(0)? },
+            Tracepoint::SoftirqEntry => EventKind::SoftirqEntry {
                 vector: address(0)? as u32,
             },
-            Shape::SoftirqExit => EventKind::SoftirqExit {
+            Tracepoint::SoftirqExit => EventKind::SoftirqExit {
                 vector: address(0)? as u32,
             },
-            Shape::HrtimerStart => EventKind::HrtimerStart {
+            Tracepoint::HrtimerStart => EventKind::HrtimerStart {
                 timer: address(0)?,
                 function: address(1)?,
-                expires_ns: field(2).integer(payload, id)?,
+                expires_ns: read.integer(field(2))?,
             },
-            Shape::HrtimerExpireEntry => EventKind::HrtimerExpireEntry {
+            Tracepoint::HrtimerExpireEntry => EventKind::HrtimerExpireEntry {
                 timer: address(0)?,
-                now_ns: field(1).integer(payload, id)?,
+                now_ns: read.integer(field(1))?,
                 function: address(2)?,
             },
-            Shape::HrtimerExpireExit => EventKind::HrtimerExpireExit { timer: address(0)? },
-            Shape::WorkStart => EventKind::WorkStart {
+            Tracepoint::HrtimerExpireExit => EventKind::HrtimerExpireExit { timer: address(0)? },
+            Tracepoint::WorkqueueExecuteStart => EventKind::WorkStart {
                 function: address(0)?,
             },
-            Shape::WorkEnd => EventKind::WorkEnd {
+            Tracepoint::WorkqueueExecuteEnd => EventKind::WorkEnd {
                 function: address(0)?,
             },
-            Shape::VectorEntry(name) => EventKind::VectorEntry { name },
-            Shape::VectorExit(name) => EventKind::VectorExit { name },
-            Shape::IpiSendCpu => EventKind::IpiSend {
+            Tracepoint::VectorEntry(Some(name)) => EventKind::VectorEntry { name },
+            Tracepoint::VectorExit(Some(name)) => EventKind::VectorExit { name },
+            Tracepoint::IpiSendCpu => EventKind::IpiSend {
                 target_cpu: Some(address(0)? as u32),
             },
-            Shape::IpiSendMask => EventKind::IpiSend { target_cpu: None },
-            Shape::Marker => EventKind::Marker {
-                text: field(0).string(payload, id)?.trim_end_matches('\n').into(),
+            Tracepoint::IpiSendCpumask => EventKind::IpiSend { target_cpu: None },
+            Tracepoint::Print => EventKind::Marker {
+                text: read.string(field(0))?.trim_end_matches('\n').into(),
             },
+            // `add` takes no other tracepoint.
+            _ => return Ok(None),
         };
         Ok(Some(TraceEvent {
             timestamp_ns,
             cpu,
-            pid: reader.pid.integer(payload, id)? as i32,
+            pid: read.integer(&reader.common_pid)? as i32,
             kind,
         }))
     }
@@ -630,7 +507,7 @@ pub(crate) mod tests {
             )
             .unwrap();
             assert!(
-                shape_and_fields(&format).is_some(),
+                decoded_tracepoint(&format).is_some(),
                 "{event} has no decoder"
             );
         }

@@ -8,8 +8,11 @@
 
 pub mod app_recorder;
 pub mod attribution;
+pub mod error;
 pub mod event;
+pub mod fields;
 pub mod format;
+pub mod instance;
 pub mod page;
 pub mod perfetto;
 pub mod recorder;

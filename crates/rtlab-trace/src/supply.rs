@@ -4,12 +4,10 @@
 //! Only `sched_switch` is enabled, filtered in the kernel to switches into or out of the thread,
 //! so the rings hold a few events per slice however busy the machine is. Times are CLOCK_MONOTONIC.
 
+use crate::error::TraceError;
 use crate::event::{EventDecoder, EventKind};
-use crate::format::parse_event_format;
-use crate::page::PageDecoder;
-use crate::recorder::TraceError;
+use crate::instance::{InstanceBuilder, TraceInstance};
 use rtlab_core::Nanos;
-use rtlab_sys::tracefs::{self, Instance, RawPipe, Tracefs};
 use std::time::Duration;
 
 /// One switch of the watched thread: (time, `true` into it / `false` out of it, CPU).
@@ -77,15 +75,9 @@ pub const MAX_PAGES_PER_POLL: usize = 4096;
 /// A running recording of one thread's switches.
 pub struct RunRecorder {
     tid: u32,
-    readers: Vec<RawPipe>,
-    instance: Instance,
-    _tracefs: Tracefs,
+    trace: TraceInstance,
     decoder: EventDecoder,
-    page_decoder: PageDecoder,
-    page: Vec<u8>,
     switches: Vec<Switch>,
-    /// Per reader, the newest time stamp taken (a page repeating older events is not new).
-    newest_by_cpu: Vec<u64>,
     lost_events: u64,
     from: u64,
 }
@@ -95,7 +87,7 @@ impl std::fmt::Debug for RunRecorder {
         formatter
             .debug_struct("RunRecorder")
             .field("tid", &self.tid)
-            .field("instance", &self.instance.path())
+            .field("instance", &self.trace.path())
             .finish()
     }
 }
@@ -104,55 +96,24 @@ impl RunRecorder {
     /// Creates the instance (`instances/rtlab-<pid>-runs-<tid>`), enables the filtered
     /// `sched_switch` and starts tracing.
     pub fn start(tid: u32) -> Result<RunRecorder, TraceError> {
-        let tracefs = Tracefs::open()?;
-        tracefs.remove_stale_instances()?;
-        let name = format!(
-            "{}{}-runs-{tid}",
-            tracefs::INSTANCE_PREFIX,
-            std::process::id()
-        );
-        let instance = tracefs.create_instance(&name)?;
-        let page_decoder = crate::recorder::page_decoder(&tracefs)?;
-        instance.write("tracing_on", "0")?;
-        instance.write("trace_clock", "mono")?;
-        instance.write("buffer_size_kb", "2048")?;
-        let directory = "events/sched/sched_switch";
-        if !instance.exists(directory) {
-            return Err(TraceError::MissingEvent("sched:sched_switch".into()));
-        }
-        let format_file = format!("{directory}/format");
-        let format =
-            parse_event_format("sched", &instance.read(&format_file)?).map_err(|source| {
-                TraceError::Format {
-                    file: format_file.clone(),
-                    source,
-                }
-            })?;
+        let trace = InstanceBuilder::new(2048)
+            .name_suffix(format!("runs-{tid}"))
+            .filtered_event(
+                "sched",
+                "sched_switch",
+                &format!("prev_pid == {tid} || next_pid == {tid}"),
+            )
+            .build()?;
         let mut decoder = EventDecoder::default();
-        decoder.add(&format)?;
-        instance.write(
-            &format!("{directory}/filter"),
-            &format!("prev_pid == {tid} || next_pid == {tid}"),
-        )?;
-        instance.write(&format!("{directory}/enable"), "1")?;
-        let readers = rtlab_sys::cpu::online_cpus()?
-            .into_iter()
-            .map(|cpu| instance.open_cpu_raw(cpu))
-            .collect::<Result<Vec<_>, _>>()?;
-        let page_size = tracefs::ring_page_size(&tracefs)
-            .max(page_decoder.page.data_offset + page_decoder.page.data_size);
-        instance.write("tracing_on", "1")?;
-        let newest_by_cpu = vec![0; readers.len()];
+        for format in trace.formats() {
+            decoder.add(format)?;
+        }
+        trace.start_tracing()?;
         Ok(RunRecorder {
             tid,
-            readers,
-            instance,
-            _tracefs: tracefs,
+            trace,
             decoder,
-            page_decoder,
-            page: vec![0; page_size],
             switches: Vec::new(),
-            newest_by_cpu,
             lost_events: 0,
             from: rtlab_sys::clock::monotonic_ns(),
         })
@@ -161,41 +122,33 @@ impl RunRecorder {
     /// Reads everything the rings hold now.
     pub fn poll(&mut self) -> Result<(), TraceError> {
         let tid = self.tid as i32;
-        for (index, reader) in self.readers.iter_mut().enumerate() {
-            let cpu = reader.cpu() as u32;
-            let decoder = &self.decoder;
-            let switches = &mut self.switches;
-            let read = crate::app_recorder::drain_ring(
-                reader,
-                &mut self.page,
-                &self.page_decoder,
-                &mut self.newest_by_cpu[index],
-                MAX_PAGES_PER_POLL,
-                |time, payload| {
-                    if let Ok(Some(event)) = decoder.decode(cpu, time, payload) {
-                        if let EventKind::Switch {
-                            prev_pid, next_pid, ..
-                        } = event.kind
-                        {
-                            if prev_pid == tid {
-                                switches.push((event.timestamp_ns, false, cpu));
-                            }
-                            if next_pid == tid {
-                                switches.push((event.timestamp_ns, true, cpu));
-                            }
+        let decoder = &self.decoder;
+        let switches = &mut self.switches;
+        let read = self
+            .trace
+            .drain_rings(MAX_PAGES_PER_POLL, |cpu, time, payload| {
+                if let Ok(Some(event)) = decoder.decode(cpu, time, payload) {
+                    if let EventKind::Switch {
+                        prev_pid, next_pid, ..
+                    } = event.kind
+                    {
+                        if prev_pid == tid {
+                            switches.push((event.timestamp_ns, false, cpu));
+                        }
+                        if next_pid == tid {
+                            switches.push((event.timestamp_ns, true, cpu));
                         }
                     }
-                },
-            )?;
-            self.lost_events += read.lost_events;
-        }
+                }
+            })?;
+        self.lost_events += read.lost_events;
         Ok(())
     }
 
     /// Stops tracing, reads the rest, and returns the runs between the start and now.
     pub fn finish(mut self) -> Result<ThreadRuns, TraceError> {
         let to = rtlab_sys::clock::monotonic_ns();
-        self.instance.write("tracing_on", "0")?;
+        self.trace.stop_tracing()?;
         self.poll()?;
         let n_switches = self.switches.len();
         let runs = runs_from_switches(&mut self.switches, self.from, to);

@@ -20,38 +20,21 @@ pub use explainer::{
 };
 
 use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
-use crate::event::{EventDecoder, EventError, EventKind, EventSet};
-use crate::format::{parse_event_format, parse_header_event, parse_header_page, FormatError};
-use crate::page::{LostEvents, PageDecoder, PageError};
+use crate::event::{EventDecoder, EventKind, EventSet};
+use crate::instance::{InstanceBuilder, TraceInstance};
+use crate::page::LostEvents;
 use crate::stacks::{parse_record, render_stack, PerfRecord, StackRing};
 use crate::symbols::KernelSymbols;
 use crate::window::EventWindow;
 use rtlab_core::{CauseKind, Episode};
 use rtlab_sys::perf::CpuClockSampler;
-use rtlab_sys::tracefs::{self, Instance, Marker, RawPipe, Tracefs};
+use rtlab_sys::tracefs::{self, Marker};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use thiserror::Error;
 
-#[derive(Debug, Error)]
-pub enum TraceError {
-    #[error("tracefs: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("{file}: {source}")]
-    Format { file: String, source: FormatError },
-    #[error("{0}")]
-    Event(#[from] EventError),
-    #[error("CPU {cpu}: {source}")]
-    Page { cpu: usize, source: PageError },
-    #[error("required trace event {0} is not available on this kernel")]
-    MissingEvent(String),
-    #[error("the explainer thread panicked")]
-    ThreadPanicked,
-    #[error("{0}")]
-    Bpf(String),
-}
+pub use crate::error::TraceError;
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -117,25 +100,18 @@ pub use rtlab_core::LATE_MARKER_PREFIX;
 /// How far before the intended time the recorder looks to know the CPU's state.
 const LOOKBACK_NS: u64 = 20_000_000;
 
-/// A running recording. Field order matters: files inside the instance close before it is removed,
-/// and the instance goes before a tracefs mount we made.
+/// A running recording. Field order matters: the marker closes before the instance (its readers
+/// first) is removed.
 pub struct Recorder {
     samplers: Vec<CpuClockSampler>,
     stack_rings: BTreeMap<usize, StackRing>,
     retention_ns: u64,
-    readers: Vec<RawPipe>,
     marker: Option<Arc<Marker>>,
-    instance: Instance,
-    tracefs: Tracefs,
+    trace: TraceInstance,
     decoder: EventDecoder,
-    page_decoder: PageDecoder,
-    page: Vec<u8>,
     windows: BTreeMap<usize, EventWindow>,
     stats: RecorderStats,
     symbols: KernelSymbols,
-    removed_stale: Vec<String>,
-    enabled_events: Vec<String>,
-    comm_recording_off: bool,
     warnings: Vec<String>,
 }
 
@@ -153,25 +129,11 @@ impl std::fmt::Debug for Recorder {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("Recorder")
-            .field("instance", &self.instance.path())
+            .field("instance", &self.trace.path())
             .field("cpus", &self.windows.keys().collect::<Vec<_>>())
             .field("stats", &self.stats)
             .finish()
     }
-}
-
-fn cpu_mask(cpus: &[usize]) -> String {
-    let highest = cpus.iter().copied().max().unwrap_or(0);
-    let mut words = vec![0u32; highest / 32 + 1];
-    for cpu in cpus {
-        words[cpu / 32] |= 1 << (cpu % 32);
-    }
-    words
-        .iter()
-        .rev()
-        .map(|word| format!("{word:08x}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 static INSTANCE_COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -179,81 +141,24 @@ static INSTANCE_COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::Ato
 impl Recorder {
     /// Removes stale instances, creates ours, enables the events and starts tracing.
     pub fn start(config: &RecorderConfig) -> Result<Recorder, TraceError> {
-        let tracefs = Tracefs::open()?;
-        let removed_stale = tracefs.remove_stale_instances()?;
         let sequence = INSTANCE_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = if sequence == 0 {
-            format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id())
-        } else {
-            format!(
-                "{}{}-{sequence}",
-                tracefs::INSTANCE_PREFIX,
-                std::process::id()
-            )
-        };
-        let repaired_options = tracefs.repair_options();
-        let (instance, comm_recording_off) =
-            tracefs.create_instance_without_comm_recording(&name)?;
-        let page_decoder = page_decoder(&tracefs)?;
-        instance.write("tracing_on", "0")?;
-        instance.write("trace_clock", "mono")?;
-        if config.cpus.is_empty() {
-            instance.write("buffer_size_kb", &config.buffer_size_kb.to_string())?;
-        } else {
-            // Only the measured CPUs get a large ring; the others are masked off and stay minimal.
-            instance.write("buffer_size_kb", "16")?;
-            for cpu in &config.cpus {
-                instance.write(
-                    &format!("per_cpu/cpu{cpu}/buffer_size_kb"),
-                    &config.buffer_size_kb.to_string(),
-                )?;
-            }
-            instance.write("tracing_cpumask", &cpu_mask(&config.cpus))?;
+        let mut builder = InstanceBuilder::new(config.buffer_size_kb)
+            .without_comm_recording()
+            .only_cpus(&config.cpus);
+        if sequence != 0 {
+            builder = builder.name_suffix(sequence.to_string());
         }
+        for (system, event, required) in &config.events.events() {
+            builder = builder.event(system, event, *required);
+        }
+        // Markers are recorded without enabling anything; their format decodes them.
+        let trace = builder.format_only("ftrace", "print").build()?;
         let mut decoder = EventDecoder::default();
-        let mut enabled_events = Vec::new();
-        let wanted = config.events.events();
-        for (system, event, required) in &wanted {
-            let directory = format!("events/{system}/{event}");
-            if !instance.exists(&directory) {
-                if *required {
-                    return Err(TraceError::MissingEvent(format!("{system}:{event}")));
-                }
-                continue;
-            }
-            let format_file = format!("{directory}/format");
-            let format =
-                parse_event_format(system, &instance.read(&format_file)?).map_err(|source| {
-                    TraceError::Format {
-                        file: format_file.clone(),
-                        source,
-                    }
-                })?;
-            decoder.add(&format)?;
-            instance.write(&format!("{directory}/enable"), "1")?;
-            enabled_events.push(format!("{system}:{event}"));
+        for format in trace.formats() {
+            decoder.add(format)?;
         }
-        let print_format = "events/ftrace/print/format";
-        if instance.exists(print_format) {
-            let format =
-                parse_event_format("ftrace", &instance.read(print_format)?).map_err(|source| {
-                    TraceError::Format {
-                        file: print_format.into(),
-                        source,
-                    }
-                })?;
-            decoder.add(&format)?;
-        }
-        let cpus = if config.cpus.is_empty() {
-            rtlab_sys::cpu::online_cpus()?
-        } else {
-            config.cpus.clone()
-        };
-        let readers = cpus
-            .iter()
-            .map(|cpu| instance.open_cpu_raw(*cpu))
-            .collect::<Result<Vec<_>, _>>()?;
-        let marker = instance.open_marker().ok().map(Arc::new);
+        let cpus = trace.cpus();
+        let marker = trace.instance().open_marker().ok().map(Arc::new);
         let retention_ns = config.retention.as_nanos() as u64;
         let windows = cpus
             .iter()
@@ -264,13 +169,11 @@ impl Recorder {
                 )
             })
             .collect();
-        let page_size = tracefs::ring_page_size(&tracefs)
-            .max(page_decoder.page.data_offset + page_decoder.page.data_size);
         let mut warnings = Vec::new();
-        if !repaired_options.is_empty() {
+        if !trace.repaired_options().is_empty() {
             warnings.push(format!(
                 "--explain: put back global tracefs options an rtlab that was killed had changed: {}",
-                repaired_options.join(", ")
+                trace.repaired_options().join(", ")
             ));
         }
         let mut samplers = Vec::new();
@@ -297,49 +200,42 @@ impl Recorder {
                 )),
             }
         }
-        instance.write("tracing_on", "1")?;
+        trace.start_tracing()?;
         Ok(Recorder {
             samplers,
             stack_rings,
             retention_ns,
             warnings,
-            readers,
             marker,
-            instance,
-            tracefs,
+            trace,
             decoder,
-            page_decoder,
-            page: vec![0; page_size],
             windows,
             stats: RecorderStats::default(),
             symbols: KernelSymbols::default(),
-            removed_stale,
-            enabled_events,
-            comm_recording_off,
         })
     }
 
     /// True when the instance does not copy task names on every switch (see
     /// `Tracefs::create_instance_without_comm_recording`).
     pub fn comm_recording_off(&self) -> bool {
-        self.comm_recording_off
+        self.trace.comm_recording_off()
     }
 
     /// Instances of dead rtlab processes this start removed.
     pub fn removed_stale_instances(&self) -> &[String] {
-        &self.removed_stale
+        self.trace.removed_stale_instances()
     }
 
     pub fn enabled_events(&self) -> &[String] {
-        &self.enabled_events
+        self.trace.enabled_events()
     }
 
     pub fn instance_path(&self) -> &std::path::Path {
-        self.instance.path()
+        self.trace.path()
     }
 
     pub fn tracefs_mounted_by_us(&self) -> bool {
-        self.tracefs.mounted_by_us()
+        self.trace.tracefs_mounted_by_us()
     }
 
     /// What the recorder could not do (e.g. stacks refused), for the run's warnings.
@@ -396,24 +292,25 @@ impl Recorder {
                 Err(_) => stats.undecodable_stack_samples += 1,
             });
         }
-        for reader in &mut self.readers {
+        let trace = &mut self.trace;
+        for reader in &mut trace.readers {
             let cpu = reader.cpu();
             let window = self.windows.get_mut(&cpu).expect("a window per reader");
             let mut emptied = false;
             let mut pages = 0;
             for _ in 0..max_pages_per_cpu {
-                let Some(length) = reader.read_page(&mut self.page)? else {
+                let Some(length) = reader.read_page(&mut trace.page)? else {
                     emptied = true;
                     break;
                 };
                 self.stats.pages += 1;
                 pages += 1;
-                let page = &self.page[..length];
+                let page = &trace.page[..length];
                 let before = window.newest_ns().unwrap_or(0);
                 let decoder = &self.decoder;
                 let stats = &mut self.stats;
                 let mut first_timestamp = None;
-                let result = self.page_decoder.decode(page, |record| {
+                let result = trace.page_decoder.decode(page, |record| {
                     first_timestamp.get_or_insert(record.timestamp_ns);
                     match decoder.decode(cpu as u32, record.timestamp_ns, record.payload) {
                         Ok(Some(event)) => {
@@ -567,33 +464,5 @@ pub(crate) fn name_task_policies(causes: &mut [rtlab_core::Cause]) {
                 cause.detail = Some(format!("{policy_text}{rest}"));
             }
         }
-    }
-}
-
-/// The ring-buffer page layout this kernel describes in tracefs (`events/header_page`,
-/// `events/header_event`), for every reader of raw pages.
-pub(crate) fn page_decoder(tracefs: &Tracefs) -> Result<PageDecoder, TraceError> {
-    let read = |file: &str| -> Result<String, TraceError> { Ok(tracefs.read(file)?) };
-    let format_error = |file: &str| {
-        let file = file.to_owned();
-        move |source| TraceError::Format { file, source }
-    };
-    Ok(PageDecoder {
-        page: parse_header_page(&read("events/header_page")?)
-            .map_err(format_error("events/header_page"))?,
-        event: parse_header_event(&read("events/header_event")?)
-            .map_err(format_error("events/header_event"))?,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_masks_are_hex_words() {
-        assert_eq!(cpu_mask(&[0]), "00000001");
-        assert_eq!(cpu_mask(&[1, 3]), "0000000a");
-        assert_eq!(cpu_mask(&[0, 33]), "00000002,00000001");
     }
 }
