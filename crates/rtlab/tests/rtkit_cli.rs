@@ -765,3 +765,166 @@ fn a_caller_s_own_thread_and_root_s_reset_known_and_exit() {
     // The daemon still answers its own clients.
     assert!(daemon.realtimekit(&sandbox).is_empty());
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a loopback port")
+        .port()
+}
+
+/// GET `path` from 127.0.0.1:`port` with HTTP/1.0; the body, or "" when nothing answers yet.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+        return String::new();
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// The exported line of metric `name` whose labels include `tid="TID"`, if any.
+fn metric_line(metrics: &str, name: &str, tid: u32) -> Option<String> {
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with(&format!("{name}{{")) && line.contains(&format!("tid=\"{tid}\""))
+        })
+        .map(str::to_owned)
+}
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; SCHED_DEADLINE"]
+fn the_monitor_exports_threads_made_real_time_through_realtimekit1_and_their_upgrade() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, &bus, "", &["--rtkit"]);
+    let sleeper = nobody_sleeper(Some(200_000));
+    let pid = sleeper.id();
+    // busctl as nobody asks, as a program would.
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[pid.to_string(), pid.to_string(), "7".to_owned()],
+    );
+    assert_exit_code(&granted, 0);
+    let port = free_port();
+    let _monitor = KillOnDrop(
+        sandbox
+            .command()
+            .args([
+                "monitor",
+                "--prometheus",
+                &format!("127.0.0.1:{port}"),
+                "--classes",
+                "normal",
+                "--window",
+                "1s",
+                "--stop-after",
+                "5min",
+                "--socket",
+            ])
+            .arg(&daemon.socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rtlab monitor"),
+    );
+    let mut line = None;
+    wait_until("the monitor exports the RealtimeKit1 thread", || {
+        line = metric_line(&http_get(port, "/metrics"), "rtlab_realtimekit_thread", pid);
+        line.is_some()
+    });
+    let line = line.unwrap();
+    let listed = daemon.realtimekit(&sandbox);
+    let entry = listed.iter().find(|entry| entry["tid"] == pid).unwrap();
+    // Who asked (the bus's uid and pid of busctl), what it got, which thread.
+    for label in [
+        format!("pid=\"{pid}\""),
+        "comm=\"sleep\"".to_owned(),
+        "uid=\"65534\"".to_owned(),
+        format!("caller_pid=\"{}\"", entry["caller_pid"]),
+        "method=\"MakeThreadRealtimeWithPID\"".to_owned(),
+        "policy=\"SCHED_RR\"".to_owned(),
+        "priority=\"7\"".to_owned(),
+        "grant=\"\"".to_owned(),
+    ] {
+        assert!(line.contains(&label), "{label} not in {line}");
+    }
+    assert!(line.ends_with(" 1"), "{line}");
+    let metrics = http_get(port, "/metrics");
+    assert!(metrics.contains("rtlab_daemon_listed 1"), "{metrics}");
+    let since = metric_line(
+        &metrics,
+        "rtlab_realtimekit_thread_since_timestamp_seconds",
+        pid,
+    )
+    .expect("when it was granted");
+    let since: f64 = since.rsplit(' ').next().unwrap().parse().unwrap();
+    let expected = humantime::parse_rfc3339_weak(entry["since"].as_str().unwrap())
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((since - expected).abs() < 0.01, "{since} vs {expected}");
+    // /reservations is `rtlab reservations --json`'s document; / shows the thread.
+    let document: serde_json::Value =
+        serde_json::from_str(&http_get(port, "/reservations")).expect("JSON on /reservations");
+    assert_eq!(document["schema"], "rtlab.reservations/1", "{document}");
+    let served = document["realtimekit"]
+        .as_array()
+        .and_then(|threads| threads.iter().find(|thread| thread["tid"] == pid))
+        .expect("the thread on /reservations");
+    assert_eq!(served, entry);
+    let index = http_get(port, "/");
+    assert!(
+        index.contains(&format!(
+            "<td>{pid}</td><td>sleep</td><td>{pid}</td><td>65534</td>"
+        )),
+        "{index}"
+    );
+
+    // `rtlab reserve` upgrades it: the reservation and its thread are exported, the RealtimeKit1
+    // thread names the reservation holding it.
+    let reserve = sandbox
+        .command()
+        .args(["reserve", "--tid", &pid.to_string(), "1ms/10ms"])
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&reserve, 0);
+    let grant = daemon
+        .realtimekit(&sandbox)
+        .iter()
+        .find(|entry| entry["tid"] == pid)
+        .and_then(|entry| entry["grant_id"].as_u64())
+        .expect("the upgrade's grant");
+    wait_until("the monitor exports the upgrade", || {
+        let metrics = http_get(port, "/metrics");
+        metric_line(&metrics, "rtlab_realtimekit_thread", pid)
+            .is_some_and(|line| line.contains(&format!("grant=\"{grant}\"")))
+            && metric_line(&metrics, "rtlab_reservation_thread", pid).is_some_and(|line| {
+                line.contains(&format!("grant=\"{grant}\"")) && line.contains("comm=\"sleep\"")
+            })
+    });
+    assert!(http_get(port, "/metrics").contains(&format!(
+        "rtlab_reservation_granted_period_seconds{{grant=\"{grant}\""
+    )));
+    // The thread ends: its grants leave the export.
+    drop(sleeper);
+    wait_until("the ended thread leaves the export", || {
+        let metrics = http_get(port, "/metrics");
+        metrics.contains("rtlab_daemon_listed 1")
+            && metric_line(&metrics, "rtlab_realtimekit_thread", pid).is_none()
+            && metric_line(&metrics, "rtlab_reservation_thread", pid).is_none()
+    });
+}
