@@ -547,6 +547,17 @@ fn a_configured_program_gets_a_reservation_and_rtlab_reserve_upgrades_a_plain_gr
         thread_policy(pid).unwrap(),
         Policy::RoundRobin { priority: 5 }
     );
+    // With SCHED_RESET_ON_FORK, as the program was given it (the enforcer's restore keeps the
+    // policy, the book puts the flag back).
+    let chrt = Command::new("chrt")
+        .args(["-p", &pid.to_string()])
+        .output()
+        .unwrap();
+    let chrt = text(&chrt.stdout);
+    assert!(
+        chrt.contains("SCHED_RR|SCHED_RESET_ON_FORK") && chrt.contains("priority: 5"),
+        "{chrt}"
+    );
     drop(daemon);
     assert_eq!(thread_policy(pid).unwrap(), Policy::Other { nice: 0 });
 }
@@ -927,4 +938,176 @@ fn the_monitor_exports_threads_made_real_time_through_realtimekit1_and_their_upg
             && metric_line(&metrics, "rtlab_realtimekit_thread", pid).is_none()
             && metric_line(&metrics, "rtlab_reservation_thread", pid).is_none()
     });
+}
+
+/// rt-app (rt-tests' workload generator) as nobody under `prlimit --rttime`: one SCHED_OTHER
+/// thread that runs 300 µs every 10 ms for a minute; returns it and its periodic thread's tid.
+fn nobody_rt_app(sandbox: &Sandbox) -> (KillOnDrop, u32) {
+    let logs = sandbox.file("rt-app-logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let chown = Command::new("chown")
+        .args(["nobody:nogroup"])
+        .arg(&logs)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let config = sandbox.write(
+        "rt-app.json",
+        format!(
+            r#"{{
+  "tasks": {{ "periodic": {{ "policy": "SCHED_OTHER", "run": 300, "timer": {{ "ref": "tick", "period": 10000 }} }} }},
+  "global": {{ "duration": 60, "default_policy": "SCHED_OTHER", "calibration": 100, "logdir": "{}", "log_basename": "rtkit", "lock_pages": false }}
+}}
+"#,
+            logs.display()
+        ),
+    );
+    let process = KillOnDrop(
+        Command::new("setpriv")
+            .args(NOBODY)
+            .args(["prlimit", "--rttime=200000", "rt-app"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rt-app (package rt-app)"),
+    );
+    let pid = process.id();
+    let mut worker = None;
+    wait_until("rt-app's periodic thread runs", || {
+        worker = rtlab_sys::sched::process_thread_ids(pid)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|tid| *tid != pid);
+        worker.is_some()
+            && rtlab_sys::proc_thread::thread_comm(pid).is_ok_and(|comm| comm == "rt-app")
+    });
+    (process, worker.unwrap())
+}
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; the trace; SCHED_DEADLINE"]
+fn a_program_sized_by_observation_gets_sched_rr_at_once_then_the_observed_reservation() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let daemon = Daemon::start(
+        &sandbox,
+        &bus,
+        "[[rtkit.reserve]]\nprogram = \"rt-app\"\nobserve = \"4s\"\n[[rtkit.reserve]]\nprogram = \"sleep\"\nsize = \"auto\"\nobserve = \"1s\"\n",
+        &["--rtkit"],
+    );
+    let (rt_app, tid) = nobody_rt_app(&sandbox);
+    let pid = rt_app.id();
+    let entry_of = |tid: u32| {
+        daemon
+            .realtimekit(&sandbox)
+            .into_iter()
+            .find(|entry| entry["tid"] == tid)
+            .expect("listed")
+    };
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[pid.to_string(), tid.to_string(), "5".to_owned()],
+    );
+    assert_exit_code(&granted, 0);
+    // The reply did not wait for the observation: SCHED_RR now, and the listing says it is being
+    // observed (for 4 s from the grant).
+    assert_eq!(
+        thread_policy(tid).unwrap(),
+        Policy::RoundRobin { priority: 5 }
+    );
+    let entry = entry_of(tid);
+    assert_eq!(entry["policy"], "SCHED_RR", "{entry}");
+    assert!(
+        entry["sizing"]
+            .as_str()
+            .is_some_and(|sizing| sizing.starts_with("observing for 4s")),
+        "{entry}"
+    );
+    // Then the observed reservation replaces it.
+    let mut entry = entry;
+    wait_until("the observed reservation replaces SCHED_RR", || {
+        entry = entry_of(tid);
+        let sizing = entry["sizing"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            !sizing.contains("stays SCHED_RR"),
+            "no reservation came of the observation: {entry}\n{}",
+            daemon.log_text()
+        );
+        entry["policy"] == "reservation"
+    });
+    let sizing = entry["sizing"].as_str().unwrap();
+    assert!(sizing.starts_with("observed: period "), "{entry}");
+    assert!(sizing.contains("per activation (p99 plus 20 %)"), "{entry}");
+    let grant_id = entry["grant_id"].as_u64().expect("the reservation's id");
+    let output = sandbox
+        .command()
+        .args(["reservations", "--json", "-"])
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let listed = stdout_json(&output);
+    let row = listed["reservations"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["grant_id"] == grant_id))
+        .expect("the observed reservation among the reservations");
+    assert_eq!(row["tid"], tid, "{row}");
+    // What was asked is sized from rt-app's 10 ms period (a window of whole periods, where the
+    // tick makes SCHED_DEADLINE need one) and its CPU per activation: a small share of a CPU,
+    // not the whole CPU SCHED_RR would let it take.
+    let window = row["requested"]["period_ns"].as_f64().unwrap();
+    let periods = window / 10_000_000.0;
+    assert!(
+        periods >= 1.0 && (periods - periods.round()).abs() < 0.02,
+        "{row}"
+    );
+    let share = row["requested"]["amount_ns"].as_f64().unwrap() / window;
+    assert!(share > 0.0001 && share < 0.2, "{row}");
+    let policy = thread_policy(tid).unwrap();
+    assert!(
+        policy.is_realtime() && policy != Policy::RoundRobin { priority: 5 },
+        "{policy:?}"
+    );
+    assert!(daemon.log_text().contains("instead of SCHED_RR"));
+
+    // A thread with no period (sleep): SCHED_RR stays, and the listing says why.
+    let sleeper = nobody_sleeper(Some(200_000));
+    let sleeper_pid = sleeper.id();
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[
+            sleeper_pid.to_string(),
+            sleeper_pid.to_string(),
+            "5".to_owned(),
+        ],
+    );
+    assert_exit_code(&granted, 0);
+    wait_until("the observation of sleep ends", || {
+        entry_of(sleeper_pid)["sizing"]
+            .as_str()
+            .is_some_and(|sizing| sizing.ends_with("stays SCHED_RR"))
+    });
+    let entry = entry_of(sleeper_pid);
+    assert!(
+        entry["sizing"]
+            .as_str()
+            .unwrap()
+            .starts_with("no reservation from the observation: "),
+        "{entry}"
+    );
+    assert_eq!(entry["policy"], "SCHED_RR");
+    assert_eq!(
+        thread_policy(sleeper_pid).unwrap(),
+        Policy::RoundRobin { priority: 5 }
+    );
+    drop(daemon);
+    assert_eq!(thread_policy(tid).unwrap(), Policy::Other { nice: 0 });
+    assert_eq!(
+        thread_policy(sleeper_pid).unwrap(),
+        Policy::Other { nice: 0 }
+    );
 }

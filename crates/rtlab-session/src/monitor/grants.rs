@@ -344,6 +344,7 @@ mod tests {
                 nice: None,
                 grant_id: None,
                 since: "2026-01-02T03:04:05.000Z".to_owned(),
+                sizing: None,
             }],
         }
     }
