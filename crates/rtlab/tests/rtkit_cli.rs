@@ -1111,3 +1111,77 @@ fn a_program_sized_by_observation_gets_sched_rr_at_once_then_the_observed_reserv
         Policy::Other { nice: 0 }
     );
 }
+
+#[test]
+#[ignore = "needs root: the daemon's enforcer and its canary"]
+fn enabled_by_the_configuration_without_a_bus_the_daemon_serves_reservations_and_says_why() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let config = sandbox.write(
+        "rtlabd.toml",
+        format!(
+            "state_dir = \"{}\"\n[rtkit]\nenabled = true\n",
+            sandbox.file("state").display()
+        ),
+    );
+    let socket = sandbox.file("rtlabd.sock");
+    let no_bus = format!("unix:path={}", sandbox.file("no-bus-here").display());
+    let log = sandbox.file("daemon.log");
+    let mut daemon = KillOnDrop(
+        sandbox
+            .command()
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &no_bus)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the daemon says it serves without RealtimeKit1", || {
+        if let Ok(Some(status)) = daemon.try_wait() {
+            panic!("the daemon exited with {status}: {}", log_text());
+        }
+        log_text().contains("serving reservations without RealtimeKit1")
+    });
+    assert!(
+        log_text().contains("connecting to the system bus"),
+        "{}",
+        log_text()
+    );
+    let target = nobody_sleeper(None);
+    let reserve = sandbox
+        .command()
+        .args(["reserve", "--tid", &target.id().to_string(), "1ms/10ms"])
+        .env("RTLAB_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&reserve, 0);
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    assert!(daemon.wait().unwrap().success());
+    assert!(!thread_policy(target.id()).unwrap().is_realtime());
+
+    // Asked for on the command line, RealtimeKit1 is required: no bus, no daemon (exit 3).
+    let output = sandbox
+        .command()
+        .args(["daemon", "--rtkit", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &no_bus)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    assert!(
+        text(&output.stderr).contains("connecting to the system bus"),
+        "{}",
+        text(&output.stderr)
+    );
+}

@@ -58,6 +58,10 @@ pub const DEFAULT_OBSERVE: Nanos = Nanos(3_000_000_000);
 #[derive(Clone, Debug, PartialEq)]
 pub struct RtkitConfig {
     pub enabled: bool,
+    /// Set by `rtlab daemon --rtkit` (never by the file): without the system bus, or without the
+    /// name, the daemon does not start. Enabled by the file alone (as the package ships it), the
+    /// daemon says why it cannot serve RealtimeKit1 and serves reservations without it.
+    pub required: bool,
     /// Ask the bus to hand the name over (DBUS_NAME_FLAG_REPLACE_EXISTING); it does only when the
     /// current owner allowed replacement. rtkit-daemon does not, so it is never taken from it.
     pub replace: bool,
@@ -79,6 +83,7 @@ impl Default for RtkitConfig {
     fn default() -> Self {
         RtkitConfig {
             enabled: false,
+            required: false,
             replace: false,
             max_realtime_priority: 20,
             min_nice_level: -15,
@@ -280,6 +285,7 @@ impl RtkitFile {
         }
         Ok(RtkitConfig {
             enabled: self.enabled.unwrap_or(defaults.enabled),
+            required: defaults.required,
             replace: self.replace.unwrap_or(defaults.replace),
             max_realtime_priority,
             min_nice_level,
@@ -338,6 +344,14 @@ mod tests {
             DaemonConfig::parse("", "x").unwrap().rtkit,
             RtkitConfig::default()
         );
+    }
+
+    #[test]
+    fn the_packaged_configuration_parses_and_enables_realtimekit1_without_requiring_it() {
+        let text = include_str!("../../../../packaging/rtlabd.toml");
+        let config = DaemonConfig::parse(text, "packaging/rtlabd.toml").unwrap();
+        assert!(config.rtkit.enabled);
+        assert!(!config.rtkit.required, "only --rtkit requires the bus");
     }
 
     #[test]

@@ -730,36 +730,18 @@ pub fn start(
         stopping: AtomicBool::new(false),
         observations: Mutex::new(Vec::new()),
     });
-    // A bus that does not answer (a policy that drops replies) must not hang the daemon's start.
-    let connection = zbus::blocking::connection::Builder::system()
-        .map(|builder| builder.method_timeout(BUS_TIMEOUT))
-        .and_then(|builder| {
-            builder.serve_at(
-                OBJECT_PATH,
-                RealtimeKit {
-                    shared: Arc::clone(&shared),
-                },
-            )
-        })
-        .and_then(zbus::blocking::connection::Builder::build)
-        .map_err(RtkitError::Bus)?;
-    // Never AllowReplacement: once rtlab owns the name, nothing takes it over mid-run.
-    let flags = if config.replace {
-        RequestNameFlags::DoNotQueue | RequestNameFlags::ReplaceExisting
-    } else {
-        RequestNameFlags::DoNotQueue.into()
-    };
-    match connection.request_name_with_flags(BUS_NAME, flags) {
-        Ok(
-            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
-        ) => {}
-        Ok(_) | Err(zbus::Error::NameTaken) => {
-            return Err(RtkitError::NameTaken {
-                owner: describe_owner(&connection),
-            })
+    let connection = match own_name(config, Arc::clone(&shared)) {
+        Ok(connection) => connection,
+        Err(error) if config.required => return Err(error),
+        Err(error) => {
+            // Enabled by the configuration alone (the package's default): the reservations are
+            // served all the same.
+            eprintln!(
+                "rtlab daemon: {error}; serving reservations without RealtimeKit1 (with --rtkit the daemon would not start)"
+            );
+            return Ok(None);
         }
-        Err(error) => return Err(RtkitError::NameRefused(error)),
-    }
+    };
     lock(registry).attach_realtimekit(Arc::clone(&book));
     let watcher_registry = Arc::clone(registry);
     let watcher_panicked = Arc::clone(panicked);
@@ -819,6 +801,44 @@ pub fn start(
         }
     ));
     Ok(Some(service))
+}
+
+/// Connects to the system bus with the service's object and owns [`BUS_NAME`].
+fn own_name(
+    config: &RtkitConfig,
+    shared: Arc<Shared>,
+) -> Result<zbus::blocking::Connection, RtkitError> {
+    // A bus that does not answer (a policy that drops replies) must not hang the daemon's start.
+    let connection = zbus::blocking::connection::Builder::system()
+        .map(|builder| builder.method_timeout(BUS_TIMEOUT))
+        .and_then(|builder| {
+            builder.serve_at(
+                OBJECT_PATH,
+                RealtimeKit {
+                    shared: Arc::clone(&shared),
+                },
+            )
+        })
+        .and_then(zbus::blocking::connection::Builder::build)
+        .map_err(RtkitError::Bus)?;
+    // Never AllowReplacement: once rtlab owns the name, nothing takes it over mid-run.
+    let flags = if config.replace {
+        RequestNameFlags::DoNotQueue | RequestNameFlags::ReplaceExisting
+    } else {
+        RequestNameFlags::DoNotQueue.into()
+    };
+    match connection.request_name_with_flags(BUS_NAME, flags) {
+        Ok(
+            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
+        ) => {}
+        Ok(_) | Err(zbus::Error::NameTaken) => {
+            return Err(RtkitError::NameTaken {
+                owner: describe_owner(&connection),
+            })
+        }
+        Err(error) => return Err(RtkitError::NameRefused(error)),
+    }
+    Ok(connection)
 }
 
 impl Service {

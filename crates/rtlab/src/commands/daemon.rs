@@ -72,6 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = configure(args.config.as_deref(), args.socket.clone())
         .map_err(|error| crate::exit::input(format!("--config: {error}")))?;
     config.rtkit.enabled |= args.rtkit;
+    config.rtkit.required |= args.rtkit;
     config.rtkit.replace |= args.replace;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_flag_only(&stop).context("installing SIGTERM/SIGINT handlers")?;
