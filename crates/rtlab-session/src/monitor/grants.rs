@@ -270,11 +270,14 @@ pub(super) fn html_tables(list: &ListResult) -> String {
             "<table>\n<tr><th>tid</th><th>thread</th><th>pid</th><th>uid</th><th>asked by pid</th><th>method</th><th>given</th><th>reservation</th><th>since</th></tr>\n",
         );
         for thread in &list.realtimekit {
-            let given = match (thread.priority, thread.nice) {
+            let mut given = match (thread.priority, thread.nice) {
                 (Some(priority), _) => format!("{} {priority}", thread.policy),
                 (None, Some(nice)) => format!("{} nice {nice}", thread.policy),
                 (None, None) => thread.policy.clone(),
             };
+            if let Some(sizing) = &thread.sizing {
+                given.push_str(&format!(" ({sizing})"));
+            }
             html.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                 thread.tid,
