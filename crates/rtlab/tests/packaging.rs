@@ -484,6 +484,8 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
     let socket_directory = Path::new(&socket).parent().unwrap().to_owned();
     let made_directory = !socket_directory.exists();
     std::fs::create_dir_all(&socket_directory).unwrap();
+    // A socket file an interrupted run left would be taken for the new one.
+    let _ = std::fs::remove_file(&socket);
     // A system bus with the installed D-Bus files (this machine runs none): the installed
     // configuration enables RealtimeKit1, so the daemon owns the name there.
     let bus_directory = tempfile::tempdir().unwrap();
@@ -499,8 +501,9 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
         Command::new("systemd-socket-activate")
             .arg("-l")
             .arg(&socket)
+            // systemd-socket-activate passes on only the environment it is told to.
+            .arg(format!("--setenv=DBUS_SYSTEM_BUS_ADDRESS={bus_address}"))
             .args(["/usr/bin/rtlab", "daemon"])
-            .env("DBUS_SYSTEM_BUS_ADDRESS", &bus_address)
             .stdin(Stdio::null())
             .stderr(log.reopen().unwrap())
             .spawn()
