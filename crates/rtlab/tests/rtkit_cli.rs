@@ -940,7 +940,7 @@ fn the_monitor_exports_threads_made_real_time_through_realtimekit1_and_their_upg
     });
 }
 
-/// rt-app (rt-tests' workload generator) as nobody under `prlimit --rttime`: one SCHED_OTHER
+/// rt-app (the scheduler developers' workload generator, Debian package rt-app) as nobody under `prlimit --rttime`: one SCHED_OTHER
 /// thread that runs 300 µs every 10 ms for a minute; returns it and its periodic thread's tid.
 fn nobody_rt_app(sandbox: &Sandbox) -> (KillOnDrop, u32) {
     let logs = sandbox.file("rt-app-logs");
