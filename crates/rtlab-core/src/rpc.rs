@@ -349,6 +349,11 @@ pub struct RealtimeKitThread {
     pub grant_id: Option<u64>,
     /// When it was granted (RFC 3339 UTC).
     pub since: String,
+    /// For a `[[rtkit.reserve]]` program sized by observation: where that stands, in words
+    /// ("observing for 3s …", "observed: … → reservation 4 …", "no period found: …; stays
+    /// SCHED_RR"). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizing: Option<String>,
 }
 
 /// `release`'s result: the reservations that ended (a thread leaving an activity that still has

@@ -593,6 +593,7 @@ impl Registry {
         for tid in &tids {
             self.thread_grants.remove(tid);
             self.unwatch_if_unused(*tid);
+            self.realtimekit_reservation_ended(*tid);
         }
         Ok(tids)
     }
@@ -642,6 +643,7 @@ impl Registry {
                         .remove(tid);
                     self.thread_grants.remove(tid);
                     self.unwatch_if_unused(*tid);
+                    self.realtimekit_reservation_ended(*tid);
                     result.threads.push(*tid);
                 }
             }

@@ -457,6 +457,7 @@ mod tests {
                 nice: None,
                 grant_id,
                 since: "2026-11-27T03:00:00.000Z".to_owned(),
+                sizing: None,
             };
         let list = ListResult {
             grants: Vec::new(),

@@ -4,6 +4,7 @@
 
 #![cfg(target_os = "linux")]
 
+use rtlab_session::monitor::grants::ListingState;
 use rtlab_session::monitor::http::{MetricsServer, MAX_CONNECTIONS, REQUEST_TIMEOUT};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -40,6 +41,7 @@ fn serve() -> Served {
     let thread = server
         .serve(
             Arc::new(Mutex::new(METRICS.to_owned())),
+            Arc::new(Mutex::new(ListingState::NotListed)),
             Arc::clone(&stop),
             None,
         )

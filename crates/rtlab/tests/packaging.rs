@@ -1,5 +1,6 @@
-//! The packaging: the systemd units' hardening scores, and the Debian package built by
-//! `packaging/build-deb`, installed, used through socket activation, and removed.
+//! The packaging: the systemd units' hardening scores, the D-Bus files as dbus-daemon reads
+//! them, and the Debian package built by `packaging/build-deb`, installed, used through socket
+//! activation (and its RealtimeKit1 service on a bus with the installed policy), and removed.
 
 mod common;
 
@@ -65,6 +66,122 @@ fn the_units_run_the_packaged_binary_and_document_with_man_pages() {
             }
         }
     }
+}
+
+/// A dbus-daemon with a system bus's configuration, `include` (a bus policy file) and `servicedir`
+/// (activation files), in `directory`; its address once it is up, or its error when it refused the
+/// configuration.
+fn dbus_daemon_with(
+    directory: &Path,
+    include: &Path,
+    servicedir: &Path,
+) -> Result<(KillOnDrop, String), String> {
+    let socket = directory.join("system_bus_socket");
+    let config = directory.join("system-bus.conf");
+    std::fs::write(
+        &config,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>{servicedir}</servicedir>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+  </policy>
+  <include>{include}</include>
+</busconfig>
+"#,
+            socket = socket.display(),
+            servicedir = servicedir.display(),
+            include = include.display()
+        ),
+    )
+    .unwrap();
+    let mut process = KillOnDrop(
+        Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--nopidfile"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("dbus-daemon (Debian package dbus-daemon)"),
+    );
+    let started = Instant::now();
+    while !socket.exists() {
+        if let Ok(Some(_)) = process.0.try_wait() {
+            let mut error = String::new();
+            if let Some(mut stderr) = process.0.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut stderr, &mut error);
+            }
+            return Err(error);
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no bus socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((process, format!("unix:path={}", socket.display())))
+}
+
+/// The names a bus can activate (`ListActivatableNames`).
+fn activatable_names(address: &str) -> String {
+    run_ok(Command::new("dbus-send").args([
+        &format!("--bus={address}"),
+        "--print-reply",
+        "--dest=org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus.ListActivatableNames",
+    ]))
+}
+
+#[test]
+fn dbus_daemon_accepts_the_realtimekit1_policy_and_activation_files() {
+    let dbus = workspace_root().join("packaging/dbus");
+    let directory = tempfile::tempdir().unwrap();
+    let (_bus, address) = dbus_daemon_with(
+        directory.path(),
+        &dbus.join("org.freedesktop.RealtimeKit1.conf"),
+        &dbus,
+    )
+    .unwrap_or_else(|error| panic!("dbus-daemon refused the packaged policy: {error}"));
+    let names = activatable_names(&address);
+    assert!(
+        names.contains("\"org.freedesktop.RealtimeKit1\""),
+        "the activation file is not read: {names}"
+    );
+    let activation =
+        std::fs::read_to_string(dbus.join("org.freedesktop.RealtimeKit1.service")).unwrap();
+    assert!(
+        activation.contains("\nSystemdService=rtlabd.service\n"),
+        "{activation}"
+    );
+    assert!(
+        activation.contains("\nExec=/usr/bin/rtlab daemon --rtkit\n"),
+        "{activation}"
+    );
+    // The packaged configuration is what makes the activated rtlabd.service serve the name.
+    let config = std::fs::read_to_string(workspace_root().join("packaging/rtlabd.toml")).unwrap();
+    assert!(config.contains("\n[rtkit]\nenabled = true\n"), "{config}");
+
+    // The check can fail: dbus-daemon refuses a policy file it cannot read as one.
+    let broken = directory.path().join("broken.conf");
+    std::fs::write(&broken, "<busconfig><allow own=\"x\"/></busconfig>\n").unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let refused = dbus_daemon_with(other.path(), &broken, &dbus).map(|_| ());
+    assert!(refused.is_err(), "dbus-daemon took a broken policy file");
 }
 
 #[test]
@@ -262,6 +379,9 @@ const INSTALLED: &[&str] = &[
     "/usr/share/rtlab/grafana-rtlab-dashboard.json",
     "/usr/share/doc/rtlab/copyright",
     "/usr/share/doc/rtlab/changelog.gz",
+    "/usr/share/doc/rtlab/rtkit.md",
+    "/usr/share/dbus-1/system.d/org.freedesktop.RealtimeKit1.conf",
+    "/usr/share/dbus-1/system-services/org.freedesktop.RealtimeKit1.service",
 ];
 
 /// Where the package's units land (cargo-deb's systemd directory).
@@ -297,6 +417,25 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
         format!("rtlab_{}_amd64.deb", env!("CARGO_PKG_VERSION"))
     );
     assert!(deb.exists(), "{}", deb.display());
+    // The D-Bus files are in the package, at rtkit's paths, and so are the relations that says.
+    let contents = run_ok(Command::new("dpkg-deb").arg("-c").arg(&deb));
+    for path in [
+        "./usr/share/dbus-1/system.d/org.freedesktop.RealtimeKit1.conf",
+        "./usr/share/dbus-1/system-services/org.freedesktop.RealtimeKit1.service",
+    ] {
+        assert!(
+            contents.contains(path),
+            "{path} not in the package: {contents}"
+        );
+    }
+    let relations = run_ok(Command::new("dpkg-deb").arg("-f").arg(&deb).args([
+        "Conflicts",
+        "Provides",
+        "Replaces",
+    ]));
+    assert!(relations.contains("Conflicts: rtkit"), "{relations}");
+    assert!(relations.contains("Provides: rtkit"), "{relations}");
+    assert!(!relations.contains("Replaces"), "{relations}");
 
     run_ok(Command::new("dpkg").arg("-i").arg(&deb));
     for path in INSTALLED {
@@ -338,11 +477,25 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
     let socket_directory = Path::new(&socket).parent().unwrap().to_owned();
     let made_directory = !socket_directory.exists();
     std::fs::create_dir_all(&socket_directory).unwrap();
+    // A socket file an interrupted run left would be taken for the new one.
+    let _ = std::fs::remove_file(&socket);
+    // A system bus with the installed D-Bus files (this machine runs none): the installed
+    // configuration enables RealtimeKit1, so the daemon owns the name there.
+    let bus_directory = tempfile::tempdir().unwrap();
+    let (_bus, bus_address) = dbus_daemon_with(
+        bus_directory.path(),
+        Path::new("/usr/share/dbus-1/system.d/org.freedesktop.RealtimeKit1.conf"),
+        Path::new("/usr/share/dbus-1/system-services"),
+    )
+    .unwrap_or_else(|error| panic!("dbus-daemon refused the installed policy: {error}"));
+    assert!(activatable_names(&bus_address).contains("\"org.freedesktop.RealtimeKit1\""));
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut activator = KillOnDrop(
         Command::new("systemd-socket-activate")
             .arg("-l")
             .arg(&socket)
+            // systemd-socket-activate passes on only the environment it is told to.
+            .arg(format!("--setenv=DBUS_SYSTEM_BUS_ADDRESS={bus_address}"))
             .args(["/usr/bin/rtlab", "daemon"])
             .stdin(Stdio::null())
             .stderr(log.reopen().unwrap())
@@ -373,6 +526,28 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
     assert!(rtlab_sys::sched::thread_policy(target.0.id())
         .unwrap()
         .is_realtime());
+    // The daemon started for the socket serves RealtimeKit1 too (it reached the bus meanwhile).
+    let started = Instant::now();
+    while !std::fs::read_to_string(log.path())
+        .unwrap_or_default()
+        .contains("owns org.freedesktop.RealtimeKit1")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the installed daemon does not serve RealtimeKit1: {}",
+            std::fs::read_to_string(log.path()).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let property = run_ok(Command::new("busctl").args([
+        &format!("--address={bus_address}"),
+        "get-property",
+        "org.freedesktop.RealtimeKit1",
+        "/org/freedesktop/RealtimeKit1",
+        "org.freedesktop.RealtimeKit1",
+        "MaxRealtimePriority",
+    ]));
+    assert_eq!(property.trim(), "i 20");
     let release = Command::new("/usr/bin/rtlab")
         .args(["release", "--tid", &tid, "--socket", &socket])
         .output()

@@ -547,6 +547,17 @@ fn a_configured_program_gets_a_reservation_and_rtlab_reserve_upgrades_a_plain_gr
         thread_policy(pid).unwrap(),
         Policy::RoundRobin { priority: 5 }
     );
+    // With SCHED_RESET_ON_FORK, as the program was given it (the enforcer's restore keeps the
+    // policy, the book puts the flag back).
+    let chrt = Command::new("chrt")
+        .args(["-p", &pid.to_string()])
+        .output()
+        .unwrap();
+    let chrt = text(&chrt.stdout);
+    assert!(
+        chrt.contains("SCHED_RR|SCHED_RESET_ON_FORK") && chrt.contains("priority: 5"),
+        "{chrt}"
+    );
     drop(daemon);
     assert_eq!(thread_policy(pid).unwrap(), Policy::Other { nice: 0 });
 }
@@ -764,4 +775,413 @@ fn a_caller_s_own_thread_and_root_s_reset_known_and_exit() {
     });
     // The daemon still answers its own clients.
     assert!(daemon.realtimekit(&sandbox).is_empty());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a loopback port")
+        .port()
+}
+
+/// GET `path` from 127.0.0.1:`port` with HTTP/1.0; the body, or "" when nothing answers yet.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+        return String::new();
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// The exported line of metric `name` whose labels include `tid="TID"`, if any.
+fn metric_line(metrics: &str, name: &str, tid: u32) -> Option<String> {
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with(&format!("{name}{{")) && line.contains(&format!("tid=\"{tid}\""))
+        })
+        .map(str::to_owned)
+}
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; SCHED_DEADLINE"]
+fn the_monitor_exports_threads_made_real_time_through_realtimekit1_and_their_upgrade() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let daemon = Daemon::start(&sandbox, &bus, "", &["--rtkit"]);
+    let sleeper = nobody_sleeper(Some(200_000));
+    let pid = sleeper.id();
+    // busctl as nobody asks, as a program would.
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[pid.to_string(), pid.to_string(), "7".to_owned()],
+    );
+    assert_exit_code(&granted, 0);
+    let port = free_port();
+    let _monitor = KillOnDrop(
+        sandbox
+            .command()
+            .args([
+                "monitor",
+                "--prometheus",
+                &format!("127.0.0.1:{port}"),
+                "--classes",
+                "normal",
+                "--window",
+                "1s",
+                "--stop-after",
+                "5min",
+                "--socket",
+            ])
+            .arg(&daemon.socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rtlab monitor"),
+    );
+    let mut line = None;
+    wait_until("the monitor exports the RealtimeKit1 thread", || {
+        line = metric_line(&http_get(port, "/metrics"), "rtlab_realtimekit_thread", pid);
+        line.is_some()
+    });
+    let line = line.unwrap();
+    let listed = daemon.realtimekit(&sandbox);
+    let entry = listed.iter().find(|entry| entry["tid"] == pid).unwrap();
+    // Who asked (the bus's uid and pid of busctl), what it got, which thread.
+    for label in [
+        format!("pid=\"{pid}\""),
+        "comm=\"sleep\"".to_owned(),
+        "uid=\"65534\"".to_owned(),
+        format!("caller_pid=\"{}\"", entry["caller_pid"]),
+        "method=\"MakeThreadRealtimeWithPID\"".to_owned(),
+        "policy=\"SCHED_RR\"".to_owned(),
+        "priority=\"7\"".to_owned(),
+        "grant=\"\"".to_owned(),
+    ] {
+        assert!(line.contains(&label), "{label} not in {line}");
+    }
+    assert!(line.ends_with(" 1"), "{line}");
+    let metrics = http_get(port, "/metrics");
+    assert!(metrics.contains("rtlab_daemon_listed 1"), "{metrics}");
+    let since = metric_line(
+        &metrics,
+        "rtlab_realtimekit_thread_since_timestamp_seconds",
+        pid,
+    )
+    .expect("when it was granted");
+    let since: f64 = since.rsplit(' ').next().unwrap().parse().unwrap();
+    let expected = humantime::parse_rfc3339_weak(entry["since"].as_str().unwrap())
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((since - expected).abs() < 0.01, "{since} vs {expected}");
+    // /reservations is `rtlab reservations --json`'s document; / shows the thread.
+    let document: serde_json::Value =
+        serde_json::from_str(&http_get(port, "/reservations")).expect("JSON on /reservations");
+    assert_eq!(document["schema"], "rtlab.reservations/1", "{document}");
+    let served = document["realtimekit"]
+        .as_array()
+        .and_then(|threads| threads.iter().find(|thread| thread["tid"] == pid))
+        .expect("the thread on /reservations");
+    assert_eq!(served, entry);
+    let index = http_get(port, "/");
+    assert!(
+        index.contains(&format!(
+            "<td>{pid}</td><td>sleep</td><td>{pid}</td><td>65534</td>"
+        )),
+        "{index}"
+    );
+
+    // `rtlab reserve` upgrades it: the reservation and its thread are exported, the RealtimeKit1
+    // thread names the reservation holding it.
+    let reserve = sandbox
+        .command()
+        .args(["reserve", "--tid", &pid.to_string(), "1ms/10ms"])
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&reserve, 0);
+    let grant = daemon
+        .realtimekit(&sandbox)
+        .iter()
+        .find(|entry| entry["tid"] == pid)
+        .and_then(|entry| entry["grant_id"].as_u64())
+        .expect("the upgrade's grant");
+    wait_until("the monitor exports the upgrade", || {
+        let metrics = http_get(port, "/metrics");
+        metric_line(&metrics, "rtlab_realtimekit_thread", pid)
+            .is_some_and(|line| line.contains(&format!("grant=\"{grant}\"")))
+            && metric_line(&metrics, "rtlab_reservation_thread", pid).is_some_and(|line| {
+                line.contains(&format!("grant=\"{grant}\"")) && line.contains("comm=\"sleep\"")
+            })
+    });
+    assert!(http_get(port, "/metrics").contains(&format!(
+        "rtlab_reservation_granted_period_seconds{{grant=\"{grant}\""
+    )));
+    // The thread ends: its grants leave the export.
+    drop(sleeper);
+    wait_until("the ended thread leaves the export", || {
+        let metrics = http_get(port, "/metrics");
+        metrics.contains("rtlab_daemon_listed 1")
+            && metric_line(&metrics, "rtlab_realtimekit_thread", pid).is_none()
+            && metric_line(&metrics, "rtlab_reservation_thread", pid).is_none()
+    });
+}
+
+/// rt-app (the scheduler developers' workload generator, Debian package rt-app) as nobody under `prlimit --rttime`: one SCHED_OTHER
+/// thread that runs 300 µs every 10 ms for a minute; returns it and its periodic thread's tid.
+fn nobody_rt_app(sandbox: &Sandbox) -> (KillOnDrop, u32) {
+    let logs = sandbox.file("rt-app-logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let chown = Command::new("chown")
+        .args(["nobody:nogroup"])
+        .arg(&logs)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let config = sandbox.write(
+        "rt-app.json",
+        format!(
+            r#"{{
+  "tasks": {{ "periodic": {{ "policy": "SCHED_OTHER", "run": 300, "timer": {{ "ref": "tick", "period": 10000 }} }} }},
+  "global": {{ "duration": 60, "default_policy": "SCHED_OTHER", "calibration": 100, "logdir": "{}", "log_basename": "rtkit", "lock_pages": false }}
+}}
+"#,
+            logs.display()
+        ),
+    );
+    let process = KillOnDrop(
+        Command::new("setpriv")
+            .args(NOBODY)
+            .args(["prlimit", "--rttime=200000", "rt-app"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rt-app (package rt-app)"),
+    );
+    let pid = process.id();
+    let mut worker = None;
+    wait_until("rt-app's periodic thread runs", || {
+        worker = rtlab_sys::sched::process_thread_ids(pid)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|tid| *tid != pid);
+        worker.is_some()
+            && rtlab_sys::proc_thread::thread_comm(pid).is_ok_and(|comm| comm == "rt-app")
+    });
+    (process, worker.unwrap())
+}
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; the trace; SCHED_DEADLINE"]
+fn a_program_sized_by_observation_gets_sched_rr_at_once_then_the_observed_reservation() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let daemon = Daemon::start(
+        &sandbox,
+        &bus,
+        "[[rtkit.reserve]]\nprogram = \"rt-app\"\nobserve = \"4s\"\n[[rtkit.reserve]]\nprogram = \"sleep\"\nsize = \"auto\"\nobserve = \"1s\"\n",
+        &["--rtkit"],
+    );
+    let (rt_app, tid) = nobody_rt_app(&sandbox);
+    let pid = rt_app.id();
+    let entry_of = |tid: u32| {
+        daemon
+            .realtimekit(&sandbox)
+            .into_iter()
+            .find(|entry| entry["tid"] == tid)
+            .expect("listed")
+    };
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[pid.to_string(), tid.to_string(), "5".to_owned()],
+    );
+    assert_exit_code(&granted, 0);
+    // The reply did not wait for the observation: SCHED_RR now, and the listing says it is being
+    // observed (for 4 s from the grant).
+    assert_eq!(
+        thread_policy(tid).unwrap(),
+        Policy::RoundRobin { priority: 5 }
+    );
+    let entry = entry_of(tid);
+    assert_eq!(entry["policy"], "SCHED_RR", "{entry}");
+    assert!(
+        entry["sizing"]
+            .as_str()
+            .is_some_and(|sizing| sizing.starts_with("observing for 4s")),
+        "{entry}"
+    );
+    // Then the observed reservation replaces it.
+    let mut entry = entry;
+    wait_until("the observed reservation replaces SCHED_RR", || {
+        entry = entry_of(tid);
+        let sizing = entry["sizing"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            !sizing.contains("stays SCHED_RR"),
+            "no reservation came of the observation: {entry}\n{}",
+            daemon.log_text()
+        );
+        entry["policy"] == "reservation"
+    });
+    let sizing = entry["sizing"].as_str().unwrap();
+    assert!(sizing.starts_with("observed: period "), "{entry}");
+    assert!(sizing.contains("per activation (p99 plus 20 %)"), "{entry}");
+    let grant_id = entry["grant_id"].as_u64().expect("the reservation's id");
+    let output = sandbox
+        .command()
+        .args(["reservations", "--json", "-"])
+        .env("RTLAB_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let listed = stdout_json(&output);
+    let row = listed["reservations"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["grant_id"] == grant_id))
+        .expect("the observed reservation among the reservations");
+    assert_eq!(row["tid"], tid, "{row}");
+    // What was asked is sized from rt-app's 10 ms period (a window of whole periods, where the
+    // tick makes SCHED_DEADLINE need one) and its CPU per activation: a small share of a CPU,
+    // not the whole CPU SCHED_RR would let it take.
+    let window = row["requested"]["period_ns"].as_f64().unwrap();
+    let periods = window / 10_000_000.0;
+    assert!(
+        periods >= 1.0 && (periods - periods.round()).abs() < 0.02,
+        "{row}"
+    );
+    let share = row["requested"]["amount_ns"].as_f64().unwrap() / window;
+    assert!(share > 0.0001 && share < 0.2, "{row}");
+    let policy = thread_policy(tid).unwrap();
+    assert!(
+        policy.is_realtime() && policy != Policy::RoundRobin { priority: 5 },
+        "{policy:?}"
+    );
+    assert!(daemon.log_text().contains("instead of SCHED_RR"));
+
+    // A thread with no period (sleep): SCHED_RR stays, and the listing says why.
+    let sleeper = nobody_sleeper(Some(200_000));
+    let sleeper_pid = sleeper.id();
+    let granted = bus.call(
+        "MakeThreadRealtimeWithPID",
+        "ttu",
+        &[
+            sleeper_pid.to_string(),
+            sleeper_pid.to_string(),
+            "5".to_owned(),
+        ],
+    );
+    assert_exit_code(&granted, 0);
+    wait_until("the observation of sleep ends", || {
+        entry_of(sleeper_pid)["sizing"]
+            .as_str()
+            .is_some_and(|sizing| sizing.ends_with("stays SCHED_RR"))
+    });
+    let entry = entry_of(sleeper_pid);
+    assert!(
+        entry["sizing"]
+            .as_str()
+            .unwrap()
+            .starts_with("no reservation from the observation: "),
+        "{entry}"
+    );
+    assert_eq!(entry["policy"], "SCHED_RR");
+    assert_eq!(
+        thread_policy(sleeper_pid).unwrap(),
+        Policy::RoundRobin { priority: 5 }
+    );
+    drop(daemon);
+    assert_eq!(thread_policy(tid).unwrap(), Policy::Other { nice: 0 });
+    assert_eq!(
+        thread_policy(sleeper_pid).unwrap(),
+        Policy::Other { nice: 0 }
+    );
+}
+
+#[test]
+#[ignore = "needs root: the daemon's enforcer and its canary"]
+fn enabled_by_the_configuration_without_a_bus_the_daemon_serves_reservations_and_says_why() {
+    let _serial = require_root();
+    let sandbox = Sandbox::new();
+    let config = sandbox.write(
+        "rtlabd.toml",
+        format!(
+            "state_dir = \"{}\"\n[rtkit]\nenabled = true\n",
+            sandbox.file("state").display()
+        ),
+    );
+    let socket = sandbox.file("rtlabd.sock");
+    let no_bus = format!("unix:path={}", sandbox.file("no-bus-here").display());
+    let log = sandbox.file("daemon.log");
+    let mut daemon = KillOnDrop(
+        sandbox
+            .command()
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .env("DBUS_SYSTEM_BUS_ADDRESS", &no_bus)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the daemon says it serves without RealtimeKit1", || {
+        if let Ok(Some(status)) = daemon.try_wait() {
+            panic!("the daemon exited with {status}: {}", log_text());
+        }
+        log_text().contains("serving reservations without RealtimeKit1")
+    });
+    assert!(
+        log_text().contains("connecting to the system bus"),
+        "{}",
+        log_text()
+    );
+    let target = nobody_sleeper(None);
+    let reserve = sandbox
+        .command()
+        .args(["reserve", "--tid", &target.id().to_string(), "1ms/10ms"])
+        .env("RTLAB_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert_exit_code(&reserve, 0);
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    assert!(daemon.wait().unwrap().success());
+    assert!(!thread_policy(target.id()).unwrap().is_realtime());
+
+    // Asked for on the command line, RealtimeKit1 is required: no bus, no daemon (exit 3).
+    let output = sandbox
+        .command()
+        .args(["daemon", "--rtkit", "--config"])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .env("DBUS_SYSTEM_BUS_ADDRESS", &no_bus)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    assert!(
+        text(&output.stderr).contains("connecting to the system bus"),
+        "{}",
+        text(&output.stderr)
+    );
 }

@@ -37,6 +37,35 @@ pub enum Given {
     },
 }
 
+/// Where the sizing of a `[[rtkit.reserve]]` thread by observation stands (the thread is SCHED_RR
+/// meanwhile, and again if no reservation comes of it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sizing {
+    /// Being observed until `until`.
+    Observing {
+        until: SystemTime,
+        observe: Duration,
+    },
+    /// Reservation `grant_id` (of the registry) holds the thread; `detail` says how it was sized.
+    Reserved { grant_id: u64, detail: String },
+    /// No reservation came of it (why); the thread stays SCHED_RR.
+    Unreserved { reason: String },
+}
+
+impl Sizing {
+    fn describe(&self) -> String {
+        match self {
+            Sizing::Observing { until, observe } => format!(
+                "observing for {} (until {}), SCHED_RR meanwhile",
+                humantime::format_duration(*observe),
+                humantime::format_rfc3339_millis(*until)
+            ),
+            Sizing::Reserved { detail, .. } => format!("observed: {detail}"),
+            Sizing::Unreserved { reason } => format!("{reason}; stays SCHED_RR"),
+        }
+    }
+}
+
 /// One thread in the book.
 #[derive(Clone, Debug)]
 pub struct Grant {
@@ -51,10 +80,12 @@ pub struct Grant {
     /// What the thread had before the first grant.
     pub saved: Policy,
     pub since: SystemTime,
+    /// For a `[[rtkit.reserve]]` thread sized by observation.
+    pub sizing: Option<Sizing>,
 }
 
 /// A thread to change, its identity checked by the caller.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Target {
     pub uid: u32,
     pub pid: u32,
@@ -274,6 +305,8 @@ impl Book {
             .grants
             .get(&target.tid)
             .map_or_else(SystemTime::now, |known| known.since);
+        // A new request (a new priority) ends an earlier sizing's claim on the thread's policy.
+        let sizing = None;
         self.grants.insert(
             target.tid,
             Grant {
@@ -287,6 +320,7 @@ impl Book {
                 given,
                 saved,
                 since,
+                sizing,
             },
         );
         if is_new {
@@ -336,11 +370,68 @@ impl Book {
         self.reset_known()
     }
 
+    /// Sets where the sizing by observation of thread `tid` (started at `thread_start`) stands;
+    /// false when the book no longer holds that thread at SCHED_RR (it exited, was reset, was
+    /// demoted by the canary, or asked again since), so the sizing must not go on.
+    pub fn set_sizing(&mut self, tid: u32, thread_start: u64, sizing: Sizing) -> bool {
+        match self.grants.get_mut(&tid) {
+            Some(grant)
+                if grant.thread_start == thread_start
+                    && matches!(grant.given, Given::RoundRobin { .. }) =>
+            {
+                grant.sizing = Some(sizing);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether thread `tid` (started at `thread_start`) is still being sized by observation.
+    pub fn is_observing(&self, tid: u32, thread_start: u64) -> bool {
+        self.grants.get(&tid).is_some_and(|grant| {
+            grant.thread_start == thread_start
+                && matches!(grant.sizing, Some(Sizing::Observing { .. }))
+        })
+    }
+
+    /// A reservation holding thread `tid` ended and the enforcer put back the policy the thread
+    /// had when it was reserved, but not SCHED_RESET_ON_FORK (the enforcer keeps policies, not
+    /// flags): a thread the book holds at SCHED_RR or a nice level gets its grant again, flag
+    /// included, as the program asked. A sizing's reservation that ended is said so.
+    pub fn reservation_ended(&mut self, tid: u32) {
+        let Some(grant) = self.grants.get_mut(&tid) else {
+            return;
+        };
+        let policy = match grant.given {
+            Given::RoundRobin { priority } => Policy::RoundRobin { priority },
+            Given::Nice { nice } => Policy::Other { nice },
+            Given::Reservation { .. } => return,
+        };
+        if let Some(Sizing::Reserved { grant_id, .. }) = &grant.sizing {
+            grant.sizing = Some(Sizing::Unreserved {
+                reason: format!("its observed reservation {grant_id} ended"),
+            });
+        }
+        if thread_control::thread_start_time(tid).is_ok_and(|start| start == grant.thread_start) {
+            let _ = thread_control::set_thread_policy_with_flags(
+                tid,
+                policy,
+                thread_control::SCHED_FLAG_RESET_ON_FORK,
+            );
+        }
+    }
+
+    /// Whether a grant is the book's to demote: SCHED_RR it gave, not a reservation's since.
+    fn demotable(grant: &Grant) -> bool {
+        matches!(grant.given, Given::RoundRobin { .. })
+            && !matches!(grant.sizing, Some(Sizing::Reserved { .. }))
+    }
+
     /// The canary's view: every thread the book made real-time, as (tid, start time).
     pub fn realtime_threads(&self) -> Vec<(u32, u64)> {
         self.grants
             .values()
-            .filter(|grant| matches!(grant.given, Given::RoundRobin { .. }))
+            .filter(|grant| Book::demotable(grant))
             .map(|grant| (grant.tid, grant.thread_start))
             .collect()
     }
@@ -352,7 +443,7 @@ impl Book {
         let tids: Vec<u32> = self
             .grants
             .values()
-            .filter(|grant| matches!(grant.given, Given::RoundRobin { .. }))
+            .filter(|grant| Book::demotable(grant))
             .map(|grant| grant.tid)
             .collect();
         for tid in tids {
@@ -366,14 +457,15 @@ impl Book {
         self.grants
             .values()
             .map(|grant| {
-                let (policy, priority, nice, mut grant_id) = match grant.given {
+                let (policy, priority, nice, grant_id) = match grant.given {
                     Given::RoundRobin { priority } => ("SCHED_RR", Some(priority), None, None),
                     Given::Nice { nice } => ("SCHED_OTHER", None, Some(nice), None),
                     Given::Reservation { grant_id } => ("reservation", None, None, Some(grant_id)),
                 };
-                if grant_id.is_none() {
-                    grant_id = grant_of(grant.tid);
-                }
+                let (policy, grant_id) = match &grant.sizing {
+                    Some(Sizing::Reserved { grant_id, .. }) => ("reservation", Some(*grant_id)),
+                    _ => (policy, grant_id.or_else(|| grant_of(grant.tid))),
+                };
                 RealtimeKitThread {
                     pid: grant.pid,
                     tid: grant.tid,
@@ -386,6 +478,7 @@ impl Book {
                     nice,
                     grant_id,
                     since: humantime::format_rfc3339_millis(grant.since).to_string(),
+                    sizing: grant.sizing.as_ref().map(Sizing::describe),
                 }
             })
             .collect()

@@ -22,6 +22,11 @@
 //! program = "pipewire"
 //! amount = "2ms"
 //! period = "10ms"
+//!
+//! [[rtkit.reserve]]              # jackd's: SCHED_RR at once, then what 3 s of observation call for
+//! program = "jackd"
+//! size = "auto"                  # (the default without amount and period)
+//! observe = "3s"
 //! ```
 
 use rtlab_core::{parse_duration, Nanos};
@@ -33,14 +38,30 @@ use std::time::Duration;
 pub struct ReservePolicy {
     /// The process's name (/proc/PID/comm, as `ps -o comm` shows it).
     pub program: String,
-    pub amount: Nanos,
-    pub period: Nanos,
+    pub size: ReserveSize,
 }
+
+/// How a `[[rtkit.reserve]]` reservation is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReserveSize {
+    /// `amount` every `period`, as configured.
+    Fixed { amount: Nanos, period: Nanos },
+    /// By observation (`reserve --auto`'s rules): the thread gets SCHED_RR at once, is observed
+    /// for `observe`, then gets the reservation its period and CPU per activation call for.
+    Observed { observe: Nanos },
+}
+
+/// How long an observed `[[rtkit.reserve]]` thread is watched by default (`observe`).
+pub const DEFAULT_OBSERVE: Nanos = Nanos(3_000_000_000);
 
 /// The RealtimeKit1 front-end's settings after defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RtkitConfig {
     pub enabled: bool,
+    /// Set by `rtlab daemon --rtkit` (never by the file): without the system bus, or without the
+    /// name, the daemon does not start. Enabled by the file alone (as the package ships it), the
+    /// daemon says why it cannot serve RealtimeKit1 and serves reservations without it.
+    pub required: bool,
     /// Ask the bus to hand the name over (DBUS_NAME_FLAG_REPLACE_EXISTING); it does only when the
     /// current owner allowed replacement. rtkit-daemon does not, so it is never taken from it.
     pub replace: bool,
@@ -62,6 +83,7 @@ impl Default for RtkitConfig {
     fn default() -> Self {
         RtkitConfig {
             enabled: false,
+            required: false,
             replace: false,
             max_realtime_priority: 20,
             min_nice_level: -15,
@@ -104,12 +126,88 @@ pub struct RtkitFile {
 #[serde(deny_unknown_fields)]
 struct ReserveFile {
     program: toml::Spanned<String>,
-    amount: toml::Spanned<String>,
-    period: toml::Spanned<String>,
+    amount: Option<toml::Spanned<String>>,
+    period: Option<toml::Spanned<String>>,
+    /// `"auto"`: sized by observation (also what no amount and period mean).
+    size: Option<toml::Spanned<String>>,
+    /// How long to observe (with `size = "auto"`).
+    observe: Option<toml::Spanned<String>>,
 }
 
 /// A bad value: its byte span in the file and what is wrong (`rtkit.KEY: message`).
 pub type FieldError = (std::ops::Range<usize>, String);
+
+/// An entry's size: `amount` and `period` both, or neither (or `size = "auto"`): observed.
+fn reserve_size(entry: &ReserveFile) -> Result<ReserveSize, FieldError> {
+    let parse = |spanned: &toml::Spanned<String>, key: &str| {
+        parse_duration(spanned.get_ref())
+            .map_err(|error| (spanned.span(), format!("rtkit.reserve.{key}: {error}")))
+    };
+    if let Some(size) = &entry.size {
+        if size.get_ref() != "auto" {
+            return Err((
+                size.span(),
+                format!(
+                    "rtkit.reserve.size: '{}' is not a size; the only value is \"auto\" (sized by observation); a fixed size is amount and period",
+                    size.get_ref()
+                ),
+            ));
+        }
+    }
+    match (&entry.amount, &entry.period) {
+        (Some(amount_text), Some(period_text)) => {
+            if let Some(size) = &entry.size {
+                return Err((
+                    size.span(),
+                    "rtkit.reserve.size: \"auto\" and an amount and period contradict each other; keep one".to_owned(),
+                ));
+            }
+            if let Some(observe) = &entry.observe {
+                return Err((
+                    observe.span(),
+                    "rtkit.reserve.observe: only for a reservation sized by observation (no amount and period)".to_owned(),
+                ));
+            }
+            let amount = parse(amount_text, "amount")?;
+            let period = parse(period_text, "period")?;
+            if amount.0 == 0 || amount > period {
+                return Err((
+                    amount_text.span(),
+                    format!("rtkit.reserve.amount: {amount} must be positive and at most the period {period}"),
+                ));
+            }
+            Ok(ReserveSize::Fixed { amount, period })
+        }
+        (None, None) => {
+            let observe = match &entry.observe {
+                None => DEFAULT_OBSERVE,
+                Some(text) => {
+                    let observe = parse(text, "observe")?;
+                    if observe < Nanos(500_000_000) || observe > Nanos(60_000_000_000) {
+                        return Err((
+                            text.span(),
+                            format!(
+                                "rtkit.reserve.observe: {observe} must be between 500ms and 60s"
+                            ),
+                        ));
+                    }
+                    observe
+                }
+            };
+            Ok(ReserveSize::Observed { observe })
+        }
+        (Some(amount), None) => Err((
+            amount.span(),
+            "rtkit.reserve.amount: needs a period too (or neither, to size by observation)"
+                .to_owned(),
+        )),
+        (None, Some(period)) => Err((
+            period.span(),
+            "rtkit.reserve.period: needs an amount too (or neither, to size by observation)"
+                .to_owned(),
+        )),
+    }
+}
 
 impl RtkitFile {
     /// The settings this table gives, over the defaults.
@@ -175,24 +273,7 @@ impl RtkitFile {
         }
         let mut reserve = Vec::new();
         for entry in self.reserve {
-            let amount = parse_duration(entry.amount.get_ref()).map_err(|error| {
-                (
-                    entry.amount.span(),
-                    format!("rtkit.reserve.amount: {error}"),
-                )
-            })?;
-            let period = parse_duration(entry.period.get_ref()).map_err(|error| {
-                (
-                    entry.period.span(),
-                    format!("rtkit.reserve.period: {error}"),
-                )
-            })?;
-            if amount.0 == 0 || amount > period {
-                return Err((
-                    entry.amount.span(),
-                    format!("rtkit.reserve.amount: {amount} must be positive and at most the period {period}"),
-                ));
-            }
+            let size = reserve_size(&entry)?;
             let program = entry.program.get_ref().clone();
             if program.is_empty() || program.len() > 15 {
                 return Err((
@@ -200,14 +281,11 @@ impl RtkitFile {
                     format!("rtkit.reserve.program: '{program}' is not a process name (1 to 15 bytes, as /proc/PID/comm)"),
                 ));
             }
-            reserve.push(ReservePolicy {
-                program,
-                amount,
-                period,
-            });
+            reserve.push(ReservePolicy { program, size });
         }
         Ok(RtkitConfig {
             enabled: self.enabled.unwrap_or(defaults.enabled),
+            required: defaults.required,
             replace: self.replace.unwrap_or(defaults.replace),
             max_realtime_priority,
             min_nice_level,
@@ -256,13 +334,50 @@ mod tests {
             rtkit.reserve,
             vec![ReservePolicy {
                 program: "pipewire".into(),
-                amount: Nanos(2_000_000),
-                period: Nanos(10_000_000),
+                size: ReserveSize::Fixed {
+                    amount: Nanos(2_000_000),
+                    period: Nanos(10_000_000),
+                },
             }]
         );
         assert_eq!(
             DaemonConfig::parse("", "x").unwrap().rtkit,
             RtkitConfig::default()
+        );
+    }
+
+    #[test]
+    fn the_packaged_configuration_parses_and_enables_realtimekit1_without_requiring_it() {
+        let text = include_str!("../../../../packaging/rtlabd.toml");
+        let config = DaemonConfig::parse(text, "packaging/rtlabd.toml").unwrap();
+        assert!(config.rtkit.enabled);
+        assert!(!config.rtkit.required, "only --rtkit requires the bus");
+    }
+
+    #[test]
+    fn a_reserve_entry_without_a_size_is_sized_by_observation() {
+        for text in [
+            "[[rtkit.reserve]]\nprogram = \"jackd\"\n",
+            "[[rtkit.reserve]]\nprogram = \"jackd\"\nsize = \"auto\"\n",
+        ] {
+            let config = DaemonConfig::parse(text, "x").unwrap();
+            assert_eq!(
+                config.rtkit.reserve[0].size,
+                ReserveSize::Observed {
+                    observe: DEFAULT_OBSERVE
+                }
+            );
+        }
+        let config = DaemonConfig::parse(
+            "[[rtkit.reserve]]\nprogram = \"jackd\"\nsize = \"auto\"\nobserve = \"2s\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            config.rtkit.reserve[0].size,
+            ReserveSize::Observed {
+                observe: Nanos(2_000_000_000)
+            }
         );
     }
 
@@ -288,6 +403,18 @@ mod tests {
             (
                 "[[rtkit.reserve]]\nprogram = \"pipewire\"\namount = \"20ms\"\nperiod = \"10ms\"\n",
                 "line 3: rtkit.reserve.amount",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"jackd\"\nperiod = \"10ms\"\n",
+                "line 3: rtkit.reserve.period: needs an amount",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"jackd\"\nsize = \"big\"\n",
+                "line 3: rtkit.reserve.size",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"jackd\"\nobserve = \"1h\"\n",
+                "line 3: rtkit.reserve.observe",
             ),
             ("[rtkit]\nenable = true\n", "unknown field"),
         ] {

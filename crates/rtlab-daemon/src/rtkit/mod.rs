@@ -27,14 +27,16 @@
 pub mod book;
 pub mod canary;
 pub mod config;
+pub mod observe;
 pub mod policy;
 
 use crate::registry::{Caller, Registry, TargetThread};
 use crate::watch::{WatchHandle, Watcher};
-use book::{Book, Given, Target};
-use config::RtkitConfig;
+use book::{Book, Given, Sizing, Target};
+use config::{ReserveSize, RtkitConfig};
 use policy::{Counted, Refusal};
-use rtlab_core::rpc::{ReserveParams, Target as WireTarget};
+use rtlab_core::rpc::{Backend, GrantInfo, ReserveParams, Target as WireTarget};
+use rtlab_core::Nanos;
 use rtlab_plan::Owner;
 use rtlab_sys::sched::Policy;
 use std::os::fd::AsFd;
@@ -97,6 +99,10 @@ struct Shared {
     book: Arc<Mutex<Book>>,
     registry: Arc<Mutex<Registry>>,
     exit: Mutex<mpsc::Sender<()>>,
+    /// Set when the service stops: observations end early.
+    stopping: AtomicBool,
+    /// The threads observing `[[rtkit.reserve]]` threads, joined when the service stops.
+    observations: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// The object served at [`OBJECT_PATH`].
@@ -148,7 +154,7 @@ enum Ask {
 impl Shared {
     /// rtkit's `lookup_client` and `process_set_realtime`/`process_set_high_priority`.
     fn make(
-        &self,
+        self: &Arc<Self>,
         caller: BusCaller,
         process: Option<u64>,
         thread: u64,
@@ -226,14 +232,35 @@ impl Shared {
             caller_pid: caller.pid,
             method,
         };
+        let mut observe_for = None;
         if let Ask::Realtime { priority } = ask {
-            if let Some(grant_id) = self.reserve_by_policy(&target) {
-                return lock(&self.book).apply(
-                    &target,
-                    Policy::RoundRobin { priority },
-                    Given::Reservation { grant_id },
-                    Some(handle),
-                );
+            match self.reserve_rule(&target) {
+                Some((program, ReserveSize::Fixed { amount, period })) => {
+                    match self.reserve_for(&target, amount, period, None) {
+                        Ok(info) => {
+                            notice(&format!(
+                                "thread {} of {program} (pid {}) got reservation {} ({amount} every {period}) by [[rtkit.reserve]] instead of SCHED_RR",
+                                target.tid, target.pid, info.grant_id
+                            ));
+                            return lock(&self.book).apply(
+                                &target,
+                                Policy::RoundRobin { priority },
+                                Given::Reservation {
+                                    grant_id: info.grant_id,
+                                },
+                                Some(handle),
+                            );
+                        }
+                        Err(why) => notice(&format!(
+                            "thread {} of {program} (pid {}): the [[rtkit.reserve]] reservation was refused ({why}); it gets SCHED_RR instead",
+                            target.tid, target.pid
+                        )),
+                    }
+                }
+                Some((program, ReserveSize::Observed { observe })) => {
+                    observe_for = Some((program, observe));
+                }
+                None => {}
             }
         }
         let (policy, given) = match ask {
@@ -253,28 +280,172 @@ impl Shared {
                 "{method}: thread {tid} of process {pid} (uid {}) now runs at {what}",
                 caller.uid
             ));
+            if let Some((program, observe)) = observe_for {
+                self.start_sizing(target, program, observe);
+            }
         }
         result
     }
 
-    /// A `[[rtkit.reserve]]` program's thread gets a reservation through the registry instead of
-    /// SCHED_RR; `None` when no policy names the program or the reservation was refused (then the
-    /// thread gets SCHED_RR, as rtkit would give).
-    fn reserve_by_policy(&self, target: &Target) -> Option<u64> {
+    /// The `[[rtkit.reserve]]` rule naming the target's program, if any.
+    fn reserve_rule(&self, target: &Target) -> Option<(String, ReserveSize)> {
         let program = rtlab_sys::proc_thread::thread_comm(target.pid).ok()?;
         let rule = self
             .config
             .reserve
             .iter()
             .find(|rule| rule.program == program)?;
+        Some((program, rule.size))
+    }
+
+    /// Sizes a `[[rtkit.reserve]]` thread by observation on a thread of its own: the caller has
+    /// its SCHED_RR already; when the observation ends, the reservation it calls for replaces
+    /// that, or the thread stays SCHED_RR and the book says why.
+    fn start_sizing(self: &Arc<Self>, target: Target, program: String, observe: Nanos) {
+        let Some(observer) = observe::observer() else {
+            let reason = "this daemon has no thread observer to size it with".to_owned();
+            notice(&format!(
+                "thread {} of {program} (pid {}): {reason}; it stays SCHED_RR",
+                target.tid, target.pid
+            ));
+            lock(&self.book).set_sizing(
+                target.tid,
+                target.thread_start,
+                Sizing::Unreserved { reason },
+            );
+            return;
+        };
+        let observing = Sizing::Observing {
+            until: std::time::SystemTime::now() + observe.as_std(),
+            observe: observe.as_std(),
+        };
+        if !lock(&self.book).set_sizing(target.tid, target.thread_start, observing) {
+            return;
+        }
+        let (tid, thread_start) = (target.tid, target.thread_start);
+        let shared = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("rtkit-observe".into())
+            .spawn(move || shared.size_by_observation(&*observer, &target, &program, observe));
+        match spawned {
+            Ok(thread) => {
+                let mut observations = lock(&self.observations);
+                observations.retain(|thread| !thread.is_finished());
+                observations.push(thread);
+            }
+            Err(error) => {
+                lock(&self.book).set_sizing(
+                    tid,
+                    thread_start,
+                    Sizing::Unreserved {
+                        reason: format!("the observation could not start: {error}"),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The observation and what comes of it (on the observing thread).
+    fn size_by_observation(
+        &self,
+        observer: &dyn observe::ThreadObserver,
+        target: &Target,
+        program: &str,
+        observe: Nanos,
+    ) {
+        let sized = observer
+            .observe(target.pid, observe, &self.stopping)
+            .and_then(|observation| observe::size_thread(&observation, target.tid));
+        if self.stopping.load(Ordering::SeqCst)
+            || !lock(&self.book).is_observing(target.tid, target.thread_start)
+        {
+            return;
+        }
+        let sizing = match sized {
+            Ok(reservation) => {
+                let backend = match reservation.backend {
+                    rtlab_sched::auto_reserve::AutoBackend::Deadline => Backend::Deadline,
+                    rtlab_sched::auto_reserve::AutoBackend::Dispatch => Backend::Dispatch,
+                };
+                match self.reserve_for(
+                    target,
+                    reservation.amount,
+                    reservation.window,
+                    Some(backend),
+                ) {
+                    Ok(info) => Sizing::Reserved {
+                        grant_id: info.grant_id,
+                        detail: format!(
+                            "period {}, {} per activation ({} plus {:.0} %) → reservation {}: {} of every {} ({}; {})",
+                            reservation.period,
+                            reservation.need_per_activation,
+                            rtlab_sched::auto_reserve::SIZING_PERCENTILE,
+                            rtlab_sched::auto_reserve::SIZING_MARGIN * 100.0,
+                            info.grant_id,
+                            reservation.amount,
+                            reservation.window,
+                            backend,
+                            reservation.why_backend
+                        ),
+                    },
+                    Err(why) => Sizing::Unreserved {
+                        reason: format!(
+                            "the observed reservation ({} of every {}) was refused: {why}",
+                            reservation.amount, reservation.window
+                        ),
+                    },
+                }
+            }
+            Err(why) => Sizing::Unreserved {
+                reason: format!("no reservation from the observation: {why}"),
+            },
+        };
+        notice(&format!(
+            "thread {} of {program} (pid {}) by [[rtkit.reserve]]: {}",
+            target.tid,
+            target.pid,
+            match &sizing {
+                Sizing::Reserved { detail, .. } =>
+                    format!("observed: {detail}, instead of SCHED_RR"),
+                Sizing::Unreserved { reason } => format!("{reason}; it stays SCHED_RR"),
+                Sizing::Observing { .. } => String::new(),
+            }
+        ));
+        let kept = lock(&self.book).set_sizing(target.tid, target.thread_start, sizing.clone());
+        if let (false, Sizing::Reserved { grant_id, .. }) = (kept, &sizing) {
+            // The thread left the book while it was being reserved: its reservation goes too.
+            let caller = Caller {
+                pid: std::process::id(),
+                uid: 0,
+                privileged: true,
+            };
+            let _ = lock(&self.registry).release(
+                &caller,
+                &rtlab_core::rpc::ReleaseTarget::Grant {
+                    grant_id: *grant_id,
+                },
+            );
+        }
+    }
+
+    /// A reservation of `amount` every `period` for the target thread through the daemon's
+    /// registry (admission, enforcement, the user's limit), as its owner would ask for it.
+    fn reserve_for(
+        &self,
+        target: &Target,
+        amount: Nanos,
+        period: Nanos,
+        backend: Option<Backend>,
+    ) -> Result<GrantInfo, String> {
         // The registry watches the thread through a pidfd of its own; the book keeps the other.
-        let registry_handle = WatchHandle::open(target.tid, target.pid).ok()?;
+        let registry_handle = WatchHandle::open(target.tid, target.pid)
+            .map_err(|error| format!("thread {}: {error}", target.tid))?;
         let comm = rtlab_sys::proc_thread::thread_comm(target.tid).unwrap_or_default();
         let params = ReserveParams {
             target: WireTarget::Thread { tid: target.tid },
-            amount_ns: rule.amount.0,
-            period_ns: rule.period.0,
-            backend: None,
+            amount_ns: amount.0,
+            period_ns: period.0,
+            backend,
         };
         let caller = Caller {
             pid: target.caller_pid,
@@ -288,28 +459,15 @@ impl Shared {
             real_uid: target.uid,
             effective_uid: target.uid,
         };
-        match lock(&self.registry).reserve(
-            &caller,
-            &params,
-            Owner::Thread(target.tid),
-            vec![thread],
-            vec![registry_handle],
-        ) {
-            Ok(info) => {
-                notice(&format!(
-                    "thread {} of {program} (pid {}) got reservation {} ({} every {}) by [[rtkit.reserve]] instead of SCHED_RR",
-                    target.tid, target.pid, info.grant_id, rule.amount, rule.period
-                ));
-                Some(info.grant_id)
-            }
-            Err(error) => {
-                notice(&format!(
-                    "thread {} of {program} (pid {}): the [[rtkit.reserve]] reservation was refused ({}); it gets SCHED_RR instead",
-                    target.tid, target.pid, error.message
-                ));
-                None
-            }
-        }
+        lock(&self.registry)
+            .reserve(
+                &caller,
+                &params,
+                Owner::Thread(target.tid),
+                vec![thread],
+                vec![registry_handle],
+            )
+            .map_err(|error| error.message)
     }
 
     fn require_root(&self, caller: BusCaller, method: &str) -> Result<(), Refusal> {
@@ -494,6 +652,7 @@ impl RealtimeKit {
 /// The running service; [`Service::stop`] ends it (after the registry put the threads back).
 pub struct Service {
     connection: zbus::blocking::Connection,
+    shared: Arc<Shared>,
     canary: Option<canary::Canary>,
     watcher: Watcher,
     watcher_thread: Option<JoinHandle<()>>,
@@ -568,30 +727,21 @@ pub fn start(
         book: Arc::clone(&book),
         registry: Arc::clone(registry),
         exit: Mutex::new(exit_sender.clone()),
+        stopping: AtomicBool::new(false),
+        observations: Mutex::new(Vec::new()),
     });
-    // A bus that does not answer (a policy that drops replies) must not hang the daemon's start.
-    let connection = zbus::blocking::connection::Builder::system()
-        .map(|builder| builder.method_timeout(BUS_TIMEOUT))
-        .and_then(|builder| builder.serve_at(OBJECT_PATH, RealtimeKit { shared }))
-        .and_then(zbus::blocking::connection::Builder::build)
-        .map_err(RtkitError::Bus)?;
-    // Never AllowReplacement: once rtlab owns the name, nothing takes it over mid-run.
-    let flags = if config.replace {
-        RequestNameFlags::DoNotQueue | RequestNameFlags::ReplaceExisting
-    } else {
-        RequestNameFlags::DoNotQueue.into()
-    };
-    match connection.request_name_with_flags(BUS_NAME, flags) {
-        Ok(
-            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
-        ) => {}
-        Ok(_) | Err(zbus::Error::NameTaken) => {
-            return Err(RtkitError::NameTaken {
-                owner: describe_owner(&connection),
-            })
+    let connection = match own_name(config, Arc::clone(&shared)) {
+        Ok(connection) => connection,
+        Err(error) if config.required => return Err(error),
+        Err(error) => {
+            // Enabled by the configuration alone (the package's default): the reservations are
+            // served all the same.
+            eprintln!(
+                "rtlab daemon: {error}; serving reservations without RealtimeKit1 (with --rtkit the daemon would not start)"
+            );
+            return Ok(None);
         }
-        Err(error) => return Err(RtkitError::NameRefused(error)),
-    }
+    };
     lock(registry).attach_realtimekit(Arc::clone(&book));
     let watcher_registry = Arc::clone(registry);
     let watcher_panicked = Arc::clone(panicked);
@@ -615,6 +765,7 @@ pub fn start(
         .map_err(system("starting the Exit thread"))?;
     let mut service = Service {
         connection,
+        shared,
         canary: None,
         watcher,
         watcher_thread: Some(watcher_thread),
@@ -652,11 +803,56 @@ pub fn start(
     Ok(Some(service))
 }
 
+/// Connects to the system bus with the service's object and owns [`BUS_NAME`].
+fn own_name(
+    config: &RtkitConfig,
+    shared: Arc<Shared>,
+) -> Result<zbus::blocking::Connection, RtkitError> {
+    // A bus that does not answer (a policy that drops replies) must not hang the daemon's start.
+    let connection = zbus::blocking::connection::Builder::system()
+        .map(|builder| builder.method_timeout(BUS_TIMEOUT))
+        .and_then(|builder| {
+            builder.serve_at(
+                OBJECT_PATH,
+                RealtimeKit {
+                    shared: Arc::clone(&shared),
+                },
+            )
+        })
+        .and_then(zbus::blocking::connection::Builder::build)
+        .map_err(RtkitError::Bus)?;
+    // Never AllowReplacement: once rtlab owns the name, nothing takes it over mid-run.
+    let flags = if config.replace {
+        RequestNameFlags::DoNotQueue | RequestNameFlags::ReplaceExisting
+    } else {
+        RequestNameFlags::DoNotQueue.into()
+    };
+    match connection.request_name_with_flags(BUS_NAME, flags) {
+        Ok(
+            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
+        ) => {}
+        Ok(_) | Err(zbus::Error::NameTaken) => {
+            return Err(RtkitError::NameTaken {
+                owner: describe_owner(&connection),
+            })
+        }
+        Err(error) => return Err(RtkitError::NameRefused(error)),
+    }
+    Ok(connection)
+}
+
 impl Service {
     /// Gives the name up and stops the canary and the exit watcher. The registry's shutdown has
     /// put every thread back already (its `shut_down` closes the book).
     pub fn stop(mut self) {
         let _ = self.connection.release_name(BUS_NAME);
+        // Observations end within one of their windows; what they would reserve is refused by
+        // the registry, which has shut down.
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let observations = std::mem::take(&mut *lock(&self.shared.observations));
+        for thread in observations {
+            let _ = thread.join();
+        }
         self.canary = None;
         self.watcher.stop();
         if let Some(thread) = self.watcher_thread.take() {

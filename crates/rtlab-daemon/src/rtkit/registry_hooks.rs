@@ -33,6 +33,14 @@ impl Registry {
         }
     }
 
+    /// A reservation let go of thread `tid`: an rtkit thread gets its SCHED_RR (or nice level)
+    /// back with SCHED_RESET_ON_FORK, which the enforcer's restore does not keep.
+    pub(super) fn realtimekit_reservation_ended(&mut self, tid: u32) {
+        if let Some(book) = &self.realtimekit {
+            lock(book).reservation_ended(tid);
+        }
+    }
+
     pub(super) fn realtimekit_thread_exited(&mut self, tid: u32) {
         if let Some(book) = &self.realtimekit {
             lock(book).thread_exited(tid);

@@ -23,6 +23,7 @@
 //!   timeout); then the connection is closed (`Connection: close`: one request per connection,
 //!   which Prometheus handles by reconnecting).
 
+use super::grants::ListingState;
 use rtlab_sys::service_manager::Watchdog;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -49,9 +50,13 @@ const TICK: Duration = Duration::from_millis(200);
 const ENDPOINTS: &[(&str, &str)] = &[
     (
         "/metrics",
-        "wake-up latency, missed periods and causes (OpenMetrics text, for Prometheus)",
+        "wake-up latency, missed periods and causes, and rtlabd's grants (OpenMetrics text, for Prometheus)",
     ),
-    ("/", "this list"),
+    (
+        "/reservations",
+        "rtlabd's reservations and RealtimeKit1 threads (the JSON of rtlab reservations --json)",
+    ),
+    ("/", "this list, and rtlabd's grants"),
 ];
 
 const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -92,20 +97,27 @@ impl MetricsServer {
         self.listener.local_addr()
     }
 
-    /// Serves `exported` (the current metrics text) on a thread of its own until `stop` is set;
-    /// pings `watchdog` from that thread's loop.
+    /// Serves `exported` (the current metrics text) and `listing` (the daemon's grants) on a
+    /// thread of its own until `stop` is set; pings `watchdog` from that thread's loop.
     pub fn serve(
         self,
         exported: Arc<Mutex<String>>,
+        listing: Arc<Mutex<ListingState>>,
         stop: Arc<AtomicBool>,
         watchdog: Option<Watchdog>,
     ) -> io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("rtlab-metrics".into())
-            .spawn(move || self.run(&exported, &stop, watchdog.as_ref()))
+            .spawn(move || self.run(&exported, &listing, &stop, watchdog.as_ref()))
     }
 
-    fn run(self, exported: &Mutex<String>, stop: &AtomicBool, watchdog: Option<&Watchdog>) {
+    fn run(
+        self,
+        exported: &Mutex<String>,
+        listing: &Mutex<ListingState>,
+        stop: &AtomicBool,
+        watchdog: Option<&Watchdog>,
+    ) {
         let writers = Arc::new(AtomicUsize::new(0));
         let mut connections: Vec<Connection> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
@@ -145,6 +157,14 @@ impl MetricsServer {
                             Route::Metrics { head_only } => Answer {
                                 head_only,
                                 ..metrics_answer(exported)
+                            },
+                            Route::Reservations { head_only } => Answer {
+                                head_only,
+                                ..reservations_answer(listing)
+                            },
+                            Route::Index { head_only } => Answer {
+                                head_only,
+                                ..index_page(listing)
                             },
                             Route::Fixed(answer) => answer,
                         };
@@ -204,6 +224,10 @@ enum HeadState {
 enum Route {
     /// The metrics (filled in by the caller, who holds them); HEAD when `head_only`.
     Metrics { head_only: bool },
+    /// The daemon's grants as JSON (filled in by the caller).
+    Reservations { head_only: bool },
+    /// The endpoints and the daemon's grants as HTML (filled in by the caller).
+    Index { head_only: bool },
     /// Anything else, answered as is.
     Fixed(Answer),
 }
@@ -268,8 +292,10 @@ fn route(head: &[u8]) -> Option<Route> {
         answer
     } else if path == "/metrics" {
         return Some(Route::Metrics { head_only });
+    } else if path == "/reservations" {
+        return Some(Route::Reservations { head_only });
     } else {
-        index_page()
+        return Some(Route::Index { head_only });
     };
     answer.head_only = head_only;
     Some(Route::Fixed(answer))
@@ -310,15 +336,53 @@ fn plain(status: u16, reason: &'static str, body: &str) -> Answer {
     }
 }
 
-fn index_page() -> Answer {
+/// `/reservations`: the last listing of the daemon's grants; 503 while the daemon cannot be
+/// listed, 404 when the monitor was not asked to list it.
+fn reservations_answer(listing: &Mutex<ListingState>) -> Answer {
+    let state = listing
+        .lock()
+        .map(|state| state.clone())
+        .unwrap_or(ListingState::NotListed);
+    match state {
+        ListingState::Listed { json, .. } => Answer {
+            status: 200,
+            reason: "OK",
+            content_type: "application/json",
+            extra_header: None,
+            body: json.into_bytes(),
+            head_only: false,
+        },
+        ListingState::Unreachable(why) => plain(
+            503,
+            "Service Unavailable",
+            &format!("rtlabd's grants could not be listed: {why}\n"),
+        ),
+        ListingState::NotListed => plain(
+            404,
+            "Not Found",
+            "this monitor does not list rtlabd's grants (it was started with --no-reservations)\n",
+        ),
+    }
+}
+
+fn index_page(listing: &Mutex<ListingState>) -> Answer {
     let mut body = String::from(
-        "<!DOCTYPE html>\n<html><head><title>rtlab monitor</title></head><body>\n\
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>rtlab monitor</title></head><body>\n\
          <h1>rtlab monitor</h1>\n<ul>\n",
     );
     for (path, what) in ENDPOINTS {
         body.push_str(&format!("<li><a href=\"{path}\">{path}</a>: {what}</li>\n"));
     }
-    body.push_str("</ul>\n</body></html>\n");
+    body.push_str("</ul>\n");
+    match listing.lock().map(|state| state.clone()) {
+        Ok(ListingState::Listed { html, .. }) => body.push_str(&html),
+        Ok(ListingState::Unreachable(why)) => body.push_str(&format!(
+            "<p>rtlabd's grants could not be listed: {}</p>\n",
+            super::grants::escape(&why)
+        )),
+        _ => {}
+    }
+    body.push_str("</body></html>\n");
     Answer {
         status: 200,
         reason: "OK",
@@ -409,9 +473,23 @@ mod tests {
             route(b"HEAD /metrics HTTP/1.1\r\n\r\n"),
             Some(Route::Metrics { head_only: true })
         );
-        let index = fixed("GET / HTTP/1.1\r\n\r\n");
+        assert_eq!(
+            route(b"GET / HTTP/1.1\r\n\r\n"),
+            Some(Route::Index { head_only: false })
+        );
+        assert_eq!(
+            route(b"GET /reservations HTTP/1.1\r\n\r\n"),
+            Some(Route::Reservations { head_only: false })
+        );
+        let index = index_page(&Mutex::new(ListingState::Unreachable("no <daemon>".into())));
         assert_eq!(index.status, 200);
-        assert!(String::from_utf8_lossy(&index.body).contains("href=\"/metrics\""));
+        let html = String::from_utf8_lossy(&index.body);
+        assert!(html.contains("href=\"/metrics\""), "{html}");
+        assert!(html.contains("no &lt;daemon&gt;"), "{html}");
+        assert_eq!(
+            reservations_answer(&Mutex::new(ListingState::Unreachable("x".into()))).status,
+            503
+        );
         let post = fixed("POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(post.status, 405);
         assert_eq!(post.extra_header, Some("Allow: GET, HEAD"));

@@ -9,10 +9,16 @@
 //! the cost is a gap of about the probe's 50 ms thread set-up per window (0.5 % of a 10 s
 //! window), which the `rtlab_monitor_measured_seconds_total` counter makes visible. SIGINT and
 //! SIGTERM (the stop flag) stop the current window within one period.
+//!
+//! Given a [`grants::GrantSource`], the monitor also lists the reservation daemon's grants —
+//! its reservations and the threads programs made real-time through RealtimeKit1 — every
+//! [`grants::REFRESH`] on a thread of its own, and exports them beside the latency.
 
+pub mod grants;
 pub mod http;
 
 use crate::{ExplainConfig, LoadRequest, Observer, RunConfig, Session, SessionError};
+use grants::{GrantMetrics, GrantSource, ListingState};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -111,10 +117,17 @@ struct Metrics {
     cause_labels: Mutex<std::collections::BTreeSet<CauseLabels>>,
     measured: Counter<f64, AtomicU64>,
     windows: Counter,
+    /// The daemon's grants, when the monitor lists them.
+    grants: Option<GrantMetrics>,
 }
 
 impl Metrics {
+    #[cfg(test)]
     fn new(explain: bool) -> Metrics {
+        Metrics::with_grants(explain, false)
+    }
+
+    fn with_grants(explain: bool, grants: bool) -> Metrics {
         let mut registry = Registry::with_prefix("rtlab");
         let latency: Family<SeriesLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(|| Histogram::new(latency_buckets()));
@@ -155,6 +168,7 @@ impl Metrics {
             "Measuring windows completed",
             windows.clone(),
         );
+        let grants = grants.then(|| GrantMetrics::register(&mut registry));
         Metrics {
             registry,
             latency,
@@ -164,6 +178,7 @@ impl Metrics {
             cause_labels: Mutex::new(std::collections::BTreeSet::new()),
             measured,
             windows,
+            grants,
         }
     }
 
@@ -244,10 +259,11 @@ impl Observer for QuietWindow {}
 /// A monitor whose exporter is listening; [`Monitor::run`] measures.
 pub struct Monitor {
     config: MonitorConfig,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
     exported: Arc<Mutex<String>>,
     server_stop: Arc<AtomicBool>,
     server_thread: Option<JoinHandle<()>>,
+    grants_thread: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -260,8 +276,12 @@ impl std::fmt::Debug for Monitor {
 }
 
 impl Monitor {
-    /// Checks the configuration and starts serving `/metrics` (empty until the first window).
-    pub fn bind(config: MonitorConfig) -> Result<Monitor, MonitorError> {
+    /// Checks the configuration and starts serving `/metrics` (empty until the first window);
+    /// with `grants`, lists the daemon's grants from now on (see [`grants`]).
+    pub fn bind(
+        config: MonitorConfig,
+        grants: Option<Box<dyn GrantSource>>,
+    ) -> Result<Monitor, MonitorError> {
         if config.window < MIN_WINDOW {
             return Err(MonitorError::WindowTooShort);
         }
@@ -270,23 +290,54 @@ impl Monitor {
             message: error.to_string(),
         };
         let server = http::MetricsServer::bind(config.listen).map_err(listen_error)?;
-        let metrics = Metrics::new(config.explain.is_some());
+        let metrics = Arc::new(Metrics::with_grants(
+            config.explain.is_some(),
+            grants.is_some(),
+        ));
         let exported = Arc::new(Mutex::new(metrics.encode()));
+        let listing = Arc::new(Mutex::new(match grants {
+            Some(_) => ListingState::Unreachable("not listed yet".to_owned()),
+            None => ListingState::NotListed,
+        }));
         let server_stop = Arc::new(AtomicBool::new(false));
         // systemd's WatchdogSec= (rtlab-monitor.service) is pinged from the server's loop.
         let server_thread = server
             .serve(
                 Arc::clone(&exported),
+                Arc::clone(&listing),
                 Arc::clone(&server_stop),
                 rtlab_sys::service_manager::Watchdog::from_environment(),
             )
             .map_err(listen_error)?;
+        let grants_thread = match grants {
+            Some(source) => {
+                let metrics = Arc::clone(&metrics);
+                let exported = Arc::clone(&exported);
+                let stop = Arc::clone(&server_stop);
+                let spawned = std::thread::Builder::new()
+                    .name("rtlab-grants".into())
+                    .spawn(move || list_grants(source, &metrics, &exported, &listing, &stop));
+                match spawned {
+                    Ok(thread) => Some(thread),
+                    Err(error) => {
+                        server_stop.store(true, Ordering::Relaxed);
+                        let _ = server_thread.join();
+                        return Err(MonitorError::Listen {
+                            listen: config.listen,
+                            message: format!("starting the thread that lists rtlabd: {error}"),
+                        });
+                    }
+                }
+            }
+            None => None,
+        };
         Ok(Monitor {
             config,
             metrics,
             exported,
             server_stop,
             server_thread: Some(server_thread),
+            grants_thread,
         })
     }
 
@@ -307,6 +358,7 @@ impl Monitor {
             let record = self.window(first, stop)?;
             first = false;
             self.metrics.add_window(&record);
+            // Encoded under the lock, so the grants' thread cannot put an older text back.
             if let Ok(mut text) = self.exported.lock() {
                 *text = self.metrics.encode();
             }
@@ -352,6 +404,44 @@ impl Drop for Monitor {
         self.server_stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.server_thread.take() {
             let _ = thread.join();
+        }
+        if let Some(thread) = self.grants_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The grants' thread: lists the daemon every [`grants::REFRESH`] until `stop`, replacing the
+/// grant metrics (re-encoding the export under its lock) and `/reservations`' answer.
+fn list_grants(
+    mut source: Box<dyn GrantSource>,
+    metrics: &Metrics,
+    exported: &Mutex<String>,
+    listing: &Mutex<ListingState>,
+    stop: &AtomicBool,
+) {
+    let Some(grant_metrics) = &metrics.grants else {
+        return;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let listed = source.listing();
+        if let Ok(mut text) = exported.lock() {
+            grant_metrics.set(listed.as_ref().ok().map(|listed| &listed.list));
+            *text = metrics.encode();
+        }
+        let state = match listed {
+            Ok(listed) => ListingState::Listed {
+                html: grants::html_tables(&listed.list),
+                json: listed.json,
+            },
+            Err(why) => ListingState::Unreachable(why),
+        };
+        if let Ok(mut current) = listing.lock() {
+            *current = state;
+        }
+        let next = std::time::Instant::now() + grants::REFRESH;
+        while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < next {
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
 }

@@ -41,10 +41,38 @@ pub struct Args {
     pub replace: bool,
 }
 
+/// Observes a `[[rtkit.reserve]]` program for the daemon as `rtlab reserve --auto` does: the
+/// same trace of the process (`trace_watch::observe`), the same reading of its threads and of
+/// what the machine enforces.
+struct AutoObserver;
+
+impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
+    fn observe(
+        &self,
+        pid: u32,
+        duration: Nanos,
+        stop: &AtomicBool,
+    ) -> Result<rtlab_daemon::rtkit::observe::Observation, String> {
+        let machine = super::reserve_auto::machine().map_err(|error| format!("{error:#}"))?;
+        let report = super::trace_watch::observe(
+            &rtlab_apptrace::record::Target::Pid(pid),
+            duration.as_std(),
+            stop,
+        )
+        .map_err(|error| format!("{error:#}"))?;
+        Ok(rtlab_daemon::rtkit::observe::Observation {
+            threads: super::reserve_auto::observed_threads(&report),
+            machine,
+        })
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    rtlab_daemon::rtkit::observe::set_observer(Arc::new(AutoObserver));
     let mut config = configure(args.config.as_deref(), args.socket.clone())
         .map_err(|error| crate::exit::input(format!("--config: {error}")))?;
     config.rtkit.enabled |= args.rtkit;
+    config.rtkit.required |= args.rtkit;
     config.rtkit.replace |= args.replace;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_flag_only(&stop).context("installing SIGTERM/SIGINT handlers")?;

@@ -1,9 +1,12 @@
 //! `rtlab monitor`: flags, the start line and exit codes; the measuring windows and the
-//! Prometheus exporter are `rtlab_session::monitor`.
+//! Prometheus exporter are `rtlab_session::monitor`. The daemon's grants reach the exporter
+//! through [`DaemonGrants`], which lists the daemon as `rtlab reservations --json` does.
 
 use anyhow::Context as _;
+use rtlab_core::rpc::RESERVATIONS_SCHEMA;
 use rtlab_core::Nanos;
 use rtlab_probe::Class;
+use rtlab_session::monitor::grants::{GrantListing, GrantSource};
 use rtlab_session::monitor::{Monitor, MonitorConfig};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -34,6 +37,51 @@ pub struct Args {
     pub stop_after: Option<Nanos>,
     #[command(flatten)]
     pub explain: super::run::ExplainArgs,
+    /// Do not list rtlabd's reservations and RealtimeKit1 threads (by default they are exported
+    /// when a daemon answers on --socket)
+    #[arg(long)]
+    pub no_reservations: bool,
+    #[command(flatten)]
+    pub socket: super::daemon_client::SocketArgs,
+}
+
+/// The daemon's grants for the exporter: one connection, made again after a failure.
+struct DaemonGrants {
+    socket: std::path::PathBuf,
+    client: Option<rtlab_client::Client>,
+}
+
+impl GrantSource for DaemonGrants {
+    fn listing(&mut self) -> Result<GrantListing, String> {
+        if self.client.is_none() {
+            self.client = Some(
+                rtlab_client::Client::connect(&self.socket).map_err(|error| error.to_string())?,
+            );
+        }
+        let listed = self.client.as_mut().map(rtlab_client::Client::list);
+        let list = match listed {
+            Some(Ok(list)) => list,
+            Some(Err(error)) => {
+                self.client = None;
+                return Err(error.to_string());
+            }
+            None => return Err("not connected".to_owned()),
+        };
+        let table = rtlab_render::reserve::reservation_rows(&list);
+        let mut document = serde_json::to_value(rtlab_core::header::OutputHeader::now(
+            RESERVATIONS_SCHEMA,
+            None,
+        ))
+        .map_err(|error| error.to_string())?;
+        if let (Some(header), Ok(serde_json::Value::Object(body))) =
+            (document.as_object_mut(), serde_json::to_value(&table))
+        {
+            header.extend(body);
+        }
+        let json =
+            serde_json::to_string_pretty(&document).map_err(|error| error.to_string())? + "\n";
+        Ok(GrantListing { list, json })
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -51,7 +99,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         stop_after: args.stop_after,
         explain: args.explain.config(),
     };
-    let monitor = Monitor::bind(config).map_err(|error| match error.setting() {
+    let grants: Option<Box<dyn GrantSource>> = (!args.no_reservations).then(|| {
+        Box::new(DaemonGrants {
+            socket: rtlab_client::socket_path(args.socket.socket.as_deref()),
+            client: None,
+        }) as Box<dyn GrantSource>
+    });
+    let monitor = Monitor::bind(config, grants).map_err(|error| match error.setting() {
         Some("listen") => crate::exit::input(format!("--prometheus {}: {error}", args.prometheus)),
         Some(setting) => crate::exit::input(format!("{}: {error}", crate::flags::flag_of(setting))),
         None => anyhow::Error::new(error),

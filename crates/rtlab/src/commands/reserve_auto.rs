@@ -73,7 +73,7 @@ struct AutoJson {
     verify: Vec<rtlab_session::supply::VerifiedSupply>,
 }
 
-fn machine() -> anyhow::Result<AutoMachine> {
+pub(crate) fn machine() -> anyhow::Result<AutoMachine> {
     let facts =
         rtlab_sched::enforce::MachineFacts::detect().context("reading what the kernel enforces")?;
     let deadline_share_per_cpu = (facts.deadline_limit - facts.fair_server_share).clamp(0.0, 0.9);

@@ -1,0 +1,391 @@
+//! The daemon's grants in the monitor: every reservation `rtlabd` holds and every thread a program
+//! made real-time through `org.freedesktop.RealtimeKit1` (`rtlab daemon --rtkit`), exported as
+//! Prometheus metrics beside the latency and served whole on `/reservations` (the document
+//! `rtlab reservations --json` writes).
+//!
+//! The monitor does not talk to the daemon itself (this crate sits below the daemon's client):
+//! the caller hands it a [`GrantSource`] that lists the daemon, and a thread of the monitor asks
+//! it every [`REFRESH`], so a slow or absent daemon never delays a scrape or a measuring window.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use rtlab_core::rpc::ListResult;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime};
+
+/// How often the monitor lists the daemon's grants.
+pub const REFRESH: Duration = Duration::from_secs(2);
+
+/// The daemon's list, and the same list as the `rtlab.reservations/1` document.
+#[derive(Debug, Clone)]
+pub struct GrantListing {
+    pub list: ListResult,
+    /// The JSON document served on `/reservations`.
+    pub json: String,
+}
+
+/// Lists the daemon's grants for the monitor (the CLI's implementation holds the daemon's
+/// client). An `Err` says why the daemon could not be listed (no daemon, a refused connection).
+pub trait GrantSource: Send + 'static {
+    fn listing(&mut self) -> Result<GrantListing, String>;
+}
+
+/// What `/reservations` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListingState {
+    /// The monitor was not asked to list the daemon.
+    NotListed,
+    /// Not listed yet, or the last listing failed (why).
+    Unreachable(String),
+    /// The last listing: the JSON document, and HTML tables for `/`.
+    Listed { json: String, html: String },
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReservationLabels {
+    grant: String,
+    /// `tid:N`, `pid:N`, or the activity's name.
+    reservation: String,
+    owner_uid: String,
+    backend: String,
+    cpu: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReservationThreadLabels {
+    grant: String,
+    pid: String,
+    tid: String,
+    comm: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CpuLabels {
+    cpu: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RealtimeKitLabels {
+    tid: String,
+    comm: String,
+    pid: String,
+    /// The uid the bus said asked (it owns the thread).
+    uid: String,
+    /// The process the bus said asked.
+    caller_pid: String,
+    method: String,
+    /// `SCHED_RR`, `SCHED_OTHER` (a nice level) or `reservation`.
+    policy: String,
+    /// SCHED_RR's priority, empty otherwise.
+    priority: String,
+    /// The nice level of `MakeThreadHighPriority`, empty otherwise.
+    nice: String,
+    /// The reservation holding the thread (a configured policy's, or `rtlab reserve`'s), empty
+    /// when none.
+    grant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RealtimeKitThreadLabels {
+    tid: String,
+    pid: String,
+    uid: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The grant metrics; rebuilt whole from each listing, so a grant that ended leaves the export.
+pub(super) struct GrantMetrics {
+    reachable: Gauge,
+    reservation_amount: Family<ReservationLabels, FloatGauge>,
+    reservation_period: Family<ReservationLabels, FloatGauge>,
+    reservation_thread: Family<ReservationThreadLabels, Gauge>,
+    cpu_reserved: Family<CpuLabels, FloatGauge>,
+    realtimekit_thread: Family<RealtimeKitLabels, Gauge>,
+    realtimekit_since: Family<RealtimeKitThreadLabels, FloatGauge>,
+}
+
+fn text_of<T: ToString>(value: Option<T>) -> String {
+    value.map(|value| value.to_string()).unwrap_or_default()
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time, if it is one.
+fn unix_seconds(rfc3339: &str) -> Option<f64> {
+    let time = humantime::parse_rfc3339_weak(rfc3339).ok()?;
+    Some(
+        time.duration_since(SystemTime::UNIX_EPOCH)
+            .ok()?
+            .as_secs_f64(),
+    )
+}
+
+impl GrantMetrics {
+    pub(super) fn register(registry: &mut Registry) -> GrantMetrics {
+        let metrics = GrantMetrics {
+            reachable: Gauge::default(),
+            reservation_amount: Family::default(),
+            reservation_period: Family::default(),
+            reservation_thread: Family::default(),
+            cpu_reserved: Family::default(),
+            realtimekit_thread: Family::default(),
+            realtimekit_since: Family::default(),
+        };
+        registry.register(
+            "daemon_listed",
+            "1 when the last listing of rtlabd's grants succeeded, 0 when the daemon could not be asked",
+            metrics.reachable.clone(),
+        );
+        registry.register(
+            "reservation_granted_amount_seconds",
+            "CPU time a reservation of rtlabd is granted every period",
+            metrics.reservation_amount.clone(),
+        );
+        registry.register(
+            "reservation_granted_period_seconds",
+            "The period of a reservation of rtlabd",
+            metrics.reservation_period.clone(),
+        );
+        registry.register(
+            "reservation_thread",
+            "1 for each thread a reservation of rtlabd holds",
+            metrics.reservation_thread.clone(),
+        );
+        registry.register(
+            "cpu_reserved_fraction",
+            "The fraction of a CPU rtlabd's reservations hold",
+            metrics.cpu_reserved.clone(),
+        );
+        registry.register(
+            "realtimekit_thread",
+            "1 for each thread a program made real-time (or high priority) through org.freedesktop.RealtimeKit1 served by rtlabd: who asked (uid, caller_pid, method) and what it got (policy, priority, nice, grant)",
+            metrics.realtimekit_thread.clone(),
+        );
+        registry.register(
+            "realtimekit_thread_since_timestamp_seconds",
+            "When a RealtimeKit1 thread was granted (Unix time)",
+            metrics.realtimekit_since.clone(),
+        );
+        metrics
+    }
+
+    /// Replaces the grant metrics by `listing`'s (None: the daemon could not be listed, and
+    /// nothing of an earlier listing stays).
+    pub(super) fn set(&self, listing: Option<&ListResult>) {
+        self.reservation_amount.clear();
+        self.reservation_period.clear();
+        self.reservation_thread.clear();
+        self.cpu_reserved.clear();
+        self.realtimekit_thread.clear();
+        self.realtimekit_since.clear();
+        let Some(list) = listing else {
+            self.reachable.set(0);
+            return;
+        };
+        self.reachable.set(1);
+        for grant in &list.grants {
+            let labels = ReservationLabels {
+                grant: grant.grant_id.to_string(),
+                reservation: grant.owner.clone(),
+                owner_uid: grant.owner_uid.to_string(),
+                backend: grant.backend.to_string(),
+                cpu: text_of(grant.cpu),
+            };
+            self.reservation_amount
+                .get_or_create(&labels)
+                .set(grant.granted.amount_ns as f64 / 1e9);
+            self.reservation_period
+                .get_or_create(&labels)
+                .set(grant.granted.period_ns as f64 / 1e9);
+            for thread in &grant.threads {
+                self.reservation_thread
+                    .get_or_create(&ReservationThreadLabels {
+                        grant: grant.grant_id.to_string(),
+                        pid: thread.pid.to_string(),
+                        tid: thread.tid.to_string(),
+                        comm: thread.comm.clone(),
+                    })
+                    .set(1);
+            }
+        }
+        for share in &list.cpus {
+            self.cpu_reserved
+                .get_or_create(&CpuLabels {
+                    cpu: share.cpu.to_string(),
+                })
+                .set(share.reserved_fraction);
+        }
+        for thread in &list.realtimekit {
+            self.realtimekit_thread
+                .get_or_create(&RealtimeKitLabels {
+                    tid: thread.tid.to_string(),
+                    comm: thread.comm.clone(),
+                    pid: thread.pid.to_string(),
+                    uid: thread.uid.to_string(),
+                    caller_pid: thread.caller_pid.to_string(),
+                    method: thread.method.clone(),
+                    policy: thread.policy.clone(),
+                    priority: text_of(thread.priority),
+                    nice: text_of(thread.nice),
+                    grant: text_of(thread.grant_id),
+                })
+                .set(1);
+            if let Some(since) = unix_seconds(&thread.since) {
+                self.realtimekit_since
+                    .get_or_create(&RealtimeKitThreadLabels {
+                        tid: thread.tid.to_string(),
+                        pid: thread.pid.to_string(),
+                        uid: thread.uid.to_string(),
+                    })
+                    .set(since);
+            }
+        }
+    }
+}
+
+/// Escapes text for HTML (program names are chosen by whoever runs the program).
+pub(super) fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            other => escaped.push(other),
+        }
+    }
+    escaped
+}
+
+/// The grants as HTML tables for the monitor's `/` page.
+pub(super) fn html_tables(list: &ListResult) -> String {
+    let mut html = String::from("<h2>Threads made real-time through RealtimeKit1</h2>\n");
+    if list.realtimekit.is_empty() {
+        html.push_str("<p>none</p>\n");
+    } else {
+        html.push_str(
+            "<table>\n<tr><th>tid</th><th>thread</th><th>pid</th><th>uid</th><th>asked by pid</th><th>method</th><th>given</th><th>reservation</th><th>since</th></tr>\n",
+        );
+        for thread in &list.realtimekit {
+            let mut given = match (thread.priority, thread.nice) {
+                (Some(priority), _) => format!("{} {priority}", thread.policy),
+                (None, Some(nice)) => format!("{} nice {nice}", thread.policy),
+                (None, None) => thread.policy.clone(),
+            };
+            if let Some(sizing) = &thread.sizing {
+                given.push_str(&format!(" ({sizing})"));
+            }
+            html.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                thread.tid,
+                escape(&thread.comm),
+                thread.pid,
+                thread.uid,
+                thread.caller_pid,
+                escape(&thread.method),
+                escape(&given),
+                text_of(thread.grant_id),
+                escape(&thread.since)
+            ));
+        }
+        html.push_str("</table>\n");
+    }
+    html.push_str("<h2>Reservations</h2>\n");
+    if list.grants.is_empty() {
+        html.push_str("<p>none</p>\n");
+    } else {
+        html.push_str(
+            "<table>\n<tr><th>grant</th><th>reservation</th><th>owner uid</th><th>granted</th><th>backend</th><th>threads</th><th>since</th></tr>\n",
+        );
+        for grant in &list.grants {
+            let threads: Vec<String> = grant
+                .threads
+                .iter()
+                .map(|thread| format!("{} {}", thread.tid, escape(&thread.comm)))
+                .collect();
+            html.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} µs every {} µs</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                grant.grant_id,
+                escape(&grant.owner),
+                grant.owner_uid,
+                grant.granted.amount_ns / 1000,
+                grant.granted.period_ns / 1000,
+                grant.backend,
+                threads.join(", "),
+                escape(&grant.since)
+            ));
+        }
+        html.push_str("</table>\n");
+    }
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtlab_core::rpc::RealtimeKitThread;
+
+    fn listing() -> ListResult {
+        ListResult {
+            grants: Vec::new(),
+            cpus: vec![rtlab_core::rpc::CpuShare {
+                cpu: 0,
+                reserved_fraction: 0.25,
+            }],
+            realtimekit: vec![RealtimeKitThread {
+                pid: 40,
+                tid: 41,
+                comm: "data-loop.0".to_owned(),
+                uid: 1000,
+                caller_pid: 40,
+                method: "MakeThreadRealtimeWithPID".to_owned(),
+                policy: "SCHED_RR".to_owned(),
+                priority: Some(20),
+                nice: None,
+                grant_id: None,
+                since: "2026-01-02T03:04:05.000Z".to_owned(),
+                sizing: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_realtimekit_thread_is_exported_with_who_asked_and_what_it_got() {
+        let mut registry = Registry::with_prefix("rtlab");
+        let metrics = GrantMetrics::register(&mut registry);
+        metrics.set(Some(&listing()));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("rtlab_daemon_listed 1"), "{text}");
+        assert!(
+            text.contains(r#"rtlab_realtimekit_thread{tid="41",comm="data-loop.0",pid="40",uid="1000",caller_pid="40",method="MakeThreadRealtimeWithPID",policy="SCHED_RR",priority="20",nice="",grant=""} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rtlab_realtimekit_thread_since_timestamp_seconds{tid="41",pid="40",uid="1000"} 1767323045.0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rtlab_cpu_reserved_fraction{cpu="0"} 0.25"#),
+            "{text}"
+        );
+        // A failed listing leaves nothing of the last one.
+        metrics.set(None);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("rtlab_daemon_listed 0"), "{text}");
+        assert!(!text.contains("rtlab_realtimekit_thread{"), "{text}");
+    }
+
+    #[test]
+    fn html_escapes_program_names() {
+        let mut list = listing();
+        list.realtimekit[0].comm = "<script>".to_owned();
+        let html = html_tables(&list);
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(!html.contains("<script>"), "{html}");
+    }
+}
