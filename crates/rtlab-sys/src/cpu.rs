@@ -49,7 +49,36 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// Restricts the calling thread to a set of CPUs.
 pub fn pin_current_thread_to(cpus: &[usize]) -> io::Result<()> {
     // Thread id 0 is the calling thread.
-    crate::thread_control::set_thread_affinity(0, cpus)
+    set_thread_affinity(0, cpus)
+}
+
+/// Restricts thread `tid` to `cpus`.
+pub fn set_thread_affinity(tid: u32, cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is out of range"),
+            ));
+        }
+        // SAFETY: `cpu` was checked to be below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; the kernel only reads it.
+    let result = unsafe {
+        libc::sched_setaffinity(
+            tid as libc::pid_t,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// The calling thread's kernel thread id.

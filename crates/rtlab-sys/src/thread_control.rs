@@ -231,34 +231,7 @@ pub fn thread_affinity(tid: u32) -> io::Result<Vec<usize>> {
         .collect())
 }
 
-/// Restricts thread `tid` to `cpus`.
-pub fn set_thread_affinity(tid: u32, cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: cpu_set_t is a plain bitmask; all-zero is the valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} is out of range"),
-            ));
-        }
-        // SAFETY: `cpu` was checked to be below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; the kernel only reads it.
-    let result = unsafe {
-        libc::sched_setaffinity(
-            tid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        )
-    };
-    if result == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+pub use crate::cpu::set_thread_affinity;
 
 /// The kernel's tick (1/HZ), ns: the resolution of CLOCK_MONOTONIC_COARSE, which advances once per
 /// jiffy. This is the granularity at which SCHED_DEADLINE budgets are enforced without HRTICK.
