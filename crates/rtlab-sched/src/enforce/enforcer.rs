@@ -398,6 +398,16 @@ impl Enforcer {
         &self.planner
     }
 
+    /// The reservation `grant` as enforced, or the planner's error for a grant it does not know.
+    fn enforced_grant(&self, grant: GrantId) -> Result<EnforcedGrant, EnforceError> {
+        self.grants
+            .get(&grant)
+            .cloned()
+            .ok_or(EnforceError::Planner(
+                rtlab_plan::PlannerError::UnknownGrant(grant.0),
+            ))
+    }
+
     /// Checks that no thread is managed yet and each exists, keeping what its /proc/TID/stat says
     /// for the rest of the request (`request_stats`).
     fn check_threads_free(&mut self, threads: &[u32]) -> Result<(), EnforceError> {
@@ -932,13 +942,7 @@ impl Enforcer {
     }
 
     fn add_threads_now(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
-        let enforced = self
-            .grants
-            .get(&grant)
-            .cloned()
-            .ok_or(EnforceError::Planner(
-                rtlab_plan::PlannerError::UnknownGrant(grant.0),
-            ))?;
+        let enforced = self.enforced_grant(grant)?;
         self.check_threads_free(threads)?;
         match enforced.backend {
             BackendKind::Deadline => {
@@ -1042,13 +1046,7 @@ impl Enforcement for Enforcer {
     }
 
     fn release(&mut self, grant: GrantId) -> Result<(), EnforceError> {
-        let enforced = self
-            .grants
-            .get(&grant)
-            .cloned()
-            .ok_or(EnforceError::Planner(
-                rtlab_plan::PlannerError::UnknownGrant(grant.0),
-            ))?;
+        let enforced = self.enforced_grant(grant)?;
         self.planner.release(grant)?;
         self.grants.remove(&grant);
         if enforced.backend == BackendKind::Dispatch {
@@ -1095,9 +1093,7 @@ impl Enforcement for Enforcer {
     }
 
     fn reserved_fractions(&self) -> Vec<f64> {
-        (0..self.planner.n_cpus())
-            .map(|cpu| self.planner.utilisation_ppm(cpu) as f64 / 1e6)
-            .collect()
+        self.planner.reserved_fractions()
     }
 
     fn begin_constraint(
