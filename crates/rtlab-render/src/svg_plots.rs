@@ -37,6 +37,15 @@ const TOP: f64 = 26.0;
 const BOTTOM: f64 = 44.0;
 
 /// A number for an axis tick: `0.01`, `5`, `200`, `10k`, `1M`.
+/// The x axis's name, centred at `centre_x` on the baseline `y`.
+fn write_x_axis_label(svg: &mut String, centre_x: f64, y: f64, label: &str) {
+    let _ = write!(
+        svg,
+        r#"<text x="{centre_x:.1}" y="{y:.1}" class="axis" text-anchor="middle">{}</text>"#,
+        escape_markup(label)
+    );
+}
+
 fn tick_text(value: f64) -> String {
     let magnitude = value.abs();
     if magnitude >= 1e6 {
@@ -155,13 +164,7 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
             tick_text(tick)
         );
     }
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
-        LEFT + plot_width / 2.0,
-        HEIGHT - 8.0,
-        escape_markup(&x.label)
-    );
+    write_x_axis_label(&mut svg, LEFT + plot_width / 2.0, HEIGHT - 8.0, &x.label);
     let _ = write!(
         svg,
         r#"<text transform="translate(14 {:.1}) rotate(-90)" class="axis" text-anchor="middle">{}</text>"#,
@@ -263,13 +266,7 @@ pub fn timeline(
             tick_text(tick)
         );
     }
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
-        left + plot_width / 2.0,
-        height - 8.0,
-        escape_markup(&axis.label)
-    );
+    write_x_axis_label(&mut svg, left + plot_width / 2.0, height - 8.0, &axis.label);
     for (index, lane) in lanes.iter().enumerate() {
         let centre = TOP + lane_height * (index as f64 + 0.5);
         let _ = write!(
