@@ -408,6 +408,22 @@ impl Enforcer {
             ))
     }
 
+    /// Takes `thread` out of its reservation: a thread still under a constraint only loses the
+    /// grant (the constraint's end restores it), any other gets its old policy back.
+    fn leave_grant(&mut self, thread: u32) -> Result<(), EnforceError> {
+        let constrained = self
+            .threads
+            .get(&thread)
+            .is_some_and(|managed| managed.constraint.is_some());
+        if !constrained {
+            return self.restore(thread);
+        }
+        if let Some(managed) = self.threads.get_mut(&thread) {
+            managed.grant = None;
+        }
+        Ok(())
+    }
+
     /// Checks that no thread is managed yet and each exists, keeping what its /proc/TID/stat says
     /// for the rest of the request (`request_stats`).
     fn check_threads_free(&mut self, threads: &[u32]) -> Result<(), EnforceError> {
@@ -1031,17 +1047,7 @@ impl Enforcement for Enforcer {
                 dispatcher.update(|_| ());
             }
         }
-        let still_constrained = self
-            .threads
-            .get(&thread)
-            .is_some_and(|managed| managed.constraint.is_some());
-        if still_constrained {
-            if let Some(managed) = self.threads.get_mut(&thread) {
-                managed.grant = None;
-            }
-        } else {
-            self.restore(thread)?;
-        }
+        self.leave_grant(thread)?;
         Ok((grant, remaining))
     }
 
@@ -1067,17 +1073,7 @@ impl Enforcement for Enforcer {
         }
         let mut first_error = None;
         for tid in enforced.threads {
-            let constrained = self
-                .threads
-                .get(&tid)
-                .is_some_and(|managed| managed.constraint.is_some());
-            if constrained {
-                if let Some(managed) = self.threads.get_mut(&tid) {
-                    managed.grant = None;
-                }
-                continue;
-            }
-            if let Err(error) = self.restore(tid) {
+            if let Err(error) = self.leave_grant(tid) {
                 first_error.get_or_insert(error);
             }
         }
