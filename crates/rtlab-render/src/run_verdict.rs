@@ -105,11 +105,7 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::f
         "run {short_id}  started {}  measured {}{}",
         record.started_at,
         rtlab_core::Nanos(record.duration_ns),
-        if record.interrupted {
-            "  (interrupted)"
-        } else {
-            ""
-        }
+        crate::summary::interrupted_note(record)
     )?;
     let host_line = format!(
         "{}, kernel {} (preemption {}), {} CPUs, virtualization {}, clocksource {}",

@@ -36,7 +36,6 @@ const RIGHT: f64 = 12.0;
 const TOP: f64 = 26.0;
 const BOTTOM: f64 = 44.0;
 
-/// A number for an axis tick: `0.01`, `5`, `200`, `10k`, `1M`.
 /// The x axis's name, centred at `centre_x` on the baseline `y`.
 fn write_x_axis_label(svg: &mut String, centre_x: f64, y: f64, label: &str) {
     let _ = write!(
@@ -46,6 +45,7 @@ fn write_x_axis_label(svg: &mut String, centre_x: f64, y: f64, label: &str) {
     );
 }
 
+/// A number for an axis tick: `0.01`, `5`, `200`, `10k`, `1M`.
 fn tick_text(value: f64) -> String {
     let magnitude = value.abs();
     if magnitude >= 1e6 {

@@ -64,11 +64,7 @@ fn write_study(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
         study.cpu,
         if windows { "" } else { "kernel " },
         record.host.kernel,
-        if record.interrupted {
-            "  (interrupted)"
-        } else {
-            ""
-        }
+        crate::summary::interrupted_note(record)
     )?;
     let mut intervals: Vec<u64> = study.rows.iter().map(|row| row.requested_ns).collect();
     intervals.sort_unstable();
