@@ -22,12 +22,7 @@ BIN=${BIN:-$OUT/bin}
 CELLS=${*:-"128:30:fifo-long 256:30:fifo-long 64:30:fifo-long 128:30:fifo-short 256:30:fifo-short 128:30:idle"}
 SERVER=rtlabftj$$
 for cell in $CELLS; do
-  begin_cell "$cell"
-  start_jack "$frames" "$name"
-  sleep 1
-  start_client $((DURATION + 4))
-  sleep 1
-  start_load "$condition" $((DURATION + 2)) -A
+  start_cell "$cell" $((DURATION + 4)) $((DURATION + 2)) -A
   "$RTLAB" trace record --pid "$CLIENTPID" -D "${DURATION}s" -o "$OUT/$name.rtlt" \
     >/dev/null 2>"$OUT/$name.record.err" || true
   end_cell

@@ -25,12 +25,7 @@ BIN=${BIN:-$OUT/bin}
 CELLS=${*:-"128:30:idle 128:30:fifo-long 128:30:fifo-short 128:30:stress 128:10:idle 128:60:idle 64:30:idle 256:30:idle 128:10:fifo-long 128:60:fifo-long 64:30:fifo-long 256:30:fifo-long 64:30:fifo-short 256:30:fifo-short 128:60:stress"}
 SERVER=rtlabfvj$$
 for cell in $CELLS; do
-  begin_cell "$cell"
-  start_jack "$frames" "$name"
-  sleep 1
-  start_client $((DURATION + 3))
-  sleep 1
-  start_load "$condition" $((DURATION + 2))
+  start_cell "$cell" $((DURATION + 3)) $((DURATION + 2))
   "$RTLAB" run ${RUN_ARGS---classes rt-high --compute 100us} --warmup 0s -D "${DURATION}s" \
     --no-store --json "$OUT/$name.run.json" >/dev/null 2>"$OUT/$name.run.err" || true
   end_cell

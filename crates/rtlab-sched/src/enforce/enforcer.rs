@@ -544,6 +544,17 @@ impl Enforcer {
         }
     }
 
+    /// Whether a SCHED_DEADLINE budget of `params` is admitted beside the budgets in force;
+    /// the refusal as the error a request gets.
+    fn admit_deadline(&self, params: DeadlineParams) -> Result<(), EnforceError> {
+        self.admission()
+            .admit(&self.deadline_params_in_force(), params)
+            .map_err(|reason| EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason,
+            })
+    }
+
     /// Gives `tid` SCHED_DEADLINE `params`, first in the partition of `cpu` when one is asked for
     /// and possible. Returns the CPU it was placed on.
     fn set_deadline(
@@ -1285,12 +1296,7 @@ impl Enforcer {
             backend: BackendKind::Deadline,
             reason: refused.to_string(),
         })?;
-        self.admission()
-            .admit(&self.deadline_params_in_force(), params)
-            .map_err(|reason| EnforceError::Unenforceable {
-                backend: BackendKind::Deadline,
-                reason,
-            })?;
+        self.admit_deadline(params)?;
         let preferred = threads
             .first()
             .and_then(|tid| self.request_stats.get(tid))
@@ -1334,13 +1340,8 @@ impl Enforcer {
             return self.default_backend;
         }
         let fits = request.threads.len() <= 1
-            && deadline_params(request.amount, request.period, self.facts.granularity).is_ok_and(
-                |params| {
-                    self.admission()
-                        .admit(&self.deadline_params_in_force(), params)
-                        .is_ok()
-                },
-            );
+            && deadline_params(request.amount, request.period, self.facts.granularity)
+                .is_ok_and(|params| self.admit_deadline(params).is_ok());
         if fits {
             BackendKind::Deadline
         } else {
@@ -1462,12 +1463,7 @@ impl Enforcer {
             deadline: Nanos(window),
             period: Nanos(window),
         };
-        self.admission()
-            .admit(&self.deadline_params_in_force(), params)
-            .map_err(|reason| EnforceError::Unenforceable {
-                backend: BackendKind::Deadline,
-                reason,
-            })?;
+        self.admit_deadline(params)?;
         let _ = self.set_deadline(thread, params, None)?;
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
