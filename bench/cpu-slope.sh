@@ -18,27 +18,20 @@ short=${1:-5}
 long=${2:-25}
 rounds=${3:-3}
 rtlab=${RTLAB:-target/release/rtlab}
-out=bench/out/cpu-slope-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
 . bench/cpu-peers.sh
 
 for load in idle stress; do
   if [ "$load" = stress ]; then
-    stress-ng --cpu 2 --io 1 --timeout $(( (short + long + 4) * rounds * 2 + 30 ))s >/dev/null 2>&1 &
-    stress_pid=$!
-    sleep 3
+    start_stress $(( (short + long + 4) * rounds * 2 + 30 ))
   fi
   for round in $(seq "$rounds"); do
     for seconds in "$short" "$long"; do
       name="$load-$round-${seconds}s"
       echo "== $name: cyclictest, rtlab"
-      perf stat -x, -e task-clock -o "$out/cyclictest-$name.time" \
-        cyclictest -m -p 90 -i 1000 -d 0 -t -a -D "${seconds}s" -q -h 20000 \
-        --histfile="$out/cyclictest-$name.hist" >/dev/null 2>&1
-      perf stat -x, -e task-clock -o "$out/rtlab-$name.time" \
-        "$rtlab" run --classes rt-high --no-handoff --period 1ms --duration "${seconds}s" --warmup 0s \
-        --cpu-dma-latency 0 --no-store --histogram 20000 --histfile "$out/rtlab-$name.hist" \
-        --json "$out/rtlab-$name.json" >/dev/null
+      peer_commands "$seconds" "$name"
+      perf stat -x, -e task-clock -o "$out/cyclictest-$name.time" "${cyclictest_command[@]}" \
+        >/dev/null 2>&1
+      perf stat -x, -e task-clock -o "$out/rtlab-$name.time" "${rtlab_command[@]}" >/dev/null
     done
   done
   cleanup; stress_pid=

@@ -16,8 +16,6 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 rounds=${2:-5}
 rtlab=${RTLAB:-target/release/rtlab}
-out=bench/out/cpu-threads-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
 . bench/cpu-peers.sh
 
 threads() {  # perf.data -> "tid comm share%" lines, and the event count (ns) on the last line
@@ -27,21 +25,16 @@ threads() {  # perf.data -> "tid comm share%" lines, and the event count (ns) on
 
 for load in idle stress; do
   if [ "$load" = stress ]; then
-    stress-ng --cpu 2 --io 1 --timeout $(( (seconds + 6) * rounds * 2 + 30 ))s >/dev/null 2>&1 &
-    stress_pid=$!
-    sleep 3
+    start_stress $(( (seconds + 6) * rounds * 2 + 30 ))
   fi
   for round in $(seq "$rounds"); do
     name="$load-$round"
     echo "== $name: cyclictest, rtlab"
+    peer_commands "$seconds" "$name"
     perf record -q -e task-clock -c 50000 -o "$out/cyclictest-$name.data" \
-      cyclictest -m -p 90 -i 1000 -d 0 -t -a -D "${seconds}s" -q -h 20000 \
-      --histfile="$out/cyclictest-$name.hist" >/dev/null 2>&1
+      "${cyclictest_command[@]}" >/dev/null 2>&1
     threads "$out/cyclictest-$name.data" > "$out/cyclictest-$name.threads"
-    perf record -q -e task-clock -c 50000 -o "$out/rtlab-$name.data" \
-      "$rtlab" run --classes rt-high --no-handoff --period 1ms --duration "${seconds}s" --warmup 0s \
-      --cpu-dma-latency 0 --no-store --histogram 20000 --histfile "$out/rtlab-$name.hist" \
-      --json "$out/rtlab-$name.json" >/dev/null
+    perf record -q -e task-clock -c 50000 -o "$out/rtlab-$name.data" "${rtlab_command[@]}" >/dev/null
     threads "$out/rtlab-$name.data" > "$out/rtlab-$name.threads"
     rm -f "$out/cyclictest-$name.data" "$out/rtlab-$name.data"
   done

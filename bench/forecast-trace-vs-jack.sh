@@ -22,25 +22,10 @@ BIN=${BIN:-$OUT/bin}
 CELLS=${*:-"128:30:fifo-long 256:30:fifo-long 64:30:fifo-long 128:30:fifo-short 256:30:fifo-short 128:30:idle"}
 SERVER=rtlabftj$$
 for cell in $CELLS; do
-  frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
-  name="f${frames}-l${load}-${condition}"
-  rm -f "$OUT/$name".*
-  start_jack "$frames" "$name"
-  sleep 1
-  "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d $((DURATION + 4)) -x "$OUT/$name.xruns" \
-    >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
-  CLIENTPID=$!
-  sleep 1
-  start_load "$condition" $((DURATION + 2)) -A
+  start_cell "$cell" $((DURATION + 4)) $((DURATION + 2)) -A
   "$RTLAB" trace record --pid "$CLIENTPID" -D "${DURATION}s" -o "$OUT/$name.rtlt" \
     >/dev/null 2>"$OUT/$name.record.err" || true
-  wait "$CLIENTPID" || true
-  CLIENTPID=
-  [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
-  LOADPID=
-  kill "$JACKPID" 2>/dev/null || true
-  wait "$JACKPID" 2>/dev/null || true
-  JACKPID=
+  end_cell
   "$RTLAB" forecast --trace "$OUT/$name.rtlt" --rate 48000 --json "$OUT/$name.forecast.json" \
     >"$OUT/$name.forecast.txt" 2>&1 || true
   printf '%s %s\n' "$name" "$(cat "$OUT/$name.client.json")"

@@ -25,25 +25,9 @@ BIN=${BIN:-$OUT/bin}
 CELLS=${*:-"128:30:idle 128:30:fifo-long 128:30:fifo-short 128:30:stress 128:10:idle 128:60:idle 64:30:idle 256:30:idle 128:10:fifo-long 128:60:fifo-long 64:30:fifo-long 256:30:fifo-long 64:30:fifo-short 256:30:fifo-short 128:60:stress"}
 SERVER=rtlabfvj$$
 for cell in $CELLS; do
-  frames=${cell%%:*}; rest=${cell#*:}; load=${rest%%:*}; condition=${rest#*:}
-  name="f${frames}-l${load}-${condition}"
-  period_ns=$(( frames * 1000000000 / 48000 ))
-  rm -f "$OUT/$name".*
-  start_jack "$frames" "$name"
-  sleep 1
-  "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d $((DURATION + 3)) -x "$OUT/$name.xruns" \
-    >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
-  CLIENTPID=$!
-  sleep 1
-  start_load "$condition" $((DURATION + 2))
+  start_cell "$cell" $((DURATION + 3)) $((DURATION + 2))
   "$RTLAB" run ${RUN_ARGS---classes rt-high --compute 100us} --warmup 0s -D "${DURATION}s" \
     --no-store --json "$OUT/$name.run.json" >/dev/null 2>"$OUT/$name.run.err" || true
-  wait "$CLIENTPID" || true
-  CLIENTPID=
-  [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
-  LOADPID=
-  kill "$JACKPID" 2>/dev/null || true
-  wait "$JACKPID" 2>/dev/null || true
-  JACKPID=
+  end_cell
   printf '%s %s\n' "$name" "$(cat "$OUT/$name.client.json")"
 done

@@ -1,7 +1,7 @@
 # Sourced by the JACK benchmarks (bench/forecast-vs-jack.sh, bench/forecast-trace-vs-jack.sh),
 # with $HERE (bench/), $OUT and $BIN set: compiles the harness client and competitor into $BIN
 # once, and kills what the script started ($LOADPID, $CLIENTPID, $JACKPID, each cleared once it
-# has been waited for) however the script ends.
+# has been waited for) however the script ends. A cell: start_cell, the measurement, end_cell.
 mkdir -p "$OUT" "$BIN"
 [ -x "$BIN/xrun_client" ] || cc -O2 -o "$BIN/xrun_client" "$HERE/jack/xrun_client.c" -ljack -lpthread
 [ -x "$BIN/fifo_hog" ] || cc -O2 -o "$BIN/fifo_hog" "$HERE/jack/fifo_hog.c" -lpthread
@@ -34,4 +34,44 @@ start_load() {
     fifo-6ms) "$BIN/fifo_hog" -p 95 -b 6000 -P 20000 ${3:-} -d "$2" >/dev/null 2>&1 & LOADPID=$! ;;
     *) echo "unknown condition $1" >&2; exit 2 ;;
   esac
+}
+
+# begin_cell FRAMES:LOAD%:CONDITION: sets $frames, $load, $condition and $name
+# (fFRAMES-lLOAD-CONDITION), and removes what an earlier run left in $OUT/$name.*.
+begin_cell() {
+  frames=${1%%:*}; rest=${1#*:}; load=${rest%%:*}; condition=${rest#*:}
+  name="f${frames}-l${load}-${condition}"
+  rm -f "$OUT/$name".*
+}
+
+# start_client SECONDS: xrun_client on $SERVER burning $load % of each period for SECONDS in the
+# background ($CLIENTPID), its JSON, xrun log and errors in $OUT/$name.client.json, .xruns and
+# .client.err.
+start_client() {
+  "$BIN/xrun_client" -s "$SERVER" -w -l "$load" -d "$1" -x "$OUT/$name.xruns" \
+    >"$OUT/$name.client.json" 2>"$OUT/$name.client.err" &
+  CLIENTPID=$!
+}
+
+# start_cell FRAMES:LOAD%:CONDITION CLIENT_SECONDS LOAD_SECONDS [-A]: begin_cell, jackd, the
+# client for CLIENT_SECONDS a second later, and the competitor of CONDITION for LOAD_SECONDS
+# (start_load, -A passed on) a second after that.
+start_cell() {
+  begin_cell "$1"
+  start_jack "$frames" "$name"
+  sleep 1
+  start_client "$2"
+  sleep 1
+  start_load "$condition" "$3" ${4:-}
+}
+
+# end_cell: waits for the client and the competitor, then stops jackd.
+end_cell() {
+  wait "$CLIENTPID" || true
+  CLIENTPID=
+  [ -n "$LOADPID" ] && { wait "$LOADPID" || true; }
+  LOADPID=
+  kill "$JACKPID" 2>/dev/null || true
+  wait "$JACKPID" 2>/dev/null || true
+  JACKPID=
 }

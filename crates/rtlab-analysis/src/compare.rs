@@ -1340,20 +1340,7 @@ mod tests {
                 });
             }
         }
-        RunRecord::series_from_histogram(
-            Metric::Wakeup,
-            "rt-high",
-            0,
-            "SCHED_FIFO",
-            90,
-            1_000_000,
-            &histogram,
-            0,
-            0,
-            max_per_second,
-            peaks,
-        )
-        .unwrap()
+        rtlab_core::rt_high_wakeup_series(0, &histogram, 0, max_per_second, peaks).unwrap()
     }
 
     #[test]

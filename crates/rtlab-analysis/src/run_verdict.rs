@@ -372,20 +372,8 @@ mod tests {
         for (value, count) in values {
             histogram.record_n(*value, *count);
         }
-        let series = RunRecord::series_from_histogram(
-            Metric::Wakeup,
-            "rt-high",
-            1,
-            "SCHED_FIFO",
-            90,
-            1_000_000,
-            &histogram,
-            0,
-            0,
-            Vec::new(),
-            peaks,
-        )
-        .unwrap();
+        let series =
+            rtlab_core::rt_high_wakeup_series(1, &histogram, 0, Vec::new(), peaks).unwrap();
         let mut record = RunRecord::new(
             "r",
             "2026-01-01T00:00:00Z",

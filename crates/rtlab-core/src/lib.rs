@@ -19,6 +19,7 @@ pub mod peak;
 pub mod plan_report;
 pub mod record;
 pub mod rpc;
+pub mod rt_high_series;
 pub mod run_conditions;
 pub mod run_config;
 pub mod run_listing;
@@ -41,6 +42,7 @@ pub use record::{
     Cause, CauseKind, Episode, Host, Metric, Peak, RecordError, RecordHeader, RunRecord, Segment,
     Series, WindowsHost, RUN_SCHEMA,
 };
+pub use rt_high_series::rt_high_wakeup_series;
 pub use run_conditions::RunConditions;
 pub use run_config::{
     BufferExperiment, ExplainRecorder, ExplainSettings, ExplainTrace, ImportSource, RecordConfig,

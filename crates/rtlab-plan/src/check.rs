@@ -48,6 +48,17 @@ impl Periodic {
         }
     }
 
+    /// The slots of `schedule` as a pattern: all of them, or only `owner`'s when one is given.
+    pub fn of_schedule(schedule: &CpuSchedule, owner: Option<&Owner>) -> Periodic {
+        let intervals = schedule
+            .slots
+            .iter()
+            .filter(|slot| owner.is_none_or(|owner| &slot.owner == owner))
+            .map(|slot| (slot.start.0, slot.start.0 + slot.length.0))
+            .collect();
+        Periodic::new(schedule.cycle.0, intervals)
+    }
+
     fn per_cycle(&self) -> u128 {
         self.prefix[self.intervals.len()]
     }
@@ -136,16 +147,6 @@ fn check_cpu(schedule: &CpuSchedule, cap: f64, violations: &mut Vec<Violation>) 
     }
 }
 
-fn owner_pattern(schedule: &CpuSchedule, owner: &Owner) -> Periodic {
-    let intervals = schedule
-        .slots
-        .iter()
-        .filter(|slot| &slot.owner == owner)
-        .map(|slot| (slot.start.0, slot.start.0 + slot.length.0))
-        .collect();
-    Periodic::new(schedule.cycle.0, intervals)
-}
-
 fn check_grant(
     grant: &Grant,
     schedule: &CpuSchedule,
@@ -174,7 +175,7 @@ fn check_grant(
             "{owner}: granted fraction {granted} is below the requested {requested}"
         )));
     }
-    let pattern = owner_pattern(schedule, owner);
+    let pattern = Periodic::of_schedule(schedule, Some(owner));
     let least = pattern.min_window(requested.period.0, 2);
     if least < u128::from(requested.amount.0) {
         violations.push(Violation(format!(
@@ -204,14 +205,7 @@ fn check_constraints(
             )));
             continue;
         };
-        let all_slots = Periodic::new(
-            schedule.cycle.0,
-            schedule
-                .slots
-                .iter()
-                .map(|slot| (slot.start.0, slot.start.0 + slot.length.0))
-                .collect(),
-        );
+        let all_slots = Periodic::of_schedule(schedule, None);
         let (start, deadline) = (constraint.start.0, constraint.deadline.0);
         let mut held_total = 0u128;
         for &(held_start, held_end) in &constraint.held {
@@ -237,7 +231,7 @@ fn check_constraints(
             .iter()
             .find(|grant| grant.owner == constraint.owner && grant.cpu == constraint.cpu)
             .map_or(0, |_| {
-                owner_pattern(schedule, &constraint.owner)
+                Periodic::of_schedule(schedule, Some(&constraint.owner))
                     .between(u128::from(start), u128::from(deadline))
             });
         if own + held_total < u128::from(constraint.estimate.0) {

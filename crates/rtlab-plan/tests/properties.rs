@@ -90,23 +90,8 @@ fn assert_honest_constraint_refusal(
 ) {
     let plan = planner.plan();
     let schedule = &plan.cpus[cpu];
-    let busy = Periodic::new(
-        schedule.cycle.0,
-        schedule
-            .slots
-            .iter()
-            .map(|slot| (slot.start.0, slot.start.0 + slot.length.0))
-            .collect(),
-    );
-    let mine = Periodic::new(
-        schedule.cycle.0,
-        schedule
-            .slots
-            .iter()
-            .filter(|slot| &slot.owner == owner)
-            .map(|slot| (slot.start.0, slot.start.0 + slot.length.0))
-            .collect(),
-    );
+    let busy = Periodic::of_schedule(schedule, None);
+    let mine = Periodic::of_schedule(schedule, Some(owner));
     let window = u128::from(deadline - start);
     let free = window - busy.between(u128::from(start), u128::from(deadline));
     let held_by_others: u128 = planner

@@ -426,11 +426,7 @@ fn tail_cell(window: &serde_json::Value) -> String {
 }
 
 fn write_tail(html: &mut String, record: &RunRecord) {
-    let rows: Vec<&Series> = record
-        .series
-        .iter()
-        .filter(|series| series.metric == Metric::Wakeup && series.tail.is_some())
-        .collect();
+    let rows = crate::run_verdict::tail_series(record);
     if rows.is_empty() {
         return;
     }

@@ -105,11 +105,7 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::f
         "run {short_id}  started {}  measured {}{}",
         record.started_at,
         rtlab_core::Nanos(record.duration_ns),
-        if record.interrupted {
-            "  (interrupted)"
-        } else {
-            ""
-        }
+        crate::summary::interrupted_note(record)
     )?;
     let host_line = format!(
         "{}, kernel {} (preemption {}), {} CPUs, virtualization {}, clocksource {}",
@@ -132,16 +128,8 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::f
         if rows.is_empty() {
             continue;
         }
-        writeln!(out)?;
-        writeln!(
-            out,
-            "{}",
-            wrapped(
-                "",
-                &format!("{} (µs)", crate::summary::metric_explanation(metric)),
-                2
-            )
-        )?;
+        let heading = format!("{} (µs)", crate::summary::metric_explanation(metric));
+        write_heading(out, &heading, 2)?;
         writeln!(
             out,
             "{:<10} {:>3} {:>9} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9}",
@@ -167,6 +155,21 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::f
     write_compact_tail(out, record)?;
     write_collapsed_warnings(out, &record.warnings)?;
     Ok(())
+}
+
+/// The wake-up series that carry a tail projection, in record order.
+pub(crate) fn tail_series(record: &RunRecord) -> Vec<&Series> {
+    record
+        .series
+        .iter()
+        .filter(|series| series.metric == Metric::Wakeup && series.tail.is_some())
+        .collect()
+}
+
+/// A blank line, then `heading` wrapped with `indent` spaces before each line after the first.
+fn write_heading(out: &mut impl Write, heading: &str, indent: usize) -> std::fmt::Result {
+    writeln!(out)?;
+    writeln!(out, "{}", wrapped("", heading, indent))
 }
 
 /// A window's cell when it has a number: `38.2 [31.0–52.3]`.
@@ -202,24 +205,15 @@ fn tail_refusal(window: &serde_json::Value, window_s: f64, duration_s: f64) -> S
 /// The tail projection of the wake-up series: a row with the numbers where there are any, one
 /// line per series saying what to measure where there are none.
 pub fn write_compact_tail(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
-    let rows: Vec<&Series> = record
-        .series
-        .iter()
-        .filter(|series| series.metric == Metric::Wakeup && series.tail.is_some())
-        .collect();
+    let rows = tail_series(record);
     if rows.is_empty() {
         return Ok(());
     }
     let duration_s = record.duration_ns as f64 / 1e9;
-    writeln!(out)?;
-    writeln!(
+    write_heading(
         out,
-        "{}",
-        wrapped(
-            "",
-            "worst wake-up latency expected per hour / day / week of use, µs, median [95 % interval]:",
-            0
-        )
+        "worst wake-up latency expected per hour / day / week of use, µs, median [95 % interval]:",
+        0,
     )?;
     // Series with the same line are listed together.
     let mut lines: Vec<(Vec<String>, String)> = Vec::new();

@@ -62,6 +62,15 @@ pub fn write_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt::Resu
     Ok(())
 }
 
+/// "  (interrupted)" after a run's first line when it was stopped early, else nothing.
+pub(crate) fn interrupted_note(record: &RunRecord) -> &'static str {
+    if record.interrupted {
+        "  (interrupted)"
+    } else {
+        ""
+    }
+}
+
 /// The run and host lines and one table per metric (class × CPU rows).
 pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     let host = &record.host;
@@ -71,11 +80,7 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::fmt::Resul
         record.id,
         record.started_at,
         rtlab_core::Nanos(record.duration_ns),
-        if record.interrupted {
-            "  (interrupted)"
-        } else {
-            ""
-        }
+        interrupted_note(record)
     )?;
     writeln!(
         out,

@@ -36,6 +36,29 @@ const RIGHT: f64 = 12.0;
 const TOP: f64 = 26.0;
 const BOTTOM: f64 = 44.0;
 
+/// The x axis's ticks: at each, a grid line from the plot's top down to `bottom` (the axis
+/// spanning `plot_width` from `left`) and the tick's number below it.
+fn write_x_ticks(svg: &mut String, axis: &Axis, left: f64, plot_width: f64, bottom: f64) {
+    for tick in axis.ticks() {
+        let px = left + axis.position(tick, plot_width);
+        let _ = write!(
+            svg,
+            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{bottom:.1}" stroke="#e4e4e4"/><text x="{px:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
+            bottom + 14.0,
+            tick_text(tick)
+        );
+    }
+}
+
+/// The x axis's name, centred at `centre_x` on the baseline `y`.
+fn write_x_axis_label(svg: &mut String, centre_x: f64, y: f64, label: &str) {
+    let _ = write!(
+        svg,
+        r#"<text x="{centre_x:.1}" y="{y:.1}" class="axis" text-anchor="middle">{}</text>"#,
+        escape_markup(label)
+    );
+}
+
 /// A number for an axis tick: `0.01`, `5`, `200`, `10k`, `1M`.
 fn tick_text(value: f64) -> String {
     let magnitude = value.abs();
@@ -134,16 +157,7 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
         svg,
         r##"<rect x="{LEFT}" y="{TOP}" width="{plot_width}" height="{plot_height}" fill="#fff" stroke="#888"/>"##
     );
-    for tick in x.ticks() {
-        let px = LEFT + x.position(tick, plot_width);
-        let _ = write!(
-            svg,
-            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#e4e4e4"/><text x="{px:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
-            TOP + plot_height,
-            TOP + plot_height + 14.0,
-            tick_text(tick)
-        );
-    }
+    write_x_ticks(&mut svg, x, LEFT, plot_width, TOP + plot_height);
     for tick in y.ticks() {
         let py = TOP + plot_height - y.position(tick, plot_height);
         let _ = write!(
@@ -155,13 +169,7 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
             tick_text(tick)
         );
     }
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
-        LEFT + plot_width / 2.0,
-        HEIGHT - 8.0,
-        escape_markup(&x.label)
-    );
+    write_x_axis_label(&mut svg, LEFT + plot_width / 2.0, HEIGHT - 8.0, &x.label);
     let _ = write!(
         svg,
         r#"<text transform="translate(14 {:.1}) rotate(-90)" class="axis" text-anchor="middle">{}</text>"#,
@@ -254,22 +262,8 @@ pub fn timeline(
         escape_markup(title)
     );
     let bottom = height - BOTTOM;
-    for tick in axis.ticks() {
-        let px = left + axis.position(tick, plot_width);
-        let _ = write!(
-            svg,
-            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{bottom:.1}" stroke="#e4e4e4"/><text x="{px:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
-            bottom + 14.0,
-            tick_text(tick)
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
-        left + plot_width / 2.0,
-        height - 8.0,
-        escape_markup(&axis.label)
-    );
+    write_x_ticks(&mut svg, &axis, left, plot_width, bottom);
+    write_x_axis_label(&mut svg, left + plot_width / 2.0, height - 8.0, &axis.label);
     for (index, lane) in lanes.iter().enumerate() {
         let centre = TOP + lane_height * (index as f64 + 0.5);
         let _ = write!(

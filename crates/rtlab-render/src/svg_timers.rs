@@ -317,18 +317,7 @@ mod tests {
     use super::*;
 
     fn row(class: &str, intervals: &[u64]) -> TimerRow {
-        rtlab_analysis::timers::timer_row(&rtlab_analysis::timers::CellInput {
-            api: "epoll_wait",
-            mode: "relative",
-            class,
-            policy: "SCHED_OTHER",
-            priority: 0,
-            timer_slack_ns: 50_000,
-            requested_ns: 1_000_000,
-            asked_ns: 1_000_000,
-            intervals,
-            reported_overruns: None,
-        })
+        crate::timers::tests::sched_other_row("epoll_wait", "relative", class, intervals)
     }
 
     #[test]

@@ -64,11 +64,7 @@ fn write_study(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
         study.cpu,
         if windows { "" } else { "kernel " },
         record.host.kernel,
-        if record.interrupted {
-            "  (interrupted)"
-        } else {
-            ""
-        }
+        crate::summary::interrupted_note(record)
     )?;
     let mut intervals: Vec<u64> = study.rows.iter().map(|row| row.requested_ns).collect();
     intervals.sort_unstable();
@@ -459,7 +455,7 @@ fn write_windows_audit(out: &mut impl Write, audit: &WindowsAudit) -> std::fmt::
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rtlab_core::timer_audit::{AuditFacts, AuditItem, Effect};
     use rtlab_core::timer_study::{ChangeStep, DelayStats, Restoration, UnavailableCell};
@@ -485,9 +481,20 @@ mod tests {
     }
 
     fn row(api: &str, class: &str, intervals: &[u64]) -> rtlab_core::timer_study::TimerRow {
+        sched_other_row(api, "absolute", class, intervals)
+    }
+
+    /// A measured cell of `api` in `mode` asking for 1 ms, as a SCHED_OTHER thread with the
+    /// default 50 µs timer slack would measure it: the row the renderers' tests draw.
+    pub(crate) fn sched_other_row(
+        api: &str,
+        mode: &str,
+        class: &str,
+        intervals: &[u64],
+    ) -> rtlab_core::timer_study::TimerRow {
         rtlab_analysis::timers::timer_row(&rtlab_analysis::timers::CellInput {
             api,
-            mode: "absolute",
+            mode,
             class,
             policy: "SCHED_OTHER",
             priority: 0,

@@ -61,3 +61,22 @@ pub(crate) fn cell_duration(
     );
     (raised, Some(warning))
 }
+
+/// A study's settings as its record keeps them (under `timers`), the same keys on Linux and on
+/// Windows: the APIs as `function/mode`, the classes, the intervals, each cell's share of the
+/// measuring time and the CPU. `$config` is a Linux `StudyConfig` or a Windows
+/// `WindowsStudyConfig`: the same fields and methods over each platform's own API and class
+/// types, which is why this is a macro and not a function.
+macro_rules! study_settings {
+    ($config:expr) => {{
+        let config = $config;
+        serde_json::json!({
+            "apis": config.apis.iter().map(|api| format!("{}/{}", api.function(), api.mode())).collect::<Vec<_>>(),
+            "classes": config.classes.iter().map(|class| class.name()).collect::<Vec<_>>(),
+            "intervals_ns": config.intervals.iter().map(|interval| interval.0).collect::<Vec<_>>(),
+            "cell_duration_ns": config.cell_duration.0,
+            "cpu": config.cpu,
+        })
+    }};
+}
+pub(crate) use study_settings;

@@ -4,7 +4,7 @@
 //! Measuring is `rtlab_probe::timers`, the statistics `rtlab_analysis::timers`; this is the glue
 //! between them that any caller (the CLI, a daemon) needs.
 
-use crate::study_record::{cell_duration, timer_study_record, StudyOutcome};
+use crate::study_record::{cell_duration, study_settings, timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::{change_findings, findings, judge_audit, timer_row, CellInput};
 use rtlab_core::timer_audit::{AuditReport, AUDIT_SCHEMA};
 use rtlab_core::timer_study::{TimerStudy, UnavailableCell};
@@ -271,15 +271,7 @@ pub fn study_record(
         }
     }
     study.findings = findings(&study.rows);
-    let settings = serde_json::json!({
-        "timers": {
-            "apis": config.apis.iter().map(|api| format!("{}/{}", api.function(), api.mode())).collect::<Vec<_>>(),
-            "classes": config.classes.iter().map(|class| class.name()).collect::<Vec<_>>(),
-            "intervals_ns": config.intervals.iter().map(|interval| interval.0).collect::<Vec<_>>(),
-            "cell_duration_ns": config.cell_duration.0,
-            "cpu": config.cpu,
-        }
-    });
+    let settings = serde_json::json!({ "timers": study_settings!(config) });
     base_record(
         started,
         measured_ns,

@@ -331,26 +331,14 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_core::{LatencyHistogram, Metric};
+    use rtlab_core::LatencyHistogram;
 
     fn record(id: &str, started_at: &str, worst: u64) -> RunRecord {
         let mut histogram = LatencyHistogram::new();
         histogram.record(1_000);
         histogram.record(worst);
-        let series = RunRecord::series_from_histogram(
-            Metric::Wakeup,
-            "rt-high",
-            0,
-            "SCHED_FIFO",
-            90,
-            1_000_000,
-            &histogram,
-            0,
-            0,
-            vec![worst],
-            vec![],
-        )
-        .unwrap();
+        let series =
+            rtlab_core::rt_high_wakeup_series(0, &histogram, 0, vec![worst], vec![]).unwrap();
         RunRecord::new(id, started_at, 1_000_000_000, vec![series])
     }
 

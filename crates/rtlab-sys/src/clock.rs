@@ -6,12 +6,21 @@
 /// CLOCK_MONOTONIC now, in ns. vDSO-backed: no syscall on the fast path.
 #[inline]
 pub fn monotonic_ns() -> u64 {
+    // CLOCK_MONOTONIC is always supported on Linux.
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock` now, in ns (clock_gettime); 0 for a clock the kernel does not support, whose read
+/// leaves the time untouched.
+#[inline]
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut spec = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `spec` is a valid, writable timespec; CLOCK_MONOTONIC is always supported on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut spec) };
+    // SAFETY: `spec` is a valid, writable timespec; an unsupported clock fails with EINVAL
+    // without writing to it.
+    unsafe { libc::clock_gettime(clock, &mut spec) };
     spec.tv_sec as u64 * 1_000_000_000 + spec.tv_nsec as u64
 }
 

@@ -7,14 +7,8 @@
 /// CPU time consumed by the calling thread so far, in ns.
 #[inline]
 pub fn thread_cpu_time_ns() -> u64 {
-    let mut spec = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `spec` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is supported on every
-    // Linux rtlab runs on (since 2.6.12).
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut spec) };
-    spec.tv_sec as u64 * 1_000_000_000 + spec.tv_nsec as u64
+    // CLOCK_THREAD_CPUTIME_ID is supported on every Linux rtlab runs on (since 2.6.12).
+    crate::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Burns CPU until the calling thread has consumed `work_ns` more of it; returns the CPU time

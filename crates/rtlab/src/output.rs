@@ -31,7 +31,7 @@ pub(crate) struct RecordOutputs {
 
 impl RecordOutputs {
     pub(crate) fn open(args: &RecordArgs) -> anyhow::Result<RecordOutputs> {
-        let json = args.json.as_deref().map(PendingOutput::json).transpose()?;
+        let json = args.prepare_json()?;
         let store = if args.no_store {
             None
         } else {
@@ -105,6 +105,14 @@ pub struct ReprintJsonArgs {
     /// text)
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
+}
+
+impl RecordArgs {
+    /// Opens `--json` before any work (for a command that writes its result there but does
+    /// not store it).
+    pub(crate) fn prepare_json(&self) -> anyhow::Result<Option<PendingOutput>> {
+        Ok(self.json.as_deref().map(PendingOutput::json).transpose()?)
+    }
 }
 
 impl JsonArgs {

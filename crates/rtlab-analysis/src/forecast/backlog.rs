@@ -174,22 +174,43 @@ mod tests {
         assert!((0.40..=0.42).contains(&expected), "{expected}");
     }
 
-    proptest! {
-        /// The closed form against the simulator: equal up to the one buffer the stall's phase
-        /// within a period decides.
-        #[test]
-        fn the_backlog_model_agrees_with_a_simulated_producer(
+    /// A producer of `n` buffers of period `t` computing `c` each, and the stall of `stall` ns
+    /// at `stall_at` that hits it.
+    #[derive(Debug, Clone, Copy)]
+    struct StalledProducer {
+        n: u64,
+        t: u64,
+        c: u64,
+        stall_at: u64,
+        stall: u64,
+    }
+
+    prop_compose! {
+        fn stalled_producer()(
             n in 2u64..6,
             t_ms in 2u64..20,
             c_permille in 50u64..950,
             stall_ms in 0u64..400,
             phase_permille in 0u64..1000,
-        ) {
+        ) -> StalledProducer {
             let t = t_ms * 1_000_000;
-            let c = t * c_permille / 1000;
-            let stall = stall_ms * 1_000_000;
             // The stall starts in steady state (long after the first job), at any phase.
-            let stall_at = 50 * t + t * phase_permille / 1000;
+            StalledProducer {
+                n,
+                t,
+                c: t * c_permille / 1000,
+                stall_at: 50 * t + t * phase_permille / 1000,
+                stall: stall_ms * 1_000_000,
+            }
+        }
+    }
+
+    proptest! {
+        /// The closed form against the simulator: equal up to the one buffer the stall's phase
+        /// within a period decides.
+        #[test]
+        fn the_backlog_model_agrees_with_a_simulated_producer(case in stalled_producer()) {
+            let StalledProducer { n, t, c, stall_at, stall } = case;
             let simulated = simulate(n, t, c, stall_at, stall);
             let model = underruns_after_stall(&config(n as u32, t, c), stall).unwrap();
             prop_assert!(
@@ -204,17 +225,8 @@ mod tests {
         /// device (which plays a late buffer at its next boundary) counted in BENCHMARKS.md's
         /// sweep.
         #[test]
-        fn the_per_period_model_agrees_with_a_simulated_sound_card(
-            n in 2u64..6,
-            t_ms in 2u64..20,
-            c_permille in 50u64..950,
-            stall_ms in 0u64..400,
-            phase_permille in 0u64..1000,
-        ) {
-            let t = t_ms * 1_000_000;
-            let c = t * c_permille / 1000;
-            let stall = stall_ms * 1_000_000;
-            let stall_at = 50 * t + t * phase_permille / 1000;
+        fn the_per_period_model_agrees_with_a_simulated_sound_card(case in stalled_producer()) {
+            let StalledProducer { n, t, c, stall_at, stall } = case;
             let simulated = simulate_sound_card(n, t, c, stall_at, stall);
             let model = per_period_underruns(&config(n as u32, t, c), stall);
             prop_assert!(

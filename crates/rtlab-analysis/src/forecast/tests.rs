@@ -4,7 +4,7 @@
 use super::*;
 use crate::classes::parse_rate;
 use proptest::prelude::*;
-use rtlab_core::{LatencyHistogram, Metric, Nanos, RunRecord};
+use rtlab_core::{LatencyHistogram, Nanos, RunRecord};
 
 /// 10^6 wake-ups: 999 000 at 100 µs, 900 at 2 ms, 90 at 5 ms, 10 at 20 ms.
 fn constructed() -> LatencyHistogram {
@@ -249,23 +249,12 @@ fn missed_periods_are_restored_from_peaks() {
     let mut histogram = LatencyHistogram::new();
     histogram.record_n(10_000, 97);
     histogram.record(2_500_000);
-    let mut series = RunRecord::series_from_histogram(
-        Metric::Wakeup,
-        "rt-high",
-        0,
-        "SCHED_FIFO",
-        90,
-        1_000_000,
-        &histogram,
-        3,
-        0,
-        vec![],
-        vec![rtlab_core::Peak {
-            at_ns: 5,
-            value_ns: 2_500_000,
-        }],
-    )
-    .unwrap();
+    let peak = rtlab_core::Peak {
+        at_ns: 5,
+        value_ns: 2_500_000,
+    };
+    let mut series =
+        rtlab_core::rt_high_wakeup_series(0, &histogram, 3, vec![], vec![peak]).unwrap();
     // 2.5 ms late with t = 1 ms skipped 2 periods: they would have been 1.5 ms and 0.5 ms late.
     // The record says 3 were missed: one is not covered by the peaks.
     let mut restored = series.histogram().unwrap();
@@ -283,20 +272,7 @@ fn test_record() -> RunRecord {
     let series = |cpu: u32, count: u64| {
         let mut histogram = LatencyHistogram::new();
         histogram.record_n(10_000, count);
-        RunRecord::series_from_histogram(
-            Metric::Wakeup,
-            "rt-high",
-            cpu,
-            "SCHED_FIFO",
-            90,
-            1_000_000,
-            &histogram,
-            0,
-            0,
-            vec![],
-            vec![],
-        )
-        .unwrap()
+        rtlab_core::rt_high_wakeup_series(cpu, &histogram, 0, vec![], vec![]).unwrap()
     };
     let mut record = RunRecord::new(
         "test",

@@ -144,9 +144,7 @@ impl Enforcement for FakeEnforcement {
     }
 
     fn reserved_fractions(&self) -> Vec<f64> {
-        (0..self.planner.n_cpus())
-            .map(|cpu| self.planner.utilisation_ppm(cpu) as f64 / 1e6)
-            .collect()
+        self.planner.reserved_fractions()
     }
 
     fn begin_constraint(

@@ -158,6 +158,13 @@ impl Planner {
             .map_or(0, |state| self.to_ppm(state.load))
     }
 
+    /// Reserved fraction of each CPU (index = CPU), in [0, 1].
+    pub fn reserved_fractions(&self) -> Vec<f64> {
+        (0..self.n_cpus())
+            .map(|cpu| self.utilisation_ppm(cpu) as f64 / 1e6)
+            .collect()
+    }
+
     /// The explicit schedule: per CPU a major cycle of slots. A CPU without reservations has an
     /// empty cycle one quantum long.
     pub fn plan(&self) -> Plan {

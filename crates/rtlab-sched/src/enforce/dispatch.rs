@@ -515,23 +515,19 @@ mod tests {
     #[test]
     fn the_edge_allowance_grows_with_the_slots_per_window() {
         let sizing = edges_only(Nanos::from_micros(30));
-        // 2 ms of every 10 ms in slots every 2 ms: 6 slots touch a window.
-        assert_eq!(
-            sizing.amount(
-                Nanos::from_millis(2),
-                Nanos::from_millis(10),
-                Nanos::from_millis(2)
-            ),
-            Nanos::from_micros(2_180)
-        );
-        assert_eq!(
-            sizing.amount(
-                Nanos::from_millis(2),
-                Nanos::from_millis(10),
-                Nanos::from_millis(8)
-            ),
-            Nanos::from_micros(2_090)
-        );
+        // 2 ms of every 10 ms in slots every 2 ms: 6 slots touch a window (30 µs each); in
+        // slots every 8 ms, 3 do.
+        for (slot_period_ms, expected_us) in [(2, 2_180), (8, 2_090)] {
+            assert_eq!(
+                sizing.amount(
+                    Nanos::from_millis(2),
+                    Nanos::from_millis(10),
+                    Nanos::from_millis(slot_period_ms)
+                ),
+                Nanos::from_micros(expected_us),
+                "slots every {slot_period_ms} ms"
+            );
+        }
     }
 
     #[test]

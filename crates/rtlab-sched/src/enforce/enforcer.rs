@@ -398,6 +398,32 @@ impl Enforcer {
         &self.planner
     }
 
+    /// The reservation `grant` as enforced, or the planner's error for a grant it does not know.
+    fn enforced_grant(&self, grant: GrantId) -> Result<EnforcedGrant, EnforceError> {
+        self.grants
+            .get(&grant)
+            .cloned()
+            .ok_or(EnforceError::Planner(
+                rtlab_plan::PlannerError::UnknownGrant(grant.0),
+            ))
+    }
+
+    /// Takes `thread` out of its reservation: a thread still under a constraint only loses the
+    /// grant (the constraint's end restores it), any other gets its old policy back.
+    fn leave_grant(&mut self, thread: u32) -> Result<(), EnforceError> {
+        let constrained = self
+            .threads
+            .get(&thread)
+            .is_some_and(|managed| managed.constraint.is_some());
+        if !constrained {
+            return self.restore(thread);
+        }
+        if let Some(managed) = self.threads.get_mut(&thread) {
+            managed.grant = None;
+        }
+        Ok(())
+    }
+
     /// Checks that no thread is managed yet and each exists, keeping what its /proc/TID/stat says
     /// for the rest of the request (`request_stats`).
     fn check_threads_free(&mut self, threads: &[u32]) -> Result<(), EnforceError> {
@@ -516,6 +542,17 @@ impl Enforcer {
             kernel_limit: self.facts.deadline_limit,
             fair_server_share: self.facts.fair_server_share,
         }
+    }
+
+    /// Whether a SCHED_DEADLINE budget of `params` is admitted beside the budgets in force;
+    /// the refusal as the error a request gets.
+    fn admit_deadline(&self, params: DeadlineParams) -> Result<(), EnforceError> {
+        self.admission()
+            .admit(&self.deadline_params_in_force(), params)
+            .map_err(|reason| EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason,
+            })
     }
 
     /// Gives `tid` SCHED_DEADLINE `params`, first in the partition of `cpu` when one is asked for
@@ -932,13 +969,7 @@ impl Enforcer {
     }
 
     fn add_threads_now(&mut self, grant: GrantId, threads: &[u32]) -> Result<(), EnforceError> {
-        let enforced = self
-            .grants
-            .get(&grant)
-            .cloned()
-            .ok_or(EnforceError::Planner(
-                rtlab_plan::PlannerError::UnknownGrant(grant.0),
-            ))?;
+        let enforced = self.enforced_grant(grant)?;
         self.check_threads_free(threads)?;
         match enforced.backend {
             BackendKind::Deadline => {
@@ -1027,28 +1058,12 @@ impl Enforcement for Enforcer {
                 dispatcher.update(|_| ());
             }
         }
-        let still_constrained = self
-            .threads
-            .get(&thread)
-            .is_some_and(|managed| managed.constraint.is_some());
-        if still_constrained {
-            if let Some(managed) = self.threads.get_mut(&thread) {
-                managed.grant = None;
-            }
-        } else {
-            self.restore(thread)?;
-        }
+        self.leave_grant(thread)?;
         Ok((grant, remaining))
     }
 
     fn release(&mut self, grant: GrantId) -> Result<(), EnforceError> {
-        let enforced = self
-            .grants
-            .get(&grant)
-            .cloned()
-            .ok_or(EnforceError::Planner(
-                rtlab_plan::PlannerError::UnknownGrant(grant.0),
-            ))?;
+        let enforced = self.enforced_grant(grant)?;
         self.planner.release(grant)?;
         self.grants.remove(&grant);
         if enforced.backend == BackendKind::Dispatch {
@@ -1069,17 +1084,7 @@ impl Enforcement for Enforcer {
         }
         let mut first_error = None;
         for tid in enforced.threads {
-            let constrained = self
-                .threads
-                .get(&tid)
-                .is_some_and(|managed| managed.constraint.is_some());
-            if constrained {
-                if let Some(managed) = self.threads.get_mut(&tid) {
-                    managed.grant = None;
-                }
-                continue;
-            }
-            if let Err(error) = self.restore(tid) {
+            if let Err(error) = self.leave_grant(tid) {
                 first_error.get_or_insert(error);
             }
         }
@@ -1095,9 +1100,7 @@ impl Enforcement for Enforcer {
     }
 
     fn reserved_fractions(&self) -> Vec<f64> {
-        (0..self.planner.n_cpus())
-            .map(|cpu| self.planner.utilisation_ppm(cpu) as f64 / 1e6)
-            .collect()
+        self.planner.reserved_fractions()
     }
 
     fn begin_constraint(
@@ -1293,12 +1296,7 @@ impl Enforcer {
             backend: BackendKind::Deadline,
             reason: refused.to_string(),
         })?;
-        self.admission()
-            .admit(&self.deadline_params_in_force(), params)
-            .map_err(|reason| EnforceError::Unenforceable {
-                backend: BackendKind::Deadline,
-                reason,
-            })?;
+        self.admit_deadline(params)?;
         let preferred = threads
             .first()
             .and_then(|tid| self.request_stats.get(tid))
@@ -1342,13 +1340,8 @@ impl Enforcer {
             return self.default_backend;
         }
         let fits = request.threads.len() <= 1
-            && deadline_params(request.amount, request.period, self.facts.granularity).is_ok_and(
-                |params| {
-                    self.admission()
-                        .admit(&self.deadline_params_in_force(), params)
-                        .is_ok()
-                },
-            );
+            && deadline_params(request.amount, request.period, self.facts.granularity)
+                .is_ok_and(|params| self.admit_deadline(params).is_ok());
         if fits {
             BackendKind::Deadline
         } else {
@@ -1470,12 +1463,7 @@ impl Enforcer {
             deadline: Nanos(window),
             period: Nanos(window),
         };
-        self.admission()
-            .admit(&self.deadline_params_in_force(), params)
-            .map_err(|reason| EnforceError::Unenforceable {
-                backend: BackendKind::Deadline,
-                reason,
-            })?;
+        self.admit_deadline(params)?;
         let _ = self.set_deadline(thread, params, None)?;
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);

@@ -2,7 +2,7 @@
 //! record whose `timers` part has the same types as on Linux.
 
 use super::run::WindowsSessionError;
-use crate::study_record::{cell_duration, timer_study_record, StudyOutcome};
+use crate::study_record::{cell_duration, study_settings, timer_study_record, StudyOutcome};
 use rtlab_analysis::timers::windows::windows_findings;
 use rtlab_analysis::timers::{timer_row, CellInput};
 use rtlab_core::timer_audit::WindowsAudit;
@@ -227,13 +227,7 @@ pub fn timer_study(
             resolutions.join(", ")
         ));
     }
-    let config_json = serde_json::json!({
-        "apis": config.apis.iter().map(|api| format!("{}/{}", api.function(), api.mode())).collect::<Vec<_>>(),
-        "classes": config.classes.iter().map(|class| class.name()).collect::<Vec<_>>(),
-        "intervals_ns": config.intervals.iter().map(|interval| interval.0).collect::<Vec<_>>(),
-        "cell_duration_ns": config.cell_duration.0,
-        "cpu": config.cpu,
-    });
+    let config_json = study_settings!(&config);
     record(
         started,
         measured_ns,

@@ -25,7 +25,7 @@ pub mod wait;
 #[allow(unused_imports)]
 pub use wait::{eventually, poll, wait_for, wait_until};
 
-use rtlab_core::{LatencyHistogram, Metric, RunRecord};
+use rtlab_core::{LatencyHistogram, RunRecord};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::ops::{Deref, DerefMut};
@@ -250,20 +250,8 @@ pub fn rt_high_wakeup_record(
     let series = histograms_by_cpu
         .iter()
         .map(|(cpu, histogram)| {
-            RunRecord::series_from_histogram(
-                Metric::Wakeup,
-                "rt-high",
-                *cpu,
-                "SCHED_FIFO",
-                90,
-                1_000_000,
-                histogram,
-                0,
-                0,
-                vec![],
-                vec![],
-            )
-            .expect("a series from a valid histogram")
+            rtlab_core::rt_high_wakeup_series(*cpu, histogram, 0, vec![], vec![])
+                .expect("a series from a valid histogram")
         })
         .collect();
     RunRecord::new(id, "2026-01-01T00:00:00Z", duration_ns, series)

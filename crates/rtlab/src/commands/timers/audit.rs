@@ -5,12 +5,7 @@ use crate::output::PendingOutput;
 use std::process::ExitCode;
 
 pub(super) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let json_output = args
-        .record
-        .json
-        .as_deref()
-        .map(PendingOutput::json)
-        .transpose()?;
+    let json_output = args.record.prepare_json()?;
     let report = rtlab_session::timers::audit(std::env::args().collect());
     let to_stdout = json_output.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {

@@ -123,12 +123,7 @@ fn finish(record: &RunRecord, outputs: RecordOutputs, summary: &str) -> anyhow::
 }
 
 fn audit(args: &Args) -> anyhow::Result<ExitCode> {
-    let json_output = args
-        .record
-        .json
-        .as_deref()
-        .map(PendingOutput::json)
-        .transpose()?;
+    let json_output = args.record.prepare_json()?;
     let audit = rtlab_session::windows::audit();
     let to_stdout = json_output.as_ref().is_some_and(PendingOutput::is_stdout);
     if let Some(output) = json_output {
