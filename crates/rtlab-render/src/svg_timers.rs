@@ -313,11 +313,33 @@ pub fn change_experiment(experiment: &ChangeExperiment) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// A measured cell of `api` in `mode` asking for 1 ms, as a SCHED_OTHER thread with the
+    /// default 50 µs timer slack would measure it: the row the renderers' tests draw.
+    pub(crate) fn sched_other_row(
+        api: &str,
+        mode: &str,
+        class: &str,
+        intervals: &[u64],
+    ) -> rtlab_core::timer_study::TimerRow {
+        rtlab_analysis::timers::timer_row(&rtlab_analysis::timers::CellInput {
+            api,
+            mode,
+            class,
+            policy: "SCHED_OTHER",
+            priority: 0,
+            timer_slack_ns: 50_000,
+            requested_ns: 1_000_000,
+            asked_ns: 1_000_000,
+            intervals,
+            reported_overruns: None,
+        })
+    }
+
     fn row(class: &str, intervals: &[u64]) -> TimerRow {
-        crate::timers::tests::sched_other_row("epoll_wait", "relative", class, intervals)
+        sched_other_row("epoll_wait", "relative", class, intervals)
     }
 
     #[test]

@@ -455,7 +455,7 @@ fn write_windows_audit(out: &mut impl Write, audit: &WindowsAudit) -> std::fmt::
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use rtlab_core::timer_audit::{AuditFacts, AuditItem, Effect};
     use rtlab_core::timer_study::{ChangeStep, DelayStats, Restoration, UnavailableCell};
@@ -481,29 +481,7 @@ pub(crate) mod tests {
     }
 
     fn row(api: &str, class: &str, intervals: &[u64]) -> rtlab_core::timer_study::TimerRow {
-        sched_other_row(api, "absolute", class, intervals)
-    }
-
-    /// A measured cell of `api` in `mode` asking for 1 ms, as a SCHED_OTHER thread with the
-    /// default 50 µs timer slack would measure it: the row the renderers' tests draw.
-    pub(crate) fn sched_other_row(
-        api: &str,
-        mode: &str,
-        class: &str,
-        intervals: &[u64],
-    ) -> rtlab_core::timer_study::TimerRow {
-        rtlab_analysis::timers::timer_row(&rtlab_analysis::timers::CellInput {
-            api,
-            mode,
-            class,
-            policy: "SCHED_OTHER",
-            priority: 0,
-            timer_slack_ns: 50_000,
-            requested_ns: 1_000_000,
-            asked_ns: 1_000_000,
-            intervals,
-            reported_overruns: None,
-        })
+        crate::svg_timers::tests::sched_other_row(api, "absolute", class, intervals)
     }
 
     fn linux_record(study: TimerStudy) -> RunRecord {
