@@ -244,21 +244,9 @@ impl GrantMetrics {
     }
 }
 
-/// Escapes text for HTML (program names are chosen by whoever runs the program).
-pub(super) fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            other => escaped.push(other),
-        }
-    }
-    escaped
-}
+/// Escapes text for HTML (program names are chosen by whoever runs the program): rtlab's one
+/// markup escape.
+pub(super) use rtlab_core::text::escape_markup as escape;
 
 /// The grants as HTML tables for the monitor's `/` page.
 pub(super) fn html_tables(list: &ListResult) -> String {
