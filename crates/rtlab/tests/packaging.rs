@@ -68,74 +68,6 @@ fn the_units_run_the_packaged_binary_and_document_with_man_pages() {
     }
 }
 
-/// A dbus-daemon with a system bus's configuration, `include` (a bus policy file) and `servicedir`
-/// (activation files), in `directory`; its address once it is up, or its error when it refused the
-/// configuration.
-fn dbus_daemon_with(
-    directory: &Path,
-    include: &Path,
-    servicedir: &Path,
-) -> Result<(KillOnDrop, String), String> {
-    let socket = directory.join("system_bus_socket");
-    let config = directory.join("system-bus.conf");
-    std::fs::write(
-        &config,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>{servicedir}</servicedir>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-  </policy>
-  <include>{include}</include>
-</busconfig>
-"#,
-            socket = socket.display(),
-            servicedir = servicedir.display(),
-            include = include.display()
-        ),
-    )
-    .unwrap();
-    let mut process = KillOnDrop(
-        Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--nopidfile"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("dbus-daemon (Debian package dbus-daemon)"),
-    );
-    let started = Instant::now();
-    while !socket.exists() {
-        if let Ok(Some(_)) = process.0.try_wait() {
-            let mut error = String::new();
-            if let Some(mut stderr) = process.0.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut stderr, &mut error);
-            }
-            return Err(error);
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "no bus socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((process, format!("unix:path={}", socket.display())))
-}
-
 /// The names a bus can activate (`ListActivatableNames`).
 fn activatable_names(address: &str) -> String {
     run_ok(Command::new("dbus-send").args([
@@ -151,10 +83,10 @@ fn activatable_names(address: &str) -> String {
 fn dbus_daemon_accepts_the_realtimekit1_policy_and_activation_files() {
     let dbus = workspace_root().join("packaging/dbus");
     let directory = tempfile::tempdir().unwrap();
-    let (_bus, address) = dbus_daemon_with(
+    let (_bus, address) = common::dbus::dbus_daemon_with(
         directory.path(),
         &dbus.join("org.freedesktop.RealtimeKit1.conf"),
-        &dbus,
+        Some(&dbus),
     )
     .unwrap_or_else(|error| panic!("dbus-daemon refused the packaged policy: {error}"));
     let names = activatable_names(&address);
@@ -180,7 +112,7 @@ fn dbus_daemon_accepts_the_realtimekit1_policy_and_activation_files() {
     let broken = directory.path().join("broken.conf");
     std::fs::write(&broken, "<busconfig><allow own=\"x\"/></busconfig>\n").unwrap();
     let other = tempfile::tempdir().unwrap();
-    let refused = dbus_daemon_with(other.path(), &broken, &dbus).map(|_| ());
+    let refused = common::dbus::dbus_daemon_with(other.path(), &broken, Some(&dbus)).map(|_| ());
     assert!(refused.is_err(), "dbus-daemon took a broken policy file");
 }
 
@@ -494,10 +426,10 @@ fn the_debian_package_installs_serves_through_socket_activation_and_removes_clea
     // A system bus with the installed D-Bus files (this machine runs none): the installed
     // configuration enables RealtimeKit1, so the daemon owns the name there.
     let bus_directory = tempfile::tempdir().unwrap();
-    let (_bus, bus_address) = dbus_daemon_with(
+    let (_bus, bus_address) = common::dbus::dbus_daemon_with(
         bus_directory.path(),
         Path::new("/usr/share/dbus-1/system.d/org.freedesktop.RealtimeKit1.conf"),
-        Path::new("/usr/share/dbus-1/system-services"),
+        Some(Path::new("/usr/share/dbus-1/system-services")),
     )
     .unwrap_or_else(|error| panic!("dbus-daemon refused the installed policy: {error}"));
     assert!(activatable_names(&bus_address).contains("\"org.freedesktop.RealtimeKit1\""));

@@ -55,56 +55,16 @@ impl Bus {
     fn start(sandbox: &Sandbox) -> Bus {
         // nobody must reach the socket inside the sandbox.
         std::fs::set_permissions(sandbox.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let socket = sandbox.file("system_bus_socket");
         let policy = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../packaging/dbus/org.freedesktop.RealtimeKit1.conf")
             .canonicalize()
             .expect("the packaged policy file");
-        let config = sandbox.write(
-            "system-bus.conf",
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-  </policy>
-  <include>{policy}</include>
-</busconfig>
-"#,
-                socket = socket.display(),
-                policy = policy.display()
-            ),
-        );
-        let process = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--nopidfile"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start dbus-daemon (package dbus-daemon)");
-        let bus = Bus {
-            _process: KillOnDrop(process),
-            address: format!("unix:path={}", socket.display()),
-        };
-        wait_until("the bus listens", || socket.exists());
-        bus
+        let (process, address) = common::dbus::dbus_daemon_with(sandbox.path(), &policy, None)
+            .unwrap_or_else(|error| panic!("dbus-daemon refused the test bus: {error}"));
+        Bus {
+            _process: process,
+            address,
+        }
     }
 
     /// busctl as nobody: `busctl --address=… -- ARGS…`.

@@ -13,6 +13,10 @@
 #[cfg(target_os = "linux")]
 pub mod jack;
 
+/// A private dbus-daemon configured as a system bus.
+#[cfg(target_os = "linux")]
+pub mod dbus;
+
 /// `rtlab daemon` on a socket in the sandbox.
 #[cfg(target_os = "linux")]
 pub mod daemon;
