@@ -20,29 +20,10 @@ cleanup() {
 }
 trap cleanup EXIT
 cc -O2 -pthread -o "$work/runaway" "$here/runaway.c"
-cat > "$work/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$work/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-  </policy>
-  <include>$here/../../packaging/dbus/org.freedesktop.RealtimeKit1.conf</include>
-</busconfig>
-CONF
+# The tests' private system bus (bench/rtkit/private-system-bus.conf), with rtlab's policy.
+sed -e "s|@SOCKET@|$work/bus|" -e "s|@SERVICEDIR@||" \
+    -e "s|@INCLUDE@|$here/../../packaging/dbus/org.freedesktop.RealtimeKit1.conf|" \
+    "$here/private-system-bus.conf" > "$work/bus.conf"
 dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile & bus_pid=$!
 while [ ! -S "$work/bus" ]; do sleep 0.05; done
 export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/bus"

@@ -5,6 +5,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The system bus's configuration with `@SOCKET@`, `@SERVICEDIR@` and `@INCLUDE@` to fill in, the
+/// one copy (bench/rtkit/canary_demotion.sh fills it in too).
+const SYSTEM_BUS_TEMPLATE: &str = include_str!("../../../../bench/rtkit/private-system-bus.conf");
+
 /// A dbus-daemon with a system bus's configuration, `include` (a bus policy file) and `servicedir`
 /// (activation files, if any), in `directory`; its address once it is up, or its error when it refused the
 /// configuration.
@@ -15,41 +19,14 @@ pub fn dbus_daemon_with(
 ) -> Result<(KillOnDrop, String), String> {
     let socket = directory.join("system_bus_socket");
     let config = directory.join("system-bus.conf");
-    std::fs::write(
-        &config,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-{servicedir}  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-  </policy>
-  <include>{include}</include>
-</busconfig>
-"#,
-            socket = socket.display(),
-            servicedir = servicedir
-                .map(|directory| format!("  <servicedir>{}</servicedir>\n", directory.display()))
-                .unwrap_or_default(),
-            include = include.display()
-        ),
-    )
-    .unwrap();
+    let servicedir = servicedir
+        .map(|directory| format!("<servicedir>{}</servicedir>", directory.display()))
+        .unwrap_or_default();
+    let configuration = SYSTEM_BUS_TEMPLATE
+        .replace("@SOCKET@", &socket.display().to_string())
+        .replace("@SERVICEDIR@", &servicedir)
+        .replace("@INCLUDE@", &include.display().to_string());
+    std::fs::write(&config, configuration).unwrap();
     let mut process = KillOnDrop(
         Command::new("dbus-daemon")
             .arg(format!("--config-file={}", config.display()))
