@@ -5,30 +5,10 @@
 
 mod common;
 
+use common::monitor::{free_port, http_get, monitor_command};
 use common::{poll, wait_for, KillOnDrop, Sandbox};
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("bind a loopback port")
-        .port()
-}
-
-/// GET `path` from 127.0.0.1:`port` with HTTP/1.0; the body, or None when nothing answers yet.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-}
 
 fn query(port: u16, promql: &str) -> Option<serde_json::Value> {
     let encoded: String = promql
@@ -54,19 +34,7 @@ fn prometheus_scrapes_the_latency_histogram() {
     let monitor_port = free_port();
     let prometheus_port = free_port();
     let monitor = KillOnDrop(
-        sandbox
-            .command()
-            .args([
-                "monitor",
-                "--prometheus",
-                &format!("127.0.0.1:{monitor_port}"),
-                "--classes",
-                "normal",
-                "--window",
-                "1s",
-                "--stop-after",
-                "5min",
-            ])
+        monitor_command(&sandbox, monitor_port)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

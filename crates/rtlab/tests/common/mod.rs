@@ -21,6 +21,9 @@ pub mod dbus;
 #[cfg(target_os = "linux")]
 pub mod daemon;
 
+/// `rtlab monitor`'s Prometheus export, read over loopback HTTP.
+pub mod monitor;
+
 /// Waiting until a condition holds or a deadline passes: the one copy, which other crates' tests
 /// include by path.
 pub mod wait;
