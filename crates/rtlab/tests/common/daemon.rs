@@ -9,19 +9,45 @@ use std::time::Duration;
 /// How long a daemon may take to listen on a busy machine.
 const START_LIMIT: Duration = Duration::from_secs(30);
 
-/// A daemon on `sandbox/rtlabd.sock`, its journal in `sandbox/state` and its log in
-/// `sandbox/daemon.log`. Dropped: SIGTERM first, so the daemon reverts everything itself (a
-/// SIGKILL would leave its partitions to the next daemon's start), SIGKILL if it has not stopped
-/// in 5 s.
+/// How long a stopped daemon may take to put every thread back before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A daemon on `sandbox/rtlabd.sock`, its journal in `sandbox/rtlabd-state` and its log in
+/// `sandbox/rtlabd.log` (other names with [`Launch::name`]). Dropped: SIGTERM first, so the daemon
+/// reverts everything itself (a SIGKILL would leave its partitions to the next daemon's start),
+/// SIGKILL if it has not stopped within [`STOP_GRACE`].
 pub struct Daemon {
     pub process: KillOnDrop,
+    pub config: PathBuf,
     pub socket: PathBuf,
     pub log: PathBuf,
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        end(&mut self.process, Duration::from_secs(5));
+        self.stop();
+    }
+}
+
+/// How a daemon is started beyond its configuration lines: [`Launch::default`] is what
+/// [`Daemon::start`] uses.
+pub struct Launch<'a> {
+    /// Names its files in the sandbox: `NAME.toml`, `NAME.sock`, `NAME.log` and the state
+    /// directory `NAME-state` (a second daemon with another name shares nothing with the first).
+    pub name: &'a str,
+    /// Arguments after `--config FILE --socket FILE` (`--rtkit`, `--replace`).
+    pub args: &'a [&'a str],
+    /// The D-Bus system bus it connects to (`DBUS_SYSTEM_BUS_ADDRESS`), when not the machine's.
+    pub system_bus: Option<&'a str>,
+}
+
+impl Default for Launch<'_> {
+    fn default() -> Self {
+        Launch {
+            name: "rtlabd",
+            args: &[],
+            system_bus: None,
+        }
     }
 }
 
@@ -29,40 +55,62 @@ impl Daemon {
     /// Starts the daemon with `config_lines` (TOML) added to its `state_dir` and waits until it
     /// listens; fails the test, with the daemon's log, when it exits instead.
     pub fn start(sandbox: &Sandbox, config_lines: &str) -> Daemon {
+        let mut daemon = Daemon::spawn(sandbox, config_lines, &Launch::default());
+        daemon.wait_for_log("listening on");
+        daemon
+    }
+
+    /// Starts the daemon as `launch` says, with `config_lines` (TOML) added to its `state_dir`,
+    /// without waiting for it.
+    pub fn spawn(sandbox: &Sandbox, config_lines: &str, launch: &Launch) -> Daemon {
+        let name = launch.name;
         let config = sandbox.write(
-            "rtlabd.toml",
+            &format!("{name}.toml"),
             format!(
                 "state_dir = \"{}\"\n{config_lines}",
-                sandbox.file("state").display()
+                sandbox.file(&format!("{name}-state")).display()
             ),
         );
-        let socket = sandbox.file("rtlabd.sock");
-        let log = sandbox.file("daemon.log");
-        let process = sandbox
-            .command()
+        let socket = sandbox.file(&format!("{name}.sock"));
+        let log = sandbox.file(&format!("{name}.log"));
+        let mut command = sandbox.command();
+        command
             .args(["daemon", "--config"])
             .arg(&config)
             .arg("--socket")
             .arg(&socket)
+            .args(launch.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start rtlab daemon");
-        let mut daemon = Daemon {
+            .stderr(std::fs::File::create(&log).unwrap());
+        if let Some(address) = launch.system_bus {
+            command.env("DBUS_SYSTEM_BUS_ADDRESS", address);
+        }
+        let process = command.spawn().expect("start rtlab daemon");
+        Daemon {
             process: KillOnDrop(process),
+            config,
             socket,
             log,
-        };
-        // The socket is bound before the enforcer repairs what a killed daemon left; the log line
-        // comes after both.
-        wait_until(START_LIMIT, "the daemon listens", || {
-            if let Ok(Some(status)) = daemon.process.try_wait() {
-                panic!("the daemon exited with {status}: {}", daemon.log_text());
+        }
+    }
+
+    /// Waits until the daemon's log contains `line` (the socket is bound before the enforcer
+    /// repairs what a killed daemon left; "listening on" comes after both); fails the test, with
+    /// the log, when the daemon exits instead.
+    pub fn wait_for_log(&mut self, line: &str) {
+        wait_until(START_LIMIT, &format!("the daemon logs {line:?}"), || {
+            if let Ok(Some(status)) = self.process.try_wait() {
+                panic!("the daemon exited with {status}: {}", self.log_text());
             }
-            daemon.log_text().contains("listening on")
+            self.log_text().contains(line)
         });
-        daemon
+    }
+
+    /// SIGTERM, so the daemon reverts everything itself; SIGKILL if it has not stopped within
+    /// [`STOP_GRACE`]. Its exit status stays readable with `process.try_wait()`.
+    pub fn stop(&mut self) {
+        end(&mut self.process, STOP_GRACE);
     }
 
     pub fn log_text(&self) -> String {
@@ -92,14 +140,28 @@ impl Daemon {
             .expect("setpriv (util-linux)")
     }
 
-    /// The rows of `rtlab reservations --json -`.
-    pub fn reservation_rows(&self, sandbox: &Sandbox) -> Vec<serde_json::Value> {
+    /// `rtlab reservations --json -`'s document.
+    pub fn reservations_document(&self, sandbox: &Sandbox) -> serde_json::Value {
         let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
         assert_exit_code(&output, 0);
-        stdout_json(&output)["reservations"]
+        stdout_json(&output)
+    }
+
+    /// The rows of `rtlab reservations --json -`.
+    pub fn reservation_rows(&self, sandbox: &Sandbox) -> Vec<serde_json::Value> {
+        self.reservations_document(sandbox)["reservations"]
             .as_array()
             .expect("a reservations array")
             .clone()
+    }
+
+    /// The threads made real-time through RealtimeKit1 (`rtlab reservations --json -`'s
+    /// `realtimekit` array; none when the daemon serves no RealtimeKit1).
+    pub fn realtimekit_rows(&self, sandbox: &Sandbox) -> Vec<serde_json::Value> {
+        self.reservations_document(sandbox)["realtimekit"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The reserved threads, from [`Daemon::reservation_rows`].
