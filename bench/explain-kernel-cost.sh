@@ -10,15 +10,11 @@
 #
 # usage: bench/explain-kernel-cost.sh [SECONDS=10] [POLICIES="pending reuse every"]
 #        (needs root; run under flock /work/measure.lock). POLICIES are RTLAB_BPF_CLOCK values.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 seconds=${1:-10}
 policies=${POLICIES:-pending reuse every}
-rtlab=${RTLAB:-target/release/rtlab}
+bench_start explain-kernel-cost
 cost=${COST:-target/release/examples/bpf_program_cost}
-out=bench/out/explain-kernel-cost-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
 [ -x "$cost" ] || cargo build --release -p rtlab-trace --example bpf_program_cost
 for policy in $policies; do
     RTLAB_BPF_CLOCK=$policy "$rtlab" run --explain --explain-recorder bpf --duration "${seconds}s" \

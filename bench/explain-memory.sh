@@ -8,14 +8,10 @@
 #        flock /work/measure.lock)
 #        RUN_FLAGS="--explain-above 50us" bench/explain-memory.sh …  (extra run flags, e.g. a low
 #        fixed threshold, so the episode cap is reached and exercised)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 duration=${1:-10m}
 recorder=${2:-bpf}
-rtlab=${RTLAB:-target/release/rtlab}
-out=bench/out/explain-memory-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
+bench_start explain-memory
 "$rtlab" run --explain --explain-recorder "$recorder" --duration "$duration" --no-store ${RUN_FLAGS:-} \
     --json "$out/run.json" > "$out/run.txt" &
 pid=$!

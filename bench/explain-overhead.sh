@@ -28,8 +28,7 @@
 #        bench/explain-overhead.sh --analyse bench/out/explain-overhead-…  (re-analyse old records)
 # The default (2 modes × 40 rounds × 2 s, plus a 1 s warm-up and start-up per run) takes about
 # 5 minutes; run it under `flock -o /work/measure.lock` on a shared machine.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 if [ "${1:-}" = --analyse ]; then
     # Re-analyse: the modes and rounds are read back from the records' names.
     out=${2:?usage: bench/explain-overhead.sh --analyse DIRECTORY}
@@ -41,12 +40,9 @@ seconds=${1:-2}
 rounds=${2:-40}
 modes=${MODES:-plain bpf}
 read -r -a mode_list <<< "$modes"
-rtlab=${RTLAB:-target/release/rtlab}
-out=bench/out/explain-overhead-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
+bench_start explain-overhead
 echo "$modes" > "$out/modes"
 echo "$rounds" > "$out/rounds"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
 echo "$(date -u +%FT%TZ) $rounds rounds of ${seconds}s, modes: $modes; load average: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/started"
 for round in $(seq 1 "$rounds"); do
     # This round's order: the modes rotated by the round number.

@@ -6,14 +6,10 @@
 #
 # usage: bench/explain-ring.sh [SECONDS=10] [ROUNDS=4]   (needs root; run under
 #        flock /work/measure.lock)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 seconds=${1:-10}
 rounds=${2:-4}
-rtlab=${RTLAB:-target/release/rtlab}
-out=bench/out/explain-ring-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
+bench_start explain-ring
 stress-ng --cpu 2 --io 1 --vm 1 --vm-bytes 256M --timeout "$(( (seconds + 3) * rounds * 2 + 10 ))s" \
     > "$out/stress.txt" 2>&1 &
 stress=$!

@@ -9,16 +9,12 @@
 # median over rounds of its p50 divided by the same round's plain p50.
 #
 # usage: bench/trace-event-cost.sh [SECONDS_PER_RUN=3] [ROUNDS=14]   (needs root and tracefs)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 seconds=${1:-3}
 rounds=${2:-14}
-rtlab=${RTLAB:-target/release/rtlab}
+bench_start trace-event-cost
 tracefs=/sys/kernel/tracing
 instance=$tracefs/instances/bench-event-cost-$$
-out=bench/out/trace-event-cost-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
 sched="sched/sched_switch sched/sched_waking"
 irq="irq/irq_handler_entry irq/irq_handler_exit irq/softirq_entry irq/softirq_exit"
 other="workqueue/workqueue_execute_start workqueue/workqueue_execute_end ipi/ipi_send_cpu ipi/ipi_send_cpumask"

@@ -18,14 +18,10 @@
 # usage: bench/vs-cyclictest.sh [SECONDS_PER_RUN=30] [ROUNDS=3]   (needs root, rt-tests, stress-ng)
 #        SWEEP=0 skips the period sweep. On a shared machine run it under the measurement lock:
 #        flock /work/measure.lock bench/vs-cyclictest.sh 20 3
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 seconds=${1:-30}
 rounds=${2:-3}
-rtlab=${RTLAB:-target/release/rtlab}
-out=bench/out/vs-cyclictest-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$out"
-[ -x "$rtlab" ] || cargo build --release -p rtlab
+bench_start vs-cyclictest
 command -v cyclictest >/dev/null || { echo "cyclictest missing: apt-get install rt-tests" >&2; exit 2; }
 command -v perf >/dev/null || { echo "perf missing: apt-get install linux-perf" >&2; exit 2; }
 command -v stress-ng >/dev/null || { echo "stress-ng missing: apt-get install stress-ng" >&2; exit 2; }
