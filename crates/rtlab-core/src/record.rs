@@ -146,6 +146,14 @@ pub struct Episode {
     pub timeline: Vec<Segment>,
 }
 
+impl Episode {
+    /// The cause that held the CPU longest in the window (the last of equals), or None when
+    /// nothing was attributed: what "caused by" means when an episode is named by one cause.
+    pub fn largest_cause(&self) -> Option<&Cause> {
+        self.causes.iter().max_by_key(|cause| cause.ns)
+    }
+}
+
 /// One run: everything measured, with what is needed to repeat and to judge it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -425,6 +433,33 @@ mod tests {
 
     fn record(series: Vec<Series>) -> RunRecord {
         RunRecord::new("id", "2026-01-01T00:00:00Z", 1_000_000_000, series)
+    }
+
+    #[test]
+    fn the_largest_cause_is_the_one_with_the_most_time() {
+        let cause = |name: &str, ns: u64| Cause {
+            kind: CauseKind::Task,
+            name: name.to_owned(),
+            pid: None,
+            ns,
+            detail: None,
+        };
+        let mut episode = Episode {
+            series: "rt-high/wakeup@0".to_owned(),
+            cpu: 0,
+            at_ns: 0,
+            latency_ns: 100_000,
+            causes: vec![],
+            steal_ns: None,
+            stack: None,
+            timeline: vec![],
+        };
+        assert_eq!(episode.largest_cause(), None);
+        episode.causes = vec![cause("a", 10), cause("b", 70), cause("c", 20)];
+        assert_eq!(
+            episode.largest_cause().map(|cause| cause.name.as_str()),
+            Some("b")
+        );
     }
 
     #[test]

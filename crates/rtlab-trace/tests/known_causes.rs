@@ -205,9 +205,7 @@ fn largest_is<'a>(episodes: &'a [Episode], name: &str) -> Vec<&'a Episode> {
         .iter()
         .filter(|episode| {
             episode
-                .causes
-                .iter()
-                .max_by_key(|cause| cause.ns)
+                .largest_cause()
                 .is_some_and(|largest| largest.kind == CauseKind::Task && largest.name == name)
         })
         .collect()

@@ -256,13 +256,9 @@ fn spinner_is_named_by(recorder: &str) {
         // The episodes the spinner created: those in which it is the largest cause (on a shared
         // VM an unrelated hypervisor stall can land in the same window and dominate it).
         .filter(|episode| {
-            episode
-                .causes
-                .iter()
-                .max_by_key(|cause| cause.ns)
-                .is_some_and(|largest| {
-                    largest.kind == CauseKind::Task && largest.name == spinner_name
-                })
+            episode.largest_cause().is_some_and(|largest| {
+                largest.kind == CauseKind::Task && largest.name == spinner_name
+            })
         })
         .collect();
     // The spinner outlives the measurement (it starts before rtlab has set up and runs past
