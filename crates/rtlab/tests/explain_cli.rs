@@ -11,6 +11,7 @@ use common::{
 };
 use rtlab_core::CauseKind;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,29 +128,29 @@ fn explain_above_requires_explain_and_a_positive_number() {
 /// How long rtlab may take to start recording on a busy machine.
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// `rtlab run --explain --explain-recorder RECORDER` of rt-high for 60 s (200 ms warm-up, nothing
-/// stored), spawned for the test to interrupt.
+/// `rtlab run --explain --explain-recorder RECORDER` of rt-high, nothing stored, with `args`
+/// added (duration, warm-up, …), for the caller to run or spawn.
+fn explain_rt_high(sandbox: &Sandbox, recorder: &str, args: &[&str]) -> Command {
+    let mut command = sandbox.command();
+    command
+        .args(["run", "--explain", "--explain-recorder", recorder])
+        .args(["--classes", "rt-high", "--no-store"])
+        .args(args);
+    command
+}
+
+/// [`explain_rt_high`] for 60 s (200 ms warm-up), spawned for the test to interrupt.
 fn explain_run(sandbox: &Sandbox, recorder: &str) -> KillOnDrop {
     KillOnDrop(
-        sandbox
-            .command()
-            .args([
-                "run",
-                "--explain",
-                "--explain-recorder",
-                recorder,
-                "--duration",
-                "60s",
-                "--warmup",
-                "200ms",
-                "--no-store",
-                "--classes",
-                "rt-high",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+        explain_rt_high(
+            sandbox,
+            recorder,
+            &["--duration", "60s", "--warmup", "200ms"],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap(),
     )
 }
 
@@ -223,30 +224,24 @@ fn spinner_is_named_by(recorder: &str) {
         rtlab_sys::clock::monotonic_ns() + 6_000_000_000,
         Arc::clone(&spins),
     );
-    let child = sandbox
-        .command()
-        .args([
-            "run",
-            "--explain",
-            "--explain-recorder",
-            recorder,
+    let child = explain_rt_high(
+        &sandbox,
+        recorder,
+        &[
             "--explain-above",
             "500",
             "--duration",
             "4s",
             "--warmup",
             "300ms",
-            "--classes",
-            "rt-high",
-            "--no-handoff",
-            "--no-store",
-            "--cpus",
-        ])
-        .arg(cpu.to_string())
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+        ],
+    )
+    .args(["--no-handoff", "--cpus"])
+    .arg(cpu.to_string())
+    .arg("--json")
+    .arg(&json)
+    .output()
+    .unwrap();
     spinner.join().unwrap();
     assert_exit_code(&child, 0);
     let record = read_record(&json);
@@ -396,27 +391,12 @@ fn the_full_event_set_records_the_events_the_standard_set_leaves_off() {
     let before = record_cmd();
     let sandbox = Sandbox::new();
     let events_of = |set: &str| -> Vec<String> {
-        let output = sandbox.run_expecting(
-            0,
-            [
-                "run",
-                "--explain",
-                "--explain-recorder",
-                "tracefs",
-                "--explain-events",
-                set,
-                "--duration",
-                "1s",
-                "--warmup",
-                "200ms",
-                "--classes",
-                "rt-high",
-                "--no-handoff",
-                "--no-store",
-                "--json",
-                "-",
-            ],
-        );
+        let output = explain_rt_high(&sandbox, "tracefs", &["--explain-events", set])
+            .args(["--duration", "1s", "--warmup", "200ms", "--no-handoff"])
+            .args(["--json", "-"])
+            .output()
+            .unwrap();
+        assert_exit_code(&output, 0);
         let record = stdout_json(&output);
         assert_eq!(record["config"]["explain_trace"]["event_set"], set);
         record["config"]["explain_trace"]["events"]
