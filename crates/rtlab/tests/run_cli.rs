@@ -5,7 +5,7 @@ mod common;
 
 use common::{
     assert_exit_code, eventually, read_record, stderr_text, stdout_record, stdout_text, wait_for,
-    wait_until, KillOnDrop, Sandbox,
+    wait_until, KillOnDrop, Sandbox, SHORT_RUN,
 };
 use rtlab_core::Metric;
 use std::process::Command;
@@ -188,15 +188,8 @@ fn without_realtime_permission_warns_once_and_still_records() {
             "--inh-caps=-all",
         ])
         .arg(env!("CARGO_BIN_EXE_rtlab"))
-        .args([
-            "run",
-            "--duration",
-            "1s",
-            "--warmup",
-            "100ms",
-            "--no-store",
-            "--json",
-        ])
+        .args(SHORT_RUN)
+        .arg("--json")
         .arg(&json)
         .output()
         .unwrap();

@@ -3,22 +3,21 @@
 
 mod common;
 
-use common::{stdout_text, Sandbox};
+use common::{stdout_text, Sandbox, SHORT_RUN};
 
-const SHORT_RUN: [&str; 7] = [
-    "run",
-    "--duration",
-    "1s",
-    "--warmup",
-    "100ms",
-    "--no-store",
-    "--no-handoff",
-];
+/// [`SHORT_RUN`] with `--no-handoff`, then `more`.
+fn short_run<'a>(more: &'a [&'a str]) -> impl Iterator<Item = &'a str> {
+    SHORT_RUN
+        .iter()
+        .copied()
+        .chain(["--no-handoff"])
+        .chain(more.iter().copied())
+}
 
 #[test]
 fn quiet_prints_only_the_verdict_block_in_80_columns() {
     let sandbox = Sandbox::new();
-    let output = sandbox.run_expecting(0, SHORT_RUN.iter().copied().chain(["--quiet"]));
+    let output = sandbox.run_expecting(0, short_run(&["--quiet"]));
     let text = stdout_text(&output);
     assert!(text.contains("VERDICT ("), "{text}");
     assert!(text.contains("pro-audio-48k-128x2"), "{text}");
@@ -36,7 +35,7 @@ fn quiet_prints_only_the_verdict_block_in_80_columns() {
 #[test]
 fn default_output_fits_80_columns_and_ends_with_the_verdict() {
     let sandbox = Sandbox::new();
-    let output = sandbox.run_expecting(0, SHORT_RUN);
+    let output = sandbox.run_expecting(0, short_run(&[]));
     let text = stdout_text(&output);
     for line in text.lines() {
         assert!(line.chars().count() <= 80, "wider than 80 columns: {line}");
@@ -48,13 +47,7 @@ fn default_output_fits_80_columns_and_ends_with_the_verdict() {
 #[test]
 fn for_class_judges_one_class_and_its_exit_code_follows_the_mark() {
     let sandbox = Sandbox::new();
-    let output =
-        sandbox.run(
-            SHORT_RUN
-                .iter()
-                .copied()
-                .chain(["--quiet", "--for", "fieldbus-250us"]),
-        );
+    let output = sandbox.run(short_run(&["--quiet", "--for", "fieldbus-250us"]));
     let text = stdout_text(&output);
     let class_lines: Vec<&str> = text
         .lines()
@@ -71,7 +64,7 @@ fn for_class_judges_one_class_and_its_exit_code_follows_the_mark() {
     };
     common::assert_exit_code(&output, expected);
 
-    let output = sandbox.run(SHORT_RUN.iter().copied().chain(["--for", "no-such-class"]));
+    let output = sandbox.run(short_run(&["--for", "no-such-class"]));
     common::assert_exit_code(&output, 2);
     assert!(common::stderr_text(&output).contains("no-such-class"));
 }

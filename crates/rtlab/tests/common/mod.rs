@@ -40,6 +40,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::Duration;
 
+/// `rtlab run` for one second after a 100 ms warm-up, nothing stored: the suite's shortest real
+/// measurement, for the caller to add flags to.
+pub const SHORT_RUN: [&str; 6] = ["run", "--duration", "1s", "--warmup", "100ms", "--no-store"];
+
 /// A fresh temporary directory that is the `RTLAB_HOME` of every rtlab it starts and the place
 /// the test writes its input files; removed, with the run store in it, when dropped.
 ///
