@@ -20,7 +20,7 @@
 mod common;
 
 use common::jack::{ClientProcess, JackServer};
-use common::{assert_exit_code, stdout_json, Sandbox};
+use common::{assert_exit_code, stdout_json, Sandbox, RT_HIGH_WITH_100US_OF_WORK};
 use std::time::Duration;
 
 const SECONDS: f64 = 20.0;
@@ -56,20 +56,12 @@ fn the_forecast_holds_jack_s_glitch_count_under_stress() {
         .spawn()
         .expect("start stress-ng (Debian: apt-get install stress-ng)");
     let record = sandbox.file("run.json");
-    let run = sandbox.run([
-        "run",
-        "--classes",
-        "rt-high",
-        "--compute",
-        "100us",
-        "--warmup",
-        "0s",
+    let run = sandbox.run(RT_HIGH_WITH_100US_OF_WORK.iter().copied().chain([
         "-D",
         &format!("{SECONDS}s"),
-        "--no-store",
         "--json",
         record.to_str().expect("utf-8 path"),
-    ]);
+    ]));
     assert_exit_code(&run, 0);
     let report = client.wait();
     let _ = stress.kill();

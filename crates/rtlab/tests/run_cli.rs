@@ -5,7 +5,7 @@ mod common;
 
 use common::{
     assert_exit_code, eventually, read_record, stderr_text, stdout_record, stdout_text, wait_for,
-    wait_until, KillOnDrop, Sandbox, SHORT_RUN,
+    wait_until, KillOnDrop, Sandbox, RT_HIGH_WITH_100US_OF_WORK, SHORT_RUN,
 };
 use rtlab_core::Metric;
 use std::process::Command;
@@ -508,21 +508,13 @@ fn a_binary_file_is_an_input_error_for_every_reader() {
 #[ignore = "needs root: the rt-high threads run SCHED_FIFO"]
 fn compute_records_a_response_series_that_holds_the_work() {
     let sandbox = Sandbox::new();
-    let run = sandbox.run([
-        "run",
-        "--classes",
-        "rt-high",
-        "--compute",
-        "100us",
+    let run = sandbox.run(RT_HIGH_WITH_100US_OF_WORK.iter().chain(&[
         "--no-handoff",
-        "--warmup",
-        "0s",
         "-D",
         "1s",
-        "--no-store",
         "--json",
         "-",
-    ]);
+    ]));
     assert_exit_code(&run, 0);
     let record = stdout_record(&run);
     assert_eq!(record.config.compute_ns, Some(100_000));

@@ -44,6 +44,20 @@ use std::time::Duration;
 /// measurement, for the caller to add flags to.
 pub const SHORT_RUN: [&str; 6] = ["run", "--duration", "1s", "--warmup", "100ms", "--no-store"];
 
+/// `rtlab run` of the rt-high class doing 100 µs of work after each wake-up (which adds a
+/// response series), measuring from the first sample (no warm-up), nothing stored; the caller
+/// adds the duration and where the record goes.
+pub const RT_HIGH_WITH_100US_OF_WORK: [&str; 8] = [
+    "run",
+    "--classes",
+    "rt-high",
+    "--compute",
+    "100us",
+    "--warmup",
+    "0s",
+    "--no-store",
+];
+
 /// A fresh temporary directory that is the `RTLAB_HOME` of every rtlab it starts and the place
 /// the test writes its input files; removed, with the run store in it, when dropped.
 ///
