@@ -55,7 +55,7 @@ pub struct ObservedThread {
     pub usual_waker: Option<u32>,
 }
 
-/// What the machine can enforce, as [`crate::enforce::enforcer::MachineFacts`] detects it.
+/// What the machine can enforce, as [`crate::enforce::MachineFacts`] detects it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AutoMachine {
     pub n_cpus: usize,

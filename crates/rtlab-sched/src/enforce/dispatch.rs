@@ -331,7 +331,7 @@ impl Drop for Dispatcher {
 /// The least and most a dispatcher wakes before a slot that follows free time (see [`WakeLead`]).
 pub const LEAD_MIN: Nanos = Nanos(20_000);
 pub const LEAD_MAX: Nanos = Nanos(300_000);
-/// The lead before the first [`LEAD_SAMPLES`] wake-ups have been measured.
+/// The lead before the first `LEAD_SAMPLES` (256) wake-ups have been measured.
 pub const LEAD_INITIAL: Nanos = Nanos(50_000);
 /// Added to the measured wake-up latency quantile to make the lead.
 pub const LEAD_MARGIN: Nanos = Nanos(5_000);
@@ -339,7 +339,7 @@ pub const LEAD_MARGIN: Nanos = Nanos(5_000);
 const LEAD_SAMPLES: usize = 256;
 
 /// How early a dispatcher asks to be woken for a slot that starts after free time, from its own
-/// wake-up latencies: the p99 of the last [`LEAD_SAMPLES`] wake-ups (how late the timer woke it)
+/// wake-up latencies: the p99 of the last `LEAD_SAMPLES` (256) wake-ups (how late the timer woke it)
 /// plus [`LEAD_MARGIN`], within [`LEAD_MIN`, `LEAD_MAX`]. Waking early, the dispatcher does its
 /// bookkeeping, waits for the edge on the clock and raises the owner at the edge itself, so the
 /// owner does not lose the timer's wake-up latency at the start of every slot (measured on the
