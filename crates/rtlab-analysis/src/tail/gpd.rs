@@ -120,9 +120,9 @@ pub fn log_likelihood(data: &Excesses, sigma: f64, xi: f64) -> f64 {
 const LOG_GROUP: usize = 8;
 
 /// `Σ countᵢ · ln(1 + r·yᵢ)`, the sum every likelihood evaluation makes, with one `ln_1p` per
-/// [`LOG_GROUP`] terms instead of one per term: the interval searches evaluate it tens of
+/// `LOG_GROUP` (8) terms instead of one per term: the interval searches evaluate it tens of
 /// thousands of times per run, and `ln_1p` was two thirds of their time (BENCHMARKS.md, probe
-/// cost). A group is carried as `u = Π(1 + r·yᵢ)^countᵢ − 1` (see [`times_m1`]), whose updates
+/// cost). A group is carried as `u = Π(1 + r·yᵢ)^countᵢ − 1` (see `times_m1`), whose updates
 /// add parts of one sign, so nothing cancels and small terms keep their relative precision as
 /// `ln_1p` does; a group is closed when `1 + u` falls to one half (its logarithm would start
 /// to lose digits) or grows past 1e64, and a term whose power alone would do either is taken
