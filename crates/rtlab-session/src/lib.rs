@@ -27,6 +27,7 @@ pub mod load;
 pub mod monitor;
 #[cfg(target_os = "linux")]
 mod record;
+mod run_warnings;
 mod study_record;
 mod summary;
 #[cfg(target_os = "linux")]
