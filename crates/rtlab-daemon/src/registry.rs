@@ -15,7 +15,8 @@ use rtlab_core::rpc::{
 use rtlab_core::Nanos;
 use rtlab_plan::{ConstraintId, GrantId, Owner, PlannerError};
 use rtlab_sched::enforce::{
-    BackendKind, EnforceError, EnforcedGrant, Enforcement, KernelAdmission, ReserveRequest,
+    BackendKind, ConstraintRequest, EnforceError, EnforcedGrant, Enforcement, KernelAdmission,
+    ReserveRequest,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -793,12 +794,12 @@ impl Registry {
         }
         let id = self
             .enforcement
-            .begin_constraint(
-                thread.tid,
-                Nanos(params.start_ns),
-                Nanos(params.estimate_ns),
-                Nanos(params.deadline_ns),
-            )
+            .begin_constraint(ConstraintRequest {
+                thread: thread.tid,
+                start: Nanos(params.start_ns),
+                estimate: Nanos(params.estimate_ns),
+                deadline: Nanos(params.deadline_ns),
+            })
             .map_err(enforce_error)?;
         self.constraints.insert(
             id,

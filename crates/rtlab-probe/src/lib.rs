@@ -6,24 +6,23 @@
 //! path does no allocation, no locking, no logging and no syscall beyond the clock read, the
 //! futex hand-off and the absolute sleep.
 
-#[cfg(target_os = "linux")]
-pub mod buffer_experiment;
-#[cfg(target_os = "linux")]
-pub mod class;
-#[cfg(target_os = "linux")]
-pub mod competitor;
-#[cfg(target_os = "linux")]
-pub mod probe;
-#[cfg(target_os = "linux")]
-pub mod profile;
 pub mod recorder;
 pub mod schedule;
-#[cfg(target_os = "linux")]
-pub mod stress;
-#[cfg(target_os = "linux")]
-pub mod timers;
 #[cfg(windows)]
 pub mod windows;
+
+// Linux only: the measuring threads, loads and competitors (Windows has its own in `windows`).
+cfg_if::cfg_if! {
+    if #[cfg(target_os = "linux")] {
+        pub mod buffer_experiment;
+        pub mod class;
+        pub mod competitor;
+        pub mod probe;
+        pub mod profile;
+        pub mod stress;
+        pub mod timers;
+    }
+}
 
 #[cfg(target_os = "linux")]
 pub use class::Class;

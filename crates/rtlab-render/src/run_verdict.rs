@@ -5,6 +5,7 @@
 //! differ from cyclictest's. `--verbose` prints today's full tables instead; `--quiet` only the
 //! verdict.
 
+use crate::summary::{host_line, micros, percentile, series_by_metric, HostLayout};
 use crate::text::{keep_units, truncate, wrapped};
 use rtlab_analysis::forecast::VerdictKind;
 use rtlab_analysis::run_verdict::RunVerdict;
@@ -19,18 +20,6 @@ pub struct IdleInfo {
     pub driver: String,
     /// The states of the first measured CPU (they are the same on every CPU of one machine).
     pub states: Vec<IdleState>,
-}
-
-fn micros(nanos: u64) -> String {
-    crate::summary::micros(nanos)
-}
-
-fn percentile(series: &Series, key: &str) -> String {
-    series
-        .percentiles
-        .get(key)
-        .map(|value| micros(*value))
-        .unwrap_or_else(|| "-".to_owned())
 }
 
 /// The run, host and one 80-column table per metric, then load, tail and warnings.
@@ -98,7 +87,6 @@ pub fn verdict(
 }
 
 pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
-    let host = &record.host;
     let short_id: String = record.id.chars().take(8).collect();
     writeln!(
         out,
@@ -107,27 +95,11 @@ pub fn write_compact_summary(out: &mut impl Write, record: &RunRecord) -> std::f
         rtlab_core::Nanos(record.duration_ns),
         crate::summary::interrupted_note(record)
     )?;
-    let host_line = format!(
-        "{}, kernel {} (preemption {}), {} CPUs, virtualization {}, clocksource {}",
-        host.hostname,
-        host.kernel,
-        host.preemption,
-        host.cpu_count,
-        host.virtualization,
-        host.clocksource
-    );
+    let host_line = host_line(&record.host, HostLayout::Compact);
     writeln!(out, "{}", wrapped("host ", &host_line, 5))?;
-    for metric in [
-        Metric::Wakeup,
-        Metric::Handoff,
-        Metric::Interval,
-        Metric::Irq,
-        Metric::Thread,
-    ] {
-        let rows = record.series_of(metric);
-        if rows.is_empty() {
-            continue;
-        }
+    // The compact summary has never had a table of response times (a workload's series).
+    for (metric, rows) in series_by_metric(record).filter(|(metric, _)| *metric != Metric::Response)
+    {
         let heading = format!("{} (µs)", crate::summary::metric_explanation(metric));
         write_heading(out, &heading, 2)?;
         writeln!(

@@ -2,7 +2,7 @@
 //!
 //! Numbers are stored in ns and printed in µs with one decimal, the unit cyclictest users read.
 
-use rtlab_core::{CompetitorEntry, Metric, RunRecord, Series, TailUsage, WindowEstimate};
+use rtlab_core::{CompetitorEntry, Host, Metric, RunRecord, Series, TailUsage, WindowEstimate};
 use std::fmt::Write;
 
 /// ns → µs with one decimal, as printed in every table.
@@ -14,7 +14,8 @@ fn micros_f64(nanos: f64) -> String {
     format!("{:.1}", nanos / 1_000.0)
 }
 
-fn percentile(series: &Series, key: &str) -> String {
+/// The `key` percentile of `series` in µs (`50`, `99.9`, …), or `-` where it has none.
+pub(crate) fn percentile(series: &Series, key: &str) -> String {
     series
         .percentiles
         .get(key)
@@ -71,9 +72,51 @@ pub(crate) fn interrupted_note(record: &RunRecord) -> &'static str {
     }
 }
 
+/// How [`host_line`] lays the host's facts out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostLayout {
+    /// `host NAME  kernel …  clocksource …`, the summary's line.
+    Wide,
+    /// `NAME, kernel … (preemption …), …`, the compact summary's (which wraps it).
+    Compact,
+}
+
+/// The host facts every text summary shows (name, kernel, preemption, CPUs, virtualization,
+/// clocksource) as one line in `layout`.
+pub(crate) fn host_line(host: &Host, layout: HostLayout) -> String {
+    let (name, kernel, preemption) = (&host.hostname, &host.kernel, &host.preemption);
+    let (cpus, virtualization, clock) = (host.cpu_count, &host.virtualization, &host.clocksource);
+    match layout {
+        HostLayout::Wide => format!(
+            "host {name}  kernel {kernel}  preemption {preemption}  {cpus} CPUs  virtualization {virtualization}  clocksource {clock}"
+        ),
+        HostLayout::Compact => format!(
+            "{name}, kernel {kernel} (preemption {preemption}), {cpus} CPUs, virtualization {virtualization}, clocksource {clock}"
+        ),
+    }
+}
+
+/// The metrics in the order the text summaries give them a table each.
+const METRIC_ORDER: [Metric; 6] = [
+    Metric::Wakeup,
+    Metric::Handoff,
+    Metric::Interval,
+    Metric::Response,
+    Metric::Irq,
+    Metric::Thread,
+];
+
+/// Each metric `record` has series of, with its series, in [`METRIC_ORDER`]: the text summaries'
+/// one table per metric.
+pub(crate) fn series_by_metric(record: &RunRecord) -> impl Iterator<Item = (Metric, Vec<&Series>)> {
+    METRIC_ORDER
+        .into_iter()
+        .map(|metric| (metric, record.series_of(metric)))
+        .filter(|(_, rows)| !rows.is_empty())
+}
+
 /// The run and host lines and one table per metric (class × CPU rows).
 pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
-    let host = &record.host;
     writeln!(
         out,
         "run {}  started {}  measured {}{}",
@@ -82,28 +125,8 @@ pub fn write_tables(out: &mut impl Write, record: &RunRecord) -> std::fmt::Resul
         rtlab_core::Nanos(record.duration_ns),
         interrupted_note(record)
     )?;
-    writeln!(
-        out,
-        "host {}  kernel {}  preemption {}  {} CPUs  virtualization {}  clocksource {}",
-        host.hostname,
-        host.kernel,
-        host.preemption,
-        host.cpu_count,
-        host.virtualization,
-        host.clocksource
-    )?;
-    for metric in [
-        Metric::Wakeup,
-        Metric::Handoff,
-        Metric::Interval,
-        Metric::Response,
-        Metric::Irq,
-        Metric::Thread,
-    ] {
-        let rows = record.series_of(metric);
-        if rows.is_empty() {
-            continue;
-        }
+    writeln!(out, "{}", host_line(&record.host, HostLayout::Wide))?;
+    for (metric, rows) in series_by_metric(record) {
         writeln!(out)?;
         writeln!(out, "{} (µs)", metric_explanation(metric))?;
         writeln!(

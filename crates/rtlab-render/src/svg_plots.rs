@@ -50,6 +50,27 @@ fn write_x_ticks(svg: &mut String, axis: &Axis, left: f64, plot_width: f64, bott
     }
 }
 
+/// A line across the plot (spanning `plot_width` from `left`) at `y` in `stroke`, and `label`
+/// right-aligned `gap` left of the plot: the y axis's ticks and the lanes' names.
+fn write_row_line(
+    svg: &mut String,
+    left: f64,
+    plot_width: f64,
+    y: f64,
+    stroke: &str,
+    gap: f64,
+    label: &str,
+) {
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{stroke}"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
+        left + plot_width,
+        left - gap,
+        y + 4.0,
+        escape_markup(label)
+    );
+}
+
 /// The x axis's name, centred at `centre_x` on the baseline `y`.
 fn write_x_axis_label(svg: &mut String, centre_x: f64, y: f64, label: &str) {
     let _ = write!(
@@ -160,13 +181,14 @@ pub fn line_plot(title: &str, x: &Axis, y: &Axis, lines: &[Line]) -> String {
     write_x_ticks(&mut svg, x, LEFT, plot_width, TOP + plot_height);
     for tick in y.ticks() {
         let py = TOP + plot_height - y.position(tick, plot_height);
-        let _ = write!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
-            LEFT + plot_width,
-            LEFT - 4.0,
-            py + 4.0,
-            tick_text(tick)
+        write_row_line(
+            &mut svg,
+            LEFT,
+            plot_width,
+            py,
+            "#e4e4e4",
+            4.0,
+            &tick_text(tick),
         );
     }
     write_x_axis_label(&mut svg, LEFT + plot_width / 2.0, HEIGHT - 8.0, &x.label);
@@ -266,14 +288,7 @@ pub fn timeline(
     write_x_axis_label(&mut svg, left + plot_width / 2.0, height - 8.0, &axis.label);
     for (index, lane) in lanes.iter().enumerate() {
         let centre = TOP + lane_height * (index as f64 + 0.5);
-        let _ = write!(
-            svg,
-            r##"<line x1="{left}" y1="{centre:.1}" x2="{:.1}" y2="{centre:.1}" stroke="#bbb"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
-            left + plot_width,
-            left - 6.0,
-            centre + 4.0,
-            escape_markup(lane)
-        );
+        write_row_line(&mut svg, left, plot_width, centre, "#bbb", 6.0, lane);
     }
     let largest = marks.iter().map(|mark| mark.value).fold(1.0f64, f64::max);
     for mark in marks {

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use rtlab_core::Nanos;
 use rtlab_plan::Owner;
-use rtlab_sched::enforce::{BackendKind, EnforceError, Enforcement, Enforcer, ReserveRequest};
+use rtlab_sched::enforce::{
+    BackendKind, ConstraintRequest, EnforceError, Enforcement, Enforcer, ReserveRequest,
+};
 use rtlab_sys::sched::{thread_policy, Policy};
 
 mod support;
@@ -498,12 +500,12 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
         let before = thread_policy(0).unwrap();
         let now = rtlab_sys::clock::monotonic_ns();
         let id = enforcer
-            .begin_constraint(
-                tid,
-                Nanos(now),
-                Nanos::from_millis(5),
-                Nanos(now + 50_000_000),
-            )
+            .begin_constraint(ConstraintRequest {
+                thread: tid,
+                start: Nanos(now),
+                estimate: Nanos::from_millis(5),
+                deadline: Nanos(now + 50_000_000),
+            })
             .unwrap();
         rtlab_sys::thread_clock::spin_cpu_time_ns(3_000_000);
         let end = enforcer.end_constraint(id).unwrap();
@@ -513,12 +515,12 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
         // More than the window holds: refused at once, nothing changed.
         let now = rtlab_sys::clock::monotonic_ns();
         assert!(enforcer
-            .begin_constraint(
-                tid,
-                Nanos(now),
-                Nanos::from_millis(20),
-                Nanos(now + 10_000_000)
-            )
+            .begin_constraint(ConstraintRequest {
+                thread: tid,
+                start: Nanos(now),
+                estimate: Nanos::from_millis(20),
+                deadline: Nanos(now + 10_000_000)
+            })
             .is_err());
         assert_eq!(thread_policy(0).unwrap(), before, "{backend}");
         drop(enforcer);

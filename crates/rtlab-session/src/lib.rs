@@ -16,26 +16,26 @@
 //!
 //! Nothing here prints; progress goes to an [`Observer`].
 
-#[cfg(target_os = "linux")]
-pub mod buffer;
 mod error_kind;
-#[cfg(target_os = "linux")]
-pub mod explain;
-#[cfg(target_os = "linux")]
-pub mod load;
-#[cfg(target_os = "linux")]
-pub mod monitor;
-#[cfg(target_os = "linux")]
-mod record;
+mod run_warnings;
 mod study_record;
 mod summary;
-#[cfg(target_os = "linux")]
-pub mod supply;
 pub mod tails;
-#[cfg(target_os = "linux")]
-pub mod timers;
 #[cfg(windows)]
 pub mod windows;
+
+// Linux only: runs, explain, loads, the monitor and timer studies (Windows: `windows`).
+cfg_if::cfg_if! {
+    if #[cfg(target_os = "linux")] {
+        pub mod buffer;
+        pub mod explain;
+        pub mod load;
+        pub mod monitor;
+        mod record;
+        pub mod supply;
+        pub mod timers;
+    }
+}
 
 pub use error_kind::is_input_error;
 #[cfg(target_os = "linux")]

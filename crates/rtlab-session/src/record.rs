@@ -1,13 +1,11 @@
 //! Building the Run record from what the probe measured, with the warnings that lower its quality.
 
+use crate::run_warnings::{short_run_warning, vm_warning};
 use crate::{RunConfig, SessionError};
 use rtlab_core::{Metric, Nanos, RecordConfig, RecordHeader, RunConditions, RunRecord};
 use rtlab_probe::ProbeResult;
 use rtlab_sys::proc_stat::CpuTimes;
 use std::collections::BTreeMap;
-
-/// A run shorter than this gets the "measure for hours" warning.
-const SHORT_RUN_NS: u64 = 600_000_000_000;
 
 /// The record of one probe run (no load, episodes or tails yet), validated. The period and the
 /// classes are what the probe ran, not what was asked.
@@ -54,18 +52,8 @@ pub(crate) fn build(
         )?);
     }
     let host = rtlab_sys::host::describe(probe.cpu_dma_latency_us);
-    if host.virtualization != "none" {
-        warnings.push(format!(
-            "running in a virtual machine ({}): expect multi-millisecond hiccups when the hypervisor deschedules a virtual CPU; they are real for software in this guest",
-            host.virtualization
-        ));
-    }
-    if result.measured_ns < SHORT_RUN_NS {
-        warnings.push(format!(
-            "measured for {}: the worst case of a short run says little about the worst case of a day; measure for hours, under the load you care about",
-            Nanos(result.measured_ns)
-        ));
-    }
+    warnings.extend(vm_warning(&host));
+    warnings.extend(short_run_warning(result.measured_ns));
     let record_config = RecordConfig {
         cpus: cpus.to_vec(),
         classes: measured_classes,

@@ -1,9 +1,23 @@
 //! The Run record of a timer study or a change experiment, the same on Linux and on Windows: no
 //! series, the study in `timers`, the machine's host and a warning when it is a virtual machine.
+//! Also the study's request, likewise the same on both.
 
 use rtlab_core::timer_study::TimerStudy;
 use rtlab_core::{Host, RecordConfig, RecordError, RecordHeader, RunRecord};
 use std::time::SystemTime;
+
+/// What to measure: every API × class × interval, `duration` split evenly over the cells. The
+/// same request on Linux and on Windows, over each platform's own class type.
+#[derive(Clone, Debug)]
+pub struct TimerStudyRequest<Class> {
+    /// The APIs by function name; empty: every one.
+    pub apis: Vec<String>,
+    pub classes: Vec<Class>,
+    pub intervals: Vec<rtlab_core::Nanos>,
+    pub duration: rtlab_core::Nanos,
+    /// The CPU to pin the measuring threads to; `None`: the last online one.
+    pub cpu: Option<usize>,
+}
 
 /// What a study measured, for its record.
 pub(crate) struct StudyOutcome {
@@ -80,3 +94,21 @@ macro_rules! study_settings {
     }};
 }
 pub(crate) use study_settings;
+
+/// The warning for a cell whose measuring stopped with `$error`: `API (mode) in CLASS at
+/// INTERVAL: ended early: …`. `$cell` is a Linux or a Windows study cell (the same fields over
+/// each platform's types, as for [`study_settings`]).
+macro_rules! cell_ended_early {
+    ($cell:expr, $error:expr) => {{
+        let cell = $cell;
+        format!(
+            "{} ({}) in {} at {}: ended early: {}",
+            cell.api.function(),
+            cell.api.mode(),
+            cell.class.name(),
+            rtlab_core::Nanos(cell.requested_ns),
+            $error
+        )
+    }};
+}
+pub(crate) use cell_ended_early;

@@ -4,7 +4,10 @@
 //! Measuring is `rtlab_probe::timers`, the statistics `rtlab_analysis::timers`; this is the glue
 //! between them that any caller (the CLI, a daemon) needs.
 
-use crate::study_record::{cell_duration, study_settings, timer_study_record, StudyOutcome};
+pub use crate::study_record::TimerStudyRequest;
+use crate::study_record::{
+    cell_duration, cell_ended_early, study_settings, timer_study_record, StudyOutcome,
+};
 use rtlab_analysis::timers::{change_findings, findings, judge_audit, timer_row, CellInput};
 use rtlab_core::timer_audit::{AuditReport, AUDIT_SCHEMA};
 use rtlab_core::timer_study::{TimerStudy, UnavailableCell};
@@ -152,17 +155,9 @@ pub fn audit(cmdline: Vec<String>) -> AuditReport {
     }
 }
 
-/// What to measure: every API × class × interval, `duration` split evenly over the cells.
-#[derive(Debug, Clone)]
-pub struct StudyRequest {
-    /// The APIs by function name (see [`select_apis`]); none: every one.
-    pub apis: Vec<String>,
-    pub classes: Vec<TimerClass>,
-    pub intervals: Vec<Nanos>,
-    pub duration: Nanos,
-    /// The CPU to measure on; `None`: the last online one ([`default_cpu`]).
-    pub cpu: Option<usize>,
-}
+/// What to measure on Linux: the APIs by function name (see [`select_apis`]), the CPU `None`:
+/// the last online one ([`default_cpu`]).
+pub type StudyRequest = TimerStudyRequest<TimerClass>;
 
 /// A study ready to start: the probe's configuration and what the plan had to change.
 #[derive(Debug, Clone)]
@@ -233,13 +228,7 @@ pub fn study_record(
             continue;
         }
         if let Some(error) = &cell.error {
-            warnings.push(format!(
-                "{} ({}) in {} at {}: ended early: {error}",
-                cell.api.function(),
-                cell.api.mode(),
-                cell.class.name(),
-                Nanos(cell.requested_ns)
-            ));
+            warnings.push(cell_ended_early!(cell, error));
         }
         study.rows.push(timer_row(&CellInput {
             api: cell.api.function(),

@@ -5,60 +5,42 @@
 //! here, each with a `// SAFETY:` comment. Functions return `std::io::Result` or this crate's
 //! errors; nothing here prints.
 
-#[cfg(target_os = "linux")]
-pub mod clock;
-#[cfg(target_os = "linux")]
-pub mod cpu;
-#[cfg(target_os = "linux")]
-pub mod cpuidle;
-#[cfg(target_os = "linux")]
-pub mod cpuset;
-#[cfg(target_os = "linux")]
-pub mod dma_latency;
-#[cfg(target_os = "linux")]
-pub mod futex;
 pub mod host;
 pub mod hypervisor;
-#[cfg(target_os = "linux")]
-pub mod ipc;
-#[cfg(target_os = "linux")]
-pub mod load_supervisor;
-#[cfg(target_os = "linux")]
-pub mod load_syscalls;
-#[cfg(target_os = "linux")]
-pub mod locks;
-#[cfg(target_os = "linux")]
-pub mod memory;
 #[cfg_attr(windows, path = "windows/output_file.rs")]
 pub mod output_file;
 mod output_target;
-#[cfg(target_os = "linux")]
-pub mod perf;
-#[cfg(target_os = "linux")]
-pub mod proc_stat;
-#[cfg(target_os = "linux")]
-pub mod proc_thread;
-#[cfg(target_os = "linux")]
-pub mod process_locks;
-#[cfg(target_os = "linux")]
-pub mod sched;
-#[cfg(target_os = "linux")]
-pub mod service_manager;
-#[cfg(target_os = "linux")]
-pub mod signals;
-#[cfg(all(test, target_os = "linux"))]
-mod test_thread;
-#[cfg(target_os = "linux")]
-pub mod thread_clock;
-#[cfg(target_os = "linux")]
-pub mod thread_control;
-#[cfg(target_os = "linux")]
-pub mod timer_apis;
-#[cfg(target_os = "linux")]
-pub mod timer_audit;
-#[cfg(target_os = "linux")]
-pub mod tracefs;
-#[cfg(target_os = "linux")]
-pub mod users;
 #[cfg(windows)]
 pub mod windows;
+
+// Linux only: the syscalls and pseudo-files (Windows has its own in `windows`).
+cfg_if::cfg_if! {
+    if #[cfg(target_os = "linux")] {
+        pub mod clock;
+        pub mod cpu;
+        pub mod cpuidle;
+        pub mod cpuset;
+        pub mod dma_latency;
+        pub mod futex;
+        pub mod ipc;
+        pub mod load_supervisor;
+        pub mod load_syscalls;
+        pub mod locks;
+        pub mod memory;
+        pub mod perf;
+        pub mod proc_stat;
+        pub mod proc_thread;
+        pub mod process_locks;
+        pub mod sched;
+        pub mod service_manager;
+        pub mod signals;
+        #[cfg(test)]
+        mod test_thread;
+        pub mod thread_clock;
+        pub mod thread_control;
+        pub mod timer_apis;
+        pub mod timer_audit;
+        pub mod tracefs;
+        pub mod users;
+    }
+}

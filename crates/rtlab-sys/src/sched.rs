@@ -27,24 +27,19 @@ const SCHED_DEADLINE: u32 = 6;
 fn to_attr(policy: Policy) -> SchedAttr {
     let mut attr = SchedAttr {
         size: SCHED_ATTR_SIZE_VER0,
+        sched_policy: match policy {
+            Policy::Other { .. } => libc::SCHED_OTHER as u32,
+            Policy::Batch { .. } => libc::SCHED_BATCH as u32,
+            Policy::Idle => libc::SCHED_IDLE as u32,
+            Policy::Fifo { .. } => libc::SCHED_FIFO as u32,
+            Policy::RoundRobin { .. } => libc::SCHED_RR as u32,
+            Policy::Deadline { .. } => SCHED_DEADLINE,
+        },
         ..Default::default()
     };
     match policy {
-        Policy::Other { nice } => {
-            attr.sched_policy = libc::SCHED_OTHER as u32;
-            attr.sched_nice = nice;
-        }
-        Policy::Batch { nice } => {
-            attr.sched_policy = libc::SCHED_BATCH as u32;
-            attr.sched_nice = nice;
-        }
-        Policy::Idle => attr.sched_policy = libc::SCHED_IDLE as u32,
-        Policy::Fifo { priority } => {
-            attr.sched_policy = libc::SCHED_FIFO as u32;
-            attr.sched_priority = priority;
-        }
-        Policy::RoundRobin { priority } => {
-            attr.sched_policy = libc::SCHED_RR as u32;
+        Policy::Other { nice } | Policy::Batch { nice } => attr.sched_nice = nice,
+        Policy::Fifo { priority } | Policy::RoundRobin { priority } => {
             attr.sched_priority = priority;
         }
         Policy::Deadline {
@@ -52,11 +47,11 @@ fn to_attr(policy: Policy) -> SchedAttr {
             deadline_ns,
             period_ns,
         } => {
-            attr.sched_policy = SCHED_DEADLINE;
             attr.sched_runtime = runtime_ns;
             attr.sched_deadline = deadline_ns;
             attr.sched_period = period_ns;
         }
+        Policy::Idle => {}
     }
     attr
 }

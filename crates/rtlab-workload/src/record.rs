@@ -43,33 +43,31 @@ pub fn build(
         } else {
             thread.policy.name()
         };
+        // A thread that ran has a wake-up and a response series (one that never ran, none).
         if thread.activations > 0 {
-            series.push(RunRecord::series_from_histogram(
-                Metric::Wakeup,
-                &thread.name,
-                cpu,
-                policy,
-                thread.policy.priority_or_nice(),
-                period,
-                &thread.wakeup,
-                0,
-                0,
-                thread.wakeup_max_per_second.clone(),
-                Vec::new(),
-            )?);
-            series.push(RunRecord::series_from_histogram(
-                Metric::Response,
-                &thread.name,
-                cpu,
-                policy,
-                thread.policy.priority_or_nice(),
-                period,
-                &thread.response,
-                0,
-                0,
-                Vec::new(),
-                Vec::new(),
-            )?);
+            let measured = [
+                (
+                    Metric::Wakeup,
+                    &thread.wakeup,
+                    thread.wakeup_max_per_second.clone(),
+                ),
+                (Metric::Response, &thread.response, Vec::new()),
+            ];
+            for (metric, histogram, max_per_second) in measured {
+                series.push(RunRecord::series_from_histogram(
+                    metric,
+                    &thread.name,
+                    cpu,
+                    policy,
+                    thread.policy.priority_or_nice(),
+                    period,
+                    histogram,
+                    0,
+                    0,
+                    max_per_second,
+                    Vec::new(),
+                )?);
+            }
         }
         threads.push(ThreadOutcome {
             name: thread.name.clone(),

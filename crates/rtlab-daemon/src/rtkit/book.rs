@@ -66,16 +66,10 @@ impl Sizing {
     }
 }
 
-/// One thread in the book.
+/// One thread in the book: the [`Target`] that was changed and what it was given.
 #[derive(Clone, Debug)]
 pub struct Grant {
-    pub uid: u32,
-    pub pid: u32,
-    pub process_start: u64,
-    pub tid: u32,
-    pub thread_start: u64,
-    pub caller_pid: u32,
-    pub method: &'static str,
+    pub target: Target,
     pub given: Given,
     /// What the thread had before the first grant.
     pub saved: Policy,
@@ -222,10 +216,10 @@ impl Book {
         self.grants
             .values()
             .map(|grant| Counted {
-                uid: grant.uid,
-                pid: grant.pid,
-                process_start: grant.process_start,
-                tid: grant.tid,
+                uid: grant.target.uid,
+                pid: grant.target.pid,
+                process_start: grant.target.process_start,
+                tid: grant.target.tid,
             })
             .collect()
     }
@@ -236,10 +230,10 @@ impl Book {
             .grants
             .values()
             .filter(|grant| {
-                !thread_control::thread_start_time(grant.tid)
-                    .is_ok_and(|start| start == grant.thread_start)
+                !thread_control::thread_start_time(grant.target.tid)
+                    .is_ok_and(|start| start == grant.target.thread_start)
             })
-            .map(|grant| grant.tid)
+            .map(|grant| grant.target.tid)
             .collect();
         for tid in gone {
             self.thread_exited(tid);
@@ -259,7 +253,7 @@ impl Book {
             Refusal::Failed(format!("{what} thread {}: {error}", target.tid))
         };
         let saved = match self.grants.get(&target.tid) {
-            Some(known) if known.thread_start == target.thread_start => known.saved,
+            Some(known) if known.target.thread_start == target.thread_start => known.saved,
             _ => {
                 let present = rtlab_sys::sched::thread_policy(target.tid)
                     .map_err(|error| failed("reading the policy of", error))?;
@@ -310,13 +304,7 @@ impl Book {
         self.grants.insert(
             target.tid,
             Grant {
-                uid: target.uid,
-                pid: target.pid,
-                process_start: target.process_start,
-                tid: target.tid,
-                thread_start: target.thread_start,
-                caller_pid: target.caller_pid,
-                method: target.method,
+                target: target.clone(),
                 given,
                 saved,
                 since,
@@ -337,7 +325,7 @@ impl Book {
         if let Some(grant) = self.grants.remove(&tid) {
             let _ = self.journal.append(&JournalEntry::Done {
                 tid,
-                start_time: grant.thread_start,
+                start_time: grant.target.thread_start,
             });
             self.watcher.unwatch(tid);
         }
@@ -350,15 +338,16 @@ impl Book {
         let mut changed = 0;
         for grant in grants {
             if !matches!(grant.given, Given::Reservation { .. })
-                && restore(grant.tid, grant.thread_start, grant.saved).unwrap_or(false)
+                && restore(grant.target.tid, grant.target.thread_start, grant.saved)
+                    .unwrap_or(false)
             {
                 changed += 1;
             }
             let _ = self.journal.append(&JournalEntry::Done {
-                tid: grant.tid,
-                start_time: grant.thread_start,
+                tid: grant.target.tid,
+                start_time: grant.target.thread_start,
             });
-            self.watcher.unwatch(grant.tid);
+            self.watcher.unwatch(grant.target.tid);
         }
         self.watcher.wake_if_pending();
         changed
@@ -376,7 +365,7 @@ impl Book {
     pub fn set_sizing(&mut self, tid: u32, thread_start: u64, sizing: Sizing) -> bool {
         match self.grants.get_mut(&tid) {
             Some(grant)
-                if grant.thread_start == thread_start
+                if grant.target.thread_start == thread_start
                     && matches!(grant.given, Given::RoundRobin { .. }) =>
             {
                 grant.sizing = Some(sizing);
@@ -389,7 +378,7 @@ impl Book {
     /// Whether thread `tid` (started at `thread_start`) is still being sized by observation.
     pub fn is_observing(&self, tid: u32, thread_start: u64) -> bool {
         self.grants.get(&tid).is_some_and(|grant| {
-            grant.thread_start == thread_start
+            grant.target.thread_start == thread_start
                 && matches!(grant.sizing, Some(Sizing::Observing { .. }))
         })
     }
@@ -412,7 +401,9 @@ impl Book {
                 reason: format!("its observed reservation {grant_id} ended"),
             });
         }
-        if thread_control::thread_start_time(tid).is_ok_and(|start| start == grant.thread_start) {
+        if thread_control::thread_start_time(tid)
+            .is_ok_and(|start| start == grant.target.thread_start)
+        {
             let _ = thread_control::set_thread_policy_with_flags(
                 tid,
                 policy,
@@ -432,7 +423,7 @@ impl Book {
         self.grants
             .values()
             .filter(|grant| Book::demotable(grant))
-            .map(|grant| (grant.tid, grant.thread_start))
+            .map(|grant| (grant.target.tid, grant.target.thread_start))
             .collect()
     }
 
@@ -444,7 +435,7 @@ impl Book {
             .grants
             .values()
             .filter(|grant| Book::demotable(grant))
-            .map(|grant| grant.tid)
+            .map(|grant| grant.target.tid)
             .collect();
         for tid in tids {
             self.thread_exited(tid);
@@ -464,15 +455,15 @@ impl Book {
                 };
                 let (policy, grant_id) = match &grant.sizing {
                     Some(Sizing::Reserved { grant_id, .. }) => ("reservation", Some(*grant_id)),
-                    _ => (policy, grant_id.or_else(|| grant_of(grant.tid))),
+                    _ => (policy, grant_id.or_else(|| grant_of(grant.target.tid))),
                 };
                 RealtimeKitThread {
-                    pid: grant.pid,
-                    tid: grant.tid,
-                    comm: rtlab_sys::proc_thread::thread_comm(grant.tid).unwrap_or_default(),
-                    uid: grant.uid,
-                    caller_pid: grant.caller_pid,
-                    method: grant.method.to_owned(),
+                    pid: grant.target.pid,
+                    tid: grant.target.tid,
+                    comm: rtlab_sys::proc_thread::thread_comm(grant.target.tid).unwrap_or_default(),
+                    uid: grant.target.uid,
+                    caller_pid: grant.target.caller_pid,
+                    method: grant.target.method.to_owned(),
                     policy: policy.to_owned(),
                     priority,
                     nice,

@@ -518,6 +518,34 @@ impl Shared {
     }
 }
 
+/// What every method of the interface does first: ask the bus who called.
+impl RealtimeKit {
+    /// The four Make* methods: the caller, then [`Shared::make`] (`process` None: the caller's).
+    async fn make(
+        &self,
+        connection: &zbus::Connection,
+        header: &zbus::message::Header<'_>,
+        process: Option<u64>,
+        thread: u64,
+        ask: Ask,
+        method: &'static str,
+    ) -> zbus::fdo::Result<()> {
+        let caller = caller_of(connection, header).await?;
+        Ok(self.shared.make(caller, process, thread, ask, method)?)
+    }
+
+    /// The methods for root only (ResetKnown, ResetAll, Exit): refused for any other caller.
+    async fn require_root(
+        &self,
+        connection: &zbus::Connection,
+        header: &zbus::message::Header<'_>,
+        method: &str,
+    ) -> zbus::fdo::Result<()> {
+        let caller = caller_of(connection, header).await?;
+        Ok(self.shared.require_root(caller, method)?)
+    }
+}
+
 #[zbus::interface(name = "org.freedesktop.RealtimeKit1")]
 impl RealtimeKit {
     async fn make_thread_realtime(
@@ -527,14 +555,9 @@ impl RealtimeKit {
         thread: u64,
         priority: u32,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        Ok(self.shared.make(
-            caller,
-            None,
-            thread,
-            Ask::Realtime { priority },
-            "MakeThreadRealtime",
-        )?)
+        let ask = Ask::Realtime { priority };
+        self.make(connection, &header, None, thread, ask, "MakeThreadRealtime")
+            .await
     }
 
     #[zbus(name = "MakeThreadRealtimeWithPID")]
@@ -546,14 +569,16 @@ impl RealtimeKit {
         thread: u64,
         priority: u32,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        Ok(self.shared.make(
-            caller,
+        let ask = Ask::Realtime { priority };
+        self.make(
+            connection,
+            &header,
             Some(process),
             thread,
-            Ask::Realtime { priority },
+            ask,
             "MakeThreadRealtimeWithPID",
-        )?)
+        )
+        .await
     }
 
     async fn make_thread_high_priority(
@@ -563,14 +588,16 @@ impl RealtimeKit {
         thread: u64,
         priority: i32,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        Ok(self.shared.make(
-            caller,
+        let ask = Ask::Nice { nice: priority };
+        self.make(
+            connection,
+            &header,
             None,
             thread,
-            Ask::Nice { nice: priority },
+            ask,
             "MakeThreadHighPriority",
-        )?)
+        )
+        .await
     }
 
     #[zbus(name = "MakeThreadHighPriorityWithPID")]
@@ -582,14 +609,16 @@ impl RealtimeKit {
         thread: u64,
         priority: i32,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        Ok(self.shared.make(
-            caller,
+        let ask = Ask::Nice { nice: priority };
+        self.make(
+            connection,
+            &header,
             Some(process),
             thread,
-            Ask::Nice { nice: priority },
+            ask,
             "MakeThreadHighPriorityWithPID",
-        )?)
+        )
+        .await
     }
 
     async fn reset_known(
@@ -597,8 +626,7 @@ impl RealtimeKit {
         #[zbus(header)] header: zbus::message::Header<'_>,
         #[zbus(connection)] connection: &zbus::Connection,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        self.shared.require_root(caller, "ResetKnown")?;
+        self.require_root(connection, &header, "ResetKnown").await?;
         let changed = lock(&self.shared.book).reset_known();
         notice(&format!("ResetKnown: {changed} threads put back"));
         Ok(())
@@ -609,8 +637,7 @@ impl RealtimeKit {
         #[zbus(header)] header: zbus::message::Header<'_>,
         #[zbus(connection)] connection: &zbus::Connection,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        self.shared.require_root(caller, "ResetAll")?;
+        self.require_root(connection, &header, "ResetAll").await?;
         let changed = self.shared.reset_all();
         notice(&format!(
             "ResetAll: {changed} threads put back to SCHED_OTHER"
@@ -623,8 +650,7 @@ impl RealtimeKit {
         #[zbus(header)] header: zbus::message::Header<'_>,
         #[zbus(connection)] connection: &zbus::Connection,
     ) -> zbus::fdo::Result<()> {
-        let caller = caller_of(connection, &header).await?;
-        self.shared.require_root(caller, "Exit")?;
+        self.require_root(connection, &header, "Exit").await?;
         let changed = lock(&self.shared.book).close();
         notice(&format!(
             "Exit: {changed} threads put back; giving {BUS_NAME} up (the daemon goes on serving reservations)"

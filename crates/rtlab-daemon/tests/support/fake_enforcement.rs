@@ -6,8 +6,8 @@
 use rtlab_core::Nanos;
 use rtlab_plan::{ConstraintId, GrantId, Owner, Planner};
 use rtlab_sched::enforce::{
-    BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
-    KernelAdmission, ReserveRequest,
+    BackendKind, ConstraintEnd, ConstraintRequest, DeadlineParams, EnforceError, EnforcedGrant,
+    Enforcement, KernelAdmission, ReserveRequest,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -149,11 +149,14 @@ impl Enforcement for FakeEnforcement {
 
     fn begin_constraint(
         &mut self,
-        thread: u32,
-        start: Nanos,
-        estimate: Nanos,
-        deadline: Nanos,
+        request: ConstraintRequest,
     ) -> Result<ConstraintId, EnforceError> {
+        let ConstraintRequest {
+            thread,
+            start,
+            estimate,
+            deadline,
+        } = request;
         let owner = self
             .thread_grants
             .get(&thread)

@@ -21,8 +21,8 @@ use super::journal::{Journal, JournalEntry, SavedThread};
 use super::placement::{self, Placement, Unplaceable};
 use super::switch::{check_switch, switch_time};
 use super::{
-    BackendKind, ConstraintEnd, DeadlineParams, EnforceError, EnforcedGrant, Enforcement,
-    KernelAdmission, ReserveRequest,
+    BackendKind, ConstraintEnd, ConstraintRequest, DeadlineParams, EnforceError, EnforcedGrant,
+    Enforcement, KernelAdmission, ReserveRequest,
 };
 use rtlab_plan::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
 
@@ -1105,11 +1105,14 @@ impl Enforcement for Enforcer {
 
     fn begin_constraint(
         &mut self,
-        thread: u32,
-        start: Nanos,
-        estimate: Nanos,
-        deadline: Nanos,
+        request: ConstraintRequest,
     ) -> Result<ConstraintId, EnforceError> {
+        let ConstraintRequest {
+            thread,
+            start,
+            estimate,
+            deadline,
+        } = request;
         let managed = self.threads.get(&thread).cloned();
         if managed
             .as_ref()

@@ -85,6 +85,16 @@ pub struct ReserveRequest {
     pub backend: Option<BackendKind>,
 }
 
+/// A request for `estimate` of CPU for `thread` between `start` and `deadline` (absolute
+/// CLOCK_MONOTONIC): a time constraint, see [`Enforcement::begin_constraint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConstraintRequest {
+    pub thread: u32,
+    pub start: Nanos,
+    pub estimate: Nanos,
+    pub deadline: Nanos,
+}
+
 /// The SCHED_DEADLINE parameters set for a `deadline` grant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeadlineParams {
@@ -192,14 +202,11 @@ pub trait Enforcement: Send {
     /// Reserved fraction of each CPU (index = CPU), in [0, 1].
     fn reserved_fractions(&self) -> Vec<f64>;
 
-    /// Asks for `estimate` of CPU for `thread` between `start` and `deadline` (absolute
-    /// CLOCK_MONOTONIC). Answers at once: admitted, or infeasible with the reason.
+    /// Asks for the request's `estimate` of CPU for its thread between its `start` and its
+    /// `deadline`. Answers at once: admitted, or infeasible with the reason.
     fn begin_constraint(
         &mut self,
-        thread: u32,
-        start: Nanos,
-        estimate: Nanos,
-        deadline: Nanos,
+        request: ConstraintRequest,
     ) -> Result<ConstraintId, EnforceError>;
 
     /// Ends a constraint: the CPU time the thread used and whether it met its deadline.

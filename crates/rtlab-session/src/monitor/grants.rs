@@ -10,7 +10,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use rtlab_core::rpc::ListResult;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
@@ -121,53 +121,53 @@ fn unix_seconds(rfc3339: &str) -> Option<f64> {
     )
 }
 
+/// A new metric registered as `name` with `help`; the registry keeps a clone, which shares the
+/// metric's values.
+fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl GrantMetrics {
     pub(super) fn register(registry: &mut Registry) -> GrantMetrics {
-        let metrics = GrantMetrics {
-            reachable: Gauge::default(),
-            reservation_amount: Family::default(),
-            reservation_period: Family::default(),
-            reservation_thread: Family::default(),
-            cpu_reserved: Family::default(),
-            realtimekit_thread: Family::default(),
-            realtimekit_since: Family::default(),
-        };
-        registry.register(
-            "daemon_listed",
-            "1 when the last listing of rtlabd's grants succeeded, 0 when the daemon could not be asked",
-            metrics.reachable.clone(),
-        );
-        registry.register(
-            "reservation_granted_amount_seconds",
-            "CPU time a reservation of rtlabd is granted every period",
-            metrics.reservation_amount.clone(),
-        );
-        registry.register(
-            "reservation_granted_period_seconds",
-            "The period of a reservation of rtlabd",
-            metrics.reservation_period.clone(),
-        );
-        registry.register(
-            "reservation_thread",
-            "1 for each thread a reservation of rtlabd holds",
-            metrics.reservation_thread.clone(),
-        );
-        registry.register(
-            "cpu_reserved_fraction",
-            "The fraction of a CPU rtlabd's reservations hold",
-            metrics.cpu_reserved.clone(),
-        );
-        registry.register(
-            "realtimekit_thread",
-            "1 for each thread a program made real-time (or high priority) through org.freedesktop.RealtimeKit1 served by rtlabd: who asked (uid, caller_pid, method) and what it got (policy, priority, nice, grant)",
-            metrics.realtimekit_thread.clone(),
-        );
-        registry.register(
-            "realtimekit_thread_since_timestamp_seconds",
-            "When a RealtimeKit1 thread was granted (Unix time)",
-            metrics.realtimekit_since.clone(),
-        );
-        metrics
+        GrantMetrics {
+            reachable: registered(
+                registry,
+                "daemon_listed",
+                "1 when the last listing of rtlabd's grants succeeded, 0 when the daemon could not be asked",
+            ),
+            reservation_amount: registered(
+                registry,
+                "reservation_granted_amount_seconds",
+                "CPU time a reservation of rtlabd is granted every period",
+            ),
+            reservation_period: registered(
+                registry,
+                "reservation_granted_period_seconds",
+                "The period of a reservation of rtlabd",
+            ),
+            reservation_thread: registered(
+                registry,
+                "reservation_thread",
+                "1 for each thread a reservation of rtlabd holds",
+            ),
+            cpu_reserved: registered(
+                registry,
+                "cpu_reserved_fraction",
+                "The fraction of a CPU rtlabd's reservations hold",
+            ),
+            realtimekit_thread: registered(
+                registry,
+                "realtimekit_thread",
+                "1 for each thread a program made real-time (or high priority) through org.freedesktop.RealtimeKit1 served by rtlabd: who asked (uid, caller_pid, method) and what it got (policy, priority, nice, grant)",
+            ),
+            realtimekit_since: registered(
+                registry,
+                "realtimekit_thread_since_timestamp_seconds",
+                "When a RealtimeKit1 thread was granted (Unix time)",
+            ),
+        }
     }
 
     /// Replaces the grant metrics by `listing`'s (None: the daemon could not be listed, and

@@ -27,11 +27,3 @@ pub(crate) fn wine_warning(host: &rtlab_core::Host) -> Option<String> {
         "measured under Wine {wine}: the timings are the Linux host's, not Windows'; run rtlab.exe on Windows for Windows figures"
     ))
 }
-
-/// The warning for a virtual machine (the same sentence as on Linux).
-pub(crate) fn vm_warning(host: &rtlab_core::Host) -> Option<String> {
-    (host.virtualization != "none").then(|| format!(
-        "running in a virtual machine ({}): expect multi-millisecond hiccups when the hypervisor deschedules a virtual CPU; they are real for software in this guest",
-        host.virtualization
-    ))
-}

@@ -1,18 +1,14 @@
 //! One Windows run as a library call: the probe's threads per class → the Run record.
 
+use crate::run_warnings::{short_run_warning, vm_warning};
 use crate::{attach_tails, Observer, SessionProgress};
 use rtlab_analysis::tail::UsageModel;
-use rtlab_core::{
-    HistogramError, Metric, Nanos, RecordConfig, RecordError, RecordHeader, RunRecord,
-};
+use rtlab_core::{HistogramError, Metric, RecordConfig, RecordError, RecordHeader, RunRecord};
 use rtlab_probe::windows::run::{
     RunningWindowsProbe, WindowsProbeConfig, WindowsProbeError, WindowsProbeResult,
 };
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-/// A run shorter than this gets the "measure for hours" warning (as on Linux).
-const SHORT_RUN_NS: u64 = 600_000_000_000;
 
 /// Everything a Windows run needs.
 #[derive(Clone, Debug)]
@@ -135,13 +131,8 @@ fn build(
     }
     let host = rtlab_sys::host::describe(None);
     warnings.extend(super::wine_warning(&host));
-    warnings.extend(super::vm_warning(&host));
-    if result.measured_ns < SHORT_RUN_NS {
-        warnings.push(format!(
-            "measured for {}: the worst case of a short run says little about the worst case of a day; measure for hours, under the load you care about",
-            Nanos(result.measured_ns)
-        ));
-    }
+    warnings.extend(vm_warning(&host));
+    warnings.extend(short_run_warning(result.measured_ns));
     let mut other = std::collections::BTreeMap::new();
     other.insert(
         "timer".to_owned(),

@@ -2,7 +2,10 @@
 //! record whose `timers` part has the same types as on Linux.
 
 use super::run::WindowsSessionError;
-use crate::study_record::{cell_duration, study_settings, timer_study_record, StudyOutcome};
+use crate::study_record::{
+    cell_duration, cell_ended_early, study_settings, timer_study_record, StudyOutcome,
+    TimerStudyRequest,
+};
 use rtlab_analysis::timers::windows::windows_findings;
 use rtlab_analysis::timers::{timer_row, CellInput};
 use rtlab_core::timer_audit::WindowsAudit;
@@ -29,17 +32,9 @@ pub struct StudySettings {
     pub cmdline: Vec<String>,
 }
 
-/// What to measure: every API × class × interval, `duration` split evenly over the cells.
-#[derive(Clone, Debug)]
-pub struct WindowsStudyRequest {
-    /// The APIs by function name (`Sleep`, `timeSetEvent`, …); empty: every one.
-    pub apis: Vec<String>,
-    pub classes: Vec<WindowsTimerClass>,
-    pub intervals: Vec<Nanos>,
-    pub duration: Nanos,
-    /// The CPU to pin the measuring threads to; None: the last.
-    pub cpu: Option<usize>,
-}
+/// What to measure on Windows: the APIs by function name (`Sleep`, `timeSetEvent`, …), the CPU
+/// `None`: the last.
+pub type WindowsStudyRequest = TimerStudyRequest<WindowsTimerClass>;
 
 /// The shortest interval a Windows study measures.
 const MIN_INTERVAL_NS: u64 = 100_000;
@@ -193,13 +188,7 @@ pub fn timer_study(
             continue;
         }
         if let Some(error) = &cell.error {
-            warnings.push(format!(
-                "{} ({}) in {} at {}: ended early: {error}",
-                cell.api.function(),
-                cell.api.mode(),
-                cell.class.name(),
-                Nanos(cell.requested_ns)
-            ));
+            warnings.push(cell_ended_early!(cell, error));
         }
         if let Some(resolution) = cell.resolution_in_force_ns {
             let text = format!("{} in {}", Nanos(resolution), cell.class.name());
