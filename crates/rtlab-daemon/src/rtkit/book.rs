@@ -476,7 +476,7 @@ impl Book {
     }
 }
 
-/// The policy a canary demotion gives: what [`restore`] would, for a thread known by id only.
+/// The policy a canary demotion gives: what `restore` would, for a thread known by id only.
 pub fn demote(tid: u32, start_time: u64) -> bool {
     restore(tid, start_time, Policy::Other { nice: 0 }).unwrap_or(false)
 }
