@@ -215,7 +215,9 @@ struct measured {
 	__u64 start_seq; /* the episode's first event: the CPU's switch before the wake-up began */
 };
 
-struct episode_header {
+/* A sample record: one measured wake-up's thread and times. An episode's header starts with one
+ * (of type RECORD_EPISODE or RECORD_EPISODE_TAIL). */
+struct sample {
 	__u32 type;
 	__u32 cpu;
 	__u32 tid;
@@ -223,6 +225,10 @@ struct episode_header {
 	__u64 intended_ns;
 	__u64 expired_ns;
 	__u64 switched_ns;
+};
+
+struct episode_header {
+	struct sample wakeup;
 	__u64 blocked_ns;
 	__u64 next;
 	struct task_snapshot interrupted;
@@ -246,16 +252,6 @@ struct episode_large {
 	struct rtlab_event events[TAIL_LARGE_EVENTS];
 };
 
-struct sample {
-	__u32 type;
-	__u32 cpu;
-	__u32 tid;
-	__u32 slot;
-	__u64 intended_ns;
-	__u64 expired_ns;
-	__u64 switched_ns;
-};
-
 /* The layouts src/records.rs reads. */
 _Static_assert(sizeof(struct rtlab_event) == 64, "event layout");
 _Static_assert(__builtin_offsetof(struct rtlab_event, sw.next_comm) == 48, "switch layout");
@@ -264,6 +260,7 @@ _Static_assert(__builtin_offsetof(struct rtlab_event, hrtimer.now) == 32, "hrtim
 _Static_assert(sizeof(struct task_snapshot) == 32, "snapshot layout");
 _Static_assert(sizeof(struct context_entry) == 24, "context layout");
 _Static_assert(sizeof(struct episode_header) == 240, "episode header layout");
+_Static_assert(__builtin_offsetof(struct episode_header, blocked_ns) == 40, "episode header layout");
 _Static_assert(__builtin_offsetof(struct episode_header, stack) == 96, "episode header layout");
 _Static_assert(sizeof(struct sample) == 40, "sample layout");
 _Static_assert(sizeof(struct measured) == 232, "measured layout");
@@ -590,17 +587,28 @@ static __always_inline void begin_wakeup(struct measured *m, struct cpu_state *s
 	__sync_fetch_and_add(&window->pending, 1);
 }
 
+/* The measured thread `tid`'s wake-up on `cpu`, as a record of `type` (a sample, or the start of
+ * an episode's header). */
+static __always_inline struct sample sample_of(struct measured *m, __u32 type, __u32 cpu,
+					       __u32 tid)
+{
+	struct sample sample = {
+		.type = type,
+		.cpu = cpu,
+		.tid = tid,
+		.slot = m->slot,
+		.intended_ns = m->intended_ns,
+		.expired_ns = m->expired_ns,
+		.switched_ns = m->switched_ns,
+	};
+	return sample;
+}
+
 static __always_inline void fill_header(struct episode_header *header, struct measured *m,
 					__u32 type, __u32 cpu, __u32 tid, __u64 now, __u64 next,
 					__u32 count)
 {
-	header->type = type;
-	header->cpu = cpu;
-	header->tid = tid;
-	header->slot = m->slot;
-	header->intended_ns = m->intended_ns;
-	header->expired_ns = m->expired_ns;
-	header->switched_ns = m->switched_ns;
+	header->wakeup = sample_of(m, type, cpu, tid);
 	header->blocked_ns = now;
 	header->next = next;
 	header->interrupted = m->interrupted;
@@ -670,15 +678,7 @@ static __always_inline void finish_wakeup(struct measured *m, struct window *win
 		if (bucket)
 			*bucket += 1;
 	}
-	struct sample sample = {
-		.type = RECORD_SAMPLE,
-		.cpu = cpu,
-		.tid = tid,
-		.slot = slot,
-		.intended_ns = m->intended_ns,
-		.expired_ns = m->expired_ns,
-		.switched_ns = m->switched_ns,
-	};
+	struct sample sample = sample_of(m, RECORD_SAMPLE, cpu, tid);
 	if (bpf_ringbuf_output(&records, &sample, sizeof(sample), BPF_RB_NO_WAKEUP) == 0)
 		count(COUNTER_SAMPLES);
 	else
