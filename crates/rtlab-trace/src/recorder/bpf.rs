@@ -21,9 +21,9 @@
 use super::explainer::StealHistory;
 use super::reader_policy::{PolicyKeeper, ReaderPolicy};
 use super::{
-    name_task_policies, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
+    attributed_episode, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
 };
-use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
+use crate::attribution::{AttributionContext, LateWakeup};
 use crate::event::{Comm, EventKind, EventSet, TraceEvent};
 use crate::symbols::KernelSymbols;
 use rtlab_bpf::records::bucket_lower_bound_ns;
@@ -369,18 +369,7 @@ fn explain(
         events_lost,
         symbols: Some(symbols).filter(|symbols| !symbols.is_empty()),
     };
-    let (mut causes, timeline) = attribute_with_timeline(late, &events, context);
-    name_task_policies(&mut causes);
-    Episode {
-        series: late.series.clone(),
-        cpu: late.cpu,
-        at_ns: late.intended_ns.saturating_sub(origin_ns),
-        latency_ns: late.latency_ns,
-        causes,
-        steal_ns: None,
-        stack: None,
-        timeline,
-    }
+    attributed_episode(late, &events, context, origin_ns, None)
 }
 
 /// Memory the kept episodes may take together (estimated by [`episode_bytes`]), whatever their
