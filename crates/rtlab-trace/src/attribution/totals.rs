@@ -5,10 +5,13 @@
 use rtlab_core::Cause;
 use std::collections::BTreeMap;
 
+/// What causes are summed by: kind, name and pid.
+type CauseKey<K> = (K, String, Option<u32>);
+
 /// Nanoseconds summed by cause (kind, name, pid), each with the detail it was first given.
 #[derive(Clone, Debug)]
 pub struct CauseTotals<K> {
-    totals: BTreeMap<(K, String, Option<u32>), (u64, Option<String>)>,
+    totals: BTreeMap<CauseKey<K>, (u64, Option<String>)>,
 }
 
 impl<K> Default for CauseTotals<K> {
