@@ -160,7 +160,7 @@ pub struct EpisodeRecord {
 }
 
 /// One wake-up of a measuring thread, late or not: the timerlat split.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleRecord {
     pub cpu: u32,
     pub tid: u32,
