@@ -215,7 +215,9 @@ struct measured {
 	__u64 start_seq; /* the episode's first event: the CPU's switch before the wake-up began */
 };
 
-struct episode_header {
+/* A sample record: one measured wake-up's thread and times. An episode's header starts with one
+ * (of type RECORD_EPISODE or RECORD_EPISODE_TAIL). */
+struct sample {
 	__u32 type;
 	__u32 cpu;
 	__u32 tid;
@@ -223,6 +225,10 @@ struct episode_header {
 	__u64 intended_ns;
 	__u64 expired_ns;
 	__u64 switched_ns;
+};
+
+struct episode_header {
+	struct sample wakeup;
 	__u64 blocked_ns;
 	__u64 next;
 	struct task_snapshot interrupted;
@@ -246,16 +252,6 @@ struct episode_large {
 	struct rtlab_event events[TAIL_LARGE_EVENTS];
 };
 
-struct sample {
-	__u32 type;
-	__u32 cpu;
-	__u32 tid;
-	__u32 slot;
-	__u64 intended_ns;
-	__u64 expired_ns;
-	__u64 switched_ns;
-};
-
 /* The layouts src/records.rs reads. */
 _Static_assert(sizeof(struct rtlab_event) == 64, "event layout");
 _Static_assert(__builtin_offsetof(struct rtlab_event, sw.next_comm) == 48, "switch layout");
@@ -264,6 +260,7 @@ _Static_assert(__builtin_offsetof(struct rtlab_event, hrtimer.now) == 32, "hrtim
 _Static_assert(sizeof(struct task_snapshot) == 32, "snapshot layout");
 _Static_assert(sizeof(struct context_entry) == 24, "context layout");
 _Static_assert(sizeof(struct episode_header) == 240, "episode header layout");
+_Static_assert(__builtin_offsetof(struct episode_header, blocked_ns) == 40, "episode header layout");
 _Static_assert(__builtin_offsetof(struct episode_header, stack) == 96, "episode header layout");
 _Static_assert(sizeof(struct sample) == 40, "sample layout");
 _Static_assert(sizeof(struct measured) == 232, "measured layout");
@@ -475,6 +472,68 @@ static __always_inline __s32 current_pid(struct cpu_state *state)
 	return state->current.pid;
 }
 
+/* The CPU a program runs on, when it is measured: its number, state and window. */
+struct this_cpu {
+	__u32 cpu;
+	struct cpu_state *state;
+	struct window *window;
+};
+
+/* Every program's start: the CPU it runs on, with its state and window; false (the program then
+ * returns at once) when rtlab does not measure that CPU. */
+static __always_inline bool enter_measured_cpu(struct this_cpu *here)
+{
+	here->cpu = bpf_get_smp_processor_id();
+	if (!cpu_measured(here->cpu))
+		return 0;
+	here->state = state_of_cpu();
+	here->window = window_of(here->cpu);
+	return here->state && here->window;
+}
+
+/* The next event of the CPU's window, at `ts`, on behalf of the task running on it. */
+static __always_inline struct rtlab_event *current_task_event(struct this_cpu *here, __u64 ts,
+							     __u16 kind)
+{
+	return window_slot(here->state, here->window, ts, kind, current_pid(here->state));
+}
+
+/* The next event, for one that matters only while a measured wake-up is pending (timed as
+ * time_if_pending says). */
+static __always_inline struct rtlab_event *event_timed_if_pending(struct this_cpu *here,
+								 __u16 kind)
+{
+	__u64 ts = time_if_pending(here->state, here->window, &kind);
+	return current_task_event(here, ts, kind);
+}
+
+/* An interrupt context (IRQ, vector, softirq, timer callback) entered at `ts`: opened on the
+ * CPU's stack, with its entry event. */
+static __always_inline struct rtlab_event *enter_context(struct this_cpu *here, __u64 ts,
+							__u16 kind, __u64 key)
+{
+	push_context(here->state, ts, kind, key);
+	return current_task_event(here, ts, kind);
+}
+
+/* An interrupt context left now: closed on the CPU's stack, with its exit event (always
+ * timed). */
+static __always_inline struct rtlab_event *exit_context(struct this_cpu *here, __u16 kind)
+{
+	pop_context(here->state);
+	return current_task_event(here, clock_now(here->state, here->window), kind);
+}
+
+/* The entry (timed now) or the exit of an interrupt context known by a number (softirq vector,
+ * vector id). */
+static __always_inline struct rtlab_event *context_boundary(struct this_cpu *here, bool entry,
+							   __u16 kind, __u32 key)
+{
+	if (entry)
+		return enter_context(here, clock_now(here->state, here->window), kind, key);
+	return exit_context(here, kind);
+}
+
 /* log-linear bucket: 8 sub-buckets per power of two (12.5 % wide), exact below 8 ns. */
 static __always_inline __u32 histogram_bucket(__u64 value)
 {
@@ -528,17 +587,28 @@ static __always_inline void begin_wakeup(struct measured *m, struct cpu_state *s
 	__sync_fetch_and_add(&window->pending, 1);
 }
 
+/* The measured thread `tid`'s wake-up on `cpu`, as a record of `type` (a sample, or the start of
+ * an episode's header). */
+static __always_inline struct sample sample_of(struct measured *m, __u32 type, __u32 cpu,
+					       __u32 tid)
+{
+	struct sample sample = {
+		.type = type,
+		.cpu = cpu,
+		.tid = tid,
+		.slot = m->slot,
+		.intended_ns = m->intended_ns,
+		.expired_ns = m->expired_ns,
+		.switched_ns = m->switched_ns,
+	};
+	return sample;
+}
+
 static __always_inline void fill_header(struct episode_header *header, struct measured *m,
 					__u32 type, __u32 cpu, __u32 tid, __u64 now, __u64 next,
 					__u32 count)
 {
-	header->type = type;
-	header->cpu = cpu;
-	header->tid = tid;
-	header->slot = m->slot;
-	header->intended_ns = m->intended_ns;
-	header->expired_ns = m->expired_ns;
-	header->switched_ns = m->switched_ns;
+	header->wakeup = sample_of(m, type, cpu, tid);
 	header->blocked_ns = now;
 	header->next = next;
 	header->interrupted = m->interrupted;
@@ -608,15 +678,7 @@ static __always_inline void finish_wakeup(struct measured *m, struct window *win
 		if (bucket)
 			*bucket += 1;
 	}
-	struct sample sample = {
-		.type = RECORD_SAMPLE,
-		.cpu = cpu,
-		.tid = tid,
-		.slot = slot,
-		.intended_ns = m->intended_ns,
-		.expired_ns = m->expired_ns,
-		.switched_ns = m->switched_ns,
-	};
+	struct sample sample = sample_of(m, RECORD_SAMPLE, cpu, tid);
 	if (bpf_ringbuf_output(&records, &sample, sizeof(sample), BPF_RB_NO_WAKEUP) == 0)
 		count(COUNTER_SAMPLES);
 	else
@@ -632,6 +694,15 @@ static __always_inline void finish_wakeup(struct measured *m, struct window *win
 		send_episode(m, window, tid, cpu, now);
 }
 
+/* A program that is one call of the function recording its tracepoint's event: the program
+ * rtlab_TRACEPOINT on tp_btf/TRACEPOINT, returning CALL (which may use the tracepoint's `ctx`). */
+#define TRACEPOINT_PROGRAM(tracepoint, call) \
+	SEC("tp_btf/" #tracepoint)            \
+	int rtlab_##tracepoint(__u64 *ctx)    \
+	{                                     \
+		return call;                  \
+	}
+
 SEC("tp_btf/sched_switch")
 int rtlab_sched_switch(__u64 *ctx)
 {
@@ -639,13 +710,11 @@ int rtlab_sched_switch(__u64 *ctx)
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	__u32 prev_state = (__u32)ctx[3];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
+	struct cpu_state *state = here.state;
+	struct window *window = here.window;
 	__s32 prev_pid = prev->pid;
 	__s32 next_pid = next->pid;
 	/* pid 0 is each CPU's idle task, never a measured thread. */
@@ -680,7 +749,7 @@ int rtlab_sched_switch(__u64 *ctx)
 	state->interrupted = 0;
 	if (prev_measured && prev_measured->pending) {
 		if (!preempt && prev_state != 0)
-			finish_wakeup(prev_measured, window, (__u32)prev_pid, cpu, ts, interrupted);
+			finish_wakeup(prev_measured, window, (__u32)prev_pid, here.cpu, ts, interrupted);
 		else if (prev_measured->switched_ns != 0)
 			prev_measured->preempted = 1;
 	}
@@ -692,12 +761,8 @@ int rtlab_sched_switch(__u64 *ctx)
 static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
-		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
 	__s32 pid = task->pid;
 	struct measured *m = measured_of((__u32)pid);
@@ -707,15 +772,15 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 		/* Woken by its own timer: the waking is inside that callback, stamped with its time. */
 		ts = m->expired_ns;
 	} else if (m) {
-		ts = clock_now(state, window);
+		ts = clock_now(here.state, here.window);
 	} else {
-		ts = time_if_pending(state, window, &kind);
+		ts = time_if_pending(here.state, here.window, &kind);
 	}
 	if ((kind & ~EVENT_TIME_LOWER_BOUND) == EVENT_WAKING && m && !m->pending) {
 		/* A hand-off thread: its wake-up starts here. */
-		begin_wakeup(m, state, window, cpu, ts, 0);
+		begin_wakeup(m, here.state, here.window, here.cpu, ts, 0);
 	}
-	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
+	struct rtlab_event *event = current_task_event(&here, ts, kind);
 	event->wake.pid = pid;
 	event->wake.prio = task->prio;
 	/* task_cpu(p), as the tracefs event's target_cpu. */
@@ -724,36 +789,21 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 	return 0;
 }
 
-SEC("tp_btf/sched_waking")
-int rtlab_sched_waking(__u64 *ctx)
-{
-	return record_waking(ctx, EVENT_WAKING);
-}
-
-SEC("tp_btf/sched_wakeup")
-int rtlab_sched_wakeup(__u64 *ctx)
-{
-	return record_waking(ctx, EVENT_WAKEUP);
-}
+TRACEPOINT_PROGRAM(sched_waking, record_waking(ctx, EVENT_WAKING))
+TRACEPOINT_PROGRAM(sched_wakeup, record_waking(ctx, EVENT_WAKEUP))
 
 SEC("tp_btf/sched_migrate_task")
 int rtlab_sched_migrate_task(__u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx[0];
 	__u32 dest_cpu = (__u32)ctx[1];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	__u16 kind = EVENT_MIGRATE;
-	__u64 ts = time_if_pending(state, window, &kind);
-	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
+	struct rtlab_event *event = event_timed_if_pending(&here, EVENT_MIGRATE);
 	event->migrate.pid = task->pid;
 	event->migrate.prio = task->prio;
-	event->migrate.orig_cpu = (__s32)cpu;
+	event->migrate.orig_cpu = (__s32)here.cpu;
 	event->migrate.dest_cpu = (__s32)dest_cpu;
 	return 0;
 }
@@ -763,16 +813,11 @@ int rtlab_irq_handler_entry(__u64 *ctx)
 {
 	__s32 irq = (__s32)ctx[0];
 	struct irqaction *action = (struct irqaction *)ctx[1];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	__u64 ts = clock_now(state, window);
-	push_context(state, ts, EVENT_IRQ_ENTRY, (__u64)irq);
-	struct rtlab_event *event = window_slot(state, window, ts, EVENT_IRQ_ENTRY, current_pid(state));
+	struct rtlab_event *event =
+		enter_context(&here, clock_now(here.state, here.window), EVENT_IRQ_ENTRY, (__u64)irq);
 	event->irq.irq = irq;
 	bpf_probe_read_kernel_str(event->irq.name, 16, action->name);
 	return 0;
@@ -782,69 +827,39 @@ SEC("tp_btf/irq_handler_exit")
 int rtlab_irq_handler_exit(__u64 *ctx)
 {
 	__s32 irq = (__s32)ctx[0];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	pop_context(state);
-	struct rtlab_event *event =
-		window_slot(state, window, clock_now(state, window), EVENT_IRQ_EXIT, current_pid(state));
-	event->irq.irq = irq;
+	exit_context(&here, EVENT_IRQ_EXIT)->irq.irq = irq;
 	return 0;
 }
 
 static __always_inline int record_softirq(__u64 *ctx, __u16 kind)
 {
 	__u32 vector = (__u32)ctx[0];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	__u64 ts = clock_now(state, window);
-	if (kind == EVENT_SOFTIRQ_ENTRY)
-		push_context(state, ts, kind, vector);
-	else
-		pop_context(state);
-	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
-	event->softirq.vector = vector;
+	context_boundary(&here, kind == EVENT_SOFTIRQ_ENTRY, kind, vector)->softirq.vector = vector;
 	return 0;
 }
 
-SEC("tp_btf/softirq_entry")
-int rtlab_softirq_entry(__u64 *ctx)
-{
-	return record_softirq(ctx, EVENT_SOFTIRQ_ENTRY);
-}
-
-SEC("tp_btf/softirq_exit")
-int rtlab_softirq_exit(__u64 *ctx)
-{
-	return record_softirq(ctx, EVENT_SOFTIRQ_EXIT);
-}
+TRACEPOINT_PROGRAM(softirq_entry, record_softirq(ctx, EVENT_SOFTIRQ_ENTRY))
+TRACEPOINT_PROGRAM(softirq_exit, record_softirq(ctx, EVENT_SOFTIRQ_EXIT))
 
 SEC("tp_btf/hrtimer_expire_entry")
 int rtlab_hrtimer_expire_entry(__u64 *ctx)
 {
 	struct hrtimer *timer = (struct hrtimer *)ctx[0];
 	ktime_t *now_pointer = (ktime_t *)ctx[1];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
-		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
 	__s64 now = 0;
 	bpf_probe_read_kernel(&now, sizeof(now), now_pointer);
 	/* The tracepoint carries the expiry's time: no clock read. */
-	__u64 ts = clock_policy == CLOCK_EVERY_EVENT ? clock_now(state, window)
-						     : known_time(window, (__u64)now);
+	__u64 ts = clock_policy == CLOCK_EVERY_EVENT ? clock_now(here.state, here.window)
+						     : known_time(here.window, (__u64)now);
 	void *function = timer->function;
 	if (hrtimer_wakeup_function != 0 && (__u64)function == hrtimer_wakeup_function) {
 		/* The sleeper is beyond the hrtimer the argument's type describes, so these two reads
@@ -857,10 +872,10 @@ int rtlab_hrtimer_expire_entry(__u64 *ctx)
 			bpf_probe_read_kernel(&pid, sizeof(pid), &task->pid);
 		struct measured *m = measured_of((__u32)pid);
 		if (m)
-			begin_wakeup(m, state, window, cpu, (__u64)timer->_softexpires, (__u64)now);
+			begin_wakeup(m, here.state, here.window, here.cpu, (__u64)timer->_softexpires,
+				     (__u64)now);
 	}
-	push_context(state, ts, EVENT_HRTIMER_ENTRY, (__u64)timer);
-	struct rtlab_event *event = window_slot(state, window, ts, EVENT_HRTIMER_ENTRY, current_pid(state));
+	struct rtlab_event *event = enter_context(&here, ts, EVENT_HRTIMER_ENTRY, (__u64)timer);
 	event->hrtimer.timer = (__u64)timer;
 	event->hrtimer.function = (__u64)function;
 	event->hrtimer.now = now;
@@ -871,17 +886,10 @@ SEC("tp_btf/hrtimer_expire_exit")
 int rtlab_hrtimer_expire_exit(__u64 *ctx)
 {
 	struct hrtimer *timer = (struct hrtimer *)ctx[0];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	pop_context(state);
-	struct rtlab_event *event =
-		window_slot(state, window, clock_now(state, window), EVENT_HRTIMER_EXIT, current_pid(state));
-	event->hrtimer.timer = (__u64)timer;
+	exit_context(&here, EVENT_HRTIMER_EXIT)->hrtimer.timer = (__u64)timer;
 	return 0;
 }
 
@@ -889,17 +897,10 @@ SEC("tp_btf/workqueue_execute_start")
 int rtlab_workqueue_execute_start(__u64 *ctx)
 {
 	struct work_struct *work = (struct work_struct *)ctx[0];
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	__u16 kind = EVENT_WORK_START;
-	__u64 ts = time_if_pending(state, window, &kind);
-	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
-	event->work.function = (__u64)work->func;
+	event_timed_if_pending(&here, EVENT_WORK_START)->work.function = (__u64)work->func;
 	return 0;
 }
 
@@ -908,50 +909,26 @@ int rtlab_workqueue_execute_end(__u64 *ctx)
 {
 	/* The end only closes the work item; its function is not read (the verifier refuses a
 	 * function-pointer argument). */
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	__u16 kind = EVENT_WORK_END;
-	__u64 ts = time_if_pending(state, window, &kind);
-	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
-	event->work.function = 0;
+	event_timed_if_pending(&here, EVENT_WORK_END)->work.function = 0;
 	return 0;
 }
 
 static __always_inline int record_vector(__u16 kind, __u32 id)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	if (!cpu_measured(cpu))
+	struct this_cpu here;
+	if (!enter_measured_cpu(&here))
 		return 0;
-	struct cpu_state *state = state_of_cpu();
-	struct window *window = window_of(cpu);
-	if (!state || !window)
-		return 0;
-	__u64 ts = clock_now(state, window);
-	if (kind == EVENT_VECTOR_ENTRY)
-		push_context(state, ts, kind, id);
-	else
-		pop_context(state);
-	struct rtlab_event *event = window_slot(state, window, ts, kind, current_pid(state));
-	event->vector.id = id;
+	context_boundary(&here, kind == EVENT_VECTOR_ENTRY, kind, id)->vector.id = id;
 	return 0;
 }
 
-#define VECTOR_PROGRAMS(name, id)                                   \
-	SEC("tp_btf/" #name "_entry")                               \
-	int rtlab_##name##_entry(__u64 *ctx)                        \
-	{                                                           \
-		return record_vector(EVENT_VECTOR_ENTRY, id);       \
-	}                                                           \
-	SEC("tp_btf/" #name "_exit")                                \
-	int rtlab_##name##_exit(__u64 *ctx)                         \
-	{                                                           \
-		return record_vector(EVENT_VECTOR_EXIT, id);        \
-	}
+/* A vector's entry and exit programs (rtlab_NAME_entry, rtlab_NAME_exit). */
+#define VECTOR_PROGRAMS(name, id)                                                 \
+	TRACEPOINT_PROGRAM(name##_entry, record_vector(EVENT_VECTOR_ENTRY, id)) \
+	TRACEPOINT_PROGRAM(name##_exit, record_vector(EVENT_VECTOR_EXIT, id))
 
 VECTOR_PROGRAMS(local_timer, VECTOR_LOCAL_TIMER)
 VECTOR_PROGRAMS(reschedule, VECTOR_RESCHEDULE)

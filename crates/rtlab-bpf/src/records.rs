@@ -144,13 +144,9 @@ pub struct ContextEntry {
 /// A late wake-up as the kernel saw it, with the CPU's window of events in time order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EpisodeRecord {
-    pub cpu: u32,
-    pub tid: u32,
-    pub slot: u32,
-    pub intended_ns: u64,
-    /// When its timer fired (0: not woken by its timer, a hand-off thread).
-    pub expired_ns: u64,
-    pub switched_ns: u64,
+    /// The wake-up's thread and times, as its sample has them (the C header starts with a
+    /// `struct sample`).
+    pub wakeup: SampleRecord,
     /// When it blocked again (the record was written then).
     pub blocked_ns: u64,
     /// The task the CPU ran when the wake-up began, and the interrupt contexts then open.
@@ -170,7 +166,7 @@ pub struct SampleRecord {
     pub tid: u32,
     pub slot: u32,
     pub intended_ns: u64,
-    /// 0: not woken by its timer.
+    /// When its timer fired (0: not woken by its timer, a hand-off thread).
     pub expired_ns: u64,
     pub switched_ns: u64,
 }
@@ -234,20 +230,25 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record, RecordError> {
             if bytes.len() < SAMPLE_SIZE {
                 return Err(RecordError::Short(bytes.len()));
             }
-            Ok(Record::Sample(SampleRecord {
-                cpu: u32_at(bytes, 4),
-                tid: u32_at(bytes, 8),
-                slot: u32_at(bytes, 12),
-                intended_ns: u64_at(bytes, 16),
-                expired_ns: u64_at(bytes, 24),
-                switched_ns: u64_at(bytes, 32),
-            }))
+            Ok(Record::Sample(decode_sample(bytes)))
         }
         RECORD_EPISODE => decode_episode(bytes).map(|episode| Record::Episode(Box::new(episode))),
         RECORD_EPISODE_TAIL => {
             decode_episode_tail(bytes).map(|episode| Record::Episode(Box::new(episode)))
         }
         other => Err(RecordError::UnknownType(other)),
+    }
+}
+
+/// A sample record, or the start of an episode's header (the C `struct sample`).
+fn decode_sample(bytes: &[u8]) -> SampleRecord {
+    SampleRecord {
+        cpu: u32_at(bytes, 4),
+        tid: u32_at(bytes, 8),
+        slot: u32_at(bytes, 12),
+        intended_ns: u64_at(bytes, 16),
+        expired_ns: u64_at(bytes, 24),
+        switched_ns: u64_at(bytes, 32),
     }
 }
 
@@ -265,12 +266,7 @@ fn decode_header(bytes: &[u8]) -> EpisodeRecord {
         })
         .collect();
     EpisodeRecord {
-        cpu: u32_at(bytes, 4),
-        tid: u32_at(bytes, 8),
-        slot: u32_at(bytes, 12),
-        intended_ns: u64_at(bytes, 16),
-        expired_ns: u64_at(bytes, 24),
-        switched_ns: u64_at(bytes, 32),
+        wakeup: decode_sample(bytes),
         blocked_ns: u64_at(bytes, 40),
         interrupted: TaskSnapshot {
             since_ns: u64_at(bytes, 56),
@@ -334,9 +330,21 @@ fn decode_episode_tail(bytes: &[u8]) -> Result<EpisodeRecord, RecordError> {
 /// One 64-byte event; None for an empty slot or an unknown kind.
 fn decode_event(bytes: &[u8]) -> Option<RawEvent> {
     let timestamp_ns = u64_at(bytes, 0);
-    let pid = i32_at(bytes, 8);
-    let flags = u16_at(bytes, 14);
+    if timestamp_ns == 0 {
+        return None;
+    }
+    let current_pid = i32_at(bytes, 8);
     let kind_bits = u16_at(bytes, 12);
+    let flags = u16_at(bytes, 14);
+    // The C union's members start at offset 16, most with the same fields: a task's pid and prio
+    // (`wake`, `migrate`), or the one number an interrupt context or work item is known by.
+    let pid = i32_at(bytes, 16);
+    let prio = i32_at(bytes, 20);
+    let irq = i32_at(bytes, 16);
+    let vector = u32_at(bytes, 16);
+    let timer = u64_at(bytes, 16);
+    let function = u64_at(bytes, 16);
+    let vector_name = VECTOR_NAMES.get(u32_at(bytes, 16) as usize).copied();
     let kind = match kind_bits & !TIME_LOWER_BOUND {
         1 => RawKind::Switch {
             prev_pid: i32_at(bytes, 16),
@@ -347,65 +355,54 @@ fn decode_event(bytes: &[u8]) -> Option<RawEvent> {
             prev_comm: comm_at(bytes, 32),
             next_comm: comm_at(bytes, 48),
         },
-        2 => RawKind::Waking {
-            pid: i32_at(bytes, 16),
-            prio: i32_at(bytes, 20),
-            target_cpu: i32_at(bytes, 24),
-            comm: comm_at(bytes, 28),
-        },
-        3 => RawKind::Wakeup {
-            pid: i32_at(bytes, 16),
-            prio: i32_at(bytes, 20),
-            target_cpu: i32_at(bytes, 24),
-            comm: comm_at(bytes, 28),
-        },
+        // sched_waking and sched_wakeup: the `wake` member.
+        kind @ (2 | 3) => {
+            let target_cpu = i32_at(bytes, 24);
+            let comm = comm_at(bytes, 28);
+            if kind == 2 {
+                RawKind::Waking {
+                    pid,
+                    prio,
+                    target_cpu,
+                    comm,
+                }
+            } else {
+                RawKind::Wakeup {
+                    pid,
+                    prio,
+                    target_cpu,
+                    comm,
+                }
+            }
+        }
         4 => RawKind::Migrate {
-            pid: i32_at(bytes, 16),
-            prio: i32_at(bytes, 20),
+            pid,
+            prio,
             orig_cpu: i32_at(bytes, 24),
             dest_cpu: i32_at(bytes, 28),
         },
         5 => RawKind::IrqEntry {
-            irq: i32_at(bytes, 16),
+            irq,
             name: comm_at(bytes, 20),
         },
-        6 => RawKind::IrqExit {
-            irq: i32_at(bytes, 16),
-        },
-        7 => RawKind::SoftirqEntry {
-            vector: u32_at(bytes, 16),
-        },
-        8 => RawKind::SoftirqExit {
-            vector: u32_at(bytes, 16),
-        },
+        6 => RawKind::IrqExit { irq },
+        7 => RawKind::SoftirqEntry { vector },
+        8 => RawKind::SoftirqExit { vector },
         9 => RawKind::HrtimerEntry {
-            timer: u64_at(bytes, 16),
+            timer,
             function: u64_at(bytes, 24),
             now_ns: u64_at(bytes, 32) as i64,
         },
-        10 => RawKind::HrtimerExit {
-            timer: u64_at(bytes, 16),
-        },
-        11 => RawKind::WorkStart {
-            function: u64_at(bytes, 16),
-        },
-        12 => RawKind::WorkEnd {
-            function: u64_at(bytes, 16),
-        },
-        13 => RawKind::VectorEntry {
-            name: VECTOR_NAMES.get(u32_at(bytes, 16) as usize)?,
-        },
-        14 => RawKind::VectorExit {
-            name: VECTOR_NAMES.get(u32_at(bytes, 16) as usize)?,
-        },
+        10 => RawKind::HrtimerExit { timer },
+        11 => RawKind::WorkStart { function },
+        12 => RawKind::WorkEnd { function },
+        13 => RawKind::VectorEntry { name: vector_name? },
+        14 => RawKind::VectorExit { name: vector_name? },
         _ => return None,
     };
-    if timestamp_ns == 0 {
-        return None;
-    }
     Some(RawEvent {
         timestamp_ns,
-        pid,
+        pid: current_pid,
         time_lower_bound: kind_bits & TIME_LOWER_BOUND != 0,
         kind,
     })
@@ -488,7 +485,7 @@ mod tests {
         let Record::Episode(episode) = decode_record(&bytes).expect("decodes") else {
             panic!("an episode")
         };
-        assert_eq!(episode.tid, 4242);
+        assert_eq!(episode.wakeup.tid, 4242);
         assert_eq!(episode.interrupted.pid, 77);
         assert_eq!(&episode.interrupted.comm[..4], b"spin");
         assert_eq!(
@@ -570,7 +567,7 @@ mod tests {
         else {
             panic!("an episode")
         };
-        assert_eq!(episode.tid, 4242);
+        assert_eq!(episode.wakeup.tid, 4242);
         assert!(!episode.window_wrapped);
         assert_eq!(episode.events.len(), 3);
         assert!(!episode.events[0].time_lower_bound);

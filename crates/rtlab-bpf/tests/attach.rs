@@ -66,8 +66,11 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
     });
     assert!(samples >= 20, "{samples} samples from ~100 sleeps");
     let episode = episodes.first().expect("episodes at threshold 0");
-    assert_eq!(episode.tid, tid);
-    assert!(episode.expired_ns >= episode.intended_ns, "{episode:?}");
+    assert_eq!(episode.wakeup.tid, tid);
+    assert!(
+        episode.wakeup.expired_ns >= episode.wakeup.intended_ns,
+        "{episode:?}"
+    );
     assert!(
         episode.events.iter().any(|event| matches!(
             event.kind,
@@ -91,7 +94,7 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
         .filter(|episode| {
             episode.events.iter().any(|event| {
                 matches!(event.kind, rtlab_bpf::RawKind::Switch { .. })
-                    && event.timestamp_ns <= episode.intended_ns
+                    && event.timestamp_ns <= episode.wakeup.intended_ns
             })
         })
         .count();

@@ -12,6 +12,7 @@
 //! add up to the window. [`account`] is pure, so it is tested on synthetic event streams.
 
 use rtlab_core::{LatenessKind, LatenessPart, ThreadAccount};
+use rtlab_trace::attribution::{sort_largest_first, CauseTotals};
 use rtlab_trace::{EventKind, TraceEvent};
 use std::collections::BTreeMap;
 
@@ -100,9 +101,6 @@ fn overlap(start: u64, end: u64, stretches: Option<&Vec<(u64, u64)>>) -> u64 {
     })
 }
 
-/// What parts are summed by: kind, name and pid.
-type PartKey = (LatenessKind, String, Option<u32>);
-
 /// One stretch of a thread's time with one part (kind, name, pid, detail).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimedPart {
@@ -156,7 +154,7 @@ impl Tally {
 /// Sums a thread's timeline over [`start_ns`, `end_ns`]: the parts, largest first, adding up to
 /// the window (time the timeline does not cover is `unseen`).
 pub fn sum_window(timeline: &[TimedPart], start_ns: u64, end_ns: u64) -> Vec<LatenessPart> {
-    let mut sums: BTreeMap<PartKey, (u64, Option<String>)> = BTreeMap::new();
+    let mut sums: CauseTotals<LatenessKind> = CauseTotals::default();
     let first = timeline.partition_point(|part| part.start_ns + part.ns <= start_ns);
     let mut covered = 0;
     for part in timeline[first..]
@@ -170,29 +168,26 @@ pub fn sum_window(timeline: &[TimedPart], start_ns: u64, end_ns: u64) -> Vec<Lat
             continue;
         }
         covered += ns;
-        let entry = sums
-            .entry((part.kind, part.name.clone(), part.pid))
-            .or_insert((0, part.detail.clone()));
-        entry.0 += ns;
+        sums.add(
+            part.kind,
+            part.name.clone(),
+            part.pid,
+            part.detail.clone(),
+            ns,
+        );
     }
     let window = end_ns.saturating_sub(start_ns);
     if covered < window {
-        let entry = sums
-            .entry((LatenessKind::Unseen, "not in the trace".to_owned(), None))
-            .or_insert((0, None));
-        entry.0 += window - covered;
+        sums.add(
+            LatenessKind::Unseen,
+            "not in the trace".to_owned(),
+            None,
+            None,
+            window - covered,
+        );
     }
-    let mut parts: Vec<LatenessPart> = sums
-        .into_iter()
-        .map(|((kind, name, pid), (ns, detail))| LatenessPart {
-            kind,
-            name,
-            pid,
-            ns,
-            detail,
-        })
-        .collect();
-    parts.sort_by(|left, right| right.ns.cmp(&left.ns).then(left.kind.cmp(&right.kind)));
+    let mut parts = sums.into_causes();
+    sort_largest_first(&mut parts);
     parts
 }
 

@@ -7,18 +7,16 @@
 
 use super::key_moments::KeyMoments;
 use super::replay::{ContextKind, Replayed, Running};
+use super::totals::{sort_largest_first, CauseTotals};
 use super::{symbol, AttributionContext, LateWakeup, Window, UNACCOUNTED_NAME};
 use crate::event::Comm;
 use rtlab_core::{Cause, CauseKind, Metric, Segment};
 use std::collections::BTreeMap;
 
-/// What causes are summed by: kind, name and pid.
-type CauseKey = (CauseKind, String, Option<u32>);
-
 /// The causes summed so far, and the timeline they make in time order.
 #[derive(Default)]
 struct Tally {
-    totals: BTreeMap<CauseKey, (u64, Option<String>)>,
+    totals: CauseTotals<CauseKind>,
     /// Slices arrive in time order and cover the window without gaps, so each one starts where
     /// the timeline ends.
     timeline: Vec<Segment>,
@@ -48,8 +46,7 @@ impl Tally {
                 pid,
             }),
         }
-        let entry = self.totals.entry((kind, name, pid)).or_insert((0, detail));
-        entry.0 += ns;
+        self.totals.add(kind, name, pid, detail, ns);
     }
 }
 
@@ -219,18 +216,9 @@ pub(super) fn classify(
         totals,
         mut timeline,
     } = tally;
-    let mut causes: Vec<Cause> = totals
-        .into_iter()
-        .map(|((kind, name, pid), (ns, detail))| Cause {
-            kind,
-            name,
-            pid,
-            ns,
-            detail,
-        })
-        .collect();
+    let mut causes = totals.into_causes();
     reconcile(&mut causes, late.latency_ns, context.events_lost);
-    causes.sort_by(|left, right| right.ns.cmp(&left.ns).then(left.kind.cmp(&right.kind)));
+    sort_largest_first(&mut causes);
     reconcile_timeline(&mut timeline, late.latency_ns);
     (causes, timeline)
 }

@@ -22,7 +22,8 @@
 //! The work is three passes over the CPU's events, one module each: `key_moments` finds when the
 //! probe's timer fired and when it was woken; `replay` replays the CPU's state (`CpuReplay`:
 //! interrupt nesting, the running task) and cuts the window into slices of one state each;
-//! `classify` names each slice's cause and sums them.
+//! `classify` names each slice's cause and sums them (`totals`, which rtlab-workload's explained
+//! windows sum their parts with too).
 
 mod classify;
 pub use classify::describe_prio;
@@ -30,6 +31,8 @@ mod key_moments;
 mod replay;
 #[cfg(test)]
 mod tests;
+mod totals;
+pub use totals::{sort_largest_first, CauseTotals};
 
 use crate::event::TraceEvent;
 use crate::symbols::KernelSymbols;

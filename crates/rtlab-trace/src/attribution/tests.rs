@@ -33,18 +33,62 @@ fn switch(timestamp_ns: u64, prev: (i32, &str, i32), next: (i32, &str, i32)) -> 
     )
 }
 
-/// `pid` woken onto CPU 1 from an interrupt while the CPU idles (`common_pid` 0).
-fn waking_from_idle(timestamp_ns: u64, pid: i32, name: &str, prio: i32) -> TraceEvent {
+/// `woken` (pid, name, kernel prio) woken onto CPU 1 while `current_pid` runs there (0: from an
+/// interrupt while the CPU idles).
+fn waking(timestamp_ns: u64, current_pid: i32, woken: (i32, &str, i32)) -> TraceEvent {
     event(
         timestamp_ns,
-        0,
+        current_pid,
         EventKind::Waking {
-            comm: Comm::new(name),
-            pid,
-            prio,
+            comm: Comm::new(woken.1),
+            pid: woken.0,
+            prio: woken.2,
             target_cpu: 1,
         },
     )
+}
+
+/// The probe arms its timer (0xAA) to fire at `expires_ns`.
+fn probe_timer_start(timestamp_ns: u64, expires_ns: i64) -> TraceEvent {
+    event(
+        timestamp_ns,
+        PROBE,
+        EventKind::HrtimerStart {
+            timer: 0xAA,
+            function: 0x1,
+            expires_ns,
+        },
+    )
+}
+
+/// The probe's timer fires (its callback starts) while `current_pid` runs.
+fn probe_timer_expire_entry(timestamp_ns: u64, current_pid: i32) -> TraceEvent {
+    event(
+        timestamp_ns,
+        current_pid,
+        EventKind::HrtimerExpireEntry {
+            timer: 0xAA,
+            now_ns: timestamp_ns as i64,
+            function: 0x1,
+        },
+    )
+}
+
+fn probe_timer_expire_exit(timestamp_ns: u64, current_pid: i32) -> TraceEvent {
+    event(
+        timestamp_ns,
+        current_pid,
+        EventKind::HrtimerExpireExit { timer: 0xAA },
+    )
+}
+
+/// An interrupt vector (`local_timer`, `reschedule`, …) entered while `current_pid` runs.
+fn vector_entry(timestamp_ns: u64, current_pid: i32, name: &'static str) -> TraceEvent {
+    event(timestamp_ns, current_pid, EventKind::VectorEntry { name })
+}
+
+fn vector_exit(timestamp_ns: u64, current_pid: i32, name: &'static str) -> TraceEvent {
+    event(timestamp_ns, current_pid, EventKind::VectorExit { name })
 }
 
 fn late(intended_ns: u64, actual_ns: u64, metric: Metric) -> LateWakeup {
@@ -75,54 +119,13 @@ fn find<'a>(causes: &'a [Cause], kind: CauseKind, name: &str) -> Option<&'a Caus
 /// The probe (RT 80, kernel prio 19) sleeps; an RT 95 spinner (prio 4) runs through its wake-up.
 fn spinner_trace() -> Vec<TraceEvent> {
     vec![
-        event(
-            900,
-            PROBE,
-            EventKind::HrtimerStart {
-                timer: 0xAA,
-                function: 0x1,
-                expires_ns: 10_000,
-            },
-        ),
+        probe_timer_start(900, 10_000),
         switch(1_000, (PROBE, "probe", 19), (SPINNER, "spin95", 4)),
-        event(
-            10_100,
-            SPINNER,
-            EventKind::VectorEntry {
-                name: "local_timer",
-            },
-        ),
-        event(
-            10_200,
-            SPINNER,
-            EventKind::HrtimerExpireEntry {
-                timer: 0xAA,
-                now_ns: 10_200,
-                function: 0x1,
-            },
-        ),
-        event(
-            10_300,
-            SPINNER,
-            EventKind::Waking {
-                comm: Comm::new("probe"),
-                pid: PROBE,
-                prio: 19,
-                target_cpu: 1,
-            },
-        ),
-        event(
-            10_400,
-            SPINNER,
-            EventKind::HrtimerExpireExit { timer: 0xAA },
-        ),
-        event(
-            10_500,
-            SPINNER,
-            EventKind::VectorExit {
-                name: "local_timer",
-            },
-        ),
+        vector_entry(10_100, SPINNER, "local_timer"),
+        probe_timer_expire_entry(10_200, SPINNER),
+        waking(10_300, SPINNER, (PROBE, "probe", 19)),
+        probe_timer_expire_exit(10_400, SPINNER),
+        vector_exit(10_500, SPINNER, "local_timer"),
         event(
             500_000,
             SPINNER,
@@ -184,36 +187,11 @@ fn the_timeline_follows_the_window_in_order_and_adds_up() {
 #[test]
 fn a_task_that_preempts_the_probe_after_its_switch_in_is_named() {
     let trace = vec![
-        event(
-            900,
-            PROBE,
-            EventKind::HrtimerStart {
-                timer: 0xAA,
-                function: 0x1,
-                expires_ns: 10_000,
-            },
-        ),
+        probe_timer_start(900, 10_000),
         switch(1_000, (PROBE, "probe", 19), (300, "rustc", 120)),
-        event(
-            10_000,
-            300,
-            EventKind::HrtimerExpireEntry {
-                timer: 0xAA,
-                now_ns: 10_000,
-                function: 0x1,
-            },
-        ),
-        event(
-            10_100,
-            300,
-            EventKind::Waking {
-                comm: Comm::new("probe"),
-                pid: PROBE,
-                prio: 19,
-                target_cpu: 1,
-            },
-        ),
-        event(10_200, 300, EventKind::HrtimerExpireExit { timer: 0xAA }),
+        probe_timer_expire_entry(10_000, 300),
+        waking(10_100, 300, (PROBE, "probe", 19)),
+        probe_timer_expire_exit(10_200, 300),
         switch(11_000, (300, "rustc", 120), (PROBE, "probe", 19)),
         switch(11_500, (PROBE, "probe", 19), (SPINNER, "spin95", 4)),
         switch(2_011_500, (SPINNER, "spin95", 4), (PROBE, "probe", 19)),
@@ -261,54 +239,12 @@ fn a_task_switched_in_without_a_traced_switch_is_named_from_its_events() {
     // The switch out of idle into the spinner is missing, as on kernels that do not trace it.
     let trace = vec![
         switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-        event(
-            5_000,
-            0,
-            EventKind::Waking {
-                comm: Comm::new("spin95"),
-                pid: SPINNER,
-                prio: 4,
-                target_cpu: 1,
-            },
-        ),
-        event(
-            5_500,
-            SPINNER,
-            EventKind::VectorEntry {
-                name: "local_timer",
-            },
-        ),
-        event(
-            5_600,
-            SPINNER,
-            EventKind::VectorExit {
-                name: "local_timer",
-            },
-        ),
-        event(
-            10_100,
-            SPINNER,
-            EventKind::VectorEntry {
-                name: "local_timer",
-            },
-        ),
-        event(
-            10_200,
-            SPINNER,
-            EventKind::Waking {
-                comm: Comm::new("probe"),
-                pid: PROBE,
-                prio: 19,
-                target_cpu: 1,
-            },
-        ),
-        event(
-            10_300,
-            SPINNER,
-            EventKind::VectorExit {
-                name: "local_timer",
-            },
-        ),
+        waking(5_000, 0, (SPINNER, "spin95", 4)),
+        vector_entry(5_500, SPINNER, "local_timer"),
+        vector_exit(5_600, SPINNER, "local_timer"),
+        vector_entry(10_100, SPINNER, "local_timer"),
+        waking(10_200, SPINNER, (PROBE, "probe", 19)),
+        vector_exit(10_300, SPINNER, "local_timer"),
         switch(1_010_000, (SPINNER, "spin95", 4), (PROBE, "probe", 19)),
     ];
     let late = late(10_000, 1_010_500, Metric::Wakeup);
@@ -326,50 +262,13 @@ fn a_task_switched_in_without_a_traced_switch_is_named_from_its_events() {
 #[test]
 fn an_idle_cpu_whose_timer_fires_late_is_unaccounted() {
     let trace = vec![
-        event(
-            900,
-            PROBE,
-            EventKind::HrtimerStart {
-                timer: 0xAA,
-                function: 0x1,
-                expires_ns: 10_000,
-            },
-        ),
+        probe_timer_start(900, 10_000),
         switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-        event(
-            60_000,
-            0,
-            EventKind::VectorEntry {
-                name: "local_timer",
-            },
-        ),
-        event(
-            60_100,
-            0,
-            EventKind::HrtimerExpireEntry {
-                timer: 0xAA,
-                now_ns: 60_100,
-                function: 0x1,
-            },
-        ),
-        event(
-            60_200,
-            0,
-            EventKind::Waking {
-                comm: Comm::new("probe"),
-                pid: PROBE,
-                prio: 19,
-                target_cpu: 1,
-            },
-        ),
-        event(60_300, 0, EventKind::HrtimerExpireExit { timer: 0xAA }),
-        event(
-            60_400,
-            0,
-            EventKind::VectorExit {
-                name: "local_timer",
-            },
-        ),
+        vector_entry(60_000, 0, "local_timer"),
+        probe_timer_expire_entry(60_100, 0),
+        waking(60_200, 0, (PROBE, "probe", 19)),
+        probe_timer_expire_exit(60_300, 0),
+        vector_exit(60_400, 0, "local_timer"),
         switch(61_000, (0, "swapper/1", 120), (PROBE, "probe", 19)),
     ];
     let late = late(10_000, 62_000, Metric::Wakeup);
@@ -395,22 +294,10 @@ fn a_spinner_woken_by_the_same_interrupt_on_an_idle_cpu_is_named() {
     // not trace the switch out of idle, and the spinner runs 1 ms without a traced event.
     let trace = vec![
         switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-        event(
-            10_100,
-            0,
-            EventKind::VectorEntry {
-                name: "local_timer",
-            },
-        ),
-        waking_from_idle(10_200, PROBE, "probe", 19),
-        waking_from_idle(10_300, SPINNER, "spin95", 4),
-        event(
-            10_400,
-            0,
-            EventKind::VectorExit {
-                name: "local_timer",
-            },
-        ),
+        vector_entry(10_100, 0, "local_timer"),
+        waking(10_200, 0, (PROBE, "probe", 19)),
+        waking(10_300, 0, (SPINNER, "spin95", 4)),
+        vector_exit(10_400, 0, "local_timer"),
         switch(1_010_000, (SPINNER, "spin95", 4), (PROBE, "probe", 19)),
     ];
     let late = late(10_000, 1_010_500, Metric::Wakeup);
@@ -434,8 +321,8 @@ fn a_spinner_woken_with_the_probe_is_named_when_the_interrupt_is_not_traced() {
     // own, 810 µs later.
     let trace = vec![
         switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-        waking_from_idle(86_260, PROBE, "probe", 19),
-        waking_from_idle(89_500, SPINNER, "spin95", 4),
+        waking(86_260, 0, (PROBE, "probe", 19)),
+        waking(89_500, 0, (SPINNER, "spin95", 4)),
         event(
             898_960,
             SPINNER,
@@ -472,7 +359,7 @@ fn a_probe_woken_on_an_idle_cpu_with_no_later_event_is_switching_in() {
     // The waking is the last event: the idle CPU runs the woken probe from there.
     let trace = vec![
         switch(1_000, (PROBE, "probe", 19), (0, "swapper/1", 120)),
-        waking_from_idle(60_200, PROBE, "probe", 19),
+        waking(60_200, 0, (PROBE, "probe", 19)),
     ];
     let late = late(10_000, 62_000, Metric::Wakeup);
     let causes = attribute(&late, &trace, AttributionContext::default());
@@ -517,7 +404,7 @@ fn handoff_waits_for_a_lower_priority_kernel_worker() {
     let trace = vec![
         switch(1_000, (PROBE, "probe", 19), (300, "kworker/1:1", 120)),
         event(1_100, 300, EventKind::WorkStart { function: 0x1234 }),
-        event(20_000, 300, EventKind::VectorEntry { name: "reschedule" }),
+        vector_entry(20_000, 300, "reschedule"),
         event(
             20_100,
             300,
@@ -528,7 +415,7 @@ fn handoff_waits_for_a_lower_priority_kernel_worker() {
                 target_cpu: 1,
             },
         ),
-        event(20_200, 300, EventKind::VectorExit { name: "reschedule" }),
+        vector_exit(20_200, 300, "reschedule"),
         switch(50_000, (300, "kworker/1:1", 120), (PROBE, "probe", 19)),
     ];
     let late = late(10_000, 50_500, Metric::Handoff);

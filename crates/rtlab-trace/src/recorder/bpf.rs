@@ -21,9 +21,9 @@
 use super::explainer::StealHistory;
 use super::reader_policy::{PolicyKeeper, ReaderPolicy};
 use super::{
-    name_task_policies, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
+    attributed_episode, ExplainerReport, LateSource, RecorderStats, TimerlatSplit, TraceError,
 };
-use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
+use crate::attribution::{AttributionContext, LateWakeup};
 use crate::event::{Comm, EventKind, EventSet, TraceEvent};
 use crate::symbols::KernelSymbols;
 use rtlab_bpf::records::bucket_lower_bound_ns;
@@ -199,7 +199,7 @@ fn kernel_threshold(probe_threshold_ns: u64) -> u64 {
 /// order; the CPU's state when the wake-up began is put in front where the window no longer
 /// reaches back to it (a task switched in, the interrupt contexts entered).
 pub fn trace_events_of_episode(episode: &EpisodeRecord) -> Vec<TraceEvent> {
-    let cpu = episode.cpu;
+    let cpu = episode.wakeup.cpu;
     let mut events = Vec::with_capacity(episode.events.len() + 8);
     let first_ns = episode
         .events
@@ -345,9 +345,9 @@ pub fn trace_events_of_episode(episode: &EpisodeRecord) -> Vec<TraceEvent> {
 /// True when `episode` is the kernel's record of the probe's late sample `late`: the same
 /// thread, switched in inside the sample's window.
 fn claims(late: &LateWakeup, episode: &EpisodeRecord) -> bool {
-    episode.tid == late.tid
-        && episode.switched_ns >= late.intended_ns
-        && episode.switched_ns <= late.actual_ns
+    episode.wakeup.tid == late.tid
+        && episode.wakeup.switched_ns >= late.intended_ns
+        && episode.wakeup.switched_ns <= late.actual_ns
 }
 
 /// Attributes one late sample from its kernel episode.
@@ -369,18 +369,7 @@ fn explain(
         events_lost,
         symbols: Some(symbols).filter(|symbols| !symbols.is_empty()),
     };
-    let (mut causes, timeline) = attribute_with_timeline(late, &events, context);
-    name_task_policies(&mut causes);
-    Episode {
-        series: late.series.clone(),
-        cpu: late.cpu,
-        at_ns: late.intended_ns.saturating_sub(origin_ns),
-        latency_ns: late.latency_ns,
-        causes,
-        steal_ns: None,
-        stack: None,
-        timeline,
-    }
+    attributed_episode(late, &events, context, origin_ns, None)
 }
 
 /// Memory the kept episodes may take together (estimated by [`episode_bytes`]), whatever their
@@ -745,7 +734,7 @@ fn run_bpf_explainer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_bpf::{ContextEntry, RawEvent, TaskSnapshot};
+    use rtlab_bpf::{ContextEntry, RawEvent, SampleRecord, TaskSnapshot};
 
     fn comm(text: &str) -> [u8; 16] {
         let mut bytes = [0u8; 16];
@@ -756,12 +745,14 @@ mod tests {
     #[test]
     fn the_state_before_the_window_is_put_in_front() {
         let episode = EpisodeRecord {
-            cpu: 1,
-            tid: 500,
-            slot: 0,
-            intended_ns: 10_000,
-            expired_ns: 40_000,
-            switched_ns: 45_000,
+            wakeup: SampleRecord {
+                cpu: 1,
+                tid: 500,
+                slot: 0,
+                intended_ns: 10_000,
+                expired_ns: 40_000,
+                switched_ns: 45_000,
+            },
             blocked_ns: 50_000,
             interrupted: TaskSnapshot {
                 since_ns: 1_000,

@@ -20,7 +20,7 @@ pub use explainer::{
 };
 
 use crate::attribution::{attribute_with_timeline, AttributionContext, LateWakeup};
-use crate::event::{EventDecoder, EventKind, EventSet};
+use crate::event::{EventDecoder, EventKind, EventSet, TraceEvent};
 use crate::instance::{InstanceBuilder, TraceInstance};
 use crate::page::LostEvents;
 use crate::stacks::{parse_record, render_stack, PerfRecord, StackRing};
@@ -409,8 +409,6 @@ impl Recorder {
             events_lost,
             symbols: Some(&self.symbols).filter(|symbols| !symbols.is_empty()),
         };
-        let (mut causes, timeline) = attribute_with_timeline(late, &events, context);
-        name_task_policies(&mut causes);
         let stack = self.stack_rings.get(&cpu).and_then(|ring| {
             let sample = ring.during(late.intended_ns, late.actual_ns, late.tid)?;
             let comm = events.iter().rev().find_map(|event| match &event.kind {
@@ -428,22 +426,37 @@ impl Recorder {
             });
             Some(render_stack(sample, comm.as_deref(), &self.symbols))
         });
-        Episode {
-            series: late.series.clone(),
-            cpu: late.cpu,
-            at_ns: late.intended_ns.saturating_sub(origin_ns),
-            latency_ns: late.latency_ns,
-            causes,
-            steal_ns: None,
-            stack,
-            timeline,
-        }
+        attributed_episode(late, &events, context, origin_ns, stack)
+    }
+}
+
+/// Attributes a late sample from its CPU's `events` into the Run record's episode (both
+/// recorders): the causes, each task's named by its policy now, and the timeline, at a time
+/// relative to `origin_ns` (the start of measurement).
+pub(crate) fn attributed_episode(
+    late: &LateWakeup,
+    events: &[TraceEvent],
+    context: AttributionContext,
+    origin_ns: u64,
+    stack: Option<Vec<String>>,
+) -> Episode {
+    let (mut causes, timeline) = attribute_with_timeline(late, events, context);
+    name_task_policies(&mut causes);
+    Episode {
+        series: late.series.clone(),
+        cpu: late.cpu,
+        at_ns: late.intended_ns.saturating_sub(origin_ns),
+        latency_ns: late.latency_ns,
+        causes,
+        steal_ns: None,
+        stack,
+        timeline,
     }
 }
 
 /// Replaces the kernel priority the trace showed for each task cause with the task's policy now
-/// (`SCHED_FIFO 80`, `SCHED_OTHER nice 0`), when the task still exists. Both recorders do this.
-pub(crate) fn name_task_policies(causes: &mut [rtlab_core::Cause]) {
+/// (`SCHED_FIFO 80`, `SCHED_OTHER nice 0`), when the task still exists.
+fn name_task_policies(causes: &mut [rtlab_core::Cause]) {
     for cause in causes
         .iter_mut()
         .filter(|cause| cause.kind == CauseKind::Task)
