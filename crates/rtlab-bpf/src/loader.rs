@@ -140,19 +140,7 @@ pub enum BpfError {
 }
 
 /// An error with its causes, `a: b: c` (aya's outer messages alone say little).
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use rtlab_core::error_chain::error_chain as chain;
 
 pub(crate) fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> BpfError {
     move |error| BpfError::Map {

@@ -9,6 +9,7 @@ pub mod buffer_experiment;
 pub mod cause;
 pub mod cpuidle;
 pub mod enforce_repair;
+pub mod error_chain;
 pub mod export;
 pub mod header;
 pub mod histogram;

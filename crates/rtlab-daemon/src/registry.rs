@@ -74,19 +74,7 @@ pub fn enforce_error(failure: EnforceError) -> RpcError {
         EnforceError::System { .. } => ErrorCode::System,
     };
     let message = match &failure {
-        EnforceError::System { .. } => {
-            let mut text = failure.to_string();
-            let mut source = std::error::Error::source(&failure);
-            while let Some(cause) = source {
-                let cause_text = cause.to_string();
-                if !text.contains(&cause_text) {
-                    text.push_str(": ");
-                    text.push_str(&cause_text);
-                }
-                source = cause.source();
-            }
-            text
-        }
+        EnforceError::System { .. } => rtlab_core::error_chain::error_chain(&failure),
         _ => failure.to_string(),
     };
     error(code, message)

@@ -12,8 +12,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-core", &[]),
     ("rtlab-sys", &["rtlab-core"]),
     // The BPF recorder's programs and loader: talks to the kernel like rtlab-sys (a sibling with
-    // its rules), through aya's safe API, so it needs neither unsafe nor libc.
-    ("rtlab-bpf", &[]),
+    // its rules), through aya's safe API, so it needs neither unsafe nor libc; core for its plain
+    // helpers (error_chain).
+    ("rtlab-bpf", &["rtlab-core"]),
     ("rtlab-probe", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-trace", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
     (
