@@ -78,6 +78,8 @@ pub struct PayloadDecoder {
     /// Whether `sched_waking` is known: then `sched_wakeup` is redundant and skipped.
     has_waking: bool,
     names: FxHashMap<i32, Comm>,
+    /// The cycle marker's user-space probe: its event id and where `common_pid` is.
+    cycle_marker: Option<(u16, FieldSlot)>,
 }
 
 impl PayloadDecoder {
@@ -104,6 +106,28 @@ impl PayloadDecoder {
             self.has_waking = true;
         }
         Ok(true)
+    }
+
+    /// Adds the format of the cycle marker's user-space probe (`rtlab_<pid>/cycle`): its
+    /// records become [`EventKind::CycleMarker`] of the thread that hit it.
+    pub fn add_cycle_marker(&mut self, format: &EventFormat) -> Result<(), DecodeError> {
+        let field = format
+            .field("common_pid")
+            .ok_or_else(|| DecodeError::MissingField {
+                event: format!("{}:{}", format.system, format.name),
+                field: "common_pid",
+            })?;
+        self.cycle_marker = Some((
+            format.id,
+            FieldSlot {
+                name: "common_pid",
+                offset: field.offset,
+                size: field.size,
+                layout: field.layout,
+                is_string: false,
+            },
+        ));
+        Ok(())
     }
 
     pub fn n_event_types(&self) -> usize {
@@ -148,6 +172,23 @@ impl PayloadDecoder {
                 field: "common_type",
                 length: payload.len(),
             })? as u16;
+        if let Some((marker_id, pid_slot)) = self.cycle_marker {
+            if marker_id == id {
+                let tid = pid_slot
+                    .integer(payload)
+                    .ok_or(DecodeError::ShortPayload {
+                        id,
+                        field: "common_pid",
+                        length: payload.len(),
+                    })? as i32;
+                emit(Event {
+                    timestamp_ns,
+                    cpu,
+                    kind: EventKind::CycleMarker { tid },
+                });
+                return Ok(());
+            }
+        }
         let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
             return Ok(());
         };

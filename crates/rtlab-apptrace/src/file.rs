@@ -34,6 +34,9 @@
 //! | 14 | name | task | comm (16 bytes, NUL-padded) |
 //! | 15 | lock owner | waiter | uaddr (u64), owner tid |
 //! | 16 | thread info | task | tgid, policy (u32: 0 OTHER 1 FIFO 2 RR 3 BATCH 5 IDLE 6 DEADLINE), RT priority or nice |
+//! | 17 | other thread's policy | task | policy (u32), RT priority or nice |
+//! | 18 | CPU time so far | task | ns (u64) |
+//! | 19 | cycle marker | the thread that began the cycle | — |
 //!
 //! Size: 32 bytes a record before compression; scheduler traces deflate (fastest level) to 5.5–8.6
 //! bytes a record here, 6–9 MB per million events (figures in BENCHMARKS.md).
@@ -217,6 +220,7 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
             put(&mut body, 1, priority);
             (17, tid)
         }
+        EventKind::CycleMarker { tid } => (19, tid),
     };
     record[10] = kind;
     record[12..16].copy_from_slice(&tid.to_le_bytes());
@@ -310,6 +314,7 @@ pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
             tid,
             runtime_ns: long(),
         },
+        19 => EventKind::CycleMarker { tid },
         other => return Err(format!("unknown record kind {other}")),
     };
     Ok(Event {

@@ -51,6 +51,8 @@ pub struct RecordConfig {
     pub owner_probe_after: Duration,
     /// `--recorder`.
     pub recorder: RecorderChoice,
+    /// `--cycle-marker`: the program's own cycle start, probed (tracefs recorder only).
+    pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
 }
 
 impl Default for RecordConfig {
@@ -62,6 +64,7 @@ impl Default for RecordConfig {
             poll_interval: Duration::from_millis(100),
             owner_probe_after: Duration::from_millis(200),
             recorder: RecorderChoice::Auto,
+            cycle_marker: None,
         }
     }
 }
@@ -89,6 +92,8 @@ pub struct RecordSummary {
     pub recorder: String,
     /// Why `auto` did not use the BPF recorder.
     pub bpf_unavailable: Option<String>,
+    /// Cycle markers recorded (`--cycle-marker`).
+    pub cycle_markers: u64,
 }
 
 /// A target thread waiting in a futex call.
@@ -216,6 +221,7 @@ pub fn record<W: Write>(
         config.buffer_kb,
         &targets.threads,
         &processes,
+        config.cycle_marker.as_ref(),
     )?;
     header.events = recorder.enabled_events();
     header.recorder = Some(recorder.name().to_owned());
@@ -359,6 +365,9 @@ pub fn record<W: Write>(
             pending.partition_point(|event| event.timestamp_ns < read_up_to)
         };
         for event in pending.drain(..ready) {
+            if matches!(event.kind, EventKind::CycleMarker { .. }) {
+                summary.cycle_markers += 1;
+            }
             writer.push(&event)?;
         }
         summary.progress = RecordProgress {

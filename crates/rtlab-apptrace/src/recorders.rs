@@ -9,6 +9,7 @@ use crate::model::Event;
 use crate::record_error::RecordError;
 use rtlab_bpf::AppBpfRecorder;
 use rtlab_trace::app_recorder::AppRecorder;
+use rtlab_trace::cycle_marker::{CycleMarker, CYCLE_MARKER_EVENT};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -55,12 +56,33 @@ pub(crate) enum Backend {
 impl Backend {
     /// Starts the chosen recorder for `threads` (tid → tgid) of processes `processes`; with
     /// `Auto`, also the reason BPF was not used.
+    /// With a `cycle_marker`, only the tracefs recorder records it (`--recorder bpf` is an
+    /// error; `Auto` takes tracefs and says why).
     pub(crate) fn start(
         choice: RecorderChoice,
         ring_kb_per_cpu: u32,
         threads: &HashMap<u32, u32>,
         processes: &[u32],
+        cycle_marker: Option<&CycleMarker>,
     ) -> Result<(Backend, Option<String>), RecordError> {
+        if let Some(marker) = cycle_marker {
+            return match choice {
+                RecorderChoice::Bpf => Err(RecordError::Record(format!(
+                    "--cycle-marker {}: the BPF recorder does not record cycle markers; use --recorder tracefs (or auto)",
+                    marker.spec
+                ))),
+                RecorderChoice::Tracefs => {
+                    Ok((Self::tracefs(ring_kb_per_cpu, threads, Some(marker))?, None))
+                }
+                RecorderChoice::Auto => Ok((
+                    Self::tracefs(ring_kb_per_cpu, threads, Some(marker))?,
+                    Some(format!(
+                        "--cycle-marker {} is recorded by the tracefs recorder only",
+                        marker.spec
+                    )),
+                )),
+            };
+        }
         let bpf = || -> Result<Backend, RecordError> {
             let n_cpus = rtlab_sys::cpu::online_cpus()
                 .map(|cpus| cpus.len())
@@ -77,23 +99,32 @@ impl Backend {
         };
         match choice {
             RecorderChoice::Bpf => Ok((bpf()?, None)),
-            RecorderChoice::Tracefs => Ok((Self::tracefs(ring_kb_per_cpu, threads)?, None)),
+            RecorderChoice::Tracefs => Ok((Self::tracefs(ring_kb_per_cpu, threads, None)?, None)),
             RecorderChoice::Auto => match bpf() {
                 Ok(backend) => Ok((backend, None)),
                 Err(error) => Ok((
-                    Self::tracefs(ring_kb_per_cpu, threads)?,
+                    Self::tracefs(ring_kb_per_cpu, threads, None)?,
                     Some(error.to_string()),
                 )),
             },
         }
     }
 
-    fn tracefs(buffer_kb: u32, threads: &HashMap<u32, u32>) -> Result<Backend, RecordError> {
+    fn tracefs(
+        buffer_kb: u32,
+        threads: &HashMap<u32, u32>,
+        cycle_marker: Option<&CycleMarker>,
+    ) -> Result<Backend, RecordError> {
         let initial: Vec<u32> = threads.keys().copied().collect();
-        let recorder = AppRecorder::start(buffer_kb, Some(&initial))?;
+        let recorder = AppRecorder::start(buffer_kb, Some(&initial), cycle_marker)?;
         let mut decoder = PayloadDecoder::default();
+        let marker_group = rtlab_sys::uprobe_events::own_group();
         for format in recorder.formats() {
-            decoder.add(format)?;
+            if format.system == marker_group && format.name == CYCLE_MARKER_EVENT {
+                decoder.add_cycle_marker(format)?;
+            } else {
+                decoder.add(format)?;
+            }
         }
         Ok(Backend::Tracefs {
             recorder: Box::new(recorder),

@@ -59,6 +59,8 @@ pub mod timer_audit;
 #[cfg(target_os = "linux")]
 pub mod tracefs;
 #[cfg(target_os = "linux")]
+pub mod uprobe_events;
+#[cfg(target_os = "linux")]
 pub mod users;
 #[cfg(windows)]
 pub mod windows;

@@ -70,10 +70,22 @@ impl AppRecorder {
     /// Creates the instance with a ring of `buffer_kb` KiB per CPU, enables [`APP_EVENTS`] (the
     /// futex syscalls filtered to `futex_threads` when given) and starts tracing on the
     /// CLOCK_MONOTONIC clock.
-    pub fn start(buffer_kb: u32, futex_threads: Option<&[u32]>) -> Result<AppRecorder, TraceError> {
+    /// With a `cycle_marker`, its user-space probe (`rtlab_<pid>/cycle`) is recorded too.
+    pub fn start(
+        buffer_kb: u32,
+        futex_threads: Option<&[u32]>,
+        cycle_marker: Option<&crate::cycle_marker::CycleMarker>,
+    ) -> Result<AppRecorder, TraceError> {
         let mut builder = InstanceBuilder::new(buffer_kb as usize).name_suffix("apptrace");
         for (system, event, required) in APP_EVENTS {
             builder = builder.event(system, event, *required);
+        }
+        if let Some(marker) = cycle_marker {
+            builder = builder.uprobe(
+                crate::cycle_marker::CYCLE_MARKER_EVENT,
+                &marker.binary,
+                marker.offset,
+            );
         }
         let mut recorder = AppRecorder {
             trace: builder.build()?,

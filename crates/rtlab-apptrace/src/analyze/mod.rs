@@ -8,6 +8,7 @@
 //! grow with their number (`streaming.rs`: periods, CPU per activation, late activations); only
 //! when a timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
+mod cycle_rule;
 mod findings;
 /// How many late activations a report lists at most (the earliest); the totals count them all.
 pub use findings::MAX_LISTED as LATE_ACTIVATIONS_LISTED;
@@ -129,6 +130,9 @@ pub(crate) struct Activation {
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
     pub blocked_before_ns: u64,
+    /// Deadlines missed while it was under way, judged by the program's cycle markers
+    /// (`cycle_rule.rs`; 0 without markers).
+    pub cycle_deadlines: u32,
 }
 
 /// A runnable wait and who ran meanwhile.
@@ -178,6 +182,8 @@ pub(crate) struct Thread {
     pub runtime_in: Option<u64>,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
+    /// Its deadlines judged by the program's cycle markers (when the trace has them).
+    pub cycle_judge: cycle_rule::CycleJudge,
 }
 
 impl Thread {
@@ -196,6 +202,7 @@ impl Thread {
         } else {
             0
         };
+        self.cycle_judge.completed(&activation);
         self.summary.add(&activation, &self.activations, dominant);
         if self.activations.len() < streaming::ACTIVATIONS_KEPT {
             self.activations.push(activation);
@@ -231,6 +238,7 @@ impl Default for Thread {
             rhythms: Vec::new(),
             runtime_in: None,
             long_waits: Vec::new(),
+            cycle_judge: cycle_rule::CycleJudge::default(),
         }
     }
 }
@@ -391,6 +399,8 @@ pub struct Analyzer {
     /// The recorder kept only the switches around the target (see `declare_switches_filtered`).
     pub(crate) switches_filtered: bool,
     pub(crate) saw_waking: bool,
+    /// The program's clock, when the trace has cycle markers (`cycle_rule.rs`).
+    pub(crate) cycle: Option<cycle_rule::CycleClock>,
 }
 
 impl Analyzer {
@@ -412,6 +422,7 @@ impl Analyzer {
             futex_recorded: false,
             switches_filtered: false,
             saw_waking: false,
+            cycle: None,
         }
     }
 
@@ -543,9 +554,19 @@ impl Analyzer {
                 prev_state,
                 next_tid,
                 next_prio,
-            } => self.switch(
-                time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio,
-            ),
+            } => {
+                if let Some(clock) = &mut self.cycle {
+                    // The clock's thread slept (or waited): it did not begin its next cycle
+                    // at once.
+                    if prev_tid == clock.tid && prev_state & 0xff != 0 {
+                        clock.blocked_since_marker = true;
+                    }
+                }
+                self.switch(
+                    time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio,
+                )
+            }
+            EventKind::CycleMarker { tid } => self.cycle_marker(time, tid),
             EventKind::Waking {
                 tid,
                 waker,
@@ -1224,6 +1245,31 @@ impl Analyzer {
             gap_irq_source: gap_irq.1,
             ..Activation::default()
         });
+        if let Some(clock) = &mut self.cycle {
+            if clock.woke(waker, tid) || clock.driven.contains(&tid) {
+                let thread = self.threads.get_mut(&tid).expect("just woken");
+                if let Some(activation) = &mut thread.current {
+                    thread.cycle_judge.activated(activation);
+                }
+            }
+        }
+    }
+
+    /// The program began a cycle (a cycle marker of `tid`): each thread it drives is judged.
+    fn cycle_marker(&mut self, time: u64, tid: i32) {
+        let clock = self.cycle.get_or_insert_with(Default::default);
+        let overran = clock.marker(time, tid);
+        let period = clock.period_ns;
+        for driven in clock.driven.clone() {
+            if let Some(thread) = self.threads.get_mut(&driven) {
+                let Thread {
+                    cycle_judge,
+                    current,
+                    ..
+                } = thread;
+                cycle_judge.marker(time, period, overran, current.as_mut());
+            }
+        }
     }
 
     fn check_inversion(&mut self, high: i32, low: i32, blocked_at: u64, woken_at: u64, uaddr: u64) {

@@ -51,6 +51,11 @@ pub struct RecordArgs {
     /// bpf (filtered in the kernel), tracefs, or auto: bpf when it loads, else tracefs
     #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
     pub recorder: String,
+    /// Also record the program's own cycle starts: `jack` (libjackserver's
+    /// Jack::JackEngine::Process), or PATH:SYMBOL (an ELF function, mangled or not); `trace
+    /// analyze` then judges deadlines by them (tracefs recorder only)
+    #[arg(long, value_name = "SPEC")]
+    pub cycle_marker: Option<String>,
     /// The rtlab trace file to write (appears only when the recording ends)
     #[arg(short = 'o', long)]
     pub output: PathBuf,
@@ -91,7 +96,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `--cycle-marker SPEC` resolved to its probe (exit 2 naming what is wrong); with `--recorder
+/// bpf` an error, since only the tracefs recorder records cycle markers.
+pub(crate) fn cycle_marker_flag(
+    spec: Option<&str>,
+    recorder: &str,
+) -> anyhow::Result<Option<rtlab_trace::cycle_marker::CycleMarker>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    if recorder == "bpf" {
+        return Err(crate::exit::input(format!(
+            "--cycle-marker {spec}: the BPF recorder does not record cycle markers; use --recorder tracefs or auto"
+        )));
+    }
+    rtlab_trace::cycle_marker::resolve(spec)
+        .map(Some)
+        .map_err(crate::exit::input)
+}
+
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let cycle_marker = cycle_marker_flag(args.cycle_marker.as_deref(), &args.recorder)?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
@@ -118,6 +143,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             "tracefs" => RecorderChoice::Tracefs,
             _ => RecorderChoice::Auto,
         },
+        cycle_marker: cycle_marker.clone(),
         ..RecordConfig::default()
     };
     let header = FileHeader {
@@ -168,7 +194,18 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .commit(&[])
         .with_context(|| format!("writing {}", args.output.display()))?;
     if let Some(reason) = &summary.bpf_unavailable {
-        eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
+        if cycle_marker.is_some() {
+            eprintln!("rtlab: recorded through tracefs: {reason}");
+        } else {
+            eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
+        }
+    }
+    if let Some(marker) = &cycle_marker {
+        eprintln!(
+            "rtlab: {} cycle markers at {}",
+            summary.cycle_markers,
+            marker.describe()
+        );
     }
     let progress = summary.progress;
     let file_bytes = std::fs::metadata(&args.output)
@@ -193,7 +230,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             String::new()
         } else {
             format!(
-                "; removed tracing instances of killed rtlab runs: {}",
+                "; removed tracing instances and probes of killed rtlab runs: {}",
                 summary.removed_stale_instances.join(", ")
             )
         }
