@@ -246,7 +246,7 @@ pub fn write_late_activations(out: &mut String, report: &TraceReport) {
     if let Some(markers) = &report.cycle_markers {
         let _ = writeln!(
             out,
-            "\nDeadlines judged by {}: {} cycle starts by {} ({}){}; a thread the cycle drives is late when a cycle starts while it is still unfinished, or right after a cycle that overran ({} overruns). Cycles it had no activation in: {}",
+            "\nDeadlines judged by {}: {} cycle starts by {} ({}){}; a thread the cycle drives is late when a cycle starts while it is still unfinished, or right after a cycle that overran ({} overruns). Cycles without an activation of a thread they drive: {}",
             report.deadline_source.describe(),
             markers.n_markers,
             markers.thread.name,

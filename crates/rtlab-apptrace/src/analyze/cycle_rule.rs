@@ -41,7 +41,7 @@ pub(crate) struct CycleClock {
     pub n_markers: u64,
     pub last_ns: u64,
     intervals: VecDeque<u64>,
-    /// The period: the mean of the kept intervals within 10 % of their median (0: unknown).
+    /// The period: the median of the kept intervals (0: unknown).
     pub period_ns: u64,
     /// The marker's thread blocked since the last marker.
     pub blocked_since_marker: bool,
@@ -49,6 +49,8 @@ pub(crate) struct CycleClock {
     pub driven: Vec<i32>,
     /// Cycles that began at once after the previous one (it overran).
     pub overruns: u64,
+    /// The last marker began a cycle at once after an overrun.
+    restarted: bool,
 }
 
 impl CycleClock {
@@ -56,13 +58,17 @@ impl CycleClock {
     /// (the marker's thread never blocked since it), once the period is known.
     pub(crate) fn marker(&mut self, time: u64, tid: i32) -> bool {
         let overran = self.n_markers > 0 && !self.blocked_since_marker && tid == self.tid;
-        if self.n_markers > 0 {
+        // The period from the cycles begun on the program's schedule: not the one begun at
+        // once after an overrun, nor the one after it (a restarted clock sleeps a period from
+        // when it restarted, plus its wake-up latency).
+        if self.n_markers > 0 && !overran && !self.restarted {
             if self.intervals.len() == INTERVALS_KEPT {
                 self.intervals.pop_front();
             }
             self.intervals.push_back(time.saturating_sub(self.last_ns));
             self.period_ns = period_of(&self.intervals);
         }
+        self.restarted = overran;
         self.tid = tid;
         self.n_markers += 1;
         self.last_ns = time;
@@ -84,23 +90,16 @@ impl CycleClock {
     }
 }
 
-/// The mean of the intervals within 10 % of their median, with at least
-/// [`INTERVALS_NEEDED`] of them; 0 otherwise.
+/// The median of the intervals, with at least [`INTERVALS_NEEDED`] of them; 0 otherwise. (Not
+/// a mean: the late cycles of a disturbed stretch would pull it up, and the two-period rule is
+/// judged to microseconds.)
 fn period_of(intervals: &VecDeque<u64>) -> u64 {
     if intervals.len() < INTERVALS_NEEDED {
         return 0;
     }
     let mut sorted: Vec<u64> = intervals.iter().copied().collect();
     sorted.sort_unstable();
-    let median = sorted[sorted.len() / 2];
-    let near: Vec<u64> = sorted
-        .into_iter()
-        .filter(|interval| interval.abs_diff(median) * 10 <= median)
-        .collect();
-    if near.len() < INTERVALS_NEEDED / 2 {
-        return 0;
-    }
-    near.iter().sum::<u64>() / near.len() as u64
+    sorted[sorted.len() / 2]
 }
 
 /// One thread judged by the markers.

@@ -230,7 +230,9 @@ impl Analyzer {
                             clock.period_ns,
                             activation.end.saturating_sub(activation.start),
                             std::slice::from_ref(activation),
-                            false,
+                            // Woken after a gap in its waker's rhythm (the cycle itself came
+                            // late): the gap, and who held the cycle's thread, come first.
+                            activation.gap_ns > 0,
                         );
                         entry.deadlines_missed = u64::from(activation.cycle_deadlines);
                         late.push(entry);
