@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_period_is_the_markers_mean_interval() {
-        let clock = clock_with_period();
+        let mut clock = clock_with_period();
         assert!(clock.period_ns.abs_diff(PERIOD) <= 1, "{}", clock.period_ns);
         assert!(clock.woke(7, 42));
         assert!(!clock.woke(8, 42));
