@@ -110,8 +110,10 @@ pub(crate) struct CycleJudge {
     /// Deadlines missed so far (both kinds), and markers with no activation since the last.
     pub deadlines_missed: u64,
     pub missed_periods: u64,
-    /// Misses at markers while it had no activation under way: for its next one.
+    /// Misses at markers while it had no activation under way: for its next one, with what
+    /// held the cycle's thread back.
     pub pending: u32,
+    pending_delay: Option<Activation>,
     pub activated_since_marker: bool,
     seen_activation: bool,
     /// Its late activations (misses charged), the first [`super::streaming::LATE_KEPT`].
@@ -121,12 +123,17 @@ pub(crate) struct CycleJudge {
 impl CycleJudge {
     /// A marker at `time`; `current` is its activation under way, if any. Returns the deadlines
     /// missed at this marker (also charged to `current`, or kept for the next activation).
+    ///
+    /// `cycle_delay` is the activation of the marker's thread that began this cycle, when it
+    /// waited for a CPU (a cycle that came late): the misses charged here are then also its
+    /// wait's (who held that thread), the first step of the late activation's path.
     pub(crate) fn marker(
         &mut self,
         time: u64,
         period_ns: u64,
         overran: bool,
         current: Option<&mut Activation>,
+        cycle_delay: Option<&Activation>,
     ) -> u32 {
         let unfinished = current.is_some();
         if self.seen_activation && !self.activated_since_marker {
@@ -148,8 +155,18 @@ impl CycleJudge {
         if misses > 0 {
             self.deadlines_missed += u64::from(misses);
             match current {
-                Some(activation) => activation.cycle_deadlines += misses,
-                None => self.pending += misses,
+                Some(activation) => {
+                    activation.cycle_deadlines += misses;
+                    if let Some(delay) = cycle_delay {
+                        held_back_by(activation, delay);
+                    }
+                }
+                None => {
+                    self.pending += misses;
+                    if cycle_delay.is_some() {
+                        self.pending_delay = cycle_delay.copied();
+                    }
+                }
             }
         }
         misses
@@ -158,6 +175,9 @@ impl CycleJudge {
     /// An activation starts: it takes the misses waiting for it.
     pub(crate) fn activated(&mut self, activation: &mut Activation) {
         activation.cycle_deadlines += std::mem::take(&mut self.pending);
+        if let Some(delay) = self.pending_delay.take() {
+            held_back_by(activation, &delay);
+        }
         self.activated_since_marker = true;
         self.seen_activation = true;
     }
@@ -168,6 +188,22 @@ impl CycleJudge {
             self.late.push(*activation);
         }
     }
+}
+
+/// The wait of the cycle's thread (`delay`) as the gap before `activation`, when it is longer
+/// than the gap already known: the cycle came late because that thread waited, and who held
+/// it is the first step of the activation's critical path.
+fn held_back_by(activation: &mut Activation, delay: &Activation) {
+    if delay.wait_ns <= activation.gap_ns {
+        return;
+    }
+    activation.gap_ns = delay.wait_ns;
+    activation.gap_holder = delay.top_holder;
+    activation.gap_holder_ns = delay.top_holder_ns;
+    activation.gap_idle_ns = delay.wait_idle_ns;
+    activation.gap_throttled_ns = delay.wait_throttled_ns;
+    activation.gap_irq_ns = delay.wait_irq_ns;
+    activation.gap_irq_source = delay.wait_irq_source;
 }
 
 #[cfg(test)]
@@ -206,21 +242,21 @@ mod tests {
     fn an_unfinished_thread_counts_once_until_the_switch_two_periods_on() {
         let mut judge = CycleJudge::default();
         let mut activation = Activation::default();
-        assert_eq!(judge.marker(0, PERIOD, false, None), 0);
+        assert_eq!(judge.marker(0, PERIOD, false, None, None), 0);
         judge.activated(&mut activation);
         // Still running one period on: the first failing cycle counts.
-        assert_eq!(judge.marker(PERIOD, PERIOD, false, Some(&mut activation)), 1);
+        assert_eq!(judge.marker(PERIOD, PERIOD, false, Some(&mut activation), None), 1);
         // Two periods after the last switch: the program switches without counting.
-        assert_eq!(judge.marker(2 * PERIOD, PERIOD, false, Some(&mut activation)), 0);
+        assert_eq!(judge.marker(2 * PERIOD, PERIOD, false, Some(&mut activation), None), 0);
         // Still unfinished a period after that switch: counted again.
-        assert_eq!(judge.marker(3 * PERIOD, PERIOD, false, Some(&mut activation)), 1);
+        assert_eq!(judge.marker(3 * PERIOD, PERIOD, false, Some(&mut activation), None), 1);
         assert_eq!(activation.cycle_deadlines, 2);
         judge.completed(&activation);
         // Finished: a switch, nothing counted; then a cycle with no activation is a missed period.
-        assert_eq!(judge.marker(4 * PERIOD, PERIOD, false, None), 0);
+        assert_eq!(judge.marker(4 * PERIOD, PERIOD, false, None, None), 0);
         assert_eq!(judge.missed_periods, 3);
         // An overrun while blocked waits for the next activation.
-        assert_eq!(judge.marker(5 * PERIOD, PERIOD, true, None), 1);
+        assert_eq!(judge.marker(5 * PERIOD, PERIOD, true, None, None), 1);
         let mut next = Activation::default();
         judge.activated(&mut next);
         assert_eq!(next.cycle_deadlines, 1);

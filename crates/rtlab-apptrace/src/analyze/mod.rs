@@ -1260,14 +1260,26 @@ impl Analyzer {
         let clock = self.cycle.get_or_insert_with(Default::default);
         let overran = clock.marker(time, tid);
         let period = clock.period_ns;
-        for driven in clock.driven.clone() {
+        // The cycle came late when its thread waited for a CPU a tenth of a period or more.
+        let cycle_delay = self
+            .threads
+            .get(&tid)
+            .and_then(|thread| thread.current)
+            .filter(|activation| period > 0 && activation.wait_ns * 10 >= period);
+        for driven in self.cycle.as_ref().expect("set above").driven.clone() {
             if let Some(thread) = self.threads.get_mut(&driven) {
                 let Thread {
                     cycle_judge,
                     current,
                     ..
                 } = thread;
-                cycle_judge.marker(time, period, overran, current.as_mut());
+                cycle_judge.marker(
+                    time,
+                    period,
+                    overran,
+                    current.as_mut(),
+                    cycle_delay.as_ref(),
+                );
             }
         }
     }
