@@ -174,13 +174,11 @@ impl PayloadDecoder {
             })? as u16;
         if let Some((marker_id, pid_slot)) = self.cycle_marker {
             if marker_id == id {
-                let tid = pid_slot
-                    .integer(payload)
-                    .ok_or(DecodeError::ShortPayload {
-                        id,
-                        field: "common_pid",
-                        length: payload.len(),
-                    })? as i32;
+                let tid = pid_slot.integer(payload).ok_or(DecodeError::ShortPayload {
+                    id,
+                    field: "common_pid",
+                    length: payload.len(),
+                })? as i32;
                 emit(Event {
                     timestamp_ns,
                     cpu,

@@ -56,8 +56,7 @@ pub(crate) enum Backend {
 impl Backend {
     /// Starts the chosen recorder for `threads` (tid → tgid) of processes `processes`; with
     /// `Auto`, also the reason BPF was not used.
-    /// With a `cycle_marker`, only the tracefs recorder records it (`--recorder bpf` is an
-    /// error; `Auto` takes tracefs and says why).
+    /// With a `cycle_marker`, both record it (BPF: a uprobe program; tracefs: a uprobe event).
     pub(crate) fn start(
         choice: RecorderChoice,
         ring_kb_per_cpu: u32,
@@ -65,30 +64,13 @@ impl Backend {
         processes: &[u32],
         cycle_marker: Option<&CycleMarker>,
     ) -> Result<(Backend, Option<String>), RecordError> {
-        if let Some(marker) = cycle_marker {
-            return match choice {
-                RecorderChoice::Bpf => Err(RecordError::Record(format!(
-                    "--cycle-marker {}: the BPF recorder does not record cycle markers; use --recorder tracefs (or auto)",
-                    marker.spec
-                ))),
-                RecorderChoice::Tracefs => {
-                    Ok((Self::tracefs(ring_kb_per_cpu, threads, Some(marker))?, None))
-                }
-                RecorderChoice::Auto => Ok((
-                    Self::tracefs(ring_kb_per_cpu, threads, Some(marker))?,
-                    Some(format!(
-                        "--cycle-marker {} is recorded by the tracefs recorder only",
-                        marker.spec
-                    )),
-                )),
-            };
-        }
         let bpf = || -> Result<Backend, RecordError> {
             let n_cpus = rtlab_sys::cpu::online_cpus()
                 .map(|cpus| cpus.len())
                 .unwrap_or(1);
             let ring_bytes = ring_kb_per_cpu as usize * 1024 * n_cpus;
-            let recorder = AppBpfRecorder::start(ring_bytes)?;
+            let probe = cycle_marker.map(|marker| (marker.binary.as_path(), marker.offset));
+            let recorder = AppBpfRecorder::start(ring_bytes, probe)?;
             let mut backend = Backend::Bpf {
                 recorder: Box::new(recorder),
                 lost_before: 0,
@@ -99,11 +81,13 @@ impl Backend {
         };
         match choice {
             RecorderChoice::Bpf => Ok((bpf()?, None)),
-            RecorderChoice::Tracefs => Ok((Self::tracefs(ring_kb_per_cpu, threads, None)?, None)),
+            RecorderChoice::Tracefs => {
+                Ok((Self::tracefs(ring_kb_per_cpu, threads, cycle_marker)?, None))
+            }
             RecorderChoice::Auto => match bpf() {
                 Ok(backend) => Ok((backend, None)),
                 Err(error) => Ok((
-                    Self::tracefs(ring_kb_per_cpu, threads, None)?,
+                    Self::tracefs(ring_kb_per_cpu, threads, cycle_marker)?,
                     Some(error.to_string()),
                 )),
             },

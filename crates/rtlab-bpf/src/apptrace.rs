@@ -143,6 +143,33 @@ pub struct AppCounters {
     pub lost: u64,
 }
 
+/// The program that records cycle markers, and the name its records are listed under.
+const CYCLE_MARKER_PROGRAM: &str = "apptrace_cycle_marker";
+pub const CYCLE_MARKER_RECORD: &str = "uprobe:cycle";
+
+/// Loads the cycle-marker program and attaches it at `offset` of `binary`, for every process.
+fn attach_cycle_marker(
+    ebpf: &mut Ebpf,
+    binary: &std::path::Path,
+    offset: u64,
+) -> Result<(), String> {
+    use aya::programs::uprobe::{UProbeAttachLocation, UProbeScope};
+    let handle: &mut aya::programs::UProbe = ebpf
+        .program_mut(CYCLE_MARKER_PROGRAM)
+        .ok_or_else(|| "not in the object".to_owned())?
+        .try_into()
+        .map_err(|error: aya::programs::ProgramError| chain(&error))?;
+    handle.load().map_err(|error| chain(&error))?;
+    handle
+        .attach(
+            UProbeAttachLocation::AbsoluteOffset(offset),
+            binary,
+            UProbeScope::AllProcesses,
+        )
+        .map_err(|error| chain(&error))?;
+    Ok(())
+}
+
 /// The loaded and attached application-trace programs. Dropping it detaches everything.
 pub struct AppBpfRecorder {
     events: RingBuf<MapData>,
@@ -167,7 +194,14 @@ impl std::fmt::Debug for AppBpfRecorder {
 impl AppBpfRecorder {
     /// Loads and attaches the programs with a ring buffer of at least `ring_bytes` (rounded up to
     /// a power of two, at least 1 MiB); user space is woken once a quarter of it is waiting.
-    pub fn start(ring_bytes: usize) -> Result<AppBpfRecorder, BpfError> {
+    ///
+    /// With `cycle_marker` (an ELF file and a function's file offset in it), a uprobe there
+    /// records a cycle marker at each call, in every process mapping the file (detached with
+    /// the rest: the kernel drops a uprobe made through perf_event_open with its last fd).
+    pub fn start(
+        ring_bytes: usize,
+        cycle_marker: Option<(&std::path::Path, u64)>,
+    ) -> Result<AppBpfRecorder, BpfError> {
         let futex_nr = FUTEX_NR.ok_or_else(|| {
             BpfError::Load("the application-trace programs read x86-64 registers".into())
         })?;
@@ -199,6 +233,14 @@ impl AppBpfRecorder {
                 // An x86 vector this kernel lacks.
                 Err(_) => {}
             }
+        }
+        if let Some((binary, offset)) = cycle_marker {
+            attach_cycle_marker(&mut ebpf, binary, offset).map_err(|reason| BpfError::Program {
+                program: CYCLE_MARKER_PROGRAM,
+                tracepoint: "uprobe",
+                reason,
+            })?;
+            enabled.push(CYCLE_MARKER_RECORD.to_owned());
         }
         let take = |ebpf: &mut Ebpf, name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| missing_map(name))

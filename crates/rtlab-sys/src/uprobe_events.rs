@@ -39,7 +39,10 @@ pub fn add(
     offset: u64,
 ) -> io::Result<()> {
     let binary = binary.to_str().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "a probed file's path must be UTF-8")
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a probed file's path must be UTF-8",
+        )
     })?;
     if binary.contains(char::is_whitespace) {
         return Err(io::Error::new(
@@ -47,7 +50,10 @@ pub fn add(
             format!("{binary}: a probed file's path cannot hold spaces (uprobe_events syntax)"),
         ));
     }
-    append(tracefs_root, &format!("p:{group}/{event} {binary}:{offset:#x}"))
+    append(
+        tracefs_root,
+        &format!("p:{group}/{event} {binary}:{offset:#x}"),
+    )
 }
 
 /// Removes the probe `group/event` (it must be disabled in every instance first).

@@ -255,7 +255,10 @@ mod tests {
 
     #[test]
     fn bad_specs_name_what_is_wrong() {
-        assert!(matches!(resolve("nocolon"), Err(CycleMarkerError::Syntax(_))));
+        assert!(matches!(
+            resolve("nocolon"),
+            Err(CycleMarkerError::Syntax(_))
+        ));
         assert!(matches!(resolve(":main"), Err(CycleMarkerError::Syntax(_))));
         let missing = resolve("/no/such/file:main").unwrap_err().to_string();
         assert!(missing.contains("/no/such/file"), "{missing}");
@@ -284,11 +287,8 @@ mod tests {
         }
         let marker = resolve(JACK_PRESET).unwrap();
         assert_eq!(marker.symbol, JACK_SYMBOL);
-        let by_plain_name = resolve(&format!(
-            "{}:Jack::JackEngine::Process",
-            library.display()
-        ))
-        .unwrap();
+        let by_plain_name =
+            resolve(&format!("{}:Jack::JackEngine::Process", library.display())).unwrap();
         assert_eq!(by_plain_name.offset, marker.offset);
     }
 }

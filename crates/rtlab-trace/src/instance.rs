@@ -59,12 +59,7 @@ impl InstanceBuilder {
     /// Adds the user-space probe `rtlab_<pid>/<event>` at `offset` in the ELF file `binary`
     /// (`uprobe_events`, global: removed again when the instance goes, and by the next rtlab
     /// after a SIGKILL) and records it, in this instance only.
-    pub fn uprobe(
-        mut self,
-        event: &str,
-        binary: &std::path::Path,
-        offset: u64,
-    ) -> InstanceBuilder {
+    pub fn uprobe(mut self, event: &str, binary: &std::path::Path, offset: u64) -> InstanceBuilder {
         self.uprobes
             .push((event.to_owned(), binary.to_path_buf(), offset));
         let group = rtlab_sys::uprobe_events::own_group();

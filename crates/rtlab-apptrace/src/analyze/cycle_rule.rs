@@ -245,11 +245,20 @@ mod tests {
         assert_eq!(judge.marker(0, PERIOD, false, None, None), 0);
         judge.activated(&mut activation);
         // Still running one period on: the first failing cycle counts.
-        assert_eq!(judge.marker(PERIOD, PERIOD, false, Some(&mut activation), None), 1);
+        assert_eq!(
+            judge.marker(PERIOD, PERIOD, false, Some(&mut activation), None),
+            1
+        );
         // Two periods after the last switch: the program switches without counting.
-        assert_eq!(judge.marker(2 * PERIOD, PERIOD, false, Some(&mut activation), None), 0);
+        assert_eq!(
+            judge.marker(2 * PERIOD, PERIOD, false, Some(&mut activation), None),
+            0
+        );
         // Still unfinished a period after that switch: counted again.
-        assert_eq!(judge.marker(3 * PERIOD, PERIOD, false, Some(&mut activation), None), 1);
+        assert_eq!(
+            judge.marker(3 * PERIOD, PERIOD, false, Some(&mut activation), None),
+            1
+        );
         assert_eq!(activation.cycle_deadlines, 2);
         judge.completed(&activation);
         // Finished: a switch, nothing counted; then a cycle with no activation is a missed period.

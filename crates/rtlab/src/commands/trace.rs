@@ -53,7 +53,7 @@ pub struct RecordArgs {
     pub recorder: String,
     /// Also record the program's own cycle starts: `jack` (libjackserver's
     /// Jack::JackEngine::Process), or PATH:SYMBOL (an ELF function, mangled or not); `trace
-    /// analyze` then judges deadlines by them (tracefs recorder only)
+    /// analyze` then judges deadlines by them
     #[arg(long, value_name = "SPEC")]
     pub cycle_marker: Option<String>,
     /// The rtlab trace file to write (appears only when the recording ends)
@@ -96,27 +96,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `--cycle-marker SPEC` resolved to its probe (exit 2 naming what is wrong); with `--recorder
-/// bpf` an error, since only the tracefs recorder records cycle markers.
+/// `--cycle-marker SPEC` resolved to its probe (exit 2 naming what is wrong).
 pub(crate) fn cycle_marker_flag(
     spec: Option<&str>,
-    recorder: &str,
 ) -> anyhow::Result<Option<rtlab_trace::cycle_marker::CycleMarker>> {
     let Some(spec) = spec else {
         return Ok(None);
     };
-    if recorder == "bpf" {
-        return Err(crate::exit::input(format!(
-            "--cycle-marker {spec}: the BPF recorder does not record cycle markers; use --recorder tracefs or auto"
-        )));
-    }
     rtlab_trace::cycle_marker::resolve(spec)
         .map(Some)
         .map_err(crate::exit::input)
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let cycle_marker = cycle_marker_flag(args.cycle_marker.as_deref(), &args.recorder)?;
+    let cycle_marker = cycle_marker_flag(args.cycle_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
@@ -194,11 +187,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .commit(&[])
         .with_context(|| format!("writing {}", args.output.display()))?;
     if let Some(reason) = &summary.bpf_unavailable {
-        if cycle_marker.is_some() {
-            eprintln!("rtlab: recorded through tracefs: {reason}");
-        } else {
-            eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
-        }
+        eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
     }
     if let Some(marker) = &cycle_marker {
         eprintln!(

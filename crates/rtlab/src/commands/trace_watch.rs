@@ -48,7 +48,7 @@ pub struct WatchArgs {
     #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
     pub recorder: String,
     /// Judge deadlines by the program's own cycle starts: `jack` or PATH:SYMBOL (see `trace
-    /// record --cycle-marker`; tracefs recorder only)
+    /// record --cycle-marker`)
     #[arg(long, value_name = "SPEC")]
     pub cycle_marker: Option<String>,
     /// Start this command and watch it (after `--`)
@@ -355,8 +355,7 @@ fn comm_running(name: &str) -> bool {
 }
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let cycle_marker =
-        super::trace::cycle_marker_flag(args.cycle_marker.as_deref(), &args.recorder)?;
+    let cycle_marker = super::trace::cycle_marker_flag(args.cycle_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
