@@ -28,6 +28,8 @@ use std::collections::VecDeque;
 const INTERVALS_KEPT: usize = 64;
 /// Intervals needed before the rules are applied (the period must be known).
 const INTERVALS_NEEDED: usize = 8;
+/// Clocks followed at most (threads hitting cycle markers: one per program's cycle).
+pub(crate) const CLOCKS_KEPT: usize = 8;
 /// Threads judged by the markers at most (those the marker's thread wakes, first come).
 pub(crate) const DRIVEN_KEPT: usize = 64;
 /// A program keeping its period in whole microseconds compares with up to this much less.

@@ -209,7 +209,7 @@ impl Analyzer {
             let judged_by = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS);
             // A thread the program's cycle drives (its usual waker hits the cycle markers) is
             // judged by the markers: the program's own deadline (cycle_rule.rs).
-            let by_markers = self.cycle.as_ref().filter(|clock| {
+            let by_markers = self.cycles.iter().find(|clock| {
                 clock.period_ns > 0
                     && clock.driven.contains(&tid)
                     && dominant.map(|(waker, _)| waker) == Some(clock.tid)
@@ -429,17 +429,29 @@ impl Analyzer {
             late_activations: late,
             late_activations_total: late_total,
             missed_periods_total: missed_total,
-            deadline_source: if self.cycle.is_some() {
-                DeadlineSource::CycleMarker
-            } else {
+            deadline_source: if self.cycles.is_empty() {
                 DeadlineSource::Inferred
+            } else {
+                DeadlineSource::CycleMarker
             },
-            cycle_markers: self.cycle.as_ref().map(|clock| CycleMarkers {
-                n_markers: clock.n_markers,
-                thread: self.thread_ref(clock.tid),
-                period_ns: (clock.period_ns > 0).then_some(clock.period_ns),
-                overruns: clock.overruns,
-            }),
+            // The clock that drives the recorded program's threads, else the busiest.
+            cycle_markers: self
+                .cycles
+                .iter()
+                .max_by_key(|clock| {
+                    let drives_target = clock.driven.iter().any(|tid| {
+                        self.threads
+                            .get(tid)
+                            .is_some_and(|thread| thread.tgid.is_some())
+                    });
+                    (drives_target, clock.n_markers)
+                })
+                .map(|clock| CycleMarkers {
+                    n_markers: clock.n_markers,
+                    thread: self.thread_ref(clock.tid),
+                    period_ns: (clock.period_ns > 0).then_some(clock.period_ns),
+                    overruns: clock.overruns,
+                }),
             warnings,
         };
         (report, self.timeline.take())

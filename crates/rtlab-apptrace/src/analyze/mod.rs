@@ -399,8 +399,9 @@ pub struct Analyzer {
     /// The recorder kept only the switches around the target (see `declare_switches_filtered`).
     pub(crate) switches_filtered: bool,
     pub(crate) saw_waking: bool,
-    /// The program's clock, when the trace has cycle markers (`cycle_rule.rs`).
-    pub(crate) cycle: Option<cycle_rule::CycleClock>,
+    /// The programs' clocks, one per thread that hit cycle markers (`cycle_rule.rs`; two JACK
+    /// servers on one machine are two clocks), at most [`cycle_rule::CLOCKS_KEPT`].
+    pub(crate) cycles: Vec<cycle_rule::CycleClock>,
 }
 
 impl Analyzer {
@@ -422,7 +423,7 @@ impl Analyzer {
             futex_recorded: false,
             switches_filtered: false,
             saw_waking: false,
-            cycle: None,
+            cycles: Vec::new(),
         }
     }
 
@@ -555,11 +556,12 @@ impl Analyzer {
                 next_tid,
                 next_prio,
             } => {
-                if let Some(clock) = &mut self.cycle {
-                    // The clock's thread slept (or waited): it did not begin its next cycle
-                    // at once.
-                    if prev_tid == clock.tid && prev_state & 0xff != 0 {
-                        clock.blocked_since_marker = true;
+                // A clock's thread slept (or waited): it did not begin its next cycle at once.
+                if prev_state & 0xff != 0 {
+                    for clock in &mut self.cycles {
+                        if prev_tid == clock.tid {
+                            clock.blocked_since_marker = true;
+                        }
                     }
                 }
                 self.switch(
@@ -1245,19 +1247,29 @@ impl Analyzer {
             gap_irq_source: gap_irq.1,
             ..Activation::default()
         });
-        if let Some(clock) = &mut self.cycle {
-            if clock.woke(waker, tid) || clock.driven.contains(&tid) {
-                let thread = self.threads.get_mut(&tid).expect("just woken");
-                if let Some(activation) = &mut thread.current {
-                    thread.cycle_judge.activated(activation);
-                }
+        let driven = self
+            .cycles
+            .iter_mut()
+            .any(|clock| clock.woke(waker, tid) || clock.driven.contains(&tid));
+        if driven {
+            let thread = self.threads.get_mut(&tid).expect("just woken");
+            if let Some(activation) = &mut thread.current {
+                thread.cycle_judge.activated(activation);
             }
         }
     }
 
     /// The program began a cycle (a cycle marker of `tid`): each thread it drives is judged.
     fn cycle_marker(&mut self, time: u64, tid: i32) {
-        let clock = self.cycle.get_or_insert_with(Default::default);
+        let index = match self.cycles.iter().position(|clock| clock.tid == tid) {
+            Some(index) => index,
+            None if self.cycles.len() < cycle_rule::CLOCKS_KEPT => {
+                self.cycles.push(cycle_rule::CycleClock::default());
+                self.cycles.len() - 1
+            }
+            None => return,
+        };
+        let clock = &mut self.cycles[index];
         let overran = clock.marker(time, tid);
         let period = clock.period_ns;
         // The cycle came late when its thread waited for a CPU a tenth of a period or more.
@@ -1266,7 +1278,7 @@ impl Analyzer {
             .get(&tid)
             .and_then(|thread| thread.current)
             .filter(|activation| period > 0 && activation.wait_ns * 10 >= period);
-        for driven in self.cycle.as_ref().expect("set above").driven.clone() {
+        for driven in self.cycles[index].driven.clone() {
             if let Some(thread) = self.threads.get_mut(&driven) {
                 let Thread {
                     cycle_judge,
