@@ -37,6 +37,7 @@
 //! | 17 | other thread's policy | task | policy (u32), RT priority or nice |
 //! | 18 | CPU time so far | task | ns (u64) |
 //! | 19 | cycle marker | the thread that began the cycle | — |
+//! | 20 | work done | the thread that finished its cycle's work | — |
 //!
 //! Size: 32 bytes a record before compression; scheduler traces deflate (fastest level) to 5.5–8.6
 //! bytes a record here, 6–9 MB per million events (figures in BENCHMARKS.md).
@@ -221,6 +222,7 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
             (17, tid)
         }
         EventKind::CycleMarker { tid } => (19, tid),
+        EventKind::WorkDone { tid } => (20, tid),
     };
     record[10] = kind;
     record[12..16].copy_from_slice(&tid.to_le_bytes());
@@ -315,6 +317,7 @@ pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
             runtime_ns: long(),
         },
         19 => EventKind::CycleMarker { tid },
+        20 => EventKind::WorkDone { tid },
         other => return Err(format!("unknown record kind {other}")),
     };
     Ok(Event {

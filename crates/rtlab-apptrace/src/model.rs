@@ -145,6 +145,11 @@ pub enum EventKind {
     CycleMarker {
         tid: i32,
     },
+    /// Thread `tid` finished its cycle's work (`trace record --work-done-marker`: a probe on the
+    /// return of the function that does it, e.g. a JACK client's process callback).
+    WorkDone {
+        tid: i32,
+    },
 }
 
 /// One event with its time (ns, the trace's clock) and CPU.

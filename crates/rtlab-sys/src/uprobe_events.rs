@@ -29,14 +29,16 @@ fn append(tracefs_root: &Path, line: &str) -> io::Result<()> {
         .map_err(|error| io::Error::new(error.kind(), format!("{}: {error}", path.display())))
 }
 
-/// Adds the entry probe `group/event` at `offset` (a file offset) in the ELF file `binary`.
-/// The event then appears as `events/<group>/<event>` in tracefs and every instance, disabled.
+/// Adds the probe `group/event` at `offset` (a file offset) in the ELF file `binary`: at the
+/// function's entry, or when it returns (`at_return`). The event then appears as
+/// `events/<group>/<event>` in tracefs and every instance, disabled.
 pub fn add(
     tracefs_root: &Path,
     group: &str,
     event: &str,
     binary: &Path,
     offset: u64,
+    at_return: bool,
 ) -> io::Result<()> {
     let binary = binary.to_str().ok_or_else(|| {
         io::Error::new(
@@ -50,9 +52,10 @@ pub fn add(
             format!("{binary}: a probed file's path cannot hold spaces (uprobe_events syntax)"),
         ));
     }
+    let kind = if at_return { 'r' } else { 'p' };
     append(
         tracefs_root,
-        &format!("p:{group}/{event} {binary}:{offset:#x}"),
+        &format!("{kind}:{group}/{event} {binary}:{offset:#x}"),
     )
 }
 
@@ -104,6 +107,10 @@ mod tests {
         assert_eq!(
             probe_owner("p:rtlab_123/cycle /usr/lib/libjackserver.so.0:0x0000000000058340"),
             Some((123, "rtlab_123/cycle"))
+        );
+        assert_eq!(
+            probe_owner("r:rtlab_9/done0 /bin/client:0x1860"),
+            Some((9, "rtlab_9/done0"))
         );
         assert_eq!(probe_owner("p:uprobes/p_bash_0x4 /bin/bash:0x4"), None);
         assert_eq!(probe_owner("p:rtlab_x/cycle /bin/a:0x4"), None);

@@ -13,13 +13,20 @@ use object::{Object, ObjectSegment, ObjectSymbol};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// The event name of the probe inside rtlab's group (`rtlab_<pid>/cycle`).
+/// The event names of the probes inside rtlab's group, with the function's index after them
+/// (`rtlab_<pid>/cycle0`, `rtlab_<pid>/done0`).
 pub const CYCLE_MARKER_EVENT: &str = "cycle";
+pub const WORK_DONE_EVENT: &str = "done";
 
 /// The preset for JACK: the engine's cycle start in libjackserver.
 pub const JACK_PRESET: &str = "jack";
-/// `Jack::JackEngine::Process(unsigned long, unsigned long)`, mangled.
-const JACK_SYMBOL: &str = "_ZN4Jack10JackEngine7ProcessEmm";
+/// Where JACK's engine, each cycle, has judged whether the last cycle's work finished and resets
+/// the graph for the next (`Jack::JackEngine::ProcessNext` when it moves on,
+/// `ProcessCurrent` when it waits), mangled.
+const JACK_SYMBOLS: &[&str] = &[
+    "_ZN4Jack10JackEngine11ProcessNextEm",
+    "_ZN4Jack10JackEngine14ProcessCurrentEm",
+];
 /// Where Debian and Ubuntu install libjackserver when no running jackd says otherwise.
 const JACK_LIBRARY_PATHS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu/libjackserver.so.0",
@@ -28,46 +35,43 @@ const JACK_LIBRARY_PATHS: &[&str] = &[
     "/usr/lib64/libjackserver.so.0",
 ];
 
-/// A resolved cycle marker: where the probe goes.
+/// A resolved marker: where its probes go (one per function named).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CycleMarker {
-    /// What the user asked for (`jack`, `PATH:SYMBOL`).
+    /// What the user asked for (`jack`, `PATH:SYMBOL[,SYMBOL…]`).
     pub spec: String,
     pub binary: PathBuf,
-    /// The symbol as found in the file (mangled).
-    pub symbol: String,
-    /// The symbol's file offset (what `uprobe_events` takes).
-    pub offset: u64,
+    /// Each function: the symbol as found in the file (mangled) and its file offset (what
+    /// `uprobe_events` takes).
+    pub points: Vec<(String, u64)>,
+    /// The probe fires when the function returns (a work-done marker), not at its entry.
+    pub at_return: bool,
 }
 
 impl CycleMarker {
-    /// `SYMBOL in PATH (+0xOFFSET)`, for summaries.
+    /// `SYMBOL, SYMBOL in PATH`, for summaries.
     pub fn describe(&self) -> String {
-        format!(
-            "{} in {} (file offset {:#x})",
-            self.symbol,
-            self.binary.display(),
-            self.offset
-        )
+        let symbols: Vec<&str> = self.points.iter().map(|(name, _)| name.as_str()).collect();
+        format!("{} in {}", symbols.join(", "), self.binary.display())
     }
 }
 
 /// Why a SPEC cannot be probed; each message names the SPEC's part at fault.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CycleMarkerError {
-    #[error("--cycle-marker {0:?}: expected PATH:SYMBOL or the preset 'jack'")]
+    #[error("marker {0:?}: expected PATH:SYMBOL (cycle markers also take the preset 'jack')")]
     Syntax(String),
-    #[error("--cycle-marker: {path}: {message}")]
+    #[error("marker: {path}: {message}")]
     File { path: String, message: String },
-    #[error("--cycle-marker: {path} has no function symbol {symbol:?}")]
+    #[error("marker: {path} has no function symbol {symbol:?}")]
     NoSymbol { path: String, symbol: String },
-    #[error("--cycle-marker: {path}: {symbol:?} matches several functions ({candidates}); give the mangled name")]
+    #[error("marker: {path}: {symbol:?} matches several functions ({candidates}); give the mangled name")]
     Ambiguous {
         path: String,
         symbol: String,
         candidates: String,
     },
-    #[error("--cycle-marker: {path}: symbol {symbol:?} at {address:#x} is in no loadable segment")]
+    #[error("marker: {path}: symbol {symbol:?} at {address:#x} is in no loadable segment")]
     NotLoaded {
         path: String,
         symbol: String,
@@ -75,24 +79,68 @@ pub enum CycleMarkerError {
     },
 }
 
-/// Resolves a SPEC: `jack`, or `PATH:SYMBOL` (the first `:` ends the path).
+/// Resolves a cycle-start SPEC: `jack`, or `PATH:SYMBOL[,SYMBOL…]` (the first `:` ends the
+/// path; several functions when the cycle begins in any of them).
 pub fn resolve(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
-    let (binary, symbol) = if spec == JACK_PRESET {
-        (jack_library(), JACK_SYMBOL.to_owned())
-    } else {
-        let (path, symbol) = spec
-            .split_once(':')
-            .filter(|(path, symbol)| !path.is_empty() && !symbol.is_empty())
-            .ok_or_else(|| CycleMarkerError::Syntax(spec.to_owned()))?;
-        (PathBuf::from(path), symbol.to_owned())
-    };
-    let (symbol, offset) = symbol_file_offset(&binary, &symbol)?;
+    if spec == JACK_PRESET {
+        let binary = jack_library();
+        let points = JACK_SYMBOLS
+            .iter()
+            .map(|symbol| symbol_file_offset(&binary, symbol))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(CycleMarker {
+            spec: spec.to_owned(),
+            binary,
+            points,
+            at_return: false,
+        });
+    }
+    resolve_path_spec(spec, false)
+}
+
+/// Resolves a work-done SPEC, `PATH:SYMBOL[,SYMBOL…]`: the functions whose return marks that
+/// the calling thread finished its cycle's work (a JACK client's process callback).
+pub fn resolve_work_done(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
+    resolve_path_spec(spec, true)
+}
+
+fn resolve_path_spec(spec: &str, at_return: bool) -> Result<CycleMarker, CycleMarkerError> {
+    let (path, symbols) = spec
+        .split_once(':')
+        .filter(|(path, symbols)| !path.is_empty() && !symbols.is_empty())
+        .ok_or_else(|| CycleMarkerError::Syntax(spec.to_owned()))?;
+    let binary = PathBuf::from(path);
+    let points = split_symbols(symbols)
+        .iter()
+        .map(|symbol| symbol_file_offset(&binary, symbol))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(CycleMarker {
         spec: spec.to_owned(),
         binary,
-        symbol,
-        offset,
+        points,
+        at_return,
     })
+}
+
+/// `a,b` → [a, b], but not inside a C++ argument list (`f(int, int)`).
+fn split_symbols(symbols: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut depth = 0;
+    let mut current = String::new();
+    for character in symbols.chars() {
+        match character {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut current).trim().to_owned());
+                continue;
+            }
+            _ => {}
+        }
+        current.push(character);
+    }
+    parts.push(current.trim().to_owned());
+    parts
 }
 
 /// libjackserver as a running jackd maps it (the first found in /proc/PID/maps of a process
@@ -251,6 +299,7 @@ mod tests {
             ["Jack", "JackEngine", "Process"]
         );
         assert_eq!(plain_name_parts("main"), None);
+        assert_eq!(split_symbols("a, b(int, int),c"), ["a", "b(int, int)", "c"]);
     }
 
     #[test]
@@ -286,9 +335,13 @@ mod tests {
             return;
         }
         let marker = resolve(JACK_PRESET).unwrap();
-        assert_eq!(marker.symbol, JACK_SYMBOL);
-        let by_plain_name =
-            resolve(&format!("{}:Jack::JackEngine::Process", library.display())).unwrap();
-        assert_eq!(by_plain_name.offset, marker.offset);
+        assert_eq!(marker.points.len(), 2);
+        assert_eq!(marker.points[0].0, JACK_SYMBOLS[0]);
+        let by_plain_name = resolve(&format!(
+            "{}:Jack::JackEngine::ProcessNext,Jack::JackEngine::ProcessCurrent(unsigned long)",
+            library.display()
+        ))
+        .unwrap();
+        assert_eq!(by_plain_name.points, marker.points);
     }
 }

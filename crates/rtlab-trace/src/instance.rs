@@ -38,8 +38,9 @@ pub struct InstanceBuilder {
     buffer_size_kb: usize,
     only_cpus: Vec<usize>,
     events: Vec<EventRequest>,
-    /// User-space probes to add (in rtlab's own group) and record: (event, file, file offset).
-    uprobes: Vec<(String, std::path::PathBuf, u64)>,
+    /// User-space probes to add (in rtlab's own group) and record: (event, file, file offset,
+    /// at the function's return).
+    uprobes: Vec<(String, std::path::PathBuf, u64, bool)>,
 }
 
 impl InstanceBuilder {
@@ -59,9 +60,15 @@ impl InstanceBuilder {
     /// Adds the user-space probe `rtlab_<pid>/<event>` at `offset` in the ELF file `binary`
     /// (`uprobe_events`, global: removed again when the instance goes, and by the next rtlab
     /// after a SIGKILL) and records it, in this instance only.
-    pub fn uprobe(mut self, event: &str, binary: &std::path::Path, offset: u64) -> InstanceBuilder {
+    pub fn uprobe(
+        mut self,
+        event: &str,
+        binary: &std::path::Path,
+        offset: u64,
+        at_return: bool,
+    ) -> InstanceBuilder {
         self.uprobes
-            .push((event.to_owned(), binary.to_path_buf(), offset));
+            .push((event.to_owned(), binary.to_path_buf(), offset, at_return));
         let group = rtlab_sys::uprobe_events::own_group();
         self.request(&group, event, true, true, None)
     }
@@ -129,8 +136,14 @@ impl InstanceBuilder {
         // Added before the instance exists, so that on an error below the instance (declared
         // later) is removed first and the probe, no longer enabled anywhere, after it.
         let mut uprobes = Vec::new();
-        for (event, binary, offset) in &self.uprobes {
-            uprobes.push(UprobeGuard::add(tracefs.root(), event, binary, *offset)?);
+        for (event, binary, offset, at_return) in &self.uprobes {
+            uprobes.push(UprobeGuard::add(
+                tracefs.root(),
+                event,
+                binary,
+                *offset,
+                *at_return,
+            )?);
         }
         let name = match &self.name_suffix {
             None => format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id()),
@@ -237,9 +250,10 @@ impl UprobeGuard {
         event: &str,
         binary: &std::path::Path,
         offset: u64,
+        at_return: bool,
     ) -> Result<UprobeGuard, TraceError> {
         let group = rtlab_sys::uprobe_events::own_group();
-        rtlab_sys::uprobe_events::add(root, &group, event, binary, offset)?;
+        rtlab_sys::uprobe_events::add(root, &group, event, binary, offset, at_return)?;
         Ok(UprobeGuard {
             root: root.to_path_buf(),
             group,

@@ -196,14 +196,21 @@ fn late_activations_match_jack_through(recorder: &str, rule: Rule) {
             "-o",
             trace.to_str().unwrap(),
         ];
+        // JACK's engine's cycle start, and the client's process callback's return (the client
+        // finishes one cycle's work and goes on with the next without blocking after a burst).
+        let work_done = format!("{}:process", common::jack::binaries().client.display());
         if rule == Rule::CycleMarker {
-            arguments.extend(["--cycle-marker", "jack"]);
+            arguments.extend(["--cycle-marker", "jack", "--work-done-marker", &work_done]);
         }
         let output = sandbox.run_expecting(0, arguments);
         if rule == Rule::CycleMarker {
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(
-                stderr.contains("cycle markers at _ZN4Jack10JackEngine7ProcessEmm"),
+                stderr.contains("cycle markers at _ZN4Jack10JackEngine11ProcessNextEm"),
+                "{stderr}"
+            );
+            assert!(
+                stderr.contains("work-done markers at the return of process"),
                 "{stderr}"
             );
         }
@@ -330,6 +337,19 @@ fn bad_cycle_markers_are_input_errors_naming_them() {
         "no function symbol \"no_such_function_here\"",
     );
     common::assert_input_error(&record("jack-without-a-symbol", "bpf"), "PATH:SYMBOL");
+    let output = sandbox.run([
+        "trace",
+        "record",
+        "--pid",
+        "1",
+        "--cycle-marker",
+        "jack",
+        "--work-done-marker",
+        &format!("{exe}:no_such_callback"),
+        "-o",
+        sandbox.file("never.rtlt").to_str().unwrap(),
+    ]);
+    common::assert_input_error(&output, "--work-done-marker: marker:");
     assert!(!sandbox.file("never.rtlt").exists());
 }
 

@@ -9,7 +9,10 @@
 //! `JackTimedDriver::ProcessWait`):
 //!
 //! - the thread is *unfinished* when it is still in an activation (woken, not yet blocked
-//!   again). A finished thread lets the program switch to the next cycle's work.
+//!   again), or, when the trace has its work-done markers (the return of the function that
+//!   does its cycle's work), when none came since the previous cycle start: a thread that
+//!   finishes one cycle's work and goes on at once with the next never blocks in between. A
+//!   finished thread lets the program switch to the next cycle's work.
 //! - an unfinished thread within two periods of the last switch is a missed deadline (JACK:
 //!   "client not finished", reported for the first failing cycle only); at two periods or more
 //!   the program switches to the next cycle's work anyway (JACK's timeout) without counting one.
@@ -118,6 +121,9 @@ pub(crate) struct CycleJudge {
     pending_delay: Option<Activation>,
     pub activated_since_marker: bool,
     seen_activation: bool,
+    /// The trace has its work-done markers: finished means one came since the last cycle start.
+    uses_work_done: bool,
+    done_since_marker: bool,
     /// Its late activations (misses charged), the first [`super::streaming::LATE_KEPT`].
     pub late: Vec<Activation>,
 }
@@ -137,7 +143,12 @@ impl CycleJudge {
         current: Option<&mut Activation>,
         cycle_delay: Option<&Activation>,
     ) -> u32 {
-        let unfinished = current.is_some();
+        let unfinished = if self.uses_work_done {
+            !self.done_since_marker
+        } else {
+            current.is_some()
+        };
+        self.done_since_marker = false;
         if self.seen_activation && !self.activated_since_marker {
             self.missed_periods += 1;
         }
@@ -172,6 +183,12 @@ impl CycleJudge {
             }
         }
         misses
+    }
+
+    /// It finished its cycle's work (a work-done marker).
+    pub(crate) fn work_done(&mut self) {
+        self.uses_work_done = true;
+        self.done_since_marker = true;
     }
 
     /// An activation starts: it takes the misses waiting for it.
@@ -273,5 +290,24 @@ mod tests {
         assert_eq!(next.cycle_deadlines, 1);
         assert_eq!(judge.deadlines_missed, 3);
         assert_eq!(judge.late.len(), 1);
+    }
+
+    #[test]
+    fn with_work_done_markers_finished_means_one_came_since_the_last_cycle_start() {
+        let mut judge = CycleJudge::default();
+        let mut activation = Activation::default();
+        judge.work_done();
+        assert_eq!(
+            judge.marker(0, PERIOD, false, Some(&mut activation), None),
+            0
+        );
+        // Running on without blocking, but its work was done: finished.
+        judge.work_done();
+        assert_eq!(
+            judge.marker(PERIOD, PERIOD, false, Some(&mut activation), None),
+            0
+        );
+        // No work done since: unfinished, though blocked.
+        assert_eq!(judge.marker(2 * PERIOD, PERIOD, false, None, None), 1);
     }
 }

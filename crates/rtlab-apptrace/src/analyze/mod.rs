@@ -569,6 +569,7 @@ impl Analyzer {
                 )
             }
             EventKind::CycleMarker { tid } => self.cycle_marker(time, tid),
+            EventKind::WorkDone { tid } => self.thread(tid).cycle_judge.work_done(),
             EventKind::Waking {
                 tid,
                 waker,

@@ -56,6 +56,11 @@ pub struct RecordArgs {
     /// analyze` then judges deadlines by them
     #[arg(long, value_name = "SPEC")]
     pub cycle_marker: Option<String>,
+    /// With --cycle-marker: PATH:SYMBOL[,SYMBOL…], the function whose return marks that the
+    /// calling thread finished its cycle's work (a JACK client's process callback): a thread
+    /// that goes on with the next cycle's work without blocking is then still judged exactly
+    #[arg(long, value_name = "SPEC", requires = "cycle_marker")]
+    pub work_done_marker: Option<String>,
     /// The rtlab trace file to write (appears only when the recording ends)
     #[arg(short = 'o', long)]
     pub output: PathBuf,
@@ -105,11 +110,24 @@ pub(crate) fn cycle_marker_flag(
     };
     rtlab_trace::cycle_marker::resolve(spec)
         .map(Some)
-        .map_err(crate::exit::input)
+        .map_err(|error| crate::exit::input(format!("--cycle-marker: {error}")))
+}
+
+/// `--work-done-marker SPEC` resolved to its probes (exit 2 naming what is wrong).
+pub(crate) fn work_done_marker_flag(
+    spec: Option<&str>,
+) -> anyhow::Result<Option<rtlab_trace::cycle_marker::CycleMarker>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    rtlab_trace::cycle_marker::resolve_work_done(spec)
+        .map(Some)
+        .map_err(|error| crate::exit::input(format!("--work-done-marker: {error}")))
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let cycle_marker = cycle_marker_flag(args.cycle_marker.as_deref())?;
+    let work_done_marker = work_done_marker_flag(args.work_done_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
@@ -137,6 +155,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             _ => RecorderChoice::Auto,
         },
         cycle_marker: cycle_marker.clone(),
+        work_done_marker: work_done_marker.clone(),
         ..RecordConfig::default()
     };
     let header = FileHeader {
@@ -193,6 +212,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "rtlab: {} cycle markers at {}",
             summary.cycle_markers,
+            marker.describe()
+        );
+    }
+    if let Some(marker) = &work_done_marker {
+        eprintln!(
+            "rtlab: {} work-done markers at the return of {}",
+            summary.work_done_markers,
             marker.describe()
         );
     }

@@ -51,6 +51,10 @@ pub struct WatchArgs {
     /// record --cycle-marker`)
     #[arg(long, value_name = "SPEC")]
     pub cycle_marker: Option<String>,
+    /// With --cycle-marker: where a thread's cycle work ends (see `trace record
+    /// --work-done-marker`)
+    #[arg(long, value_name = "SPEC", requires = "cycle_marker")]
+    pub work_done_marker: Option<String>,
     /// Start this command and watch it (after `--`)
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -257,14 +261,15 @@ pub(crate) fn watch_windows(
     duration: Option<Duration>,
     window_ns: u64,
     recorder: &str,
-    cycle_marker: Option<&rtlab_trace::cycle_marker::CycleMarker>,
+    markers: Markers<'_>,
     stop: &AtomicBool,
     mut window: impl FnMut(TraceReport),
 ) -> anyhow::Result<RecordSummary> {
     let config = RecordConfig {
         target: target.clone(),
         duration,
-        cycle_marker: cycle_marker.cloned(),
+        cycle_marker: markers.0.cloned(),
+        work_done_marker: markers.1.cloned(),
         recorder: match recorder {
             "bpf" => rtlab_apptrace::record::RecorderChoice::Bpf,
             "tracefs" => rtlab_apptrace::record::RecorderChoice::Tracefs,
@@ -305,6 +310,12 @@ pub(crate) fn watch_windows(
     Ok(summary)
 }
 
+/// The cycle marker and the work-done marker to record, if any.
+pub(crate) type Markers<'a> = (
+    Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
+    Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
+);
+
 /// Records `target` for `duration` and analyses it whole: `reserve --auto`'s observation.
 pub(crate) fn observe(
     target: &Target,
@@ -318,7 +329,7 @@ pub(crate) fn observe(
         Some(duration),
         u64::MAX,
         "auto",
-        cycle_marker,
+        (cycle_marker, None),
         stop,
         |report| whole = Some(report),
     )?;
@@ -356,6 +367,7 @@ fn comm_running(name: &str) -> bool {
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let cycle_marker = super::trace::cycle_marker_flag(args.cycle_marker.as_deref())?;
+    let work_done_marker = super::trace::work_done_marker_flag(args.work_done_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
@@ -426,7 +438,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             .map(|duration| Duration::from_nanos(duration.0)),
         DEFAULT_WINDOW_NS,
         &args.recorder,
-        cycle_marker.as_ref(),
+        (cycle_marker.as_ref(), work_done_marker.as_ref()),
         &record_stop,
         |report| {
             summary.see(&report);
