@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `rtlab trace analyze` against JACK's own xrun count (issue 26), ROUNDS rounds (default 6)
-# alternating the recorders (bpf, tracefs), each recording `--cycle-marker jack` (set
-# MARKER= to record without markers, judged by the inferred rule). One round: jackd (dummy
+# alternating the recorders (bpf, tracefs), each recording `--cycle-marker jack` and the
+# client's callback's return as its work-done marker (set MARKER= to record without markers,
+# judged by the inferred rule). One round: jackd (dummy
 # driver, 128 frames at 48 kHz), xrun_client at 30 % of each period logging every xrun (-x), the
 # issue's competitor (fifo_hog FIFO 95, 6 ms every 20 ms, bursts aligned on every CPU) 1.5 s
 # later, `rtlab trace record --pid CLIENT -D 10s`, then `rtlab trace analyze --json`. Prints one
@@ -20,7 +21,8 @@ source "$HERE/jack/harness.sh"
 for round in $(seq 1 "$ROUNDS"); do
   recorder=$([ $((round % 2)) = 1 ] && echo bpf || echo tracefs)
   start_cell 128:30:fifo-6ms 14 12 -A
-  "$RTLAB" trace record --recorder "$recorder" ${MARKER:+--cycle-marker "$MARKER"} \
+  "$RTLAB" trace record --recorder "$recorder" \
+    ${MARKER:+--cycle-marker "$MARKER" --work-done-marker "$BIN/xrun_client:process"} \
     --pid "$CLIENTPID" -D 10s -o "$OUT/$name.rtlt" 2>"$OUT/$name.record.err"
   end_cell
   "$RTLAB" trace analyze --json "$OUT/$name.json" "$OUT/$name.rtlt" >/dev/null

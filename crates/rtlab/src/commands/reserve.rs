@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 return Err(crate::exit::input("--auto needs --comm NAME or --pid PID"))
             }
         };
-        let cycle_marker = super::trace::cycle_marker_flag(args.cycle_marker.as_deref())?;
+        let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
         return super::reserve_auto::run(super::reserve_auto::AutoArgs {
             target,
             observe: args.observe,

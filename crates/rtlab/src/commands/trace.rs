@@ -101,33 +101,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `--cycle-marker SPEC` resolved to its probe (exit 2 naming what is wrong).
-pub(crate) fn cycle_marker_flag(
-    spec: Option<&str>,
-) -> anyhow::Result<Option<rtlab_trace::cycle_marker::CycleMarker>> {
-    let Some(spec) = spec else {
-        return Ok(None);
-    };
-    rtlab_trace::cycle_marker::resolve(spec)
-        .map(Some)
-        .map_err(|error| crate::exit::input(format!("--cycle-marker: {error}")))
-}
-
-/// `--work-done-marker SPEC` resolved to its probes (exit 2 naming what is wrong).
-pub(crate) fn work_done_marker_flag(
-    spec: Option<&str>,
-) -> anyhow::Result<Option<rtlab_trace::cycle_marker::CycleMarker>> {
-    let Some(spec) = spec else {
-        return Ok(None);
-    };
-    rtlab_trace::cycle_marker::resolve_work_done(spec)
-        .map(Some)
-        .map_err(|error| crate::exit::input(format!("--work-done-marker: {error}")))
-}
-
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let cycle_marker = cycle_marker_flag(args.cycle_marker.as_deref())?;
-    let work_done_marker = work_done_marker_flag(args.work_done_marker.as_deref())?;
+    let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
+    let work_done_marker =
+        super::trace_markers::work_done_marker_flag(args.work_done_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),

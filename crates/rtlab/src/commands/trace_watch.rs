@@ -366,8 +366,9 @@ fn comm_running(name: &str) -> bool {
 }
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
-    let cycle_marker = super::trace::cycle_marker_flag(args.cycle_marker.as_deref())?;
-    let work_done_marker = super::trace::work_done_marker_flag(args.work_done_marker.as_deref())?;
+    let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
+    let work_done_marker =
+        super::trace_markers::work_done_marker_flag(args.work_done_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
