@@ -697,6 +697,8 @@ mod tests {
                 policy: Policy::RoundRobin,
                 priority: 95,
             },
+            EventKind::CycleMarker { tid: 8 },
+            EventKind::WorkDone { tid: 3 },
         ];
         kinds
             .into_iter()
