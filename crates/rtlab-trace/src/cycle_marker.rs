@@ -328,12 +328,13 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs jackd2 installed (libjackserver; CI installs it)"]
     fn the_jack_preset_resolves_where_jack_is_installed() {
         let library = jack_library();
-        if !library.exists() {
-            eprintln!("skipped: libjackserver is not installed");
-            return;
-        }
+        assert!(
+            library.exists(),
+            "libjackserver is not installed: apt-get install jackd2"
+        );
         let marker = resolve(JACK_PRESET).unwrap();
         assert_eq!(marker.points.len(), 2);
         assert_eq!(marker.points[0].0, JACK_SYMBOLS[0]);

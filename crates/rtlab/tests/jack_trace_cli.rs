@@ -70,7 +70,8 @@ fn analyze_json(sandbox: &Sandbox, trace: &Path) -> Value {
 /// How the late activations were judged, and the bounds JACK's xrun count must fall in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rule {
-    /// By JACK's own cycle starts (`--cycle-marker jack`): the issue's ±20 %.
+    /// By JACK's own cycle starts (`--cycle-marker jack`) and the client's callback returns
+    /// (`--work-done-marker`): the issue's ±20 %.
     CycleMarker,
     /// Inferred from the scheduler's events alone: 0.7x to 1.2x (see below).
     Inferred,
@@ -350,6 +351,26 @@ fn bad_cycle_markers_are_input_errors_naming_them() {
         sandbox.file("never.rtlt").to_str().unwrap(),
     ]);
     common::assert_input_error(&output, "--work-done-marker: marker:");
+    // `trace watch` and `reserve --auto` take the same flag, checked the same way.
+    let watch = sandbox.run([
+        "trace",
+        "watch",
+        "--pid",
+        "1",
+        "--cycle-marker",
+        "/no/such.so:f",
+    ]);
+    common::assert_input_error(&watch, "/no/such.so");
+    let reserve = sandbox.run([
+        "reserve",
+        "--auto",
+        "--pid",
+        "1",
+        "--dry-run",
+        "--cycle-marker",
+        "/no/such.so:f",
+    ]);
+    common::assert_input_error(&reserve, "/no/such.so");
     assert!(!sandbox.file("never.rtlt").exists());
 }
 
