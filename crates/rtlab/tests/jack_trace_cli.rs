@@ -2,7 +2,10 @@
 //! driver, a JACK client that counts its own xruns (`bench/jack/xrun_client.c`) and a SCHED_FIFO
 //! competitor (`bench/jack/fifo_hog.c`, threads `qhog<CPU>`). JACK's xrun count is the truth the
 //! late activations are judged by, and the competitor is the culprit they must name — through
-//! the BPF recorder, the tracefs recorder and a trace-cmd trace.dat.
+//! the BPF recorder, the tracefs recorder and a trace-cmd trace.dat. The two recorders' tests
+//! record JACK's own cycle starts and the client's callback returns (`--cycle-marker jack
+//! --work-done-marker CLIENT:process`) and hold the issue's ±20 %; the trace.dat test keeps the
+//! rule inferred from the scheduler's events alone, with its own bounds.
 //!
 //! The set-up is the issue's — JACK's dummy driver at 128 frames (2.667 ms), the client working
 //! 30 % of each period, FIFO 95 spinners 6 ms every 20 ms on every CPU — with the spinners'
