@@ -78,6 +78,9 @@ pub struct PayloadDecoder {
     /// Whether `sched_waking` is known: then `sched_wakeup` is redundant and skipped.
     has_waking: bool,
     names: FxHashMap<i32, Comm>,
+    /// The markers' user-space probes: event id, where `common_pid` is, and whether it is a
+    /// work-done marker (else a cycle marker).
+    markers: Vec<(u16, FieldSlot, bool)>,
 }
 
 impl PayloadDecoder {
@@ -104,6 +107,30 @@ impl PayloadDecoder {
             self.has_waking = true;
         }
         Ok(true)
+    }
+
+    /// Adds the format of a marker's user-space probe (`rtlab_<pid>/cycle<N>`, `…/done<N>`):
+    /// its records become [`EventKind::CycleMarker`] (or, `work_done`, [`EventKind::WorkDone`])
+    /// of the thread that hit it.
+    pub fn add_marker(&mut self, format: &EventFormat, work_done: bool) -> Result<(), DecodeError> {
+        let field = format
+            .field("common_pid")
+            .ok_or_else(|| DecodeError::MissingField {
+                event: format!("{}:{}", format.system, format.name),
+                field: "common_pid",
+            })?;
+        self.markers.push((
+            format.id,
+            FieldSlot {
+                name: "common_pid",
+                offset: field.offset,
+                size: field.size,
+                layout: field.layout,
+                is_string: false,
+            },
+            work_done,
+        ));
+        Ok(())
     }
 
     pub fn n_event_types(&self) -> usize {
@@ -148,6 +175,28 @@ impl PayloadDecoder {
                 field: "common_type",
                 length: payload.len(),
             })? as u16;
+        if let Some(&(_, pid_slot, work_done)) = self
+            .markers
+            .iter()
+            .find(|(marker_id, _, _)| *marker_id == id)
+        {
+            let tid = pid_slot.integer(payload).ok_or(DecodeError::ShortPayload {
+                id,
+                field: "common_pid",
+                length: payload.len(),
+            })? as i32;
+            let kind = if work_done {
+                EventKind::WorkDone { tid }
+            } else {
+                EventKind::CycleMarker { tid }
+            };
+            emit(Event {
+                timestamp_ns,
+                cpu,
+                kind,
+            });
+            return Ok(());
+        }
         let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
             return Ok(());
         };

@@ -34,6 +34,10 @@
 //! | 14 | name | task | comm (16 bytes, NUL-padded) |
 //! | 15 | lock owner | waiter | uaddr (u64), owner tid |
 //! | 16 | thread info | task | tgid, policy (u32: 0 OTHER 1 FIFO 2 RR 3 BATCH 5 IDLE 6 DEADLINE), RT priority or nice |
+//! | 17 | other thread's policy | task | policy (u32), RT priority or nice |
+//! | 18 | CPU time so far | task | ns (u64) |
+//! | 19 | cycle marker | the thread that began the cycle | — |
+//! | 20 | work done | the thread that finished its cycle's work | — |
 //!
 //! Size: 32 bytes a record before compression; scheduler traces deflate (fastest level) to 5.5–8.6
 //! bytes a record here, 6–9 MB per million events (figures in BENCHMARKS.md).
@@ -217,6 +221,8 @@ pub fn encode(event: &Event) -> [u8; RECORD_SIZE] {
             put(&mut body, 1, priority);
             (17, tid)
         }
+        EventKind::CycleMarker { tid } => (19, tid),
+        EventKind::WorkDone { tid } => (20, tid),
     };
     record[10] = kind;
     record[12..16].copy_from_slice(&tid.to_le_bytes());
@@ -310,6 +316,8 @@ pub fn decode(record: &[u8; RECORD_SIZE]) -> Result<Event, String> {
             tid,
             runtime_ns: long(),
         },
+        19 => EventKind::CycleMarker { tid },
+        20 => EventKind::WorkDone { tid },
         other => return Err(format!("unknown record kind {other}")),
     };
     Ok(Event {
@@ -689,6 +697,8 @@ mod tests {
                 policy: Policy::RoundRobin,
                 priority: 95,
             },
+            EventKind::CycleMarker { tid: 8 },
+            EventKind::WorkDone { tid: 3 },
         ];
         kinds
             .into_iter()

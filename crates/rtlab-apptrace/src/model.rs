@@ -140,6 +140,16 @@ pub enum EventKind {
         policy: Policy,
         priority: i32,
     },
+    /// The recorded program's cycle began (`trace record --cycle-marker`: a user-space probe on
+    /// the function that starts its cycle, e.g. JACK's `JackEngine::Process`), in thread `tid`.
+    CycleMarker {
+        tid: i32,
+    },
+    /// Thread `tid` finished its cycle's work (`trace record --work-done-marker`: a probe on the
+    /// return of the function that does it, e.g. a JACK client's process callback).
+    WorkDone {
+        tid: i32,
+    },
 }
 
 /// One event with its time (ns, the trace's clock) and CPU.

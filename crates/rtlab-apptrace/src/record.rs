@@ -51,6 +51,10 @@ pub struct RecordConfig {
     pub owner_probe_after: Duration,
     /// `--recorder`.
     pub recorder: RecorderChoice,
+    /// `--cycle-marker`: the program's own cycle start, probed.
+    pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
+    /// `--work-done-marker`: where a thread's cycle work ends, probed at the function's return.
+    pub work_done_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
 }
 
 impl Default for RecordConfig {
@@ -62,6 +66,8 @@ impl Default for RecordConfig {
             poll_interval: Duration::from_millis(100),
             owner_probe_after: Duration::from_millis(200),
             recorder: RecorderChoice::Auto,
+            cycle_marker: None,
+            work_done_marker: None,
         }
     }
 }
@@ -89,6 +95,9 @@ pub struct RecordSummary {
     pub recorder: String,
     /// Why `auto` did not use the BPF recorder.
     pub bpf_unavailable: Option<String>,
+    /// Cycle markers and work-done markers recorded.
+    pub cycle_markers: u64,
+    pub work_done_markers: u64,
 }
 
 /// A target thread waiting in a futex call.
@@ -216,6 +225,11 @@ pub fn record<W: Write>(
         config.buffer_kb,
         &targets.threads,
         &processes,
+        &config
+            .cycle_marker
+            .iter()
+            .chain(config.work_done_marker.iter())
+            .collect::<Vec<_>>(),
     )?;
     header.events = recorder.enabled_events();
     header.recorder = Some(recorder.name().to_owned());
@@ -359,6 +373,11 @@ pub fn record<W: Write>(
             pending.partition_point(|event| event.timestamp_ns < read_up_to)
         };
         for event in pending.drain(..ready) {
+            match event.kind {
+                EventKind::CycleMarker { .. } => summary.cycle_markers += 1,
+                EventKind::WorkDone { .. } => summary.work_done_markers += 1,
+                _ => {}
+            }
             writer.push(&event)?;
         }
         summary.progress = RecordProgress {

@@ -9,6 +9,7 @@ use crate::model::Event;
 use crate::record_error::RecordError;
 use rtlab_bpf::AppBpfRecorder;
 use rtlab_trace::app_recorder::AppRecorder;
+use rtlab_trace::cycle_marker::{CycleMarker, CYCLE_MARKER_EVENT, WORK_DONE_EVENT};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -55,18 +56,27 @@ pub(crate) enum Backend {
 impl Backend {
     /// Starts the chosen recorder for `threads` (tid → tgid) of processes `processes`; with
     /// `Auto`, also the reason BPF was not used.
+    /// With a `cycle_marker`, both record it (BPF: a uprobe program; tracefs: a uprobe event).
     pub(crate) fn start(
         choice: RecorderChoice,
         ring_kb_per_cpu: u32,
         threads: &HashMap<u32, u32>,
         processes: &[u32],
+        markers: &[&CycleMarker],
     ) -> Result<(Backend, Option<String>), RecordError> {
         let bpf = || -> Result<Backend, RecordError> {
             let n_cpus = rtlab_sys::cpu::online_cpus()
                 .map(|cpus| cpus.len())
                 .unwrap_or(1);
             let ring_bytes = ring_kb_per_cpu as usize * 1024 * n_cpus;
-            let recorder = AppBpfRecorder::start(ring_bytes)?;
+            let probes: Vec<(&std::path::Path, Vec<u64>, bool)> = markers
+                .iter()
+                .map(|marker| {
+                    let offsets = marker.points.iter().map(|(_, offset)| *offset).collect();
+                    (marker.binary.as_path(), offsets, marker.at_return)
+                })
+                .collect();
+            let recorder = AppBpfRecorder::start(ring_bytes, &probes)?;
             let mut backend = Backend::Bpf {
                 recorder: Box::new(recorder),
                 lost_before: 0,
@@ -77,23 +87,36 @@ impl Backend {
         };
         match choice {
             RecorderChoice::Bpf => Ok((bpf()?, None)),
-            RecorderChoice::Tracefs => Ok((Self::tracefs(ring_kb_per_cpu, threads)?, None)),
+            RecorderChoice::Tracefs => {
+                Ok((Self::tracefs(ring_kb_per_cpu, threads, markers)?, None))
+            }
             RecorderChoice::Auto => match bpf() {
                 Ok(backend) => Ok((backend, None)),
                 Err(error) => Ok((
-                    Self::tracefs(ring_kb_per_cpu, threads)?,
+                    Self::tracefs(ring_kb_per_cpu, threads, markers)?,
                     Some(error.to_string()),
                 )),
             },
         }
     }
 
-    fn tracefs(buffer_kb: u32, threads: &HashMap<u32, u32>) -> Result<Backend, RecordError> {
+    fn tracefs(
+        buffer_kb: u32,
+        threads: &HashMap<u32, u32>,
+        markers: &[&CycleMarker],
+    ) -> Result<Backend, RecordError> {
         let initial: Vec<u32> = threads.keys().copied().collect();
-        let recorder = AppRecorder::start(buffer_kb, Some(&initial))?;
+        let recorder = AppRecorder::start(buffer_kb, Some(&initial), markers)?;
         let mut decoder = PayloadDecoder::default();
+        let marker_group = rtlab_sys::uprobe_events::own_group();
         for format in recorder.formats() {
-            decoder.add(format)?;
+            if format.system == marker_group && format.name.starts_with(CYCLE_MARKER_EVENT) {
+                decoder.add_marker(format, false)?;
+            } else if format.system == marker_group && format.name.starts_with(WORK_DONE_EVENT) {
+                decoder.add_marker(format, true)?;
+            } else {
+                decoder.add(format)?;
+            }
         }
         Ok(Backend::Tracefs {
             recorder: Box::new(recorder),

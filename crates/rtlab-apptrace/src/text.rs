@@ -243,6 +243,34 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
 /// The late activations part of the text report: how many, then the first ten, each with its
 /// culprit in words and its critical path (`cpu 5.9 ms (qhog0) → run 1.6 ms`).
 pub fn write_late_activations(out: &mut String, report: &TraceReport) {
+    if let Some(markers) = &report.cycle_markers {
+        let _ = writeln!(
+            out,
+            "\nDeadlines judged by {}: {} cycle starts by {} ({}){}; a thread the cycle drives is late when a cycle starts while it is still unfinished, or right after a cycle that overran ({} overruns). Cycles without an activation of a thread they drive: {}",
+            report.deadline_source.describe(),
+            markers.n_markers,
+            markers.thread.name,
+            markers.thread.tid,
+            markers
+                .period_ns
+                .map(|period| format!(", every {} ms", ms(period)))
+                .unwrap_or_default(),
+            markers.overruns,
+            report.missed_periods_total,
+        );
+        let _ = writeln!(
+            out,
+            "\nLate activations (a cycle began while the work was unfinished): {}",
+            report.late_activations_total
+        );
+        write_late_list(out, report);
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nDeadlines judged by {} (record with --cycle-marker to judge by the program's own cycle)",
+        report.deadline_source.describe()
+    );
     let _ = writeln!(
         out,
         "\nLate activations (work not done by the next period, or a period without activation): {}{}",
@@ -256,6 +284,11 @@ pub fn write_late_activations(out: &mut String, report: &TraceReport) {
             String::new()
         }
     );
+    write_late_list(out, report);
+}
+
+/// The first ten late activations, each with its culprit and critical path.
+fn write_late_list(out: &mut String, report: &TraceReport) {
     for late in report.late_activations.iter().take(10) {
         let path: Vec<String> = late
             .critical_path

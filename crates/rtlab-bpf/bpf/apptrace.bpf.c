@@ -26,6 +26,10 @@
  * - before a switch of a target thread, its CPU time so far (`se.sum_exec_runtime`, which on a
  *   guest with paravirtual steal accounting leaves out the time the hypervisor took): a run far
  *   longer than the CPU time it got is the hypervisor's;
+ * - with `--cycle-marker`, each entry of the function that begins the program's cycle (a uprobe
+ *   user space attaches when asked; every process mapping the file): a cycle marker of the
+ *   thread that called it; with `--work-done-marker`, each return of the function that ends a
+ *   thread's cycle work: a work-done marker of that thread;
  * A task's name goes out (a name record) before the first record naming it and when it changes
  * (`names`, an LRU map of the names sent). A waking in an interrupt has waker 0.
  *
@@ -53,6 +57,8 @@ enum record_kind {
 	KIND_NAME = 14,
 	/* 15..17 are written by user space (owner, thread info, other policy). */
 	KIND_RUNTIME = 18,
+	KIND_CYCLE_MARKER = 19,
+	KIND_WORK_DONE = 20,
 };
 
 enum counter {
@@ -668,4 +674,28 @@ SEC("tp_btf/reschedule_exit")
 int apptrace_resched_exit(__u64 *ctx)
 {
 	return interrupt(KIND_IRQ_EXIT, VECTOR_IRQ, 0);
+}
+
+/* The program's cycle start (`rtlab trace record --cycle-marker`): attached by user space, when
+ * asked, to the entry of the function that begins the program's cycle. */
+SEC("uprobe")
+int apptrace_cycle_marker(void *ctx)
+{
+	struct app_record record;
+	start_record(&record, bpf_ktime_get_ns(), bpf_get_smp_processor_id(), KIND_CYCLE_MARKER,
+		     (__s32)bpf_get_current_pid_tgid());
+	emit(&record);
+	return 0;
+}
+
+/* A thread finished its cycle's work (`rtlab trace record --work-done-marker`): attached by user
+ * space, when asked, to the return of the function that does it (a JACK client's callback). */
+SEC("uretprobe")
+int apptrace_work_done(void *ctx)
+{
+	struct app_record record;
+	start_record(&record, bpf_ktime_get_ns(), bpf_get_smp_processor_id(), KIND_WORK_DONE,
+		     (__s32)bpf_get_current_pid_tgid());
+	emit(&record);
+	return 0;
 }

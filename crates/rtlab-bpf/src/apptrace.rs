@@ -143,6 +143,40 @@ pub struct AppCounters {
     pub lost: u64,
 }
 
+/// The programs that record cycle markers and work-done markers, and the names their records
+/// are listed under.
+const CYCLE_MARKER_PROGRAM: &str = "apptrace_cycle_marker";
+const WORK_DONE_PROGRAM: &str = "apptrace_work_done";
+pub const CYCLE_MARKER_RECORD: &str = "uprobe:cycle";
+pub const WORK_DONE_RECORD: &str = "uprobe:done";
+
+/// Loads `program` (a uprobe or uretprobe) and attaches it at each of `offsets` in `binary`,
+/// for every process.
+fn attach_uprobes(
+    ebpf: &mut Ebpf,
+    program: &str,
+    binary: &std::path::Path,
+    offsets: &[u64],
+) -> Result<(), String> {
+    use aya::programs::uprobe::{UProbeAttachLocation, UProbeScope};
+    let handle: &mut aya::programs::UProbe = ebpf
+        .program_mut(program)
+        .ok_or_else(|| "not in the object".to_owned())?
+        .try_into()
+        .map_err(|error: aya::programs::ProgramError| chain(&error))?;
+    handle.load().map_err(|error| chain(&error))?;
+    for offset in offsets {
+        handle
+            .attach(
+                UProbeAttachLocation::AbsoluteOffset(*offset),
+                binary,
+                UProbeScope::AllProcesses,
+            )
+            .map_err(|error| chain(&error))?;
+    }
+    Ok(())
+}
+
 /// The loaded and attached application-trace programs. Dropping it detaches everything.
 pub struct AppBpfRecorder {
     events: RingBuf<MapData>,
@@ -167,7 +201,15 @@ impl std::fmt::Debug for AppBpfRecorder {
 impl AppBpfRecorder {
     /// Loads and attaches the programs with a ring buffer of at least `ring_bytes` (rounded up to
     /// a power of two, at least 1 MiB); user space is woken once a quarter of it is waiting.
-    pub fn start(ring_bytes: usize) -> Result<AppBpfRecorder, BpfError> {
+    ///
+    /// With `markers` (an ELF file, the file offsets of functions in it, and whether at their
+    /// return), uprobes there record a cycle marker at each call (entry) or a work-done marker
+    /// (return), in every process mapping the file (detached with the rest: the kernel drops a
+    /// uprobe made through perf_event_open with its last fd).
+    pub fn start(
+        ring_bytes: usize,
+        markers: &[(&std::path::Path, Vec<u64>, bool)],
+    ) -> Result<AppBpfRecorder, BpfError> {
         let futex_nr = FUTEX_NR.ok_or_else(|| {
             BpfError::Load("the application-trace programs read x86-64 registers".into())
         })?;
@@ -199,6 +241,21 @@ impl AppBpfRecorder {
                 // An x86 vector this kernel lacks.
                 Err(_) => {}
             }
+        }
+        for (binary, offsets, at_return) in markers {
+            let (program, record) = if *at_return {
+                (WORK_DONE_PROGRAM, WORK_DONE_RECORD)
+            } else {
+                (CYCLE_MARKER_PROGRAM, CYCLE_MARKER_RECORD)
+            };
+            attach_uprobes(&mut ebpf, program, binary, offsets).map_err(|reason| {
+                BpfError::Program {
+                    program,
+                    tracepoint: "uprobe",
+                    reason,
+                }
+            })?;
+            enabled.push(record.to_owned());
         }
         let take = |ebpf: &mut Ebpf, name: &'static str| {
             ebpf.take_map(name).ok_or_else(|| missing_map(name))

@@ -10,7 +10,7 @@ use std::time::Duration;
 #[test]
 #[ignore = "needs root and BPF"]
 fn the_target_is_recorded_its_new_threads_followed_and_nothing_left_on_drop() {
-    let mut recorder = AppBpfRecorder::start(1 << 20).expect("the programs load as root");
+    let mut recorder = AppBpfRecorder::start(1 << 20, &[]).expect("the programs load as root");
     assert!(recorder
         .enabled_events()
         .contains(&"syscalls:sys_enter_futex".to_owned()));

@@ -41,6 +41,7 @@ cfg_if::cfg_if! {
         pub mod timer_apis;
         pub mod timer_audit;
         pub mod tracefs;
+        pub mod uprobe_events;
         pub mod users;
     }
 }

@@ -70,10 +70,31 @@ impl AppRecorder {
     /// Creates the instance with a ring of `buffer_kb` KiB per CPU, enables [`APP_EVENTS`] (the
     /// futex syscalls filtered to `futex_threads` when given) and starts tracing on the
     /// CLOCK_MONOTONIC clock.
-    pub fn start(buffer_kb: u32, futex_threads: Option<&[u32]>) -> Result<AppRecorder, TraceError> {
+    /// With `markers` (cycle starts, work done), their user-space probes are recorded too:
+    /// `rtlab_<pid>/cycle<N>` and `rtlab_<pid>/done<N>`.
+    pub fn start(
+        buffer_kb: u32,
+        futex_threads: Option<&[u32]>,
+        markers: &[&crate::cycle_marker::CycleMarker],
+    ) -> Result<AppRecorder, TraceError> {
         let mut builder = InstanceBuilder::new(buffer_kb as usize).name_suffix("apptrace");
         for (system, event, required) in APP_EVENTS {
             builder = builder.event(system, event, *required);
+        }
+        for marker in markers {
+            let prefix = if marker.at_return {
+                crate::cycle_marker::WORK_DONE_EVENT
+            } else {
+                crate::cycle_marker::CYCLE_MARKER_EVENT
+            };
+            for (index, (_, offset)) in marker.points.iter().enumerate() {
+                builder = builder.uprobe(
+                    &format!("{prefix}{index}"),
+                    &marker.binary,
+                    *offset,
+                    marker.at_return,
+                );
+            }
         }
         let mut recorder = AppRecorder {
             trace: builder.build()?,

@@ -38,6 +38,9 @@ pub struct InstanceBuilder {
     buffer_size_kb: usize,
     only_cpus: Vec<usize>,
     events: Vec<EventRequest>,
+    /// User-space probes to add (in rtlab's own group) and record: (event, file, file offset,
+    /// at the function's return).
+    uprobes: Vec<(String, std::path::PathBuf, u64, bool)>,
 }
 
 impl InstanceBuilder {
@@ -50,7 +53,24 @@ impl InstanceBuilder {
             buffer_size_kb,
             only_cpus: Vec::new(),
             events: Vec::new(),
+            uprobes: Vec::new(),
         }
+    }
+
+    /// Adds the user-space probe `rtlab_<pid>/<event>` at `offset` in the ELF file `binary`
+    /// (`uprobe_events`, global: removed again when the instance goes, and by the next rtlab
+    /// after a SIGKILL) and records it, in this instance only.
+    pub fn uprobe(
+        mut self,
+        event: &str,
+        binary: &std::path::Path,
+        offset: u64,
+        at_return: bool,
+    ) -> InstanceBuilder {
+        self.uprobes
+            .push((event.to_owned(), binary.to_path_buf(), offset, at_return));
+        let group = rtlab_sys::uprobe_events::own_group();
+        self.request(&group, event, true, true, None)
     }
 
     /// Names the instance `instances/rtlab-<pid>-<suffix>` (one process, several instances).
@@ -110,7 +130,21 @@ impl InstanceBuilder {
     /// Sets the instance up as described in the module docs; tracing is still off.
     pub fn build(self) -> Result<TraceInstance, TraceError> {
         let tracefs = Tracefs::open()?;
-        let removed_stale = tracefs.remove_stale_instances()?;
+        let mut removed_stale = tracefs.remove_stale_instances()?;
+        // After the instances: a probe still enabled in a stale instance could not be removed.
+        removed_stale.extend(rtlab_sys::uprobe_events::remove_stale(tracefs.root())?);
+        // Added before the instance exists, so that on an error below the instance (declared
+        // later) is removed first and the probe, no longer enabled anywhere, after it.
+        let mut uprobes = Vec::new();
+        for (event, binary, offset, at_return) in &self.uprobes {
+            uprobes.push(UprobeGuard::add(
+                tracefs.root(),
+                event,
+                binary,
+                *offset,
+                *at_return,
+            )?);
+        }
         let name = match &self.name_suffix {
             None => format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id()),
             Some(suffix) => format!(
@@ -196,8 +230,41 @@ impl InstanceBuilder {
             repaired_options,
             comm_recording_off,
             instance,
+            _uprobes: uprobes,
             tracefs,
         })
+    }
+}
+
+/// One of rtlab's user-space probes: removed from `uprobe_events` on drop.
+#[derive(Debug)]
+struct UprobeGuard {
+    root: std::path::PathBuf,
+    group: String,
+    event: String,
+}
+
+impl UprobeGuard {
+    fn add(
+        root: &std::path::Path,
+        event: &str,
+        binary: &std::path::Path,
+        offset: u64,
+        at_return: bool,
+    ) -> Result<UprobeGuard, TraceError> {
+        let group = rtlab_sys::uprobe_events::own_group();
+        rtlab_sys::uprobe_events::add(root, &group, event, binary, offset, at_return)?;
+        Ok(UprobeGuard {
+            root: root.to_path_buf(),
+            group,
+            event: event.to_owned(),
+        })
+    }
+}
+
+impl Drop for UprobeGuard {
+    fn drop(&mut self) {
+        let _ = rtlab_sys::uprobe_events::remove(&self.root, &self.group, &self.event);
     }
 }
 
@@ -224,6 +291,8 @@ pub struct TraceInstance {
     repaired_options: Vec<String>,
     comm_recording_off: bool,
     instance: Instance,
+    /// Dropped after the instance (no longer enabled anywhere), before a tracefs rtlab mounted.
+    _uprobes: Vec<UprobeGuard>,
     tracefs: Tracefs,
 }
 
@@ -267,7 +336,8 @@ impl TraceInstance {
         &self.enabled
     }
 
-    /// Instances of dead rtlab processes this start removed.
+    /// Instances (and user-space probes, `group/event`) of dead rtlab processes this start
+    /// removed.
     pub fn removed_stale_instances(&self) -> &[String] {
         &self.removed_stale
     }

@@ -8,6 +8,7 @@
 
 pub mod app_recorder;
 pub mod attribution;
+pub mod cycle_marker;
 pub mod error;
 pub mod event;
 pub mod fields;

@@ -2,7 +2,10 @@
 //! driver, a JACK client that counts its own xruns (`bench/jack/xrun_client.c`) and a SCHED_FIFO
 //! competitor (`bench/jack/fifo_hog.c`, threads `qhog<CPU>`). JACK's xrun count is the truth the
 //! late activations are judged by, and the competitor is the culprit they must name — through
-//! the BPF recorder, the tracefs recorder and a trace-cmd trace.dat.
+//! the BPF recorder, the tracefs recorder and a trace-cmd trace.dat. The two recorders' tests
+//! record JACK's own cycle starts and the client's callback returns (`--cycle-marker jack
+//! --work-done-marker CLIENT:process`) and hold the issue's ±20 %; the trace.dat test keeps the
+//! rule inferred from the scheduler's events alone, with its own bounds.
 //!
 //! The set-up is the issue's — JACK's dummy driver at 128 frames (2.667 ms), the client working
 //! 30 % of each period, FIFO 95 spinners 6 ms every 20 ms on every CPU — with the spinners'
@@ -67,10 +70,19 @@ fn analyze_json(sandbox: &Sandbox, trace: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// How the late activations were judged, and the bounds JACK's xrun count must fall in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    /// By JACK's own cycle starts (`--cycle-marker jack`) and the client's callback returns
+    /// (`--work-done-marker`): the issue's ±20 %.
+    CycleMarker,
+    /// Inferred from the scheduler's events alone: 0.7x to 1.2x (see below).
+    Inferred,
+}
+
 /// The late activations of the client's process thread match JACK's xruns in the trace's
-/// window (0.7x to 1.2x: the issue's ±20 % held in 16 of 18 runs, see below), and ≥ 95 % of
-/// them name the competitor.
-fn assert_matches_jack(analysis: &Value, client: &ClientReport) {
+/// window (by the rule's bounds), and ≥ 95 % of them name the competitor.
+fn assert_matches_jack(analysis: &Value, client: &ClientReport, rule: Rule) {
     let first = analysis["first_ns"].as_u64().unwrap();
     let last = analysis["last_ns"].as_u64().unwrap();
     let xruns = count_between(&client.xrun_times_ns, first, last);
@@ -93,20 +105,35 @@ fn assert_matches_jack(analysis: &Value, client: &ClientReport) {
         client.period_ns
     );
     let late = row["late_activations"].as_u64().unwrap();
-    // Counted as JACK counts (docs/trace.md). JACK's own count varies with a race between its
-    // driver and the client resuming together on two CPUs after a burst (a second xrun in
-    // about a third of those bursts), which rtlab counts once. Measured with this rule: 0.75x
-    // to 1.01x JACK's count over 18 runs of these tests on the loaded machine (the issue's
-    // ±20 % in 16), 0.83x to 1.00x over 12 rounds of BENCHMARKS.md; the bound is 0.7x to 1.2x.
     eprintln!(
-        "{late} late activations vs {xruns} JACK xruns: {:.2}x",
+        "{late} late activations vs {xruns} JACK xruns: {:.2}x ({rule:?})",
         late as f64 / xruns as f64
     );
-    assert!(
-        late * 10 >= xruns * 7 && late * 5 <= xruns * 6,
-        "{late} late activations (of them {} missed periods) vs {xruns} JACK xruns",
-        row["missed_periods"]
-    );
+    match rule {
+        Rule::CycleMarker => {
+            assert_eq!(analysis["deadline_source"], "cycle_marker");
+            assert_eq!(row["deadline_source"], "cycle_marker");
+            assert!(
+                late * 10 >= xruns * 8 && late * 5 <= xruns * 6,
+                "{late} late activations by JACK's cycle markers vs {xruns} JACK xruns (the issue's ±20 %)"
+            );
+        }
+        Rule::Inferred => {
+            assert_eq!(analysis["deadline_source"], "inferred");
+            // Counted as JACK counts (docs/trace.md) from the scheduler's events alone. JACK's
+            // own count varies with a race between its driver and the client resuming together
+            // on two CPUs after a burst (a second xrun in about a third of those bursts), which
+            // this rule counts once. Measured: 0.75x to 1.01x JACK's count over 18 runs of
+            // these tests on the loaded machine (the issue's ±20 % in 16), 0.83x to 1.00x over
+            // 12 rounds of BENCHMARKS.md; the bound is 0.7x to 1.2x. The cycle-marker rule
+            // sees the race and holds ±20 %.
+            assert!(
+                late * 10 >= xruns * 7 && late * 5 <= xruns * 6,
+                "{late} late activations (of them {} missed periods) vs {xruns} JACK xruns",
+                row["missed_periods"]
+            );
+        }
+    }
     let listed: Vec<&Value> = analysis["late_activations"]
         .as_array()
         .unwrap()
@@ -156,44 +183,198 @@ fn assert_matches_jack(analysis: &Value, client: &ClientReport) {
     }
 }
 
-fn late_activations_match_jack_through(recorder: &str) {
+fn late_activations_match_jack_through(recorder: &str, rule: Rule) {
     let sandbox = Sandbox::new();
     let trace = sandbox.file("jack.rtlt");
     let client = with_jack_under_the_competitor(|pid| {
-        sandbox.run_expecting(
-            0,
-            [
-                "trace",
-                "record",
-                "--recorder",
-                recorder,
-                "--pid",
-                &pid.to_string(),
-                "-D",
-                "10s",
-                "-o",
-                trace.to_str().unwrap(),
-            ],
-        );
+        let pid = pid.to_string();
+        let mut arguments = vec![
+            "trace",
+            "record",
+            "--recorder",
+            recorder,
+            "--pid",
+            &pid,
+            "-D",
+            "10s",
+            "-o",
+            trace.to_str().unwrap(),
+        ];
+        // JACK's engine's cycle start, and the client's process callback's return (the client
+        // finishes one cycle's work and goes on with the next without blocking after a burst).
+        let work_done = format!("{}:process", common::jack::binaries().client.display());
+        if rule == Rule::CycleMarker {
+            arguments.extend(["--cycle-marker", "jack", "--work-done-marker", &work_done]);
+        }
+        let output = sandbox.run_expecting(0, arguments);
+        if rule == Rule::CycleMarker {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                stderr.contains("cycle markers at _ZN4Jack10JackEngine11ProcessNextEm"),
+                "{stderr}"
+            );
+            assert!(
+                stderr.contains("work-done markers at the return of process"),
+                "{stderr}"
+            );
+        }
     });
     let analysis = analyze_json(&sandbox, &trace);
-    assert_matches_jack(&analysis, &client);
+    assert_matches_jack(&analysis, &client, rule);
     // The recorder read the competitor's policy: named as a person would.
     let text = sandbox.run_expecting(0, ["trace", "analyze", trace.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("(SCHED_FIFO 95) ran"), "{text}");
+    let judged_by = match rule {
+        Rule::CycleMarker => "Deadlines judged by the program's own cycle starts",
+        Rule::Inferred => "Deadlines judged by periods inferred",
+    };
+    assert!(text.contains(judged_by), "{text}");
 }
 
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO) and BPF"]
-fn bpf_late_activations_match_jacks_xruns_and_name_the_fifo_competitor() {
-    late_activations_match_jack_through("bpf");
+fn bpf_late_activations_by_jacks_cycle_markers_match_its_xruns_within_20_percent() {
+    late_activations_match_jack_through("bpf", Rule::CycleMarker);
 }
 
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO) and tracefs"]
-fn tracefs_late_activations_match_jacks_xruns_and_name_the_fifo_competitor() {
-    late_activations_match_jack_through("tracefs");
+fn tracefs_late_activations_by_jacks_cycle_markers_match_its_xruns_within_20_percent() {
+    late_activations_match_jack_through("tracefs", Rule::CycleMarker);
+}
+
+/// The probe is global (`uprobe_events`): after a SIGKILL mid-recording it is left behind, and
+/// the next rtlab that starts a tracefs recorder removes it (by the dead pid in its group).
+#[test]
+#[ignore = "needs root: tracefs and uprobe_events"]
+fn a_killed_cycle_marker_recording_leaves_no_probe_after_the_next_start() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let mut target = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    let mut recording = common::KillOnDrop(
+        sandbox
+            .command()
+            .args([
+                "trace",
+                "record",
+                "--cycle-marker",
+                "jack",
+                "--recorder",
+                "tracefs",
+            ])
+            .args(["--pid", &pid, "-D", "60s", "-o"])
+            .arg(sandbox.file("killed.rtlt"))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let group = format!("rtlab_{}/cycle", recording.id());
+    let probes = || std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap();
+    assert!(
+        common::wait::eventually(Duration::from_secs(30), || probes().contains(&group)),
+        "the recording never added its probe {group}: {}",
+        probes()
+    );
+    recording.kill().unwrap();
+    recording.wait().unwrap();
+    assert!(probes().contains(&group), "SIGKILL cannot have removed it");
+    // The next start (any tracefs recording) sweeps it.
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "trace",
+            "record",
+            "--recorder",
+            "tracefs",
+            "--pid",
+            &pid,
+            "-D",
+            "1s",
+            "-o",
+            sandbox.file("next.rtlt").to_str().unwrap(),
+        ],
+    );
+    let _ = target.kill();
+    let _ = target.wait();
+    let left = probes();
+    assert!(!left.contains(&group), "left behind: {left}");
+    assert!(
+        !left.lines().any(|line| line.contains("rtlab_")
+            && !line.contains(&format!("rtlab_{}/", std::process::id()))),
+        "an rtlab probe is left: {left}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&group), "the sweep is reported: {stderr}");
+}
+
+/// A SPEC that cannot be probed is an input error naming it, before anything is set up (with
+/// either recorder).
+#[test]
+fn bad_cycle_markers_are_input_errors_naming_them() {
+    let sandbox = Sandbox::new();
+    let record = |spec: &str, recorder: &str| {
+        sandbox.run([
+            "trace",
+            "record",
+            "--pid",
+            "1",
+            "--recorder",
+            recorder,
+            "--cycle-marker",
+            spec,
+            "-o",
+            sandbox.file("never.rtlt").to_str().unwrap(),
+        ])
+    };
+    common::assert_input_error(
+        &record("/no/such/library.so:main", "auto"),
+        "/no/such/library.so",
+    );
+    let exe = env!("CARGO_BIN_EXE_rtlab");
+    common::assert_input_error(
+        &record(&format!("{exe}:no_such_function_here"), "auto"),
+        "no function symbol \"no_such_function_here\"",
+    );
+    common::assert_input_error(&record("jack-without-a-symbol", "bpf"), "PATH:SYMBOL");
+    let output = sandbox.run([
+        "trace",
+        "record",
+        "--pid",
+        "1",
+        "--cycle-marker",
+        "jack",
+        "--work-done-marker",
+        &format!("{exe}:no_such_callback"),
+        "-o",
+        sandbox.file("never.rtlt").to_str().unwrap(),
+    ]);
+    common::assert_input_error(&output, "--work-done-marker: marker:");
+    // `trace watch` and `reserve --auto` take the same flag, checked the same way.
+    let watch = sandbox.run([
+        "trace",
+        "watch",
+        "--pid",
+        "1",
+        "--cycle-marker",
+        "/no/such.so:f",
+    ]);
+    common::assert_input_error(&watch, "/no/such.so");
+    let reserve = sandbox.run([
+        "reserve",
+        "--auto",
+        "--pid",
+        "1",
+        "--dry-run",
+        "--cycle-marker",
+        "/no/such.so:f",
+    ]);
+    common::assert_input_error(&reserve, "/no/such.so");
+    assert!(!sandbox.file("never.rtlt").exists());
 }
 
 #[test]
@@ -223,7 +404,7 @@ fn a_trace_cmd_trace_dat_of_jack_names_the_fifo_competitor() {
         "{}",
         analysis["source"]
     );
-    assert_matches_jack(&analysis, &client);
+    assert_matches_jack(&analysis, &client, Rule::Inferred);
 }
 
 #[test]

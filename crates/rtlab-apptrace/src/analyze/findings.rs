@@ -190,6 +190,7 @@ impl Analyzer {
                 },
                 late_activations: 0,
                 missed_periods: 0,
+                deadline_source: None,
             });
             let (late_before, missed_before) = (late_total, missed_total);
             // Late jobs: among the kept activations (judged by the period learnt from them when
@@ -206,6 +207,47 @@ impl Analyzer {
             };
             // A "period" of microseconds is a busy loop's rhythm, not a deadline.
             let judged_by = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS);
+            // A thread the program's cycle drives (its usual waker hits the cycle markers) is
+            // judged by the markers: the program's own deadline (cycle_rule.rs).
+            let by_markers = self.cycles.iter().find(|clock| {
+                clock.period_ns > 0
+                    && clock.driven.contains(&tid)
+                    && dominant.map(|(waker, _)| waker) == Some(clock.tid)
+            });
+            if let Some(clock) = by_markers {
+                let judge = &thread.cycle_judge;
+                late_total += judge.deadlines_missed;
+                missed_total += judge.missed_periods;
+                let open = thread
+                    .current
+                    .filter(|current| current.cycle_deadlines > 0)
+                    .map(|current| Activation { end, ..current });
+                for activation in judge.late.iter().chain(open.iter()) {
+                    if late.len() < MAX_KEPT {
+                        let mut entry = self.late_entry(
+                            tid,
+                            activation.start,
+                            clock.period_ns,
+                            activation.end.saturating_sub(activation.start),
+                            std::slice::from_ref(activation),
+                            // Woken after a gap in its waker's rhythm (the cycle itself came
+                            // late): the gap, and who held the cycle's thread, come first.
+                            activation.gap_ns > 0,
+                        );
+                        entry.deadlines_missed = u64::from(activation.cycle_deadlines);
+                        late.push(entry);
+                    }
+                }
+                if let Some(row) = rows.last_mut() {
+                    row.late_activations = late_total - late_before;
+                    row.missed_periods = missed_total - missed_before;
+                    row.deadline_source = Some(DeadlineSource::CycleMarker);
+                }
+                continue;
+            }
+            if let Some(row) = rows.last_mut() {
+                row.deadline_source = judged_by.map(|_| DeadlineSource::Inferred);
+            }
             if let Some((period, waker)) = judged_by {
                 let mut previous: Option<(u64, bool, u64)> = None;
                 for job in jobs(&activations[..completed], waker, period) {
@@ -387,6 +429,29 @@ impl Analyzer {
             late_activations: late,
             late_activations_total: late_total,
             missed_periods_total: missed_total,
+            deadline_source: if self.cycles.is_empty() {
+                DeadlineSource::Inferred
+            } else {
+                DeadlineSource::CycleMarker
+            },
+            // The clock that drives the recorded program's threads, else the busiest.
+            cycle_markers: self
+                .cycles
+                .iter()
+                .max_by_key(|clock| {
+                    let drives_target = clock.driven.iter().any(|tid| {
+                        self.threads
+                            .get(tid)
+                            .is_some_and(|thread| thread.tgid.is_some())
+                    });
+                    (drives_target, clock.n_markers)
+                })
+                .map(|clock| CycleMarkers {
+                    n_markers: clock.n_markers,
+                    thread: self.thread_ref(clock.tid),
+                    period_ns: (clock.period_ns > 0).then_some(clock.period_ns),
+                    overruns: clock.overruns,
+                }),
             warnings,
         };
         (report, self.timeline.take())

@@ -8,6 +8,7 @@
 //! grow with their number (`streaming.rs`: periods, CPU per activation, late activations); only
 //! when a timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
+mod cycle_rule;
 mod findings;
 /// How many late activations a report lists at most (the earliest); the totals count them all.
 pub use findings::MAX_LISTED as LATE_ACTIVATIONS_LISTED;
@@ -129,6 +130,9 @@ pub(crate) struct Activation {
     /// How it was blocked before this activation (None: first seen, or a new thread).
     pub woke_from: Option<BlockReason>,
     pub blocked_before_ns: u64,
+    /// Deadlines missed while it was under way, judged by the program's cycle markers
+    /// (`cycle_rule.rs`; 0 without markers).
+    pub cycle_deadlines: u32,
 }
 
 /// A runnable wait and who ran meanwhile.
@@ -178,6 +182,8 @@ pub(crate) struct Thread {
     pub runtime_in: Option<u64>,
     /// Long futex waits that ended: (since, until, uaddr).
     pub long_waits: Vec<(u64, u64, u64)>,
+    /// Its deadlines judged by the program's cycle markers (when the trace has them).
+    pub cycle_judge: cycle_rule::CycleJudge,
 }
 
 impl Thread {
@@ -196,6 +202,7 @@ impl Thread {
         } else {
             0
         };
+        self.cycle_judge.completed(&activation);
         self.summary.add(&activation, &self.activations, dominant);
         if self.activations.len() < streaming::ACTIVATIONS_KEPT {
             self.activations.push(activation);
@@ -231,6 +238,7 @@ impl Default for Thread {
             rhythms: Vec::new(),
             runtime_in: None,
             long_waits: Vec::new(),
+            cycle_judge: cycle_rule::CycleJudge::default(),
         }
     }
 }
@@ -391,6 +399,9 @@ pub struct Analyzer {
     /// The recorder kept only the switches around the target (see `declare_switches_filtered`).
     pub(crate) switches_filtered: bool,
     pub(crate) saw_waking: bool,
+    /// The programs' clocks, one per thread that hit cycle markers (`cycle_rule.rs`; two JACK
+    /// servers on one machine are two clocks), at most [`cycle_rule::CLOCKS_KEPT`].
+    pub(crate) cycles: Vec<cycle_rule::CycleClock>,
 }
 
 impl Analyzer {
@@ -412,6 +423,7 @@ impl Analyzer {
             futex_recorded: false,
             switches_filtered: false,
             saw_waking: false,
+            cycles: Vec::new(),
         }
     }
 
@@ -543,9 +555,21 @@ impl Analyzer {
                 prev_state,
                 next_tid,
                 next_prio,
-            } => self.switch(
-                time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio,
-            ),
+            } => {
+                // A clock's thread slept (or waited): it did not begin its next cycle at once.
+                if prev_state & 0xff != 0 {
+                    for clock in &mut self.cycles {
+                        if prev_tid == clock.tid {
+                            clock.blocked_since_marker = true;
+                        }
+                    }
+                }
+                self.switch(
+                    time, cpu, prev_tid, prev_prio, prev_state, next_tid, next_prio,
+                )
+            }
+            EventKind::CycleMarker { tid } => self.cycle_marker(time, tid),
+            EventKind::WorkDone { tid } => self.thread(tid).cycle_judge.work_done(),
             EventKind::Waking {
                 tid,
                 waker,
@@ -1224,6 +1248,53 @@ impl Analyzer {
             gap_irq_source: gap_irq.1,
             ..Activation::default()
         });
+        let driven = self
+            .cycles
+            .iter_mut()
+            .any(|clock| clock.woke(waker, tid) || clock.driven.contains(&tid));
+        if driven {
+            let thread = self.threads.get_mut(&tid).expect("just woken");
+            if let Some(activation) = &mut thread.current {
+                thread.cycle_judge.activated(activation);
+            }
+        }
+    }
+
+    /// The program began a cycle (a cycle marker of `tid`): each thread it drives is judged.
+    fn cycle_marker(&mut self, time: u64, tid: i32) {
+        let index = match self.cycles.iter().position(|clock| clock.tid == tid) {
+            Some(index) => index,
+            None if self.cycles.len() < cycle_rule::CLOCKS_KEPT => {
+                self.cycles.push(cycle_rule::CycleClock::default());
+                self.cycles.len() - 1
+            }
+            None => return,
+        };
+        let clock = &mut self.cycles[index];
+        let overran = clock.marker(time, tid);
+        let period = clock.period_ns;
+        // The cycle came late when its thread waited for a CPU a tenth of a period or more.
+        let cycle_delay = self
+            .threads
+            .get(&tid)
+            .and_then(|thread| thread.current)
+            .filter(|activation| period > 0 && activation.wait_ns * 10 >= period);
+        for driven in self.cycles[index].driven.clone() {
+            if let Some(thread) = self.threads.get_mut(&driven) {
+                let Thread {
+                    cycle_judge,
+                    current,
+                    ..
+                } = thread;
+                cycle_judge.marker(
+                    time,
+                    period,
+                    overran,
+                    current.as_mut(),
+                    cycle_delay.as_ref(),
+                );
+            }
+        }
     }
 
     fn check_inversion(&mut self, high: i32, low: i32, blocked_at: u64, woken_at: u64, uaddr: u64) {

@@ -64,6 +64,10 @@ pub struct ThreadRow {
     /// Its late activations and gaps without activation (of `late_activations_total`).
     pub late_activations: u64,
     pub missed_periods: u64,
+    /// What its lateness was judged by: the program's cycle markers, or the period inferred
+    /// from its activations (absent: not judged, no period).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_source: Option<DeadlineSource>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -321,6 +325,38 @@ pub struct SourceInfo {
     pub clock: Option<String>,
 }
 
+/// What deadlines were judged by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadlineSource {
+    /// The program's own cycle starts, probed (`--cycle-marker`).
+    CycleMarker,
+    /// The period inferred from the scheduler's events.
+    Inferred,
+}
+
+impl DeadlineSource {
+    /// In words, for the text report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DeadlineSource::CycleMarker => "the program's own cycle starts (cycle markers)",
+            DeadlineSource::Inferred => "periods inferred from the scheduler's events",
+        }
+    }
+}
+
+/// The program's cycle markers in a trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CycleMarkers {
+    pub n_markers: u64,
+    /// The thread that began the cycles (the latest marker's).
+    pub thread: ThreadRef,
+    /// The program's period, from the markers.
+    pub period_ns: Option<u64>,
+    /// Cycles begun at once after the previous one, which overran its successor's start.
+    pub overruns: u64,
+}
+
 /// The whole result.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TraceReport {
@@ -343,8 +379,17 @@ pub struct TraceReport {
     /// Deadlines missed: the late activations and gaps found, each counted as JACK counts
     /// xruns (see `deadlines_missed`; the list keeps the first 200, the target's first).
     pub late_activations_total: u64,
-    /// Of `late_activations_total`, the gaps without activation (`kind: missed`).
+    /// Of `late_activations_total`, the gaps without activation (`kind: missed`). With cycle
+    /// markers: the program's cycles with no activation of a thread it drives, counted apart
+    /// (a cycle the thread missed because it was still busy is already a late activation).
     pub missed_periods_total: u64,
+    /// `cycle_marker` when the trace holds the program's own cycle starts (`trace record
+    /// --cycle-marker`) and the threads its cycle drives were judged by them; `inferred` when
+    /// deadlines were inferred from the scheduler's events alone.
+    pub deadline_source: DeadlineSource,
+    /// The cycle markers, when the trace has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle_markers: Option<CycleMarkers>,
     /// What the analysis could not do with this input.
     pub warnings: Vec<String>,
 }

@@ -875,3 +875,78 @@ fn a_sparse_thread_takes_its_wakers_period() {
     // 23 intervals: 8 of 1 cycle, 15 of 2 or 3 cycles (a cycle without activation each).
     assert_eq!(row.missed_periods, 15, "{:#?}", report.late_activations);
 }
+
+/// Two programs' cycle markers (two JACK servers on one machine): the client is judged by the
+/// clock of the thread that wakes it, missing one deadline when a cycle finds it unfinished and
+/// one when its clock's cycle overran; the other clock changes nothing.
+#[test]
+fn a_thread_is_judged_by_the_cycle_markers_of_the_clock_that_wakes_it() {
+    const CLOCK: i32 = 20;
+    const CLIENT: i32 = 21;
+    const OTHER_CLOCK: i32 = 30;
+    let mut script = Script::new(&[(CLOCK, "jackd"), (CLIENT, "client"), (OTHER_CLOCK, "jackd")]);
+    script.at(
+        0.0,
+        0,
+        EventKind::ThreadInfo {
+            tid: CLIENT,
+            tgid: CLIENT,
+            policy: crate::model::Policy::Fifo,
+            priority: 60,
+        },
+    );
+    let mut events: Vec<(f64, u32, EventKind)> = Vec::new();
+    let switch = |prev: (i32, u32), next: i32| EventKind::Switch {
+        prev_tid: prev.0,
+        prev_prio: 29,
+        prev_state: prev.1,
+        next_tid: next,
+        next_prio: 29,
+    };
+    let waking = |tid: i32, waker: i32, cpu: i32| EventKind::Waking {
+        tid,
+        prio: 29,
+        waker,
+        target_cpu: cpu,
+    };
+    for cycle in 1..40u32 {
+        let t = f64::from(cycle) * 2.5;
+        events.push((t - 0.01, 0, waking(CLOCK, 0, 0)));
+        events.push((t - 0.005, 0, switch((0, 0), CLOCK)));
+        events.push((t, 0, EventKind::CycleMarker { tid: CLOCK }));
+        events.push((t + 0.01, 0, waking(CLIENT, CLOCK, 1)));
+        // In cycle 30 the clock begins its next cycle at once (an overrun).
+        if cycle != 30 {
+            events.push((t + 0.02, 0, switch((CLOCK, 1), 0)));
+        }
+        events.push((t + 0.03, 1, switch((0, 0), CLIENT)));
+        // In cycle 20 the client's work lasts past the next cycle's start.
+        let work_end = if cycle == 20 { t + 3.0 } else { t + 0.53 };
+        events.push((work_end, 1, switch((CLIENT, 1), 0)));
+        events.push((t + 1.0, 2, waking(OTHER_CLOCK, 0, 2)));
+        events.push((t + 1.01, 2, switch((0, 0), OTHER_CLOCK)));
+        events.push((t + 1.02, 2, EventKind::CycleMarker { tid: OTHER_CLOCK }));
+        events.push((t + 1.03, 2, switch((OTHER_CLOCK, 1), 0)));
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (time, cpu, kind) in events {
+        script.at(time, cpu, kind);
+    }
+    let report = script.analyse();
+    assert_eq!(report.deadline_source, DeadlineSource::CycleMarker);
+    let markers = report.cycle_markers.as_ref().expect("markers");
+    assert_eq!(markers.thread.tid, CLOCK);
+    assert_eq!(markers.period_ns, Some(2_500_000));
+    let client = report.threads.iter().find(|row| row.tid == CLIENT).unwrap();
+    assert_eq!(client.deadline_source, Some(DeadlineSource::CycleMarker));
+    assert_eq!(client.late_activations, 2, "{client:?}");
+    let listed: Vec<&LateActivation> = report
+        .late_activations
+        .iter()
+        .filter(|late| late.thread.tid == CLIENT)
+        .collect();
+    assert_eq!(
+        listed.iter().map(|late| late.deadlines_missed).sum::<u64>(),
+        2
+    );
+}

@@ -57,6 +57,7 @@ impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
         let report = super::trace_watch::observe(
             &rtlab_apptrace::record::Target::Pid(pid),
             duration.as_std(),
+            None,
             stop,
         )
         .map_err(|error| format!("{error:#}"))?;

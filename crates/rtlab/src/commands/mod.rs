@@ -43,6 +43,8 @@ pub mod timers;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod trace;
 #[cfg(not(windows))]
+pub mod trace_markers;
+#[cfg(not(windows))]
 pub mod trace_watch;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod workload;

@@ -37,6 +37,10 @@ pub struct Args {
     /// With --auto: print what would be reserved and why, reserve nothing
     #[arg(long, requires = "auto")]
     pub dry_run: bool,
+    /// With --auto: judge misses by the program's own cycle starts, `jack` or PATH:SYMBOL (see
+    /// `trace record --cycle-marker`)
+    #[arg(long, value_name = "SPEC", requires = "auto")]
+    pub cycle_marker: Option<String>,
     /// The thread to reserve for
     #[arg(long, value_name = "TID")]
     pub tid: Option<u32>,
@@ -78,9 +82,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 return Err(crate::exit::input("--auto needs --comm NAME or --pid PID"))
             }
         };
+        let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
         return super::reserve_auto::run(super::reserve_auto::AutoArgs {
             target,
             observe: args.observe,
+            cycle_marker,
             dry_run: args.dry_run,
             verify: args.verify,
             json,

@@ -31,6 +31,8 @@ pub const AUTO_SCHEMA: &str = "rtlab.reserve-auto/1";
 pub struct AutoArgs {
     pub target: Target,
     pub observe: Nanos,
+    /// `--cycle-marker`: the program's own cycle starts, to judge misses by.
+    pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
     pub dry_run: bool,
     pub verify: Option<Nanos>,
     pub json: Option<rtlab_store::output::PendingOutput>,
@@ -190,7 +192,7 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         args.target.describe(),
         args.observe
     ));
-    let before = observe(&args.target, observe_for, &stop)?;
+    let before = observe(&args.target, observe_for, args.cycle_marker.as_ref(), &stop)?;
     if stop.load(Ordering::SeqCst) {
         return Ok(crate::exit::finished(true));
     }
@@ -325,7 +327,7 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         args.target.describe(),
         args.observe
     ));
-    let after = observe(&args.target, observe_for, &stop);
+    let after = observe(&args.target, observe_for, args.cycle_marker.as_ref(), &stop);
     let interrupted = stop.load(Ordering::SeqCst);
     let after = match after {
         Ok(after) if !interrupted => after,

@@ -51,6 +51,16 @@ pub struct RecordArgs {
     /// bpf (filtered in the kernel), tracefs, or auto: bpf when it loads, else tracefs
     #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
     pub recorder: String,
+    /// Also record the program's own cycle starts: `jack` (libjackserver's
+    /// Jack::JackEngine::Process), or PATH:SYMBOL (an ELF function, mangled or not); `trace
+    /// analyze` then judges deadlines by them
+    #[arg(long, value_name = "SPEC")]
+    pub cycle_marker: Option<String>,
+    /// With --cycle-marker: PATH:SYMBOL[,SYMBOL…], the function whose return marks that the
+    /// calling thread finished its cycle's work (a JACK client's process callback): a thread
+    /// that goes on with the next cycle's work without blocking is then still judged exactly
+    #[arg(long, value_name = "SPEC", requires = "cycle_marker")]
+    pub work_done_marker: Option<String>,
     /// The rtlab trace file to write (appears only when the recording ends)
     #[arg(short = 'o', long)]
     pub output: PathBuf,
@@ -92,6 +102,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
+    let work_done_marker =
+        super::trace_markers::work_done_marker_flag(args.work_done_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
@@ -118,6 +131,8 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             "tracefs" => RecorderChoice::Tracefs,
             _ => RecorderChoice::Auto,
         },
+        cycle_marker: cycle_marker.clone(),
+        work_done_marker: work_done_marker.clone(),
         ..RecordConfig::default()
     };
     let header = FileHeader {
@@ -170,6 +185,20 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(reason) = &summary.bpf_unavailable {
         eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
     }
+    if let Some(marker) = &cycle_marker {
+        eprintln!(
+            "rtlab: {} cycle markers at {}",
+            summary.cycle_markers,
+            marker.describe()
+        );
+    }
+    if let Some(marker) = &work_done_marker {
+        eprintln!(
+            "rtlab: {} work-done markers at the return of {}",
+            summary.work_done_markers,
+            marker.describe()
+        );
+    }
     let progress = summary.progress;
     let file_bytes = std::fs::metadata(&args.output)
         .map(|metadata| metadata.len())
@@ -193,7 +222,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             String::new()
         } else {
             format!(
-                "; removed tracing instances of killed rtlab runs: {}",
+                "; removed tracing instances and probes of killed rtlab runs: {}",
                 summary.removed_stale_instances.join(", ")
             )
         }

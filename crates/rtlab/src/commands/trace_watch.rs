@@ -47,6 +47,14 @@ pub struct WatchArgs {
     /// bpf (filtered in the kernel), tracefs, or auto: bpf when it loads, else tracefs
     #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
     pub recorder: String,
+    /// Judge deadlines by the program's own cycle starts: `jack` or PATH:SYMBOL (see `trace
+    /// record --cycle-marker`)
+    #[arg(long, value_name = "SPEC")]
+    pub cycle_marker: Option<String>,
+    /// With --cycle-marker: where a thread's cycle work ends (see `trace record
+    /// --work-done-marker`)
+    #[arg(long, value_name = "SPEC", requires = "cycle_marker")]
+    pub work_done_marker: Option<String>,
     /// Start this command and watch it (after `--`)
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -253,12 +261,15 @@ pub(crate) fn watch_windows(
     duration: Option<Duration>,
     window_ns: u64,
     recorder: &str,
+    markers: Markers<'_>,
     stop: &AtomicBool,
     mut window: impl FnMut(TraceReport),
 ) -> anyhow::Result<RecordSummary> {
     let config = RecordConfig {
         target: target.clone(),
         duration,
+        cycle_marker: markers.0.cloned(),
+        work_done_marker: markers.1.cloned(),
         recorder: match recorder {
             "bpf" => rtlab_apptrace::record::RecorderChoice::Bpf,
             "tracefs" => rtlab_apptrace::record::RecorderChoice::Tracefs,
@@ -299,16 +310,29 @@ pub(crate) fn watch_windows(
     Ok(summary)
 }
 
+/// The cycle marker and the work-done marker to record, if any.
+pub(crate) type Markers<'a> = (
+    Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
+    Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
+);
+
 /// Records `target` for `duration` and analyses it whole: `reserve --auto`'s observation.
 pub(crate) fn observe(
     target: &Target,
     duration: Duration,
+    cycle_marker: Option<&rtlab_trace::cycle_marker::CycleMarker>,
     stop: &AtomicBool,
 ) -> anyhow::Result<TraceReport> {
     let mut whole = None;
-    watch_windows(target, Some(duration), u64::MAX, "auto", stop, |report| {
-        whole = Some(report)
-    })?;
+    watch_windows(
+        target,
+        Some(duration),
+        u64::MAX,
+        "auto",
+        (cycle_marker, None),
+        stop,
+        |report| whole = Some(report),
+    )?;
     whole
         .ok_or_else(|| anyhow::anyhow!("the observation of {} recorded nothing", target.describe()))
 }
@@ -342,6 +366,9 @@ fn comm_running(name: &str) -> bool {
 }
 
 pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
+    let work_done_marker =
+        super::trace_markers::work_done_marker_flag(args.work_done_marker.as_deref())?;
     let target = match (&args.pid, &args.comm) {
         (Some(pid), _) => Target::Pid(*pid),
         (None, Some(name)) => Target::Comm(name.clone()),
@@ -412,6 +439,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             .map(|duration| Duration::from_nanos(duration.0)),
         DEFAULT_WINDOW_NS,
         &args.recorder,
+        (cycle_marker.as_ref(), work_done_marker.as_ref()),
         &record_stop,
         |report| {
             summary.see(&report);

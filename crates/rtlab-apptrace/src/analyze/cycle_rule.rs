@@ -1,0 +1,313 @@
+//! Lateness judged by the program's own cycle start (`trace record --cycle-marker`), as JACK
+//! counts xruns, online and in bounded memory (a few words per thread), so the whole-trace
+//! findings and `trace watch`'s summary count the same.
+//!
+//! A cycle marker is the moment the program began a cycle (JACK: `JackEngine::Process`, where
+//! the engine decides whether the last cycle's work is finished). The threads the cycle drives
+//! are those the marker's thread wakes. At each marker, for each driven thread (read from
+//! jack2's `JackEngine::Process`, `ProcessCurrent`, `CheckXRun` and
+//! `JackTimedDriver::ProcessWait`):
+//!
+//! - the thread is *unfinished* when it is still in an activation (woken, not yet blocked
+//!   again), or, when the trace has its work-done markers (the return of the function that
+//!   does its cycle's work), when none came since the previous cycle start: a thread that
+//!   finishes one cycle's work and goes on at once with the next never blocks in between. A
+//!   finished thread lets the program switch to the next cycle's work.
+//! - an unfinished thread within two periods of the last switch is a missed deadline (JACK:
+//!   "client not finished", reported for the first failing cycle only); at two periods or more
+//!   the program switches to the next cycle's work anyway (JACK's timeout) without counting one.
+//! - when the marker's thread did not block (sleep) between the previous marker and this one,
+//!   the previous cycle ended past its successor's start and the program began this one at
+//!   once: a missed deadline for every driven thread (JACK's timed driver: "Process XRun").
+//! - a marker with no activation of the thread since the previous one is a missed period.
+//!
+//! Each miss is charged to the thread's activation under way (or its next one), whose critical
+//! path then says who held it back.
+
+use super::Activation;
+use std::collections::VecDeque;
+
+/// Intervals between markers kept for the period.
+const INTERVALS_KEPT: usize = 64;
+/// Intervals needed before the rules are applied (the period must be known).
+const INTERVALS_NEEDED: usize = 8;
+/// Clocks followed at most (threads hitting cycle markers: one per program's cycle).
+pub(crate) const CLOCKS_KEPT: usize = 8;
+/// Threads judged by the markers at most (those the marker's thread wakes, first come).
+pub(crate) const DRIVEN_KEPT: usize = 64;
+/// A program keeping its period in whole microseconds compares with up to this much less.
+const PERIOD_ROUNDING_NS: u64 = 2_000;
+
+/// The program's clock, from its cycle markers.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CycleClock {
+    /// The thread that hit the markers (the latest one).
+    pub tid: i32,
+    pub n_markers: u64,
+    pub last_ns: u64,
+    intervals: VecDeque<u64>,
+    /// The period: the median of the kept intervals (0: unknown).
+    pub period_ns: u64,
+    /// The marker's thread blocked since the last marker.
+    pub blocked_since_marker: bool,
+    /// The threads the marker's thread woke (judged by the markers).
+    pub driven: Vec<i32>,
+    /// Cycles that began at once after the previous one (it overran).
+    pub overruns: u64,
+    /// The last marker began a cycle at once after an overrun.
+    restarted: bool,
+}
+
+impl CycleClock {
+    /// A marker at `time`: updates the period; returns whether the previous cycle overran
+    /// (the marker's thread never blocked since it), once the period is known.
+    pub(crate) fn marker(&mut self, time: u64, tid: i32) -> bool {
+        let overran = self.n_markers > 0 && !self.blocked_since_marker && tid == self.tid;
+        // The period from the cycles begun on the program's schedule: not the one begun at
+        // once after an overrun, nor the one after it (a restarted clock sleeps a period from
+        // when it restarted, plus its wake-up latency).
+        if self.n_markers > 0 && !overran && !self.restarted {
+            if self.intervals.len() == INTERVALS_KEPT {
+                self.intervals.pop_front();
+            }
+            self.intervals.push_back(time.saturating_sub(self.last_ns));
+            self.period_ns = period_of(&self.intervals);
+        }
+        self.restarted = overran;
+        self.tid = tid;
+        self.n_markers += 1;
+        self.last_ns = time;
+        self.blocked_since_marker = false;
+        let judged = overran && self.period_ns > 0;
+        self.overruns += u64::from(judged);
+        judged
+    }
+
+    /// `waker` woke `tid`: a thread the cycle drives when `waker` is the marker's thread.
+    pub(crate) fn woke(&mut self, waker: i32, tid: i32) -> bool {
+        if self.n_markers == 0 || waker != self.tid || tid == waker {
+            return false;
+        }
+        if !self.driven.contains(&tid) && self.driven.len() < DRIVEN_KEPT {
+            self.driven.push(tid);
+        }
+        true
+    }
+}
+
+/// The median of the intervals, with at least [`INTERVALS_NEEDED`] of them; 0 otherwise. (Not
+/// a mean: the late cycles of a disturbed stretch would pull it up, and the two-period rule is
+/// judged to microseconds.)
+fn period_of(intervals: &VecDeque<u64>) -> u64 {
+    if intervals.len() < INTERVALS_NEEDED {
+        return 0;
+    }
+    let mut sorted: Vec<u64> = intervals.iter().copied().collect();
+    sorted.sort_unstable();
+    sorted[sorted.len() / 2]
+}
+
+/// One thread judged by the markers.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CycleJudge {
+    /// The last marker at which the program switched to the next cycle's work for it.
+    last_switch_ns: Option<u64>,
+    /// Deadlines missed so far (both kinds), and markers with no activation since the last.
+    pub deadlines_missed: u64,
+    pub missed_periods: u64,
+    /// Misses at markers while it had no activation under way: for its next one, with what
+    /// held the cycle's thread back.
+    pub pending: u32,
+    pending_delay: Option<Activation>,
+    pub activated_since_marker: bool,
+    seen_activation: bool,
+    /// The trace has its work-done markers: finished means one came since the last cycle start.
+    uses_work_done: bool,
+    done_since_marker: bool,
+    /// Its late activations (misses charged), the first [`super::streaming::LATE_KEPT`].
+    pub late: Vec<Activation>,
+}
+
+impl CycleJudge {
+    /// A marker at `time`; `current` is its activation under way, if any. Returns the deadlines
+    /// missed at this marker (also charged to `current`, or kept for the next activation).
+    ///
+    /// `cycle_delay` is the activation of the marker's thread that began this cycle, when it
+    /// waited for a CPU (a cycle that came late): the misses charged here are then also its
+    /// wait's (who held that thread), the first step of the late activation's path.
+    pub(crate) fn marker(
+        &mut self,
+        time: u64,
+        period_ns: u64,
+        overran: bool,
+        current: Option<&mut Activation>,
+        cycle_delay: Option<&Activation>,
+    ) -> u32 {
+        let unfinished = if self.uses_work_done {
+            !self.done_since_marker
+        } else {
+            current.is_some()
+        };
+        self.done_since_marker = false;
+        if self.seen_activation && !self.activated_since_marker {
+            self.missed_periods += 1;
+        }
+        self.activated_since_marker = false;
+        let mut misses = u32::from(overran);
+        match self.last_switch_ns {
+            Some(last_switch) if unfinished && period_ns > 0 => {
+                let two_periods = (2 * period_ns).saturating_sub(PERIOD_ROUNDING_NS);
+                if time.saturating_sub(last_switch) >= two_periods {
+                    self.last_switch_ns = Some(time);
+                } else {
+                    misses += 1;
+                }
+            }
+            _ => self.last_switch_ns = Some(time),
+        }
+        if misses > 0 {
+            self.deadlines_missed += u64::from(misses);
+            match current {
+                Some(activation) => {
+                    activation.cycle_deadlines += misses;
+                    if let Some(delay) = cycle_delay {
+                        held_back_by(activation, delay);
+                    }
+                }
+                None => {
+                    self.pending += misses;
+                    if cycle_delay.is_some() {
+                        self.pending_delay = cycle_delay.copied();
+                    }
+                }
+            }
+        }
+        misses
+    }
+
+    /// It finished its cycle's work (a work-done marker).
+    pub(crate) fn work_done(&mut self) {
+        self.uses_work_done = true;
+        self.done_since_marker = true;
+    }
+
+    /// An activation starts: it takes the misses waiting for it.
+    pub(crate) fn activated(&mut self, activation: &mut Activation) {
+        activation.cycle_deadlines += std::mem::take(&mut self.pending);
+        if let Some(delay) = self.pending_delay.take() {
+            held_back_by(activation, &delay);
+        }
+        self.activated_since_marker = true;
+        self.seen_activation = true;
+    }
+
+    /// An activation ended: kept when misses were charged to it.
+    pub(crate) fn completed(&mut self, activation: &Activation) {
+        if activation.cycle_deadlines > 0 && self.late.len() < super::streaming::LATE_KEPT {
+            self.late.push(*activation);
+        }
+    }
+}
+
+/// The wait of the cycle's thread (`delay`) as the gap before `activation`, when it is longer
+/// than the gap already known: the cycle came late because that thread waited, and who held
+/// it is the first step of the activation's critical path.
+fn held_back_by(activation: &mut Activation, delay: &Activation) {
+    if delay.wait_ns <= activation.gap_ns {
+        return;
+    }
+    activation.gap_ns = delay.wait_ns;
+    activation.gap_holder = delay.top_holder;
+    activation.gap_holder_ns = delay.top_holder_ns;
+    activation.gap_idle_ns = delay.wait_idle_ns;
+    activation.gap_throttled_ns = delay.wait_throttled_ns;
+    activation.gap_irq_ns = delay.wait_irq_ns;
+    activation.gap_irq_source = delay.wait_irq_source;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PERIOD: u64 = 2_666_667;
+
+    fn clock_with_period() -> CycleClock {
+        let mut clock = CycleClock::default();
+        for index in 0..10 {
+            clock.blocked_since_marker = true;
+            assert!(!clock.marker(index * PERIOD, 7));
+        }
+        clock
+    }
+
+    #[test]
+    fn the_period_is_the_markers_mean_interval() {
+        let mut clock = clock_with_period();
+        assert!(clock.period_ns.abs_diff(PERIOD) <= 1, "{}", clock.period_ns);
+        assert!(clock.woke(7, 42));
+        assert!(!clock.woke(8, 42));
+        assert_eq!(clock.driven, [42]);
+    }
+
+    #[test]
+    fn a_cycle_begun_without_the_clock_sleeping_overran() {
+        let mut clock = clock_with_period();
+        assert!(clock.marker(10 * PERIOD + 50_000, 7));
+        clock.blocked_since_marker = true;
+        assert!(!clock.marker(11 * PERIOD, 7));
+    }
+
+    #[test]
+    fn an_unfinished_thread_counts_once_until_the_switch_two_periods_on() {
+        let mut judge = CycleJudge::default();
+        let mut activation = Activation::default();
+        assert_eq!(judge.marker(0, PERIOD, false, None, None), 0);
+        judge.activated(&mut activation);
+        // Still running one period on: the first failing cycle counts.
+        assert_eq!(
+            judge.marker(PERIOD, PERIOD, false, Some(&mut activation), None),
+            1
+        );
+        // Two periods after the last switch: the program switches without counting.
+        assert_eq!(
+            judge.marker(2 * PERIOD, PERIOD, false, Some(&mut activation), None),
+            0
+        );
+        // Still unfinished a period after that switch: counted again.
+        assert_eq!(
+            judge.marker(3 * PERIOD, PERIOD, false, Some(&mut activation), None),
+            1
+        );
+        assert_eq!(activation.cycle_deadlines, 2);
+        judge.completed(&activation);
+        // Finished: a switch, nothing counted; then a cycle with no activation is a missed period.
+        assert_eq!(judge.marker(4 * PERIOD, PERIOD, false, None, None), 0);
+        assert_eq!(judge.missed_periods, 3);
+        // An overrun while blocked waits for the next activation.
+        assert_eq!(judge.marker(5 * PERIOD, PERIOD, true, None, None), 1);
+        let mut next = Activation::default();
+        judge.activated(&mut next);
+        assert_eq!(next.cycle_deadlines, 1);
+        assert_eq!(judge.deadlines_missed, 3);
+        assert_eq!(judge.late.len(), 1);
+    }
+
+    #[test]
+    fn with_work_done_markers_finished_means_one_came_since_the_last_cycle_start() {
+        let mut judge = CycleJudge::default();
+        let mut activation = Activation::default();
+        judge.work_done();
+        assert_eq!(
+            judge.marker(0, PERIOD, false, Some(&mut activation), None),
+            0
+        );
+        // Running on without blocking, but its work was done: finished.
+        judge.work_done();
+        assert_eq!(
+            judge.marker(PERIOD, PERIOD, false, Some(&mut activation), None),
+            0
+        );
+        // No work done since: unfinished, though blocked.
+        assert_eq!(judge.marker(2 * PERIOD, PERIOD, false, None, None), 1);
+    }
+}

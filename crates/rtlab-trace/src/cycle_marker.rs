@@ -1,0 +1,348 @@
+//! A program's own cycle start, as a user-space probe: `rtlab trace record --cycle-marker SPEC`.
+//!
+//! Scheduler events show when a cycle-driven program's threads ran, not when the program decided
+//! that a cycle began; a probe on the function that starts its cycle (JACK's
+//! `Jack::JackEngine::Process`) records that moment, so that lateness can be judged against the
+//! program's own deadline. This module turns a SPEC (`PATH:SYMBOL`, or the preset `jack`) into
+//! the file and file offset the kernel's `uprobe_events` wants: the symbol's address is read from
+//! the ELF symbol tables (dynamic first) and mapped to a file offset through the program headers
+//! of the segment holding it. C++ names may be given mangled or as written
+//! (`Jack::JackEngine::Process`): a plain name matches a mangled nested name with the same parts.
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// The event names of the probes inside rtlab's group, with the function's index after them
+/// (`rtlab_<pid>/cycle0`, `rtlab_<pid>/done0`).
+pub const CYCLE_MARKER_EVENT: &str = "cycle";
+pub const WORK_DONE_EVENT: &str = "done";
+
+/// The preset for JACK: the engine's cycle start in libjackserver.
+pub const JACK_PRESET: &str = "jack";
+/// Where JACK's engine, each cycle, has judged whether the last cycle's work finished and resets
+/// the graph for the next (`Jack::JackEngine::ProcessNext` when it moves on,
+/// `ProcessCurrent` when it waits), mangled.
+const JACK_SYMBOLS: &[&str] = &[
+    "_ZN4Jack10JackEngine11ProcessNextEm",
+    "_ZN4Jack10JackEngine14ProcessCurrentEm",
+];
+/// Where Debian and Ubuntu install libjackserver when no running jackd says otherwise.
+const JACK_LIBRARY_PATHS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/libjackserver.so.0",
+    "/usr/lib/aarch64-linux-gnu/libjackserver.so.0",
+    "/usr/lib/libjackserver.so.0",
+    "/usr/lib64/libjackserver.so.0",
+];
+
+/// A resolved marker: where its probes go (one per function named).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CycleMarker {
+    /// What the user asked for (`jack`, `PATH:SYMBOL[,SYMBOL…]`).
+    pub spec: String,
+    pub binary: PathBuf,
+    /// Each function: the symbol as found in the file (mangled) and its file offset (what
+    /// `uprobe_events` takes).
+    pub points: Vec<(String, u64)>,
+    /// The probe fires when the function returns (a work-done marker), not at its entry.
+    pub at_return: bool,
+}
+
+impl CycleMarker {
+    /// `SYMBOL, SYMBOL in PATH`, for summaries.
+    pub fn describe(&self) -> String {
+        let symbols: Vec<&str> = self.points.iter().map(|(name, _)| name.as_str()).collect();
+        format!("{} in {}", symbols.join(", "), self.binary.display())
+    }
+}
+
+/// Why a SPEC cannot be probed; each message names the SPEC's part at fault.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum CycleMarkerError {
+    #[error("marker {0:?}: expected PATH:SYMBOL (cycle markers also take the preset 'jack')")]
+    Syntax(String),
+    #[error("marker: {path}: {message}")]
+    File { path: String, message: String },
+    #[error("marker: {path} has no function symbol {symbol:?}")]
+    NoSymbol { path: String, symbol: String },
+    #[error("marker: {path}: {symbol:?} matches several functions ({candidates}); give the mangled name")]
+    Ambiguous {
+        path: String,
+        symbol: String,
+        candidates: String,
+    },
+    #[error("marker: {path}: symbol {symbol:?} at {address:#x} is in no loadable segment")]
+    NotLoaded {
+        path: String,
+        symbol: String,
+        address: u64,
+    },
+}
+
+/// Resolves a cycle-start SPEC: `jack`, or `PATH:SYMBOL[,SYMBOL…]` (the first `:` ends the
+/// path; several functions when the cycle begins in any of them).
+pub fn resolve(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
+    if spec == JACK_PRESET {
+        let binary = jack_library();
+        let points = JACK_SYMBOLS
+            .iter()
+            .map(|symbol| symbol_file_offset(&binary, symbol))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(CycleMarker {
+            spec: spec.to_owned(),
+            binary,
+            points,
+            at_return: false,
+        });
+    }
+    resolve_path_spec(spec, false)
+}
+
+/// Resolves a work-done SPEC, `PATH:SYMBOL[,SYMBOL…]`: the functions whose return marks that
+/// the calling thread finished its cycle's work (a JACK client's process callback).
+pub fn resolve_work_done(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
+    resolve_path_spec(spec, true)
+}
+
+fn resolve_path_spec(spec: &str, at_return: bool) -> Result<CycleMarker, CycleMarkerError> {
+    let (path, symbols) = spec
+        .split_once(':')
+        .filter(|(path, symbols)| !path.is_empty() && !symbols.is_empty())
+        .ok_or_else(|| CycleMarkerError::Syntax(spec.to_owned()))?;
+    let binary = PathBuf::from(path);
+    let points = split_symbols(symbols)
+        .iter()
+        .map(|symbol| symbol_file_offset(&binary, symbol))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CycleMarker {
+        spec: spec.to_owned(),
+        binary,
+        points,
+        at_return,
+    })
+}
+
+/// `a,b` → [a, b], but not inside a C++ argument list (`f(int, int)`).
+fn split_symbols(symbols: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut depth = 0;
+    let mut current = String::new();
+    for character in symbols.chars() {
+        match character {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut current).trim().to_owned());
+                continue;
+            }
+            _ => {}
+        }
+        current.push(character);
+    }
+    parts.push(current.trim().to_owned());
+    parts
+}
+
+/// libjackserver as a running jackd maps it (the first found in /proc/PID/maps of a process
+/// named `jackd` or `jackdbus`), else the first standard path that exists.
+fn jack_library() -> PathBuf {
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let directory = entry.path();
+            let Ok(comm) = std::fs::read_to_string(directory.join("comm")) else {
+                continue;
+            };
+            if !matches!(comm.trim(), "jackd" | "jackdbus") {
+                continue;
+            }
+            let Ok(maps) = std::fs::read_to_string(directory.join("maps")) else {
+                continue;
+            };
+            if let Some(path) = maps
+                .lines()
+                .filter_map(|line| line.split_whitespace().nth(5))
+                .find(|path| path.contains("libjackserver.so"))
+            {
+                return PathBuf::from(path);
+            }
+        }
+    }
+    JACK_LIBRARY_PATHS
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists())
+        .unwrap_or_else(|| PathBuf::from(JACK_LIBRARY_PATHS[0]))
+}
+
+/// The mangled name and file offset of the function `wanted` in the ELF file `binary`.
+pub fn symbol_file_offset(binary: &Path, wanted: &str) -> Result<(String, u64), CycleMarkerError> {
+    let path = binary.display().to_string();
+    let file_error = |message: String| CycleMarkerError::File {
+        path: path.clone(),
+        message,
+    };
+    let data = std::fs::read(binary).map_err(|error| file_error(error.to_string()))?;
+    let file = object::File::parse(&*data)
+        .map_err(|error| file_error(format!("not an ELF file ({error})")))?;
+    let wanted_parts = plain_name_parts(wanted);
+    let mut exact = None;
+    let mut by_parts: Vec<(String, u64)> = Vec::new();
+    for symbol in file.dynamic_symbols().chain(file.symbols()) {
+        if symbol.kind() != object::SymbolKind::Text || symbol.address() == 0 {
+            continue;
+        }
+        let Ok(name) = symbol.name() else {
+            continue;
+        };
+        if name == wanted {
+            exact = Some((name.to_owned(), symbol.address()));
+            break;
+        }
+        if let (Some(wanted_parts), Some(parts)) = (&wanted_parts, mangled_name_parts(name)) {
+            if &parts == wanted_parts && !by_parts.iter().any(|(known, _)| known == name) {
+                by_parts.push((name.to_owned(), symbol.address()));
+            }
+        }
+    }
+    let (name, address) = match exact {
+        Some(found) => found,
+        None => match by_parts.len() {
+            0 => {
+                return Err(CycleMarkerError::NoSymbol {
+                    path,
+                    symbol: wanted.to_owned(),
+                })
+            }
+            1 => by_parts.remove(0),
+            _ => {
+                return Err(CycleMarkerError::Ambiguous {
+                    path,
+                    symbol: wanted.to_owned(),
+                    candidates: by_parts
+                        .iter()
+                        .map(|(name, _)| name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+            }
+        },
+    };
+    for segment in file.segments() {
+        let start = segment.address();
+        if address >= start && address < start + segment.size() {
+            let (file_start, file_size) = segment.file_range();
+            if address - start < file_size {
+                return Ok((name, file_start + (address - start)));
+            }
+        }
+    }
+    Err(CycleMarkerError::NotLoaded {
+        path,
+        symbol: name,
+        address,
+    })
+}
+
+/// `Jack::JackEngine::Process` (arguments, if written, dropped) as its parts; None for a name
+/// that is no C++ qualified name (then only an exact match counts).
+fn plain_name_parts(name: &str) -> Option<Vec<String>> {
+    let name = name.split('(').next()?.trim();
+    if !name.contains("::") {
+        return None;
+    }
+    let parts: Vec<String> = name.split("::").map(str::to_owned).collect();
+    parts
+        .iter()
+        .all(|part| !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .then_some(parts)
+}
+
+/// The parts of an Itanium-mangled nested name (`_ZN4Jack10JackEngine7ProcessEmm` → Jack,
+/// JackEngine, Process); None for anything else (templates, operators, plain functions).
+fn mangled_name_parts(name: &str) -> Option<Vec<String>> {
+    let mut rest = name.strip_prefix("_ZN")?;
+    rest = rest.trim_start_matches(['K', 'V', 'r']);
+    let mut parts = Vec::new();
+    while !rest.starts_with('E') {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let length: usize = rest[..digits].parse().ok()?;
+        let part = rest.get(digits..digits + length)?;
+        parts.push(part.to_owned());
+        rest = &rest[digits + length..];
+    }
+    (parts.len() >= 2).then_some(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mangled_nested_names_split_into_their_parts() {
+        assert_eq!(
+            mangled_name_parts("_ZN4Jack10JackEngine7ProcessEmm").unwrap(),
+            ["Jack", "JackEngine", "Process"]
+        );
+        assert_eq!(
+            mangled_name_parts("_ZNK4Jack10JackEngine4NameEv").unwrap(),
+            ["Jack", "JackEngine", "Name"]
+        );
+        assert_eq!(mangled_name_parts("_Z3foov"), None);
+        assert_eq!(mangled_name_parts("_ZN4JackE"), None);
+        assert_eq!(mangled_name_parts("_ZN99JackE"), None);
+        assert_eq!(mangled_name_parts("main"), None);
+        assert_eq!(
+            plain_name_parts("Jack::JackEngine::Process(unsigned long, unsigned long)").unwrap(),
+            ["Jack", "JackEngine", "Process"]
+        );
+        assert_eq!(plain_name_parts("main"), None);
+        assert_eq!(split_symbols("a, b(int, int),c"), ["a", "b(int, int)", "c"]);
+    }
+
+    #[test]
+    fn bad_specs_name_what_is_wrong() {
+        assert!(matches!(
+            resolve("nocolon"),
+            Err(CycleMarkerError::Syntax(_))
+        ));
+        assert!(matches!(resolve(":main"), Err(CycleMarkerError::Syntax(_))));
+        let missing = resolve("/no/such/file:main").unwrap_err().to_string();
+        assert!(missing.contains("/no/such/file"), "{missing}");
+        let exe = std::env::current_exe().unwrap();
+        let no_symbol = resolve(&format!("{}:no_such_symbol_here", exe.display()))
+            .unwrap_err()
+            .to_string();
+        assert!(no_symbol.contains("no_such_symbol_here"), "{no_symbol}");
+    }
+
+    #[test]
+    fn a_symbol_of_this_test_binary_maps_into_its_file() {
+        let exe = std::env::current_exe().unwrap();
+        let (name, offset) = symbol_file_offset(&exe, "main").unwrap();
+        assert_eq!(name, "main");
+        let length = std::fs::metadata(&exe).unwrap().len();
+        assert!(offset > 0 && offset < length, "{offset} of {length}");
+    }
+
+    #[test]
+    #[ignore = "needs jackd2 installed (libjackserver; CI installs it)"]
+    fn the_jack_preset_resolves_where_jack_is_installed() {
+        let library = jack_library();
+        assert!(
+            library.exists(),
+            "libjackserver is not installed: apt-get install jackd2"
+        );
+        let marker = resolve(JACK_PRESET).unwrap();
+        assert_eq!(marker.points.len(), 2);
+        assert_eq!(marker.points[0].0, JACK_SYMBOLS[0]);
+        let by_plain_name = resolve(&format!(
+            "{}:Jack::JackEngine::ProcessNext,Jack::JackEngine::ProcessCurrent(unsigned long)",
+            library.display()
+        ))
+        .unwrap();
+        assert_eq!(by_plain_name.points, marker.points);
+    }
+}
