@@ -1,8 +1,8 @@
 //! A program's own cycle start, as a user-space probe: `rtlab trace record --cycle-marker SPEC`.
 //!
 //! Scheduler events show when a cycle-driven program's threads ran, not when the program decided
-//! that a cycle began; a probe on the function that starts its cycle (JACK's
-//! `Jack::JackEngine::Process`) records that moment, so that lateness can be judged against the
+//! that a cycle began; a probe on the function that starts its cycle (JACK's engine judging a
+//! cycle: `Jack::JackEngine::ProcessNext` / `ProcessCurrent`) records that moment, so that lateness can be judged against the
 //! program's own deadline. This module turns a SPEC (`PATH:SYMBOL`, or the preset `jack`) into
 //! the file and file offset the kernel's `uprobe_events` wants: the symbol's address is read from
 //! the ELF symbol tables (dynamic first) and mapped to a file offset through the program headers

@@ -52,8 +52,9 @@ pub struct RecordArgs {
     #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
     pub recorder: String,
     /// Also record the program's own cycle starts: `jack` (libjackserver's
-    /// Jack::JackEngine::Process), or PATH:SYMBOL (an ELF function, mangled or not); `trace
-    /// analyze` then judges deadlines by them
+    /// JackEngine::ProcessNext and ProcessCurrent, where the engine judges each cycle), or
+    /// PATH:SYMBOL[,SYMBOL…] (ELF functions, mangled or not); `trace analyze` then judges
+    /// deadlines by them
     #[arg(long, value_name = "SPEC")]
     pub cycle_marker: Option<String>,
     /// With --cycle-marker: PATH:SYMBOL[,SYMBOL…], the function whose return marks that the
