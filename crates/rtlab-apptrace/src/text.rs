@@ -1,7 +1,7 @@
 //! The text report of `rtlab trace analyze`: the thread table (003's Table 3-1), wake-up chains,
 //! then each kind of finding, worst first. Times in ms / µs.
 
-use crate::analyze::report::{Counted, TraceReport};
+use crate::analyze::report::{Counted, DeadlineSource, TraceReport};
 use std::fmt::Write as _;
 
 fn ms(ns: u64) -> String {
@@ -258,10 +258,25 @@ pub fn write_late_activations(out: &mut String, report: &TraceReport) {
             markers.overruns,
             report.missed_periods_total,
         );
+        // Threads the cycle does not drive (other tasks in the trace) are still judged by their
+        // own inferred period: say how many of the late ones are theirs.
+        let by_own_period: u64 = report
+            .threads
+            .iter()
+            .filter(|row| row.deadline_source == Some(DeadlineSource::Inferred))
+            .map(|row| row.late_activations)
+            .sum();
         let _ = writeln!(
             out,
-            "\nLate activations (a cycle began while the work was unfinished): {}",
-            report.late_activations_total
+            "\nLate activations (a cycle began while the work was unfinished): {}{}",
+            report.late_activations_total - by_own_period.min(report.late_activations_total),
+            if by_own_period > 0 {
+                format!(
+                    "; and {by_own_period} of threads the cycle does not drive, judged by their own period"
+                )
+            } else {
+                String::new()
+            }
         );
         write_late_list(out, report);
         return;
