@@ -93,7 +93,7 @@ pub struct RecordSummary {
     pub owners_found: u64,
     /// `bpf` or `tracefs`.
     pub recorder: String,
-    /// Why `auto` did not use the BPF recorder.
+    /// Why `auto` did not use the BPF recorder (it did not load, or cycle markers were asked for).
     pub bpf_unavailable: Option<String>,
     /// Cycle markers and work-done markers recorded.
     pub cycle_markers: u64,

@@ -346,3 +346,42 @@ fn a_sigkilled_bpf_recording_leaves_no_program_attached() {
     assert!(!output.exists(), "an unfinished recording must not appear");
     let _ = target.kill();
 }
+
+#[test]
+#[ignore = "needs root and tracefs"]
+fn auto_records_cycle_markers_through_tracefs_and_says_why() {
+    require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let trace = sandbox.file("markers.rtlt");
+    // Any ELF function will do as a marker: libc's clock_nanosleep, which `sleep` calls.
+    let output = sandbox.run_expecting(
+        0,
+        [
+            "trace",
+            "record",
+            "--cycle-marker",
+            "/lib/x86_64-linux-gnu/libc.so.6:clock_nanosleep",
+            "-o",
+            trace.to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.3",
+        ],
+    );
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr
+            .contains("recorded through tracefs: with cycle markers the tracefs recorder is used"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cycle markers at clock_nanosleep"),
+        "{stderr}"
+    );
+    let analysis = stdout_json(&sandbox.run_expecting(
+        0,
+        ["trace", "analyze", "--json", "-", trace.to_str().unwrap()],
+    ));
+    assert_eq!(analysis["deadline_source"], "cycle_marker", "{analysis}");
+    assert!(analysis["cycle_markers"]["n_markers"].as_u64().unwrap() >= 1);
+}

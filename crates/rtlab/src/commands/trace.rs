@@ -184,7 +184,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .commit(&[])
         .with_context(|| format!("writing {}", args.output.display()))?;
     if let Some(reason) = &summary.bpf_unavailable {
-        eprintln!("rtlab: recorded through tracefs: the BPF recorder did not load: {reason}");
+        eprintln!("rtlab: recorded through tracefs: {reason}");
     }
     if let Some(marker) = &cycle_marker {
         eprintln!(
