@@ -11,19 +11,8 @@ mod support;
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::file::{FileHeader, TraceFile};
 use rtlab_apptrace::record::{record, RecordConfig, RecorderChoice, Target};
-use rtlab_core::header::OutputHeader;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-
-fn header(schema: &str) -> OutputHeader {
-    OutputHeader {
-        schema: schema.into(),
-        tool_version: "test".into(),
-        cmdline: vec![],
-        started_at: "2026-01-01T00:00:00Z".into(),
-        host: None,
-    }
-}
 
 /// Records the test program live through `recorder` and checks the Done-when answers.
 fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
@@ -41,7 +30,7 @@ fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
         ..RecordConfig::default()
     };
     let file_header = FileHeader {
-        header: header(rtlab_apptrace::file::SCHEMA),
+        header: support::test_header(rtlab_apptrace::file::SCHEMA),
         target: config.target.describe(),
         clock: "mono".into(),
         events: vec![],
@@ -68,7 +57,7 @@ fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
     let (report, _) = rtlab_apptrace::source::analyze_path(
         &path,
         AnalysisConfig::default(),
-        header("rtlab.trace/1"),
+        support::test_header("rtlab.trace/1"),
     )
     .unwrap();
     assert_eq!(report.lost_events, 0);
@@ -127,7 +116,7 @@ fn a_trace_cmd_trace_dat_of_the_same_program_gives_the_same_analysis() {
     let (report, _) = rtlab_apptrace::source::analyze_path(
         &dat,
         AnalysisConfig::default(),
-        header("rtlab.trace/1"),
+        support::test_header("rtlab.trace/1"),
     )
     .unwrap();
     assert!(

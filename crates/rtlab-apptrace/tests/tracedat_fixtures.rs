@@ -3,12 +3,13 @@
 //! whole and shows the test program's priority inversion; every `err/` file fails with the error in
 //! its `.expected` file, which names the byte offset and the section.
 
+mod support;
+
 #[path = "../../rtlab/tests/common/fixture_files.rs"]
 mod fixture_files;
 
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::tracedat::TraceDat;
-use rtlab_core::header::OutputHeader;
 use std::path::Path;
 
 fn fixtures(kind: &str) -> Vec<std::path::PathBuf> {
@@ -22,13 +23,7 @@ fn fixtures(kind: &str) -> Vec<std::path::PathBuf> {
 fn every_ok_fixture_reads_whole_and_shows_the_inversion() {
     let mut formats = Vec::new();
     for path in fixtures("ok") {
-        let header = OutputHeader {
-            schema: "rtlab.trace/1".into(),
-            tool_version: "test".into(),
-            cmdline: vec![],
-            started_at: "2026-01-01T00:00:00Z".into(),
-            host: None,
-        };
+        let header = support::test_header("rtlab.trace/1");
         let (report, _) =
             rtlab_apptrace::source::analyze_path(&path, AnalysisConfig::default(), header)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));

@@ -8,11 +8,12 @@
 //! BIN/xrun_client:process --pid CLIENT -D 300ms`): read whole, they judge the client's
 //! process thread by jackd's cycle.
 
+mod support;
+
 use rtlab_apptrace::analyze::report::DeadlineSource;
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::file::{FileError, TraceFile};
 use rtlab_apptrace::EventKind;
-use rtlab_core::header::OutputHeader;
 use std::path::Path;
 
 fn fixture(kind: &str, name: &str) -> Vec<u8> {
@@ -75,13 +76,7 @@ fn recordings_with_cycle_markers_judge_the_client_by_jacks_cycle() {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join(name);
         std::fs::write(&path, &bytes).unwrap();
-        let header = OutputHeader {
-            schema: "rtlab.trace/1".into(),
-            tool_version: "test".into(),
-            cmdline: vec![],
-            started_at: "2026-01-01T00:00:00Z".into(),
-            host: None,
-        };
+        let header = support::test_header("rtlab.trace/1");
         let (report, _) =
             rtlab_apptrace::source::analyze_path(&path, AnalysisConfig::default(), header).unwrap();
         assert_eq!(

@@ -1,9 +1,10 @@
-//! Shared by the root-only tests: the test program `trace_demo` (built on demand), root checks,
-//! and lookups in an analysis.
+//! Shared by the apptrace tests: the test program `trace_demo` (built on demand), root checks,
+//! lookups in an analysis, and the output header an analysis is given.
 
 #![allow(dead_code)]
 
 use rtlab_apptrace::analyze::report::{ThreadRow, TraceReport};
+use rtlab_core::header::OutputHeader;
 use std::path::PathBuf;
 
 /// The test program pins RT threads to CPUs 0 and 1: two at once would disturb each other.
@@ -169,4 +170,15 @@ pub fn check_known_structure(report: &TraceReport, deadlock_is_cycle: bool) {
         .find(|ran| ran.name == "hog")
         .unwrap_or_else(|| panic!("{starved:?}, {} events lost", report.lost_events));
     assert!(hog.ns >= 200_000_000, "{starved:?}");
+}
+
+/// The output header of a test's analysis, with `schema`.
+pub fn test_header(schema: &str) -> OutputHeader {
+    OutputHeader {
+        schema: schema.into(),
+        tool_version: "test".into(),
+        cmdline: vec![],
+        started_at: "2026-01-01T00:00:00Z".into(),
+        host: None,
+    }
 }
