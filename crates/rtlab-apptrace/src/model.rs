@@ -141,7 +141,7 @@ pub enum EventKind {
         priority: i32,
     },
     /// The recorded program's cycle began (`trace record --cycle-marker`: a user-space probe on
-    /// the function that starts its cycle, e.g. JACK's `JackEngine::Process`), in thread `tid`.
+    /// the function that starts its cycle, e.g. JACK's `JackEngine::ProcessNext`), in thread `tid`.
     CycleMarker {
         tid: i32,
     },

@@ -2,8 +2,8 @@
 //! counts xruns, online and in bounded memory (a few words per thread), so the whole-trace
 //! findings and `trace watch`'s summary count the same.
 //!
-//! A cycle marker is the moment the program began a cycle (JACK: `JackEngine::Process`, where
-//! the engine decides whether the last cycle's work is finished). The threads the cycle drives
+//! A cycle marker is the moment the program began a cycle (JACK's preset: `JackEngine::ProcessNext`
+//! or `ProcessCurrent`, where the engine has decided whether the last cycle's work is finished). The threads the cycle drives
 //! are those the marker's thread wakes. At each marker, for each driven thread (read from
 //! jack2's `JackEngine::Process`, `ProcessCurrent`, `CheckXRun` and
 //! `JackTimedDriver::ProcessWait`):
