@@ -7,7 +7,8 @@
 //! the file and file offset the kernel's `uprobe_events` wants: the symbol's address is read from
 //! the ELF symbol tables (dynamic first) and mapped to a file offset through the program headers
 //! of the segment holding it. C++ names may be given mangled or as written
-//! (`Jack::JackEngine::Process`): a plain name matches a mangled nested name with the same parts.
+//! (`Jack::JackEngine::Process`, or with its arguments to pick one overload), compared with the
+//! symbols demangled by `cpp_demangle`.
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 use std::path::{Path, PathBuf};
@@ -65,7 +66,7 @@ pub enum CycleMarkerError {
     File { path: String, message: String },
     #[error("marker: {path} has no function symbol {symbol:?}")]
     NoSymbol { path: String, symbol: String },
-    #[error("marker: {path}: {symbol:?} matches several functions ({candidates}); give the mangled name")]
+    #[error("marker: {path}: {symbol:?} matches several functions: {candidates}; give the arguments or the mangled name")]
     Ambiguous {
         path: String,
         symbol: String,
@@ -146,25 +147,22 @@ fn split_symbols(symbols: &str) -> Vec<String> {
 /// libjackserver as a running jackd maps it (the first found in /proc/PID/maps of a process
 /// named `jackd` or `jackdbus`), else the first standard path that exists.
 fn jack_library() -> PathBuf {
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let directory = entry.path();
-            let Ok(comm) = std::fs::read_to_string(directory.join("comm")) else {
-                continue;
-            };
-            if !matches!(comm.trim(), "jackd" | "jackdbus") {
-                continue;
-            }
-            let Ok(maps) = std::fs::read_to_string(directory.join("maps")) else {
-                continue;
-            };
-            if let Some(path) = maps
-                .lines()
-                .filter_map(|line| line.split_whitespace().nth(5))
-                .find(|path| path.contains("libjackserver.so"))
-            {
-                return PathBuf::from(path);
-            }
+    let servers = ["jackd", "jackdbus"].into_iter().flat_map(|name| {
+        rtlab_sys::proc_thread::threads_named(name)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(pid, tid)| pid == tid)
+    });
+    for (pid, _) in servers {
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        if let Some(path) = maps
+            .lines()
+            .filter_map(|line| line.split_whitespace().nth(5))
+            .find(|path| path.contains("libjackserver.so"))
+        {
+            return PathBuf::from(path);
         }
     }
     JACK_LIBRARY_PATHS
@@ -184,9 +182,9 @@ pub fn symbol_file_offset(binary: &Path, wanted: &str) -> Result<(String, u64), 
     let data = std::fs::read(binary).map_err(|error| file_error(error.to_string()))?;
     let file = object::File::parse(&*data)
         .map_err(|error| file_error(format!("not an ELF file ({error})")))?;
-    let wanted_parts = plain_name_parts(wanted);
+    let wanted_key = written_name(wanted);
     let mut exact = None;
-    let mut by_parts: Vec<(String, u64)> = Vec::new();
+    let mut demangled: Vec<(String, u64, String)> = Vec::new();
     for symbol in file.dynamic_symbols().chain(file.symbols()) {
         if symbol.kind() != object::SymbolKind::Text || symbol.address() == 0 {
             continue;
@@ -198,29 +196,32 @@ pub fn symbol_file_offset(binary: &Path, wanted: &str) -> Result<(String, u64), 
             exact = Some((name.to_owned(), symbol.address()));
             break;
         }
-        if let (Some(wanted_parts), Some(parts)) = (&wanted_parts, mangled_name_parts(name)) {
-            if &parts == wanted_parts && !by_parts.iter().any(|(known, _)| known == name) {
-                by_parts.push((name.to_owned(), symbol.address()));
+        if let Some(written) = demangled_matching(name, &wanted_key) {
+            if !demangled.iter().any(|(known, _, _)| known == name) {
+                demangled.push((name.to_owned(), symbol.address(), written));
             }
         }
     }
     let (name, address) = match exact {
         Some(found) => found,
-        None => match by_parts.len() {
+        None => match demangled.len() {
             0 => {
                 return Err(CycleMarkerError::NoSymbol {
                     path,
                     symbol: wanted.to_owned(),
                 })
             }
-            1 => by_parts.remove(0),
+            1 => {
+                let (name, address, _) = demangled.remove(0);
+                (name, address)
+            }
             _ => {
                 return Err(CycleMarkerError::Ambiguous {
                     path,
                     symbol: wanted.to_owned(),
-                    candidates: by_parts
+                    candidates: demangled
                         .iter()
-                        .map(|(name, _)| name.as_str())
+                        .map(|(name, _, written)| format!("{written} ({name})"))
                         .collect::<Vec<_>>()
                         .join(", "),
                 })
@@ -243,37 +244,41 @@ pub fn symbol_file_offset(binary: &Path, wanted: &str) -> Result<(String, u64), 
     })
 }
 
-/// `Jack::JackEngine::Process` (arguments, if written, dropped) as its parts; None for a name
-/// that is no C++ qualified name (then only an exact match counts).
-fn plain_name_parts(name: &str) -> Option<Vec<String>> {
-    let name = name.split('(').next()?.trim();
-    if !name.contains("::") {
-        return None;
-    }
-    let parts: Vec<String> = name.split("::").map(str::to_owned).collect();
-    parts
-        .iter()
-        .all(|part| !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_'))
-        .then_some(parts)
+/// A C++ name as the user wrote it, for comparison with demangled names: without spaces (the
+/// demangler's `unsigned long, unsigned long` and a user's `unsigned long,unsigned long` match),
+/// and whether it gave the arguments.
+fn written_name(name: &str) -> (String, bool) {
+    let compact: String = name.chars().filter(|c| !c.is_whitespace()).collect();
+    let with_arguments = compact.contains('(');
+    (compact, with_arguments)
 }
 
-/// The parts of an Itanium-mangled nested name (`_ZN4Jack10JackEngine7ProcessEmm` → Jack,
-/// JackEngine, Process); None for anything else (templates, operators, plain functions).
-fn mangled_name_parts(name: &str) -> Option<Vec<String>> {
-    let mut rest = name.strip_prefix("_ZN")?;
-    rest = rest.trim_start_matches(['K', 'V', 'r']);
-    let mut parts = Vec::new();
-    while !rest.starts_with('E') {
-        let digits = rest.chars().take_while(char::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let length: usize = rest[..digits].parse().ok()?;
-        let part = rest.get(digits..digits + length)?;
-        parts.push(part.to_owned());
-        rest = &rest[digits + length..];
+/// The demangled name of the mangled symbol `name` (`cpp_demangle`, the Itanium C++ ABI) when
+/// it is the function the user wrote: the whole signature when they gave the arguments
+/// (`Jack::JackEngine::Process(unsigned long, unsigned long)`), else the qualified name alone
+/// (`Jack::JackEngine::Process`, every overload). None for other symbols and non-C++ names.
+fn demangled_matching(name: &str, (wanted, with_arguments): &(String, bool)) -> Option<String> {
+    // The function's own name stands in its mangled form (`7Process`): a cheap test before
+    // demangling every symbol of a large program.
+    let last = wanted
+        .split('(')
+        .next()
+        .and_then(|qualified| qualified.rsplit("::").next())
+        .filter(|last| !last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    if !name.starts_with("_Z") || last.is_some_and(|last| !name.contains(last)) {
+        return None;
     }
-    (parts.len() >= 2).then_some(parts)
+    let symbol = cpp_demangle::Symbol::new(name).ok()?;
+    let full = symbol.demangle().ok()?;
+    let compared = if *with_arguments {
+        full.clone()
+    } else {
+        symbol
+            .demangle_with_options(&cpp_demangle::DemangleOptions::new().no_params())
+            .ok()?
+    };
+    let compact: String = compared.chars().filter(|c| !c.is_whitespace()).collect();
+    (&compact == wanted).then_some(full)
 }
 
 #[cfg(test)]
@@ -281,24 +286,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mangled_nested_names_split_into_their_parts() {
+    fn mangled_names_match_the_name_as_written() {
+        let process = written_name("Jack::JackEngine::Process");
         assert_eq!(
-            mangled_name_parts("_ZN4Jack10JackEngine7ProcessEmm").unwrap(),
-            ["Jack", "JackEngine", "Process"]
+            demangled_matching("_ZN4Jack10JackEngine7ProcessEmm", &process).unwrap(),
+            "Jack::JackEngine::Process(unsigned long, unsigned long)"
         );
-        assert_eq!(
-            mangled_name_parts("_ZNK4Jack10JackEngine4NameEv").unwrap(),
-            ["Jack", "JackEngine", "Name"]
+        // With the arguments, only that overload; spaces do not matter.
+        let with_arguments = written_name("Jack::JackEngine::Process(unsigned long,unsigned long)");
+        assert!(demangled_matching("_ZN4Jack10JackEngine7ProcessEmm", &with_arguments).is_some());
+        assert!(demangled_matching("_ZN4Jack10JackEngine7ProcessEm", &with_arguments).is_none());
+        // A const method, a free function, and names that are not the one asked for.
+        assert!(demangled_matching(
+            "_ZNK4Jack10JackEngine4NameEv",
+            &written_name("Jack::JackEngine::Name")
+        )
+        .is_some());
+        assert!(demangled_matching("_Z3foov", &written_name("foo")).is_some());
+        assert!(
+            demangled_matching("_ZN4Jack10JackEngine7ProcessEmm", &written_name("Process"))
+                .is_none()
         );
-        assert_eq!(mangled_name_parts("_Z3foov"), None);
-        assert_eq!(mangled_name_parts("_ZN4JackE"), None);
-        assert_eq!(mangled_name_parts("_ZN99JackE"), None);
-        assert_eq!(mangled_name_parts("main"), None);
-        assert_eq!(
-            plain_name_parts("Jack::JackEngine::Process(unsigned long, unsigned long)").unwrap(),
-            ["Jack", "JackEngine", "Process"]
-        );
-        assert_eq!(plain_name_parts("main"), None);
+        assert!(demangled_matching("main", &written_name("main")).is_none());
+        assert!(demangled_matching("_ZN99JackE", &process).is_none());
         assert_eq!(split_symbols("a, b(int, int),c"), ["a", "b(int, int)", "c"]);
     }
 
