@@ -235,7 +235,7 @@ fn mount_tracefs(target: &Path) -> io::Result<()> {
     }
 }
 
-fn with_path(error: io::Error, path: &Path) -> io::Error {
+pub(crate) fn with_path(error: io::Error, path: &Path) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
@@ -295,7 +295,7 @@ pub fn read_kallsyms() -> io::Result<String> {
         .map_err(|error| with_path(error, Path::new("/proc/kallsyms")))
 }
 
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 

@@ -6,6 +6,7 @@
 //! live in groups `rtlab_<pid>` (the owning process), so that [`remove_stale`] can remove the
 //! ones a killed rtlab left behind, by the dead pid in the name, and nobody else's.
 
+use crate::tracefs::{process_alive, with_path};
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::Path;
@@ -24,9 +25,9 @@ fn append(tracefs_root: &Path, line: &str) -> io::Result<()> {
     let mut file = OpenOptions::new()
         .append(true)
         .open(&path)
-        .map_err(|error| io::Error::new(error.kind(), format!("{}: {error}", path.display())))?;
+        .map_err(|error| with_path(error, &path))?;
     file.write_all(format!("{line}\n").as_bytes())
-        .map_err(|error| io::Error::new(error.kind(), format!("{}: {error}", path.display())))
+        .map_err(|error| with_path(error, &path))
 }
 
 /// Adds the probe `group/event` at `offset` (a file offset) in the ELF file `binary`: at the
@@ -88,7 +89,7 @@ pub fn remove_stale(tracefs_root: &Path) -> io::Result<Vec<String>> {
         let Some((pid, name)) = probe_owner(line) else {
             continue;
         };
-        if pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists() {
+        if pid == std::process::id() || process_alive(pid) {
             continue;
         }
         let (group, event) = name.split_once('/').expect("probe_owner split it");
