@@ -93,14 +93,14 @@ pub fn caller_of_pidfd(
     pidfd: Option<BorrowedFd<'_>>,
 ) -> Result<Caller, RpcError> {
     let exited = |pidfd: BorrowedFd<'_>| ipc::pidfd_process_exited(pidfd).unwrap_or(true);
-    let mut has_cap_sys_nice = false;
+    // Without a pidfd (or not visible here) only uid 0 is privileged.
+    let mut privileged = credentials.uid == 0;
     if let Some(pidfd) = pidfd {
         if exited(pidfd) {
             return Err(gone(credentials.pid));
         }
         if credentials.pid != 0 {
-            has_cap_sys_nice = rtlab_sys::proc_thread::thread_status(credentials.pid)
-                .is_ok_and(|status| status.has_capability(rtlab_sys::proc_thread::CAP_SYS_NICE));
+            privileged = privilege_in_our_user_namespace(credentials);
         }
         if exited(pidfd) {
             return Err(gone(credentials.pid));
@@ -109,8 +109,23 @@ pub fn caller_of_pidfd(
     Ok(Caller {
         pid: credentials.pid,
         uid: credentials.uid,
-        privileged: credentials.uid == 0 || has_cap_sys_nice,
+        privileged,
     })
+}
+
+/// Whether the process behind `credentials` is root or holds CAP_SYS_NICE *in the daemon's own
+/// user namespace*. Inside a user namespace of its own (`unshare -Ur`) every process shows a full
+/// `CapEff` and may call itself root, while it holds nothing over the machine: a peer in any
+/// other user namespace is unprivileged, whatever its uid or capabilities (docs/reservations.md,
+/// "Who may do what").
+fn privilege_in_our_user_namespace(credentials: PeerCredentials) -> bool {
+    use rtlab_sys::user_namespace::{user_namespace_of, Relation};
+    if !matches!(user_namespace_of(credentials.pid), Ok(Relation::Same)) {
+        return false;
+    }
+    credentials.uid == 0
+        || rtlab_sys::proc_thread::thread_status(credentials.pid)
+            .is_ok_and(|status| status.has_capability(rtlab_sys::proc_thread::CAP_SYS_NICE))
 }
 
 impl Caller {

@@ -222,6 +222,27 @@ struct ConstraintRecord {
     deadline_ns: u64,
 }
 
+/// How far ahead of its arrival a Time Constraint may begin.
+pub const CONSTRAINT_START_AHEAD_NS: u64 = 1_000_000_000;
+
+/// The start a Time Constraint asked for `start_ns` is held to, the request having arrived at
+/// `now_ns` (CLOCK_MONOTONIC): a start in the past is its arrival (CPU time that has gone by cannot
+/// be given, and a window reaching back would make its density look smaller than what is held
+/// from now on); one more than [`CONSTRAINT_START_AHEAD_NS`] ahead is refused.
+pub fn constraint_start(start_ns: u64, now_ns: u64) -> Result<u64, RpcError> {
+    if start_ns > now_ns.saturating_add(CONSTRAINT_START_AHEAD_NS) {
+        return Err(error(
+            ErrorCode::BadRequest,
+            format!(
+                "start_ns is {:.3} s ahead; a Time Constraint may begin at most {} s after it is asked for (CLOCK_MONOTONIC now: {now_ns})",
+                (start_ns - now_ns) as f64 / 1e9,
+                CONSTRAINT_START_AHEAD_NS / 1_000_000_000
+            ),
+        ));
+    }
+    Ok(start_ns.max(now_ns))
+}
+
 /// The daemon's state.
 pub struct Registry {
     enforcement: Box<dyn Enforcement>,
@@ -338,9 +359,9 @@ impl Registry {
         (density - self.thread_reserved_fraction(tid)).max(0.0)
     }
 
-    /// The fraction of a CPU `uid` holds at `now_ns` (CLOCK_MONOTONIC): its reservations, and its
-    /// Time Constraints whose deadline has not passed.
-    fn held_fraction(&self, uid: u32, now_ns: u64) -> f64 {
+    /// The fraction of a CPU `uid` holds: its reservations, and its Time Constraints from
+    /// admission until they end (the watcher ends each at its deadline: `expire`).
+    fn held_fraction(&self, uid: u32) -> f64 {
         // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0 %".
         let reserved: f64 = self
             .grants
@@ -354,7 +375,7 @@ impl Registry {
         let constrained: f64 = self
             .constraints
             .values()
-            .filter(|record| record.uid == uid && record.deadline_ns > now_ns)
+            .filter(|record| record.uid == uid)
             .map(|record| {
                 self.constraint_fraction(
                     record.tid,
@@ -371,7 +392,7 @@ impl Registry {
         if caller.privileged {
             return Ok(());
         }
-        let held = self.held_fraction(caller.uid, rtlab_sys::clock::monotonic_ns());
+        let held = self.held_fraction(caller.uid);
         // A little slack for the float sum of exact rationals.
         if held + more > self.limits.user_limit + 1e-9 {
             return Err(error(
@@ -769,12 +790,13 @@ impl Registry {
                 ),
             ));
         }
+        let start_ns = constraint_start(params.start_ns, rtlab_sys::clock::monotonic_ns())?;
         // A window too short for its estimate is the planner's to refuse (infeasible); it would
         // hold nothing, so it is not counted.
-        if params.estimate_ns <= params.deadline_ns.saturating_sub(params.start_ns) {
+        if params.estimate_ns <= params.deadline_ns.saturating_sub(start_ns) {
             let fraction = self.constraint_fraction(
                 thread.tid,
-                params.start_ns,
+                start_ns,
                 params.estimate_ns,
                 params.deadline_ns,
             );
@@ -784,7 +806,7 @@ impl Registry {
             .enforcement
             .begin_constraint(ConstraintRequest {
                 thread: thread.tid,
-                start: Nanos(params.start_ns),
+                start: Nanos(start_ns),
                 estimate: Nanos(params.estimate_ns),
                 deadline: Nanos(params.deadline_ns),
             })
@@ -794,11 +816,13 @@ impl Registry {
             ConstraintRecord {
                 uid: caller.uid,
                 tid: thread.tid,
-                start_ns: params.start_ns,
+                start_ns,
                 estimate_ns: params.estimate_ns,
                 deadline_ns: params.deadline_ns,
             },
         );
+        // The watcher ends it at its deadline (`expire`).
+        self.watcher.nudge();
         self.watcher.watch(handle);
         Ok(BeginConstraintResult {
             constraint_id: id.0,
@@ -879,8 +903,39 @@ impl Registry {
         }
     }
 
-    /// Lets go of every activity whose hysteresis ran out by `now`; returns when the next one will.
+    /// Ends every Time Constraint whose deadline has passed by `now_ns` (CLOCK_MONOTONIC): its
+    /// thread gets its own policy back, and its uid no longer holds it. A constraint is one-shot:
+    /// left in force, a SCHED_DEADLINE budget would come back every window, a periodic
+    /// reservation nobody asked for. Returns the next deadline, in ns.
+    fn end_due_constraints(&mut self, now_ns: u64) -> Option<u64> {
+        let due: Vec<(ConstraintId, u32)> = self
+            .constraints
+            .iter()
+            .filter(|(_, record)| record.deadline_ns <= now_ns)
+            .map(|(id, record)| (*id, record.tid))
+            .collect();
+        for (id, tid) in due {
+            // An enforcement that no longer knows it (its thread gone) has nothing to undo.
+            let _ = self.enforcement.end_constraint(id);
+            self.constraints.remove(&id);
+            self.unwatch_if_unused(tid);
+        }
+        self.constraints
+            .values()
+            .map(|record| record.deadline_ns)
+            .min()
+    }
+
+    /// Ends Time Constraints whose deadline has passed and lets go of every activity whose
+    /// hysteresis ran out by `now`; returns when the next of either is due.
     pub fn expire(&mut self, now: Instant) -> Option<Instant> {
+        // `now` as CLOCK_MONOTONIC ns (`Instant` is that clock, but opaque).
+        let now_ns = rtlab_sys::clock::monotonic_ns()
+            + u64::try_from(now.saturating_duration_since(Instant::now()).as_nanos())
+                .unwrap_or(u64::MAX / 2);
+        let constraint_deadline = self
+            .end_due_constraints(now_ns)
+            .map(|deadline_ns| now + Duration::from_nanos(deadline_ns.saturating_sub(now_ns)));
         let expired: Vec<GrantId> = self
             .grants
             .iter()
@@ -907,6 +962,7 @@ impl Registry {
             .values()
             .filter_map(|record| record.lingering_until.map(|(deadline, _)| deadline))
             .chain(enforcement_deadline)
+            .chain(constraint_deadline)
             .min()
     }
 
@@ -1103,13 +1159,34 @@ mod tests {
                 watch_handle(),
             )
             .unwrap();
-        // A constraint past its deadline holds nothing more.
+        // A start in the past counts from the request's arrival (the finding: a start of
+        // 1 ns made 80 ms by a deadline 100 ms away count as nothing): 9 ms by 100 ms from now is
+        // 9 %, not 0.9 %; with the 10 % reservation that leaves no room for 9 % more.
         let mut past = constraint(63, 9, 100);
-        past.deadline_ns = rtlab_sys::clock::monotonic_ns() - 1;
-        past.start_ns = past.deadline_ns - 100_000_000;
-        registry
+        past.start_ns = 1;
+        let past = registry
             .begin_constraint(&USER, &past, &thread(63, 1000), watch_handle())
             .unwrap();
+        let error = registry
+            .begin_constraint(
+                &USER,
+                &constraint(64, 9, 100),
+                &thread(64, 1000),
+                watch_handle(),
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::Limit, "{error}");
+        assert!(error.message.contains("holds 19.0 %"), "{error}");
+        // It ends at its deadline, by the watcher's call, and no longer counts.
+        let next = registry
+            .expire(Instant::now())
+            .expect("a constraint's deadline");
+        assert!(next <= Instant::now() + Duration::from_millis(100));
+        registry.expire(Instant::now() + Duration::from_millis(150));
+        let error = registry
+            .end_constraint(&USER, past.constraint_id)
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::NotFound, "{error}");
         registry
             .begin_constraint(
                 &USER,
@@ -1118,6 +1195,15 @@ mod tests {
                 watch_handle(),
             )
             .unwrap();
+        // A start more than a second ahead is refused, naming the field.
+        let mut ahead = constraint(67, 1, 100);
+        ahead.start_ns += 2_000_000_000;
+        ahead.deadline_ns += 2_000_000_000;
+        let error = registry
+            .begin_constraint(&USER, &ahead, &thread(67, 1000), watch_handle())
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::BadRequest, "{error}");
+        assert!(error.message.contains("start_ns"), "{error}");
         // A privileged caller has no limit; another uid its own.
         let nice = Caller {
             privileged: true,

@@ -42,6 +42,7 @@ cfg_if::cfg_if! {
         pub mod timer_audit;
         pub mod tracefs;
         pub mod uprobe_events;
+        pub mod user_namespace;
         pub mod users;
     }
 }

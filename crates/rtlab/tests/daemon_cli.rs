@@ -560,3 +560,149 @@ fn verify_measures_the_supply_a_busy_reserved_thread_received() {
     assert!(verify["windows_meeting"].as_u64().unwrap() <= windows);
     assert!(verify["total_run_ns"].as_u64().unwrap() > 0, "{verify}");
 }
+
+/// Issue 39's first finding: in a user namespace of its own (`unshare -Ur`, which any user may
+/// make) every process shows a full CapEff, and the daemon took that for CAP_SYS_NICE. Before
+/// the fix nobody's request below was granted and root's sleeper became SCHED_DEADLINE.
+#[test]
+#[ignore = "needs root"]
+fn nobody_in_a_user_namespace_of_its_own_cannot_reserve_for_roots_process() {
+    let _turn = require_root();
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let target = sleeper();
+    let pid = target.id().to_string();
+    let output = daemon.rtlab_wrapped(
+        true,
+        &["unshare", "-Ur"],
+        &["reserve", "1ms/100ms", "--pid", &pid],
+    );
+    assert_exit_code(&output, 1);
+    let stderr = stderr_text(&output);
+    assert!(stderr.contains("denied (permission)"), "{stderr}");
+    assert!(stderr.contains("belongs to uid 0"), "{stderr}");
+    assert_eq!(
+        thread_policy(target.id()).unwrap(),
+        Policy::Other { nice: 0 }
+    );
+    // Nor does it escape its limit on its own threads (its uid is still 65534 here).
+    assert!(daemon.reservation_rows(&sandbox).is_empty());
+}
+
+/// Root confined to a user namespace holds no capability over the machine: the daemon holds it
+/// to a user's limit (20 % by default), while root outside is not held (before the fix both
+/// were granted).
+#[test]
+#[ignore = "needs root"]
+fn root_confined_to_a_user_namespace_is_held_to_a_users_limit() {
+    let _turn = require_root();
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let target = sleeper();
+    let tid = target.id().to_string();
+    let output = daemon.rtlab_wrapped(
+        false,
+        &["unshare", "-Ur"],
+        &["reserve", "50ms/100ms", "--tid", &tid],
+    );
+    assert_exit_code(&output, 1);
+    let stderr = stderr_text(&output);
+    assert!(stderr.contains("would exceed its limit"), "{stderr}");
+    assert_eq!(
+        thread_policy(target.id()).unwrap(),
+        Policy::Other { nice: 0 }
+    );
+    let output = daemon.rtlab(&sandbox, &["reserve", "50ms/100ms", "--tid", &tid]);
+    assert_exit_code(&output, 0);
+    assert!(is_raised(thread_policy(target.id()).unwrap()));
+}
+
+/// `tests/support/hostile_client.c` of the daemon crate, compiled into a directory nobody may
+/// read.
+fn hostile_client(directory: &std::path::Path) -> std::path::PathBuf {
+    std::fs::set_permissions(
+        directory,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let binary = directory.join("hostile_client");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../rtlab-daemon/tests/support/hostile_client.c");
+    c_example::compile(
+        Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&binary)
+            .arg(source),
+    );
+    binary
+}
+
+/// Nobody's `constraint-hold` client: its stdout's lines (the answer, `tid T`, `deadline D`)
+/// once printed, and the client, which holds its thread until dropped.
+fn hold_constraint_as_nobody(
+    daemon: &Daemon,
+    client: &std::path::Path,
+    args: &[&str],
+) -> (Vec<String>, KillOnDrop) {
+    use std::io::BufRead;
+    let mut child = KillOnDrop(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(client)
+            .arg("constraint-hold")
+            .args(args)
+            .env("RTLAB_SOCKET", &daemon.socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv (util-linux)"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let lines: Vec<String> = std::io::BufReader::new(stdout)
+        .lines()
+        .take(3)
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    (lines, child)
+}
+
+/// Issue 39's second finding: a Time Constraint with its start in the past (`start_ns: 1`) had
+/// its density computed over a window reaching back to boot, counted as nothing, and was never
+/// ended: 2 s after its deadline the thread still held SCHED_DEADLINE 84 ms / 96 ms, 87 % of a
+/// CPU, for a user whose limit is 20 %. Now the start is the request's arrival, the constraint
+/// counts until it ends, and it ends at its deadline.
+#[test]
+#[ignore = "needs root"]
+fn nobody_s_time_constraint_counts_from_its_arrival_and_ends_at_its_deadline() {
+    let _turn = require_root();
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let directory = tempfile::tempdir().unwrap();
+    let client = hostile_client(directory.path());
+    // The finding's request: 80 ms by 100 ms from now, from a start at 1 ns: 80 % of a CPU from
+    // its arrival, over nobody's 20 %.
+    let (lines, _held) = hold_constraint_as_nobody(&daemon, &client, &["1", "80", "100"]);
+    assert!(lines[0].contains("\"code\":\"limit\""), "{lines:?}");
+    let tid: u32 = lines[1].strip_prefix("tid ").unwrap().parse().unwrap();
+    assert_eq!(thread_policy(tid).unwrap(), Policy::Other { nice: 0 });
+    // Within the limit from its arrival (10 ms by 300 ms), still started at 1 ns: admitted,
+    // SCHED_DEADLINE until its deadline, then its own policy again.
+    let (lines, _held) = hold_constraint_as_nobody(&daemon, &client, &["1", "10", "300"]);
+    assert!(lines[0].contains("\"constraint_id\""), "{lines:?}");
+    let tid: u32 = lines[1].strip_prefix("tid ").unwrap().parse().unwrap();
+    let deadline_ns: u64 = lines[2].strip_prefix("deadline ").unwrap().parse().unwrap();
+    let policy = thread_policy(tid).unwrap();
+    if rtlab_sys::clock::monotonic_ns() < deadline_ns {
+        assert!(is_raised(policy), "{policy:?} before the deadline");
+    }
+    wait_until(
+        Duration::from_secs(5),
+        "the constraint ended at its deadline and the thread has its own policy again",
+        || thread_policy(tid).unwrap() == Policy::Other { nice: 0 },
+    );
+    assert!(rtlab_sys::clock::monotonic_ns() >= deadline_ns);
+    // And it no longer counts: 15 % more fits nobody's 20 % at once.
+    let (lines, _held) = hold_constraint_as_nobody(&daemon, &client, &["0", "15", "100"]);
+    assert!(lines[0].contains("\"constraint_id\""), "{lines:?}");
+}

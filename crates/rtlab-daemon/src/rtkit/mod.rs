@@ -470,9 +470,20 @@ impl Shared {
             .map_err(|error| error.message)
     }
 
+    /// Root in the daemon's own user namespace: uid 0 in a user namespace of its own (`unshare
+    /// -Ur`, which any user may make) is not root here.
     fn require_root(&self, caller: BusCaller, method: &str) -> Result<(), Refusal> {
-        if caller.uid == 0 {
+        let own_namespace = matches!(
+            rtlab_sys::user_namespace::user_namespace_of(caller.pid),
+            Ok(rtlab_sys::user_namespace::Relation::Same)
+        );
+        if caller.uid == 0 && own_namespace {
             Ok(())
+        } else if caller.uid == 0 {
+            Err(Refusal::AccessDenied(format!(
+                "{method} is for root only, and pid {} is root only in a user namespace of its own",
+                caller.pid
+            )))
         } else {
             Err(Refusal::AccessDenied(format!(
                 "{method} is for root only (uid {} asked)",

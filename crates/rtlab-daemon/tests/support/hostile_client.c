@@ -14,6 +14,11 @@
  *                                        prints "answer: ..." (the peer the daemon saw is gone)
  *   hold N                               opens N connections that send nothing; prints
  *                                        "open O busy B", then holds them until stdin closes
+ *   constraint-hold START_NS ESTIMATE_MS WINDOW_MS
+ *                                        one Time Constraint for its own thread with the
+ *                                        given start (0: now), ESTIMATE_MS by WINDOW_MS from
+ *                                        now; prints the answer, "tid T" and "deadline D",
+ *                                        then holds connection and thread until stdin closes
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -241,6 +246,32 @@ static int hold(int count)
 	return 0;
 }
 
+static int constraint_hold(uint64_t start_ns, uint64_t estimate_ms, uint64_t window_ms)
+{
+	int fd = connect_daemon();
+	if (fd < 0) {
+		perror("hostile_client: connect");
+		return 3;
+	}
+	long tid = syscall(SYS_gettid);
+	uint64_t now = monotonic_ns();
+	uint64_t deadline = now + window_ms * 1000000u;
+	char request[512], answer[65536];
+	snprintf(request, sizeof(request),
+		 "{\"rpc\":\"rtlab.rpc/1\",\"id\":1,\"method\":\"begin_constraint\",\"params\":"
+		 "{\"tid\":%ld,\"start_ns\":%llu,\"estimate_ns\":%llu,\"deadline_ns\":%llu}}\n",
+		 tid, (unsigned long long)(start_ns == 0 ? now : start_ns),
+		 (unsigned long long)(estimate_ms * 1000000u), (unsigned long long)deadline);
+	send_line(fd, request);
+	read_line(fd, answer, sizeof(answer));
+	printf("%s\ntid %ld\ndeadline %llu\n", answer, tid, (unsigned long long)deadline);
+	fflush(stdout);
+	char rest[16];
+	while (read(0, rest, sizeof(rest)) > 0) {
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -256,7 +287,11 @@ int main(int argc, char **argv)
 		return connect_then_exit(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "hold") == 0)
 		return hold(atoi(argv[2]));
+	if (argc == 5 && strcmp(argv[1], "constraint-hold") == 0)
+		return constraint_hold(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+				       strtoull(argv[4], NULL, 10));
 	fprintf(stderr, "usage: hostile_client constraints N ESTIMATE_MS WINDOW_MS | requests N | "
-			"list | connect-then-exit REQUEST | hold N\n");
+			"list | connect-then-exit REQUEST | hold N | "
+			"constraint-hold START_NS ESTIMATE_MS WINDOW_MS\n");
 	return 2;
 }

@@ -140,6 +140,29 @@ impl Daemon {
             .expect("setpriv (util-linux)")
     }
 
+    /// `wrapper` (e.g. `unshare -Ur`) running rtlab, as the unprivileged user nobody when
+    /// `as_nobody`, else as root; talking to this daemon.
+    pub fn rtlab_wrapped(&self, as_nobody: bool, wrapper: &[&str], args: &[&str]) -> Output {
+        let mut command = if as_nobody {
+            let mut command = std::process::Command::new("setpriv");
+            command
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .args(wrapper);
+            command
+        } else {
+            let mut command = std::process::Command::new(wrapper[0]);
+            command.args(&wrapper[1..]);
+            command
+        };
+        command
+            .arg(env!("CARGO_BIN_EXE_rtlab"))
+            .args(args)
+            .env("RTLAB_SOCKET", &self.socket)
+            .env("RTLAB_HOME", "/nonexistent")
+            .output()
+            .expect("setpriv and unshare (util-linux)")
+    }
+
     /// `rtlab reservations --json -`'s document.
     pub fn reservations_document(&self, sandbox: &Sandbox) -> serde_json::Value {
         let output = self.rtlab(sandbox, &["reservations", "--json", "-"]);
