@@ -11,6 +11,7 @@
 //! hysteresis = "2s"              # how long an activity's reservation outlives its last thread
 //! max_connections = 512
 //! max_connections_per_user = 64
+//! max_threads_per_user = 64      # threads each unprivileged uid may have managed at once
 //! request_timeout = "5s"         # from a request's first byte to its newline
 //! idle_timeout = "10m"           # between requests
 //! requests_per_burst = 2000      # requests each unprivileged uid may send per burst_interval
@@ -49,6 +50,8 @@ pub struct DaemonConfig {
     pub hysteresis: Duration,
     pub max_connections: usize,
     pub max_connections_per_user: usize,
+    /// Threads each unprivileged uid may have under reservations and Time Constraints at once.
+    pub max_threads_per_user: usize,
     /// Longest time from a request's first byte to its newline; a slower client is cut off.
     pub request_timeout: Duration,
     /// Longest wait for the next request on an open connection.
@@ -74,6 +77,7 @@ impl Default for DaemonConfig {
             hysteresis: Duration::from_secs(2),
             max_connections: 512,
             max_connections_per_user: 64,
+            max_threads_per_user: 64,
             request_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(600),
             // 400 requests a second on average: a program that begins and ends a Time
@@ -111,6 +115,7 @@ struct ConfigFile {
     hysteresis: Option<toml::Spanned<String>>,
     max_connections: Option<toml::Spanned<usize>>,
     max_connections_per_user: Option<toml::Spanned<usize>>,
+    max_threads_per_user: Option<toml::Spanned<usize>>,
     request_timeout: Option<toml::Spanned<String>>,
     idle_timeout: Option<toml::Spanned<String>>,
     requests_per_burst: Option<toml::Spanned<u32>>,
@@ -170,6 +175,7 @@ impl DaemonConfig {
             hysteresis: duration(file.hysteresis, "hysteresis", defaults.hysteresis)?,
             max_connections: defaults.max_connections,
             max_connections_per_user: defaults.max_connections_per_user,
+            max_threads_per_user: defaults.max_threads_per_user,
             request_timeout: duration(
                 file.request_timeout,
                 "request_timeout",
@@ -227,6 +233,11 @@ impl DaemonConfig {
                 file.max_connections_per_user,
                 "max_connections_per_user",
                 &mut config.max_connections_per_user,
+            ),
+            (
+                file.max_threads_per_user,
+                "max_threads_per_user",
+                &mut config.max_threads_per_user,
             ),
         ] {
             if let Some(spanned) = value {

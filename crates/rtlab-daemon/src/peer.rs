@@ -58,6 +58,13 @@ impl Peer {
                     Err(_) => None,
                 }
             }
+            // Out of descriptors: the peer is there, the daemon cannot look at it now.
+            Err(error) if ipc::is_out_of_resources(&error) => {
+                return Err(RpcError::new(
+                    ErrorCode::Busy,
+                    format!("the daemon is out of resources ({error}); try again later"),
+                ))
+            }
             // ESRCH or EINVAL: the peer is gone (reaped) before its connection was accepted.
             Err(_) => return Err(gone(credentials.pid)),
         };
@@ -143,6 +150,25 @@ impl Caller {
             Ok(pidfd) => caller_of_pidfd(credentials, Some(pidfd.as_fd())).unwrap_or(unprivileged),
             Err(_) => unprivileged,
         }
+    }
+}
+
+/// How many descriptors the daemon asks for (`LimitNOFILE=` in rtlabd.service says the same): a
+/// socket per connection (`max_connections`, 512) and a pidfd per watched thread, with room.
+pub const OPEN_FILES_WANTED: u64 = 16_384;
+
+/// Raises the soft RLIMIT_NOFILE to [`OPEN_FILES_WANTED`] (or the hard limit); a warning for the
+/// operator when less was had, `None` otherwise. Out of descriptors the daemon still runs: new
+/// connections wait (the accept loop backs off) and are refused if they wait too long.
+pub fn open_files_warning() -> Option<String> {
+    match rtlab_sys::thread_control::raise_open_files_limit(OPEN_FILES_WANTED) {
+        Ok(limit) if limit >= OPEN_FILES_WANTED => None,
+        Ok(limit) => Some(format!(
+            "rtlab daemon: warning: it may open {limit} files (RLIMIT_NOFILE's hard limit), fewer than the {OPEN_FILES_WANTED} it asks for; raise LimitNOFILE= (or `ulimit -Hn`) if clients are turned away"
+        )),
+        Err(error) => Some(format!(
+            "rtlab daemon: warning: cannot raise RLIMIT_NOFILE: {error}"
+        )),
     }
 }
 

@@ -53,6 +53,8 @@ pub struct Limits {
     /// Fraction of one CPU each unprivileged uid may hold (granted amount / period, summed).
     pub user_limit: f64,
     pub hysteresis: Duration,
+    /// Threads each unprivileged uid may have managed (reserved or constrained) at once.
+    pub max_threads_per_user: usize,
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> RpcError {
@@ -388,6 +390,44 @@ impl Registry {
         reserved + constrained
     }
 
+    /// The threads `uid` has under its reservations and Time Constraints (each counted once).
+    fn managed_threads_of(&self, uid: u32) -> std::collections::BTreeSet<u32> {
+        self.grants
+            .values()
+            .filter(|record| record.owner_uid == uid)
+            .flat_map(|record| record.threads.keys().copied())
+            .chain(
+                self.constraints
+                    .values()
+                    .filter(|record| record.uid == uid)
+                    .map(|record| record.tid),
+            )
+            .collect()
+    }
+
+    /// Refuses an unprivileged caller whose managed threads, with `tids` added, would be more than
+    /// `max_threads_per_user`: each costs the daemon a pidfd and a watch, and the dispatcher work.
+    fn check_thread_cap(&self, caller: &Caller, tids: &[u32]) -> Result<(), RpcError> {
+        if caller.privileged {
+            return Ok(());
+        }
+        let mut managed = self.managed_threads_of(caller.uid);
+        let before = managed.len();
+        managed.extend(tids.iter().copied());
+        if managed.len() > before && managed.len() > self.limits.max_threads_per_user {
+            return Err(error(
+                ErrorCode::Limit,
+                format!(
+                    "uid {} has {before} threads under reservations and Time Constraints; {} more would exceed its limit of {} (max_threads_per_user in /etc/rtlab/rtlabd.toml)",
+                    caller.uid,
+                    managed.len() - before,
+                    self.limits.max_threads_per_user
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn check_limit(&self, caller: &Caller, more: f64) -> Result<(), RpcError> {
         if caller.privileged {
             return Ok(());
@@ -431,6 +471,8 @@ impl Registry {
                 ));
             }
         }
+        let tids: Vec<u32> = threads.iter().map(|thread| thread.tid).collect();
+        self.check_thread_cap(caller, &tids)?;
         // An activity that exists already (e.g. lingering after its last thread exited) is taken
         // back with its time, as long as the rate is the same.
         if let Owner::Activity(_) = owner {
@@ -791,6 +833,7 @@ impl Registry {
             ));
         }
         let start_ns = constraint_start(params.start_ns, rtlab_sys::clock::monotonic_ns())?;
+        self.check_thread_cap(caller, &[thread.tid])?;
         // A window too short for its estimate is the planner's to refuse (infeasible); it would
         // hold nothing, so it is not counted.
         if params.estimate_ns <= params.deadline_ns.saturating_sub(start_ns) {
@@ -1024,6 +1067,7 @@ mod tests {
                 Limits {
                     user_limit: 0.2,
                     hysteresis,
+                    max_threads_per_user: 64,
                 },
                 watcher,
             ),
@@ -1226,6 +1270,50 @@ mod tests {
                 watch_handle(),
             )
             .unwrap();
+    }
+
+    #[test]
+    fn a_user_s_managed_threads_are_capped_and_a_privileged_caller_s_are_not() {
+        let (mut registry, _log) = registry(Duration::from_secs(2));
+        registry.limits.max_threads_per_user = 2;
+        reserve_thread(&mut registry, &USER, 80, 1000, 1).unwrap();
+        registry
+            .begin_constraint(
+                &USER,
+                &constraint(81, 1, 100),
+                &thread(81, 1000),
+                watch_handle(),
+            )
+            .unwrap();
+        // A constraint on a thread already counted costs no more.
+        registry
+            .begin_constraint(
+                &USER,
+                &constraint(80, 1, 100),
+                &thread(80, 1000),
+                watch_handle(),
+            )
+            .unwrap();
+        let error = reserve_thread(&mut registry, &USER, 82, 1000, 1).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Limit, "{error}");
+        assert!(error.message.contains("max_threads_per_user"), "{error}");
+        let error = registry
+            .begin_constraint(
+                &USER,
+                &constraint(83, 1, 100),
+                &thread(83, 1000),
+                watch_handle(),
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::Limit, "{error}");
+        // Another uid has a cap of its own; a privileged caller has none.
+        let other = Caller { uid: 1001, ..USER };
+        reserve_thread(&mut registry, &other, 84, 1001, 1).unwrap();
+        let nice = Caller {
+            privileged: true,
+            ..USER
+        };
+        reserve_thread(&mut registry, &nice, 85, 1000, 1).unwrap();
     }
 
     #[test]

@@ -134,6 +134,7 @@ pub fn serve(
         Limits {
             user_limit: config.user_limit,
             hysteresis: config.hysteresis,
+            max_threads_per_user: config.max_threads_per_user,
         },
         watcher.clone(),
     )));
@@ -193,6 +194,7 @@ fn accept_loop(
     // lock, so a daemon whose accept loop or registry is stuck stops pinging and is restarted
     // (the restart reverts what the journal names).
     let watchdog = rtlab_sys::service_manager::Watchdog::from_environment();
+    let mut backoff = AcceptBackoff::default();
     loop {
         if panicked.load(Ordering::SeqCst) {
             return Ok(Stopped::Panicked);
@@ -208,13 +210,74 @@ fn accept_loop(
             .map_err(io_error("waiting for clients"))?;
         loop {
             match listener.accept() {
-                Ok((stream, _)) => admit(stream, shared),
+                Ok((stream, _)) => {
+                    backoff.succeeded();
+                    admit(stream, shared);
+                }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                // Out of fds and the like: the client is dropped, the daemon goes on.
-                Err(_) => break,
+                // Out of descriptors or memory: the pending client stays queued (the listener
+                // stays readable), so waiting before the next try keeps the loop from spinning;
+                // the stop flag and the watchdog are still seen between waits.
+                Err(error) => {
+                    if let Some(notice) = backoff.failed(&error) {
+                        eprintln!("{notice}");
+                    }
+                    let until = Instant::now() + backoff.wait();
+                    while !stop.load(Ordering::SeqCst) && !panicked.load(Ordering::SeqCst) {
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        std::thread::sleep(left.min(STOP_POLL));
+                    }
+                    break;
+                }
             }
         }
+    }
+}
+
+/// The accept loop's wait after `accept` fails for want of resources (EMFILE, ENFILE, ENOBUFS,
+/// ENOMEM): 10 ms, doubling to 1 s while it keeps failing, back to none at the next success.
+/// The failure is said at most once a minute, not once per try: near the limit accepts succeed
+/// and fail by turns, as each refused connection frees its descriptor.
+#[derive(Debug, Default)]
+struct AcceptBackoff {
+    current: Option<Duration>,
+    last_said: Option<Instant>,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const LONGEST: Duration = Duration::from_secs(1);
+    const SAY_EVERY: Duration = Duration::from_secs(60);
+
+    /// Notes a failure; the line to log, when one is due.
+    fn failed(&mut self, error: &io::Error) -> Option<String> {
+        self.current = Some(match self.current {
+            None => Self::FIRST,
+            Some(wait) => (wait * 2).min(Self::LONGEST),
+        });
+        let now = Instant::now();
+        if self
+            .last_said
+            .is_some_and(|said| now.duration_since(said) < Self::SAY_EVERY)
+        {
+            return None;
+        }
+        self.last_said = Some(now);
+        Some(format!(
+            "rtlab daemon: accepting a client failed: {error}; new clients wait (retrying from 10 ms up to every 1 s) until it works again (said at most once a minute)"
+        ))
+    }
+
+    fn wait(&self) -> Duration {
+        self.current.unwrap_or_default()
+    }
+
+    fn succeeded(&mut self) {
+        self.current = None;
     }
 }
 
@@ -498,5 +561,36 @@ fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
             id,
             lock(&shared.registry).end_constraint(caller, params.constraint_id),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_failures_wait_longer_each_time_and_are_said_once() {
+        let mut backoff = AcceptBackoff::default();
+        assert_eq!(backoff.wait(), Duration::ZERO);
+        let error = io::Error::from_raw_os_error(24); // EMFILE
+        let notice = backoff.failed(&error).expect("the first failure is said");
+        assert!(notice.contains("retrying"), "{notice}");
+        assert_eq!(backoff.wait(), Duration::from_millis(10));
+        let waits: Vec<Duration> = (0..10)
+            .map(|_| {
+                assert!(backoff.failed(&error).is_none(), "said once a minute");
+                backoff.wait()
+            })
+            .collect();
+        assert_eq!(waits[0], Duration::from_millis(20));
+        assert_eq!(waits[6], Duration::from_secs(1));
+        assert_eq!(waits[9], Duration::from_secs(1));
+        backoff.succeeded();
+        assert_eq!(backoff.wait(), Duration::ZERO);
+        assert!(
+            backoff.failed(&error).is_none(),
+            "not again within the minute"
+        );
+        assert_eq!(backoff.wait(), Duration::from_millis(10));
     }
 }

@@ -257,6 +257,15 @@ pub fn is_no_such_process(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ESRCH)
 }
 
+/// Whether an error is the want of a resource (EMFILE, ENFILE, ENOBUFS, ENOMEM) rather than
+/// something about the request: trying again later may work.
+pub fn is_out_of_resources(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
 /// Waits until one of `fds` is readable (or hung up), or `timeout` passes (`None`: forever).
 /// Returns, per fd, whether it is ready. EINTR returns with nothing ready.
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {

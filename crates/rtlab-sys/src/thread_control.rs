@@ -341,6 +341,34 @@ pub fn hrtick_dl_enabled() -> io::Result<Option<bool>> {
     }
 }
 
+/// Raises this process's soft RLIMIT_NOFILE towards `wanted` (never above its hard limit, never
+/// lowering it); returns the soft limit in force afterwards. The daemon opens a descriptor per
+/// connection and per watched thread, and the default soft limit (1024) is below what its caps
+/// allow.
+pub fn raise_open_files_limit(wanted: u64) -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit the kernel fills.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let target = wanted.min(limit.rlim_max);
+    if target > limit.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: target,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit read only by the kernel.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(target);
+    }
+    Ok(limit.rlim_cur)
+}
+
 /// A process's RLIMIT_RTTIME (µs of CPU a real-time thread may use without blocking), read with
 /// `prlimit(2)` on another process: (soft, hard), `None` meaning unlimited. RealtimeKit1 grants
 /// real-time only to a process whose hard limit is set and small, so a runaway thread of it is

@@ -706,3 +706,51 @@ fn nobody_s_time_constraint_counts_from_its_arrival_and_ends_at_its_deadline() {
     let (lines, _held) = hold_constraint_as_nobody(&daemon, &client, &["0", "15", "100"]);
     assert!(lines[0].contains("\"constraint_id\""), "{lines:?}");
 }
+
+/// CPU time (user + system) of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Out of descriptors (a low RLIMIT_NOFILE, or a user holding many connections) `accept` fails
+/// with EMFILE while the client stays queued: the daemon says so once, waits longer each time
+/// instead of retrying at once, and serves the queued clients when descriptors are free again.
+#[test]
+#[ignore = "needs root"]
+fn out_of_descriptors_the_daemon_backs_off_and_recovers() {
+    let _turn = require_root();
+    let sandbox = Sandbox::new();
+    let daemon = start_daemon(&sandbox);
+    let pid = daemon.process.id();
+    let output = Command::new("prlimit")
+        .args([&format!("--pid={pid}"), "--nofile=40:40"])
+        .output()
+        .expect("prlimit (util-linux)");
+    assert!(output.status.success(), "{output:?}");
+    let held: Vec<std::os::unix::net::UnixStream> = (0..50)
+        .map(|_| std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap())
+        .collect();
+    wait_until(LIMIT, "the daemon says accepting failed", || {
+        daemon.log_text().contains("accepting a client failed")
+    });
+    // Waiting, not spinning: well under half a CPU over 2 s (a spin takes all of one).
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let ticks_per_second = 100; // USER_HZ
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used < ticks_per_second,
+        "the daemon used {used} ticks of CPU in 2 s while out of descriptors"
+    );
+    drop(held);
+    let output = daemon.rtlab(&sandbox, &["reservations", "--json", "-"]);
+    assert_exit_code(&output, 0);
+    // Said once, not once per try (accepts near the limit succeed and fail by turns).
+    let log = daemon.log_text();
+    let said = log.matches("accepting a client failed").count();
+    assert_eq!(said, 1, "said {said} times: {log}");
+}

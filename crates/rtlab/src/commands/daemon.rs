@@ -81,6 +81,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(warning) = rtlab_daemon::peer::peer_pidfd_warning() {
             eprintln!("{warning}");
         }
+        if let Some(warning) = rtlab_daemon::peer::open_files_warning() {
+            eprintln!("{warning}");
+        }
         // Type=notify (rtlabd.service): ready once the socket listens and the enforcer has
         // repaired what a previous daemon left.
         rtlab_sys::service_manager::ready(&match startup.listening.bound_path.as_deref() {
