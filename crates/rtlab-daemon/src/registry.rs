@@ -465,8 +465,8 @@ impl Registry {
                 return Err(error(
                     ErrorCode::Permission,
                     format!(
-                        "uid {} may only reserve for its own threads; thread {} ({}) belongs to uid {} (root or CAP_SYS_NICE may reserve for any thread)",
-                        caller.uid, thread.tid, thread.comm, thread.real_uid
+                        "uid {} may only reserve for its own threads; thread {} is another user's (root or CAP_SYS_NICE may reserve for any thread)",
+                        caller.uid, thread.tid
                     ),
                 ));
             }
@@ -784,10 +784,10 @@ impl Registry {
     }
 
     /// [`list`](Registry::list) as `caller` may see it: a privileged caller sees everything; any
-    /// other sees its own reservations whole and other users' with their thread names emptied and
-    /// their activity names (a `comm:NAME`, or a name the program chose) emptied too, keeping
-    /// `tid:N` and `pid:N`. Ids, uids, rates and CPUs stay: they are what a user needs to see why
-    /// a CPU is full.
+    /// other sees its own reservations and RealtimeKit1 threads whole, and other users' without
+    /// what names a process: pid, tid, thread name, caller pid and owner (`tid:N`, `comm:NAME`, or
+    /// a name the program chose) are emptied (0 or ""). Ids, uids, rates and CPUs stay: they are
+    /// what a user needs to see why a CPU is full.
     pub fn list_for(&self, caller: &Caller) -> ListResult {
         let mut listed = self.list();
         if caller.privileged {
@@ -799,17 +799,23 @@ impl Registry {
             .filter(|grant| grant.owner_uid != caller.uid)
         {
             for thread in &mut grant.threads {
-                thread.comm.clear();
+                *thread = WireThread {
+                    pid: 0,
+                    tid: 0,
+                    comm: String::new(),
+                };
             }
-            let is_numbered = ["tid:", "pid:"].iter().any(|prefix| {
-                grant
-                    .owner
-                    .strip_prefix(prefix)
-                    .is_some_and(|number| number.parse::<u32>().is_ok())
-            });
-            if !is_numbered {
-                grant.owner.clear();
-            }
+            grant.owner.clear();
+        }
+        for thread in listed
+            .realtimekit
+            .iter_mut()
+            .filter(|thread| thread.uid != caller.uid)
+        {
+            thread.pid = 0;
+            thread.tid = 0;
+            thread.comm.clear();
+            thread.caller_pid = 0;
         }
         listed
     }
@@ -827,8 +833,8 @@ impl Registry {
             return Err(error(
                 ErrorCode::Permission,
                 format!(
-                    "uid {} may only begin constraints for its own threads; thread {} belongs to uid {}",
-                    caller.uid, thread.tid, thread.real_uid
+                    "uid {} may only begin constraints for its own threads; thread {} is another user's",
+                    caller.uid, thread.tid
                 ),
             ));
         }
@@ -1116,7 +1122,9 @@ mod tests {
         let error = reserve_thread(&mut registry, &USER, 1, 0, 1).unwrap_err();
         assert_eq!(error.code, ErrorCode::Permission);
         assert!(
-            error.message.contains("thread 1 (worker) belongs to uid 0"),
+            error.message.contains("thread 1 is another user's")
+                && !error.message.contains("worker")
+                && !error.message.contains("uid 0"),
             "{error}"
         );
         assert!(log.lock().unwrap().managed.is_empty());
@@ -1354,7 +1362,8 @@ mod tests {
             } else {
                 assert_eq!(grant.owner, "", "{grant:?}");
                 assert_eq!(grant.threads[0].comm, "", "{grant:?}");
-                assert!(grant.threads[0].tid == 71 || grant.threads[0].tid == 72);
+                assert_eq!(grant.threads[0].tid, 0, "{grant:?}");
+                assert_eq!(grant.threads[0].pid, 0, "{grant:?}");
             }
         }
         let root = Caller {
@@ -1371,8 +1380,9 @@ mod tests {
         // The other user sees its own names and not this user's thread name.
         let theirs = registry.list_for(&other);
         let mine = theirs.grants.iter().find(|g| g.owner_uid == 1000).unwrap();
-        assert_eq!(mine.owner, "tid:70", "numbered owners stay");
+        assert_eq!(mine.owner, "", "a numbered owner names a thread too");
         assert_eq!(mine.threads[0].comm, "");
+        assert_eq!(mine.threads[0].tid, 0);
     }
 
     #[test]

@@ -188,10 +188,13 @@ fn nobody_lists_other_users_grants_without_their_names() {
     let seen = &answer["result"]["grants"][0];
     assert_eq!(seen["grant_id"], grant.grant_id, "{stdout}");
     assert_eq!(seen["owner_uid"], 0);
-    assert_eq!(seen["threads"][0]["tid"], tid);
+    // Nothing that names the process (issue 39: pid, tid and owner were shown before).
+    assert_eq!(seen["threads"][0]["tid"], 0, "{stdout}");
+    assert_eq!(seen["threads"][0]["pid"], 0, "{stdout}");
     assert_eq!(seen["threads"][0]["comm"], "", "{stdout}");
-    assert_eq!(seen["owner"], format!("tid:{tid}"));
+    assert_eq!(seen["owner"], "", "{stdout}");
     assert!(!stdout.contains("secret-worker"), "{stdout}");
+    assert!(!stdout.contains(&format!(":{tid}")), "{stdout}");
     // Root sees the name.
     let listed = root.list().unwrap();
     assert_eq!(listed.grants[0].threads[0].comm, "secret-worker");

@@ -141,10 +141,12 @@ pub fn reservation_rows(list: &ListResult) -> ReservationTable {
         if grant.threads.is_empty() {
             rows.push(row(None, None, None));
         }
+        // Another user's thread, as the daemon shows it to an unprivileged caller: pid and tid 0,
+        // no name (null in the JSON, "-" and "(hidden)" in the text).
         for thread in &grant.threads {
             rows.push(row(
-                Some(thread.pid),
-                Some(thread.tid),
+                (thread.pid != 0).then_some(thread.pid),
+                (thread.tid != 0).then_some(thread.tid),
                 Some(thread.comm.clone()),
             ));
         }
@@ -243,13 +245,25 @@ pub fn realtimekit_threads(threads: &[rtlab_core::rpc::RealtimeKitThread]) -> St
             (_, _, Some(nice), _) => format!("nice {nice}"),
             (policy, ..) => policy.to_owned(),
         };
+        // Another user's thread, as the daemon shows it to an unprivileged caller: 0 and "".
+        let shown = |id: u32| {
+            if id == 0 {
+                "-".to_owned()
+            } else {
+                id.to_string()
+            }
+        };
         text.push_str(&format!(
             "{:>7}  {:>7}  {:<15}  {:>6}  {:>7}  {:<22}  {:<28}  {}\n",
-            thread.pid,
-            thread.tid,
-            thread.comm,
+            shown(thread.pid),
+            shown(thread.tid),
+            if thread.comm.is_empty() {
+                "(hidden)"
+            } else {
+                &thread.comm
+            },
             thread.uid,
-            thread.caller_pid,
+            shown(thread.caller_pid),
             given,
             thread.method,
             thread.since

@@ -262,7 +262,7 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
     let stderr = stderr_text(&output);
     assert!(stderr.contains("denied (permission)"), "{stderr}");
     assert!(
-        stderr.contains(&format!("thread {} (sleep) belongs to uid 0", target.id())),
+        stderr.contains(&format!("thread {} is another user's", target.id())),
         "{stderr}"
     );
     assert_eq!(
@@ -286,7 +286,9 @@ fn an_unprivileged_user_sees_roots_reservation_without_its_thread_name() {
     let output = daemon.rtlab_as_nobody(&["reservations", "--json", "-"]);
     assert_exit_code(&output, 0);
     let rows = stdout_json(&output)["reservations"].clone();
-    assert_eq!(rows[0]["tid"], target.id(), "{rows}");
+    // Nothing that names the process: no pid, tid or thread name (issue 39, privacy).
+    assert_eq!(rows[0]["tid"], serde_json::Value::Null, "{rows}");
+    assert_eq!(rows[0]["pid"], serde_json::Value::Null, "{rows}");
     assert_eq!(rows[0]["owner"], 0);
     assert_eq!(rows[0]["comm"], "", "{rows}");
     let output = daemon.rtlab_as_nobody(&["reservations"]);
@@ -580,7 +582,7 @@ fn nobody_in_a_user_namespace_of_its_own_cannot_reserve_for_roots_process() {
     assert_exit_code(&output, 1);
     let stderr = stderr_text(&output);
     assert!(stderr.contains("denied (permission)"), "{stderr}");
-    assert!(stderr.contains("belongs to uid 0"), "{stderr}");
+    assert!(stderr.contains("is another user's"), "{stderr}");
     assert_eq!(
         thread_policy(target.id()).unwrap(),
         Policy::Other { nice: 0 }

@@ -107,6 +107,16 @@ pub(super) struct GrantMetrics {
     realtimekit_since: Family<RealtimeKitThreadLabels, FloatGauge>,
 }
 
+/// A pid or tid as a label: empty for 0, which is how the daemon shows another user's thread to an
+/// unprivileged monitor (the monitor's unit runs as a dynamic user).
+fn id_label(id: u32) -> String {
+    if id == 0 {
+        String::new()
+    } else {
+        id.to_string()
+    }
+}
+
 fn text_of<T: ToString>(value: Option<T>) -> String {
     value.map(|value| value.to_string()).unwrap_or_default()
 }
@@ -160,7 +170,7 @@ impl GrantMetrics {
             realtimekit_thread: registered(
                 registry,
                 "realtimekit_thread",
-                "1 for each thread a program made real-time (or high priority) through org.freedesktop.RealtimeKit1 served by rtlabd: who asked (uid, caller_pid, method) and what it got (policy, priority, nice, grant)",
+                "1 for each thread a program made real-time (or high priority) through org.freedesktop.RealtimeKit1 served by rtlabd: who asked (uid, caller_pid, method) and what it got (policy, priority, nice, grant); other users' threads, whose tid, pid and comm the daemon does not show an unprivileged monitor, are counted together under empty labels",
             ),
             realtimekit_since: registered(
                 registry,
@@ -202,11 +212,12 @@ impl GrantMetrics {
                 self.reservation_thread
                     .get_or_create(&ReservationThreadLabels {
                         grant: grant.grant_id.to_string(),
-                        pid: thread.pid.to_string(),
-                        tid: thread.tid.to_string(),
+                        pid: id_label(thread.pid),
+                        tid: id_label(thread.tid),
                         comm: thread.comm.clone(),
                     })
-                    .set(1);
+                    // Hidden threads share their labels: the series counts them.
+                    .inc();
             }
         }
         for share in &list.cpus {
@@ -219,23 +230,24 @@ impl GrantMetrics {
         for thread in &list.realtimekit {
             self.realtimekit_thread
                 .get_or_create(&RealtimeKitLabels {
-                    tid: thread.tid.to_string(),
+                    tid: id_label(thread.tid),
                     comm: thread.comm.clone(),
-                    pid: thread.pid.to_string(),
+                    pid: id_label(thread.pid),
                     uid: thread.uid.to_string(),
-                    caller_pid: thread.caller_pid.to_string(),
+                    caller_pid: id_label(thread.caller_pid),
                     method: thread.method.clone(),
                     policy: thread.policy.clone(),
                     priority: text_of(thread.priority),
                     nice: text_of(thread.nice),
                     grant: text_of(thread.grant_id),
                 })
-                .set(1);
+                // Hidden threads share their labels: the series counts them.
+                .inc();
             if let Some(since) = unix_seconds(&thread.since) {
                 self.realtimekit_since
                     .get_or_create(&RealtimeKitThreadLabels {
-                        tid: thread.tid.to_string(),
-                        pid: thread.pid.to_string(),
+                        tid: id_label(thread.tid),
+                        pid: id_label(thread.pid),
                         uid: thread.uid.to_string(),
                     })
                     .set(since);
@@ -268,11 +280,11 @@ pub(super) fn html_tables(list: &ListResult) -> String {
             }
             html.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                thread.tid,
+                id_label(thread.tid),
                 escape(&thread.comm),
-                thread.pid,
+                id_label(thread.pid),
                 thread.uid,
-                thread.caller_pid,
+                id_label(thread.caller_pid),
                 escape(&thread.method),
                 escape(&given),
                 text_of(thread.grant_id),
@@ -292,7 +304,10 @@ pub(super) fn html_tables(list: &ListResult) -> String {
             let threads: Vec<String> = grant
                 .threads
                 .iter()
-                .map(|thread| format!("{} {}", thread.tid, escape(&thread.comm)))
+                .map(|thread| match thread.tid {
+                    0 => "(another user's)".to_owned(),
+                    tid => format!("{tid} {}", escape(&thread.comm)),
+                })
                 .collect();
             html.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} µs every {} µs</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
@@ -366,6 +381,30 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("rtlab_daemon_listed 0"), "{text}");
         assert!(!text.contains("rtlab_realtimekit_thread{"), "{text}");
+    }
+
+    #[test]
+    fn other_users_hidden_threads_are_counted_under_empty_labels() {
+        let mut list = listing();
+        let hidden = RealtimeKitThread {
+            pid: 0,
+            tid: 0,
+            comm: String::new(),
+            caller_pid: 0,
+            ..list.realtimekit[0].clone()
+        };
+        list.realtimekit = vec![hidden.clone(), hidden];
+        let mut registry = Registry::with_prefix("rtlab");
+        let metrics = GrantMetrics::register(&mut registry);
+        metrics.set(Some(&list));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(r#"rtlab_realtimekit_thread{tid="",comm="",pid="",uid="1000",caller_pid="",method="MakeThreadRealtimeWithPID",policy="SCHED_RR",priority="20",nice="",grant=""} 2"#),
+            "{text}"
+        );
+        let html = html_tables(&list);
+        assert!(!html.contains("<td>0</td>"), "{html}");
     }
 
     #[test]
