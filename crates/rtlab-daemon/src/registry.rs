@@ -224,6 +224,24 @@ struct ConstraintRecord {
     deadline_ns: u64,
 }
 
+/// A `no_such_thread` refusal when a thread of `handles` is no longer the one its handle was
+/// opened for: it exited (and its tid may name another thread now) between the check of who owns
+/// it and the change made by its tid.
+fn exited_meanwhile<'a>(handles: impl IntoIterator<Item = &'a WatchHandle>) -> Option<RpcError> {
+    handles
+        .into_iter()
+        .find(|handle| !handle.is_the_same_thread())
+        .map(|handle| {
+            error(
+                ErrorCode::NoSuchThread,
+                format!(
+                    "thread {} exited while it was being changed; nothing was kept",
+                    handle.tid()
+                ),
+            )
+        })
+}
+
 /// How far ahead of its arrival a Time Constraint may begin.
 pub const CONSTRAINT_START_AHEAD_NS: u64 = 1_000_000_000;
 
@@ -537,6 +555,13 @@ impl Registry {
             let _ = self.enforcement.release(id);
             return Err(limit);
         }
+        if let Some(gone) = exited_meanwhile(&handles) {
+            // The change was made by tid: it may have reached a thread that took the number
+            // since. Undone (the enforcer puts back what it found on that tid).
+            let _ = self.enforcement.release(id);
+            self.watcher.nudge();
+            return Err(gone);
+        }
         let record = GrantRecord {
             owner_uid: caller.uid,
             enforced,
@@ -591,6 +616,16 @@ impl Registry {
             self.enforcement
                 .add_threads(id, &tids)
                 .map_err(enforce_error)?;
+            let added: Vec<&WatchHandle> = handles
+                .iter()
+                .filter(|handle| tids.contains(&handle.tid()))
+                .collect();
+            if let Some(gone) = exited_meanwhile(added) {
+                for tid in &tids {
+                    let _ = self.enforcement.remove_thread(*tid);
+                }
+                return Err(gone);
+            }
         }
         let record = self.grants.get_mut(&id).expect("found above");
         for thread in new_threads {
@@ -860,6 +895,10 @@ impl Registry {
                 deadline: Nanos(params.deadline_ns),
             })
             .map_err(enforce_error)?;
+        if let Some(gone) = exited_meanwhile([&handle]) {
+            let _ = self.enforcement.end_constraint(id);
+            return Err(gone);
+        }
         self.constraints.insert(
             id,
             ConstraintRecord {
@@ -1278,6 +1317,54 @@ mod tests {
                 watch_handle(),
             )
             .unwrap();
+    }
+
+    /// A watch handle of a thread that has exited since it was opened: its tid may name another
+    /// thread by the time the change is made.
+    fn handle_of_an_exited_thread() -> WatchHandle {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let tid = rtlab_sys::cpu::current_tid();
+            sender
+                .send(WatchHandle::open_with_owner(tid).unwrap().0)
+                .unwrap();
+            let _ = wait.recv();
+        });
+        let handle = receiver.recv().unwrap();
+        drop(go);
+        worker.join().unwrap();
+        handle
+    }
+
+    #[test]
+    fn a_change_that_outlived_its_thread_is_undone_and_refused() {
+        let (mut registry, log) = registry(Duration::from_secs(2));
+        // The thread was checked (its owner read under its pidfd), then exited before the change.
+        let gone = handle_of_an_exited_thread();
+        let tid = gone.tid();
+        let error = registry
+            .reserve(
+                &USER,
+                &params(1, 10),
+                Owner::Thread(tid),
+                vec![thread(tid, 1000)],
+                vec![gone],
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::NoSuchThread, "{error}");
+        assert!(error.message.contains("exited while"), "{error}");
+        assert!(log.lock().unwrap().managed.is_empty(), "undone");
+        assert!(registry.list().grants.is_empty());
+        let gone = handle_of_an_exited_thread();
+        let tid = gone.tid();
+        let error = registry
+            .begin_constraint(&USER, &constraint(tid, 1, 100), &thread(tid, 1000), gone)
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::NoSuchThread, "{error}");
+        assert!(registry.constraints.is_empty(), "undone");
+        // A thread still running is served.
+        reserve_thread(&mut registry, &USER, 90, 1000, 1).unwrap();
     }
 
     #[test]

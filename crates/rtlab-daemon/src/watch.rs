@@ -110,6 +110,20 @@ impl WatchHandle {
         self.tid
     }
 
+    /// Whether the thread this handle was opened for still runs, so that its tid still names it
+    /// and not a thread that took the number since. Asked after each change made by tid: a change
+    /// that reached another thread is undone.
+    pub fn is_the_same_thread(&self) -> bool {
+        match &self.kind {
+            HandleKind::Pidfd(fd) => {
+                !rtlab_sys::ipc::pidfd_process_exited(fd.as_fd()).unwrap_or(true)
+            }
+            HandleKind::Proc { tgid, start_time } => {
+                rtlab_sys::proc_thread::thread_is_alive(*tgid, self.tid, *start_time)
+            }
+        }
+    }
+
     fn pidfd(&self) -> Option<BorrowedFd<'_>> {
         match &self.kind {
             HandleKind::Pidfd(fd) => Some(fd.as_fd()),

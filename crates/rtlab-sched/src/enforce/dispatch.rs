@@ -31,11 +31,34 @@ pub const RAISED_PRIORITY: u32 = 98;
 pub const IDLE_WAKE: Nanos = Nanos(50_000_000);
 
 /// A thread under the dispatcher and the policy it returns to outside its slots.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct DispatchedThread {
     pub tid: u32,
     pub rest_policy: Policy,
+    /// A pidfd of the very thread (opened when it was first managed, and checked then against its
+    /// start time): the dispatcher changes policies by tid, and asks this first, so a tid that
+    /// names another thread since this one exited is never raised or lowered. `None` on kernels
+    /// without thread pidfds (before 6.9): then the tid alone, until the watcher notices the exit.
+    pub pidfd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
+
+impl DispatchedThread {
+    /// Whether the thread is still the one managed (its pidfd has not signalled its exit).
+    fn is_the_managed_thread(&self) -> bool {
+        self.pidfd.as_ref().is_none_or(|pidfd| {
+            !rtlab_sys::ipc::pidfd_process_exited(std::os::fd::AsFd::as_fd(&**pidfd))
+                .unwrap_or(true)
+        })
+    }
+}
+
+impl PartialEq for DispatchedThread {
+    fn eq(&self, other: &Self) -> bool {
+        self.tid == other.tid && self.rest_policy == other.rest_policy
+    }
+}
+
+impl Eq for DispatchedThread {}
 
 /// Free time a time constraint holds, absolute plan time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -220,6 +243,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 fn set_threads(threads: &[DispatchedThread], raised: bool) -> u64 {
     let mut failed = 0;
     for thread in threads {
+        if !thread.is_the_managed_thread() {
+            // Exited: its tid may be another thread's now. The watcher removes it.
+            failed += 1;
+            continue;
+        }
         let policy = if raised {
             Policy::Fifo {
                 priority: RAISED_PRIORITY,
@@ -503,6 +531,35 @@ mod tests {
             }],
             ..DispatchTable::default()
         }
+    }
+
+    /// A tid taken by another thread since the managed one exited (simulated: a live thread's tid
+    /// with the pidfd of one that has exited) is neither raised nor lowered. Before pidfds the
+    /// dispatcher raised such a tid to FIFO 98 (as root; without root the change fails anyway).
+    #[test]
+    fn a_tid_that_names_another_thread_now_is_left_alone() {
+        let exited = std::thread::spawn(|| {
+            rtlab_sys::ipc::pidfd_open_thread(rtlab_sys::cpu::current_tid()).unwrap()
+        })
+        .join()
+        .unwrap();
+        let (tid_sender, tid) = std::sync::mpsc::channel();
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            tid_sender.send(rtlab_sys::cpu::current_tid()).unwrap();
+            let _ = wait.recv();
+        });
+        let tid = tid.recv().unwrap();
+        let before = rtlab_sys::sched::thread_policy(tid).unwrap();
+        let thread = DispatchedThread {
+            tid,
+            rest_policy: Policy::Other { nice: 0 },
+            pidfd: Some(Arc::new(exited)),
+        };
+        assert_eq!(set_threads(std::slice::from_ref(&thread), true), 1);
+        assert_eq!(rtlab_sys::sched::thread_policy(tid).unwrap(), before);
+        drop(stop);
+        other.join().unwrap();
     }
 
     fn edges_only(allowance: Nanos) -> DispatchSizing {

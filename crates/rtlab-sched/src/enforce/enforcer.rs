@@ -116,6 +116,9 @@ impl MachineFacts {
 #[derive(Clone, Debug)]
 struct ManagedThread {
     saved: SavedThread,
+    /// A pidfd of the saved thread (`saved.start_time` checked after opening it), for the
+    /// dispatcher; `None` where the kernel has no thread pidfds.
+    pidfd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// Placed in the cpuset partition of this CPU, moved there from the cpuset directory given.
     placed: Option<(usize, PathBuf)>,
     /// Held by a reservation (its grant) or only by a constraint.
@@ -467,10 +470,17 @@ impl Enforcer {
                 "writing the journal {}",
                 self.journal.path().display()
             )))?;
+        // Opened by tid, so it names the saved thread only if that thread still has the start
+        // time saved once it is open.
+        let pidfd = rtlab_sys::ipc::pidfd_open_thread(tid)
+            .ok()
+            .filter(|_| thread_control::thread_start_time(tid).ok() == Some(start_time))
+            .map(std::sync::Arc::new);
         self.threads.insert(
             tid,
             ManagedThread {
                 saved: saved.clone(),
+                pidfd,
                 placed: None,
                 grant: None,
                 constraint: None,
@@ -799,6 +809,7 @@ impl Enforcer {
                 .map(|managed| DispatchedThread {
                     tid: managed.saved.tid,
                     rest_policy: managed.saved.policy,
+                    pidfd: managed.pidfd.clone(),
                 })
                 .collect();
             owners.insert(grant.grant.owner.clone(), threads);
@@ -814,6 +825,7 @@ impl Enforcer {
                         vec![DispatchedThread {
                             tid: managed.saved.tid,
                             rest_policy: managed.saved.policy,
+                            pidfd: managed.pidfd.clone(),
                         }]
                     });
             }
