@@ -39,6 +39,22 @@ fn exposure(unit: &str) -> f64 {
 }
 
 #[test]
+fn the_units_bound_descriptors_and_real_time_runaways() {
+    let unit = |name: &str| {
+        std::fs::read_to_string(workspace_root().join("packaging").join(name)).unwrap()
+    };
+    // The daemon asks for as many descriptors at start (rtlab_daemon::peer::OPEN_FILES_WANTED).
+    assert!(unit("rtlabd.service").contains(&format!(
+        "\nLimitNOFILE={}\n",
+        rtlab_daemon::peer::OPEN_FILES_WANTED
+    )));
+    // SCHED_FIFO allowed to the monitor's user comes with a CPU-time bound (issue 39).
+    let monitor = unit("rtlab-monitor.service");
+    assert!(monitor.contains("\nLimitRTPRIO=99\n"), "{monitor}");
+    assert!(monitor.contains("\nLimitRTTIME=200ms:1s\n"), "{monitor}");
+}
+
+#[test]
 fn the_units_meet_their_hardening_targets() {
     let daemon = exposure("rtlabd.service");
     assert!(
