@@ -81,7 +81,8 @@ enum Rule {
 }
 
 /// The late activations of the client's process thread match JACK's xruns in the trace's
-/// window (by the rule's bounds), and ≥ 95 % of them name the competitor.
+/// window (by the rule's bounds), and ≥ 95 % of those not blamed on the hypervisor name the
+/// competitor.
 fn assert_matches_jack(analysis: &Value, client: &ClientReport, rule: Rule) {
     let first = analysis["first_ns"].as_u64().unwrap();
     let last = analysis["last_ns"].as_u64().unwrap();
@@ -141,6 +142,30 @@ fn assert_matches_jack(analysis: &Value, client: &ClientReport, rule: Rule) {
         .filter(|late| late["thread"]["tid"] == tid)
         .collect();
     assert!(!listed.is_empty());
+    // A late activation blamed on the hypervisor (nothing of this machine ran: the virtual CPU
+    // was taken away) is a cause the competitor could not have made, and this VM has
+    // multi-millisecond stalls whose rate varies with the host's load: they are reported apart,
+    // not counted for or against the competitor (issue 40, item 5: 8 of 104 such stalls failed a
+    // fresh clone's CI). They must stay a minority, so an attribution that blamed everything on
+    // the hypervisor would still fail.
+    let (stalls, listed): (Vec<&Value>, Vec<&Value>) = listed
+        .into_iter()
+        .partition(|late| late["culprit"]["kind"] == "hypervisor");
+    eprintln!(
+        "{} late activations blamed on the hypervisor, reported apart: {:?}",
+        stalls.len(),
+        stalls
+            .iter()
+            .take(3)
+            .map(|late| late["explanation"].to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        stalls.len() < listed.len(),
+        "{} of {} late activations blamed on the hypervisor",
+        stalls.len(),
+        stalls.len() + listed.len()
+    );
     let naming_the_competitor = listed
         .iter()
         .filter(|late| {
