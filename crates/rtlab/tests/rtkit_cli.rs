@@ -594,6 +594,16 @@ fn a_napping_spinner_is_demoted_for_its_run_time_and_another_user_s_modest_threa
         "{error}"
     );
     assert!(!thread_policy(sleeper.id()).unwrap().is_realtime());
+    // Nor can nobody take the CPU back as a reservation: what its thread ran over the window
+    // counts against its user_limit with its reservations.
+    let reserve =
+        daemon.rtlab_as_nobody(&["reserve", "--tid", &sleeper.id().to_string(), "10ms/100ms"]);
+    assert_exit_code(&reserve, 1);
+    let stderr = stderr_text(&reserve);
+    assert!(
+        stderr.contains("its RealtimeKit1 threads ran") && stderr.contains("user_limit"),
+        "{stderr}"
+    );
     bus.make_realtime_as(OTHER_USER, modest.pid, modest.pid, 6);
     assert_policy(modest.pid, Policy::RoundRobin { priority: 6 });
 }
