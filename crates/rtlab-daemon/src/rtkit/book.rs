@@ -547,6 +547,39 @@ mod tests {
     }
 
     #[test]
+    fn a_demoted_user_is_refused_and_told_why_and_other_users_are_not() {
+        let state = tempfile::tempdir().unwrap();
+        let (watcher, _loop) = Watcher::new().unwrap();
+        let mut book = Book::open(state.path(), RtkitConfig::default(), watcher).unwrap();
+        let now = Instant::now();
+        book.demote_users(
+            &BTreeSet::from([65534]),
+            &Refused {
+                until: now + Duration::from_secs(60),
+                why: "the canary found CPU 1 starved by real-time threads of uid 65534".into(),
+                key: "rtkit.canary_refusal",
+            },
+        );
+        let refused = book.admit(65534, 0.0, now).unwrap_err();
+        assert!(
+            matches!(&refused, Refusal::AccessDenied(message)
+                if message.contains("CPU 1 starved") && message.contains("for another 1m")
+                    && message.ends_with("(rtkit.canary_refusal)")),
+            "{refused:?}"
+        );
+        assert!(book.admit(1, 0.0, now).is_ok());
+        // The refusal ends.
+        assert!(book
+            .admit(65534, 0.0, now + Duration::from_secs(61))
+            .is_ok());
+        // Over the share by what its threads ran and what it holds: refused while it is.
+        book.set_run_fractions(BTreeMap::from([(1, 0.15)]));
+        assert!(book.admit(1, 0.0, now).is_ok());
+        let over = book.admit(1, 0.1, now).unwrap_err();
+        assert!(over.message().contains("rtkit.user_share"), "{over:?}");
+    }
+
+    #[test]
     fn real_time_saved_policies_reset_to_other() {
         assert_eq!(
             reset_policy(Policy::RoundRobin { priority: 5 }),
