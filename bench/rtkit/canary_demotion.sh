@@ -3,7 +3,9 @@
 # (bench/rtkit/runaway.c) that starves one CPU while staying inside RLIMIT_RTTIME: a private
 # system bus in a temporary directory, the daemon on it, the pair started as nobody with
 # `prlimit --rttime=200000` and made SCHED_RR 5 through busctl. Prints one runaway JSON line per
-# run. Needs root. Usage: canary_demotion.sh [RUNS] [CPU]   (run it under flock /work/measure.lock)
+# run (rtkit.user_share is set out of reach: the canary alone is measured, and runs 1.2 s apart
+# would use up the default share). Needs root.
+# Usage: canary_demotion.sh [RUNS] [CPU]   (run it under flock /work/measure.lock)
 set -euo pipefail
 runs=${1:-10}
 cpu=${2:-1}
@@ -27,7 +29,7 @@ sed -e "s|@SOCKET@|$work/bus|" -e "s|@SERVICEDIR@||" \
 dbus-daemon --config-file="$work/bus.conf" --nofork --nopidfile & bus_pid=$!
 while [ ! -S "$work/bus" ]; do sleep 0.05; done
 export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/bus"
-printf 'state_dir = "%s/state"\n[rtkit]\ncanary_refusal = "1s"\n' "$work" > "$work/rtlabd.toml"
+printf 'state_dir = "%s/state"\n[rtkit]\ncanary_refusal = "1s"\nuser_share = 4.0\n' "$work" > "$work/rtlabd.toml"
 "$rtlab" daemon --rtkit --config "$work/rtlabd.toml" --socket "$work/rtlabd.sock" 2> "$work/daemon.log" & daemon_pid=$!
 for _ in $(seq 200); do
   grep -q "owns org.freedesktop.RealtimeKit1" "$work/daemon.log" && break

@@ -188,12 +188,7 @@ impl DaemonConfig {
                 "burst_interval",
                 defaults.burst_interval,
             )?,
-            rtkit: match file.rtkit {
-                None => defaults.rtkit,
-                Some(table) => table.resolve().map_err(|(span, message)| {
-                    invalid(format!("line {}: {message}", line_of(text, span.start)))
-                })?,
-            },
+            rtkit: defaults.rtkit,
         };
         if let Some(spanned) = file.requests_per_burst {
             if *spanned.get_ref() == 0 {
@@ -223,6 +218,18 @@ impl DaemonConfig {
             }
             config.user_limit = limit;
         }
+        // After user_limit: it is the default of rtkit.user_share.
+        config.rtkit = match file.rtkit {
+            None => crate::rtkit::config::RtkitConfig {
+                user_share: config.user_limit,
+                ..config.rtkit
+            },
+            Some(table) => table
+                .resolve(config.user_limit)
+                .map_err(|(span, message)| {
+                    invalid(format!("line {}: {message}", line_of(text, span.start)))
+                })?,
+        };
         for (value, key, target) in [
             (
                 file.max_connections,

@@ -464,12 +464,23 @@ impl Registry {
             return Ok(());
         }
         let held = self.held_fraction(caller.uid);
+        // What the user's RealtimeKit1 threads ran lately counts too (rtkit/meter.rs).
+        let (ran, window) = self.realtimekit_ran(caller.uid).unwrap_or_default();
         // A little slack for the float sum of exact rationals.
-        if held + more > self.limits.user_limit + 1e-9 {
+        if held + ran + more > self.limits.user_limit + 1e-9 {
+            let realtimekit = if ran > 0.0 {
+                format!(
+                    " and its RealtimeKit1 threads ran {:.1} % of one over the last {}",
+                    ran * 100.0,
+                    humantime::format_duration(window)
+                )
+            } else {
+                String::new()
+            };
             return Err(error(
                 ErrorCode::Limit,
                 format!(
-                    "uid {} holds {:.1} % of a CPU (reservations and Time Constraints); {:.1} % more would exceed its limit of {:.1} % (user_limit in /etc/rtlab/rtlabd.toml)",
+                    "uid {} holds {:.1} % of a CPU (reservations and Time Constraints){realtimekit}; {:.1} % more would exceed its limit of {:.1} % (user_limit in /etc/rtlab/rtlabd.toml)",
                     caller.uid,
                     held * 100.0,
                     more * 100.0,

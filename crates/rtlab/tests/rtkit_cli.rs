@@ -21,6 +21,8 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(20);
 const NOBODY: [&str; 5] = ["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"];
+/// A second unprivileged user (Debian's `daemon`, uid 1), whose threads nobody's must not cost.
+const OTHER_USER: [&str; 5] = ["--reuid", "daemon", "--regid", "daemon", "--clear-groups"];
 const DESTINATION: &str = "org.freedesktop.RealtimeKit1";
 const PATH: &str = "/org/freedesktop/RealtimeKit1";
 const ACCESS_DENIED: &str = "Error org.freedesktop.DBus.Error.AccessDenied";
@@ -49,8 +51,13 @@ impl Bus {
 
     /// busctl as nobody: `busctl --address=… -- ARGS…`.
     fn busctl(&self, args: &[&str]) -> Output {
+        self.busctl_as(NOBODY, args)
+    }
+
+    /// busctl as the user `setpriv` makes of `user` (e.g. [`NOBODY`], [`OTHER_USER`]).
+    fn busctl_as(&self, user: [&str; 5], args: &[&str]) -> Output {
         Command::new("setpriv")
-            .args(NOBODY)
+            .args(user)
             .args(["busctl", &format!("--address={}", self.address), "--"])
             .args(args)
             .output()
@@ -68,10 +75,26 @@ impl Bus {
     /// `priority`, which must be granted.
     #[track_caller]
     fn make_realtime(&self, pid: u32, tid: u32, priority: u32) {
-        let granted = self.call(
-            "MakeThreadRealtimeWithPID",
-            "ttu",
-            &[pid.to_string(), tid.to_string(), priority.to_string()],
+        self.make_realtime_as(NOBODY, pid, tid, priority);
+    }
+
+    /// [`Bus::make_realtime`] asked by `user` (a thread of `user`'s).
+    #[track_caller]
+    fn make_realtime_as(&self, user: [&str; 5], pid: u32, tid: u32, priority: u32) {
+        let (pid, tid, priority) = (pid.to_string(), tid.to_string(), priority.to_string());
+        let granted = self.busctl_as(
+            user,
+            &[
+                "call",
+                DESTINATION,
+                PATH,
+                DESTINATION,
+                "MakeThreadRealtimeWithPID",
+                "ttu",
+                &pid,
+                &tid,
+                &priority,
+            ],
         );
         assert_exit_code(&granted, 0);
     }
@@ -419,46 +442,85 @@ fn a_configured_program_gets_a_reservation_and_rtlab_reserve_upgrades_a_plain_gr
     assert_policy(pid, Policy::Other { nice: 0 });
 }
 
+/// `bench/rtkit/NAME.c` compiled into the sandbox (a C compiler: package gcc).
+fn compile_helper(sandbox: &Sandbox, name: &str) -> PathBuf {
+    let binary = sandbox.file(name);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../bench/rtkit/{name}.c"));
+    let compiled = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("run cc");
+    assert!(compiled.success(), "cc {}", source.display());
+    binary
+}
+
+/// A helper of `bench/rtkit/` started as `user` under `prlimit --rttime=200000` with `args`: the
+/// process, its stdout after the first line, and that line's "tids PID TID…" as numbers (pid
+/// first). Every helper stops on its own (its `-d`).
+struct Helper {
+    process: KillOnDrop,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    pid: u32,
+    tids: Vec<u32>,
+}
+
+impl Helper {
+    fn start(user: [&str; 5], binary: &Path, args: &[&str]) -> Helper {
+        let mut process = KillOnDrop(
+            Command::new("setpriv")
+                .args(user)
+                .args(["prlimit", "--rttime=200000"])
+                .arg(binary)
+                .args(args)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut stdout = std::io::BufReader::new(process.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words.first(), Some(&"tids"), "{line}");
+        let mut numbers = words[1..]
+            .iter()
+            .map(|word| word.parse::<u32>().expect("a process or thread id"));
+        let pid = numbers.next().expect("the helper's pid");
+        Helper {
+            process,
+            stdout,
+            pid,
+            tids: numbers.collect(),
+        }
+    }
+
+    /// Waits for the helper's end (its own time limit) and returns its JSON line.
+    fn result(mut self) -> serde_json::Value {
+        let mut result = String::new();
+        std::io::Read::read_to_string(&mut self.stdout, &mut result).unwrap();
+        let _ = self.process.wait();
+        serde_json::from_str(result.trim()).expect(&result)
+    }
+}
+
+/// The first and the last online CPU: an attacker on the last, a bystander on the first.
+fn first_and_last_cpu() -> (usize, usize) {
+    let cpus = rtlab_sys::cpu::online_cpus().unwrap();
+    (cpus[0], *cpus.last().unwrap())
+}
+
 #[test]
 #[ignore = "needs root: the daemon changes nobody's threads; setpriv; a C compiler"]
 fn the_canary_demotes_a_runaway_pair_that_stays_inside_rlimit_rttime() {
     let (_turn, sandbox, bus, daemon) = rtkit_on_a_private_bus("canary_refusal = \"1s\"\n");
-    let runaway = sandbox.file("runaway");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/rtkit/runaway.c");
-    let compiled = Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&runaway)
-        .arg(&source)
-        .status()
-        .expect("run cc");
-    assert!(compiled.success());
-    let cpu = rtlab_sys::cpu::online_cpus()
-        .unwrap()
-        .last()
-        .copied()
-        .unwrap();
-    let mut child = KillOnDrop(
-        Command::new("setpriv")
-            .args(NOBODY)
-            .args(["prlimit", "--rttime=200000"])
-            .arg(&runaway)
-            .args(["-c", &cpu.to_string(), "-d", "8"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(words.first(), Some(&"tids"), "{line}");
-    let runaway_pid: u32 = words[1].parse().expect("the runaway's pid");
-    for tid in &words[2..4] {
-        bus.make_realtime(runaway_pid, tid.parse().expect("a thread id"), 5);
+    let runaway = compile_helper(&sandbox, "runaway");
+    let (_, cpu) = first_and_last_cpu();
+    let pair = Helper::start(NOBODY, &runaway, &["-c", &cpu.to_string(), "-d", "8"]);
+    for tid in pair.tids.clone() {
+        bus.make_realtime(pair.pid, tid, 5);
     }
-    let mut result = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut result).unwrap();
-    let result: serde_json::Value = serde_json::from_str(result.trim()).expect(&result);
+    let result = pair.result();
     assert_eq!(result["made_realtime"], true, "{result}");
     assert_eq!(result["demoted"], true, "{result}");
     assert!(
@@ -472,6 +534,109 @@ fn the_canary_demotes_a_runaway_pair_that_stays_inside_rlimit_rttime() {
     assert!(
         error.is_empty() || error.contains("canary"),
         "refused for another reason: {error}"
+    );
+}
+
+/// A modest SCHED_RR thread of [`OTHER_USER`]'s on `cpu`: 1 ms of every 10 ms (10 % of a CPU,
+/// within its share), for at most 30 s; granted priority 5 through the bus.
+fn modest_thread_of_another_user(bus: &Bus, spinner: &Path, cpu: usize) -> Helper {
+    let modest = Helper::start(
+        OTHER_USER,
+        spinner,
+        &[
+            "-c",
+            &cpu.to_string(),
+            "-d",
+            "30",
+            "-r",
+            "1000",
+            "-n",
+            "9000",
+        ],
+    );
+    bus.make_realtime_as(OTHER_USER, modest.pid, modest.pid, 5);
+    assert_policy(modest.pid, Policy::RoundRobin { priority: 5 });
+    modest
+}
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; a C compiler"]
+fn a_napping_spinner_is_demoted_for_its_run_time_and_another_user_s_modest_thread_is_not() {
+    // The attacker of issue 39: one thread of nobody's, SCHED_RR 5 under RLIMIT_RTTIME 200 ms,
+    // that naps 100 µs every 100 ms, so RLIMIT_RTTIME never fires and its CPU's canary runs in
+    // every nap. What it runs is held against nobody's share (20 % of a CPU, over 5 s).
+    let (_turn, sandbox, bus, daemon) = rtkit_on_a_private_bus("");
+    let spinner = compile_helper(&sandbox, "napping_spinner");
+    let (first, last) = first_and_last_cpu();
+    let modest = modest_thread_of_another_user(&bus, &spinner, first);
+    let attacker = Helper::start(NOBODY, &spinner, &["-c", &last.to_string(), "-d", "10"]);
+    bus.make_realtime(attacker.pid, attacker.pid, 5);
+    let result = attacker.result();
+    assert_eq!(result["made_realtime"], true, "{result}");
+    assert_eq!(
+        result["demoted"],
+        true,
+        "the napping spinner was never demoted: {result}\n{}",
+        daemon.log_text()
+    );
+    // Only nobody's thread: the other user's stays SCHED_RR, and that user is still served.
+    assert_policy(modest.pid, Policy::RoundRobin { priority: 5 });
+    let log = daemon.log_text();
+    assert!(
+        log.contains("uid 65534") && log.contains("rtkit.user_share"),
+        "{log}"
+    );
+    // nobody is refused for a while, and told why.
+    let sleeper = nobody_sleeper(Some(200_000));
+    let error = bus.thread_error("MakeThreadRealtimeWithPID", sleeper.id(), "uint32:5");
+    assert!(
+        error.starts_with(ACCESS_DENIED) && error.contains("rtkit.user_share"),
+        "{error}"
+    );
+    assert!(!thread_policy(sleeper.id()).unwrap().is_realtime());
+    // Nor can nobody take the CPU back as a reservation: what its thread ran over the window
+    // counts against its user_limit with its reservations.
+    let reserve =
+        daemon.rtlab_as_nobody(&["reserve", "--tid", &sleeper.id().to_string(), "10ms/100ms"]);
+    assert_exit_code(&reserve, 1);
+    let stderr = stderr_text(&reserve);
+    assert!(
+        stderr.contains("its RealtimeKit1 threads ran") && stderr.contains("user_limit"),
+        "{stderr}"
+    );
+    bus.make_realtime_as(OTHER_USER, modest.pid, modest.pid, 6);
+    assert_policy(modest.pid, Policy::RoundRobin { priority: 6 });
+}
+
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; a C compiler"]
+fn the_canary_demotes_only_the_user_whose_threads_starved_the_cpu() {
+    // A share no user reaches here, so what demotes is the canary.
+    let (_turn, sandbox, bus, daemon) =
+        rtkit_on_a_private_bus("user_share = 4.0\ncanary_refusal = \"1min\"\n");
+    let spinner = compile_helper(&sandbox, "napping_spinner");
+    let runaway = compile_helper(&sandbox, "runaway");
+    let (first, last) = first_and_last_cpu();
+    let modest = modest_thread_of_another_user(&bus, &spinner, first);
+    let pair = Helper::start(NOBODY, &runaway, &["-c", &last.to_string(), "-d", "8"]);
+    for tid in pair.tids.clone() {
+        bus.make_realtime(pair.pid, tid, 5);
+    }
+    let result = pair.result();
+    assert_eq!(result["made_realtime"], true, "{result}");
+    assert_eq!(result["demoted"], true, "{result}");
+    let log = daemon.log_text();
+    assert!(log.contains("starved"), "{log}");
+    // The other user's thread ran on another CPU: it keeps SCHED_RR, and its user is served.
+    assert_policy(modest.pid, Policy::RoundRobin { priority: 5 });
+    bus.make_realtime_as(OTHER_USER, modest.pid, modest.pid, 6);
+    assert_policy(modest.pid, Policy::RoundRobin { priority: 6 });
+    // nobody is refused for canary_refusal, and told why.
+    let sleeper = nobody_sleeper(Some(200_000));
+    let error = bus.thread_error("MakeThreadRealtimeWithPID", sleeper.id(), "uint32:5");
+    assert!(
+        error.starts_with(ACCESS_DENIED) && error.contains("canary"),
+        "{error}"
     );
 }
 

@@ -8,13 +8,14 @@
 //! `thread_reset` does; one that had a real-time policy before goes to SCHED_OTHER, nice 0.
 
 use super::config::RtkitConfig;
+use super::meter::MeteredThread;
 use super::policy::{Counted, Refusal, UserLimits};
 use crate::watch::{WatchHandle, Watcher};
 use rtlab_core::rpc::RealtimeKitThread;
 use rtlab_sched::enforce::journal::{Journal, JournalEntry, SavedThread};
 use rtlab_sys::sched::Policy;
 use rtlab_sys::thread_control;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -76,6 +77,18 @@ pub struct Grant {
     pub since: SystemTime,
     /// For a `[[rtkit.reserve]]` thread sized by observation.
     pub sizing: Option<Sizing>,
+    /// The thread's run time when it was first granted (the meter counts from there).
+    pub cpu_time_at_grant: Option<u64>,
+}
+
+/// A user refused for a while, and why (the canary blamed it, or it ran over its share).
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub until: Instant,
+    /// What happened, in words, with the configuration key behind the refusal.
+    pub why: String,
+    /// The key that sets how long the refusal lasts.
+    pub key: &'static str,
 }
 
 /// A thread to change, its identity checked by the caller.
@@ -129,7 +142,11 @@ pub struct Book {
     grants: BTreeMap<u32, Grant>,
     limits: UserLimits,
     journal: Journal,
-    refuse_until: Option<Instant>,
+    /// Users refused for a while: the canary's and the share's demotions.
+    refused: BTreeMap<u32, Refused>,
+    /// What each user's real-time threads ran over `rtkit.user_share_window`, as a fraction of
+    /// one CPU (the watchdog's meter publishes it every tick).
+    ran: BTreeMap<u32, f64>,
     closed: bool,
     watcher: Watcher,
 }
@@ -177,7 +194,8 @@ impl Book {
             grants: BTreeMap::new(),
             limits: UserLimits::default(),
             journal: Journal::create(&Book::journal_directory(state_dir))?,
-            refuse_until: None,
+            refused: BTreeMap::new(),
+            ran: BTreeMap::new(),
             closed: false,
             watcher,
         })
@@ -187,26 +205,29 @@ impl Book {
         &self.config
     }
 
-    /// Refuses while closed or recovering from a starvation, then counts the request against
-    /// the user's burst.
-    pub fn admit(&mut self, uid: u32, now: Instant) -> Result<(), Refusal> {
+    /// Refuses while closed, a user the canary or its share demoted (for a while), and a user
+    /// whose real-time threads' run time plus what the registry holds for it (`held`) is over its
+    /// share; then counts the request against the user's burst.
+    pub fn admit(&mut self, uid: u32, held: f64, now: Instant) -> Result<(), Refusal> {
         if self.closed {
             return Err(Refusal::Failed(
                 "rtlab's RealtimeKit1 service has ended (Exit was called, or the daemon is stopping); it takes no requests"
                     .to_owned(),
             ));
         }
-        if let Some(until) = self.refuse_until {
-            if now < until {
-                return Err(Refusal::AccessDenied(format!(
-                    "the canary found a CPU starved by real-time threads; no real-time is granted for another {} (rtkit.canary_refusal)",
-                    humantime::format_duration(Duration::from_secs(
-                        until.saturating_duration_since(now).as_secs() + 1
-                    ))
-                )));
-            }
-            self.refuse_until = None;
+        self.refused.retain(|_, refused| now < refused.until);
+        if let Some(refused) = self.refused.get(&uid) {
+            return Err(Refusal::AccessDenied(format!(
+                "{}; no real-time is granted to uid {uid} for another {} ({})",
+                refused.why,
+                humantime::format_duration(Duration::from_secs(
+                    refused.until.saturating_duration_since(now).as_secs() + 1
+                )),
+                refused.key
+            )));
         }
+        let ran = self.run_fraction(uid);
+        super::policy::check_share(uid, ran, held, &self.config)?;
         self.limits.forget_ended(now, &self.config);
         self.limits.admit_action(uid, now, &self.config)
     }
@@ -294,11 +315,17 @@ impl Book {
                 target.tid
             )));
         }
-        let is_new = !self.grants.contains_key(&target.tid);
-        let since = self
+        let known = self
             .grants
             .get(&target.tid)
-            .map_or_else(SystemTime::now, |known| known.since);
+            .filter(|known| known.target.thread_start == target.thread_start);
+        let is_new = !self.grants.contains_key(&target.tid);
+        let since = known.map_or_else(SystemTime::now, |known| known.since);
+        // The meter counts what the thread runs from its first grant on.
+        let cpu_time_at_grant = match known {
+            Some(known) => known.cpu_time_at_grant,
+            None => thread_control::thread_cpu_time_ns(target.tid).ok(),
+        };
         // A new request (a new priority) ends an earlier sizing's claim on the thread's policy.
         let sizing = None;
         self.grants.insert(
@@ -309,6 +336,7 @@ impl Book {
                 saved,
                 since,
                 sizing,
+                cpu_time_at_grant,
             },
         );
         if is_new {
@@ -418,29 +446,51 @@ impl Book {
             && !matches!(grant.sizing, Some(Sizing::Reserved { .. }))
     }
 
-    /// The canary's view: every thread the book made real-time, as (tid, start time).
-    pub fn realtime_threads(&self) -> Vec<(u32, u64)> {
+    /// The watchdog's view: every thread the book made real-time, with its user and its run
+    /// time at the grant.
+    pub fn realtime_threads(&self) -> Vec<MeteredThread> {
         self.grants
             .values()
             .filter(|grant| Book::demotable(grant))
-            .map(|grant| (grant.target.tid, grant.target.thread_start))
+            .map(|grant| MeteredThread {
+                uid: grant.target.uid,
+                tid: grant.target.tid,
+                thread_start: grant.target.thread_start,
+                cpu_time_at_grant: grant.cpu_time_at_grant,
+            })
             .collect()
     }
 
-    /// The canary demoted these threads (already put to SCHED_OTHER): forget them, and refuse
-    /// requests for `rtkit.canary_refusal`.
-    pub fn demoted(&mut self, now: Instant) {
-        self.refuse_until = Some(now + self.config.canary_refusal);
-        let tids: Vec<u32> = self
+    /// The watchdog demoted the real-time threads of `uids` (the canary blamed them, or they ran
+    /// over their share): each is put back again here, under the book's lock (a request that
+    /// came between the watchdog's demotion and this made it real-time again), forgotten, and
+    /// its user refused until `refused.until`.
+    pub fn demote_users(&mut self, uids: &BTreeSet<u32>, refused: &Refused) {
+        let demoted: Vec<(u32, u64)> = self
             .grants
             .values()
-            .filter(|grant| Book::demotable(grant))
-            .map(|grant| grant.target.tid)
+            .filter(|grant| Book::demotable(grant) && uids.contains(&grant.target.uid))
+            .map(|grant| (grant.target.tid, grant.target.thread_start))
             .collect();
-        for tid in tids {
+        for (tid, start_time) in demoted {
+            demote(tid, start_time);
             self.thread_exited(tid);
         }
+        for uid in uids {
+            self.refused.insert(*uid, refused.clone());
+        }
         self.watcher.wake_if_pending();
+    }
+
+    /// The meter's latest figures: per user, what its real-time threads ran over the window.
+    pub fn set_run_fractions(&mut self, ran: BTreeMap<u32, f64>) {
+        self.ran = ran;
+    }
+
+    /// What `uid`'s real-time threads ran over `rtkit.user_share_window`, as a fraction of one
+    /// CPU (the registry adds it to the user's reservations when it admits one).
+    pub fn run_fraction(&self, uid: u32) -> f64 {
+        self.ran.get(&uid).copied().unwrap_or(0.0)
     }
 
     /// The book as `list` shows it; `grant_of` names the reservation holding a thread, if any.
@@ -494,6 +544,39 @@ mod tests {
             affinity: Vec::new(),
         });
         assert_eq!(JournalEntry::parse(&entry.to_line()), Ok(entry));
+    }
+
+    #[test]
+    fn a_demoted_user_is_refused_and_told_why_and_other_users_are_not() {
+        let state = tempfile::tempdir().unwrap();
+        let (watcher, _loop) = Watcher::new().unwrap();
+        let mut book = Book::open(state.path(), RtkitConfig::default(), watcher).unwrap();
+        let now = Instant::now();
+        book.demote_users(
+            &BTreeSet::from([65534]),
+            &Refused {
+                until: now + Duration::from_secs(60),
+                why: "the canary found CPU 1 starved by real-time threads of uid 65534".into(),
+                key: "rtkit.canary_refusal",
+            },
+        );
+        let refused = book.admit(65534, 0.0, now).unwrap_err();
+        assert!(
+            matches!(&refused, Refusal::AccessDenied(message)
+                if message.contains("CPU 1 starved") && message.contains("for another 1m")
+                    && message.ends_with("(rtkit.canary_refusal)")),
+            "{refused:?}"
+        );
+        assert!(book.admit(1, 0.0, now).is_ok());
+        // The refusal ends.
+        assert!(book
+            .admit(65534, 0.0, now + Duration::from_secs(61))
+            .is_ok());
+        // Over the share by what its threads ran and what it holds: refused while it is.
+        book.set_run_fractions(BTreeMap::from([(1, 0.15)]));
+        assert!(book.admit(1, 0.0, now).is_ok());
+        let over = book.admit(1, 0.1, now).unwrap_err();
+        assert!(over.message().contains("rtkit.user_share"), "{over:?}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The canary: demotes every thread the RealtimeKit1 service made real-time when a CPU starves.
+//! The canary and the watchdog: demote the threads the RealtimeKit1 service made real-time of the
+//! users that starve a CPU or run over their share of one.
 //!
 //! # How starvation is detected
 //!
@@ -9,25 +10,40 @@
 //! the service can grant, wakes every 50 ms and reads the slots: a canary that has not written
 //! for `rtkit.canary_timeout` (500 ms by default) means real-time threads have held its CPU that
 //! long without a break, so nothing of normal priority ran there either. The watchdog then puts
-//! every SCHED_RR thread of the book back to SCHED_OTHER (rtkit's `reset_known`) and the service
-//! refuses requests for `rtkit.canary_refusal` (rtkit: 5 minutes). A CPU starved while the book
-//! holds no SCHED_RR thread (real-time threads of programs with their own privileges, rtlab's own
+//! back to SCHED_OTHER the SCHED_RR threads of the users whose threads ran on that CPU during the
+//! silence ([`super::meter::blamed_users`]), and the service refuses those users for
+//! `rtkit.canary_refusal` (rtkit: 5 minutes, and every user). A CPU starved while none of the
+//! book's threads ran there (real-time threads of programs with their own privileges, rtlab's own
 //! reservations) changes nothing: the service made none of them real-time.
 //!
 //! rtkit-daemon runs one canary (not pinned) and a 10 s watchdog, so it notices only a machine
-//! whose every CPU starves, after 10 s; a canary per CPU notices one starved CPU, here within
-//! `canary_timeout` plus one 50 ms tick (BENCHMARKS.md, "RealtimeKit1: canary demotion").
+//! whose every CPU starves, after 10 s, and then demotes every user's threads; a canary per CPU
+//! notices one starved CPU, here within `canary_timeout` plus one 50 ms tick (BENCHMARKS.md,
+//! "RealtimeKit1: canary demotion").
 //!
-//! The watchdog never waits on a lock a starved thread may hold: it takes the book's lock with
-//! `try_lock` only, and when that fails it demotes from the list of threads it read at its last
-//! tick (a thread granted since is granted by a thread that just held the lock, so the next
+//! # The share
+//!
+//! A thread that naps briefly now and then lets its CPU's canary run while it holds nearly all of
+//! that CPU. So at every tick the watchdog also meters each SCHED_RR thread of the book
+//! ([`super::meter`]): a user whose threads ran more than `rtkit.user_share` of one CPU over
+//! `rtkit.user_share_window`, with what the registry holds for it, has them put back to
+//! SCHED_OTHER and is refused for `rtkit.user_share_refusal`. This runs with or without the
+//! canaries (`rtkit.canary = false`).
+//!
+//! The watchdog never waits on a lock a starved thread may hold: it takes the book's and the
+//! registry's locks with `try_lock` only, and when that fails it works from what it read at its
+//! last tick (a thread granted since is granted by a thread that just held the lock, so the next
 //! attempt sees it).
 
-use super::book::{demote, Book};
+use super::book::{demote, Book, Refused};
+use super::config::RtkitConfig;
+use super::meter::{self, Look, Meter, MeteredThread, OverShare, RegistryView};
+use crate::registry::Registry;
 use rtlab_sys::clock::monotonic_ns;
 use rtlab_sys::sched::Policy;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -38,13 +54,24 @@ pub const CANARY_PRIORITY: u32 = 1;
 /// The watchdog's SCHED_FIFO priority (the top).
 pub const WATCHDOG_PRIORITY: u32 = 99;
 
-/// One time the canary fired.
+/// What the watchdog did.
 #[derive(Clone, Debug)]
-pub struct Starvation {
-    pub cpu: usize,
-    /// How long the canary had not run when the watchdog saw it.
-    pub silent_for: Duration,
-    pub demoted: Vec<u32>,
+pub enum Demotion {
+    /// A canary did not run: the users whose threads ran on its CPU were demoted.
+    Starvation {
+        cpu: usize,
+        /// How long the canary had not run when the watchdog saw it.
+        silent_for: Duration,
+        users: BTreeSet<u32>,
+        demoted: Vec<u32>,
+    },
+    /// A user ran over its share.
+    OverShare {
+        /// Why, in words (`policy::share_exceeded`).
+        why: String,
+        uid: u32,
+        demoted: Vec<u32>,
+    },
 }
 
 /// The running canaries and watchdog; stopped when dropped.
@@ -63,14 +90,20 @@ impl std::fmt::Debug for Canary {
 }
 
 impl Canary {
-    /// Starts a canary per online CPU and the watchdog; `fired` hears of each starvation (from
-    /// the watchdog thread, after the demotion).
+    /// Starts a canary per online CPU (with `rtkit.canary`) and the watchdog, which also meters
+    /// the book's threads against `rtkit.user_share`; `fired` hears of each demotion (from the
+    /// watchdog thread, after it).
     pub fn start(
         book: Arc<Mutex<Book>>,
-        timeout: Duration,
-        fired: impl Fn(&Starvation) + Send + 'static,
+        registry: Arc<Mutex<Registry>>,
+        config: &RtkitConfig,
+        fired: impl Fn(&Demotion) + Send + 'static,
     ) -> std::io::Result<Canary> {
-        let cpus = rtlab_sys::cpu::online_cpus()?;
+        let cpus = if config.canary {
+            rtlab_sys::cpu::online_cpus()?
+        } else {
+            Vec::new()
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let slots: Arc<Vec<AtomicU64>> = Arc::new(
             cpus.iter()
@@ -105,15 +138,22 @@ impl Canary {
             canary.threads.push(thread);
         }
         let watchdog_stop = Arc::clone(&stop);
+        let config = config.clone();
         let watchdog = std::thread::Builder::new()
             .name("rtkit-watchdog".into())
-            .stack_size(128 * 1024)
+            .stack_size(256 * 1024)
             .spawn(move || {
                 let made = rtlab_sys::sched::set_current_thread_policy(Policy::Fifo {
                     priority: WATCHDOG_PRIORITY,
                 });
                 let _ = ready_sender.send(made);
-                watch(&book, &slots, &cpus, timeout, &watchdog_stop, &fired);
+                let watchdog = Watchdog {
+                    book: &book,
+                    registry: &registry,
+                    config: &config,
+                    fired: &fired,
+                };
+                watchdog.run(&slots, &cpus, &watchdog_stop);
             })?;
         canary.threads.push(watchdog);
         for _ in 0..canary.threads.len() {
@@ -141,72 +181,197 @@ impl Drop for Canary {
     }
 }
 
-fn watch(
-    book: &Mutex<Book>,
-    slots: &[AtomicU64],
-    cpus: &[usize],
-    timeout: Duration,
-    stop: &AtomicBool,
-    fired: &dyn Fn(&Starvation),
-) {
-    let timeout_ns = timeout.as_nanos() as u64;
-    let mut known: Vec<(u32, u64)> = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(CANARY_TICK);
-        if let Ok(book) = book.try_lock() {
-            known = book.realtime_threads();
-        }
-        let now = monotonic_ns();
-        let starved = slots.iter().enumerate().find_map(|(index, slot)| {
-            let silent = now.saturating_sub(slot.load(Ordering::Relaxed));
-            (silent > timeout_ns).then_some((index, silent))
-        });
-        let Some((index, silent_ns)) = starved else {
-            continue;
-        };
-        let threads = match book.try_lock() {
-            Ok(book) => book.realtime_threads(),
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().realtime_threads(),
-            Err(TryLockError::WouldBlock) => known.clone(),
-        };
-        if threads.is_empty() {
-            // Starved by real-time threads that are not the service's (a program with its own
-            // privileges, rtlab's reservations): nothing of ours to demote, and no reason to
-            // refuse requests. The canary waits afresh.
+/// Takes `mutex` if it is free (or poisoned); never waits.
+fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// The watchdog thread's state between ticks.
+struct Watchdog<'a> {
+    book: &'a Mutex<Book>,
+    registry: &'a Mutex<Registry>,
+    config: &'a RtkitConfig,
+    fired: &'a dyn Fn(&Demotion),
+}
+
+/// What the watchdog read at its last tick that found the locks free.
+#[derive(Default)]
+struct Known {
+    threads: Vec<MeteredThread>,
+    registry: RegistryView,
+}
+
+impl Watchdog<'_> {
+    fn run(&self, slots: &[AtomicU64], cpus: &[usize], stop: &AtomicBool) {
+        let timeout_ns = self.config.canary_timeout.as_nanos() as u64;
+        // Each thread's looks are kept for the longest silence the canary may have to explain.
+        let mut meter = Meter::new(
+            self.config.user_share_window.as_nanos() as u64,
+            2 * timeout_ns + 1_000_000_000,
+        );
+        let mut known = Known::default();
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(CANARY_TICK);
+            if let Some(book) = try_lock(self.book) {
+                known.threads = book.realtime_threads();
+            }
+            if let Some(registry) = try_lock(self.registry) {
+                known.registry = registry.realtimekit_view();
+            }
+            let realtime_users = self.look(&mut meter, &known);
             let now = monotonic_ns();
-            slots[index].store(now, Ordering::Relaxed);
-            continue;
-        }
-        let demoted: Vec<u32> = threads
-            .iter()
-            .filter(|(tid, start_time)| demote(*tid, *start_time))
-            .map(|(tid, _)| *tid)
-            .collect();
-        // The book forgets them and refuses for a while; its lock is free again now that the
-        // runaways are demoted (tried for a second, then left to the next tick's demotion).
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until {
-            match book.try_lock() {
-                Ok(mut book) => {
-                    book.demoted(Instant::now());
-                    break;
+            let ran = meter.fractions(now);
+            if let Some(mut book) = try_lock(self.book) {
+                book.set_run_fractions(ran.clone());
+            }
+            let over = meter::over_share(
+                &ran,
+                &known.registry.held,
+                &realtime_users,
+                self.config.user_share,
+            );
+            for user in over {
+                self.demote_over_share(user, &known);
+            }
+            let starved = slots.iter().enumerate().find_map(|(index, slot)| {
+                let silent = now.saturating_sub(slot.load(Ordering::Relaxed));
+                (silent > timeout_ns).then_some((index, silent))
+            });
+            let Some((index, silent_ns)) = starved else {
+                continue;
+            };
+            let cpu = cpus[index];
+            let users = meter::blamed_users(
+                &meter.ran_on_cpu(cpu, now.saturating_sub(silent_ns)),
+                silent_ns,
+                self.config.user_share,
+            );
+            if !users.is_empty() {
+                let demoted = self.demote_users(
+                    &users,
+                    &known,
+                    Refused {
+                        until: Instant::now() + self.config.canary_refusal,
+                        why: format!(
+                            "the canary found CPU {cpu} starved by real-time threads of {}",
+                            uid_list(&users)
+                        ),
+                        key: "rtkit.canary_refusal",
+                    },
+                );
+                (self.fired)(&Demotion::Starvation {
+                    cpu,
+                    silent_for: Duration::from_nanos(silent_ns),
+                    users,
+                    demoted,
+                });
+                // Every canary starts a fresh wait, as rtkit's watchdog does after it acted.
+                let now = monotonic_ns();
+                for slot in slots {
+                    slot.store(now, Ordering::Relaxed);
                 }
-                Err(TryLockError::Poisoned(poisoned)) => {
-                    poisoned.into_inner().demoted(Instant::now());
-                    break;
-                }
-                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+            } else {
+                // Starved by real-time threads that are not the service's (a program with its
+                // own privileges, rtlab's reservations): nothing of ours to demote, and no reason
+                // to refuse requests. The canary waits afresh.
+                slots[index].store(monotonic_ns(), Ordering::Relaxed);
             }
         }
-        // Every canary starts a fresh wait, as rtkit's watchdog does after it acted.
-        let now = monotonic_ns();
-        for slot in slots {
-            slot.store(now, Ordering::Relaxed);
+    }
+
+    /// Looks at every known thread (not one a reservation holds) and records it in the meter;
+    /// returns the users with a thread real-time now.
+    fn look(&self, meter: &mut Meter, known: &Known) -> BTreeSet<u32> {
+        let mut present = BTreeSet::new();
+        let mut realtime_users = BTreeSet::new();
+        for thread in &known.threads {
+            if known.registry.reserved_tids.contains(&thread.tid) {
+                continue;
+            }
+            let Ok(stat) = rtlab_sys::thread_control::thread_stat(thread.tid) else {
+                continue;
+            };
+            if stat.start_time != thread.thread_start {
+                continue;
+            }
+            let Ok(cpu_time_ns) = rtlab_sys::thread_control::thread_cpu_time_ns(thread.tid) else {
+                continue;
+            };
+            let realtime = rtlab_sys::sched::thread_policy(thread.tid)
+                .is_ok_and(|policy| policy.is_realtime());
+            present.insert((thread.tid, thread.thread_start));
+            if realtime {
+                realtime_users.insert(thread.uid);
+            }
+            meter.record(
+                *thread,
+                Look {
+                    at_ns: monotonic_ns(),
+                    cpu_time_ns,
+                    cpu: stat.last_cpu,
+                    realtime,
+                },
+            );
         }
-        fired(&Starvation {
-            cpu: cpus[index],
-            silent_for: Duration::from_nanos(silent_ns),
+        meter.end_tick(&present, monotonic_ns());
+        realtime_users
+    }
+
+    fn demote_over_share(&self, user: OverShare, known: &Known) {
+        let why = super::policy::share_exceeded(user.uid, user.ran, user.held, self.config);
+        let demoted = self.demote_users(
+            &BTreeSet::from([user.uid]),
+            known,
+            Refused {
+                until: Instant::now() + self.config.user_share_refusal,
+                why: format!("{why}; its real-time threads were put back to SCHED_OTHER"),
+                key: "rtkit.user_share_refusal",
+            },
+        );
+        (self.fired)(&Demotion::OverShare {
+            why,
+            uid: user.uid,
             demoted,
         });
+    }
+
+    /// Puts the known real-time threads of `users` back to SCHED_OTHER at once (no lock), then
+    /// tells the book, which forgets them and refuses their users; returns the demoted tids.
+    fn demote_users(&self, users: &BTreeSet<u32>, known: &Known, refused: Refused) -> Vec<u32> {
+        let demoted: Vec<u32> = known
+            .threads
+            .iter()
+            .filter(|thread| {
+                users.contains(&thread.uid)
+                    && !known.registry.reserved_tids.contains(&thread.tid)
+                    && demote(thread.tid, thread.thread_start)
+            })
+            .map(|thread| thread.tid)
+            .collect();
+        // The book's lock is free again now that the runaways are demoted (tried for a second,
+        // then left to the next tick, which finds the users' threads real-time and acts again).
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            if let Some(mut book) = try_lock(self.book) {
+                book.demote_users(users, &refused);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        demoted
+    }
+}
+
+/// "uid 65534" or "uids 1, 65534".
+pub fn uid_list(uids: &BTreeSet<u32>) -> String {
+    let list: Vec<String> = uids.iter().map(u32::to_string).collect();
+    if list.len() == 1 {
+        format!("uid {}", list[0])
+    } else {
+        format!("uids {}", list.join(", "))
     }
 }

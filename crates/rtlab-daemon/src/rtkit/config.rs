@@ -16,7 +16,10 @@
 //! actions_per_burst_max = 25
 //! canary = true
 //! canary_timeout = "500ms"       # a CPU whose canary did not run for this long is starving
-//! canary_refusal = "5min"        # after the canary fired, requests are refused this long
+//! canary_refusal = "5min"        # after the canary fired, its users are refused this long
+//! user_share = 0.2               # per user: CPU its SCHED_RR threads may run (default: user_limit)
+//! user_share_window = "5s"       # ... over this sliding window, with its reservations
+//! user_share_refusal = "1min"    # a user over its share is refused this long
 //!
 //! [[rtkit.reserve]]              # pipewire's threads get 2 ms every 10 ms instead of SCHED_RR
 //! program = "pipewire"
@@ -76,6 +79,13 @@ pub struct RtkitConfig {
     pub canary: bool,
     pub canary_timeout: Duration,
     pub canary_refusal: Duration,
+    /// The fraction of one CPU a user's SCHED_RR threads may run over `user_share_window`,
+    /// together with what the registry holds for the user (reservations, Time Constraints); a
+    /// user over it has its threads demoted (`super::meter`). Default: the daemon's `user_limit`.
+    pub user_share: f64,
+    pub user_share_window: Duration,
+    /// How long a user demoted for its share is refused.
+    pub user_share_refusal: Duration,
     pub reserve: Vec<ReservePolicy>,
 }
 
@@ -96,6 +106,10 @@ impl Default for RtkitConfig {
             canary: true,
             canary_timeout: Duration::from_millis(500),
             canary_refusal: Duration::from_secs(300),
+            // The daemon's default user_limit; DaemonConfig::parse sets the file's user_limit.
+            user_share: 0.2,
+            user_share_window: Duration::from_secs(5),
+            user_share_refusal: Duration::from_secs(60),
             reserve: Vec::new(),
         }
     }
@@ -118,6 +132,9 @@ pub struct RtkitFile {
     canary: Option<bool>,
     canary_timeout: Option<toml::Spanned<String>>,
     canary_refusal: Option<toml::Spanned<String>>,
+    user_share: Option<toml::Spanned<f64>>,
+    user_share_window: Option<toml::Spanned<String>>,
+    user_share_refusal: Option<toml::Spanned<String>>,
     #[serde(default)]
     reserve: Vec<ReserveFile>,
 }
@@ -209,10 +226,17 @@ fn reserve_size(entry: &ReserveFile) -> Result<ReserveSize, FieldError> {
     }
 }
 
+/// The largest `user_share`: a share of more CPUs than any machine has is no limit.
+const USER_SHARE_MAX: f64 = 1024.0;
+
 impl RtkitFile {
-    /// The settings this table gives, over the defaults.
-    pub fn resolve(self) -> Result<RtkitConfig, FieldError> {
-        let defaults = RtkitConfig::default();
+    /// The settings this table gives, over the defaults; `user_limit` is the daemon's, the
+    /// default `user_share`.
+    pub fn resolve(self, user_limit: f64) -> Result<RtkitConfig, FieldError> {
+        let defaults = RtkitConfig {
+            user_share: user_limit,
+            ..RtkitConfig::default()
+        };
         let duration =
             |value: Option<toml::Spanned<String>>, key: &str, default: Duration| match value {
                 None => Ok(default),
@@ -271,6 +295,33 @@ impl RtkitFile {
                     .to_owned(),
             ));
         }
+        let user_share = match self.user_share {
+            None => defaults.user_share,
+            Some(spanned) if (0.0..=USER_SHARE_MAX).contains(spanned.get_ref()) => {
+                *spanned.get_ref()
+            }
+            Some(spanned) => {
+                return Err((
+                    spanned.span(),
+                    format!(
+                        "rtkit.user_share: {} is not a fraction of one CPU in [0, {USER_SHARE_MAX}] (0.2: a fifth of one CPU)",
+                        spanned.get_ref()
+                    ),
+                ))
+            }
+        };
+        let window_span = self.user_share_window.as_ref().map(toml::Spanned::span);
+        let user_share_window = duration(
+            self.user_share_window,
+            "user_share_window",
+            defaults.user_share_window,
+        )?;
+        if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&user_share_window) {
+            return Err((
+                window_span.unwrap_or_default(),
+                "rtkit.user_share_window: must be between 1s and 60s".to_owned(),
+            ));
+        }
         let mut reserve = Vec::new();
         for entry in self.reserve {
             let size = reserve_size(&entry)?;
@@ -308,6 +359,13 @@ impl RtkitFile {
                 "canary_refusal",
                 defaults.canary_refusal,
             )?,
+            user_share,
+            user_share_window,
+            user_share_refusal: duration(
+                self.user_share_refusal,
+                "user_share_refusal",
+                defaults.user_share_refusal,
+            )?,
             reserve,
         })
     }
@@ -344,6 +402,37 @@ mod tests {
             DaemonConfig::parse("", "x").unwrap().rtkit,
             RtkitConfig::default()
         );
+    }
+
+    #[test]
+    fn the_user_share_is_the_user_limit_unless_stated() {
+        let config = DaemonConfig::parse(
+            "user_limit = 0.3
+",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(config.rtkit.user_share, 0.3);
+        let config = DaemonConfig::parse(
+            "user_limit = 0.3
+[rtkit]
+enabled = true
+",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(config.rtkit.user_share, 0.3);
+        let config = DaemonConfig::parse(
+            "user_limit = 0.3
+[rtkit]
+user_share = 1.5
+user_share_window = \"10s\"\nuser_share_refusal = \"2min\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(config.rtkit.user_share, 1.5);
+        assert_eq!(config.rtkit.user_share_window, Duration::from_secs(10));
+        assert_eq!(config.rtkit.user_share_refusal, Duration::from_secs(120));
     }
 
     #[test]
@@ -415,6 +504,11 @@ mod tests {
             (
                 "[[rtkit.reserve]]\nprogram = \"jackd\"\nobserve = \"1h\"\n",
                 "line 3: rtkit.reserve.observe",
+            ),
+            ("[rtkit]\nuser_share = -0.1\n", "line 2: rtkit.user_share"),
+            (
+                "[rtkit]\nuser_share_window = \"50ms\"\n",
+                "line 2: rtkit.user_share_window",
             ),
             ("[rtkit]\nenable = true\n", "unknown field"),
         ] {

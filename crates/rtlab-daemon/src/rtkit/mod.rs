@@ -12,7 +12,8 @@
 //! the bus's pidfd of it where the bus gives one) may only ask for threads of its own uid, the
 //! target process must have an RLIMIT_RTTIME hard limit of at most `RTTimeUSecMax`, priorities
 //! and nice levels have bounds, users have burst, process and thread limits, and threads get
-//! `SCHED_RR | SCHED_RESET_ON_FORK`. A [`canary`] demotes them when a CPU starves. Every change is
+//! `SCHED_RR | SCHED_RESET_ON_FORK`. A [`canary`] demotes the threads of the users that starve a
+//! CPU, and of a user whose threads run more than its share of one ([`meter`]). Every change is
 //! journalled ([`book`]) and undone when the thread's grant ends, when the daemon stops, and at
 //! the next start after a SIGKILL.
 //!
@@ -27,6 +28,7 @@
 pub mod book;
 pub mod canary;
 pub mod config;
+pub mod meter;
 pub mod observe;
 pub mod policy;
 
@@ -199,7 +201,10 @@ impl Shared {
                 })?;
             policy::check_rttime(pid, hard, &self.config)?;
         }
-        let held_by = lock(&self.registry).grant_of_thread(tid);
+        let (held_by, held) = {
+            let registry = lock(&self.registry);
+            (registry.grant_of_thread(tid), registry.held_by(caller.uid))
+        };
         {
             let mut book = lock(&self.book);
             book.forget_gone();
@@ -213,7 +218,7 @@ impl Shared {
                 },
                 &self.config,
             )?;
-            book.admit(caller.uid, Instant::now())?;
+            book.admit(caller.uid, held, Instant::now())?;
         }
         if let Some(grant_id) = held_by {
             // The thread holds an rtlab reservation already, which outranks SCHED_RR; changing
@@ -809,28 +814,42 @@ pub fn start(
         exit_thread: Some(exit_thread),
         exit: exit_sender,
     };
-    if config.canary {
-        let canary_book = Arc::clone(&book);
-        service.canary = Some(
-            canary::Canary::start(canary_book, config.canary_timeout, |starvation| {
-                notice(&format!(
-                    "CPU {} starved: its canary did not run for {} ms; demoted {} threads {:?} to SCHED_OTHER and refusing requests for rtkit.canary_refusal",
-                    starvation.cpu,
-                    starvation.silent_for.as_millis(),
-                    starvation.demoted.len(),
-                    starvation.demoted
-                ));
-            })
-            .map_err(system("starting the canary"))?,
-        );
-    }
+    // The watchdog runs without the canaries too: it meters the users' shares.
+    let canary_book = Arc::clone(&book);
+    service.canary = Some(
+        canary::Canary::start(
+            canary_book,
+            Arc::clone(registry),
+            config,
+            |demotion| match demotion {
+                canary::Demotion::Starvation {
+                    cpu,
+                    silent_for,
+                    users,
+                    demoted,
+                } => notice(&format!(
+                    "CPU {cpu} starved: its canary did not run for {} ms; {} ran real-time threads there: demoted {} threads {demoted:?} to SCHED_OTHER and refusing their requests for rtkit.canary_refusal (other users are not affected)",
+                    silent_for.as_millis(),
+                    canary::uid_list(users),
+                    demoted.len(),
+                )),
+                canary::Demotion::OverShare { why, uid, demoted } => notice(&format!(
+                    "{why}: demoted {} threads {demoted:?} to SCHED_OTHER and refusing uid {uid}'s requests for rtkit.user_share_refusal",
+                    demoted.len(),
+                )),
+            },
+        )
+        .map_err(system("starting the canary and the watchdog"))?,
+    );
     let address = std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
         .unwrap_or_else(|_| "unix:path=/run/dbus/system_bus_socket".to_owned());
     notice(&format!(
-        "owns {BUS_NAME} at {OBJECT_PATH} on the system bus ({address}); max priority {}, min nice {}, RTTimeUSecMax {} µs, canary {}",
+        "owns {BUS_NAME} at {OBJECT_PATH} on the system bus ({address}); max priority {}, min nice {}, RTTimeUSecMax {} µs, per user {:.1} % of a CPU over {}, canary {}",
         config.max_realtime_priority,
         config.min_nice_level,
         config.rttime_usec_max,
+        config.user_share * 100.0,
+        humantime::format_duration(config.user_share_window),
         if config.canary {
             format!("demotes after {} ms", config.canary_timeout.as_millis())
         } else {

@@ -120,6 +120,30 @@ pub fn check_owner(
     }
 }
 
+/// A user's real-time threads' run time over `rtkit.user_share_window` (`ran`) plus what the
+/// registry holds for it (`held`: reservations, Time Constraints), both fractions of one CPU, must
+/// stay within `rtkit.user_share`; root is not held to it (as the registry's limit does not hold
+/// privileged callers).
+pub fn check_share(uid: u32, ran: f64, held: f64, config: &RtkitConfig) -> Result<(), Refusal> {
+    if uid == 0 || ran + held <= config.user_share + 1e-9 {
+        return Ok(());
+    }
+    Err(Refusal::AccessDenied(share_exceeded(
+        uid, ran, held, config,
+    )))
+}
+
+/// Why a user is over its share, in words: the start of its refusals and of the daemon's notice.
+pub fn share_exceeded(uid: u32, ran: f64, held: f64, config: &RtkitConfig) -> String {
+    format!(
+        "uid {uid}'s real-time threads ran {:.1} % of a CPU over the last {} and it holds {:.1} % in reservations and Time Constraints: more than its share of {:.1} % (rtkit.user_share)",
+        ran * 100.0,
+        humantime::format_duration(config.user_share_window),
+        held * 100.0,
+        config.user_share * 100.0
+    )
+}
+
 /// One user's burst: rtkit allows `actions_per_burst_max` requests in a burst of
 /// `actions_burst` that starts at the first request after the last burst ended.
 #[derive(Clone, Copy, Debug)]
@@ -293,6 +317,25 @@ mod tests {
         assert!(check_owner(1000, 5, 1000, 1000).is_ok());
         assert!(check_owner(1000, 5, 65534, 65534).is_err());
         assert!(check_owner(1000, 5, 1000, 0).is_err());
+    }
+
+    #[test]
+    fn a_user_over_its_share_is_denied_and_told_why_and_root_is_not_held_to_it() {
+        let config = config();
+        assert!(check_share(1000, 0.1, 0.1, &config).is_ok());
+        let denied = check_share(1000, 0.15, 0.1, &config).unwrap_err();
+        assert_eq!(
+            denied.error_name(),
+            "org.freedesktop.DBus.Error.AccessDenied"
+        );
+        assert!(
+            denied
+                .message()
+                .contains("ran 15.0 % of a CPU over the last 5s")
+                && denied.message().contains("rtkit.user_share"),
+            "{denied:?}"
+        );
+        assert!(check_share(0, 0.9, 0.0, &config).is_ok());
     }
 
     #[test]

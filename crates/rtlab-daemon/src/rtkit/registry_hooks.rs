@@ -5,7 +5,9 @@
 
 use super::Registry;
 use crate::rtkit::book::Book;
+use crate::rtkit::meter::RegistryView;
 use rtlab_core::rpc::RealtimeKitThread;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
@@ -24,6 +26,38 @@ impl Registry {
     /// reserve` is upgraded: its policy is the reservation's until that ends).
     pub fn grant_of_thread(&self, tid: u32) -> Option<u64> {
         self.thread_grants.get(&tid).map(|id| id.0)
+    }
+
+    /// The fraction of one CPU `uid` holds in reservations and Time Constraints.
+    pub fn held_by(&self, uid: u32) -> f64 {
+        self.held_fraction(uid)
+    }
+
+    /// What the watchdog reads (with `try_lock`) at each tick.
+    pub fn realtimekit_view(&self) -> RegistryView {
+        let uids: BTreeSet<u32> = self
+            .grants
+            .values()
+            .map(|record| record.owner_uid)
+            .chain(self.constraints.values().map(|record| record.uid))
+            .collect();
+        RegistryView {
+            held: uids
+                .into_iter()
+                .map(|uid| (uid, self.held_fraction(uid)))
+                .collect(),
+            reserved_tids: self.thread_grants.keys().copied().collect(),
+        }
+    }
+
+    /// What `uid`'s RealtimeKit1 threads ran over `rtkit.user_share_window` (a fraction of one
+    /// CPU) and that window; `None` without the service. Counted with the user's reservations at
+    /// admission, so a user demoted for its run time cannot take the CPU back as a reservation.
+    pub(super) fn realtimekit_ran(&self, uid: u32) -> Option<(f64, std::time::Duration)> {
+        self.realtimekit.as_ref().map(|book| {
+            let book = lock(book);
+            (book.run_fraction(uid), book.config().user_share_window)
+        })
     }
 
     pub(super) fn realtimekit_list(&self) -> Vec<RealtimeKitThread> {
