@@ -756,3 +756,42 @@ fn out_of_descriptors_the_daemon_backs_off_and_recovers() {
     let said = log.matches("accepting a client failed").count();
     assert_eq!(said, 1, "said {said} times: {log}");
 }
+
+/// A SCHED_DEADLINE budget is the amount plus a tick of possible overrun: nobody's 1 µs every
+/// 10 ms held runtime 4 ms / period 10 ms, 40 % of a CPU, and was counted as 0.01 % against its
+/// 20 % (granted before the fix). Now the kernel's share is what counts.
+#[test]
+#[ignore = "needs root"]
+fn nobody_s_tiny_deadline_requests_count_as_the_budget_the_kernel_gives() {
+    let _turn = require_root();
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let target = KillOnDrop(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .args(["sleep", "600"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let tid = target.id().to_string();
+    wait_until(LIMIT, "the sleeper runs as nobody", || {
+        std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|comm| comm == "sleep\n")
+    });
+    let output = daemon.rtlab_as_nobody(&[
+        "reserve",
+        "1us/10ms",
+        "--backend",
+        "deadline",
+        "--tid",
+        &tid,
+    ]);
+    let stderr = stderr_text(&output);
+    assert_exit_code(&output, 1);
+    assert!(stderr.contains("would exceed its limit"), "{stderr}");
+    assert_eq!(
+        thread_policy(target.id()).unwrap(),
+        Policy::Other { nice: 0 }
+    );
+    assert!(daemon.reservation_rows(&sandbox).is_empty());
+}

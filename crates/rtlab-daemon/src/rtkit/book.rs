@@ -305,10 +305,14 @@ impl Book {
             }
         }
         // The id may have been reused between the checks and the change (the thread exited and
-        // another started): then the change is undone.
-        if !thread_control::thread_start_time(target.tid)
-            .is_ok_and(|start| start == target.thread_start)
-        {
+        // another started): then the change is undone. The pidfd opened before the owner check
+        // says so for certain; the start time where there is none.
+        let same_thread = match &handle {
+            Some(handle) => handle.is_the_same_thread(),
+            None => thread_control::thread_start_time(target.tid)
+                .is_ok_and(|start| start == target.thread_start),
+        };
+        if !same_thread {
             let _ = restore(target.tid, target.thread_start, saved);
             return Err(Refusal::Failed(format!(
                 "thread {} exited while it was being changed",

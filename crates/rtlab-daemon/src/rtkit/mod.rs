@@ -194,6 +194,13 @@ impl Shared {
         };
         let process_start = start_of(pid)?;
         let thread_start = start_of(tid)?;
+        // The start time is the checked thread's only if that thread still runs now (its pidfd,
+        // opened before the owner check, says so): it fixes the thread's identity from here on.
+        if !handle.is_the_same_thread() {
+            return Err(Refusal::Failed(format!(
+                "thread {tid} exited while it was being checked"
+            )));
+        }
         if let Ask::Realtime { .. } = ask {
             let (_, hard) =
                 rtlab_sys::thread_control::process_rttime_limit(pid).map_err(|error| {

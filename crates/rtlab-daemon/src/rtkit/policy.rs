@@ -114,8 +114,9 @@ pub fn check_owner(
     if real_uid == caller_uid && effective_uid == caller_uid {
         Ok(())
     } else {
+        // Not whose it is: another user's threads are not named to the unprivileged.
         Err(Refusal::AccessDenied(format!(
-            "thread {tid} belongs to uid {real_uid}, not to the caller's uid {caller_uid}"
+            "thread {tid} is another user's, not the caller's (uid {caller_uid})"
         )))
     }
 }
