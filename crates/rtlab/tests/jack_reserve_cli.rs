@@ -279,12 +279,19 @@ fn round(
             bursts.len()
         );
     }
-    // The xruns while the competitor ran (the reserved client also ran while observed).
+    // The xruns while the competitor ran (the reserved client also ran while observed, and
+    // after the competitor).
+    let competitor_end = bursts
+        .iter()
+        .map(|burst| burst.end_ns + lookback(report.period_ns))
+        .max();
     let xruns = report
         .xrun_times_ns
         .iter()
         .copied()
-        .filter(|&at| !reserve || at >= hog_start)
+        .filter(|&at| {
+            !competitor || (at >= hog_start && competitor_end.is_some_and(|end| at <= end))
+        })
         .collect();
     Round {
         xruns,
