@@ -496,7 +496,7 @@ impl StallReport {
     }
 }
 
-/// A running `stall_watch -t 1000` (a FIFO 99 thread per CPU waking every millisecond); killed
+/// A running `stall_watch -t 500` (a FIFO 99 thread per CPU waking every millisecond); killed
 /// on drop.
 pub struct StallWatch {
     child: Child,
@@ -511,7 +511,7 @@ impl StallWatch {
         let log = directory.path().join("stalls.log");
         let child = spawn_silent(
             Command::new(&binaries().stall_watch)
-                .args(["-t", "1000", "-d"])
+                .args(["-t", "500", "-d"])
                 .arg(seconds.to_string())
                 .arg("-o")
                 .arg(&log),
