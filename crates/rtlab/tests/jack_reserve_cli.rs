@@ -102,9 +102,8 @@ fn lookback(period_ns: u64) -> u64 {
     2 * period_ns
 }
 
-/// Sorts `xruns` (CLOCK_MONOTONIC ns of xrun callbacks) by cause: a competitor burst, or a
-/// stall (a late wake-up whose timer fired at least `stall_min_ns` late), overlapping the
-/// `lookback` ns before the callback.
+/// Sorts `xruns` (CLOCK_MONOTONIC ns of xrun callbacks) by cause: a competitor burst, or one
+/// of `stalls` (from due to wake-up), overlapping the `lookback` ns before the callback.
 fn xruns_by_cause(
     xruns: &[u64],
     bursts: &[Burst],
