@@ -103,23 +103,30 @@ fn lookback(period_ns: u64) -> u64 {
 }
 
 /// Sorts `xruns` (CLOCK_MONOTONIC ns of xrun callbacks) by cause: a competitor burst, or one
-/// of `stalls` (from due to wake-up), overlapping the `lookback` ns before the callback.
+/// of `stalls` (from due to wake-up), overlapping the `lookback` ns before the callback. JACK
+/// calls the callback in the client's SCHED_OTHER notification thread, which a burst holds up
+/// until its end: for an xrun reported during or just after a burst, a stall up to `lookback`
+/// before the burst's start counts too (measured: reserved, xruns reported 6 to 8 ms after a
+/// stall's end, with a burst between).
 fn xruns_by_cause(
     xruns: &[u64],
     bursts: &[Burst],
     stalls: &[LateWakeup],
     lookback: u64,
 ) -> XrunCauses {
-    let overlaps = |from: u64, to: u64, at: u64| from <= at && to + lookback >= at;
     let mut causes = XrunCauses::default();
     for &at in xruns {
-        let burst = bursts
+        let holding_up = bursts
             .iter()
-            .any(|burst| overlaps(burst.start_ns, burst.end_ns, at));
+            .filter(|burst| burst.start_ns <= at && burst.end_ns + lookback >= at)
+            .map(|burst| burst.start_ns)
+            .min();
+        // The earliest a cause of this report can have ended.
+        let since = holding_up.unwrap_or(at).min(at).saturating_sub(lookback);
         let stall = stalls
             .iter()
-            .any(|late| overlaps(late.due_ns, late.woke_ns, at));
-        match (burst, stall) {
+            .any(|late| late.due_ns <= at && late.woke_ns >= since);
+        match (holding_up.is_some(), stall) {
             (true, false) => causes.competitor.push(at),
             (true, true) => causes.competitor_and_stall.push(at),
             (false, true) => causes.stall.push(at),
@@ -367,10 +374,10 @@ fn xruns_are_sorted_by_the_burst_or_stall_in_the_lookback_before_them() {
         woke_ns,
         run_delay_ns: 0,
     };
-    let bursts = [burst(100, 106), burst(200, 206)];
-    let stalls = [stall(150, 152), stall(203, 205)];
+    let bursts = [burst(100, 106), burst(200, 206), burst(300, 306)];
+    let stalls = [stall(150, 152), stall(203, 205), stall(295, 298)];
     let causes = xruns_by_cause(
-        &[99, 100, 106, 109, 110, 153, 155, 156, 204, 300],
+        &[99, 100, 106, 109, 110, 153, 155, 156, 204, 308, 400],
         &bursts,
         &stalls,
         3,
@@ -379,9 +386,11 @@ fn xruns_are_sorted_by_the_burst_or_stall_in_the_lookback_before_them() {
         causes,
         XrunCauses {
             competitor: vec![100, 106, 109],
-            competitor_and_stall: vec![204],
+            // 308: reported after a burst that held the callback up; the stall ended 2 before
+            // that burst began.
+            competitor_and_stall: vec![204, 308],
             stall: vec![153, 155],
-            other: vec![99, 110, 156, 300],
+            other: vec![99, 110, 156, 400],
         }
     );
 }
@@ -425,12 +434,12 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
         "reserve --auto: {by_competitor} xruns during the competitor's bursts with no stall, \
          above the idle level ({idle_level} xruns after no stall: at most {limit})"
     );
-    // The stall watch cannot excuse what the competitor does: unprotected, JACK's xruns are the
-    // competitor's, not the stalls'.
+    // The stall watch cannot excuse what the competitor does: unprotected, most of JACK's xruns
+    // are the competitor's, not the stalls'.
     let unreserved_causes = unreserved.causes();
     let unreserved_by_competitor = unreserved_causes.competitor.len() as u64;
     assert!(
-        unreserved_by_competitor * 4 >= unreserved.xruns.len() as u64 * 3,
+        unreserved_by_competitor * 2 > unreserved.xruns.len() as u64,
         "unreserved, only {unreserved_by_competitor} of {} xruns counted as the competitor's: \
          {unreserved_causes:?}",
         unreserved.xruns.len()
