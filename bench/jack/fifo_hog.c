@@ -3,10 +3,16 @@
  * list, each pinned to its CPU, spinning BURST every PERIOD for at most SECONDS, then exiting.
  *
  *   fifo_hog [-c CPU_LIST] [-p PRIORITY] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM] [-A]
+ *            [-L BURST_LOG]
  *
  * Defaults: every online CPU, priority 95, 6000 us every 20000 us, 20 s, comm "qhog".
  * -A aligns the bursts to multiples of PERIOD on CLOCK_MONOTONIC, so every CPU's spinner bursts at
  * once and the program it competes with has no free CPU to move to (the tests use it).
+ * -L writes, once every spinner has stopped, one line per burst to BURST_LOG:
+ *   "CPU START_NS END_NS LONGEST_GAP_NS" — CLOCK_MONOTONIC when the spinner began spinning and when
+ *   it stopped, and the longest time between two of its clock reads inside the burst (the time
+ *   it did not have its CPU: a higher class, an interrupt, or the hypervisor holding the vCPU).
+ *   A test judges the xruns of the program it competes with by these times.
  * Every spinner stops on its own: each burst checks the run's end, and the process sets
  * RLIMIT_RTTIME so the kernel kills a spinner that never sleeps (it sleeps every period).
  */
@@ -46,9 +52,20 @@ static void on_signal(int signal_number)
 /* -A: bursts aligned to multiples of the period on CLOCK_MONOTONIC (all CPUs at once). */
 static int align;
 
+/* -L: each spinner's bursts, kept in memory while it runs and written by main at the end. */
+struct burst {
+    uint64_t start_ns, end_ns, longest_gap_ns;
+};
+struct spinner {
+    int cpu;
+    struct burst *bursts;
+    size_t n_bursts, capacity;
+};
+
 static void *spin(void *arg)
 {
-    int cpu = (int)(intptr_t)arg;
+    struct spinner *spinner = arg;
+    int cpu = spinner->cpu;
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
@@ -74,8 +91,17 @@ static void *spin(void *arg)
     while (!stop_requested && next < end_ns) {
         uint64_t stop = next + burst_ns;
         volatile uint64_t sink = 0;
-        while (monotonic_ns() < stop && !stop_requested)
+        uint64_t started = monotonic_ns(), last = started, longest_gap = 0;
+        while (last < stop && !stop_requested) {
             sink++;
+            uint64_t now = monotonic_ns();
+            if (now - last > longest_gap)
+                longest_gap = now - last;
+            last = now;
+        }
+        if (spinner->n_bursts < spinner->capacity)
+            spinner->bursts[spinner->n_bursts++] =
+                (struct burst){.start_ns = started, .end_ns = last, .longest_gap_ns = longest_gap};
         next += period_ns;
         struct timespec wake = {.tv_sec = (time_t)(next / 1000000000u),
                                 .tv_nsec = (long)(next % 1000000000u)};
@@ -90,9 +116,10 @@ static void *spin(void *arg)
 int main(int argc, char **argv)
 {
     const char *cpu_list = NULL;
+    const char *burst_log_path = NULL;
     double seconds = 20.0;
     int option;
-    while ((option = getopt(argc, argv, "c:p:b:P:d:n:A")) != -1) {
+    while ((option = getopt(argc, argv, "c:p:b:P:d:n:AL:")) != -1) {
         switch (option) {
         case 'c': cpu_list = optarg; break;
         case 'p': priority = atoi(optarg); break;
@@ -101,8 +128,9 @@ int main(int argc, char **argv)
         case 'd': seconds = atof(optarg); break;
         case 'n': comm = optarg; break;
         case 'A': align = 1; break;
+        case 'L': burst_log_path = optarg; break;
         default:
-            fprintf(stderr, "usage: %s [-c CPUS] [-p PRIO] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM] [-A]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-c CPUS] [-p PRIO] [-b BURST_US] [-P PERIOD_US] [-d SECONDS] [-n COMM] [-A] [-L BURST_LOG]\n", argv[0]);
             return 2;
         }
     }
@@ -133,10 +161,35 @@ int main(int argc, char **argv)
         }
         free(copy);
     }
-    pthread_t threads[1024];
-    for (int i = 0; i < n_cpus; i++)
-        pthread_create(&threads[i], NULL, spin, (void *)(intptr_t)cpus[i]);
+    FILE *burst_log = NULL;
+    if (burst_log_path && !(burst_log = fopen(burst_log_path, "w"))) {
+        fprintf(stderr, "fifo_hog: %s: %s\n", burst_log_path, strerror(errno));
+        return 2;
+    }
+    static pthread_t threads[1024];
+    static struct spinner spinners[1024];
+    size_t capacity = (size_t)(seconds * 1e9 / (double)period_ns) + 2;
+    for (int i = 0; i < n_cpus; i++) {
+        spinners[i] = (struct spinner){.cpu = cpus[i], .capacity = burst_log ? capacity : 0};
+        if (burst_log && !(spinners[i].bursts = calloc(capacity, sizeof(struct burst)))) {
+            fprintf(stderr, "fifo_hog: out of memory\n");
+            return 3;
+        }
+        pthread_create(&threads[i], NULL, spin, &spinners[i]);
+    }
     for (int i = 0; i < n_cpus; i++)
         pthread_join(threads[i], NULL);
+    if (burst_log) {
+        for (int i = 0; i < n_cpus; i++)
+            for (size_t b = 0; b < spinners[i].n_bursts; b++)
+                fprintf(burst_log, "%d %llu %llu %llu\n", spinners[i].cpu,
+                        (unsigned long long)spinners[i].bursts[b].start_ns,
+                        (unsigned long long)spinners[i].bursts[b].end_ns,
+                        (unsigned long long)spinners[i].bursts[b].longest_gap_ns);
+        if (fclose(burst_log)) {
+            fprintf(stderr, "fifo_hog: %s: %s\n", burst_log_path, strerror(errno));
+            return 3;
+        }
+    }
     return 0;
 }

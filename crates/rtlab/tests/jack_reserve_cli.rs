@@ -1,8 +1,11 @@
 //! `rtlab reserve --auto` and `rtlab trace watch` held against a real application (issue 26):
 //! Debian's jackd2 (dummy driver, 128 frames, 2.667 ms), a JACK client working 30 % of each
 //! period and counting its own xruns, and a SCHED_FIFO 95 competitor (6 ms every 20 ms on every
-//! CPU). JACK's own xrun count is the judge: with the reservation the competitor must not push
-//! xruns above the idle level measured in the same test.
+//! CPU). JACK's own xrun count is the judge, by cause: with the reservation the xruns the
+//! competitor could have caused — during its bursts (`fifo_hog -L` logs them) — must stay at the
+//! idle level measured in the same test. Xruns that follow a stall of the machine (a hypervisor
+//! holding a vCPU for milliseconds, seen by `stall_watch` and matching the steal time) are
+//! reported apart: a reservation cannot prevent them, and on CI's VM they come and go.
 //!
 //! Needs root (SCHED_FIFO, SCHED_DEADLINE, tracefs/BPF), jackd2, libjack-jackd2-dev and cc:
 //! `ignore`d, run as root in CI with `--include-ignored`.
@@ -10,7 +13,9 @@
 mod common;
 
 use common::daemon::Daemon;
-use common::jack::{ClientProcess, HogProcess, JackServer};
+use common::jack::{
+    Burst, ClientProcess, HogProcess, JackServer, LateWakeup, StallReport, StallWatch,
+};
 use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -61,15 +66,182 @@ fn reserving_auto(
     auto
 }
 
+/// One round's xruns and what could have caused them.
+struct Round {
+    /// The CLOCK_MONOTONIC times of JACK's xrun callbacks while the competitor ran (or, without
+    /// a competitor, during the client's whole run).
+    xruns: Vec<u64>,
+    /// The competitor's bursts (none without a competitor).
+    bursts: Vec<Burst>,
+    /// What `stall_watch` saw during the round.
+    stalls: StallReport,
+    period_ns: u64,
+    /// `reserve --auto --json`'s answer, in a reserved round.
+    auto: Option<serde_json::Value>,
+}
+
+/// The xruns of a round sorted by what could have caused them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct XrunCauses {
+    /// Reported within `lookback` of a competitor burst, with no stall of the machine in that
+    /// span: the competitor's, the ones a reservation must prevent.
+    competitor: Vec<u64>,
+    /// Reported within `lookback` of a burst and of a stall: either could have caused them.
+    competitor_and_stall: Vec<u64>,
+    /// No burst within `lookback`, a stall within it: the machine's.
+    stall: Vec<u64>,
+    /// Neither: other noise (as in the idle round).
+    other: Vec<u64>,
+}
+
+/// How long before its xrun callback the cause of an xrun can lie: JACK notices an unfinished
+/// cycle when its driver thread runs next, and the client's notification thread calls the
+/// callback after that. Measured unreserved (the test prints it): 99 % of the xruns are
+/// reported within 0.83 periods of their burst's end (2026-12-06, 2-vCPU VM); two periods.
+fn lookback(period_ns: u64) -> u64 {
+    2 * period_ns
+}
+
+/// Sorts `xruns` (CLOCK_MONOTONIC ns of xrun callbacks) by cause: a competitor burst, or one
+/// of `stalls` (from due to wake-up), overlapping the `lookback` ns before the callback. JACK
+/// calls the callback in the client's SCHED_OTHER notification thread, which a burst holds up
+/// until its end: for an xrun reported during or just after a burst, a stall up to `lookback`
+/// before the burst's start counts too (measured: reserved, xruns reported 6 to 8 ms after a
+/// stall's end, with a burst between).
+fn xruns_by_cause(
+    xruns: &[u64],
+    bursts: &[Burst],
+    stalls: &[LateWakeup],
+    lookback: u64,
+) -> XrunCauses {
+    let mut causes = XrunCauses::default();
+    for &at in xruns {
+        let holding_up = bursts
+            .iter()
+            .filter(|burst| burst.start_ns <= at && burst.end_ns + lookback >= at)
+            .map(|burst| burst.start_ns)
+            .min();
+        // The earliest a cause of this report can have ended.
+        let since = holding_up.unwrap_or(at).min(at).saturating_sub(lookback);
+        let stall = stalls
+            .iter()
+            .any(|late| late.due_ns <= at && late.woke_ns >= since);
+        match (holding_up.is_some(), stall) {
+            (true, false) => causes.competitor.push(at),
+            (true, true) => causes.competitor_and_stall.push(at),
+            (false, true) => causes.stall.push(at),
+            (false, false) => causes.other.push(at),
+        }
+    }
+    causes
+}
+
+/// A stall that matters: the timer of `stall_watch`'s thread fired at least 0.8 ms late. It
+/// wakes every millisecond, so a stall of S ms shows as S - 1 to S ms late, and the stalls that
+/// can make JACK's client miss a cycle are at least its slack (70 % of 2.667 ms, 1.87 ms) long.
+const STALL_MIN_NS: u64 = 800_000;
+
+impl Round {
+    fn causes(&self) -> XrunCauses {
+        xruns_by_cause(
+            &self.xruns,
+            &self.bursts,
+            &self.stalls.stalls(STALL_MIN_NS),
+            lookback(self.period_ns),
+        )
+    }
+
+    /// One line for the test's output: the xruns by cause, the stalls and the steal time.
+    fn describe(&self, name: &str) -> String {
+        let causes = self.causes();
+        let stalls = self.stalls.stalls(STALL_MIN_NS);
+        let stalled_ns: u64 = stalls.iter().map(LateWakeup::timer_late_ns).sum();
+        let longest = stalls.iter().map(LateWakeup::timer_late_ns).max();
+        // /proc/stat's steal time counts in 10 ms ticks: a stall of 10 ms or more must show.
+        let long: Vec<&LateWakeup> = stalls
+            .iter()
+            .filter(|late| late.timer_late_ns() >= 10_000_000)
+            .collect();
+        let long_with_steal = long
+            .iter()
+            .filter(|late| {
+                self.stalls
+                    .steal_grew(late.cpu, late.due_ns, late.woke_ns, 20_000_000)
+                    .unwrap_or(false)
+            })
+            .count();
+        let busiest_burst = self.bursts.iter().map(|b| b.longest_gap_ns).max();
+        format!(
+            "{name}: {} xruns: {} the competitor's (during its bursts), {} during bursts after a \
+             stall, {} after a stall outside bursts, {} other; {} bursts (longest time a spinner \
+             lost its CPU {:.2} ms); {} stalls >= 0.8 ms, {:.1} ms in all (longest {:.2} ms; of \
+             those >= 10 ms, {long_with_steal} of {} with steal time on their CPU); steal {:.1} ms",
+            self.xruns.len(),
+            causes.competitor.len(),
+            causes.competitor_and_stall.len(),
+            causes.stall.len(),
+            causes.other.len(),
+            self.bursts.len(),
+            busiest_burst.unwrap_or(0) as f64 / 1e6,
+            stalls.len(),
+            stalled_ns as f64 / 1e6,
+            longest.unwrap_or(0) as f64 / 1e6,
+            long.len(),
+            self.stalls.steal_ns() as f64 / 1e6,
+        )
+    }
+
+    /// One line per xrun that followed no stall (the competitor's and the others): when, and the
+    /// last stall before it.
+    fn describe_xruns_after_no_stall(&self) -> Vec<String> {
+        let causes = self.causes();
+        let stalls = self.stalls.stalls(STALL_MIN_NS);
+        let first = self
+            .bursts
+            .first()
+            .map_or(self.xruns.first().copied().unwrap_or(0), |b| b.start_ns);
+        let cause_of = |at: &u64| {
+            if causes.competitor.contains(at) {
+                "the competitor's"
+            } else {
+                "other"
+            }
+        };
+        let mut after_no_stall = [causes.competitor.clone(), causes.other.clone()].concat();
+        after_no_stall.sort_unstable();
+        after_no_stall
+            .iter()
+            .map(|at| {
+                let stall = stalls
+                    .iter()
+                    .filter(|late| late.due_ns <= *at)
+                    .max_by_key(|late| late.due_ns);
+                format!(
+                    "  xrun at +{:.4} s: {}; last stall {}",
+                    (at - first) as f64 / 1e9,
+                    cause_of(at),
+                    stall.map_or("none".to_string(), |late| format!(
+                        "{:.2} ms on CPU {}, ended {:.2} ms before",
+                        late.timer_late_ns() as f64 / 1e6,
+                        late.cpu,
+                        at.saturating_sub(late.woke_ns) as f64 / 1e6
+                    ))
+                )
+            })
+            .collect()
+    }
+}
+
 /// One 20 s round: a fresh client, optionally reserved by `reserve --auto --pid` before the
-/// competitor starts, optionally with the competitor; JACK's xrun count.
+/// competitor starts, optionally with the competitor; JACK's xruns, the competitor's bursts and
+/// the machine's stalls.
 fn round(
     sandbox: &Sandbox,
     daemon: &Daemon,
     server: &JackServer,
     reserve: bool,
     competitor: bool,
-) -> (u64, Option<serde_json::Value>) {
+) -> Round {
     let client = ClientProcess::start(server, "auto", 30, if reserve { 30.0 } else { 20.0 });
     assert!(client.wait_until_active(Duration::from_secs(15)));
     let auto = reserve.then(|| {
@@ -84,39 +256,143 @@ fn round(
             "--json",
             "-",
         ];
-        // A second try when the check rolled back: on a machine shared with other tests, the
-        // misses of two 3 s windows can differ by more than the rule's noise allowance.
+        // reserve --auto observes the program for 3 s, reserves, and checks for 3 s that its
+        // deadline misses did not rise; a stall of the machine during the check (the hypervisor
+        // holding a vCPU) raises them as much as a bad reservation would. Judged by cause: a
+        // rollback is tried again only when the machine stalled more during the check than
+        // during the observation, and said so; up to three tries.
         let mut tries = 0;
         loop {
             tries += 1;
+            let watch = StallWatch::start(30.0);
+            let started = common::jack::monotonic_ns();
             let output = daemon.rtlab(sandbox, &arguments);
+            let ended = common::jack::monotonic_ns();
+            let stalls = watch.finish().stalls(STALL_MIN_NS);
             let json = stdout_json(&output);
-            if json["outcome"] == "rolled_back" && tries < 2 {
+            if json["outcome"] == "rolled_back" {
+                let during = |from: u64, to: u64| {
+                    stalls
+                        .iter()
+                        .filter(|late| late.woke_ns >= from && late.due_ns <= to)
+                        .count()
+                };
+                let observing = during(started, started + 3_000_000_000);
+                let checking = during(ended.saturating_sub(3_000_000_000), ended);
                 eprintln!(
-                    "reserve --auto rolled back ({}); trying again",
+                    "reserve --auto rolled back ({}); stalls >= 0.8 ms of the machine: {observing} \
+                     while it observed, {checking} while it checked",
                     json["reason"]
                 );
-                continue;
+                if checking > observing && tries < 3 {
+                    continue;
+                }
             }
             assert_exit_code(&output, 0);
             break json;
         }
     });
+    let watch = StallWatch::start(40.0);
     let hog_start = common::jack::monotonic_ns();
     let hog = competitor.then(|| HogProcess::issue_competitor_aligned(20.0));
     let report = client.wait();
-    drop(hog);
-    // The xruns while the competitor ran (the reserved client also ran while observed).
-    let xruns = if reserve {
-        report
-            .xrun_times_ns
-            .iter()
-            .filter(|&&at| at >= hog_start)
-            .count() as u64
-    } else {
-        report.xruns
+    let bursts = hog.map(HogProcess::finish).unwrap_or_default();
+    let stalls = watch.finish();
+    if competitor {
+        assert!(
+            bursts.len() >= 500,
+            "the competitor spun only {} bursts",
+            bursts.len()
+        );
+    }
+    // The xruns while the competitor ran (the reserved client also ran while observed, and
+    // after the competitor).
+    let competitor_end = bursts
+        .iter()
+        .map(|burst| burst.end_ns + lookback(report.period_ns))
+        .max();
+    let xruns = report
+        .xrun_times_ns
+        .iter()
+        .copied()
+        .filter(|&at| {
+            !competitor || (at >= hog_start && competitor_end.is_some_and(|end| at <= end))
+        })
+        .collect();
+    Round {
+        xruns,
+        bursts,
+        stalls,
+        period_ns: report.period_ns,
+        auto,
+    }
+}
+
+/// For checking [`lookback`]: how long after the end of the latest burst that began before it
+/// each xrun was reported, in periods (0 inside the burst).
+fn report_delay_after_bursts(round: &Round) -> String {
+    let mut delays: Vec<f64> = round
+        .xruns
+        .iter()
+        .filter_map(|&at| {
+            round
+                .bursts
+                .iter()
+                .filter(|burst| burst.start_ns <= at)
+                .map(|burst| at - burst.end_ns.min(at))
+                .min()
+        })
+        .map(|ns| ns as f64 / round.period_ns as f64)
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        delays
+            .get(((delays.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0.0)
     };
-    (xruns, auto)
+    format!(
+        "xruns reported after their burst's end, periods: median {:.2}, p90 {:.2}, p99 {:.2}, max {:.2}",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
+    )
+}
+
+#[test]
+fn xruns_are_sorted_by_the_burst_or_stall_in_the_lookback_before_them() {
+    let burst = |start_ns, end_ns| Burst {
+        cpu: 0,
+        start_ns,
+        end_ns,
+        longest_gap_ns: 0,
+    };
+    let stall = |due_ns, woke_ns| LateWakeup {
+        cpu: 1,
+        due_ns,
+        woke_ns,
+        run_delay_ns: 0,
+    };
+    let bursts = [burst(100, 106), burst(200, 206), burst(300, 306)];
+    let stalls = [stall(150, 152), stall(203, 205), stall(295, 298)];
+    let causes = xruns_by_cause(
+        &[99, 100, 106, 109, 110, 153, 155, 156, 204, 308, 400],
+        &bursts,
+        &stalls,
+        3,
+    );
+    assert_eq!(
+        causes,
+        XrunCauses {
+            competitor: vec![100, 106, 109],
+            // 308: reported after a burst that held the callback up; the stall ended 2 before
+            // that burst began.
+            competitor_and_stall: vec![204, 308],
+            stall: vec![153, 155],
+            other: vec![99, 110, 156, 400],
+        }
+    );
 }
 
 #[test]
@@ -125,25 +401,19 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
     let sandbox = Sandbox::new();
     let daemon = Daemon::start(&sandbox, "");
     let mut server = JackServer::start();
-    let (idle, _) = round(&sandbox, &daemon, &server, false, false);
-    let (unreserved, _) = round(&sandbox, &daemon, &server, false, true);
-    let (mut reserved, mut auto) = round(&sandbox, &daemon, &server, true, true);
-    let limit = (3 * idle).max(idle + 10);
-    if reserved > limit {
-        // One more reserved round when the first is above the idle level. Not explained yet:
-        // 1 of 3 fresh-clone CI rehearsals on 2026-11-27 saw 42 xruns (idle 3, unreserved 1,406)
-        // with the reservation kept and its 3 s check calm (5 misses before, 7 after); the two
-        // others stayed at the idle level. Both rounds are printed; the test fails if both are
-        // above it.
-        eprintln!(
-            "reserve --auto: {reserved} xruns, above the idle level ({idle}: at most {limit}); \
-             one more round; {}",
-            auto.as_ref().expect("reserve --auto's JSON")
-        );
-        (reserved, auto) = round(&sandbox, &daemon, &server, true, true);
+    let idle = round(&sandbox, &daemon, &server, false, false);
+    let unreserved = round(&sandbox, &daemon, &server, false, true);
+    let reserved = round(&sandbox, &daemon, &server, true, true);
+    eprintln!("{}", idle.describe("idle"));
+    eprintln!("{}", unreserved.describe("unreserved"));
+    eprintln!("{}", reserved.describe("reserve --auto"));
+    eprintln!("unreserved: {}", report_delay_after_bursts(&unreserved));
+    eprintln!("reserve --auto: the xruns after no stall (at most 40):");
+    for line in reserved.describe_xruns_after_no_stall().iter().take(40) {
+        eprintln!("{line}");
     }
-    let auto = auto.expect("reserve --auto's JSON");
-    eprintln!("xruns: idle {idle}, unreserved {unreserved}, reserve --auto {reserved}; {auto}");
+    let auto = reserved.auto.as_ref().expect("reserve --auto's JSON");
+    eprintln!("{auto}");
     assert_eq!(auto["outcome"], "kept", "{auto}");
     let reservations = auto["reservations"].as_array().unwrap();
     // The client's process thread and the jackd thread that wakes it.
@@ -151,15 +421,35 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
     assert!(reservations
         .iter()
         .any(|r| r["why_thread"].as_str().unwrap().starts_with("wakes ")));
+    // Judged by cause: the reservation protects JACK from the competitor, so the xruns the
+    // competitor could have caused (reported during or just after one of its bursts, with no
+    // stall of the machine then) stay at the idle round's level of xruns that followed no
+    // stall either. Xruns after a stall — the hypervisor holding a vCPU, which no reservation
+    // inside the guest can prevent — are reported above, not held against the reservation.
+    let idle_level = idle.causes().other.len() as u64;
+    let limit = (3 * idle_level).max(idle_level + 10);
+    let by_competitor = reserved.causes().competitor.len() as u64;
     assert!(
-        reserved <= limit,
-        "reserve --auto: {reserved} xruns, above the idle level ({idle}: at most {limit})"
+        by_competitor <= limit,
+        "reserve --auto: {by_competitor} xruns during the competitor's bursts with no stall, \
+         above the idle level ({idle_level} xruns after no stall: at most {limit})"
+    );
+    // The stall watch cannot excuse what the competitor does: unprotected, most of JACK's xruns
+    // are the competitor's, not the stalls'.
+    let unreserved_causes = unreserved.causes();
+    let unreserved_by_competitor = unreserved_causes.competitor.len() as u64;
+    assert!(
+        unreserved_by_competitor * 2 > unreserved.xruns.len() as u64,
+        "unreserved, only {unreserved_by_competitor} of {} xruns counted as the competitor's: \
+         {unreserved_causes:?}",
+        unreserved.xruns.len()
     );
     // (Not `unreserved > limit`: another program's competitor on a shared machine can raise the
     // idle round too; that only loosens the limit above.)
     assert!(
-        reserved * 4 < unreserved,
-        "the reservation did not protect ({unreserved} xruns unreserved, {reserved} reserved)"
+        by_competitor * 4 < unreserved_by_competitor,
+        "the reservation did not protect ({unreserved_by_competitor} xruns during the \
+         competitor's bursts unreserved, {by_competitor} reserved)"
     );
     // The client's reservation went with it; the server's goes with the server.
     let client_tid = reservations

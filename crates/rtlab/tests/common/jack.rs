@@ -1,7 +1,10 @@
 //! A real application for the tests: Debian's `jackd2` with its dummy driver, the JACK client
 //! `bench/jack/xrun_client.c` (works a share of each period, counts xruns with JACK's own
 //! `jack_set_xrun_callback`) and the SCHED_FIFO competitor `bench/jack/fifo_hog.c` (threads
-//! `qhog<CPU>`, stops on its own), compiled once per test binary with `cc`.
+//! `qhog<CPU>`, stops on its own, logs its bursts), compiled once per test binary with `cc`; and
+//! `bench/jack/stall_watch.c`, which sees the time the machine itself took a CPU away (a
+//! hypervisor stall), so that a test can tell the xruns its competitor could have caused from
+//! the others.
 //!
 //! Every server gets a unique name (`jackd -n`) and `JACK_NO_AUDIO_RESERVATION=1`, so tests in
 //! parallel never share one; [`JackServer`], [`ClientProcess`] and [`HogProcess`] kill what they
@@ -27,6 +30,7 @@ pub const PERIOD_FRAMES: u32 = 128;
 pub struct JackBinaries {
     pub client: PathBuf,
     pub hog: PathBuf,
+    pub stall_watch: PathBuf,
     _directory: tempfile::TempDir,
 }
 
@@ -50,7 +54,7 @@ fn compile(source: &Path, output: &Path, libraries: &[&str]) {
     );
 }
 
-/// `xrun_client` and `fifo_hog`, compiled on first use.
+/// `xrun_client`, `fifo_hog` and `stall_watch`, compiled on first use.
 pub fn binaries() -> &'static JackBinaries {
     static BUILT: OnceLock<JackBinaries> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -63,9 +67,16 @@ pub fn binaries() -> &'static JackBinaries {
             &["-ljack", "-lpthread"],
         );
         compile(&bench_jack().join("fifo_hog.c"), &hog, &["-lpthread"]);
+        let stall_watch = directory.path().join("stall_watch");
+        compile(
+            &bench_jack().join("stall_watch.c"),
+            &stall_watch,
+            &["-lpthread"],
+        );
         JackBinaries {
             client,
             hog,
+            stall_watch,
             _directory: directory,
         }
     })
@@ -281,10 +292,25 @@ impl Drop for ClientProcess {
     }
 }
 
-/// A running `fifo_hog` (SCHED_FIFO spinners `qhog<CPU>` on every CPU); killed on drop, and it
-/// stops on its own after its duration anyway.
+/// One burst of the competitor on one CPU (a line of `fifo_hog -L`), CLOCK_MONOTONIC ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    pub cpu: u32,
+    /// When the spinner began spinning.
+    pub start_ns: u64,
+    /// When it stopped.
+    pub end_ns: u64,
+    /// The longest time between two of its clock reads inside the burst: the time it did not
+    /// have its CPU (a reserved thread, an interrupt, the hypervisor).
+    pub longest_gap_ns: u64,
+}
+
+/// A running `fifo_hog` (SCHED_FIFO spinners `qhog<CPU>` on every CPU), logging its bursts
+/// (`-L`); killed on drop, and it stops on its own after its duration anyway.
 pub struct HogProcess {
     child: Child,
+    burst_log: PathBuf,
+    _directory: tempfile::TempDir,
 }
 
 impl HogProcess {
@@ -301,21 +327,38 @@ impl HogProcess {
         period_us: u32,
         seconds: f64,
     ) -> HogProcess {
-        let mut command = Command::new(&binaries().hog);
+        let mut arguments = Vec::new();
         if let Some(cpus) = cpus {
-            command.arg("-c").arg(cpus);
+            arguments.extend(["-c".to_string(), cpus.to_string()]);
         }
-        command
-            .arg("-p")
-            .arg(priority.to_string())
-            .arg("-b")
-            .arg(burst_us.to_string())
-            .arg("-P")
-            .arg(period_us.to_string())
-            .arg("-d")
-            .arg(seconds.to_string());
-        let child = spawn_silent(&mut command, "fifo_hog");
-        HogProcess { child }
+        arguments.extend([
+            "-p".to_string(),
+            priority.to_string(),
+            "-b".to_string(),
+            burst_us.to_string(),
+            "-P".to_string(),
+            period_us.to_string(),
+            "-d".to_string(),
+            seconds.to_string(),
+        ]);
+        Self::spawn(&arguments)
+    }
+
+    fn spawn(arguments: &[String]) -> HogProcess {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let burst_log = directory.path().join("bursts.log");
+        let child = spawn_silent(
+            Command::new(&binaries().hog)
+                .args(arguments)
+                .arg("-L")
+                .arg(&burst_log),
+            "fifo_hog",
+        );
+        HogProcess {
+            child,
+            burst_log,
+            _directory: directory,
+        }
     }
 
     /// The issue's competitor: FIFO 95, 6 ms every 20 ms.
@@ -327,13 +370,13 @@ impl HogProcess {
     /// no free CPU to move to during a burst, so every burst hits it (without, the bursts'
     /// phases decide, and a loaded machine's scheduling decides the phases).
     pub fn issue_competitor_aligned(seconds: f64) -> HogProcess {
-        let child = spawn_silent(
-            Command::new(&binaries().hog)
-                .args(["-p", "95", "-b", "6000", "-P", "20000", "-A", "-d"])
-                .arg(seconds.to_string()),
-            "fifo_hog",
-        );
-        HogProcess { child }
+        Self::spawn(
+            &["-p", "95", "-b", "6000", "-P", "20000", "-A", "-d"]
+                .map(String::from)
+                .into_iter()
+                .chain([seconds.to_string()])
+                .collect::<Vec<_>>(),
+        )
     }
 
     /// The issue's competitor on `cpus` only.
@@ -344,9 +387,179 @@ impl HogProcess {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Stops the competitor (SIGTERM: it ends its bursts and writes its log) and returns every
+    /// burst it spun, in order of start.
+    pub fn finish(mut self) -> Vec<Burst> {
+        end(&mut self.child, Duration::from_secs(3));
+        let text = std::fs::read_to_string(&self.burst_log)
+            .unwrap_or_else(|error| panic!("fifo_hog's burst log: {error}"));
+        let mut bursts: Vec<Burst> = text
+            .lines()
+            .map(|line| {
+                let fields: Vec<u64> = line
+                    .split_whitespace()
+                    .map(|field| {
+                        field
+                            .parse()
+                            .unwrap_or_else(|_| panic!("burst log: {line}"))
+                    })
+                    .collect();
+                let [cpu, start_ns, end_ns, longest_gap_ns] = fields[..] else {
+                    panic!("burst log: {line}")
+                };
+                Burst {
+                    cpu: cpu as u32,
+                    start_ns,
+                    end_ns,
+                    longest_gap_ns,
+                }
+            })
+            .collect();
+        bursts.sort_by_key(|burst| burst.start_ns);
+        bursts
+    }
 }
 
 impl Drop for HogProcess {
+    fn drop(&mut self) {
+        end(&mut self.child, Duration::from_secs(1));
+    }
+}
+
+/// A wake-up of `stall_watch`'s FIFO 99 thread on `cpu` later than its threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LateWakeup {
+    pub cpu: u32,
+    pub due_ns: u64,
+    pub woke_ns: u64,
+    /// How long it then waited on the run queue (held by SCHED_DEADLINE threads or a kernel
+    /// section that does not preempt).
+    pub run_delay_ns: u64,
+}
+
+impl LateWakeup {
+    /// How late its timer fired: the time the vCPU did not run (a hypervisor stall) or ran with
+    /// interrupts off — nothing a thread of this machine could have taken from it.
+    pub fn timer_late_ns(&self) -> u64 {
+        (self.woke_ns - self.due_ns).saturating_sub(self.run_delay_ns)
+    }
+}
+
+/// What `stall_watch` saw: its late wake-ups and every CPU's steal time every 20 ms.
+#[derive(Clone, Debug, Default)]
+pub struct StallReport {
+    pub late_wakeups: Vec<LateWakeup>,
+    /// (cpu, CLOCK_MONOTONIC ns, the CPU's steal time so far in ns, in USER_HZ ticks).
+    pub steal: Vec<(u32, u64, u64)>,
+}
+
+impl StallReport {
+    /// The steal time of every CPU together between the watch's first and last sample, ns.
+    pub fn steal_ns(&self) -> u64 {
+        let mut cpus: Vec<u32> = self.steal.iter().map(|&(cpu, _, _)| cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus.iter()
+            .map(|&cpu| {
+                let of_cpu = self.steal.iter().filter(|&&(c, _, _)| c == cpu);
+                let first = of_cpu.clone().map(|&(_, _, ns)| ns).min().unwrap_or(0);
+                let last = of_cpu.map(|&(_, _, ns)| ns).max().unwrap_or(0);
+                last - first
+            })
+            .sum()
+    }
+
+    /// Whether `cpu`'s steal time grew between the last sample before `from_ns - margin_ns` and
+    /// the first after `to_ns + margin_ns` (None without such samples).
+    pub fn steal_grew(&self, cpu: u32, from_ns: u64, to_ns: u64, margin_ns: u64) -> Option<bool> {
+        let of_cpu = || self.steal.iter().filter(move |&&(c, _, _)| c == cpu);
+        let before = of_cpu()
+            .filter(|&&(_, at, _)| at + margin_ns <= from_ns)
+            .max_by_key(|&&(_, at, _)| at)?;
+        let after = of_cpu()
+            .filter(|&&(_, at, _)| at >= to_ns + margin_ns)
+            .min_by_key(|&&(_, at, _)| at)?;
+        Some(after.2 > before.2)
+    }
+
+    /// The stalls: late wake-ups whose timer fired at least `min_ns` late, in order of time.
+    pub fn stalls(&self, min_ns: u64) -> Vec<LateWakeup> {
+        let mut stalls: Vec<LateWakeup> = self
+            .late_wakeups
+            .iter()
+            .filter(|late| late.timer_late_ns() >= min_ns)
+            .copied()
+            .collect();
+        stalls.sort_by_key(|late| late.due_ns);
+        stalls
+    }
+}
+
+/// A running `stall_watch -t 500` (a FIFO 99 thread per CPU waking every millisecond); killed
+/// on drop.
+pub struct StallWatch {
+    child: Child,
+    log: PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+impl StallWatch {
+    /// Watches for at most `seconds` (it ends earlier with [`StallWatch::finish`]).
+    pub fn start(seconds: f64) -> StallWatch {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let log = directory.path().join("stalls.log");
+        let child = spawn_silent(
+            Command::new(&binaries().stall_watch)
+                .args(["-t", "500", "-d"])
+                .arg(seconds.to_string())
+                .arg("-o")
+                .arg(&log),
+            "stall_watch",
+        );
+        StallWatch {
+            child,
+            log,
+            _directory: directory,
+        }
+    }
+
+    /// Ends the watch and returns what it saw.
+    pub fn finish(mut self) -> StallReport {
+        end(&mut self.child, Duration::from_secs(3));
+        let text = std::fs::read_to_string(&self.log)
+            .unwrap_or_else(|error| panic!("stall_watch's log: {error}"));
+        let mut report = StallReport::default();
+        for line in text.lines() {
+            let mut fields = line.split_whitespace();
+            let kind = fields.next();
+            let numbers: Vec<u64> = fields
+                .map(|field| {
+                    field
+                        .parse()
+                        .unwrap_or_else(|_| panic!("stall log: {line}"))
+                })
+                .collect();
+            match (kind, &numbers[..]) {
+                (Some("late"), &[cpu, due_ns, woke_ns, run_delay_ns]) => {
+                    report.late_wakeups.push(LateWakeup {
+                        cpu: cpu as u32,
+                        due_ns,
+                        woke_ns,
+                        run_delay_ns,
+                    })
+                }
+                (Some("steal"), &[cpu, at_ns, steal_ns]) => {
+                    report.steal.push((cpu as u32, at_ns, steal_ns))
+                }
+                _ => panic!("stall log: {line}"),
+            }
+        }
+        report
+    }
+}
+
+impl Drop for StallWatch {
     fn drop(&mut self) {
         end(&mut self.child, Duration::from_secs(1));
     }
