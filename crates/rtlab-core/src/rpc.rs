@@ -453,6 +453,12 @@ struct WireReleaseParams {
 /// Longest activity or comm name accepted.
 pub const MAX_NAME_BYTES: usize = 256;
 
+/// The longest reservation period, and Time Constraint window, the daemon plans: 10 s. Longer
+/// ones are refused (`bad_request`): a period of 2^64 − 1 ns overflowed the planner's switch check
+/// (found by the hostile-client harness, issue 39), and nothing periodic that needs a guarantee
+/// runs slower.
+pub const MAX_PERIOD_NS: u64 = 10_000_000_000;
+
 /// Most threads one request may name.
 pub const MAX_THREADS_PER_REQUEST: usize = 4096;
 
@@ -549,6 +555,13 @@ fn reserve_params(id: u64, wire: WireReserveParams) -> Result<ReserveParams, Dec
     }
     if wire.amount_ns > wire.period_ns {
         return Err(bad("params.amount_ns: exceeds period_ns"));
+    }
+    if wire.period_ns > MAX_PERIOD_NS {
+        return Err(bad(&format!(
+            "params.period_ns: {} is longer than {} s, the longest period the daemon plans",
+            wire.period_ns,
+            MAX_PERIOD_NS / 1_000_000_000
+        )));
     }
     Ok(ReserveParams {
         target,
@@ -918,6 +931,23 @@ mod tests {
             error,
             ResponseError::Daemon(RpcError::new(ErrorCode::Denied, "no room"))
         );
+    }
+
+    #[test]
+    fn a_period_past_the_longest_is_refused_naming_the_field() {
+        // The hostile-client harness's finding: 2^64 − 1 ns was granted (dispatch) and the next
+        // reservation on that CPU overflowed the planner's switch check.
+        let line = format!(
+            r#"{{"rpc":"rtlab.rpc/1","id":9,"method":"reserve","params":{{"tid":1,"amount_ns":1000,"period_ns":{}}}}}"#,
+            u64::MAX
+        );
+        let error = decode_request(line.as_bytes()).unwrap_err();
+        assert_eq!(error.code, ErrorCode::BadRequest);
+        assert!(error.message.contains("params.period_ns"), "{error:?}");
+        let line = format!(
+            r#"{{"rpc":"rtlab.rpc/1","id":9,"method":"reserve","params":{{"tid":1,"amount_ns":1000,"period_ns":{MAX_PERIOD_NS}}}}}"#
+        );
+        assert!(decode_request(line.as_bytes()).is_ok());
     }
 
     #[test]

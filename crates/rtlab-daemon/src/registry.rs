@@ -898,6 +898,16 @@ impl Registry {
             ));
         }
         let start_ns = constraint_start(params.start_ns, rtlab_sys::clock::monotonic_ns())?;
+        if params.deadline_ns.saturating_sub(start_ns) > rpc::MAX_PERIOD_NS {
+            return Err(error(
+                ErrorCode::BadRequest,
+                format!(
+                    "deadline_ns is {:.3} s away; a Time Constraint's window is at most {} s",
+                    params.deadline_ns.saturating_sub(start_ns) as f64 / 1e9,
+                    rpc::MAX_PERIOD_NS / 1_000_000_000
+                ),
+            ));
+        }
         self.check_thread_cap(caller, &[thread.tid])?;
         // A window too short for its estimate is the planner's to refuse (infeasible); it would
         // hold nothing, so it is not counted.
@@ -1346,6 +1356,15 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.code, ErrorCode::BadRequest, "{error}");
         assert!(error.message.contains("start_ns"), "{error}");
+        // A window past the longest the daemon plans (10 s) is refused before anything is
+        // planned (a period of 2^64 − 1 ns had overflowed the planner).
+        let mut long = constraint(68, 1, 100);
+        long.deadline_ns = long.start_ns + 11_000_000_000;
+        let error = registry
+            .begin_constraint(&USER, &long, &thread(68, 1000), watch_handle())
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::BadRequest, "{error}");
+        assert!(error.message.contains("deadline_ns"), "{error}");
         // A privileged caller has no limit; another uid its own.
         let nice = Caller {
             privileged: true,
