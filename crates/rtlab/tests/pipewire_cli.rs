@@ -313,3 +313,44 @@ fn a_graph_with_no_follower_says_so() {
         rtlab_profiler_left()
     );
 }
+
+#[test]
+#[ignore = "needs root: tracing"]
+fn a_client_that_leaves_mid_watch_is_still_counted_and_nothing_is_left() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let server = PipewireServer::start();
+    let client = PwJackClient::start(&server, "leaving", 30, 5.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let pid = client.pid().to_string();
+    let summary_path = sandbox.file("summary.json");
+    let output = sandbox.run([
+        "trace",
+        "watch",
+        "--pid",
+        &pid,
+        "-D",
+        "30s",
+        "--summary-json",
+        summary_path.to_str().unwrap(),
+    ]);
+    client.wait();
+    assert_exit_code(&output, 0);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
+    let pipewire = &summary["pipewire"];
+    assert_eq!(pipewire["status"], "counted", "{summary}");
+    let followers = pipewire["profile"]["followers"].as_array().unwrap();
+    assert!(
+        followers
+            .iter()
+            .any(|f| f["name"] == "leaving" && f["watched"] == true),
+        "the node of the client that left is still its: {pipewire}"
+    );
+    assert!(summary["seconds"].as_f64().unwrap() < 20.0, "{summary}");
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}

@@ -205,13 +205,38 @@ impl WatchSummary {
         }
     }
 
-    /// The culprit a reservation could protect against with the most misses, and its misses.
+    /// The competitor a reservation could protect against with the most misses, and its
+    /// misses: culprits that differ only by a number at the end of the thread's name and share
+    /// a policy (a competitor's per-CPU threads, `qhog0` and `qhog1`) count together, named
+    /// together ("qhog0, qhog1 (SCHED_FIFO 95)").
     pub fn top_reservable(&self) -> Option<(String, u64)> {
-        self.culprits
-            .iter()
-            .filter(|(_, tally)| tally.reservable)
-            .max_by(|left, right| left.1.misses.cmp(&right.1.misses).then(right.0.cmp(left.0)))
-            .map(|(label, tally)| (label.clone(), tally.misses))
+        let mut groups: Vec<(String, String, Vec<&str>, u64)> = Vec::new();
+        for (label, tally) in self.culprits.iter().filter(|(_, tally)| tally.reservable) {
+            let (name, rest) = label.split_once(" (").unwrap_or((label.as_str(), ""));
+            let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+            match groups
+                .iter_mut()
+                .find(|group| group.0 == stem && group.1 == rest)
+            {
+                Some(group) => {
+                    group.2.push(name);
+                    group.3 += tally.misses;
+                }
+                None => groups.push((stem.to_owned(), rest.to_owned(), vec![name], tally.misses)),
+            }
+        }
+        groups
+            .into_iter()
+            .max_by(|left, right| left.3.cmp(&right.3).then(right.0.cmp(&left.0)))
+            .map(|(_, rest, mut names, misses)| {
+                names.sort_unstable();
+                let label = if rest.is_empty() {
+                    names.join(", ")
+                } else {
+                    format!("{} ({rest}", names.join(", "))
+                };
+                (label, misses)
+            })
     }
 
     /// The seconds between the first and the last event watched.
@@ -709,6 +734,25 @@ mod tests {
         assert!(
             verdict.ends_with("a CPU reservation cannot protect against that"),
             "{verdict}"
+        );
+    }
+
+    #[test]
+    fn a_competitors_threads_on_each_cpu_count_together() {
+        let mut summary = WatchSummary::default();
+        for (name, n) in [("qhog0", 3), ("qhog1", 5), ("pipewire", 7), ("qhog1", 1)] {
+            let blame = Blame {
+                label: format!("{name} (SCHED_FIFO 95)"),
+                reservable: true,
+                ns: 1,
+            };
+            for _ in 0..n {
+                summary.add(&late(None), &blame, 1, 1);
+            }
+        }
+        assert_eq!(
+            summary.top_reservable(),
+            Some(("qhog0, qhog1 (SCHED_FIFO 95)".into(), 9))
         );
     }
 
