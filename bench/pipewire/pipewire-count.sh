@@ -2,7 +2,7 @@
 # issue 40's PipeWire table: a private PipeWire 0.3.65 (Dummy-Driver, quantum forced to 128 at
 # 48 kHz, no session manager; the tests' configuration, tests/common/pipewire.rs), the JACK
 # client bench/jack/xrun_client.c through pw-jack working 30 % of each cycle, the SCHED_FIFO 95
-# competitor (6 ms every 20 ms on both CPUs). Per round, 20 s of `rtlab trace watch --comm
+# competitor (6 ms every 20 ms on both CPUs, bursts aligned: -A). Per round, 20 s of `rtlab trace watch --comm
 # xrun_client --summary-json`, which prints PipeWire's profiler count beside rtlab's for the same
 # window: idle, beside the competitor, and beside it after `rtlab reserve --auto --pid CLIENT`
 # (3 s observing, its check, then the competitor), with the CPU the reservations took against
@@ -53,12 +53,12 @@ for round in $(seq "$rounds"); do
   client 24; pid=$!; sleep 2
   idle=$(watch idle); wait "$pid" || true
   client 24; pid=$!; sleep 1
-  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -d 22 & hog=$!
+  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 22 & hog=$!
   sleep 1
   unreserved=$(watch competitor); wait "$pid" || true; wait "$hog" || true
   client 40; pid=$!; sleep 2
   "$rtlab" reserve --auto --pid "$(pgrep -n -x xrun_client)" --observe 3s --json "$work/auto.json" > /dev/null
-  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -d 22 & hog=$!
+  "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 22 & hog=$!
   sleep 1
   reserved=$(watch reserved); wait "$hog" || true; kill "$pid" 2>/dev/null || true; wait "$pid" || true
   shares=$(python3 -c '
