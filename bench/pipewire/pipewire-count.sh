@@ -2,9 +2,9 @@
 # issue 40's PipeWire table: a private PipeWire 0.3.65 (Dummy-Driver, quantum forced to 128 at
 # 48 kHz, no session manager; the tests' configuration, tests/common/pipewire.rs), the JACK
 # client bench/jack/xrun_client.c through pw-jack working 30 % of each cycle, the SCHED_FIFO 95
-# competitor (6 ms every 20 ms on both CPUs, bursts aligned: -A). Per round, 20 s of `rtlab trace watch --comm
-# xrun_client --summary-json`, which prints PipeWire's profiler count beside rtlab's for the same
-# window: idle, beside the competitor, and beside it after `rtlab reserve --auto --pid CLIENT`
+# competitor (6 ms every 20 ms on both CPUs, bursts aligned: -A). Per round, 20 s of `rtlab
+# trace watch --comm xrun_client --summary-json`, which prints PipeWire's profiler count beside
+# rtlab's for the same window: idle, beside the competitor, and beside it after `rtlab reserve --auto --pid CLIENT`
 # (3 s observing, its check, then the competitor), with the CPU the reservations took against
 # what they asked. Run as root under the measurement lock:
 #   flock -o /work/measure.lock bench/pipewire/pipewire-count.sh ROUNDS
