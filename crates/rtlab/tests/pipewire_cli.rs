@@ -147,12 +147,15 @@ fn round(
             "--json",
             "-",
         ];
+        // Up to three more tries when the check rolled back: its rule compares two 3 s windows,
+        // and with none or few misses in both (the competitor starts after it) a shared
+        // machine's noise can tip it (one CI-like run here: "rose from 0 to 3", twice).
         let mut tries = 0;
         loop {
             tries += 1;
             let output = daemon.rtlab(sandbox, &arguments);
             let json = stdout_json(&output);
-            if json["outcome"] == "rolled_back" && tries < 2 {
+            if json["outcome"] == "rolled_back" && tries < 4 {
                 eprintln!(
                     "reserve --auto rolled back ({}); trying again",
                     json["reason"]
