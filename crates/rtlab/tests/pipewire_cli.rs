@@ -7,7 +7,7 @@
 //! `reserve --auto` brings PipeWire's unfinished cycles back to the idle level; what rtlab
 //! started or reserved goes with the programs. rtlab's count is reported against PipeWire's,
 //! not asserted: without PipeWire's cycle markers (issue 40, item 1) the inferred rule counts
-//! 0.3–0.65 of PipeWire's unfinished cycles on this set-up (BENCHMARKS.md).
+//! 0.30–0.67 of PipeWire's unfinished cycles on this set-up (BENCHMARKS.md).
 
 mod common;
 
