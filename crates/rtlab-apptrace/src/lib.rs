@@ -16,6 +16,7 @@ pub mod live;
 pub mod misses_svg;
 pub mod model;
 pub mod perfetto;
+pub mod pipewire;
 pub mod record;
 mod record_error;
 mod recorders;

@@ -17,6 +17,7 @@ pub mod label;
 pub mod metric;
 pub mod packed;
 pub mod peak;
+pub mod pipewire_count;
 pub mod plan_report;
 pub mod record;
 pub mod rpc;

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod explain;
 pub mod forecast;
 pub mod history;
+pub mod pipewire;
 pub mod plan;
 pub mod report_html;
 pub mod reserve;

@@ -21,6 +21,7 @@ cfg_if::cfg_if! {
         pub mod cpuidle;
         pub mod cpuset;
         pub mod dma_latency;
+        pub mod fifo;
         pub mod futex;
         pub mod ipc;
         pub mod load_supervisor;
@@ -29,6 +30,7 @@ cfg_if::cfg_if! {
         pub mod memory;
         pub mod perf;
         pub mod proc_stat;
+        pub mod process_environment;
         pub mod proc_thread;
         pub mod process_locks;
         pub mod sched;

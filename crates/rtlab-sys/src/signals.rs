@@ -39,3 +39,9 @@ pub fn send(pid: u32, signal: i32) -> io::Result<()> {
 }
 
 pub use signal_hook::consts::{SIGINT, SIGKILL, SIGTERM};
+
+/// Sends SIGINT to process `pid`: how a helper program that ends cleanly on Ctrl-C is stopped
+/// (`pw-profiler` closes its log).
+pub fn interrupt(pid: u32) -> io::Result<()> {
+    send(pid, libc::SIGINT)
+}

@@ -4,6 +4,7 @@
 //! verdict. The work is `rtlab_apptrace::live`'s (a recording analysed window by window); this
 //! module holds the flags, the printing and the summary, and [`observe`] for `reserve --auto`.
 
+use super::trace_watch_pipewire::PipewireWish;
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
 use rtlab_apptrace::analyze::report::{Culprit, LateActivation, LateKind, SourceInfo, TraceReport};
@@ -24,7 +25,10 @@ use std::time::Duration;
     group(clap::ArgGroup::new("target").required(true).args(["pid", "comm", "command"])),
     after_help = "Examples:\n  rtlab trace watch --comm jackd\n  rtlab trace watch --pid 4242 -D 60s --json misses.jsonl\n  rtlab trace watch -- ./synth\n\n\
 Each line is printed when the window holding the miss has been analysed (a few seconds later). \
-Exit status: 0 watched to the end, 2 no such program (without --wait), 3 tracing failed, 130 \
+When the program is a PipeWire client (a JACK program run through pw-jack), PipeWire's own count \
+of its unfinished cycles (pw-profiler) is printed beside rtlab's. \
+Exit status: 0 watched to the end, 2 no such program (without --wait), 3 tracing failed or, with \
+--pipewire, PipeWire's count cannot be had (no pw-profiler, no server, no profiler module), 130 \
 interrupted (the summary is printed first)."
 )]
 pub struct WatchArgs {
@@ -55,6 +59,18 @@ pub struct WatchArgs {
     /// --work-done-marker`)
     #[arg(long, value_name = "SPEC", requires = "cycle_marker")]
     pub work_done_marker: Option<String>,
+    /// Compare with PipeWire's own count (its profiler, through `pw-profiler`) even when the
+    /// program does not look like a PipeWire client yet, and fail when the count cannot be had;
+    /// by default it is compared whenever the program has libpipewire mapped
+    #[arg(long, conflicts_with = "no_pipewire")]
+    pub pipewire: bool,
+    /// Never ask PipeWire for its count
+    #[arg(long)]
+    pub no_pipewire: bool,
+    /// Write the summary (misses, culprits, verdict, PipeWire's count) as JSON to FILE at the
+    /// end (`-` for stdout); opened before watching
+    #[arg(long, value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
     /// Start this command and watch it (after `--`)
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -119,6 +135,33 @@ struct CulpritTally {
     most_ns: u64,
 }
 
+/// `--summary-json`'s body (schema `rtlab.watch-summary/1`, under the common header).
+#[derive(Debug, serde::Serialize)]
+struct SummaryJson {
+    target: String,
+    seconds: f64,
+    interrupted: bool,
+    /// rtlab's deadline misses (as JACK counts xruns).
+    misses: u64,
+    /// By the time they took, largest first.
+    culprits: Vec<CulpritJson>,
+    verdict: String,
+    /// PipeWire's own count beside rtlab's; absent when the program is not a PipeWire client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipewire: Option<rtlab_core::pipewire_count::PipewireComparison>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct CulpritJson {
+    label: String,
+    misses: u64,
+    /// Another thread took the CPU: a reservation protects against it.
+    reservable: bool,
+    ns: u64,
+}
+
+const SUMMARY_SCHEMA: &str = "rtlab.watch-summary/1";
+
 const CULPRITS_KEPT: usize = 64;
 const THREADS_KEPT: usize = 256;
 
@@ -159,6 +202,74 @@ impl WatchSummary {
         if report.n_events > 0 {
             self.first_ns.get_or_insert(report.first_ns);
             self.last_ns = self.last_ns.max(report.last_ns);
+        }
+    }
+
+    /// The competitor a reservation could protect against with the most misses, and its
+    /// misses: culprits that differ only by a number at the end of the thread's name and share
+    /// a policy (a competitor's per-CPU threads, `qhog0` and `qhog1`) count together, named
+    /// together ("qhog0, qhog1 (SCHED_FIFO 95)").
+    pub fn top_reservable(&self) -> Option<(String, u64)> {
+        let mut groups: Vec<(String, String, Vec<&str>, u64)> = Vec::new();
+        for (label, tally) in self.culprits.iter().filter(|(_, tally)| tally.reservable) {
+            let (name, rest) = label.split_once(" (").unwrap_or((label.as_str(), ""));
+            let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+            match groups
+                .iter_mut()
+                .find(|group| group.0 == stem && group.1 == rest)
+            {
+                Some(group) => {
+                    group.2.push(name);
+                    group.3 += tally.misses;
+                }
+                None => groups.push((stem.to_owned(), rest.to_owned(), vec![name], tally.misses)),
+            }
+        }
+        groups
+            .into_iter()
+            .max_by(|left, right| left.3.cmp(&right.3).then(right.0.cmp(&left.0)))
+            .map(|(_, rest, mut names, misses)| {
+                names.sort_unstable();
+                let label = if rest.is_empty() {
+                    names.join(", ")
+                } else {
+                    format!("{} ({rest}", names.join(", "))
+                };
+                (label, misses)
+            })
+    }
+
+    /// The seconds between the first and the last event watched.
+    fn seconds(&self) -> f64 {
+        self.last_ns
+            .saturating_sub(self.first_ns.unwrap_or(self.last_ns)) as f64
+            / 1e9
+    }
+
+    /// The summary as `--summary-json` writes it.
+    fn to_json(
+        &self,
+        target: &Target,
+        interrupted: bool,
+        pipewire: Option<rtlab_core::pipewire_count::PipewireComparison>,
+    ) -> SummaryJson {
+        SummaryJson {
+            target: target.describe(),
+            seconds: self.seconds(),
+            interrupted,
+            misses: self.misses,
+            culprits: self
+                .ranked()
+                .into_iter()
+                .map(|(label, tally)| CulpritJson {
+                    label: label.clone(),
+                    misses: tally.misses,
+                    reservable: tally.reservable,
+                    ns: tally.ns,
+                })
+                .collect(),
+            verdict: self.verdict(target),
+            pipewire,
         }
     }
 
@@ -385,6 +496,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             })?,
         ))),
     };
+    let summary_json = args
+        .summary_json
+        .as_deref()
+        .map(|path| rtlab_store::output::PendingOutput::prepare(path, "--summary-json"))
+        .transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop).context("installing the SIGINT handler")?;
     if let (Target::Comm(name), true) = (&target, args.wait) {
@@ -398,6 +514,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+    let wish = match (args.pipewire, args.no_pipewire) {
+        (true, _) => PipewireWish::Required,
+        (_, true) => PipewireWish::Never,
+        _ => PipewireWish::Auto,
+    };
+    // Before the recording starts, so PipeWire's window holds rtlab's.
+    let pipewire = super::trace_watch_pipewire::start(&target, wish)?;
     if !json_to_stdout {
         eprintln!(
             "rtlab: watching {} for deadline misses (Ctrl-C for the summary) …",
@@ -489,12 +612,32 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     }
     watcher_done.store(true, Ordering::SeqCst);
     let _ = watcher.join();
+    let window = summary.first_ns.map(|first| (first, summary.last_ns));
+    let pipewire =
+        pipewire.map(|watch| watch.finish(window, summary.misses, summary.top_reservable()));
     recorded?;
     let interrupted = stop.load(Ordering::SeqCst);
     if let Some(json) = &mut json {
         json.flush().context("writing --json")?;
     }
-    let text = summary.render(&target);
+    let mut text = summary.render(&target);
+    if let Some(comparison) = &pipewire {
+        text.push_str(&rtlab_render::pipewire::comparison(comparison));
+    }
+    if let Some(output) = summary_json {
+        let to_stdout = output.is_stdout();
+        output
+            .commit_json(
+                SUMMARY_SCHEMA,
+                None,
+                &summary.to_json(&target, interrupted, pipewire),
+            )
+            .context("writing --summary-json")?;
+        if to_stdout {
+            eprint!("{text}");
+            return Ok(crate::exit::finished(interrupted));
+        }
+    }
     if json_to_stdout {
         eprint!("{text}");
     } else {
@@ -591,6 +734,25 @@ mod tests {
         assert!(
             verdict.ends_with("a CPU reservation cannot protect against that"),
             "{verdict}"
+        );
+    }
+
+    #[test]
+    fn a_competitors_threads_on_each_cpu_count_together() {
+        let mut summary = WatchSummary::default();
+        for (name, n) in [("qhog0", 3), ("qhog1", 5), ("pipewire", 7), ("qhog1", 1)] {
+            let blame = Blame {
+                label: format!("{name} (SCHED_FIFO 95)"),
+                reservable: true,
+                ns: 1,
+            };
+            for _ in 0..n {
+                summary.add(&late(None), &blame, 1, 1);
+            }
+        }
+        assert_eq!(
+            summary.top_reservable(),
+            Some(("qhog0, qhog1 (SCHED_FIFO 95)".into(), 9))
         );
     }
 

@@ -13,6 +13,10 @@
 #[cfg(target_os = "linux")]
 pub mod jack;
 
+/// A private PipeWire server, a JACK client through pw-jack and pw-profiler (issue 40).
+#[cfg(target_os = "linux")]
+pub mod pipewire;
+
 /// A private dbus-daemon configured as a system bus.
 #[cfg(target_os = "linux")]
 pub mod dbus;

@@ -1,0 +1,98 @@
+//! `trace watch`'s comparison with PipeWire's own count: which PipeWire server the watched
+//! program talks to, `pw-profiler` run for the watch's window (`rtlab_apptrace::pipewire`), and
+//! the comparison of its count with rtlab's that rtlab-render writes out.
+
+use rtlab_apptrace::pipewire::{PipewireServer, ProfilerSession};
+use rtlab_apptrace::record::Target;
+use rtlab_core::pipewire_count::{CompetitorShare, PipewireComparison};
+
+/// Whether to compare with PipeWire (`--pipewire`, `--no-pipewire`, neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PipewireWish {
+    /// When the program has libpipewire mapped; a failure is a line in the summary.
+    Auto,
+    /// Always (the server from the program's environment, else rtlab's); a failure to start
+    /// the profiler is an error (exit 3).
+    Required,
+    Never,
+}
+
+/// The profiler running for a watch, or why it is not.
+pub(crate) struct PipewireWatch {
+    session: Result<ProfilerSession, String>,
+    watched_pids: Vec<u32>,
+}
+
+/// The processes `target` names now (a command's is not known before it starts).
+fn target_pids(target: &Target) -> Vec<u32> {
+    match target {
+        Target::Pid(pid) => vec![*pid],
+        Target::Comm(name) => {
+            let mut pids: Vec<u32> = rtlab_sys::proc_thread::threads_named(name)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(pid, tid)| pid == tid)
+                .map(|(pid, _)| pid)
+                .collect();
+            pids.dedup();
+            pids
+        }
+        Target::Command(_) => Vec::new(),
+    }
+}
+
+/// Starts `pw-profiler` for the watch of `target` when `wish` asks for it: `Ok(None)` when
+/// there is nothing to compare with, an error only when `--pipewire` was given and the
+/// profiler cannot start.
+pub(crate) fn start(target: &Target, wish: PipewireWish) -> anyhow::Result<Option<PipewireWatch>> {
+    if wish == PipewireWish::Never {
+        return Ok(None);
+    }
+    let watched_pids = target_pids(target);
+    let server = watched_pids
+        .iter()
+        .find_map(|pid| PipewireServer::of_process(*pid));
+    let server = match (server, wish) {
+        (Some(server), _) => server,
+        (None, PipewireWish::Required) => PipewireServer::of_this_process(),
+        (None, _) => return Ok(None),
+    };
+    let session = match ProfilerSession::start(&server) {
+        Ok(session) => Ok(session),
+        Err(error) if wish == PipewireWish::Required => {
+            return Err(anyhow::Error::new(error).context("--pipewire: PipeWire's count"))
+        }
+        Err(error) => Err(error.to_string()),
+    };
+    Ok(Some(PipewireWatch {
+        session,
+        watched_pids,
+    }))
+}
+
+impl PipewireWatch {
+    /// Stops the profiler and compares its count over `window` (rtlab's first and last event,
+    /// CLOCK_MONOTONIC ns) with rtlab's `misses`, `top_competitor` the reservable culprit with
+    /// the most of them.
+    pub(crate) fn finish(
+        self,
+        window: Option<(u64, u64)>,
+        misses: u64,
+        top_competitor: Option<(String, u64)>,
+    ) -> PipewireComparison {
+        let session = match self.session {
+            Ok(session) => session,
+            Err(reason) => return PipewireComparison::Unavailable { reason },
+        };
+        match session.finish(&self.watched_pids, window) {
+            Ok(profile) => PipewireComparison::counted(
+                profile,
+                misses,
+                top_competitor.map(|(label, misses)| CompetitorShare { label, misses }),
+            ),
+            Err(error) => PipewireComparison::Unavailable {
+                reason: error.to_string(),
+            },
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! PipeWire as the real application (issue 40): a private PipeWire server (Dummy-Driver, quantum
+//! 128 at 48 kHz, no session manager), the JACK tests' `xrun_client` through `pw-jack` working
+//! 30 % of each cycle, the issue's SCHED_FIFO 95 competitor (6 ms every 20 ms on every CPU) with
+//! its bursts aligned (unaligned, their phases decide whether PipeWire has a free CPU: in one
+//! benchmark round of three it hardly hit, 19 unfinished cycles in 20 s against 2,967), and
+//! PipeWire's own judge, `pw-profiler`. `trace watch` prints PipeWire's count beside rtlab's;
+//! `reserve --auto` brings PipeWire's unfinished cycles back to the idle level; what rtlab
+//! started or reserved goes with the programs. rtlab's count is reported against PipeWire's,
+//! not asserted: without PipeWire's cycle markers (issue 40, item 1) the inferred rule counts
+//! 0.30–0.67 of PipeWire's unfinished cycles on this set-up (BENCHMARKS.md).
+
+mod common;
+
+use common::daemon::Daemon;
+use common::jack::HogProcess;
+use common::pipewire::{rtlab_profiler_left, PipewireServer, Profiler, PwJackClient};
+use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Whether a culprit object names the competitor (`qhog<CPU>`).
+fn is_competitor(culprit: &Value) -> bool {
+    culprit["kind"] == "thread"
+        && culprit["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("qhog"))
+}
+
+#[test]
+#[ignore = "needs root: tracing, SCHED_FIFO competitor, pipewire's RT data threads"]
+fn trace_watch_prints_pipewires_count_beside_rtlabs_and_names_the_competitor() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let server = PipewireServer::start();
+    let client = PwJackClient::start(&server, "jackload", 30, 30.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let hog = HogProcess::issue_competitor_aligned(16.0);
+    let summary_path = sandbox.file("summary.json");
+    let misses_path = sandbox.file("misses.jsonl");
+    let output = sandbox.run([
+        "trace",
+        "watch",
+        "--comm",
+        "xrun_client",
+        "-D",
+        "12s",
+        "--summary-json",
+        summary_path.to_str().unwrap(),
+        "--json",
+        misses_path.to_str().unwrap(),
+    ]);
+    drop(hog);
+    drop(client);
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
+    assert!(text.contains("PipeWire counted"), "{text}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
+    assert_eq!(summary["schema"], "rtlab.watch-summary/1", "{summary}");
+    let pipewire = &summary["pipewire"];
+    assert_eq!(pipewire["status"], "counted", "{summary}");
+    let pipewire_count = pipewire["pipewire_unfinished"].as_u64().unwrap();
+    let rtlab_count = summary["misses"].as_u64().unwrap();
+    assert_eq!(pipewire["rtlab_misses"].as_u64(), Some(rtlab_count));
+    let followers = pipewire["profile"]["followers"].as_array().unwrap();
+    assert!(
+        followers
+            .iter()
+            .any(|f| f["name"] == "jackload" && f["watched"] == true),
+        "the client's node is the watched one: {pipewire}"
+    );
+    // The competitor holds the CPU 6 ms of every 20 on every CPU: PipeWire counts hundreds.
+    assert!(
+        pipewire_count >= 100,
+        "PipeWire counted {pipewire_count}: {pipewire}"
+    );
+    assert!(rtlab_count > 0, "{text}");
+    // Attribution, judged by what the competitor could have caused: the misses whose critical
+    // path holds a burst of it (the competitor among the culprits of a segment). Misses the
+    // hypervisor caused are reported apart.
+    let misses: Vec<Value> = std::fs::read_to_string(&misses_path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let during_bursts: Vec<&Value> = misses
+        .iter()
+        .filter(|miss| {
+            miss["critical_path"].as_array().is_some_and(|path| {
+                path.iter().any(|segment| {
+                    segment["culprits"]
+                        .as_array()
+                        .is_some_and(|culprits| culprits.iter().any(is_competitor))
+                })
+            })
+        })
+        .collect();
+    let naming = during_bursts
+        .iter()
+        .filter(|miss| is_competitor(&miss["culprit"]))
+        .count();
+    let hypervisor = misses
+        .iter()
+        .filter(|miss| miss["culprit"]["kind"] == "hypervisor")
+        .count();
+    eprintln!(
+        "PipeWire counted {pipewire_count} unfinished cycles, rtlab {rtlab_count} (ratio {:.2}); \
+         {} of {} late activations during the competitor's bursts name it, {hypervisor} blamed \
+         on the hypervisor",
+        rtlab_count as f64 / pipewire_count as f64,
+        naming,
+        during_bursts.len()
+    );
+    assert!(!during_bursts.is_empty(), "no miss during a burst: {text}");
+    assert!(
+        naming * 100 >= during_bursts.len() * 95,
+        "{naming} of {} misses during the competitor's bursts name it",
+        during_bursts.len()
+    );
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "left behind: {:?}",
+        rtlab_profiler_left()
+    );
+}
+
+/// PipeWire's unfinished cycles of a fresh 30 % client over 8 s: idle, beside the competitor,
+/// or with `reserve --auto --pid` first (its JSON and the still running client returned).
+fn round(
+    sandbox: &Sandbox,
+    daemon: &Daemon,
+    server: &PipewireServer,
+    reserve: bool,
+    competitor: bool,
+) -> (u64, Option<Value>, Option<PwJackClient>) {
+    let client = PwJackClient::start(server, "jackload", 30, if reserve { 24.0 } else { 12.0 });
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let auto = reserve.then(|| {
+        let pid = client.pid().to_string();
+        let arguments = [
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "3s",
+            "--json",
+            "-",
+        ];
+        // Up to three more tries when the check rolled back: its rule compares two 3 s windows,
+        // and with none or few misses in both (the competitor starts after it) a shared
+        // machine's noise can tip it (one CI-like run here: "rose from 0 to 3", twice).
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let output = daemon.rtlab(sandbox, &arguments);
+            let json = stdout_json(&output);
+            if json["outcome"] == "rolled_back" && tries < 4 {
+                eprintln!(
+                    "reserve --auto rolled back ({}); trying again",
+                    json["reason"]
+                );
+                continue;
+            }
+            assert_exit_code(&output, 0);
+            break json;
+        }
+    });
+    let hog = competitor.then(|| HogProcess::issue_competitor_aligned(10.0));
+    let profiler = Profiler::start(server);
+    std::thread::sleep(Duration::from_secs(8));
+    let profile = profiler.stop();
+    drop(hog);
+    // The reserved client is kept: the test checks that its reservation goes with it.
+    (profile.unfinished(), auto, reserve.then_some(client))
+}
+
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, the daemon, tracing, a SCHED_FIFO competitor"]
+fn reserve_auto_brings_pipewires_unfinished_cycles_to_the_idle_level() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox, "");
+    let mut server = PipewireServer::start();
+    let (idle, _, _) = round(&sandbox, &daemon, &server, false, false);
+    let (unreserved, _, _) = round(&sandbox, &daemon, &server, false, true);
+    let (mut reserved, mut auto, mut client) = round(&sandbox, &daemon, &server, true, true);
+    // Generous: a noisy 2-vCPU VM with multi-ms hypervisor stalls.
+    let limit = (3 * idle).max(idle + 20);
+    if reserved > limit {
+        eprintln!(
+            "reserve --auto: PipeWire counted {reserved} unfinished cycles, above the idle level \
+             ({idle}: at most {limit}); one more round; {}",
+            auto.as_ref().expect("reserve --auto's JSON")
+        );
+        drop(client);
+        (reserved, auto, client) = round(&sandbox, &daemon, &server, true, true);
+    }
+    let auto = auto.expect("reserve --auto's JSON");
+    eprintln!(
+        "PipeWire's unfinished cycles in 8 s: idle {idle}, competitor {unreserved}, competitor \
+         after reserve --auto {reserved}; {auto}"
+    );
+    assert_eq!(auto["outcome"], "kept", "{auto}");
+    assert!(
+        reserved <= limit,
+        "reserve --auto: PipeWire counted {reserved} unfinished cycles, above the idle level \
+         ({idle}: at most {limit})"
+    );
+    assert!(
+        reserved * 4 < unreserved,
+        "the reservation did not protect ({unreserved} unreserved, {reserved} reserved)"
+    );
+    // The reservations go with the programs: the client's when it ends, the server's data
+    // thread's (the waker) with the server.
+    let reservations = auto["reservations"].as_array().unwrap();
+    let client_tids: Vec<u64> = reservations
+        .iter()
+        .filter(|r| !r["why_thread"].as_str().unwrap_or("").starts_with("wakes "))
+        .filter_map(|r| r["tid"].as_u64())
+        .collect();
+    assert!(!client_tids.is_empty(), "{auto}");
+    drop(client);
+    wait_until(
+        Duration::from_secs(10),
+        "the client's reservations are gone",
+        || {
+            let held = daemon.reservation_tids(&sandbox);
+            client_tids.iter().all(|tid| !held.contains(tid))
+        },
+    );
+    assert!(server.running());
+    drop(server);
+    wait_until(
+        Duration::from_secs(10),
+        "every reservation is gone with the server",
+        || daemon.reservation_tids(&sandbox).is_empty(),
+    );
+}
+
+#[test]
+fn pipewire_without_its_profiler_module_is_a_clear_error_and_leaves_nothing() {
+    let sandbox = Sandbox::new();
+    let server = PipewireServer::start_without_profiler();
+    let client = PwJackClient::start(&server, "jackload", 10, 20.0);
+    assert!(common::eventually(Duration::from_secs(15), || {
+        rtlab_sys::process_environment::maps_library(client.pid(), "libpipewire-0.3.so")
+            .unwrap_or(false)
+    }));
+    let pid = client.pid().to_string();
+    let output = sandbox.run(["trace", "watch", "--pid", &pid, "--pipewire", "-D", "2s"]);
+    assert_exit_code(&output, 3);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("--pipewire") && stderr.contains("libpipewire-module-profiler"),
+        "{stderr}"
+    );
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}
+
+#[test]
+fn pipewire_without_pw_profiler_is_a_clear_error() {
+    let sandbox = Sandbox::new();
+    let output = sandbox
+        .command()
+        .env("PATH", sandbox.path())
+        .args(["trace", "watch", "--pid", "1", "--pipewire", "-D", "1s"])
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    let stderr = stderr_text(&output);
+    assert!(
+        stderr.contains("pw-profiler is not installed") && stderr.contains("pipewire-bin"),
+        "{stderr}"
+    );
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}
+
+#[test]
+#[ignore = "needs root: tracing"]
+fn a_graph_with_no_follower_says_so() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let server = PipewireServer::start();
+    let output = sandbox
+        .command()
+        .env("XDG_RUNTIME_DIR", server.runtime_dir())
+        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
+        .args([
+            "trace",
+            "watch",
+            "--pipewire",
+            "-D",
+            "3s",
+            "--",
+            "sleep",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
+    assert!(
+        text.contains("PipeWire counted 0 unfinished cycles") && text.contains("no follower"),
+        "{text}"
+    );
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}
+
+#[test]
+#[ignore = "needs root: tracing"]
+fn a_client_that_leaves_mid_watch_is_still_counted_and_nothing_is_left() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let server = PipewireServer::start();
+    let client = PwJackClient::start(&server, "leaving", 30, 5.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let pid = client.pid().to_string();
+    let summary_path = sandbox.file("summary.json");
+    let output = sandbox.run([
+        "trace",
+        "watch",
+        "--pid",
+        &pid,
+        "-D",
+        "30s",
+        "--summary-json",
+        summary_path.to_str().unwrap(),
+    ]);
+    client.wait();
+    assert_exit_code(&output, 0);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary_path).unwrap()).unwrap();
+    let pipewire = &summary["pipewire"];
+    assert_eq!(pipewire["status"], "counted", "{summary}");
+    let followers = pipewire["profile"]["followers"].as_array().unwrap();
+    assert!(
+        followers
+            .iter()
+            .any(|f| f["name"] == "leaving" && f["watched"] == true),
+        "the node of the client that left is still its: {pipewire}"
+    );
+    assert!(summary["seconds"].as_f64().unwrap() < 20.0, "{summary}");
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}
