@@ -97,6 +97,28 @@ pub enum PipewireError {
     Io(#[from] std::io::Error),
 }
 
+/// Removes the profiler directories of rtlab processes that no longer run (a watch killed with
+/// SIGKILL could not remove its own): `rtlab-pw-profiler-PID-N` in the temporary directory.
+fn sweep_stale_directories() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("rtlab-pw-profiler-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// `pw-profiler` attached to a server, logging into a private directory; stopped and its
 /// directory removed when finished or dropped.
 pub struct ProfilerSession {
@@ -120,6 +142,7 @@ impl ProfilerSession {
     /// (no server, no profiler module), or [`ATTACH_WAIT`] passes with the graph idle.
     pub fn start(server: &PipewireServer) -> Result<ProfilerSession, PipewireError> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
+        sweep_stale_directories();
         let directory = std::env::temp_dir().join(format!(
             "rtlab-pw-profiler-{}-{}",
             std::process::id(),
@@ -145,8 +168,11 @@ impl ProfilerSession {
         session.reader = Some(std::thread::spawn(move || {
             read_log(&mut fifo, &stop, &buckets)
         }));
-        let spawned = server
-            .command("pw-profiler")
+        let mut command = server.command("pw-profiler");
+        // Its own process group, and SIGTERM when rtlab dies (a SIGKILL included): no profiler
+        // outlives the watch.
+        rtlab_sys::load_syscalls::configure_load_command(&mut command);
+        let spawned = command
             .arg("-o")
             .arg(&log)
             .current_dir(&session.directory)
