@@ -359,3 +359,72 @@ fn a_client_that_leaves_mid_watch_is_still_counted_and_nothing_is_left() {
         rtlab_profiler_left()
     );
 }
+
+/// A watch killed with SIGKILL cannot stop its `pw-profiler` or remove its directory: the kernel
+/// stops the profiler (its parent-death signal) and the next watch removes the directory.
+#[test]
+#[ignore = "needs root: tracing"]
+fn a_sigkilled_watch_leaves_no_profiler_and_the_next_removes_its_directory() {
+    common::require_root_and_tracefs();
+    let sandbox = Sandbox::new();
+    let server = PipewireServer::start();
+    let mut watch = sandbox
+        .command()
+        .env("XDG_RUNTIME_DIR", server.runtime_dir())
+        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
+        .args([
+            "trace",
+            "watch",
+            "--pipewire",
+            "-D",
+            "60s",
+            "--",
+            "sleep",
+            "60",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let profiler_runs = || {
+        rtlab_profiler_left()
+            .iter()
+            .any(|left| left.starts_with("pw-profiler"))
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "the watch's pw-profiler runs",
+        profiler_runs,
+    );
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the killed watch's pw-profiler has stopped",
+        || !profiler_runs(),
+    );
+    // The directory is left by the SIGKILL, and removed by the next watch.
+    assert!(!rtlab_profiler_left().is_empty());
+    let output = sandbox
+        .command()
+        .env("XDG_RUNTIME_DIR", server.runtime_dir())
+        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
+        .args([
+            "trace",
+            "watch",
+            "--pipewire",
+            "-D",
+            "2s",
+            "--",
+            "sleep",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}
