@@ -1,22 +1,21 @@
 //! The checker: what the kernel says, never what the daemon says. A victim's threads keep the
 //! policy they had before the attack (`sched_getattr`), and each attacking uid's SCHED_DEADLINE
-//! bandwidth, summed over its threads, stays within the daemon's `user_limit`.
+//! bandwidth — runtime / period as the kernel holds it, summed over the uid's threads — stays
+//! within the daemon's `user_limit` plus [`SLACK`].
 //!
 //! The kernel's runtime is more than the grant: the daemon's `deadline` backend sets runtime =
-//! amount + the kernel's enforcement granularity `T` (the overrun a job may make before it is
-//! throttled: one tick, or 100 µs under HRTICK_DL), period = deadline = the requested period; a
-//! Time Constraint gets estimate + `T` over its window. So each thread's share is counted as
-//! `(runtime − T) / period`, with `T` read from the kernel here (the resolution of
-//! CLOCK_MONOTONIC_COARSE, and the scheduler's HRTICK_DL feature where debugfs shows it), and the
-//! sum may exceed the limit by [`SLACK`] (5 percentage points) before it is a violation. Grants of
-//! the `dispatch` backend (SCHED_FIFO raised and lowered in slots by the daemon's dispatcher)
-//! show no bandwidth to `sched_getattr` and are not counted.
+//! amount + the kernel's enforcement granularity (the overrun a job may make before it is
+//! throttled: one tick, or 100 µs under HRTICK_DL), and a Time Constraint gets estimate + that
+//! over what is left of its window. The daemon counts that against the limit (what the kernel
+//! holds, when more than the rate asked), so the kernel's figure is the one checked; the slack of
+//! five percentage points covers a constraint's window shrinking between the daemon's reading of
+//! the clock and the kernel's. Grants of the `dispatch` backend (SCHED_FIFO raised and lowered in
+//! slots by the daemon's dispatcher) show no bandwidth to `sched_getattr` and are not counted.
 
 use rtlab_sys::sched::Policy;
 use serde::Serialize;
 
-/// How far a uid's summed share may exceed the limit: rounding of the planner's grants and the
-/// overrun allowance where `T` was read coarser than the daemon's. Five percentage points.
+/// How far a uid's summed share may exceed the limit: five percentage points.
 pub const SLACK: f64 = 0.05;
 
 /// The overrun the daemon's `deadline` backend adds to every runtime on this machine, ns.
@@ -73,10 +72,10 @@ struct VictimThread {
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct UidShare {
     pub uid: u32,
-    /// Σ runtime / period over its SCHED_DEADLINE threads.
-    pub raw: f64,
-    /// Σ (runtime − T) / period: what is held against the limit.
-    pub counted: f64,
+    /// Σ runtime / period over its SCHED_DEADLINE threads: what is held against the limit.
+    pub held: f64,
+    /// Σ (runtime − the overrun) / period: the rates asked, about.
+    pub asked: f64,
     pub deadline_threads: usize,
 }
 
@@ -170,23 +169,23 @@ impl Checker {
                         if period_ns == 0 {
                             continue;
                         }
-                        share.raw += runtime_ns as f64 / period_ns as f64;
-                        share.counted +=
+                        share.held += runtime_ns as f64 / period_ns as f64;
+                        share.asked +=
                             runtime_ns.saturating_sub(self.overrun_ns) as f64 / period_ns as f64;
                         share.deadline_threads += 1;
                         held.push(format!("tid {tid}: {runtime_ns}/{period_ns} ns"));
                     }
                 }
             }
-            if share.counted > self.limit + SLACK {
+            if share.held > self.limit + SLACK {
                 violations.push(Violation {
                     kind: ViolationKind::OverLimit { uid: *uid },
                     detail: format!(
-                        "uid {uid} holds {:.1} % of a CPU in SCHED_DEADLINE ({:.1} % as the kernel \
-                         has it, less an overrun of {} µs a thread), over its limit of {:.1} % \
-                         + {:.0} points: {}",
-                        share.counted * 100.0,
-                        share.raw * 100.0,
+                        "uid {uid} holds {:.1} % of a CPU in SCHED_DEADLINE as the kernel has it \
+                         ({:.1} % without an overrun of {} µs a thread), over its limit of \
+                         {:.1} % + {:.0} points: {}",
+                        share.held * 100.0,
+                        share.asked * 100.0,
                         self.overrun_ns / 1_000,
                         self.limit * 100.0,
                         SLACK * 100.0,

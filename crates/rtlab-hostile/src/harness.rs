@@ -40,6 +40,9 @@ pub struct RunConfig {
     /// stopping at the first (CI: the sooner the replay, the shorter the sequence). A daemon
     /// that exited ends the run either way.
     pub keep_going: bool,
+    /// Set (by SIGINT or SIGTERM, see `rtlab_sys::signals`): the attack ends early and everything
+    /// is put away as at its end.
+    pub stop: Arc<AtomicBool>,
 }
 
 impl RunConfig {
@@ -75,6 +78,7 @@ impl RunConfig {
             answer_bound: Duration::from_secs(5),
             shrink_tries: 40,
             keep_going: false,
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -188,10 +192,10 @@ impl Report {
         );
         for share in &self.largest_shares {
             text.push_str(&format!(
-                "uid {}: largest SCHED_DEADLINE share {:.1} % counted ({:.1} % raw, {} threads)\n",
+                "uid {}: largest SCHED_DEADLINE share held {:.1} % ({:.1} % without the overrun, {} threads)\n",
                 share.uid,
-                share.counted * 100.0,
-                share.raw * 100.0,
+                share.held * 100.0,
+                share.asked * 100.0,
                 share.deadline_threads
             ));
         }
@@ -402,13 +406,13 @@ pub fn run(config: &RunConfig) -> anyhow::Result<Report> {
     let mut daemon_restarts = 0;
     let mut largest: BTreeMap<u32, UidShare> = BTreeMap::new();
     let mut checks = 0;
-    while Instant::now() < attack_until {
+    while Instant::now() < attack_until && !config.stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
         let (mut seen, shares) = stage.checker.check();
         checks += 1;
         for share in shares {
             let entry = largest.entry(share.uid).or_insert(share);
-            if share.counted > entry.counted {
+            if share.held > entry.held {
                 *entry = share;
             }
         }
@@ -486,11 +490,17 @@ pub fn run(config: &RunConfig) -> anyhow::Result<Report> {
     stop.store(true, Ordering::Relaxed);
     // The attackers stop on their own at `seconds`; at a violation, or if one hangs, they are
     // killed (dropping them closes their stdout, which ends the readers).
-    let grace = if violations_seen == 0 || config.keep_going {
-        Duration::from_secs(15)
-    } else {
-        Duration::ZERO
-    };
+    let grace =
+        if (violations_seen == 0 || config.keep_going) && !config.stop.load(Ordering::Relaxed) {
+            Duration::from_secs(15)
+        } else {
+            Duration::ZERO
+        };
+    if grace.is_zero() {
+        // The request that did it may still be waiting for its answer (or learning that its
+        // connection died): a moment for its log line.
+        std::thread::sleep(Duration::from_secs(1));
+    }
     for attacker in &mut stage.attackers {
         attacker.wait_for_end(grace);
     }

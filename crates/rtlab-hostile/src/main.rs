@@ -113,6 +113,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             config.cast.daemon.user_limit = daemon_user_limit;
             config.shrink_tries = shrink_tries;
             config.keep_going = keep_going;
+            // SIGINT or SIGTERM end the attack early; the daemon is still stopped with SIGTERM
+            // and every process put away.
+            rtlab_sys::signals::install_stop_flag(&config.stop)?;
             if root_attacker {
                 config.attackers.push(Identity {
                     uid: 0,
