@@ -36,6 +36,8 @@ pub struct RunConfig {
     pub answer_bound: Duration,
     /// Replays a shrinking search may make (0: no replay).
     pub shrink_tries: usize,
+    /// Longest the replays of a shrinking search may take together.
+    pub shrink_time: Duration,
     /// Goes on attacking after a violation (the benchmark: every violation counted), instead of
     /// stopping at the first (CI: the sooner the replay, the shorter the sequence). A daemon
     /// that exited ends the run either way.
@@ -77,6 +79,7 @@ impl RunConfig {
             max_pause_ms: 20,
             answer_bound: Duration::from_secs(5),
             shrink_tries: 40,
+            shrink_time: Duration::from_secs(300),
             keep_going: false,
             stop: Arc::new(AtomicBool::new(false)),
         }
@@ -100,9 +103,10 @@ pub struct Step {
 pub struct Replay {
     /// The violation replayed.
     pub violation: Violation,
-    /// Requests sent before it was seen (those that may change state, then all if needed).
+    /// Requests in the replayed sequence (all those sent before it was seen, if none
+    /// reproduced it).
     pub sequence_length: usize,
-    /// Whether a fresh daemon, sent the sequence one request at a time, showed it again.
+    /// Whether a fresh daemon, sent the sequence, showed it again.
     pub reproduced: bool,
     /// How the replay that showed it spaced the requests.
     pub pace: String,
@@ -214,26 +218,6 @@ impl Report {
                 violation.kind, violation.detail
             ));
         }
-        if let Some(replay) = &self.replay {
-            text.push_str(&format!(
-                "replay of {} requests against a fresh daemon ({}): {}; shrunk to {} in {} tries{}:\n",
-                replay.sequence_length,
-                replay.pace,
-                if replay.reproduced { "reproduced" } else { "NOT reproduced" },
-                replay.shrunk.len(),
-                replay.tries,
-                if replay.out_of_tries { " (out of tries)" } else { "" },
-            ));
-            for step in &replay.shrunk {
-                text.push_str(&format!(
-                    "  {} (attacker {}): {} → {}\n",
-                    step.identity,
-                    step.attacker,
-                    serde_json::to_string(&step.action).unwrap_or_default(),
-                    step.answer
-                ));
-            }
-        }
         if !self.granted_before_violation.is_empty() {
             text.push_str("granted in the 3 s before the first violation:\n");
             for step in &self.granted_before_violation {
@@ -254,6 +238,33 @@ impl Report {
         }
         if !self.daemon_stopped_by_sigterm {
             text.push_str("the daemon did not stop within 10 s of SIGTERM and was killed\n");
+        }
+        text.push_str(&self.replay_summary());
+        text
+    }
+
+    /// The replay of the first violation in words (empty if there was none).
+    pub fn replay_summary(&self) -> String {
+        let mut text = String::new();
+        if let Some(replay) = &self.replay {
+            text.push_str(&format!(
+                "replay of {} requests against a fresh daemon ({}): {}; shrunk to {} in {} tries{}:\n",
+                replay.sequence_length,
+                replay.pace,
+                if replay.reproduced { "reproduced" } else { "NOT reproduced" },
+                replay.shrunk.len(),
+                replay.tries,
+                if replay.out_of_tries { " (out of tries)" } else { "" },
+            ));
+            for step in &replay.shrunk {
+                text.push_str(&format!(
+                    "  {} (attacker {}): {} (in the run: {})\n",
+                    step.identity,
+                    step.attacker,
+                    serde_json::to_string(&step.action).unwrap_or_default(),
+                    step.answer
+                ));
+            }
         }
         text
     }
@@ -313,13 +324,49 @@ struct Tally {
 
 /// Runs the attack and, on a violation, the replay. Needs root.
 pub fn run(config: &RunConfig) -> anyhow::Result<Report> {
+    let (mut report, log) = attack(config)?;
+    replay_first(config, &mut report, &log)?;
+    Ok(report)
+}
+
+/// The attackers' requests of a run, kept for its replay (removed when dropped).
+pub struct ActionLog {
+    directory: tempfile::TempDir,
+}
+
+impl ActionLog {
+    fn path(&self) -> PathBuf {
+        self.directory.path().join("actions.jsonl")
+    }
+}
+
+/// Replays and shrinks the run's first violation, if it has one that a replay can show (a
+/// late or refused ping cannot be replayed).
+pub fn replay_first(
+    config: &RunConfig,
+    report: &mut Report,
+    log: &ActionLog,
+) -> anyhow::Result<()> {
+    report.replay = match report.violations.first() {
+        Some(first) if config.shrink_tries > 0 && first.kind != ViolationKind::Unanswered => {
+            Some(replay_and_shrink(config, first, &log.path())?)
+        }
+        _ => None,
+    };
+    Ok(())
+}
+
+/// The attack alone: the report without its replay, and the log to replay from.
+pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     anyhow::ensure!(
         rtlab_sys::proc_thread::current_uid() == 0,
         "the hostile harness needs root (it starts the daemon and runs processes as other users)"
     );
     let started = Instant::now();
-    let log_directory = tempfile::tempdir()?;
-    let log_path = log_directory.path().join("actions.jsonl");
+    let log = ActionLog {
+        directory: tempfile::tempdir()?,
+    };
+    let log_path = log.path();
     let log_file = Arc::new(Mutex::new(BufWriter::new(std::fs::File::create(
         &log_path,
     )?)));
@@ -550,43 +597,40 @@ pub fn run(config: &RunConfig) -> anyhow::Result<Report> {
             .collect(),
         None => Vec::new(),
     };
-    let replay = match violations.first() {
-        Some(first) if config.shrink_tries > 0 && first.kind != ViolationKind::Unanswered => {
-            Some(replay_and_shrink(config, first, &log_path)?)
-        }
-        _ => None,
-    };
     let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok(Report {
-        seed: config.seed,
-        seconds_planned: config.seconds,
-        seconds_run,
-        attackers: config.attackers.iter().map(Identity::describe).collect(),
-        daemon_user_limit: config.cast.daemon.user_limit,
-        checked_limit: config.cast.limit,
-        slack: crate::checker::SLACK,
-        overrun_us,
-        victim_threads,
-        requests_tried: tally.requests,
-        actions: tally.actions,
-        granted: tally.granted,
-        outcomes: tally.outcomes,
-        oddities: tally.oddities,
-        attacker_threads,
-        granted_before_violation,
-        daemon_log_tail,
-        checks,
-        largest_shares: largest.into_values().collect(),
-        pings_asked: pings.asked.load(Ordering::Relaxed),
-        pings_answered: pings.answered.load(Ordering::Relaxed),
-        worst_answer_ms: worst_ns as f64 / 1e6,
-        violations_total: violations_seen,
-        violation_episodes: episodes,
-        daemon_restarts,
-        violations,
-        replay,
-        daemon_stopped_by_sigterm,
-    })
+    Ok((
+        Report {
+            seed: config.seed,
+            seconds_planned: config.seconds,
+            seconds_run,
+            attackers: config.attackers.iter().map(Identity::describe).collect(),
+            daemon_user_limit: config.cast.daemon.user_limit,
+            checked_limit: config.cast.limit,
+            slack: crate::checker::SLACK,
+            overrun_us,
+            victim_threads,
+            requests_tried: tally.requests,
+            actions: tally.actions,
+            granted: tally.granted,
+            outcomes: tally.outcomes,
+            oddities: tally.oddities,
+            attacker_threads,
+            granted_before_violation,
+            daemon_log_tail,
+            checks,
+            largest_shares: largest.into_values().collect(),
+            pings_asked: pings.asked.load(Ordering::Relaxed),
+            pings_answered: pings.answered.load(Ordering::Relaxed),
+            worst_answer_ms: worst_ns as f64 / 1e6,
+            violations_total: violations_seen,
+            violation_episodes: episodes,
+            daemon_restarts,
+            violations,
+            replay: None,
+            daemon_stopped_by_sigterm,
+        },
+        log,
+    ))
 }
 
 /// The lines of a daemon's log that say why it stopped: a panic's message and where.
@@ -631,41 +675,54 @@ fn replay_and_shrink(
     log_path: &std::path::Path,
 ) -> anyhow::Result<Replay> {
     let everything = sequence_before(config, violation, log_path)?;
-    let changing: Vec<Step> = everything
-        .iter()
-        .filter(|step| step.action.may_change_state())
-        .cloned()
-        .collect();
+    let changing_within = |seconds: u64| -> Vec<Step> {
+        everything
+            .iter()
+            .filter(|step| step.action.may_change_state())
+            .filter(|step| {
+                step.sent_at_ns
+                    .saturating_add(seconds.saturating_mul(1_000_000_000))
+                    >= violation.seen_at_ns
+            })
+            .cloned()
+            .collect()
+    };
     let sequential =
         |steps: &[Step]| replay(config, steps, &violation.kind, Pace::Sequential).unwrap_or(false);
     let as_sent =
         |steps: &[Step]| replay(config, steps, &violation.kind, Pace::AsSent).unwrap_or(false);
-    // The last 10 s, at the pace they were sent: for races that need the time between requests.
-    let recent: Vec<Step> = changing
-        .iter()
-        .filter(|step| step.sent_at_ns + 10_000_000_000 >= violation.seen_at_ns)
-        .cloned()
-        .collect();
-    // Tried in turn: the requests that may change state, one after the other; then every
-    // request; then the last 10 s at the pace they were sent.
-    let attempts: [(&[Step], Pace); 3] = [
-        (&changing, Pace::Sequential),
-        (&everything, Pace::Sequential),
-        (&recent, Pace::AsSent),
+    // Tried in turn, each only if the one before did not show the violation: the requests that
+    // may change state sent in the last 10 s, one after the other; those of the last 60 s; all
+    // of them (up to 20,000); every request; the last 10 s at the pace they were sent (for races
+    // that need the time between requests). Replays take seconds each, and a benchmark's
+    // violation may follow many minutes of requests.
+    let all_changing = changing_within(u64::MAX);
+    let mut attempts: Vec<(Vec<Step>, Pace)> = vec![
+        (changing_within(10), Pace::Sequential),
+        (changing_within(60), Pace::Sequential),
     ];
+    if all_changing.len() <= 20_000 {
+        attempts.push((all_changing.clone(), Pace::Sequential));
+        if everything.len() <= 20_000 && everything.len() > all_changing.len() {
+            attempts.push((everything.clone(), Pace::Sequential));
+        }
+    }
+    attempts.push((changing_within(10), Pace::AsSent));
+    attempts.dedup_by(|later, earlier| later.0.len() == earlier.0.len() && later.1 == earlier.1);
+    let deadline = Instant::now() + config.shrink_time;
     let mut tries = 0;
     let mut found = None;
-    for (index, (steps, pace)) in attempts.into_iter().enumerate() {
-        if index == 1 && everything.len() == changing.len() {
-            continue;
+    for (steps, pace) in attempts {
+        if tries >= config.shrink_tries || Instant::now() > deadline {
+            break;
         }
         tries += 1;
         let reproduced = match pace {
-            Pace::Sequential => sequential(steps),
-            Pace::AsSent => as_sent(steps),
+            Pace::Sequential => sequential(&steps),
+            Pace::AsSent => as_sent(&steps),
         };
         if reproduced {
-            found = Some((steps.to_vec(), pace));
+            found = Some((steps, pace));
             break;
         }
     }
@@ -675,20 +732,17 @@ fn replay_and_shrink(
             violation: violation.clone(),
             sequence_length: everything.len(),
             reproduced: false,
-            pace: "sequential, then the last 10 s as sent".to_owned(),
+            pace: "sequential (the last 10 s, 60 s, all), then the last 10 s as sent".to_owned(),
             shrunk: everything[tail..].to_vec(),
             tries,
             out_of_tries: false,
         });
     };
-    let budget = match pace {
-        Pace::Sequential => config.shrink_tries.saturating_sub(tries),
-        // Each try takes as long as the requests took: at most ~3 minutes of them.
-        Pace::AsSent => (180 / 12).min(config.shrink_tries.saturating_sub(tries)),
-    };
+    let budget = config.shrink_tries.saturating_sub(tries);
+    let in_time = || Instant::now() < deadline;
     let shrunk = match pace {
-        Pace::Sequential => ddmin(&sequence, sequential, budget),
-        Pace::AsSent => ddmin(&sequence, as_sent, budget),
+        Pace::Sequential => ddmin(&sequence, sequential, budget, in_time),
+        Pace::AsSent => ddmin(&sequence, as_sent, budget, in_time),
     };
     Ok(Replay {
         violation: violation.clone(),

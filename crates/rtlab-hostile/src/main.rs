@@ -123,8 +123,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 });
             }
             eprintln!("rtlab-hostile: seed {seed}, {seconds} s");
-            let report = rtlab_hostile::run(&config)?;
+            // The attack's figures first: a replay may take minutes.
+            let (mut report, log) = rtlab_hostile::harness::attack(&config)?;
             print!("{}", report.summary());
+            if !report.passed() {
+                println!("replaying the first violation against a fresh daemon…");
+                rtlab_hostile::harness::replay_first(&config, &mut report, &log)?;
+                print!("{}", report.replay_summary());
+            }
             if let Some(path) = json {
                 let text = serde_json::to_string_pretty(&report)?;
                 if path.as_os_str() == "-" {

@@ -13,11 +13,13 @@ pub struct Shrunk<T> {
 }
 
 /// `items` fails (`fails(items)` is true); returns a 1-minimal failing sub-list, or the smallest
-/// found within `budget` tries. The order of the items is kept.
+/// found within `budget` tries and while `in_time()` holds (asked before each try). The order of
+/// the items is kept.
 pub fn ddmin<T: Clone>(
     items: &[T],
     mut fails: impl FnMut(&[T]) -> bool,
     budget: usize,
+    in_time: impl Fn() -> bool,
 ) -> Shrunk<T> {
     let mut current = items.to_vec();
     let mut pieces = 2;
@@ -31,7 +33,7 @@ pub fn ddmin<T: Clone>(
         let chunks: Vec<Vec<T>> = current.chunks(size).map(<[T]>::to_vec).collect();
         let mut reduced = false;
         for chunk in &chunks {
-            if tries >= budget {
+            if tries >= budget || !in_time() {
                 return Shrunk {
                     items: current,
                     tries,
@@ -47,7 +49,7 @@ pub fn ddmin<T: Clone>(
         }
         if !reduced && chunks.len() > 2 {
             for skip in 0..chunks.len() {
-                if tries >= budget {
+                if tries >= budget || !in_time() {
                     return Shrunk {
                         items: current,
                         tries,
@@ -89,7 +91,7 @@ mod tests {
     #[test]
     fn one_culprit_is_found_among_many() {
         let items: Vec<u32> = (0..1_000).collect();
-        let shrunk = ddmin(&items, |list| list.contains(&637), 100);
+        let shrunk = ddmin(&items, |list| list.contains(&637), 100, || true);
         assert_eq!(shrunk.items, vec![637]);
         assert!(!shrunk.out_of_tries);
         assert!(shrunk.tries <= 30, "{} tries", shrunk.tries);
@@ -102,6 +104,7 @@ mod tests {
             &items,
             |list| list.contains(&13) && list.contains(&150),
             200,
+            || true,
         );
         assert_eq!(shrunk.items, vec![13, 150]);
     }
@@ -109,9 +112,22 @@ mod tests {
     #[test]
     fn the_budget_bounds_the_tries() {
         let items: Vec<u32> = (0..1_000).collect();
-        let shrunk = ddmin(&items, |list| list.contains(&1) && list.contains(&999), 3);
+        let shrunk = ddmin(
+            &items,
+            |list| list.contains(&1) && list.contains(&999),
+            3,
+            || true,
+        );
         assert!(shrunk.out_of_tries);
         assert_eq!(shrunk.tries, 3);
         assert!(shrunk.items.contains(&1) && shrunk.items.contains(&999));
+    }
+
+    #[test]
+    fn out_of_time_ends_the_search() {
+        let items: Vec<u32> = (0..1_000).collect();
+        let shrunk = ddmin(&items, |list| list.contains(&500), 100, || false);
+        assert!(shrunk.out_of_tries);
+        assert_eq!((shrunk.tries, shrunk.items.len()), (0, 1_000));
     }
 }
