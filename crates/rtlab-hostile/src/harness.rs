@@ -248,13 +248,21 @@ impl Report {
         let mut text = String::new();
         if let Some(replay) = &self.replay {
             text.push_str(&format!(
-                "replay of {} requests against a fresh daemon ({}): {}; shrunk to {} in {} tries{}:\n",
+                "replay of {} requests against a fresh daemon ({}): {} {} in {} tries{}:\n",
                 replay.sequence_length,
                 replay.pace,
-                if replay.reproduced { "reproduced" } else { "NOT reproduced" },
+                if replay.reproduced {
+                    "reproduced; shrunk to"
+                } else {
+                    "NOT reproduced; the last"
+                },
                 replay.shrunk.len(),
                 replay.tries,
-                if replay.out_of_tries { " (out of tries)" } else { "" },
+                if replay.out_of_tries {
+                    " (out of tries)"
+                } else {
+                    ""
+                },
             ));
             for step in &replay.shrunk {
                 text.push_str(&format!(
