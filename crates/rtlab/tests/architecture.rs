@@ -30,6 +30,9 @@ const LAYERS: &[(&str, &[&str])] = &[
         "rtlab-daemon",
         &["rtlab-core", "rtlab-sys", "rtlab-plan", "rtlab-sched"],
     ),
+    // The hostile-client harness against the daemon (a test and benchmark program, not
+    // installed): it starts the `rtlab` binary and reads the kernel, depending on no daemon code.
+    ("rtlab-hostile", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-client", &["rtlab-core"]),
     ("rtlab-import", &["rtlab-core"]),
     // Outputs named only when complete: rtlab-sys's O_TMPFILE files.

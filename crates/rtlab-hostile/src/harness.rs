@@ -1,0 +1,837 @@
+//! One run: the stage up, the attackers sending for `seconds`, root pinging the daemon on a fresh
+//! connection every 100 ms, the checker reading the kernel every 100 ms; at the first violation
+//! the attack stops, and the requests sent until then are replayed against a fresh stage and
+//! shrunk (ddmin) to the few that cause it.
+
+use crate::action::Action;
+use crate::checker::{UidShare, Violation, ViolationKind};
+use crate::roles::LogLine;
+use crate::shrink::ddmin;
+use crate::stage::{Cast, Stage};
+use crate::wire::{answer_word, Connection};
+use crate::world::Identity;
+use anyhow::Context;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the checker reads the kernel and root pings.
+pub const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How a run goes.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub cast: Cast,
+    /// The attacker processes, in order.
+    pub attackers: Vec<Identity>,
+    pub seed: u64,
+    pub seconds: f64,
+    pub senders_per_attacker: usize,
+    pub max_pause_ms: u64,
+    /// Longest root's ping may take (connect to answer) before it is a violation.
+    pub answer_bound: Duration,
+    /// Replays a shrinking search may make (0: no replay).
+    pub shrink_tries: usize,
+    /// Longest the replays of a shrinking search may take together.
+    pub shrink_time: Duration,
+    /// Goes on attacking after a violation (the benchmark: every violation counted), instead of
+    /// stopping at the first (CI: the sooner the replay, the shorter the sequence). A daemon
+    /// that exited ends the run either way.
+    pub keep_going: bool,
+    /// Set (by SIGINT or SIGTERM, see `rtlab_sys::signals`): the attack ends early and everything
+    /// is put away as at its end.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl RunConfig {
+    /// The standard cast: nobody and uid 64001, each with four attackers of which every second
+    /// one sits in `unshare -Ur`; two root victims; user_limit 0.2 in both the daemon and the
+    /// checker.
+    pub fn standard(binary: PathBuf, rtlab: PathBuf, seed: u64, seconds: f64) -> RunConfig {
+        let attacking_uids = vec![Identity::NOBODY, 64_001];
+        let attackers = (0..8)
+            .map(|index| Identity {
+                uid: attacking_uids[index % 2],
+                user_namespace: (index / 2) % 2 == 1,
+            })
+            .collect();
+        RunConfig {
+            cast: Cast {
+                binary,
+                daemon: crate::daemon::DaemonSettings {
+                    binary: rtlab,
+                    user_limit: 0.2,
+                    deadline_placement: false,
+                },
+                attacking_uids,
+                root_victims: 2,
+                limit: 0.2,
+                lifetime: Duration::from_secs_f64(seconds + 120.0),
+            },
+            attackers,
+            seed,
+            seconds,
+            senders_per_attacker: 3,
+            max_pause_ms: 20,
+            answer_bound: Duration::from_secs(5),
+            shrink_tries: 40,
+            shrink_time: Duration::from_secs(300),
+            keep_going: false,
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// One request of a replayed sequence: who sent it and what.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub attacker: usize,
+    pub identity: String,
+    pub action: Action,
+    /// What it got in the run.
+    pub answer: String,
+    /// When it was sent in the run (CLOCK_MONOTONIC ns).
+    pub sent_at_ns: u64,
+}
+
+/// What replaying and shrinking a violation found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Replay {
+    /// The violation replayed.
+    pub violation: Violation,
+    /// Requests in the replayed sequence (all those sent before it was seen, if none
+    /// reproduced it).
+    pub sequence_length: usize,
+    /// Whether a fresh daemon, sent the sequence, showed it again.
+    pub reproduced: bool,
+    /// How the replay that showed it spaced the requests.
+    pub pace: String,
+    /// The smallest sub-sequence that still shows it (the whole sequence's last 30 if it did
+    /// not reproduce).
+    pub shrunk: Vec<Step>,
+    pub tries: usize,
+    pub out_of_tries: bool,
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub seed: u64,
+    pub seconds_planned: f64,
+    pub seconds_run: f64,
+    pub attackers: Vec<String>,
+    pub daemon_user_limit: f64,
+    pub checked_limit: f64,
+    pub slack: f64,
+    pub overrun_us: u64,
+    pub victim_threads: usize,
+    /// Requests sent (lines and connections), by every attacker.
+    pub requests_tried: u64,
+    pub actions: u64,
+    /// Requests the daemon answered `ok`.
+    pub granted: u64,
+    /// Actions by what came of them.
+    pub outcomes: BTreeMap<String, u64>,
+    pub checks: u64,
+    /// Each attacking uid's largest share seen.
+    pub largest_shares: Vec<UidShare>,
+    pub pings_asked: u64,
+    pub pings_answered: u64,
+    pub worst_answer_ms: f64,
+    /// Violations seen: one per subject (a victim thread, a uid, the daemon) at each check.
+    pub violations_total: usize,
+    /// Subjects seen in violation at a check after one where they were not.
+    pub violation_episodes: usize,
+    /// Times the daemon exited and (with `keep_going`) was started again.
+    pub daemon_restarts: usize,
+    /// The first violations (at most 20).
+    pub violations: Vec<Violation>,
+    pub replay: Option<Replay>,
+    pub daemon_stopped_by_sigterm: bool,
+    /// Each attacker's process and named threads (`own` k), to read a violation's thread ids.
+    pub attacker_threads: Vec<crate::world::ProcessInfo>,
+    /// The daemon's last 20 lines of log.
+    pub daemon_log_tail: Vec<String>,
+    /// The requests granted (`ok`) in the 3 s before the first violation, in order.
+    pub granted_before_violation: Vec<Step>,
+    /// The first actions answered with no answer in 8 s, `system`, or a broken connection: not
+    /// violations, but worth a look.
+    pub oddities: Vec<LogLine>,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.violations_total == 0
+    }
+
+    /// The figures in words.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "seed {} · {:.1} s of {:.0} s · attackers: {}\n\
+             requests tried {} ({} actions, {} granted) · violations {} ({} episodes)\n\
+             root's pings asked {}, answered {}, worst answer {:.1} ms; daemon restarted {} times\n\
+             checks {} (every 100 ms) of {} victim threads; limit {:.0} % + {:.0} points, overrun {} µs a thread\n",
+            self.seed,
+            self.seconds_run,
+            self.seconds_planned,
+            self.attackers.join(", "),
+            self.requests_tried,
+            self.actions,
+            self.granted,
+            self.violations_total,
+            self.violation_episodes,
+            self.pings_asked,
+            self.pings_answered,
+            self.worst_answer_ms,
+            self.daemon_restarts,
+            self.checks,
+            self.victim_threads,
+            self.checked_limit * 100.0,
+            self.slack * 100.0,
+            self.overrun_us,
+        );
+        for share in &self.largest_shares {
+            text.push_str(&format!(
+                "uid {}: largest SCHED_DEADLINE share held {:.1} % ({:.1} % without the overrun, {} threads)\n",
+                share.uid,
+                share.held * 100.0,
+                share.asked * 100.0,
+                share.deadline_threads
+            ));
+        }
+        text.push_str(&format!("outcomes: {:?}\n", self.outcomes));
+        for oddity in &self.oddities {
+            text.push_str(&format!(
+                "odd answer (not a violation): attacker {}: {} → {}\n",
+                oddity.w,
+                serde_json::to_string(&oddity.a).unwrap_or_default(),
+                oddity.o
+            ));
+        }
+        for violation in &self.violations {
+            text.push_str(&format!(
+                "VIOLATION {:?}: {}\n",
+                violation.kind, violation.detail
+            ));
+        }
+        if !self.granted_before_violation.is_empty() {
+            text.push_str("granted in the 3 s before the first violation:\n");
+            for step in &self.granted_before_violation {
+                text.push_str(&format!(
+                    "  {} ms before: {} (attacker {}, threads {:?}): {}\n",
+                    self.violations[0]
+                        .seen_at_ns
+                        .saturating_sub(step.sent_at_ns)
+                        / 1_000_000,
+                    step.identity,
+                    step.attacker,
+                    self.attacker_threads
+                        .get(step.attacker)
+                        .map(|process| &process.tids),
+                    serde_json::to_string(&step.action).unwrap_or_default(),
+                ));
+            }
+        }
+        if !self.daemon_stopped_by_sigterm {
+            text.push_str("the daemon did not stop within 10 s of SIGTERM and was killed\n");
+        }
+        text.push_str(&self.replay_summary());
+        text
+    }
+
+    /// The replay of the first violation in words (empty if there was none).
+    pub fn replay_summary(&self) -> String {
+        let mut text = String::new();
+        if let Some(replay) = &self.replay {
+            text.push_str(&format!(
+                "replay of {} requests against a fresh daemon ({}): {} {} in {} tries{}:\n",
+                replay.sequence_length,
+                replay.pace,
+                if replay.reproduced {
+                    "reproduced; shrunk to"
+                } else {
+                    "NOT reproduced; the last"
+                },
+                replay.shrunk.len(),
+                replay.tries,
+                if replay.out_of_tries {
+                    " (out of tries)"
+                } else {
+                    ""
+                },
+            ));
+            for step in &replay.shrunk {
+                text.push_str(&format!(
+                    "  {} (attacker {}): {} (in the run: {})\n",
+                    step.identity,
+                    step.attacker,
+                    serde_json::to_string(&step.action).unwrap_or_default(),
+                    step.answer
+                ));
+            }
+        }
+        text
+    }
+}
+
+/// What root's pinger saw.
+#[derive(Default)]
+struct Pings {
+    asked: AtomicU64,
+    answered: AtomicU64,
+    worst_ns: AtomicU64,
+    /// CLOCK_MONOTONIC ns the ping under way was sent (0: none).
+    outstanding_since: AtomicU64,
+    failures: Mutex<Vec<String>>,
+}
+
+fn pinger(socket: PathBuf, stop: Arc<AtomicBool>, pings: Arc<Pings>) {
+    while !stop.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        pings
+            .outstanding_since
+            .store(rtlab_sys::clock::monotonic_ns(), Ordering::Relaxed);
+        pings.asked.fetch_add(1, Ordering::Relaxed);
+        let answer = Connection::open(&socket).and_then(|mut connection| {
+            connection.send(b"{\"rpc\":\"rtlab.rpc/1\",\"id\":1,\"method\":\"ping\"}\n")?;
+            connection.answer()
+        });
+        let took = sent.elapsed();
+        pings.outstanding_since.store(0, Ordering::Relaxed);
+        match answer {
+            Ok(Some(answer)) if answer_word(&answer) == "ok" => {
+                pings.answered.fetch_add(1, Ordering::Relaxed);
+                pings
+                    .worst_ns
+                    .fetch_max(took.as_nanos() as u64, Ordering::Relaxed);
+            }
+            other => pings
+                .failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("root's ping after {took:?}: {other:?}")),
+        }
+        std::thread::sleep(CHECK_INTERVAL.saturating_sub(sent.elapsed()));
+    }
+}
+
+/// Counts of the attackers' log lines.
+#[derive(Default)]
+struct Tally {
+    /// The first actions that got no answer, a `system` error or a broken connection.
+    oddities: Vec<LogLine>,
+    requests: u64,
+    actions: u64,
+    granted: u64,
+    outcomes: BTreeMap<String, u64>,
+}
+
+/// Runs the attack and, on a violation, the replay. Needs root.
+pub fn run(config: &RunConfig) -> anyhow::Result<Report> {
+    let (mut report, log) = attack(config)?;
+    replay_first(config, &mut report, &log)?;
+    Ok(report)
+}
+
+/// The attackers' requests of a run, kept for its replay (removed when dropped).
+pub struct ActionLog {
+    directory: tempfile::TempDir,
+}
+
+impl ActionLog {
+    fn path(&self) -> PathBuf {
+        self.directory.path().join("actions.jsonl")
+    }
+}
+
+/// Replays and shrinks the run's first violation, if it has one that a replay can show (a
+/// late or refused ping cannot be replayed).
+pub fn replay_first(
+    config: &RunConfig,
+    report: &mut Report,
+    log: &ActionLog,
+) -> anyhow::Result<()> {
+    report.replay = match report.violations.first() {
+        Some(first) if config.shrink_tries > 0 && first.kind != ViolationKind::Unanswered => {
+            Some(replay_and_shrink(config, first, &log.path())?)
+        }
+        _ => None,
+    };
+    Ok(())
+}
+
+/// The attack alone: the report without its replay, and the log to replay from.
+pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
+    anyhow::ensure!(
+        rtlab_sys::proc_thread::current_uid() == 0,
+        "the hostile harness needs root (it starts the daemon and runs processes as other users)"
+    );
+    let started = Instant::now();
+    let log = ActionLog {
+        directory: tempfile::tempdir()?,
+    };
+    let log_path = log.path();
+    let log_file = Arc::new(Mutex::new(BufWriter::new(std::fs::File::create(
+        &log_path,
+    )?)));
+    let mut stage = Stage::start(
+        &config.cast,
+        &config.attackers,
+        |index, identity, uid_index, socket, tag| {
+            vec![
+                "--socket".into(),
+                socket.display().to_string(),
+                "--tag".into(),
+                tag.into(),
+                "--uid".into(),
+                identity.uid.to_string(),
+                "--uid-index".into(),
+                uid_index.to_string(),
+                "--seed".into(),
+                config.seed.to_string(),
+                "--index".into(),
+                index.to_string(),
+                "--senders".into(),
+                config.senders_per_attacker.to_string(),
+                "--seconds".into(),
+                config.seconds.to_string(),
+                "--max-pause-ms".into(),
+                config.max_pause_ms.to_string(),
+            ]
+        },
+    )?;
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let readers: Vec<_> = stage
+        .attackers
+        .iter_mut()
+        .filter_map(|attacker| attacker.take_stdout())
+        .map(|stdout| {
+            let tally = Arc::clone(&tally);
+            let log_file = Arc::clone(&log_file);
+            std::thread::spawn(move || {
+                for line in stdout.lines() {
+                    let Ok(line) = line else { break };
+                    let Ok(entry) = serde_json::from_str::<LogLine>(&line) else {
+                        continue;
+                    };
+                    {
+                        let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
+                        tally.requests += u64::from(entry.n);
+                        tally.actions += 1;
+                        tally.granted += u64::from(entry.g);
+                        *tally.outcomes.entry(entry.o.clone()).or_default() += 1;
+                        let odd = ["system", "closed", "unreadable"].contains(&entry.o.as_str())
+                            || entry.o.starts_with("no_answer")
+                            || (entry.o.starts_with("io_") && entry.o != "io_brokenpipe");
+                        if odd && tally.oddities.len() < 20 {
+                            tally.oddities.push(entry.clone());
+                        }
+                    }
+                    // Refused before the registry sees it: cannot have changed anything.
+                    let kept = entry.o != "rate_limited"
+                        && (entry.a.may_change_state()
+                            || matches!(entry.a, Action::Malformed { .. }));
+                    if kept {
+                        let mut file = log_file.lock().unwrap_or_else(|e| e.into_inner());
+                        let _ = writeln!(file, "{line}");
+                    }
+                }
+            })
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let pings = Arc::new(Pings::default());
+    let pinger_thread = {
+        let socket = stage.daemon.socket.clone();
+        let stop = Arc::clone(&stop);
+        let pings = Arc::clone(&pings);
+        std::thread::spawn(move || pinger(socket, stop, pings))
+    };
+    let attack_until = Instant::now() + Duration::from_secs_f64(config.seconds);
+    let mut violations: Vec<Violation> = Vec::new();
+    // Violations seen (one per subject per check), and episodes: a subject (a victim thread, a
+    // uid, the daemon) seen in violation at a check after one where it was not.
+    let mut violations_seen = 0;
+    let mut episodes = 0;
+    let mut open_episodes: BTreeSet<String> = BTreeSet::new();
+    let mut daemon_restarts = 0;
+    let mut largest: BTreeMap<u32, UidShare> = BTreeMap::new();
+    let mut checks = 0;
+    while Instant::now() < attack_until && !config.stop.load(Ordering::Relaxed) {
+        let tick = Instant::now();
+        let (mut seen, shares) = stage.checker.check();
+        checks += 1;
+        for share in shares {
+            let entry = largest.entry(share.uid).or_insert(share);
+            if share.held > entry.held {
+                *entry = share;
+            }
+        }
+        let outstanding = pings.outstanding_since.load(Ordering::Relaxed);
+        let now = rtlab_sys::clock::monotonic_ns();
+
+        if outstanding != 0
+            && now.saturating_sub(outstanding) > config.answer_bound.as_nanos() as u64
+        {
+            seen.push(Violation {
+                kind: ViolationKind::Unanswered,
+                detail: format!(
+                    "root's ping unanswered for {} ms (bound {} ms)",
+                    now.saturating_sub(outstanding) / 1_000_000,
+                    config.answer_bound.as_millis()
+                ),
+                seen_at_ns: now,
+            });
+        }
+        for failure in pings
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            seen.push(Violation {
+                kind: ViolationKind::Unanswered,
+                detail: failure,
+                seen_at_ns: now,
+            });
+        }
+        // First: a daemon that is gone (or going: a refused ping comes first) also leaves
+        // root's ping unanswered.
+        if !seen.is_empty() {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        if stage.daemon.failed() {
+            let status = stage
+                .daemon
+                .exited()
+                .map_or("still reverting".to_owned(), |status| status.to_string());
+            seen.insert(
+                0,
+                Violation {
+                    kind: ViolationKind::DaemonExited,
+                    detail: format!(
+                        "the daemon failed ({status}): {}",
+                        panic_lines(&stage.daemon.log_text())
+                    ),
+                    seen_at_ns: now,
+                },
+            );
+        }
+        let daemon_gone = seen
+            .iter()
+            .any(|violation| violation.kind == ViolationKind::DaemonExited);
+        let keys: BTreeSet<String> = seen.iter().map(Violation::subject).collect();
+        episodes += keys.difference(&open_episodes).count();
+        open_episodes = keys;
+        violations_seen += seen.len();
+        violations.extend(seen);
+        violations.truncate(20);
+        if violations_seen > 0 && !config.keep_going {
+            break;
+        }
+        if daemon_gone {
+            daemon_restarts += 1;
+            stage
+                .restart_daemon(&config.cast.daemon)
+                .context("restarting the daemon after it exited")?;
+        }
+        std::thread::sleep(CHECK_INTERVAL.saturating_sub(tick.elapsed()));
+    }
+    let seconds_run = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    // The attackers stop on their own at `seconds`; at a violation, or if one hangs, they are
+    // killed (dropping them closes their stdout, which ends the readers).
+    let grace =
+        if (violations_seen == 0 || config.keep_going) && !config.stop.load(Ordering::Relaxed) {
+            Duration::from_secs(15)
+        } else {
+            Duration::ZERO
+        };
+    if grace.is_zero() {
+        // The request that did it may still be waiting for its answer (or learning that its
+        // connection died): a moment for its log line.
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    for attacker in &mut stage.attackers {
+        attacker.wait_for_end(grace);
+    }
+    stage.attackers.clear();
+    for reader in readers {
+        let _ = reader.join();
+    }
+    let _ = pinger_thread.join();
+    // A ping that never came back within the bound counts too.
+    let worst_ns = pings.worst_ns.load(Ordering::Relaxed);
+    if violations_seen == 0 && worst_ns > config.answer_bound.as_nanos() as u64 {
+        violations_seen += 1;
+        episodes += 1;
+        violations.push(Violation {
+            kind: ViolationKind::Unanswered,
+            detail: format!("root's slowest ping took {} ms", worst_ns / 1_000_000),
+            seen_at_ns: rtlab_sys::clock::monotonic_ns(),
+        });
+    }
+    let overrun_us = stage.checker.overrun_ns() / 1_000;
+    let attacker_threads = stage
+        .world
+        .attackers
+        .iter()
+        .map(|attacker| attacker.process.clone())
+        .collect();
+    let victim_threads = stage.checker.victim_threads();
+    let daemon_log_tail: Vec<String> = {
+        let text = stage.daemon.log_text();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..]
+            .iter()
+            .map(|line| line.to_string())
+            .collect()
+    };
+    let daemon_stopped_by_sigterm = stage.stop();
+    log_file
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .flush()
+        .context("the action log")?;
+    let granted_before_violation = match violations.first() {
+        Some(first) => sequence_before(config, first, &log_path)?
+            .into_iter()
+            .filter(|step| step.answer == "ok" && step.action.may_change_state())
+            .filter(|step| step.sent_at_ns + 3_000_000_000 >= first.seen_at_ns)
+            .collect(),
+        None => Vec::new(),
+    };
+    let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok((
+        Report {
+            seed: config.seed,
+            seconds_planned: config.seconds,
+            seconds_run,
+            attackers: config.attackers.iter().map(Identity::describe).collect(),
+            daemon_user_limit: config.cast.daemon.user_limit,
+            checked_limit: config.cast.limit,
+            slack: crate::checker::SLACK,
+            overrun_us,
+            victim_threads,
+            requests_tried: tally.requests,
+            actions: tally.actions,
+            granted: tally.granted,
+            outcomes: tally.outcomes,
+            oddities: tally.oddities,
+            attacker_threads,
+            granted_before_violation,
+            daemon_log_tail,
+            checks,
+            largest_shares: largest.into_values().collect(),
+            pings_asked: pings.asked.load(Ordering::Relaxed),
+            pings_answered: pings.answered.load(Ordering::Relaxed),
+            worst_answer_ms: worst_ns as f64 / 1e6,
+            violations_total: violations_seen,
+            violation_episodes: episodes,
+            daemon_restarts,
+            violations,
+            replay: None,
+            daemon_stopped_by_sigterm,
+        },
+        log,
+    ))
+}
+
+/// The lines of a daemon's log that say why it stopped: a panic's message and where.
+fn panic_lines(log: &str) -> String {
+    log.lines()
+        .filter(|line| {
+            line.contains("panicked") || line.contains("overflow") || line.contains("rtlab: error")
+        })
+        .take(6)
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// The logged requests sent before `violation` was seen, in the order they were sent.
+fn sequence_before(
+    config: &RunConfig,
+    violation: &Violation,
+    log_path: &std::path::Path,
+) -> anyhow::Result<Vec<Step>> {
+    let text = std::fs::read_to_string(log_path)?;
+    let mut entries: Vec<LogLine> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|entry: &LogLine| entry.t <= violation.seen_at_ns)
+        .collect();
+    entries.sort_by_key(|entry| entry.t);
+    Ok(entries
+        .into_iter()
+        .map(|entry| Step {
+            attacker: entry.w,
+            identity: config.attackers[entry.w].describe(),
+            action: entry.a,
+            answer: entry.o,
+            sent_at_ns: entry.t,
+        })
+        .collect())
+}
+
+fn replay_and_shrink(
+    config: &RunConfig,
+    violation: &Violation,
+    log_path: &std::path::Path,
+) -> anyhow::Result<Replay> {
+    let everything = sequence_before(config, violation, log_path)?;
+    let changing_within = |seconds: u64| -> Vec<Step> {
+        everything
+            .iter()
+            .filter(|step| step.action.may_change_state())
+            .filter(|step| {
+                step.sent_at_ns
+                    .saturating_add(seconds.saturating_mul(1_000_000_000))
+                    >= violation.seen_at_ns
+            })
+            .cloned()
+            .collect()
+    };
+    let sequential =
+        |steps: &[Step]| replay(config, steps, &violation.kind, Pace::Sequential).unwrap_or(false);
+    let as_sent =
+        |steps: &[Step]| replay(config, steps, &violation.kind, Pace::AsSent).unwrap_or(false);
+    // Tried in turn, each only if the one before did not show the violation: the requests that
+    // may change state sent in the last 10 s, one after the other; those of the last 60 s; all
+    // of them (up to 20,000); every request; the last 10 s at the pace they were sent (for races
+    // that need the time between requests). Replays take seconds each, and a benchmark's
+    // violation may follow many minutes of requests.
+    let all_changing = changing_within(u64::MAX);
+    let mut attempts: Vec<(Vec<Step>, Pace)> = vec![
+        (changing_within(10), Pace::Sequential),
+        (changing_within(60), Pace::Sequential),
+    ];
+    if all_changing.len() <= 20_000 {
+        attempts.push((all_changing.clone(), Pace::Sequential));
+        if everything.len() <= 20_000 && everything.len() > all_changing.len() {
+            attempts.push((everything.clone(), Pace::Sequential));
+        }
+    }
+    attempts.push((changing_within(10), Pace::AsSent));
+    attempts.dedup_by(|later, earlier| later.0.len() == earlier.0.len() && later.1 == earlier.1);
+    let deadline = Instant::now() + config.shrink_time;
+    let mut tries = 0;
+    let mut found = None;
+    for (steps, pace) in attempts {
+        if tries >= config.shrink_tries || Instant::now() > deadline {
+            break;
+        }
+        tries += 1;
+        let reproduced = match pace {
+            Pace::Sequential => sequential(&steps),
+            Pace::AsSent => as_sent(&steps),
+        };
+        if reproduced {
+            found = Some((steps, pace));
+            break;
+        }
+    }
+    let Some((sequence, pace)) = found else {
+        let tail = everything.len().saturating_sub(30);
+        return Ok(Replay {
+            violation: violation.clone(),
+            sequence_length: everything.len(),
+            reproduced: false,
+            pace: "sequential (the last 10 s, 60 s, all), then the last 10 s as sent".to_owned(),
+            shrunk: everything[tail..].to_vec(),
+            tries,
+            out_of_tries: false,
+        });
+    };
+    let budget = config.shrink_tries.saturating_sub(tries);
+    let in_time = || Instant::now() < deadline;
+    let shrunk = match pace {
+        Pace::Sequential => ddmin(&sequence, sequential, budget, in_time),
+        Pace::AsSent => ddmin(&sequence, as_sent, budget, in_time),
+    };
+    Ok(Replay {
+        violation: violation.clone(),
+        sequence_length: sequence.len(),
+        reproduced: true,
+        pace: format!("{pace:?}"),
+        shrunk: shrunk.items,
+        tries: shrunk.tries + tries,
+        out_of_tries: shrunk.out_of_tries,
+    })
+}
+
+/// How a replay spaces its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pace {
+    /// One after the other, each as soon as the last was answered and checked.
+    Sequential,
+    /// At the times they were sent in the run (relative to the first), checked every 100 ms
+    /// meanwhile.
+    AsSent,
+}
+
+/// Sends `steps` one at a time, each by the fresh counterpart of the attacker process that sent
+/// it, to a fresh stage, checking the kernel after each; whether a violation of `kind` was seen.
+fn replay(
+    config: &RunConfig,
+    steps: &[Step],
+    kind: &ViolationKind,
+    pace: Pace,
+) -> anyhow::Result<bool> {
+    let mut stage = Stage::start(
+        &config.cast,
+        &config.attackers,
+        |_, identity, uid_index, socket, tag| {
+            vec![
+                "--socket".into(),
+                socket.display().to_string(),
+                "--tag".into(),
+                tag.into(),
+                "--uid".into(),
+                identity.uid.to_string(),
+                "--uid-index".into(),
+                uid_index.to_string(),
+                "--senders".into(),
+                "0".into(),
+            ]
+        },
+    )?;
+    let matches = |violations: &[Violation]| violations.iter().any(|seen| &seen.kind == kind);
+    let mut reproduced = false;
+    let began = Instant::now();
+    let first_sent = steps.first().map_or(0, |step| step.sent_at_ns);
+    for step in steps {
+        if pace == Pace::AsSent {
+            let due = began + Duration::from_nanos(step.sent_at_ns.saturating_sub(first_sent));
+            while Instant::now() < due && !reproduced {
+                std::thread::sleep(
+                    CHECK_INTERVAL.min(due.saturating_duration_since(Instant::now())),
+                );
+                reproduced = matches(&stage.checker.check().0);
+            }
+        }
+        if reproduced || (*kind == ViolationKind::DaemonExited && stage.daemon.failed()) {
+            reproduced = true;
+            break;
+        }
+        let attacker = &mut stage.attackers[step.attacker];
+        attacker.write_line(&serde_json::to_string(&step.action)?)?;
+        attacker.read_line()?;
+        if matches(&stage.checker.check().0) {
+            reproduced = true;
+            break;
+        }
+    }
+    if !reproduced {
+        std::thread::sleep(CHECK_INTERVAL);
+        reproduced = match kind {
+            ViolationKind::DaemonExited => stage.daemon.failed(),
+            _ => matches(&stage.checker.check().0),
+        };
+    }
+    stage.stop();
+    Ok(reproduced)
+}

@@ -1,0 +1,206 @@
+//! What the harness's child processes do (`rtlab-hostile victim …`, `rtlab-hostile attacker …`):
+//! start their named threads, say `{"ready": …}` on stdout, and end when their stdin closes or
+//! their lifetime is over, whichever comes first, so none outlives the harness.
+
+use crate::action::{Action, Shape, NAMED_THREADS};
+use crate::wire::Attacker;
+use crate::world::{Me, ProcessInfo, World};
+use anyhow::Context;
+use rand::{Rng, SeedableRng};
+use rtlab_sys::sched::Policy;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Starts `NAMED_THREADS` threads named `name(k)`, each idle (sleeping) until `stop`; thread `k`
+/// first sets its own policy to `policy(k)` if it is `Some` (a victim with a real-time thread and
+/// a niced one, so that a lowered priority shows as clearly as a raised one).
+fn named_threads(
+    name: impl Fn(usize) -> String,
+    policy: impl Fn(usize) -> Option<Policy>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<ProcessInfo> {
+    let mut tids = Vec::new();
+    for k in 0..NAMED_THREADS {
+        let (sender, receiver) = mpsc::channel();
+        let stop = Arc::clone(stop);
+        let policy = policy(k);
+        std::thread::Builder::new()
+            .name(name(k))
+            .spawn(move || {
+                if let Some(policy) = policy {
+                    let _ = rtlab_sys::sched::set_current_thread_policy(policy);
+                }
+                let _ = sender.send(rtlab_sys::cpu::current_tid());
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+            .context("starting a named thread")?;
+        tids.push(receiver.recv().context("a named thread's id")?);
+    }
+    Ok(ProcessInfo {
+        pid: std::process::id(),
+        tids,
+    })
+}
+
+fn say(value: &serde_json::Value) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{value}");
+    let _ = stdout.flush();
+}
+
+/// Ends the process when stdin closes or `lifetime` is over.
+fn end_with_stdin_or(lifetime: Duration) {
+    let (closed, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        let _ = closed.send(());
+    });
+    let _ = wait.recv_timeout(lifetime);
+}
+
+/// A victim (root's, or a bystander of an attacking uid): threads named `prefix-k`, thread 0
+/// SCHED_FIFO 3 when it may (root), thread 1 at nice 4, thread 2 as it came.
+pub fn victim(prefix: &str, lifetime: Duration) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let info = named_threads(
+        |k| crate::world::thread_name(prefix, k),
+        |k| match k {
+            0 => Some(Policy::Fifo { priority: 3 }),
+            1 => Some(Policy::Other { nice: 4 }),
+            _ => None,
+        },
+        &stop,
+    )?;
+    say(&serde_json::json!({ "ready": info }));
+    end_with_stdin_or(lifetime);
+    stop.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// How an attacker process is run (its command-line arguments).
+#[derive(Clone, Debug)]
+pub struct AttackerArgs {
+    pub socket: PathBuf,
+    pub tag: String,
+    /// Its uid outside any user namespace.
+    pub uid: u32,
+    /// Its uid's index among the attacking uids (root's: one past them).
+    pub uid_index: usize,
+    pub seed: u64,
+    pub index: usize,
+    /// Sending threads (each with its own connection); 0: a replay, one action per stdin line.
+    pub senders: usize,
+    /// When it stops sending, from the moment it has the world.
+    pub seconds: f64,
+    /// Longest pause between two actions of one sender.
+    pub max_pause_ms: u64,
+}
+
+/// One line of an attacker's log: when, who, what, and what came of it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LogLine {
+    /// CLOCK_MONOTONIC ns when it was sent.
+    pub t: u64,
+    /// The attacker process's index.
+    pub w: usize,
+    pub a: Action,
+    /// The answer in one word (`ok`, `permission`, …).
+    pub o: String,
+    /// Requests sent, and answered `ok`.
+    pub n: u32,
+    pub g: u32,
+}
+
+/// An attacker: named threads of its own, then, once the world has come on stdin, either
+/// `senders` threads sending seeded random actions for `seconds` (each logged on stdout), or
+/// (senders 0) one action per stdin line, each answered with its outcome.
+pub fn attacker(args: AttackerArgs) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let tag = args.tag.clone();
+    let info = named_threads(
+        |k| crate::world::thread_name(&crate::world::attacker_prefix(&tag, args.uid_index), k),
+        |_| None,
+        &stop,
+    )?;
+    say(&serde_json::json!({ "ready": info }));
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let world: World = serde_json::from_str(
+        &lines
+            .next()
+            .context("stdin closed before the world came")??,
+    )
+    .context("the world line")?;
+    let me = Me {
+        uid: args.uid,
+        process: info,
+    };
+    if args.senders == 0 {
+        let mut attacker = Attacker::new(args.socket.clone(), world, me);
+        for line in lines {
+            let action: Action = serde_json::from_str(&line?).context("an action line")?;
+            let outcome = attacker.perform(&action);
+            say(
+                &serde_json::json!({"o": outcome.answer, "n": outcome.requests, "g": outcome.granted}),
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        return Ok(());
+    }
+    let shape = Shape {
+        root_victims: world.root_victims.len(),
+        attacking_uids: world.attacking_uids.len(),
+        my_uid: args.uid_index,
+        privileged: args.uid == 0,
+    };
+    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let stdout = Arc::new(Mutex::new(std::io::stdout()));
+    let senders: Vec<_> = (0..args.senders)
+        .map(|sender| {
+            let mut attacker = Attacker::new(args.socket.clone(), world.clone(), me.clone());
+            let stdout = Arc::clone(&stdout);
+            let args = args.clone();
+            std::thread::spawn(move || {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
+                    args.seed
+                        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        .wrapping_add((args.index * 64 + sender) as u64),
+                );
+                while Instant::now() < until {
+                    let action = Action::random(&mut rng, &shape);
+                    let t = rtlab_sys::clock::monotonic_ns();
+                    let outcome = attacker.perform(&action);
+                    let line = LogLine {
+                        t,
+                        w: args.index,
+                        a: action,
+                        o: outcome.answer,
+                        n: outcome.requests,
+                        g: outcome.granted,
+                    };
+                    let text = serde_json::to_string(&line).expect("a log line");
+                    {
+                        let mut stdout = stdout.lock().unwrap_or_else(|e| e.into_inner());
+                        if writeln!(stdout, "{text}").is_err() {
+                            return; // the harness is gone
+                        }
+                    }
+                    let pause = rng.gen_range(0..=args.max_pause_ms);
+                    std::thread::sleep(Duration::from_millis(pause));
+                }
+            })
+        })
+        .collect();
+    for sender in senders {
+        let _ = sender.join();
+    }
+    stop.store(true, Ordering::Relaxed);
+    Ok(())
+}

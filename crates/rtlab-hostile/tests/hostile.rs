@@ -1,0 +1,137 @@
+//! The hostile-client harness as CI runs it (issue 39, item 7): 30 s of nobody and uid 64001,
+//! every second process in `unshare -Ur`, against the real daemon (`target/debug/rtlab`,
+//! `user_limit` 0.2), with no violation; and two runs where the checker must fail, so a checker
+//! that cannot fail does not pass for one that saw nothing. They need root (the daemon, setpriv,
+//! other users' /proc) and are `#[ignore = "needs root: …"]`; CI runs them with
+//! `--run-ignored all`, as root. Without root they fail, they do not pass.
+//!
+//! `RTLAB_HOSTILE_SEED=N` repeats a run's requests (each run prints its seed).
+
+use rtlab_hostile::checker::ViolationKind;
+use rtlab_hostile::world::Identity;
+use rtlab_hostile::{Report, RunConfig};
+use std::path::PathBuf;
+
+/// The daemon under test: the workspace's `rtlab` beside this crate's binary.
+fn rtlab_binary() -> PathBuf {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_rtlab-hostile")).with_file_name("rtlab");
+    assert!(
+        binary.exists(),
+        "{} is not built: `cargo build -p rtlab` first (CI builds the whole workspace)",
+        binary.display()
+    );
+    binary
+}
+
+fn config(seconds: f64) -> RunConfig {
+    assert_eq!(
+        rtlab_sys::proc_thread::current_uid(),
+        0,
+        "this test needs root: run it as root (CI does, with --run-ignored all)"
+    );
+    let seed = std::env::var("RTLAB_HOSTILE_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("seed {seed} (RTLAB_HOSTILE_SEED={seed} repeats these requests)");
+    let mut config = RunConfig::standard(
+        PathBuf::from(env!("CARGO_BIN_EXE_rtlab-hostile")),
+        rtlab_binary(),
+        seed,
+        seconds,
+    );
+    // A violation's replay and shrinking, within two minutes of CI's time.
+    config.shrink_time = std::time::Duration::from_secs(120);
+    config
+}
+
+/// The replay showed the violation again and shrank it, or (a race, a flaky oracle) says it
+/// could not: shrinking is best effort, catching is not.
+fn assert_replayed(report: &Report) {
+    let replay = report.replay.as_ref().expect("a replay");
+    if replay.reproduced {
+        assert!(
+            !replay.shrunk.is_empty() && replay.shrunk.len() <= replay.sequence_length,
+            "{}",
+            report.summary()
+        );
+    }
+}
+
+fn run(config: &RunConfig) -> Report {
+    let report = rtlab_hostile::run(config).expect("the harness runs");
+    eprintln!("{}", report.summary());
+    report
+}
+
+#[test]
+#[ignore = "needs root: starts the daemon and attacks it as nobody and uid 64001 (setpriv, unshare -Ur)"]
+fn hostile_users_for_thirty_seconds_change_nothing_they_may_not() {
+    let report = run(&config(30.0));
+    assert!(report.passed(), "{}", report.summary());
+    assert!(report.daemon_stopped_by_sigterm, "{}", report.summary());
+    // It did attack: thousands of requests, some granted, every kind of refusal.
+    assert!(report.requests_tried > 5_000, "{}", report.summary());
+    for answer in ["ok", "permission", "limit", "bad_request", "not_found"] {
+        assert!(
+            report.outcomes.contains_key(answer),
+            "no request was answered {answer}: {}",
+            report.summary()
+        );
+    }
+    assert!(report.checks >= 250, "{}", report.summary());
+    assert_eq!(report.pings_answered, report.pings_asked);
+}
+
+/// A daemon that lets each user have 90 % of a CPU: the checker (20 %) must see a user over it,
+/// and the replay try to bring it down to the requests that did it.
+#[test]
+#[ignore = "needs root: starts the daemon and attacks it as nobody and uid 64001 (setpriv, unshare -Ur)"]
+fn the_checker_catches_a_daemon_whose_user_limit_is_too_large() {
+    let mut config = config(30.0);
+    config.cast.daemon.user_limit = 0.9;
+    config.shrink_tries = 30;
+    let report = run(&config);
+    let first = report.violations.first().expect("a violation");
+    assert!(
+        matches!(first.kind, ViolationKind::OverLimit { .. }),
+        "{}",
+        report.summary()
+    );
+    assert!(
+        first.detail.contains("over its limit of 20.0 %"),
+        "{}",
+        first.detail
+    );
+    assert_replayed(&report);
+}
+
+/// A privileged attacker (root, whose requests the daemon rightly grants) changes root's victims
+/// and the users' bystanders: the checker must see it, and a shrunk sequence must name root.
+#[test]
+#[ignore = "needs root: starts the daemon and attacks it as root, nobody and uid 64001 (setpriv, unshare -Ur)"]
+fn the_checker_catches_a_privileged_attacker_changing_a_victim() {
+    let mut config = config(30.0);
+    config.attackers.push(Identity {
+        uid: 0,
+        user_namespace: false,
+    });
+    config.shrink_tries = 30;
+    let report = run(&config);
+    let first = report.violations.first().expect("a violation");
+    assert_eq!(
+        first.kind,
+        ViolationKind::VictimChanged,
+        "{}",
+        report.summary()
+    );
+    assert_replayed(&report);
+    let replay = report.replay.as_ref().expect("a replay");
+    if replay.reproduced {
+        assert!(
+            replay.shrunk.iter().any(|step| step.identity == "root"),
+            "{}",
+            report.summary()
+        );
+    }
+}
