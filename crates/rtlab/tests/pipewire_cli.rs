@@ -19,6 +19,30 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// Whether a culprit object names the competitor (`qhog<CPU>`).
+/// `rtlab ARGS` in `sandbox` with `server` as the PipeWire server of its own environment (for
+/// `trace watch --pipewire -- COMMAND`, whose program is not a client yet).
+fn rtlab_with_server(
+    sandbox: &Sandbox,
+    server: &PipewireServer,
+    args: &[&str],
+) -> std::process::Command {
+    let mut command = sandbox.command();
+    command
+        .env("XDG_RUNTIME_DIR", server.runtime_dir())
+        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
+        .args(args);
+    command
+}
+
+/// Nothing of rtlab's profiling is left: no `pw-profiler`, no directory.
+fn assert_no_profiler_left() {
+    assert!(
+        rtlab_profiler_left().is_empty(),
+        "{:?}",
+        rtlab_profiler_left()
+    );
+}
+
 fn is_competitor(culprit: &Value) -> bool {
     culprit["kind"] == "thread"
         && culprit["name"]
@@ -255,11 +279,7 @@ fn pipewire_without_its_profiler_module_is_a_clear_error_and_leaves_nothing() {
         stderr.contains("--pipewire") && stderr.contains("libpipewire-module-profiler"),
         "{stderr}"
     );
-    assert!(
-        rtlab_profiler_left().is_empty(),
-        "{:?}",
-        rtlab_profiler_left()
-    );
+    assert_no_profiler_left();
 }
 
 #[test]
@@ -277,11 +297,7 @@ fn pipewire_without_pw_profiler_is_a_clear_error() {
         stderr.contains("pw-profiler is not installed") && stderr.contains("pipewire-bin"),
         "{stderr}"
     );
-    assert!(
-        rtlab_profiler_left().is_empty(),
-        "{:?}",
-        rtlab_profiler_left()
-    );
+    assert_no_profiler_left();
 }
 
 #[test]
@@ -290,11 +306,10 @@ fn a_graph_with_no_follower_says_so() {
     common::require_root_and_tracefs();
     let sandbox = Sandbox::new();
     let server = PipewireServer::start();
-    let output = sandbox
-        .command()
-        .env("XDG_RUNTIME_DIR", server.runtime_dir())
-        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
-        .args([
+    let output = rtlab_with_server(
+        &sandbox,
+        &server,
+        &[
             "trace",
             "watch",
             "--pipewire",
@@ -303,20 +318,17 @@ fn a_graph_with_no_follower_says_so() {
             "--",
             "sleep",
             "2",
-        ])
-        .output()
-        .unwrap();
+        ],
+    )
+    .output()
+    .unwrap();
     assert_exit_code(&output, 0);
     let text = stdout_text(&output);
     assert!(
         text.contains("PipeWire counted 0 unfinished cycles") && text.contains("no follower"),
         "{text}"
     );
-    assert!(
-        rtlab_profiler_left().is_empty(),
-        "{:?}",
-        rtlab_profiler_left()
-    );
+    assert_no_profiler_left();
 }
 
 #[test]
@@ -353,11 +365,7 @@ fn a_client_that_leaves_mid_watch_is_still_counted_and_nothing_is_left() {
         "the node of the client that left is still its: {pipewire}"
     );
     assert!(summary["seconds"].as_f64().unwrap() < 20.0, "{summary}");
-    assert!(
-        rtlab_profiler_left().is_empty(),
-        "{:?}",
-        rtlab_profiler_left()
-    );
+    assert_no_profiler_left();
 }
 
 /// A watch killed with SIGKILL cannot stop its `pw-profiler` or remove its directory: the kernel
@@ -368,11 +376,10 @@ fn a_sigkilled_watch_leaves_no_profiler_and_the_next_removes_its_directory() {
     common::require_root_and_tracefs();
     let sandbox = Sandbox::new();
     let server = PipewireServer::start();
-    let mut watch = sandbox
-        .command()
-        .env("XDG_RUNTIME_DIR", server.runtime_dir())
-        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
-        .args([
+    let mut watch = rtlab_with_server(
+        &sandbox,
+        &server,
+        &[
             "trace",
             "watch",
             "--pipewire",
@@ -381,11 +388,12 @@ fn a_sigkilled_watch_leaves_no_profiler_and_the_next_removes_its_directory() {
             "--",
             "sleep",
             "60",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     let profiler_runs = || {
         rtlab_profiler_left()
             .iter()
@@ -405,11 +413,10 @@ fn a_sigkilled_watch_leaves_no_profiler_and_the_next_removes_its_directory() {
     );
     // The directory is left by the SIGKILL, and removed by the next watch.
     assert!(!rtlab_profiler_left().is_empty());
-    let output = sandbox
-        .command()
-        .env("XDG_RUNTIME_DIR", server.runtime_dir())
-        .env("PIPEWIRE_RUNTIME_DIR", server.runtime_dir())
-        .args([
+    let output = rtlab_with_server(
+        &sandbox,
+        &server,
+        &[
             "trace",
             "watch",
             "--pipewire",
@@ -418,13 +425,10 @@ fn a_sigkilled_watch_leaves_no_profiler_and_the_next_removes_its_directory() {
             "--",
             "sleep",
             "1",
-        ])
-        .output()
-        .unwrap();
+        ],
+    )
+    .output()
+    .unwrap();
     assert_exit_code(&output, 0);
-    assert!(
-        rtlab_profiler_left().is_empty(),
-        "{:?}",
-        rtlab_profiler_left()
-    );
+    assert_no_profiler_left();
 }
