@@ -149,9 +149,6 @@ pub struct Enforcer {
     grants: BTreeMap<GrantId, EnforcedGrant>,
     threads: BTreeMap<u32, ManagedThread>,
     constraints: BTreeMap<ConstraintId, ConstraintState>,
-    /// A one-shot budget's share while its constraint is being begun (by thread), moved into its
-    /// `ConstraintState` once the constraint is recorded.
-    one_shot_fractions: BTreeMap<u32, f64>,
     dispatcher: Option<Dispatcher>,
     /// Per-CPU cpuset partitions for `deadline`, or why there are none here.
     placement: Result<Placement, Unplaceable>,
@@ -316,7 +313,6 @@ impl Enforcer {
             grants: BTreeMap::new(),
             threads: BTreeMap::new(),
             constraints: BTreeMap::new(),
-            one_shot_fractions: BTreeMap::new(),
             dispatcher: None,
             placement,
             placement_note: None,
@@ -1165,9 +1161,10 @@ impl Enforcement for Enforcer {
         let needs_free_time = info.as_ref().is_some_and(|info| !info.held.is_empty());
         let cpu = info.as_ref().map_or(0, |info| info.cpu);
         let cpu_time_at_begin = thread_cpu_time(thread).unwrap_or(0);
-        let outcome = match (backend, reservation.is_some()) {
+        // The share of a CPU a one-shot budget holds, when the constraint is served by one.
+        let outcome: Result<Option<f64>, EnforceError> = match (backend, reservation.is_some()) {
             // Its reservation covers it, nothing to add.
-            (_, true) if !needs_free_time => Ok(()),
+            (_, true) if !needs_free_time => Ok(None),
             (BackendKind::Deadline, true) => Err(EnforceError::Unenforceable {
                 backend,
                 reason: format!(
@@ -1175,51 +1172,56 @@ impl Enforcement for Enforcer {
                      deadline, and free time cannot be added to a SCHED_DEADLINE budget"
                 ),
             }),
-            (BackendKind::Deadline, false) => self.one_shot_budget(thread, id, estimate, deadline),
+            (BackendKind::Deadline, false) => self
+                .one_shot_budget(thread, id, estimate, deadline)
+                .map(Some),
             (BackendKind::Dispatch, _) => {
                 let result = if reservation.is_none() {
                     self.pin_for_dispatch(thread, cpu)
                 } else {
                     Ok(())
                 };
-                result.and_then(|()| {
-                    if let Some(managed) = self.threads.get_mut(&thread) {
-                        managed.constraint = Some(id);
-                    }
-                    self.constraints.insert(
-                        id,
-                        ConstraintState {
-                            thread,
-                            cpu_time_at_begin,
-                            deadline: deadline.0,
-                            held_fraction: None,
-                        },
-                    );
-                    self.sync_dispatch(&[])
-                })
+                result
+                    .and_then(|()| {
+                        if let Some(managed) = self.threads.get_mut(&thread) {
+                            managed.constraint = Some(id);
+                        }
+                        self.constraints.insert(
+                            id,
+                            ConstraintState {
+                                thread,
+                                cpu_time_at_begin,
+                                deadline: deadline.0,
+                                held_fraction: None,
+                            },
+                        );
+                        self.sync_dispatch(&[])
+                    })
+                    .map(|()| None)
             }
         };
-        if let Err(error) = outcome {
-            self.one_shot_fractions.remove(&thread);
-            let _ = self
-                .planner
-                .end_constraint(id, Nanos(self.plan_time(start.0)));
-            self.constraints.remove(&id);
-            if let Some(managed) = self.threads.get_mut(&thread) {
-                if managed.constraint == Some(id) {
-                    managed.constraint = None;
+        let held_fraction = match outcome {
+            Ok(held_fraction) => held_fraction,
+            Err(error) => {
+                let _ = self
+                    .planner
+                    .end_constraint(id, Nanos(self.plan_time(start.0)));
+                self.constraints.remove(&id);
+                if let Some(managed) = self.threads.get_mut(&thread) {
+                    if managed.constraint == Some(id) {
+                        managed.constraint = None;
+                    }
                 }
+                if reservation.is_none() {
+                    let _ = self.restore(thread);
+                }
+                self.stop_dispatcher_if_idle();
+                return Err(error);
             }
-            if reservation.is_none() {
-                let _ = self.restore(thread);
-            }
-            self.stop_dispatcher_if_idle();
-            return Err(error);
-        }
+        };
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
-        let held_fraction = self.one_shot_fractions.remove(&thread);
         self.constraints.entry(id).or_insert(ConstraintState {
             thread,
             cpu_time_at_begin,
@@ -1468,14 +1470,15 @@ impl Enforcer {
     }
 
     /// A constraint on `deadline` for a thread without a reservation: a one-shot SCHED_DEADLINE
-    /// budget of the estimate plus one enforcement granule, due at the deadline.
+    /// budget of the estimate plus one enforcement granule, due at the deadline. Returns the share
+    /// of a CPU the budget holds (runtime / period).
     fn one_shot_budget(
         &mut self,
         thread: u32,
         id: ConstraintId,
         estimate: Nanos,
         deadline: Nanos,
-    ) -> Result<(), EnforceError> {
+    ) -> Result<f64, EnforceError> {
         let now = rtlab_sys::clock::monotonic_ns();
         let window = deadline.0.saturating_sub(now);
         if window < estimate.0 {
@@ -1498,11 +1501,7 @@ impl Enforcer {
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
-        self.one_shot_fractions.insert(
-            thread,
-            params.runtime.0 as f64 / params.period.0.max(1) as f64,
-        );
-        Ok(())
+        Ok(params.runtime.0 as f64 / params.period.0.max(1) as f64)
     }
 }
 
