@@ -36,6 +36,7 @@ fn sandbox_open_to_all() -> Sandbox {
 
 /// A process that sleeps until killed, its only thread's id being its pid.
 fn sleeper() -> KillOnDrop {
+    common::start_at_the_default_priority();
     KillOnDrop(
         Command::new("sleep")
             .arg("600")

@@ -220,6 +220,7 @@ fn assert_chrt_shows_rr_reset_on_fork(tid: u32, priority: u32) {
 
 /// A `sleep` of nobody's, with RLIMIT_RTTIME set to `rttime_us` (None: unlimited).
 fn nobody_sleeper(rttime_us: Option<u64>) -> KillOnDrop {
+    common::start_at_the_default_priority();
     let mut command = Command::new("setpriv");
     command.args(NOBODY);
     if let Some(limit) = rttime_us {
