@@ -897,7 +897,8 @@ impl Registry {
                 ),
             ));
         }
-        let start_ns = constraint_start(params.start_ns, rtlab_sys::clock::monotonic_ns())?;
+        let now_ns = rtlab_sys::clock::monotonic_ns();
+        let start_ns = constraint_start(params.start_ns, now_ns)?;
         if params.deadline_ns.saturating_sub(start_ns) > rpc::MAX_PERIOD_NS {
             return Err(error(
                 ErrorCode::BadRequest,
@@ -907,6 +908,27 @@ impl Registry {
                     rpc::MAX_PERIOD_NS / 1_000_000_000
                 ),
             ));
+        }
+        // A thread without a reservation gets a one-shot SCHED_DEADLINE budget whose period is
+        // the time left to the deadline; past the kernel's longest period `sched_setattr` fails
+        // (`system`). Refused first, by name, before the thread is touched.
+        if self.default_backend() == BackendKind::Deadline
+            && !self.thread_grants.contains_key(&thread.tid)
+        {
+            let window_ns = params.deadline_ns.saturating_sub(now_ns);
+            if let Ok(longest_ns) = rtlab_sys::sched::deadline_period_max_ns() {
+                if window_ns > longest_ns {
+                    return Err(error(
+                        ErrorCode::Unenforceable,
+                        format!(
+                            "deadline_ns is {:.3} s away; a SCHED_DEADLINE budget's period is at most {:.3} s on this machine (/proc/sys/kernel/sched_deadline_period_max_us = {}): ask for a nearer deadline, or reserve the thread on the dispatch backend first",
+                            window_ns as f64 / 1e9,
+                            longest_ns as f64 / 1e9,
+                            longest_ns / 1_000
+                        ),
+                    ));
+                }
+            }
         }
         self.check_thread_cap(caller, &[thread.tid])?;
         // A window too short for its estimate is the planner's to refuse (infeasible); it would
@@ -1386,6 +1408,44 @@ mod tests {
                 &thread(66, 1001),
                 watch_handle(),
             )
+            .unwrap();
+    }
+
+    /// A window the daemon plans (up to 10 s) but the kernel cannot give as a SCHED_DEADLINE
+    /// period (over `sched_deadline_period_max_us`, 4.19 s by default) is `unenforceable`, said
+    /// with the kernel's limit, before anything is planned (it was `system`, the kernel
+    /// refusing `sched_setattr` after the thread had been planned for).
+    #[test]
+    fn a_constraint_window_past_the_kernels_longest_deadline_period_is_refused_by_name() {
+        let longest_ns = rtlab_sys::sched::deadline_period_max_ns().unwrap();
+        let window_ns = longest_ns + 500_000_000;
+        if window_ns > rpc::MAX_PERIOD_NS {
+            eprintln!(
+                "skipped: this kernel's sched_deadline_period_max_us ({}) is past the daemon's 10 s cap",
+                longest_ns / 1_000
+            );
+            return;
+        }
+        let (mut registry, _log) = registry(Duration::from_secs(2));
+        let mut long = constraint(70, 1, 100);
+        long.deadline_ns = long.start_ns + window_ns;
+        let error = registry
+            .begin_constraint(&USER, &long, &thread(70, 1000), watch_handle())
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::Unenforceable, "{error}");
+        assert!(
+            error.message.contains(&format!(
+                "sched_deadline_period_max_us = {}",
+                longest_ns / 1_000
+            )),
+            "{error}"
+        );
+        assert!(registry.constraints.is_empty());
+        // Within the kernel's limit it is granted.
+        let mut within = constraint(70, 1, 100);
+        within.deadline_ns = within.start_ns + longest_ns - 500_000_000;
+        registry
+            .begin_constraint(&USER, &within, &thread(70, 1000), watch_handle())
             .unwrap();
     }
 

@@ -212,6 +212,20 @@ pub fn rt_runtime_us() -> io::Result<i64> {
     })
 }
 
+/// The longest SCHED_DEADLINE period the kernel accepts, in ns:
+/// /proc/sys/kernel/sched_deadline_period_max_us (4,194,304 µs by default); `sched_setattr`
+/// fails with EINVAL beyond it.
+pub fn deadline_period_max_ns() -> io::Result<u64> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/sched_deadline_period_max_us")?;
+    let micros: u64 = text.trim().parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "sched_deadline_period_max_us is not a number",
+        )
+    })?;
+    Ok(micros.saturating_mul(1_000))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
