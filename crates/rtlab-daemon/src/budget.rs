@@ -5,7 +5,8 @@
 //! interval ends) and costs the daemon nothing more; the connection goes on.
 //!
 //! The budget has its own lock, never the registry's: a flooding client does not make other
-//! users' requests wait.
+//! users' requests wait. A uid whose budget is spent has its new connections refused
+//! (`rate_limited`) by the accept thread, before a thread is started for them.
 
 use rtlab_core::rpc::{ErrorCode, RpcError};
 use std::collections::HashMap;
@@ -32,6 +33,28 @@ impl RequestBudget {
         }
     }
 
+    /// The refusal `uid` would get at `now` for one more request, without counting one: the
+    /// accept thread asks it of each new connection, so a uid that has spent its budget gets
+    /// `rate_limited` before a thread is started for it or its process is looked at.
+    pub fn spent(&self, uid: u32, now: Instant) -> Option<RpcError> {
+        let window = self.windows.get(&uid)?;
+        let in_window = now.saturating_duration_since(window.0) < self.burst_interval;
+        (in_window && window.1 >= self.requests_per_burst).then(|| self.refusal(uid, window.0, now))
+    }
+
+    fn refusal(&self, uid: u32, began: Instant, now: Instant) -> RpcError {
+        let left = (began + self.burst_interval).saturating_duration_since(now);
+        RpcError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "uid {uid} sent {} requests within {}, its budget (requests_per_burst and burst_interval in /etc/rtlab/rtlabd.toml); try again in {:.1} s",
+                self.requests_per_burst,
+                humantime::format_duration(self.burst_interval),
+                left.as_secs_f64()
+            ),
+        )
+    }
+
     /// Counts one request of `uid` at `now`; an error when it is over the budget.
     pub fn charge(&mut self, uid: u32, now: Instant) -> Result<(), RpcError> {
         if self.windows.len() > PRUNE_ABOVE {
@@ -44,16 +67,8 @@ impl RequestBudget {
             *window = (now, 0);
         }
         if window.1 >= self.requests_per_burst {
-            let left = (window.0 + self.burst_interval).saturating_duration_since(now);
-            return Err(RpcError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "uid {uid} sent {} requests within {}, its budget (requests_per_burst and burst_interval in /etc/rtlab/rtlabd.toml); try again in {:.1} s",
-                    self.requests_per_burst,
-                    humantime::format_duration(self.burst_interval),
-                    left.as_secs_f64()
-                ),
-            ));
+            let began = window.0;
+            return Err(self.refusal(uid, began, now));
         }
         window.1 += 1;
         Ok(())
@@ -83,6 +98,16 @@ mod tests {
             "{error}"
         );
         budget.charge(1001, start).unwrap();
+        // Asking does not count; a spent budget is said as a charge would say it.
+        let spent = budget
+            .spent(1000, start + Duration::from_secs(5))
+            .expect("spent");
+        assert_eq!(spent.message, error.message);
+        assert!(budget.spent(1001, start).is_none());
+        assert!(budget.spent(1002, start).is_none());
+        assert!(budget
+            .spent(1000, start + Duration::from_secs(20))
+            .is_none());
         // The refused request did not count: the next interval starts afresh.
         for _ in 0..3 {
             budget

@@ -12,6 +12,8 @@
 //! * [`server`] — connections, line framing, timeouts, caps (the I/O design is explained there).
 //! * [`peer`] — who is calling: credentials and privilege bound to a pidfd of the peer.
 //! * [`budget`] — each uid's burst budget of requests.
+//! * [`precedence`] — root first: unprivileged peers' threads lowered, the registry entered by
+//!   them one at a time, after any privileged caller waiting.
 //! * [`registry`] — authorisation and the book of reservations, over the enforcement.
 //! * [`watch`] — thread pidfds and the hysteresis timer.
 //! * [`rtkit`] — `org.freedesktop.RealtimeKit1` on the system bus (`rtlab daemon --rtkit`).
@@ -20,6 +22,7 @@
 pub mod budget;
 pub mod config;
 pub mod peer;
+pub mod precedence;
 pub mod registry;
 pub mod rtkit;
 pub mod server;

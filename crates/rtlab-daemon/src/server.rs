@@ -23,11 +23,18 @@
 //! A connection's caller is decided when it is accepted, under a pidfd of the peer
 //! (`crate::peer`), and before each request that pidfd is asked whether the peer still runs: one
 //! that has exited is refused and its connection closed. Each unprivileged uid's requests
-//! are then counted against its burst budget (`crate::budget`), under a lock of its own.
+//! are then counted against its burst budget (`crate::budget`), under a lock of its own; a uid
+//! whose budget is spent has its new connections refused at accept, before a thread is started.
+//!
+//! Root first (`crate::precedence`): the accept loop takes every connection waiting and admits
+//! root's (SO_PEERCRED uid 0) ahead of the rest; a thread serving an unprivileged peer runs at
+//! nice 19; privileged callers enter the registry ahead of unprivileged ones, which enter one at
+//! a time.
 
 use crate::budget::RequestBudget;
 use crate::config::DaemonConfig;
 use crate::peer::Peer;
+use crate::precedence::{RegistryGate, ThreadPriority};
 use crate::registry::{resolve_target, wire_backend, Caller, Limits, Registry};
 use crate::watch::Watcher;
 use rtlab_core::rpc::{
@@ -35,6 +42,7 @@ use rtlab_core::rpc::{
     MAX_LINE_BYTES, RPC_PROTOCOL,
 };
 use rtlab_sched::enforce::Enforcement;
+use rtlab_sys::ipc::PeerCredentials;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -45,6 +53,9 @@ use std::time::{Duration, Instant};
 
 /// How often the accept loop looks at the stop flag while no client connects.
 const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The most connections taken from the listen queue before they are admitted, root's first.
+const ACCEPT_BATCH: usize = 256;
 
 /// Stack of a connection thread: requests are small and decoded iteratively.
 const CONNECTION_STACK_BYTES: usize = 256 * 1024;
@@ -111,7 +122,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The shared state of a running daemon.
 struct Shared {
+    /// The daemon's own threads (the accept loop's watchdog, shutdown) lock it directly;
+    /// requests through `gate`.
     registry: Arc<Mutex<Registry>>,
+    /// Root first, unprivileged requests one at a time (`crate::precedence`).
+    gate: RegistryGate<Registry>,
     /// Woken after each answer, not in the middle of a request (see `crate::watch`).
     watcher: Watcher,
     config: DaemonConfig,
@@ -140,6 +155,7 @@ pub fn serve(
     )));
     let shared = Arc::new(Shared {
         registry: Arc::clone(&registry),
+        gate: RegistryGate::new(Arc::clone(&registry)),
         watcher: watcher.clone(),
         config: config.clone(),
         counts: Arc::default(),
@@ -208,11 +224,19 @@ fn accept_loop(
         }
         rtlab_sys::ipc::poll_readable(&[listener.as_fd()], Some(STOP_POLL))
             .map_err(io_error("waiting for clients"))?;
+        // Every connection waiting is taken first, then root's are admitted ahead of the rest:
+        // a flood queued before root's connection does not go first (`crate::precedence`).
+        let mut waiting: Vec<(UnixStream, PeerCredentials)> = Vec::new();
         loop {
+            if waiting.len() >= ACCEPT_BATCH {
+                break;
+            }
             match listener.accept() {
                 Ok((stream, _)) => {
                     backoff.succeeded();
-                    admit(stream, shared);
+                    if let Ok(credentials) = rtlab_sys::ipc::peer_credentials(&stream) {
+                        waiting.push((stream, credentials));
+                    }
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -234,6 +258,10 @@ fn accept_loop(
                     break;
                 }
             }
+        }
+        waiting.sort_by_key(|(_, credentials)| credentials.uid != 0);
+        for (stream, credentials) in waiting {
+            admit(stream, credentials, shared);
         }
     }
 }
@@ -291,10 +319,16 @@ fn refuse(mut stream: UnixStream, code: ErrorCode, message: String) {
     );
 }
 
-fn admit(stream: UnixStream, shared: &Arc<Shared>) {
-    let Ok(credentials) = rtlab_sys::ipc::peer_credentials(&stream) else {
-        return;
-    };
+fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>) {
+    // A uid that has spent its request budget is told so before anything is spent on it. uid 0
+    // is never charged (it is privileged whatever its capabilities).
+    if credentials.uid != 0 {
+        let spent = lock(&shared.budget).spent(credentials.uid, Instant::now());
+        if let Some(refusal) = spent {
+            refuse(stream, refusal.code, refusal.message);
+            return;
+        }
+    }
     let slot = {
         let mut counts = lock(&shared.counts);
         if counts.total >= shared.config.max_connections {
@@ -335,13 +369,26 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>) {
         .stack_size(CONNECTION_STACK_BYTES)
         .spawn(move || {
             let _slot = slot;
-            if stream.set_nonblocking(false).is_err() {
-                return;
+            // Lowered at once unless the peer is root (its privilege is known only after
+            // `Peer::of`, which is the peer's work too); raised again for a privileged peer.
+            let priority = ThreadPriority::of_current_thread();
+            if credentials.uid != 0 {
+                priority.lower();
             }
-            match Peer::of(&stream, credentials) {
-                Ok(peer) => serve_connection(stream, &peer, &shared),
-                Err(gone) => refuse(stream, gone.code, gone.message),
+            if stream.set_nonblocking(false).is_ok() {
+                match Peer::of(&stream, credentials) {
+                    Ok(peer) => {
+                        let privileged = peer.caller().is_ok_and(|caller| caller.privileged);
+                        if credentials.uid != 0 && privileged {
+                            priority.restore();
+                        }
+                        serve_connection(stream, &peer, &shared, &priority);
+                    }
+                    Err(gone) => refuse(stream, gone.code, gone.message),
+                }
             }
+            // The slot's lock is the accept thread's too: not taken at nice 19.
+            priority.restore();
         });
     // A thread that cannot start drops its closure: the slot is freed, the client disconnected.
     drop(spawned);
@@ -441,7 +488,12 @@ fn authorise(peer: &Peer, shared: &Shared) -> Result<Caller, (RpcError, bool)> {
     Ok(caller)
 }
 
-fn serve_connection(mut stream: UnixStream, peer: &Peer, shared: &Shared) {
+fn serve_connection(
+    mut stream: UnixStream,
+    peer: &Peer,
+    shared: &Shared,
+    priority: &ThreadPriority,
+) {
     let request_timeout = shared.config.request_timeout;
     if stream.set_write_timeout(Some(request_timeout)).is_err() {
         return;
@@ -493,7 +545,7 @@ fn serve_connection(mut stream: UnixStream, peer: &Peer, shared: &Shared) {
                 };
                 (Response::error(id, refusal), close)
             }
-            (Ok(caller), Ok(request)) => (handle(&request, &caller, shared), false),
+            (Ok(caller), Ok(request)) => (handle(&request, &caller, shared, priority), false),
             (Ok(_), Err(error)) => (
                 Response::error(error.id.unwrap_or(0), error.to_rpc_error()),
                 false,
@@ -516,25 +568,35 @@ fn answer<T: serde::Serialize>(id: u64, result: Result<T, RpcError>) -> Response
     }
 }
 
-/// Answers one request: pidfd opening and /proc reads happen before the registry lock is taken.
-fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
+/// Answers one request: pidfd opening and /proc reads happen before the registry lock is taken,
+/// which is taken through the gate (`crate::precedence`): at once for a privileged caller,
+/// after them and one at a time for the others.
+fn handle(
+    request: &Request,
+    caller: &Caller,
+    shared: &Shared,
+    priority: &ThreadPriority,
+) -> Response {
     let id = request.id;
+    let registry = || shared.gate.for_caller(caller.privileged, priority);
     match &request.call {
         Call::Ping => {
-            let registry = lock(&shared.registry);
+            // Through the registry like every request: root's ping is answered in time only if
+            // root's requests are.
+            let backend = registry().default_backend();
             Response::ok(
                 id,
                 &PingResult {
                     protocol: RPC_PROTOCOL.to_owned(),
                     server_version: env!("CARGO_PKG_VERSION").to_owned(),
-                    default_backend: wire_backend(registry.default_backend()),
+                    default_backend: wire_backend(backend),
                 },
             )
         }
         Call::Reserve(params) => answer(
             id,
             resolve_target(&params.target).and_then(|resolved| {
-                lock(&shared.registry).reserve(
+                registry().reserve(
                     caller,
                     params,
                     resolved.owner,
@@ -543,24 +605,18 @@ fn handle(request: &Request, caller: &Caller, shared: &Shared) -> Response {
                 )
             }),
         ),
-        Call::Release(target) => answer(id, lock(&shared.registry).release(caller, target)),
-        Call::List => answer(id, Ok(lock(&shared.registry).list_for(caller))),
+        Call::Release(target) => answer(id, registry().release(caller, target)),
+        Call::List => answer(id, Ok(registry().list_for(caller))),
         Call::BeginConstraint(params) => answer(
             id,
             resolve_target(&Target::Thread { tid: params.tid }).and_then(|mut resolved| {
                 let handle = resolved.handles.pop().expect("one handle per thread");
-                lock(&shared.registry).begin_constraint(
-                    caller,
-                    params,
-                    &resolved.threads[0],
-                    handle,
-                )
+                registry().begin_constraint(caller, params, &resolved.threads[0], handle)
             }),
         ),
-        Call::EndConstraint(params) => answer(
-            id,
-            lock(&shared.registry).end_constraint(caller, params.constraint_id),
-        ),
+        Call::EndConstraint(params) => {
+            answer(id, registry().end_constraint(caller, params.constraint_id))
+        }
     }
 }
 
