@@ -321,9 +321,17 @@ fn refuse(mut stream: UnixStream, code: ErrorCode, message: String) {
 
 fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>) {
     // A uid that has spent its request budget is told so before anything is spent on it. uid 0
-    // is never charged (it is privileged whatever its capabilities).
+    // is never charged (it is privileged whatever its capabilities). The budget's lock is taken
+    // by connection threads at nice 19: the accept thread never waits for it (when it is busy
+    // the connection is admitted, and its requests are charged as they come).
     if credentials.uid != 0 {
-        let spent = lock(&shared.budget).spent(credentials.uid, Instant::now());
+        let spent = match shared.budget.try_lock() {
+            Ok(budget) => budget.spent(credentials.uid, Instant::now()),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                poisoned.into_inner().spent(credentials.uid, Instant::now())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
         if let Some(refusal) = spent {
             refuse(stream, refusal.code, refusal.message);
             return;
