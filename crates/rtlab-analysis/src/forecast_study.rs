@@ -3,11 +3,12 @@
 //! the buffer table over `n`, and the least buffering reaching a target. Pure: a function of the
 //! record and the request.
 
+use crate::application::AppClock;
 use crate::classes::{ApplicationClass, Rate};
 use crate::forecast::{
     buffer_table, default_periods, forecast, least_buffering, probe_evidence, select_series,
-    verdict, BufferConfig, Forecast, ForecastError, LatencyEvidence, Model, SelectionError,
-    TailModel, Verdict, VerdictKind, CONFIDENCE,
+    verdict, BufferConfig, Counting, Forecast, ForecastError, LatencyEvidence, Model,
+    SelectionError, TailModel, Verdict, VerdictKind, CONFIDENCE,
 };
 use crate::projection::ProjectedTail;
 use rtlab_core::{Nanos, RunRecord};
@@ -33,6 +34,12 @@ pub struct ForecastRequest {
     /// Threads in the wake-up chain (overrides the classes'; 1 for `buffers × buffer_period`
     /// when not given). Only the response model reads it.
     pub chain: Option<u32>,
+    /// How the application counts a stall's failures (overrides the classes'; restart for
+    /// `buffers × buffer_period` when not given). Only the response model reads it.
+    pub counting: Option<Counting>,
+    /// Whether the application's clock stops with the CPUs (overrides the classes'; a device's
+    /// when not given). Only the periodic-interference analysis reads it.
+    pub clock: Option<AppClock>,
 }
 
 /// Which part of a [`ForecastRequest`] an error is about.
@@ -144,9 +151,11 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
         probe: probe.as_ref(),
         chain: request.chain.unwrap_or(1),
+        counting: request.counting.unwrap_or_default(),
     };
     let class_evidence = |class: &ApplicationClass| LatencyEvidence {
         chain: request.chain.unwrap_or(class.chain),
+        counting: request.counting.unwrap_or(class.counting),
         ..evidence
     };
     let compute = request.compute.unwrap_or(Nanos::ZERO);
@@ -155,6 +164,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
     let mut table: Option<(Nanos, Nanos, u32)> = None;
     let mut search: Option<(Rate, Vec<Nanos>, Nanos)> = None;
     let mut chain_of_tables = evidence.chain;
+    let mut counting_of_tables = evidence.counting;
     let class_config = |class: &ApplicationClass| {
         let mut config = BufferConfig::of_class(class);
         if let Some(compute) = request.compute {
@@ -197,6 +207,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
             config.compute,
         ));
         chain_of_tables = evidence.chain;
+        counting_of_tables = evidence.counting;
     } else if let Some(buffer_period) = request.buffer_period {
         let buffers = request.buffers.unwrap_or(2);
         if buffer_period.0 == 0 {
@@ -235,6 +246,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
     }
     let evidence = LatencyEvidence {
         chain: chain_of_tables,
+        counting: counting_of_tables,
         ..evidence
     };
     let least_buffering = match &search {

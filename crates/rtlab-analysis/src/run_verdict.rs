@@ -11,7 +11,7 @@
 use crate::classes::ApplicationClass;
 use crate::forecast::{
     decide, describe_seconds, forecast, probe_evidence, select_series, verdict, Basis,
-    BufferConfig, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
+    BufferConfig, Counting, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
 };
 use crate::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};
@@ -114,6 +114,7 @@ fn class_verdict(
     };
     let evidence = LatencyEvidence {
         chain: class.chain,
+        counting: class.counting,
         ..evidence
     };
     let description = format!("{} ({})", class.description, class.assumption());
@@ -342,6 +343,7 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
         tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
         probe: probe.as_ref(),
         chain: 1,
+        counting: Counting::Restart,
     };
     let duration_s = record.duration_ns as f64 / 1e9;
     let judged: Vec<ClassVerdict> = classes
