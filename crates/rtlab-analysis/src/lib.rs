@@ -6,6 +6,7 @@ pub mod chi_squared;
 pub mod classes;
 pub mod compare;
 pub mod forecast;
+pub mod forecast_periodic;
 pub mod forecast_study;
 pub mod interference;
 pub mod offenders;

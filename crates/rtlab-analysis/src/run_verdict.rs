@@ -13,6 +13,7 @@ use crate::forecast::{
     decide, describe_seconds, forecast, probe_evidence, select_series, verdict, Basis,
     BufferConfig, Counting, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
 };
+use crate::interference::{describe, periodic_in_run};
 use crate::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};
 use serde::Serialize;
@@ -73,6 +74,11 @@ pub struct RunVerdict {
     pub series: String,
     pub classes: Vec<ClassVerdict>,
     pub worst: Option<WorstThing>,
+    /// Periodic interferers in the judged series' stalls, in words ("qhog7 (SCHED_FIFO 95) runs
+    /// 2.6 ms every 70.0 ms on both CPUs …"); the class lines above assume stalls random in
+    /// time, and `rtlab forecast` ranges over how such bursts line up (issue 35).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub periodic: Vec<String>,
     /// Why there is no class verdict (no wake-up series, …).
     pub no_forecast: Option<String>,
 }
@@ -330,6 +336,7 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
                 series: String::new(),
                 classes: Vec::new(),
                 worst,
+                periodic: Vec::new(),
                 no_forecast: Some(error.to_string()),
             };
         }
@@ -355,10 +362,15 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
     } else {
         None
     };
+    let periodic = periodic_in_run(record, class)
+        .iter()
+        .map(|interferer| describe(interferer, &selection.cpus))
+        .collect();
     RunVerdict {
         series: selection.label,
         classes: judged,
         worst,
+        periodic,
         no_forecast,
     }
 }
