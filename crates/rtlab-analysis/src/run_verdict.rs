@@ -566,4 +566,36 @@ mod tests {
         assert!(verdict.no_forecast.is_some());
         assert!(verdict.worst.is_none());
     }
+
+    #[test]
+    fn a_periodic_interferer_is_named_in_the_verdict() {
+        // 30 s at 1 ms: a 2.6 ms burst every 70 ms, one late sample each (1.6–2.6 ms).
+        let peaks: Vec<Peak> = (0..428u64)
+            .map(|index| {
+                let latency = 1_600_000 + (index * 389_000) % 1_000_000;
+                Peak {
+                    at_ns: 5_000_000 + index * 70_000_000 - latency,
+                    value_ns: latency,
+                }
+            })
+            .collect();
+        let values: Vec<(u64, u64)> = peaks
+            .iter()
+            .map(|peak| (peak.value_ns, 1))
+            .chain([(20_000, 29_000)])
+            .collect();
+        let record = record_with(&values, peaks, 30);
+        let verdict = run_verdict(&record, &builtin_classes(), Detail::Decision);
+        assert_eq!(verdict.periodic.len(), 1, "{:?}", verdict.periodic);
+        assert!(
+            verdict.periodic[0].contains("holds the CPU for 2.6 ms every 70.0 ms on CPU 1"),
+            "{}",
+            verdict.periodic[0]
+        );
+        // Random stalls alone name nothing.
+        let record = record_with(&[(20_000, 29_000), (2_000_000, 40)], Vec::new(), 30);
+        assert!(run_verdict(&record, &builtin_classes(), Detail::Decision)
+            .periodic
+            .is_empty());
+    }
 }
