@@ -11,6 +11,11 @@ use rtlab_core::{LatencyHistogram, Peak, RunRecord};
 /// that end every `gap(k)` on both CPUs at once: each burst is one late sample per CPU,
 /// `2.6 ms − u` late (`u` the wake-up's place in the probe's period).
 fn record_with_bursts(gap: impl Fn(u64) -> u64) -> RunRecord {
+    record_with_bursts_on(gap, 2)
+}
+
+/// [`record_with_bursts`] with the bursts on the first `cpus_with_bursts` CPUs only.
+fn record_with_bursts_on(gap: impl Fn(u64) -> u64, cpus_with_bursts: u32) -> RunRecord {
     let mut seed = 17u64;
     let mut uniform = || {
         seed = seed
@@ -30,7 +35,12 @@ fn record_with_bursts(gap: impl Fn(u64) -> u64) -> RunRecord {
     for cpu in 0..2 {
         let mut histogram = LatencyHistogram::new();
         let mut peaks = Vec::new();
-        for end in &ends {
+        let bursts = if cpu < cpus_with_bursts {
+            ends.len() as u64
+        } else {
+            0
+        };
+        for end in ends.iter().take(bursts as usize) {
             let latency = 2_600_000 - (uniform() * 1_000_000.0) as u64;
             histogram.record(latency);
             peaks.push(Peak {
@@ -38,16 +48,10 @@ fn record_with_bursts(gap: impl Fn(u64) -> u64) -> RunRecord {
                 value_ns: latency,
             });
         }
-        histogram.record_n(20_000, 30_000 - 3 * ends.len() as u64);
+        histogram.record_n(20_000, 30_000 - 3 * bursts);
         series.push(
-            rtlab_core::rt_high_wakeup_series(
-                cpu,
-                &histogram,
-                2 * ends.len() as u64,
-                Vec::new(),
-                peaks,
-            )
-            .unwrap(),
+            rtlab_core::rt_high_wakeup_series(cpu, &histogram, 2 * bursts, Vec::new(), peaks)
+                .unwrap(),
         );
     }
     let mut record = RunRecord::new("periodic", "2026-12-06T00:00:00Z", 30_000_000_000, series);
@@ -148,6 +152,20 @@ fn a_clock_that_stops_with_the_cpus_gets_no_number_and_the_reason() {
         refused
             .text
             .contains("holds every CPU at once for 2.6 ms every 70.0 ms"),
+        "{}",
+        refused.text
+    );
+    assert_eq!(output.rows[0].forecast.mttf_s, None);
+}
+
+#[test]
+fn bursts_that_leave_a_cpu_free_get_no_number_and_the_reason() {
+    let record = record_with_bursts_on(|_| 70_000_000, 1);
+    let output = study(&record, &request(None)).unwrap();
+    let refused = output.rows[0].refused.as_ref().expect("refused");
+    assert_eq!(refused.assumption, "no-free-cpu");
+    assert!(
+        refused.text.contains("leave a CPU free"),
         "{}",
         refused.text
     );

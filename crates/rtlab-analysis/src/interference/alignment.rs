@@ -15,7 +15,7 @@
 //! Assumptions, said with every answer: the interferer's period is steady (else see
 //! `interference::describe`), the application's clock runs on while the burst holds its CPU
 //! (a device's; JACK's dummy driver's does not), and the application cannot move away from a
-//! burst (every CPU it uses is taken at once, or `hit_share` says how many bursts reach it).
+//! burst (every CPU it uses is taken at once; `hit_share` scales the bursts that reach it).
 
 use super::find::PeriodicInterferer;
 use crate::application::Counting;
