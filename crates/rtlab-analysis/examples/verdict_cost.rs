@@ -32,6 +32,7 @@ fn main() {
                 tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
                 probe: None,
                 chain: 1,
+                counting: rtlab_analysis::forecast::Counting::Restart,
             };
             for class in &classes {
                 let config = BufferConfig::of_class(class);

@@ -8,6 +8,7 @@
 //! verdict per class. The built-in rows are 002's four plus today's common cases; users add their
 //! own in a TOML file.
 
+use crate::application::{AppClock, Counting};
 use rtlab_core::{parse_duration, Nanos};
 use serde::Deserialize;
 use std::fmt;
@@ -94,6 +95,12 @@ pub struct ApplicationClass {
     /// Threads in the wake-up chain, each on its own CPU: 1 for a thread woken by its own
     /// timer or device, 2 for an audio server's client (the server's driver thread wakes it).
     pub chain: u32,
+    /// How the application counts the failures one stall costs it: once (it restarts its
+    /// cycle, as JACK does) or once per period the stall made late (it catches up).
+    pub counting: Counting,
+    /// Whether its clock runs on while every CPU is taken (a device) or stops with them (a
+    /// clock kept by a thread, as JACK's dummy driver's).
+    pub clock: AppClock,
     /// The failure rate users of this class accept.
     pub acceptable: Rate,
     /// Where the numbers come from.
@@ -113,9 +120,14 @@ impl ApplicationClass {
                 millis.trim_end_matches('0').trim_end_matches('.')
             )
         };
-        match self.chain {
+        let described = match self.chain {
             0 | 1 => compute,
             chain => format!("{compute}, woken through a chain of {chain} threads"),
+        };
+        // Restarting is what the forecast long assumed; only the other way is spelled out.
+        match self.counting {
+            Counting::Restart => described,
+            Counting::CatchUp => format!("{described}, catching up after a stall"),
         }
     }
 
@@ -151,6 +163,8 @@ fn class(
         buffer_period,
         compute,
         chain: 1,
+        counting: Counting::Restart,
+        clock: AppClock::Device,
         acceptable,
         source: source.to_owned(),
     }
@@ -165,6 +179,9 @@ fn class(
 /// PipeWire client using 30 % of each period, woken by the server's driver thread (a chain of 2;
 /// issue 27); elsewhere `c = 0`, the application's own compute time must be given with
 /// `--compute` or in a classes file. [`ApplicationClass::assumption`] says it in every verdict.
+/// The datapumps and the control loops catch up after a stall (every buffer or cycle is owed:
+/// [`Counting::CatchUp`]); audio, video, VoIP and frame pacing restart their cycle and count one
+/// glitch per stall (issue 35, item 4).
 pub fn builtin_classes() -> Vec<ApplicationClass> {
     let mut classes = vec![
         class(
@@ -267,6 +284,11 @@ pub fn builtin_classes() -> Vec<ApplicationClass> {
             "250 µs EtherCAT/PROFINET IRT-class cycle; a missed frame at most once per day",
         ),
     ]);
+    for class in &mut classes {
+        if ["adsl", "modem", "robot-1khz", "fieldbus-250us"].contains(&class.name.as_str()) {
+            class.counting = Counting::CatchUp;
+        }
+    }
     classes
 }
 
@@ -304,6 +326,10 @@ struct RawClass {
     #[serde(default)]
     chain: Option<u32>,
     #[serde(default)]
+    counts: Option<Counting>,
+    #[serde(default)]
+    clock: Option<AppClock>,
+    #[serde(default)]
     source: Option<String>,
 }
 
@@ -323,6 +349,10 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 /// compute = "0.5ms"
 /// acceptable = "1/day"
 /// chain = 2            # optional: threads in the wake-up chain (a JACK client: 2)
+/// counts = "restart"   # optional: one failure per stall ("restart", JACK's way) or one per
+///                      # period a stall made late ("catch-up", a ring buffer fed by a timer)
+/// clock = "device"     # optional: "stops-with-cpus" for a clock kept by a thread (JACK's
+///                      # dummy driver)
 /// ```
 pub fn parse_classes(text: &str) -> Result<Vec<ApplicationClass>, ClassesError> {
     let file: ClassesFile =
@@ -372,6 +402,8 @@ pub fn parse_classes(text: &str) -> Result<Vec<ApplicationClass>, ClassesError> 
             buffer_period,
             compute,
             chain: raw.chain.unwrap_or(1).max(1),
+            counting: raw.counts.unwrap_or_default(),
+            clock: raw.clock.unwrap_or_default(),
             acceptable,
             source: raw.source.unwrap_or_else(|| "user classes file".to_owned()),
         });

@@ -3,12 +3,17 @@
 //! the buffer table over `n`, and the least buffering reaching a target. Pure: a function of the
 //! record and the request.
 
+use crate::application::AppClock;
 use crate::classes::{ApplicationClass, Rate};
 use crate::forecast::{
-    buffer_table, default_periods, forecast, least_buffering, probe_evidence, select_series,
-    verdict, BufferConfig, Forecast, ForecastError, LatencyEvidence, Model, SelectionError,
-    TailModel, Verdict, VerdictKind, CONFIDENCE,
+    buffer_table, default_periods, describe_seconds, forecast, least_buffering, probe_evidence,
+    select_series, verdict, BufferConfig, Counting, Forecast, ForecastError, LatencyEvidence,
+    Model, SelectionError, TailModel, Verdict, VerdictKind, CONFIDENCE,
 };
+use crate::forecast_periodic::{
+    apply, describe_answer, periodic_answer, Alignment, PeriodicAnswer, PeriodicContext, Refusal,
+};
+use crate::interference::{describe, periodic_in_run, PeriodicInterferer};
 use crate::projection::ProjectedTail;
 use rtlab_core::{Nanos, RunRecord};
 use serde::Serialize;
@@ -33,6 +38,12 @@ pub struct ForecastRequest {
     /// Threads in the wake-up chain (overrides the classes'; 1 for `buffers × buffer_period`
     /// when not given). Only the response model reads it.
     pub chain: Option<u32>,
+    /// How the application counts a stall's failures (overrides the classes'; restart for
+    /// `buffers × buffer_period` when not given). Only the response model reads it.
+    pub counting: Option<Counting>,
+    /// Whether the application's clock stops with the CPUs (overrides the classes'; a device's
+    /// when not given). Only the periodic-interference analysis reads it.
+    pub clock: Option<AppClock>,
 }
 
 /// Which part of a [`ForecastRequest`] an error is about.
@@ -80,6 +91,22 @@ pub struct StudyRow {
     pub forecast: Forecast,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// Beside a steady periodic interferer: the range over alignments (issue 35).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<Alignment>,
+    /// Beside a periodic interferer the analysis cannot handle: which assumption fails (the
+    /// row then has no MTTF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
+}
+
+/// A periodic interferer the run shows, with its sentence.
+#[derive(Clone, Debug, Serialize)]
+pub struct FoundInterferer {
+    #[serde(flatten)]
+    pub interferer: PeriodicInterferer,
+    /// "qhog7 (SCHED_FIFO 95) runs 2.6 ms every 70.0 ms on both CPUs (steady …)".
+    pub text: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -103,6 +130,10 @@ pub struct ForecastStudy {
     pub tail_projection: Option<String>,
     pub tail_refused: Option<String>,
     pub confidence: f64,
+    /// Periodic interferers found in the run's stalls, the most bursts first; the rows are
+    /// analysed against the first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub periodic: Vec<FoundInterferer>,
     pub rows: Vec<StudyRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub least_buffering: Option<LeastBuffering>,
@@ -115,6 +146,48 @@ pub struct ForecastStudy {
     /// Whether a target was asked for (not taken from the class).
     #[serde(skip)]
     pub asked_target: bool,
+}
+
+fn split(answer: Option<PeriodicAnswer>) -> (Option<Alignment>, Option<Refusal>) {
+    match answer {
+        Some(PeriodicAnswer::Alignment(alignment)) => (Some(alignment), None),
+        Some(PeriodicAnswer::Refused(refusal)) => (None, Some(refusal)),
+        None => (None, None),
+    }
+}
+
+/// A class's verdict beside a periodic interferer: suitable when even the worst alignment
+/// meets what the class needs, not when even the best misses it, else it depends on the
+/// alignment; refused, it cannot tell and says why.
+fn periodic_verdict(
+    class: &ApplicationClass,
+    row: &Forecast,
+    answer: &PeriodicAnswer,
+    counting: Counting,
+) -> Verdict {
+    let needed = class.acceptable.mean_interval_s();
+    let meets = |mttf: Option<f64>| mttf.is_none_or(|mttf| mttf >= needed);
+    let kind = match answer {
+        PeriodicAnswer::Refused(_) => VerdictKind::Undetermined,
+        PeriodicAnswer::Alignment(_) if meets(row.mttf_ci_s[0]) => VerdictKind::Suitable,
+        PeriodicAnswer::Alignment(_) if !meets(row.mttf_ci_s[1]) => VerdictKind::NotSuitable,
+        PeriodicAnswer::Alignment(_) => VerdictKind::Undetermined,
+    };
+    let head = match kind {
+        VerdictKind::Suitable => "suitable for",
+        VerdictKind::NotSuitable => "NOT suitable for",
+        VerdictKind::Undetermined => "cannot tell for",
+    };
+    Verdict {
+        kind,
+        text: format!(
+            "{head} {} ({}): {} (acceptable: one per {})",
+            class.description,
+            class.assumption(),
+            describe_answer(answer, "glitch", counting),
+            describe_seconds(needed)
+        ),
+    }
 }
 
 fn with_field(field: Option<RequestField>) -> impl Fn(ForecastError) -> StudyError {
@@ -144,10 +217,48 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
         probe: probe.as_ref(),
         chain: request.chain.unwrap_or(1),
+        counting: request.counting.unwrap_or_default(),
     };
     let class_evidence = |class: &ApplicationClass| LatencyEvidence {
         chain: request.chain.unwrap_or(class.chain),
+        counting: request.counting.unwrap_or(class.counting),
         ..evidence
+    };
+    let periodic = match selection.label.split_once('/') {
+        Some((class, "wakeup")) => periodic_in_run(record, class),
+        _ => Vec::new(),
+    };
+    let periodic_of = |evidence: LatencyEvidence<'_>, config: BufferConfig, clock| {
+        let interferer = periodic.first()?;
+        let context = PeriodicContext {
+            interferer,
+            measured: &selection.cpus,
+            clock,
+            horizon_ns: record.duration_ns,
+        };
+        Some(periodic_answer(&context, evidence, config, model))
+    };
+    let class_row = |class: &ApplicationClass,
+                     evidence: LatencyEvidence<'_>,
+                     config: BufferConfig|
+     -> Result<StudyRow, StudyError> {
+        let mut row = forecast(evidence, config, model).map_err(with_field(None))?;
+        let answer = periodic_of(evidence, config, request.clock.unwrap_or(class.clock));
+        let class_verdict = match &answer {
+            Some(answer) => {
+                apply(&mut row, answer);
+                periodic_verdict(class, &row, answer, evidence.counting)
+            }
+            None => verdict(class, &row),
+        };
+        let (alignment, refused) = split(answer);
+        Ok(StudyRow {
+            class: Some(class.name.clone()),
+            forecast: row,
+            verdict: Some(class_verdict),
+            alignment,
+            refused,
+        })
     };
     let compute = request.compute.unwrap_or(Nanos::ZERO);
     let mut rows = Vec::new();
@@ -155,6 +266,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
     let mut table: Option<(Nanos, Nanos, u32)> = None;
     let mut search: Option<(Rate, Vec<Nanos>, Nanos)> = None;
     let mut chain_of_tables = evidence.chain;
+    let mut counting_of_tables = evidence.counting;
     let class_config = |class: &ApplicationClass| {
         let mut config = BufferConfig::of_class(class);
         if let Some(compute) = request.compute {
@@ -178,14 +290,9 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
             })?;
         let config = class_config(class);
         let evidence = class_evidence(class);
-        let row = forecast(evidence, config, model).map_err(with_field(None))?;
-        let class_verdict = verdict(class, &row);
-        passed = class_verdict.kind != VerdictKind::NotSuitable;
-        rows.push(StudyRow {
-            class: Some(class.name.clone()),
-            forecast: row,
-            verdict: Some(class_verdict),
-        });
+        let row = class_row(class, evidence, config)?;
+        passed = row.verdict.as_ref().map(|verdict| verdict.kind) != Some(VerdictKind::NotSuitable);
+        rows.push(row);
         table = Some((
             config.buffer_period,
             config.compute,
@@ -197,6 +304,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
             config.compute,
         ));
         chain_of_tables = evidence.chain;
+        counting_of_tables = evidence.counting;
     } else if let Some(buffer_period) = request.buffer_period {
         let buffers = request.buffers.unwrap_or(2);
         if buffer_period.0 == 0 {
@@ -207,12 +315,19 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
             buffer_period,
             compute,
         };
-        let row =
+        let mut row =
             forecast(evidence, config, model).map_err(with_field(Some(RequestField::Buffers)))?;
+        let answer = periodic_of(evidence, config, request.clock.unwrap_or_default());
+        if let Some(answer) = &answer {
+            apply(&mut row, answer);
+        }
+        let (alignment, refused) = split(answer);
         rows.push(StudyRow {
             class: None,
             forecast: row,
             verdict: None,
+            alignment,
+            refused,
         });
         table = Some((buffer_period, compute, (buffers + 4).max(8)));
         if let Some(target) = request.target {
@@ -220,14 +335,11 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         }
     } else {
         for class in &request.classes {
-            let row = forecast(class_evidence(class), class_config(class), model)
-                .map_err(with_field(None))?;
-            let class_verdict = verdict(class, &row);
-            rows.push(StudyRow {
-                class: Some(class.name.clone()),
-                forecast: row,
-                verdict: Some(class_verdict),
-            });
+            rows.push(class_row(
+                class,
+                class_evidence(class),
+                class_config(class),
+            )?);
         }
         if let Some(target) = request.target {
             search = Some((target, default_periods(), compute));
@@ -235,6 +347,7 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
     }
     let evidence = LatencyEvidence {
         chain: chain_of_tables,
+        counting: counting_of_tables,
         ..evidence
     };
     let least_buffering = match &search {
@@ -264,6 +377,13 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         tail_projection: tail.as_ref().map(|tail| tail.describe()),
         tail_refused,
         confidence: CONFIDENCE,
+        periodic: periodic
+            .iter()
+            .map(|interferer| FoundInterferer {
+                text: describe(interferer, &selection.cpus),
+                interferer: interferer.clone(),
+            })
+            .collect(),
         rows,
         least_buffering,
         table,

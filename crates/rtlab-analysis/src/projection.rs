@@ -230,6 +230,7 @@ mod tests {
                 tail: Some(&tail),
                 probe: None,
                 chain: 1,
+                counting: crate::forecast::Counting::Restart,
             };
             let beyond = histogram.max() + 1_000;
             for slack_ns in [beyond, beyond * 3 / 2, beyond * 2, beyond * 4, beyond * 10] {
@@ -365,6 +366,7 @@ mod tests {
             tail: Some(&tail),
             probe: None,
             chain: 1,
+            counting: crate::forecast::Counting::Restart,
         };
         let config = BufferConfig {
             buffers: 2,

@@ -11,8 +11,9 @@
 use crate::classes::ApplicationClass;
 use crate::forecast::{
     decide, describe_seconds, forecast, probe_evidence, select_series, verdict, Basis,
-    BufferConfig, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
+    BufferConfig, Counting, Decision, Forecast, LatencyEvidence, Model, TailModel, VerdictKind,
 };
+use crate::interference::{describe, periodic_in_run};
 use crate::projection::ProjectedTail;
 use rtlab_core::{CauseKind, Episode, Metric, RunRecord};
 use serde::Serialize;
@@ -73,6 +74,11 @@ pub struct RunVerdict {
     pub series: String,
     pub classes: Vec<ClassVerdict>,
     pub worst: Option<WorstThing>,
+    /// Periodic interferers in the judged series' stalls, in words ("qhog7 (SCHED_FIFO 95) runs
+    /// 2.6 ms every 70.0 ms on both CPUs …"); the class lines above assume stalls random in
+    /// time, and `rtlab forecast` ranges over how such bursts line up (issue 35).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub periodic: Vec<String>,
     /// Why there is no class verdict (no wake-up series, …).
     pub no_forecast: Option<String>,
 }
@@ -114,6 +120,7 @@ fn class_verdict(
     };
     let evidence = LatencyEvidence {
         chain: class.chain,
+        counting: class.counting,
         ..evidence
     };
     let description = format!("{} ({})", class.description, class.assumption());
@@ -329,6 +336,7 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
                 series: String::new(),
                 classes: Vec::new(),
                 worst,
+                periodic: Vec::new(),
                 no_forecast: Some(error.to_string()),
             };
         }
@@ -342,6 +350,7 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
         tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
         probe: probe.as_ref(),
         chain: 1,
+        counting: Counting::Restart,
     };
     let duration_s = record.duration_ns as f64 / 1e9;
     let judged: Vec<ClassVerdict> = classes
@@ -353,10 +362,15 @@ pub fn run_verdict(record: &RunRecord, classes: &[ApplicationClass], detail: Det
     } else {
         None
     };
+    let periodic = periodic_in_run(record, class)
+        .iter()
+        .map(|interferer| describe(interferer, &selection.cpus))
+        .collect();
     RunVerdict {
         series: selection.label,
         classes: judged,
         worst,
+        periodic,
         no_forecast,
     }
 }
@@ -551,5 +565,37 @@ mod tests {
         assert!(verdict.classes.is_empty());
         assert!(verdict.no_forecast.is_some());
         assert!(verdict.worst.is_none());
+    }
+
+    #[test]
+    fn a_periodic_interferer_is_named_in_the_verdict() {
+        // 30 s at 1 ms: a 2.6 ms burst every 70 ms, one late sample each (1.6–2.6 ms).
+        let peaks: Vec<Peak> = (0..428u64)
+            .map(|index| {
+                let latency = 1_600_000 + (index * 389_000) % 1_000_000;
+                Peak {
+                    at_ns: 5_000_000 + index * 70_000_000 - latency,
+                    value_ns: latency,
+                }
+            })
+            .collect();
+        let values: Vec<(u64, u64)> = peaks
+            .iter()
+            .map(|peak| (peak.value_ns, 1))
+            .chain([(20_000, 29_000)])
+            .collect();
+        let record = record_with(&values, peaks, 30);
+        let verdict = run_verdict(&record, &builtin_classes(), Detail::Decision);
+        assert_eq!(verdict.periodic.len(), 1, "{:?}", verdict.periodic);
+        assert!(
+            verdict.periodic[0].contains("holds the CPU for 2.6 ms every 70.0 ms on CPU 1"),
+            "{}",
+            verdict.periodic[0]
+        );
+        // Random stalls alone name nothing.
+        let record = record_with(&[(20_000, 29_000), (2_000_000, 40)], Vec::new(), 30);
+        assert!(run_verdict(&record, &builtin_classes(), Detail::Decision)
+            .periodic
+            .is_empty());
     }
 }

@@ -66,12 +66,14 @@ fn describe_task(task: &Task) -> String {
 /// One class as its `.expect` line spells it.
 fn describe_class(class: &ApplicationClass) -> String {
     format!(
-        "{:?} buffers {} buffer {} compute {} acceptable_s {} {:?} {:?}",
+        "{:?} buffers {} buffer {} compute {} acceptable_s {} counts {} clock {} {:?} {:?}",
         class.name,
         class.buffers,
         class.buffer_period.as_u64(),
         class.compute.as_u64(),
         class.acceptable.mean_interval_s(),
+        class.counting.as_str(),
+        class.clock.as_str(),
         class.description,
         class.source
     )

@@ -2,7 +2,17 @@
 
 use crate::summary::micros;
 use rtlab_analysis::forecast::{describe_seconds, Forecast, CONFIDENCE};
+use rtlab_analysis::forecast::{Basis, Counting};
+use rtlab_analysis::forecast_periodic::{describe_answer, PeriodicAnswer};
 use rtlab_analysis::forecast_study::ForecastStudy;
+
+/// How the row's application counts a stall's failures (restart where the model does not say).
+fn counting_of(forecast: &Forecast) -> Counting {
+    match &forecast.basis {
+        Basis::Response { counting, .. } => *counting,
+        _ => Counting::Restart,
+    }
+}
 
 fn millis(nanos: u64) -> String {
     let text = format!("{:.3}", nanos as f64 / 1e6);
@@ -100,6 +110,9 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
             terms.late_wakeups, terms.chain_cpus, terms.wakeup_per_s
         )?;
     }
+    for found in &output.periodic {
+        writeln!(out, "periodic: {}", found.text)?;
+    }
     let confidence = (CONFIDENCE * 100.0).round();
     writeln!(out)?;
     for row in &output.rows {
@@ -109,14 +122,30 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
             }
             _ => {
                 let forecast = &row.forecast;
+                // Beside a periodic interferer: its range over alignments, or why there is none.
+                let answer = match (&row.alignment, &row.refused) {
+                    (Some(alignment), _) => Some(describe_answer(
+                        &PeriodicAnswer::Alignment(alignment.clone()),
+                        "underrun",
+                        counting_of(forecast),
+                    )),
+                    (_, Some(refusal)) => Some(refusal.text.clone()),
+                    _ => None,
+                };
+                let counted = match &forecast.basis {
+                    rtlab_analysis::forecast::Basis::Response { counting, .. } => {
+                        format!("; counting {}", counting.describe("underrun"))
+                    }
+                    _ => String::new(),
+                };
+                let mttf = answer.unwrap_or_else(|| forecast.describe_mttf("underrun") + &counted);
                 writeln!(
                     out,
-                    "{} buffers × {} ms, compute {} ms: slack {} ms; {}",
+                    "{} buffers × {} ms, compute {} ms: slack {} ms; {mttf}",
                     forecast.buffers,
                     millis(forecast.buffer_period_ns),
                     millis(forecast.compute_ns),
                     millis(forecast.slack_ns.max(0) as u64),
-                    forecast.describe_mttf("underrun")
                 )?;
             }
         }

@@ -397,6 +397,12 @@ pub fn write_verdict(
     if let Some(worst) = &verdict.worst {
         writeln!(out, "{}", wrapped("worst: ", &worst.text, 7))?;
     }
+    for periodic in &verdict.periodic {
+        let text = format!(
+            "{periodic}; the lines above take stalls as random in time: `rtlab forecast` gives the range over how its bursts line up with a cycle"
+        );
+        writeln!(out, "{}", wrapped("periodic: ", &text, 10))?;
+    }
     writeln!(out, "{}", wrapped("", &cyclictest_note(record, idle), 2))?;
     Ok(())
 }

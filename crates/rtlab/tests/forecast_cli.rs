@@ -115,7 +115,7 @@ fn a_class_verdict_fails_the_exit_code_when_unsuitable() {
     let text = fixture.forecast_text(1, "--class modem");
     assert!(
         text.contains(
-            "NOT suitable for soft modem datapump, 3 × 6 ms buffers (c = 1.5 ms): one glitch every 10 min"
+            "NOT suitable for soft modem datapump, 3 × 6 ms buffers (c = 1.5 ms, catching up after a stall): one glitch every 10 min"
         ),
         "{text}"
     );
@@ -218,4 +218,114 @@ fn beyond_the_data_a_fitted_tail_gives_a_number_with_its_interval() {
     let low = row["mttf_ci_s"][0].as_f64().unwrap();
     let high = row["mttf_ci_s"][1].as_f64().unwrap_or(f64::INFINITY);
     assert!(low < truth && truth < high, "{low} < {truth} < {high}");
+}
+
+/// 30 s of a 1 ms rt-high probe on CPUs 0 and 1 with 20 µs wake-ups and a burst of 2.6 ms
+/// every 70 ms (or 60–80 ms when `unsteady`) on both CPUs at once: one late sample per CPU and
+/// burst, 1.6–2.6 ms late.
+fn record_with_a_periodic_interferer(unsteady: bool) -> RunRecord {
+    let mut ends = Vec::new();
+    let mut end = 5_000_000u64;
+    let mut index = 0u64;
+    while end < 29_900_000_000 {
+        ends.push(end);
+        end += if unsteady {
+            60_000_000 + (index * 7_919_000) % 20_000_000
+        } else {
+            70_000_000
+        };
+        index += 1;
+    }
+    let series = (0..2)
+        .map(|cpu| {
+            let mut histogram = LatencyHistogram::new();
+            let mut peaks = Vec::new();
+            for (index, end) in ends.iter().enumerate() {
+                let latency =
+                    1_600_000 + (index as u64 * 389_000 + u64::from(cpu) * 500_000) % 1_000_000;
+                histogram.record(latency);
+                peaks.push(rtlab_core::Peak {
+                    at_ns: end - latency,
+                    value_ns: latency,
+                });
+            }
+            histogram.record_n(20_000, 30_000 - 3 * ends.len() as u64);
+            rtlab_core::rt_high_wakeup_series(
+                cpu,
+                &histogram,
+                2 * ends.len() as u64,
+                Vec::new(),
+                peaks,
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut record = RunRecord::new("periodic", "2026-12-06T00:00:00Z", 30_000_000_000, series);
+    record.config.period_ns = Some(1_000_000);
+    record
+}
+
+#[test]
+fn a_periodic_interferer_is_named_and_each_row_ranges_over_alignments() {
+    let fixture = Fixture::new(&record_with_a_periodic_interferer(false));
+    let options = "--buffers 2 --buffer 2667us --compute 1200us --chain 2";
+    let json = fixture.forecast_json(&format!("{options} --json -"));
+    let text = json["periodic"][0]["text"].as_str().unwrap();
+    assert!(text.contains("2.6 ms every 70.0 ms on both CPUs"), "{text}");
+    let alignment = &json["rows"][0]["alignment"];
+    let least = alignment["least_mttf_s"].as_f64().unwrap();
+    let median = alignment["median_mttf_s"].as_f64().unwrap();
+    let most = alignment["most_mttf_s"].as_f64().unwrap();
+    assert!(least <= median && median <= most, "{alignment}");
+    assert_eq!(json["rows"][0]["mttf_s"].as_f64(), Some(median));
+    let words = fixture.forecast_text(0, options);
+    assert!(words.contains("periodic: an unnamed task"), "{words}");
+    // 70 ms against 2.667 ms drifts a little each burst: over the run every alignment is met.
+    assert!(
+        words.contains("whatever the alignment of the unnamed task's bursts"),
+        "{words}"
+    );
+}
+
+#[test]
+fn where_an_assumption_fails_the_row_says_which_instead_of_a_number() {
+    let steady = Fixture::new(&record_with_a_periodic_interferer(false));
+    let options = "--buffers 2 --buffer 2667us --compute 1200us --chain 2";
+    let json = steady.forecast_json(&format!("{options} --app-clock stops-with-cpus --json -"));
+    assert_eq!(json["rows"][0]["refused"]["assumption"], "clock-runs-on");
+    assert!(json["rows"][0]["mttf_s"].is_null(), "{json}");
+    let words = steady.forecast_text(0, &format!("{options} --app-clock stops-with-cpus"));
+    assert!(words.contains("no number"), "{words}");
+    assert!(words.contains("stops with them"), "{words}");
+    let unsteady = Fixture::new(&record_with_a_periodic_interferer(true));
+    let json = unsteady.forecast_json(&format!("{options} --json -"));
+    assert_eq!(json["rows"][0]["refused"]["assumption"], "steady-period");
+    assert!(json["rows"][0]["mttf_s"].is_null(), "{json}");
+}
+
+#[test]
+fn counts_catch_up_counts_every_period_a_stall_made_late_and_says_so() {
+    let fixture = Fixture::new(&record_with_a_periodic_interferer(false));
+    let options = "--buffers 2 --buffer 1ms --compute 100us";
+    let restart = fixture.forecast_json(&format!("{options} --json -"));
+    let catch_up = fixture.forecast_json(&format!("{options} --counts catch-up --json -"));
+    assert_eq!(restart["rows"][0]["basis"]["counting"], "restart");
+    assert_eq!(catch_up["rows"][0]["basis"]["counting"], "catch-up");
+    let median = |json: &Value| {
+        json["rows"][0]["alignment"]["median_mttf_s"]
+            .as_f64()
+            .unwrap()
+    };
+    // A 2.6 ms burst past a 0.9 ms slack: one underrun restarting, about two catching up.
+    assert!(
+        median(&catch_up) < 0.75 * median(&restart),
+        "{} vs {}",
+        median(&catch_up),
+        median(&restart)
+    );
+    let words = fixture.forecast_text(0, &format!("{options} --counts catch-up"));
+    assert!(
+        words.contains("one underrun per period a stall made late"),
+        "{words}"
+    );
 }

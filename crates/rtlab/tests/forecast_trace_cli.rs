@@ -358,3 +358,26 @@ fn tid_must_name_a_periodic_real_time_thread_of_the_trace() {
         "{error}"
     );
 }
+
+#[test]
+fn the_culprits_of_late_activations_show_a_periodic_interferer() {
+    // The recorded client's late activations name qhog0 and qhog1 (SCHED_FIFO 95), one per
+    // CPU, every 20 ms (the fixture's late activations recur at 20 ms, 6 ms of culprit each).
+    let sandbox = Sandbox::new();
+    let (text, forecast) = forecast_trace(&sandbox, &jack_fixture("rtlt"));
+    let periodic = &forecast["periodic"][0];
+    let period = periodic["period_ns"].as_u64().unwrap();
+    assert!(period.abs_diff(20_000_000) < 100_000, "{periodic}");
+    let burst = periodic["burst_ns"].as_u64().unwrap();
+    assert!(burst.abs_diff(6_000_000) < 500_000, "{periodic}");
+    assert_eq!(periodic["at_once"], false, "{periodic}");
+    let text_line = periodic["text"].as_str().unwrap();
+    assert!(
+        text_line.starts_with("qhog0, qhog1 (SCHED_FIFO 95) run 6.0 ms"),
+        "{text_line}"
+    );
+    assert!(
+        text.contains("periodic: qhog0, qhog1 (SCHED_FIFO 95)"),
+        "{text}"
+    );
+}

@@ -3,6 +3,7 @@
 //! every model (`model.rs`, `backlog.rs`, `response.rs`) takes these and `model.rs` calls the
 //! others: shared types below all three.
 
+pub use crate::application::Counting;
 use crate::classes::ApplicationClass;
 use rtlab_core::{LatencyHistogram, Nanos};
 use serde::Serialize;
@@ -84,6 +85,9 @@ pub struct LatencyEvidence<'a> {
     /// Threads in the application's wake-up chain, each on its own CPU (JACK: driver → client
     /// = 2; a thread woken by its own timer = 1). Only the response model reads it.
     pub chain: u32,
+    /// How the application counts the failures one stall costs it. Only the response model
+    /// reads it.
+    pub counting: Counting,
 }
 
 impl<'a> LatencyEvidence<'a> {
@@ -94,6 +98,7 @@ impl<'a> LatencyEvidence<'a> {
             tail: None,
             probe: None,
             chain: 1,
+            counting: Counting::Restart,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! ([`Basis`]), the [`Model`] that counted it, and the Poisson intervals every model reports at
 //! [`CONFIDENCE`]. Below the models (`model.rs`, `response.rs`), which both build these.
 
-use super::evidence::BufferConfig;
+use super::evidence::{BufferConfig, Counting};
 use crate::chi_squared::chi_squared_quantile;
 use crate::classes::Rate;
 use rtlab_core::Nanos;
@@ -44,6 +44,9 @@ pub enum Basis {
         compute_measured: bool,
         /// The probe's work per wake-up behind the compute term.
         probe_compute_ns: Option<u64>,
+        /// How the application counts a stall's failures (`restart`: one; `catch-up`: one per
+        /// period it made late).
+        counting: Counting,
         terms: Box<ResponseTerms>,
     },
 }

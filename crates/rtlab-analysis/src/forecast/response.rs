@@ -29,11 +29,19 @@
 //!   series is the per-CPU average, multiplied by the chain's CPUs ([`LatencyEvidence::chain`],
 //!   at most the CPUs measured).
 //!
+//! - **How the application counts.** A program that restarts its cycle ([`Counting::Restart`],
+//!   JACK) loses one period per stall: the weight above, at most 1. A program that catches up
+//!   ([`Counting::CatchUp`], a ring buffer fed by a timer) works through every period the stall
+//!   covered, one per `c` while the device takes one per `t`, so a stall `S` past the slack `x`
+//!   costs `(S − x)/(t − c)` periods on average over where it starts (`backlog.rs`' count, with
+//!   no ceiling), and a stall during the compute at least one. Issue 35: a catch-up producer
+//!   under stress-ng saw 41 underruns where 15 stalls were counted once each.
+//!
 //! Every term is a weighted count of Poisson events; the interval of the sum is the exact
 //! (Garwood) interval of the effective count `m²/v` (mean `m`, variance `v` of the weighted sum),
 //! scaled back — exact when every weight is equal.
 
-use super::evidence::{BufferConfig, LateSamples, LatencyEvidence, ProbeEvidence};
+use super::evidence::{BufferConfig, Counting, LateSamples, LatencyEvidence, ProbeEvidence};
 use super::outcome::{
     poisson_interval, zero_events_upper_bound, Basis, Forecast, ForecastError, Model, ResponseTerms,
 };
@@ -112,6 +120,7 @@ pub fn response_rate(
     probe: &ProbeEvidence,
     config: &BufferConfig,
     chain: u32,
+    counting: Counting,
 ) -> (f64, (f64, f64), ResponseTerms) {
     let slack = config.slack_ns().max(0) as f64;
     let period_probe = probe.period.0 as f64;
@@ -130,12 +139,18 @@ pub fn response_rate(
         slack
     };
     let floor = floor_of as u64;
+    // What one period's catch-up gains on the device: `t − c` (at least 1 ns; a program with
+    // `c ≥ t` never catches up, and its rate is capped at one failure per period below).
+    let gain = (period_app - config.compute.0 as f64).max(1.0);
     let weight_of = |latency: u64| {
         if latency as f64 <= floor_of {
             return 0.0;
         }
         let stall = latency as f64 + period_probe / 2.0;
-        ((stall - slack) / period_app).clamp(0.0, 1.0)
+        match counting {
+            Counting::Restart => ((stall - slack) / period_app).clamp(0.0, 1.0),
+            Counting::CatchUp => ((stall - slack) / gain).max(0.0),
+        }
     };
     let mut sum = WeightedCount::default();
     let mut late_wakeups = 0u64;
@@ -192,7 +207,28 @@ pub fn response_rate(
         // Per second of work, times the application's share of each second spent working.
         let work_seconds = response.histogram.count() as f64 * response.compute.as_secs_f64();
         let share = config.compute.0 as f64 / period_app;
-        let weight = share / work_seconds.max(f64::MIN_POSITIVE);
+        // A stall `S` during the compute fails the period it lands in; a program that catches
+        // up loses `(S − x)/(t − c)` periods, at least that one: the mean over the activations
+        // that ended late stands for the stalls behind them.
+        let per_stall = match counting {
+            Counting::Restart => 1.0,
+            Counting::CatchUp => {
+                let (mut periods, mut activations) = (0.0, 0u64);
+                for (value, count) in response.histogram.buckets() {
+                    if value > threshold {
+                        let stall = value.saturating_sub(response.compute.0) as f64;
+                        periods += ((stall - slack) / gain).max(1.0) * count as f64;
+                        activations += count;
+                    }
+                }
+                if activations == 0 {
+                    1.0
+                } else {
+                    periods / activations as f64
+                }
+            }
+        };
+        let weight = share * per_stall / work_seconds.max(f64::MIN_POSITIVE);
         let before = sum.mean;
         if share > 0.0 {
             sum.add(weight, stalls);
@@ -249,7 +285,16 @@ pub(super) fn forecast_response(
     if slack_ns <= 0 {
         return Some(Ok(base));
     }
-    let (rate, (low, high), terms) = response_rate(probe, &config, evidence.chain);
+    let (rate, (low, high), terms) =
+        response_rate(probe, &config, evidence.chain, evidence.counting);
+    // No program fails more than once a period (a catch-up program with `c ≥ t` that never
+    // catches up after its first long stall reaches that).
+    let per_period = 1.0 / period_s;
+    let (rate, low, high) = (
+        rate.min(per_period),
+        low.min(per_period),
+        high.min(per_period),
+    );
     let mttf = |rate: f64| (rate > 0.0).then(|| 1.0 / rate);
     let compute_measured = terms.compute_per_s.is_some() || config.compute.0 == 0;
     Some(Ok(Forecast {
@@ -261,6 +306,7 @@ pub(super) fn forecast_response(
             samples: probe.wakeup.count(),
             compute_measured,
             probe_compute_ns: probe.response.as_ref().map(|response| response.compute.0),
+            counting: evidence.counting,
             terms: Box::new(terms),
         },
         ..base
@@ -324,14 +370,14 @@ mod tests {
     #[test]
     fn late_wake_ups_are_a_rate_per_second_whatever_the_period() {
         // 12 stalls in 60 s on 2 CPUs = 0.1 per second on one CPU, whatever t.
-        let (rate, _, terms) = response_rate(&probe(12, None), &config(0), 1);
+        let (rate, _, terms) = response_rate(&probe(12, None), &config(0), 1, Counting::Restart);
         assert!((rate - 0.1).abs() < 1e-9, "{rate}");
         assert_eq!(terms.late_wakeups, 12);
         // A chain of two threads on two CPUs meets both CPUs' stalls.
-        let (rate, _, _) = response_rate(&probe(12, None), &config(0), 2);
+        let (rate, _, _) = response_rate(&probe(12, None), &config(0), 2, Counting::Restart);
         assert!((rate - 0.2).abs() < 1e-9, "{rate}");
         // A chain cannot span more CPUs than were measured.
-        let (rate, _, terms) = response_rate(&probe(12, None), &config(0), 8);
+        let (rate, _, terms) = response_rate(&probe(12, None), &config(0), 8, Counting::Restart);
         assert!((rate - 0.2).abs() < 1e-9, "{rate}");
         assert_eq!(terms.chain_cpus, 2);
     }
@@ -342,7 +388,12 @@ mod tests {
         // application working 30 % of each period meets 0.15 per second of them.
         let share = 0.3;
         let compute_us = (2_666.667 * share) as u64;
-        let (rate, _, terms) = response_rate(&probe(0, Some((100, 6))), &config(compute_us), 1);
+        let (rate, _, terms) = response_rate(
+            &probe(0, Some((100, 6))),
+            &config(compute_us),
+            1,
+            Counting::Restart,
+        );
         let expected = 0.5 * compute_us as f64 / 2_666.667;
         assert!((rate - expected).abs() < 1e-3, "{rate} vs {expected}");
         assert_eq!(terms.late_computes, Some(6));
@@ -361,16 +412,16 @@ mod tests {
                 .collect(),
             complete_above_ns: 0,
         });
-        let (together, _, _) = response_rate(&evidence, &config(0), 2);
+        let (together, _, _) = response_rate(&evidence, &config(0), 2, Counting::Restart);
         assert!((together - 0.2).abs() < 1e-9, "{together}");
         evidence.late = Some(LateSamples {
             samples: (0..24).map(|index| (at(index), 5_000_000)).collect(),
             complete_above_ns: 0,
         });
-        let (apart, _, _) = response_rate(&evidence, &config(0), 2);
+        let (apart, _, _) = response_rate(&evidence, &config(0), 2, Counting::Restart);
         assert!((apart - 0.4).abs() < 1e-9, "{apart}");
         // A chain of one thread meets one CPU's stalls either way.
-        let (single, _, _) = response_rate(&evidence, &config(0), 1);
+        let (single, _, _) = response_rate(&evidence, &config(0), 1, Counting::Restart);
         assert!((single - 0.2).abs() < 1e-9, "{single}");
     }
 
@@ -384,20 +435,22 @@ mod tests {
             buffer_period: Nanos::from_micros(250),
             compute: Nanos::ZERO,
         };
-        let (rate, _, terms) = response_rate(&probe, &config, 1);
+        let (rate, _, terms) = response_rate(&probe, &config, 1, Counting::Restart);
         assert_eq!(terms.late_wakeups, 12);
         assert!((rate - 12.0 / 60.0).abs() < 1e-9, "{rate}");
     }
 
     #[test]
     fn the_interval_is_garwood_s_when_weights_are_equal() {
-        let (rate, (low, high), _) = response_rate(&probe(12, None), &config(0), 1);
+        let (rate, (low, high), _) =
+            response_rate(&probe(12, None), &config(0), 1, Counting::Restart);
         let (garwood_low, garwood_high) = poisson_interval(12);
         assert!((low - garwood_low / 120.0).abs() < 1e-9);
         assert!((high - garwood_high / 120.0).abs() < 1e-9);
         assert!(low < rate && rate < high);
         // No stall at all: only an upper bound, from one probe-time's worth of exposure.
-        let (rate, (low, high), _) = response_rate(&probe(0, None), &config(0), 1);
+        let (rate, (low, high), _) =
+            response_rate(&probe(0, None), &config(0), 1, Counting::Restart);
         assert_eq!((rate, low), (0.0, 0.0));
         assert!((high - zero_events_upper_bound() / 120.0).abs() < 1e-9);
     }
@@ -417,7 +470,63 @@ mod tests {
         assert_eq!(config.slack_ns(), 1_850_000);
         // 0.206 of one stall in 60 s (to the histogram's precision).
         let expected = 550_000.0 / 2_666_667.0 / 60.0;
-        let (rate, _, _) = response_rate(&probe, &config, 1);
+        let (rate, _, _) = response_rate(&probe, &config, 1, Counting::Restart);
         assert!((rate / expected - 1.0).abs() < 0.01, "{rate} vs {expected}");
+    }
+
+    #[test]
+    fn a_catch_up_program_loses_every_period_a_stall_made_late() {
+        // 10 stalls of 5 ms (samples of 4.5 ms + half the 1 ms period) in 60 s on one CPU,
+        // against 2 buffers of 1 ms with 100 µs of work: slack 0.9 ms. Restarting, each stall
+        // is one failure; catching up, each costs (5 − 0.9)/(1 − 0.1) = 4.56 periods, what the
+        // backlog model's simulated producer loses (4 or 5 by the stall's phase: `backlog.rs`).
+        let wakeup = histogram(&[(20_000, 59_990), (4_500_000, 10)]);
+        let probe = one_cpu_probe(wakeup);
+        let config = BufferConfig {
+            buffers: 2,
+            buffer_period: Nanos::from_millis(1),
+            compute: Nanos::from_micros(100),
+        };
+        let (restart, _, _) = response_rate(&probe, &config, 1, Counting::Restart);
+        assert!((restart - 10.0 / 60.0).abs() < 1e-9, "{restart}");
+        let (catch_up, (low, high), terms) = response_rate(&probe, &config, 1, Counting::CatchUp);
+        assert_eq!(terms.late_wakeups, 10);
+        let per_stall = catch_up * 60.0 / 10.0;
+        // The histogram keeps 3 digits: 4.5 ms reads back within 0.1 %.
+        assert!((per_stall - 4.1 / 0.9).abs() < 0.01, "{per_stall}");
+        let simulated = crate::forecast::underruns_after_stall(&config, 5_000_000).unwrap();
+        assert!(
+            (simulated as f64 - 1.0..=simulated as f64).contains(&per_stall),
+            "{per_stall} vs {simulated}"
+        );
+        // Ten events with equal weights: Garwood's interval on 10, scaled by the weight.
+        assert!(low < catch_up && catch_up < high);
+        // A stall shorter than the slack costs neither anything.
+        let probe = one_cpu_probe(histogram(&[(20_000, 59_990), (300_000, 10)]));
+        let (rate, _, _) = response_rate(&probe, &config, 1, Counting::CatchUp);
+        assert_eq!(rate, 0.0);
+    }
+
+    #[test]
+    fn a_catch_up_program_owes_the_periods_of_a_stall_during_its_compute_too() {
+        // 6 stalls of 5 ms during 100 µs of probe work (wake-ups on time), an application
+        // working 30 % of 2.667 ms: each is one failure restarting, (5 − x)/(t − c) catching up.
+        let compute_us = 800;
+        let mut evidence = probe(0, Some((100, 6)));
+        let config = config(compute_us);
+        let (restart, _, _) = response_rate(&evidence, &config, 1, Counting::Restart);
+        let (catch_up, _, terms) = response_rate(&evidence, &config, 1, Counting::CatchUp);
+        let slack = config.slack_ns() as f64;
+        let gain = (2_666_667 - compute_us * 1_000) as f64;
+        // The response series' stalls read 5 ms + 20 µs (the wake-up) past the work.
+        let per_stall = (5_020_000.0 - slack) / gain;
+        assert_eq!(terms.late_computes, Some(6));
+        assert!(
+            (catch_up / restart - per_stall).abs() < 0.01 * per_stall,
+            "{catch_up} / {restart} vs {per_stall}"
+        );
+        evidence.response = None;
+        let (without, _, _) = response_rate(&evidence, &config, 1, Counting::CatchUp);
+        assert_eq!(without, 0.0);
     }
 }

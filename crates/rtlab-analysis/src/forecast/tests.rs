@@ -22,6 +22,7 @@ fn evidence(histogram: &LatencyHistogram) -> LatencyEvidence<'_> {
         tail: None,
         probe: None,
         chain: 1,
+        counting: crate::forecast::Counting::Restart,
     }
 }
 
@@ -140,6 +141,7 @@ fn tail_projection_is_used_only_beyond_the_data() {
         tail: Some(&FixedTail),
         probe: None,
         chain: 1,
+        counting: crate::forecast::Counting::Restart,
     };
     let row = forecast(with_tail, config(2, 40, 1_000), Model::PerPeriod).unwrap();
     assert!(matches!(row.basis, Basis::TailProjection { .. }));

@@ -132,10 +132,15 @@ pub fn verdict(class: &ApplicationClass, forecast: &Forecast) -> Verdict {
         }
         _ => format!(" (acceptable: one per {needed})"),
     };
+    // The response model counts stalls; how many glitches one costs is the application's.
+    let counted = match &forecast.basis {
+        Basis::Response { counting, .. } => format!("; counting {}", counting.describe("glitch")),
+        _ => String::new(),
+    };
     Verdict {
         kind,
         text: format!(
-            "{head} {} ({}): {}{tail}",
+            "{head} {} ({}): {}{counted}{tail}",
             class.description,
             class.assumption(),
             describe_mttf(forecast, "glitch")

@@ -3,6 +3,7 @@
 //! Figures 6-7, the least buffering that reaches a target, and a plain verdict per class.
 
 use crate::output::PendingOutput;
+use rtlab_analysis::application::{AppClock, Counting};
 use rtlab_analysis::classes::{builtin_classes, parse_classes, Rate};
 use rtlab_analysis::forecast::Model;
 use rtlab_analysis::forecast_study::{study, ForecastRequest, RequestField};
@@ -24,6 +25,23 @@ pub enum ModelArg {
     Paper002,
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CountsArg {
+    /// One failure per stall: the program restarts its cycle (JACK, PipeWire)
+    Restart,
+    /// One failure per period a stall made late: the program catches up (a ring buffer fed by
+    /// a timer)
+    CatchUp,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum AppClockArg {
+    /// A sound card's clock or an absolute timer: it runs on through a stall
+    Device,
+    /// A clock kept by a thread that resumes from now after a stall (JACK's dummy driver)
+    StopsWithCpus,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A run id (or unique prefix, or `latest`) from `rtlab history`, or a Run record JSON file
@@ -34,7 +52,7 @@ pub struct Args {
     /// and at other buffer counts and sizes
     #[arg(long, value_name = "FILE", conflicts_with_all = [
         "run", "class", "classes_file", "buffers", "buffer_ms", "compute_ms", "series", "target",
-        "model", "chain",
+        "model", "chain", "counts", "app_clock",
     ])]
     pub trace: Option<PathBuf>,
     /// With --trace: the audio sample rate (e.g. 48000), to show periods in frames
@@ -71,6 +89,16 @@ pub struct Args {
     /// client: 2, woken by the server's driver thread; default: the class's, else 1)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub chain: Option<u32>,
+    /// How the application counts the failures one stall costs it: restart (one per stall: it
+    /// restarts its cycle, as JACK does) or catch-up (one per period the stall made late: a
+    /// ring buffer fed by a timer) (default: the class's, else restart)
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub counts: Option<CountsArg>,
+    /// Whether the application's clock runs on while every CPU is taken (device: a sound card,
+    /// an absolute timer) or stops with them (stops-with-cpus: a clock kept by a thread, as
+    /// JACK's dummy driver's) (default: the class's, else device)
+    #[arg(long, value_enum, value_name = "CLOCK")]
+    pub app_clock: Option<AppClockArg>,
     #[command(flatten)]
     pub output: crate::output::JsonArgs,
 }
@@ -129,6 +157,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         compute: args.compute_ms,
         target: args.target,
         chain: args.chain,
+        counting: args.counts.map(|counts| match counts {
+            CountsArg::Restart => Counting::Restart,
+            CountsArg::CatchUp => Counting::CatchUp,
+        }),
+        clock: args.app_clock.map(|clock| match clock {
+            AppClockArg::Device => AppClock::Device,
+            AppClockArg::StopsWithCpus => AppClock::StopsWithCpus,
+        }),
     };
     let output = study(&record, &request).map_err(|error| {
         let text = match error.field() {

@@ -8,7 +8,10 @@ use crate::output::PendingOutput;
 use rtlab_analysis::forecast::{
     describe_trace_rate, trace_rates, TraceBuffering, TraceRateRow, TraceResponses,
 };
-use rtlab_apptrace::analyze::report::{PeriodicThread, ThreadRow, TraceReport};
+use rtlab_analysis::interference::{
+    describe, find_periodic, BurstRule, CulpritName, PeriodicInterferer, Sighting,
+};
+use rtlab_apptrace::analyze::report::{Culprit, PeriodicThread, ThreadRow, TraceReport};
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::analyze::LATE_ACTIVATIONS_LISTED;
 use rtlab_apptrace::source::SourceError;
@@ -67,7 +70,17 @@ struct Output {
     glitches_listed: u64,
     rule: &'static str,
     rows: Vec<Row>,
+    /// Periodic interferers among the culprits of the thread's late activations (issue 35).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    periodic: Vec<PeriodicFound>,
     warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct PeriodicFound {
+    #[serde(flatten)]
+    interferer: PeriodicInterferer,
+    text: String,
 }
 
 pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result<ExitCode> {
@@ -136,6 +149,7 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         glitches_listed: listed,
         rule: RULE,
         rows,
+        periodic: periodic_culprits(&report, thread.tid),
         warnings,
     };
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
@@ -146,6 +160,61 @@ pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result
         json.commit_json(FORECAST_TRACE_SCHEMA, None, &output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The periodic interferers among the thread-culprits of `tid`'s late activations: each is a
+/// sighting that ended where the culprit's segment of the critical path ended (the path's
+/// segments follow each other from the activation), as long as the culprit held the thread
+/// there. Only the bursts that made a job late are seen, which the period fit allows for.
+fn periodic_culprits(report: &TraceReport, tid: i32) -> Vec<PeriodicFound> {
+    let mut sightings = Vec::new();
+    for late in report
+        .late_activations
+        .iter()
+        .filter(|late| late.thread.tid == tid)
+    {
+        let Some(Culprit::Thread {
+            tid: culprit_tid,
+            name,
+            policy,
+            priority,
+            ns,
+        }) = &late.culprit
+        else {
+            continue;
+        };
+        let mut elapsed = 0u64;
+        let mut found = None;
+        for step in &late.critical_path {
+            elapsed += step.ns;
+            let by_culprit = step.culprits.iter().any(
+                |culprit| matches!(culprit, Culprit::Thread { tid, .. } if tid == culprit_tid),
+            );
+            if by_culprit {
+                found = Some(step.cpu);
+                break;
+            }
+        }
+        let Some(cpu) = found else {
+            continue;
+        };
+        sightings.push(Sighting {
+            end_ns: late.at_ns + elapsed,
+            length_ns: *ns,
+            cpu,
+            culprit: Some(CulpritName {
+                name: name.clone(),
+                policy: Some(format!("{policy} {priority}")),
+            }),
+        });
+    }
+    find_periodic(&sightings, BurstRule::Overlaps)
+        .into_iter()
+        .map(|interferer| PeriodicFound {
+            text: describe(&interferer, &interferer.cpus),
+            interferer,
+        })
+        .collect()
 }
 
 /// The thread to forecast for: `--tid`'s (a periodic real-time thread of the recorded program, or
@@ -301,6 +370,12 @@ fn render(output: &Output) -> String {
         thread.activations,
         output.glitches_listed,
     );
+    for found in &output.periodic {
+        let _ = writeln!(text, "periodic: {}", found.text);
+    }
+    if !output.periodic.is_empty() {
+        text.push('\n');
+    }
     let _ = writeln!(
         text,
         "{:>8} {:>10} {:>7} {:>9} {:>8} {:>14} {:>24}",
