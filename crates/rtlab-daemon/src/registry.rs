@@ -1076,8 +1076,16 @@ impl Registry {
             .map(|(id, record)| (*id, record.tid))
             .collect();
         for (id, tid) in due {
-            // An enforcement that no longer knows it (its thread gone) has nothing to undo.
-            let _ = self.enforcement.end_constraint(id);
+            // An enforcement that no longer knows it (its thread gone) has nothing to undo; any
+            // other failure is said, since the thread may keep what the constraint gave it.
+            if let Err(failed) = self.enforcement.end_constraint(id) {
+                if rtlab_sys::proc_thread::thread_comm(tid).is_ok() {
+                    eprintln!(
+                        "rtlab daemon: ending time constraint {} of thread {tid} at its deadline: {failed}",
+                        id.0
+                    );
+                }
+            }
             self.constraints.remove(&id);
             self.unwatch_if_unused(tid);
         }

@@ -1247,8 +1247,13 @@ impl Enforcement for Enforcer {
         let used = thread_cpu_time(state.thread)
             .unwrap_or(state.cpu_time_at_begin)
             .saturating_sub(state.cpu_time_at_begin);
-        self.planner
-            .end_constraint(id, Nanos(self.plan_time(now)))?;
+        // The thread gets its own policy back whatever else fails here: the caller (the daemon's
+        // registry) stops counting a constraint once it is ended, so a budget left in the kernel
+        // after an error would be held by nobody's count (rtlab-hostile saw a one-shot budget
+        // outlive its constraint by 22 s).
+        let planned = self
+            .planner
+            .end_constraint(id, Nanos(self.plan_time(now)));
         self.constraints.remove(&id);
         let only_constraint = match self.threads.get_mut(&state.thread) {
             Some(managed) => {
@@ -1257,13 +1262,20 @@ impl Enforcement for Enforcer {
             }
             None => false,
         };
-        if self.dispatcher.is_some() {
-            self.sync_dispatch(&[])?;
-        }
-        if only_constraint {
-            self.restore(state.thread)?;
-        }
+        let synced = if self.dispatcher.is_some() {
+            self.sync_dispatch(&[])
+        } else {
+            Ok(())
+        };
+        let restored = if only_constraint {
+            self.restore(state.thread)
+        } else {
+            Ok(())
+        };
         self.stop_dispatcher_if_idle();
+        restored?;
+        synced?;
+        planned?;
         Ok(ConstraintEnd {
             used: Nanos(used),
             met_deadline: now <= state.deadline,
