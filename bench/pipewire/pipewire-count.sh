@@ -4,9 +4,10 @@
 # client bench/jack/xrun_client.c through pw-jack working 30 % of each cycle, the SCHED_FIFO 95
 # competitor (6 ms every 20 ms on both CPUs, bursts aligned: -A). Per round, 20 s of `rtlab
 # trace watch --comm xrun_client --summary-json`, which prints PipeWire's profiler count beside
-# rtlab's for the same window: idle, beside the competitor, and beside it after `rtlab reserve --auto --pid CLIENT`
-# (3 s observing, its check, then the competitor), with the CPU the reservations took against
-# what they asked. Run as root under the measurement lock:
+# rtlab's for the same window (judged by PipeWire's cycle: it takes --cycle-marker pipewire for
+# a PipeWire client): idle, beside the competitor, and beside it after `rtlab reserve --auto
+# --pid CLIENT` (3 s observing, its check, then the competitor), with the CPU the reservations
+# took against what they asked. Run as root under the measurement lock:
 #   flock -o /work/measure.lock bench/pipewire/pipewire-count.sh ROUNDS
 set -euo pipefail
 rounds=${1:-3}
@@ -36,10 +37,10 @@ printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
 "$rtlab" daemon --config "$work/rtlabd.toml" --socket "$RTLAB_SOCKET" 2> "$work/daemon.log" &
 pipewire -c "$work/pipewire.conf" > /dev/null 2>&1 &
 sleep 1
-timeout 10 pw-metadata -n settings 0 clock.force-quantum 128 > /dev/null
+for try in 1 2 3; do timeout 10 pw-metadata -n settings 0 clock.force-quantum 128 > /dev/null && break; sleep 1; done
 client() { pw-jack "$work/xrun_client" -n jackload -w -l 30 -d "$1" > /dev/null 2>&1 & }
 watch() {
-  "$rtlab" trace watch --comm xrun_client -D 20s --summary-json "$work/$1.json" > /dev/null 2>&1
+  "$rtlab" trace watch --comm xrun_client -D 20s --summary-json "$work/$1.json" > /dev/null 2> "$work/$1.err" || { echo "watch failed: $(tail -3 "$work/$1.err")"; return; }
   python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1])); p = d.get("pipewire", {})
@@ -51,11 +52,11 @@ print("PipeWire %d, rtlab %d (ratio %.2f, %d naming %s) in %.1f s" % (p["pipewir
 }
 for round in $(seq "$rounds"); do
   client 24; pid=$!; sleep 2
-  idle=$(watch idle); wait "$pid" || true
+  idle=$(watch idle); wait "$pid" || true; echo "round $round: idle: $idle"
   client 24; pid=$!; sleep 1
   "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 22 & hog=$!
   sleep 1
-  unreserved=$(watch competitor); wait "$pid" || true; wait "$hog" || true
+  unreserved=$(watch competitor); wait "$pid" || true; wait "$hog" || true; echo "round $round: competitor: $unreserved"
   client 40; pid=$!; sleep 2
   "$rtlab" reserve --auto --pid "$(pgrep -n -x xrun_client)" --observe 3s --json "$work/auto.json" > /dev/null
   "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 22 & hog=$!

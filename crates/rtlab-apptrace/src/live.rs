@@ -38,7 +38,8 @@ pub struct WindowedAnalyzer {
     switches_filtered: bool,
     analyzer: Option<Analyzer>,
     window_start: Option<u64>,
-    /// Per thread: its last `Name` and `ThreadInfo` events, and when it was last seen.
+    /// Per thread: its last `Name` and `ThreadInfo` (or `OtherPolicy`) events, and when it was
+    /// last seen.
     remembered: HashMap<i32, Remembered>,
     n_windows: u64,
     n_events: u64,
@@ -96,7 +97,9 @@ impl WindowedAnalyzer {
             })
             .collect();
         carried.sort_by_key(|event| match event.kind {
-            EventKind::Name { tid, .. } | EventKind::ThreadInfo { tid, .. } => tid,
+            EventKind::Name { tid, .. }
+            | EventKind::ThreadInfo { tid, .. }
+            | EventKind::OtherPolicy { tid, .. } => tid,
             _ => 0,
         });
         for event in &carried {
@@ -108,7 +111,10 @@ impl WindowedAnalyzer {
     fn remember(&mut self, event: &Event) {
         let (tid, is_name) = match event.kind {
             EventKind::Name { tid, .. } => (tid, true),
-            EventKind::ThreadInfo { tid, .. } => (tid, false),
+            // The policy of another program's real-time thread is read once a recording: every
+            // window names it by it ("qhog7 (SCHED_FIFO 95)", not the classes its priority
+            // implies).
+            EventKind::ThreadInfo { tid, .. } | EventKind::OtherPolicy { tid, .. } => (tid, false),
             EventKind::Exit { tid } => {
                 self.remembered.remove(&tid);
                 return;
@@ -289,6 +295,7 @@ impl<F: FnMut(&Event)> Write for LiveSink<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analyze::report::Culprit;
     use crate::file::{FileHeader, FileTrailer, TraceFileWriter};
     use crate::model::Policy;
 
@@ -409,6 +416,51 @@ mod tests {
         // Every 50th activation is late (15 ms of a 10 ms period): 4 in each 2 s window, of which
         // the analysis finds at least 3 (the last of a window has no next period to be late for).
         assert!(late >= 240_000 / 50 * 3 / 4, "{late}");
+    }
+
+    #[test]
+    fn a_competitors_policy_read_once_names_it_in_every_window() {
+        let mut live = WindowedAnalyzer::new(
+            AnalysisConfig::default(),
+            DEFAULT_WINDOW_NS,
+            header(),
+            source(),
+        );
+        let mut culprits = Vec::new();
+        let mut see = |report: TraceReport| {
+            for late in &report.late_activations {
+                if let Some(culprit @ Culprit::Thread { tid: 200, .. }) = &late.culprit {
+                    culprits.push(culprit.describe());
+                }
+            }
+        };
+        // The recorder reads the policy of the competitor (tid 200, priority 95) when it first
+        // sees it, once.
+        if let Some(report) = live.push(&Event {
+            timestamp_ns: 0,
+            cpu: 0,
+            kind: EventKind::OtherPolicy {
+                tid: 200,
+                policy: Policy::Fifo,
+                priority: 95,
+            },
+        }) {
+            see(report);
+        }
+        synthetic(1_000, |event| {
+            if let Some(report) = live.push(event) {
+                see(report);
+            }
+        });
+        if let Some(report) = live.finish() {
+            see(report);
+        }
+        assert!(live.n_windows() >= 5, "{}", live.n_windows());
+        assert!(culprits.len() >= 10, "{culprits:?}");
+        assert!(
+            culprits.iter().all(|label| label.contains("SCHED_FIFO 95")),
+            "{culprits:?}"
+        );
     }
 
     #[test]

@@ -36,6 +36,27 @@ const JACK_LIBRARY_PATHS: &[&str] = &[
     "/usr/lib64/libjackserver.so.0",
 ];
 
+/// The preset for PipeWire: the driver's cycle start, as its data thread re-arms its timer.
+pub const PIPEWIRE_PRESET: &str = "pipewire";
+/// PipeWire's drivers (the Dummy-Driver, ALSA's timer-driven devices) begin each cycle in
+/// their timer's handler (`node-driver.c`'s `on_timeout`: `spa_node_call_ready`, which is
+/// `impl-node.c`'s `node_ready`, then `set_timeout`) and re-arm the timer through libc's
+/// `timerfd_settime` at its end. Debian's libpipewire and SPA plugins keep no symbol table:
+/// `node_ready`, `process_node` and the driver's handlers are static and stripped, and no
+/// function it exports runs once a cycle (a probe on each of libpipewire's and pipewire-jack's
+/// 589 exported functions fired none in a second of cycles). libc's `timerfd_settime` is the
+/// first visible function each cycle runs, once, in the driver's data thread.
+const PIPEWIRE_SYMBOL: &str = "timerfd_settime";
+/// Where Debian and Ubuntu install libc when no running PipeWire says otherwise.
+const LIBC_PATHS: &[&str] = &[
+    "/lib/x86_64-linux-gnu/libc.so.6",
+    "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    "/lib/aarch64-linux-gnu/libc.so.6",
+    "/usr/lib/aarch64-linux-gnu/libc.so.6",
+    "/usr/lib/libc.so.6",
+    "/usr/lib64/libc.so.6",
+];
+
 /// A resolved marker: where its probes go (one per function named).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CycleMarker {
@@ -60,7 +81,7 @@ impl CycleMarker {
 /// Why a SPEC cannot be probed; each message names the SPEC's part at fault.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CycleMarkerError {
-    #[error("marker {0:?}: expected PATH:SYMBOL (cycle markers also take the preset 'jack')")]
+    #[error("marker {0:?}: expected PATH:SYMBOL (cycle markers also take the presets 'jack' and 'pipewire')")]
     Syntax(String),
     #[error("marker: {path}: {message}")]
     File { path: String, message: String },
@@ -89,6 +110,16 @@ pub fn resolve(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
             .iter()
             .map(|symbol| symbol_file_offset(&binary, symbol))
             .collect::<Result<Vec<_>, _>>()?;
+        return Ok(CycleMarker {
+            spec: spec.to_owned(),
+            binary,
+            points,
+            at_return: false,
+        });
+    }
+    if spec == PIPEWIRE_PRESET {
+        let binary = mapped_library(&["pipewire"], "libc.so.6", LIBC_PATHS);
+        let points = vec![symbol_file_offset(&binary, PIPEWIRE_SYMBOL)?];
         return Ok(CycleMarker {
             spec: spec.to_owned(),
             binary,
@@ -144,10 +175,20 @@ fn split_symbols(symbols: &str) -> Vec<String> {
     parts
 }
 
-/// libjackserver as a running jackd maps it (the first found in /proc/PID/maps of a process
-/// named `jackd` or `jackdbus`), else the first standard path that exists.
+/// libjackserver as a running jackd maps it (a process named `jackd` or `jackdbus`), else the
+/// first standard path that exists.
 fn jack_library() -> PathBuf {
-    let servers = ["jackd", "jackdbus"].into_iter().flat_map(|name| {
+    mapped_library(
+        &["jackd", "jackdbus"],
+        "libjackserver.so",
+        JACK_LIBRARY_PATHS,
+    )
+}
+
+/// The library whose path holds `library` as a running process named one of `servers` maps
+/// it (the first found in /proc/PID/maps), else the first of `standard` that exists.
+fn mapped_library(servers: &[&str], library: &str, standard: &[&str]) -> PathBuf {
+    let servers = servers.iter().flat_map(|name| {
         rtlab_sys::proc_thread::threads_named(name)
             .unwrap_or_default()
             .into_iter()
@@ -160,16 +201,16 @@ fn jack_library() -> PathBuf {
         if let Some(path) = maps
             .lines()
             .filter_map(|line| line.split_whitespace().nth(5))
-            .find(|path| path.contains("libjackserver.so"))
+            .find(|path| path.contains(library))
         {
             return PathBuf::from(path);
         }
     }
-    JACK_LIBRARY_PATHS
+    standard
         .iter()
         .map(PathBuf::from)
         .find(|path| path.exists())
-        .unwrap_or_else(|| PathBuf::from(JACK_LIBRARY_PATHS[0]))
+        .unwrap_or_else(|| PathBuf::from(standard[0]))
 }
 
 /// The mangled name and file offset of the function `wanted` in the ELF file `binary`.
@@ -354,5 +395,21 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(by_plain_name.points, marker.points);
+    }
+
+    #[test]
+    fn the_pipewire_preset_probes_libcs_timer_rearm() {
+        // libc is on every machine the tests run on; PipeWire need not run.
+        let marker = resolve(PIPEWIRE_PRESET).unwrap();
+        assert_eq!(marker.points.len(), 1);
+        assert_eq!(marker.points[0].0, PIPEWIRE_SYMBOL);
+        assert!(!marker.at_return);
+        assert!(
+            marker.binary.to_string_lossy().contains("libc.so.6"),
+            "{}",
+            marker.describe()
+        );
+        let by_path = resolve(&format!("{}:timerfd_settime", marker.binary.display())).unwrap();
+        assert_eq!(by_path.points, marker.points);
     }
 }

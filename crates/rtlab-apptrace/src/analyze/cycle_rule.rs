@@ -23,9 +23,44 @@
 //!
 //! Each miss is charged to the thread's activation under way (or its next one), whose critical
 //! path then says who held it back.
+//!
+//! PipeWire counts otherwise ([`CycleRule::Pipewire`], `--cycle-marker pipewire`; read from
+//! PipeWire 0.3.65's `impl-node.c`, `module-profiler.c` and `pipewire-jack.c`). Its profiler
+//! logs a line at every *complete* (the driver's `process_node` once every follower signalled)
+//! and every *incomplete* (the driver's `node_ready`, a new cycle, while a follower has not
+//! signalled: then `node_ready` also runs the driver's `process_node`, a second line), each
+//! with every follower's status; pw-top's ERR and rtlab's count of the profile are the lines
+//! whose follower is not finished. Its driver's timer catches up after a stall one cycle
+//! after another. So, per follower (a thread the driver's thread wakes):
+//!
+//! - a cycle start (its trigger: the driver's thread waking it, else the marker) when it has
+//!   not signalled since the last one: **two** unfinished cycles (the incomplete line and its
+//!   complete line);
+//! - its signal (its cycle's work done: a work-done marker, else its waking the driver's
+//!   thread) that completes the graph while a trigger came since it woke: **one** — it reads
+//!   that trigger at once and is awake again when the driver logs the complete line.
 
 use super::Activation;
 use std::collections::VecDeque;
+
+/// How the threads a cycle marker drives are judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CycleRule {
+    /// As JACK counts xruns (the module's first list).
+    #[default]
+    Jack,
+    /// As PipeWire's profiler counts unfinished cycles (the module's second list).
+    Pipewire,
+}
+
+impl CycleRule {
+    pub fn name(self) -> &'static str {
+        match self {
+            CycleRule::Jack => "jack",
+            CycleRule::Pipewire => "pipewire",
+        }
+    }
+}
 
 /// Intervals between markers kept for the period.
 const INTERVALS_KEPT: usize = 64;
@@ -35,6 +70,8 @@ const INTERVALS_NEEDED: usize = 8;
 pub(crate) const CLOCKS_KEPT: usize = 8;
 /// Threads judged by the markers at most (those the marker's thread wakes, first come).
 pub(crate) const DRIVEN_KEPT: usize = 64;
+/// PipeWire's rule: a marker up to this share of a period early is on the driver's schedule.
+const PIPEWIRE_EARLY_PERCENT: u64 = 15;
 /// A program keeping its period in whole microseconds compares with up to this much less.
 const PERIOD_ROUNDING_NS: u64 = 2_000;
 
@@ -56,6 +93,11 @@ pub(crate) struct CycleClock {
     pub overruns: u64,
     /// The last marker began a cycle at once after an overrun.
     restarted: bool,
+    /// PipeWire's rule: a trigger (the clock's thread waking a follower) came since the last
+    /// marker: that marker is the same cycle's.
+    pipewire_triggered: bool,
+    /// PipeWire's rule: when the driver meant the last cycle to start (its timer's schedule).
+    pipewire_schedule_ns: Option<u64>,
 }
 
 impl CycleClock {
@@ -81,6 +123,39 @@ impl CycleClock {
         let judged = overran && self.period_ns > 0;
         self.overruns += u64::from(judged);
         judged
+    }
+
+    /// PipeWire's rule: whether a marker (`trigger` false) or the clock's thread waking a
+    /// follower (`trigger` true) at `time` starts a cycle. A trigger does, once until the next
+    /// marker, which is then its cycle's (the driver re-arms its timer after triggering). A
+    /// marker without a trigger does when it comes on the driver's schedule: a period after
+    /// the last cycle began, or at once while the driver catches up after a stall (its timer
+    /// fires for every period missed, one cycle after another); not another timer the
+    /// driver's thread re-arms in between (the profiler's flush).
+    pub(crate) fn pipewire_cycle_start(&mut self, time: u64, trigger: bool) -> bool {
+        if trigger {
+            if std::mem::replace(&mut self.pipewire_triggered, true) {
+                return false;
+            }
+        } else if std::mem::take(&mut self.pipewire_triggered) {
+            return false;
+        }
+        let period = self.period_ns;
+        let on_schedule = match self.pipewire_schedule_ns {
+            Some(last) if period > 0 && !trigger => {
+                time + period * PIPEWIRE_EARLY_PERCENT / 100 >= last + period
+            }
+            _ => true,
+        };
+        if !on_schedule {
+            return false;
+        }
+        self.pipewire_schedule_ns = Some(match self.pipewire_schedule_ns {
+            // Late: the driver's timer meant it a period after the last.
+            Some(last) if period > 0 && time > last + period + period / 2 => last + period,
+            _ => time,
+        });
+        true
     }
 
     /// `waker` woke `tid`: a thread the cycle drives when `waker` is the marker's thread.
@@ -126,6 +201,22 @@ pub(crate) struct CycleJudge {
     done_since_marker: bool,
     /// Its late activations (misses charged), the first [`super::streaming::LATE_KEPT`].
     pub late: Vec<Activation>,
+    /// PipeWire's rule: its follower state as the driver sees it.
+    pipewire: PipewireFollower,
+}
+
+/// One follower as PipeWire's driver sees it (`pw_node_activation`): whether it signalled since
+/// its last trigger, and whether a trigger came since it woke (it reads it at once when it
+/// signals).
+#[derive(Clone, Copy, Debug, Default)]
+struct PipewireFollower {
+    seen_cycle: bool,
+    /// Signals still awaited this cycle (1 after a trigger; PipeWire's `state->pending`).
+    pending: i32,
+    trigger_unread: bool,
+    awaiting_run: bool,
+    /// Signals are taken from work-done markers (else from its waking the driver's thread).
+    uses_work_done: bool,
 }
 
 impl CycleJudge {
@@ -165,23 +256,101 @@ impl CycleJudge {
             }
             _ => self.last_switch_ns = Some(time),
         }
-        if misses > 0 {
-            self.deadlines_missed += u64::from(misses);
-            match current {
-                Some(activation) => {
-                    activation.cycle_deadlines += misses;
-                    if let Some(delay) = cycle_delay {
-                        held_back_by(activation, delay);
-                    }
+        self.charge(misses, current, cycle_delay);
+        misses
+    }
+
+    /// Charges `misses` to the activation under way, or keeps them for the next.
+    fn charge(
+        &mut self,
+        misses: u32,
+        current: Option<&mut Activation>,
+        cycle_delay: Option<&Activation>,
+    ) {
+        if misses == 0 {
+            return;
+        }
+        self.deadlines_missed += u64::from(misses);
+        match current {
+            Some(activation) => {
+                activation.cycle_deadlines += misses;
+                if let Some(delay) = cycle_delay {
+                    held_back_by(activation, delay);
                 }
-                None => {
-                    self.pending += misses;
-                    if cycle_delay.is_some() {
-                        self.pending_delay = cycle_delay.copied();
-                    }
+            }
+            None => {
+                self.pending += misses;
+                if cycle_delay.is_some() {
+                    self.pending_delay = cycle_delay.copied();
                 }
             }
         }
+    }
+
+    /// PipeWire's rule: a cycle marker of its clock (missed periods, as the JACK rule counts
+    /// them).
+    pub(crate) fn pipewire_marker(&mut self) {
+        if self.seen_activation && !self.activated_since_marker {
+            self.missed_periods += 1;
+        }
+        self.activated_since_marker = false;
+    }
+
+    /// PipeWire's rule: the driver's thread woke this follower (its trigger): it reads its
+    /// triggers when it next gets a CPU.
+    pub(crate) fn pipewire_woken(&mut self) {
+        self.pipewire.awaiting_run = true;
+    }
+
+    /// PipeWire's rule: a new cycle for this follower: two unfinished cycles when it has not
+    /// signalled the last.
+    pub(crate) fn pipewire_cycle_start(
+        &mut self,
+        current: Option<&mut Activation>,
+        cycle_delay: Option<&Activation>,
+    ) -> u32 {
+        let follower = &mut self.pipewire;
+        let misses = if follower.seen_cycle && follower.pending > 0 {
+            2
+        } else {
+            0
+        };
+        follower.seen_cycle = true;
+        follower.pending = 1;
+        follower.trigger_unread = true;
+        self.charge(misses, current, cycle_delay);
+        misses
+    }
+
+    /// PipeWire's rule: it got its CPU after a wake-up: it read its triggers.
+    pub(crate) fn pipewire_ran(&mut self) {
+        if std::mem::take(&mut self.pipewire.awaiting_run) {
+            self.pipewire.trigger_unread = false;
+        }
+    }
+
+    /// PipeWire's rule: it signalled the driver (its cycle's work done). `from_marker`: a
+    /// work-done marker (then its wake-ups of the driver's thread are not signals).
+    pub(crate) fn pipewire_signalled(
+        &mut self,
+        from_marker: bool,
+        current: Option<&mut Activation>,
+    ) -> u32 {
+        let follower = &mut self.pipewire;
+        if from_marker {
+            follower.uses_work_done = true;
+        } else if follower.uses_work_done {
+            return 0;
+        }
+        if !follower.seen_cycle {
+            return 0;
+        }
+        // It completes the graph (pending reaches 0) with a trigger unread: it reads it at
+        // once and is awake when the driver logs the complete line.
+        let misses = u32::from(follower.pending == 1 && follower.trigger_unread);
+        follower.trigger_unread = false;
+        follower.pending -= 1;
+        self.charge(misses, current, None);
         misses
     }
 
@@ -309,5 +478,94 @@ mod tests {
         );
         // No work done since: unfinished, though blocked.
         assert_eq!(judge.marker(2 * PERIOD, PERIOD, false, None, None), 1);
+    }
+
+    #[test]
+    fn pipewire_cycles_start_at_triggers_and_at_markers_on_the_drivers_schedule() {
+        let mut clock = clock_with_period();
+        let start = 10 * PERIOD;
+        // A trigger starts a cycle; the marker after it is the same cycle's.
+        assert!(clock.pipewire_cycle_start(start, true));
+        assert!(
+            !clock.pipewire_cycle_start(start, true),
+            "a second follower's trigger"
+        );
+        assert!(!clock.pipewire_cycle_start(start + 8_000, false));
+        // Another timer the driver's thread re-arms a third of a period on: no cycle.
+        assert!(!clock.pipewire_cycle_start(start + PERIOD / 3, false));
+        // The next marker without a trigger (the follower was running) on schedule: a cycle.
+        assert!(clock.pipewire_cycle_start(start + PERIOD + 20_000, false));
+        // A stall of 2.4 periods: the driver's timer fires for both periods missed, one
+        // cycle after the other; then it waits for its schedule.
+        let late = start + PERIOD + 24 * PERIOD / 10;
+        assert!(clock.pipewire_cycle_start(late, false));
+        assert!(clock.pipewire_cycle_start(late + 20_000, false));
+        assert!(!clock.pipewire_cycle_start(late + 40_000, false));
+        assert!(clock.pipewire_cycle_start(start + 4 * PERIOD + 10_000, true));
+    }
+
+    /// A follower that read its trigger, worked, signalled, and slept.
+    fn pipewire_cycle(judge: &mut CycleJudge, activation: &mut Activation) -> u32 {
+        let mut misses = judge.pipewire_cycle_start(None, None);
+        judge.pipewire_woken();
+        judge.pipewire_ran();
+        misses += judge.pipewire_signalled(false, Some(activation));
+        misses
+    }
+
+    #[test]
+    fn pipewire_counts_two_lines_per_cycle_not_signalled_and_one_per_signal_with_a_trigger_unread()
+    {
+        let mut judge = CycleJudge::default();
+        let mut activation = Activation::default();
+        for _ in 0..3 {
+            assert_eq!(pipewire_cycle(&mut judge, &mut activation), 0);
+        }
+        // Woken and running when a stall came: the driver's late cycle and its catch-up find
+        // it unfinished (2 + 2); its signal completes the graph with both triggers unread
+        // (1); the work it does for them signals nothing PipeWire logs.
+        assert_eq!(judge.pipewire_cycle_start(None, None), 0);
+        judge.pipewire_woken();
+        judge.pipewire_ran();
+        assert_eq!(judge.pipewire_cycle_start(Some(&mut activation), None), 2);
+        assert_eq!(judge.pipewire_cycle_start(Some(&mut activation), None), 2);
+        assert_eq!(judge.pipewire_signalled(false, Some(&mut activation)), 1);
+        assert_eq!(judge.pipewire_signalled(false, Some(&mut activation)), 0);
+        assert_eq!(pipewire_cycle(&mut judge, &mut activation), 0);
+        // A catch-up cycle while it works on a trigger read at its signal: that one's signal
+        // completes the graph with the catch-up's trigger unread (2 + 1 + 1).
+        assert_eq!(judge.pipewire_cycle_start(None, None), 0);
+        judge.pipewire_woken();
+        judge.pipewire_ran();
+        assert_eq!(judge.pipewire_cycle_start(Some(&mut activation), None), 2);
+        assert_eq!(judge.pipewire_signalled(false, Some(&mut activation)), 1);
+        assert_eq!(judge.pipewire_cycle_start(Some(&mut activation), None), 0);
+        assert_eq!(judge.pipewire_signalled(false, Some(&mut activation)), 1);
+        assert_eq!(pipewire_cycle(&mut judge, &mut activation), 0);
+        // Woken but not yet run when the next cycle came (2): it reads both triggers at once
+        // and its signal leaves none unread.
+        assert_eq!(judge.pipewire_cycle_start(None, None), 0);
+        judge.pipewire_woken();
+        assert_eq!(judge.pipewire_cycle_start(Some(&mut activation), None), 2);
+        judge.pipewire_ran();
+        assert_eq!(judge.pipewire_signalled(false, Some(&mut activation)), 0);
+        assert_eq!(activation.cycle_deadlines, 11);
+        assert_eq!(judge.deadlines_missed, 11);
+    }
+
+    #[test]
+    fn with_work_done_markers_pipewire_takes_its_signals_from_them() {
+        let mut judge = CycleJudge::default();
+        assert_eq!(judge.pipewire_cycle_start(None, None), 0);
+        judge.pipewire_woken();
+        judge.pipewire_ran();
+        assert_eq!(judge.pipewire_signalled(true, None), 0);
+        assert_eq!(judge.pipewire_cycle_start(None, None), 0);
+        judge.pipewire_woken();
+        judge.pipewire_ran();
+        // Its wake-ups of the driver's thread are not signals once markers come.
+        assert_eq!(judge.pipewire_signalled(false, None), 0);
+        assert_eq!(judge.pipewire_cycle_start(None, None), 2);
+        assert_eq!(judge.pending, 2);
     }
 }

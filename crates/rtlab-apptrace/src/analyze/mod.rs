@@ -9,6 +9,7 @@
 //! when a timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
 mod cycle_rule;
+pub use cycle_rule::CycleRule;
 mod findings;
 /// How many late activations a report lists at most (the earliest); the totals count them all.
 pub use findings::MAX_LISTED as LATE_ACTIVATIONS_LISTED;
@@ -33,6 +34,9 @@ pub struct AnalysisConfig {
     pub starve_ns: u64,
     /// Keep spans for a timeline (SVG, Perfetto), at most this many (0: none).
     pub timeline_spans: usize,
+    /// How the threads a cycle marker drives are judged (`--cycle-marker pipewire`: as
+    /// PipeWire's profiler counts).
+    pub cycle_rule: CycleRule,
 }
 
 impl Default for AnalysisConfig {
@@ -41,6 +45,7 @@ impl Default for AnalysisConfig {
             hang_ns: 1_000_000_000,
             starve_ns: 100_000_000,
             timeline_spans: 0,
+            cycle_rule: CycleRule::Jack,
         }
     }
 }
@@ -569,7 +574,18 @@ impl Analyzer {
                 )
             }
             EventKind::CycleMarker { tid } => self.cycle_marker(time, tid),
-            EventKind::WorkDone { tid } => self.thread(tid).cycle_judge.work_done(),
+            EventKind::WorkDone { tid } => {
+                let pipewire = self.config.cycle_rule == CycleRule::Pipewire;
+                let Thread {
+                    cycle_judge,
+                    current,
+                    ..
+                } = self.thread(tid);
+                cycle_judge.work_done();
+                if pipewire {
+                    cycle_judge.pipewire_signalled(true, current.as_mut());
+                }
+            }
             EventKind::Waking {
                 tid,
                 waker,
@@ -869,6 +885,7 @@ impl Analyzer {
             thread.prio = next_prio;
             thread.prio_known = true;
         }
+        thread.cycle_judge.pipewire_ran();
         thread.state = State::Running { cpu, since: time };
         thread.irq_mark = irq_total;
     }
@@ -1248,16 +1265,76 @@ impl Analyzer {
             gap_irq_source: gap_irq.1,
             ..Activation::default()
         });
-        let driven = self
-            .cycles
-            .iter_mut()
-            .any(|clock| clock.woke(waker, tid) || clock.driven.contains(&tid));
+        let mut trigger_clock = None;
+        let mut driven = false;
+        for (index, clock) in self.cycles.iter_mut().enumerate() {
+            let woken_by_clock = clock.woke(waker, tid);
+            if woken_by_clock {
+                trigger_clock = Some(index);
+            }
+            driven |= woken_by_clock || clock.driven.contains(&tid);
+        }
+        if self.config.cycle_rule == CycleRule::Pipewire {
+            self.pipewire_waking(time, tid, waker, trigger_clock);
+        }
         if driven {
             let thread = self.threads.get_mut(&tid).expect("just woken");
             if let Some(activation) = &mut thread.current {
                 thread.cycle_judge.activated(activation);
             }
         }
+    }
+
+    /// PipeWire's rule at a wake-up: the driver's thread (clock `trigger_clock`) woke follower
+    /// `tid` (its trigger, a cycle start), or follower `waker` woke the driver's thread (its
+    /// signal).
+    fn pipewire_waking(&mut self, time: u64, tid: i32, waker: i32, trigger_clock: Option<usize>) {
+        if let Some(index) = trigger_clock {
+            if self.cycles[index].pipewire_cycle_start(time, true) {
+                self.pipewire_cycle_start(index);
+            }
+            if let Some(thread) = self.threads.get_mut(&tid) {
+                thread.cycle_judge.pipewire_woken();
+            }
+        }
+        let signals = waker > 0
+            && self
+                .cycles
+                .iter()
+                .any(|clock| clock.tid == tid && clock.driven.contains(&waker));
+        if signals {
+            if let Some(thread) = self.threads.get_mut(&waker) {
+                thread
+                    .cycle_judge
+                    .pipewire_signalled(false, thread.current.as_mut());
+            }
+        }
+    }
+
+    /// PipeWire's rule: clock `index` began a cycle: each follower is judged.
+    fn pipewire_cycle_start(&mut self, index: usize) {
+        let cycle_delay = self.cycle_delay_of(self.cycles[index].tid);
+        for driven in self.cycles[index].driven.clone() {
+            if let Some(thread) = self.threads.get_mut(&driven) {
+                thread
+                    .cycle_judge
+                    .pipewire_cycle_start(thread.current.as_mut(), cycle_delay.as_ref());
+            }
+        }
+    }
+
+    /// The activation of a clock's thread `tid` under way when it waited for a CPU a tenth of
+    /// its period or more (a cycle that came late), for the misses charged at its cycle start.
+    fn cycle_delay_of(&self, tid: i32) -> Option<Activation> {
+        let period = self
+            .cycles
+            .iter()
+            .find(|clock| clock.tid == tid)
+            .map_or(0, |clock| clock.period_ns);
+        self.threads
+            .get(&tid)
+            .and_then(|thread| thread.current)
+            .filter(|activation| period > 0 && activation.wait_ns * 10 >= period)
     }
 
     /// The program began a cycle (a cycle marker of `tid`): each thread it drives is judged.
@@ -1268,10 +1345,32 @@ impl Analyzer {
                 self.cycles.push(cycle_rule::CycleClock::default());
                 self.cycles.len() - 1
             }
+            // PipeWire's marker (libc's `timerfd_settime`) fires in every process that arms a
+            // timer: a clock that never drove a thread gives its place to a new one.
+            None if self.config.cycle_rule == CycleRule::Pipewire => {
+                match self.cycles.iter().position(|clock| clock.driven.is_empty()) {
+                    Some(index) => {
+                        self.cycles[index] = cycle_rule::CycleClock::default();
+                        index
+                    }
+                    None => return,
+                }
+            }
             None => return,
         };
         let clock = &mut self.cycles[index];
         let overran = clock.marker(time, tid);
+        if self.config.cycle_rule == CycleRule::Pipewire {
+            for driven in self.cycles[index].driven.clone() {
+                if let Some(thread) = self.threads.get_mut(&driven) {
+                    thread.cycle_judge.pipewire_marker();
+                }
+            }
+            if self.cycles[index].pipewire_cycle_start(time, false) {
+                self.pipewire_cycle_start(index);
+            }
+            return;
+        }
         let period = clock.period_ns;
         // The cycle came late when its thread waited for a CPU a tenth of a period or more.
         let cycle_delay = self

@@ -92,6 +92,11 @@ pub struct AnalyzeArgs {
     /// List every thread in the text report (default: the recorded application's, or the busiest)
     #[arg(long)]
     pub all_threads: bool,
+    /// How the cycle markers in the file judge the threads they drive: `jack` (as JACK counts
+    /// xruns) or `pipewire` (as PipeWire's profiler counts unfinished cycles; for recordings
+    /// made with `--cycle-marker pipewire`)
+    #[arg(long, value_name = "RULE", default_value = "jack", value_parser = ["jack", "pipewire"])]
+    pub cycle_rule: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -251,6 +256,10 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             2_000_000
         } else {
             0
+        },
+        cycle_rule: match args.cycle_rule.as_str() {
+            "pipewire" => rtlab_apptrace::analyze::CycleRule::Pipewire,
+            _ => rtlab_apptrace::analyze::CycleRule::Jack,
         },
     };
     let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);

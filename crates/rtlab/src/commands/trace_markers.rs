@@ -24,3 +24,15 @@ pub(crate) fn work_done_marker_flag(
         .map(Some)
         .map_err(|error| crate::exit::input(format!("--work-done-marker: {error}")))
 }
+
+/// The counting rule a cycle marker's threads are judged by: PipeWire's for its preset.
+pub(crate) fn cycle_rule(
+    marker: Option<&rtlab_trace::cycle_marker::CycleMarker>,
+) -> rtlab_apptrace::analyze::CycleRule {
+    match marker {
+        Some(marker) if marker.spec == rtlab_trace::cycle_marker::PIPEWIRE_PRESET => {
+            rtlab_apptrace::analyze::CycleRule::Pipewire
+        }
+        _ => rtlab_apptrace::analyze::CycleRule::Jack,
+    }
+}

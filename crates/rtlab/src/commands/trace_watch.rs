@@ -67,6 +67,10 @@ pub struct WatchArgs {
     /// Never ask PipeWire for its count
     #[arg(long)]
     pub no_pipewire: bool,
+    /// When comparing with PipeWire's count, infer the cycle instead of judging by PipeWire's
+    /// own (`--cycle-marker pipewire` is taken by default then)
+    #[arg(long)]
+    pub no_pipewire_marker: bool,
     /// Write the summary (misses, culprits, verdict, PipeWire's count) as JSON to FILE at the
     /// end (`-` for stdout); opened before watching
     #[arg(long, value_name = "FILE")]
@@ -401,7 +405,11 @@ pub(crate) fn watch_windows(
         format: "live".into(),
         clock: Some("mono".into()),
     };
-    let mut live = WindowedAnalyzer::new(AnalysisConfig::default(), window_ns, header, source);
+    let analysis = AnalysisConfig {
+        cycle_rule: super::trace_markers::cycle_rule(markers.0),
+        ..AnalysisConfig::default()
+    };
+    let mut live = WindowedAnalyzer::new(analysis, window_ns, header, source);
     let result = {
         let sink = LiveSink::new(|event| {
             if let Some(report) = live.push(event) {
@@ -521,6 +529,27 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     };
     // Before the recording starts, so PipeWire's window holds rtlab's.
     let pipewire = super::trace_watch_pipewire::start(&target, wish)?;
+    // A PipeWire client compared with PipeWire's count is judged by PipeWire's cycle, unless
+    // told otherwise.
+    let cycle_marker = match (cycle_marker, &pipewire) {
+        (None, Some(_)) if !args.no_pipewire_marker => {
+            match rtlab_trace::cycle_marker::resolve(rtlab_trace::cycle_marker::PIPEWIRE_PRESET) {
+                Ok(marker) => {
+                    eprintln!(
+                        "rtlab: a PipeWire client: judged by PipeWire's cycle (--cycle-marker \
+                         pipewire, {}); --no-pipewire-marker to infer it",
+                        marker.describe()
+                    );
+                    Some(marker)
+                }
+                Err(error) => {
+                    eprintln!("rtlab: PipeWire's cycle marker: {error}; inferring the cycle");
+                    None
+                }
+            }
+        }
+        (marker, _) => marker,
+    };
     if !json_to_stdout {
         eprintln!(
             "rtlab: watching {} for deadline misses (Ctrl-C for the summary) …",
