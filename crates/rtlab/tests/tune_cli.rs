@@ -293,3 +293,33 @@ fn sigterm_mid_tune_puts_every_setting_back_and_exits_130() {
 }
 
 const SIGTERM: i32 = 15;
+
+#[test]
+#[ignore = "needs root: opens the tune journal"]
+fn a_setting_that_does_not_fit_the_budget_is_not_measured_and_says_so() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let before = settings_now();
+    let output = sandbox.run([
+        "tune",
+        "--only",
+        "timer_migration",
+        "--round",
+        "5s",
+        "--budget",
+        "1s",
+        "--json",
+        "-",
+    ]);
+    assert_exit_code(&output, 0);
+    let report = stdout_json(&output);
+    let setting = &report["settings"][0];
+    assert_eq!(setting["name"], "timer_migration");
+    assert_eq!(setting["kept"], false);
+    assert!(setting["effect"].is_null(), "{setting}");
+    assert!(
+        setting["reason"].as_str().unwrap().contains("budget"),
+        "{setting}"
+    );
+    assert!(changed_since(&before).is_empty());
+}
