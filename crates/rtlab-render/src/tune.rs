@@ -61,7 +61,7 @@ fn effect_text(effect: &SettingEffect) -> String {
     }
 }
 
-fn setting_row(text: &mut String, setting: &SettingResult, figure: &str) {
+fn setting_row(text: &mut String, setting: &SettingResult) {
     let name = if setting.placebo {
         format!("{} (placebo)", setting.name)
     } else {
@@ -81,15 +81,18 @@ fn setting_row(text: &mut String, setting: &SettingResult, figure: &str) {
     };
     let _ = writeln!(
         text,
-        "{:<20} {:<24} {:<15} {:<27} {}",
+        "{:<20} {:<25} {:<16} {}",
         truncate(&name, 20),
-        truncate(&change, 24),
+        truncate(&change, 25),
         figures,
-        effect,
         if setting.kept { "kept" } else { "no" }
     );
-    let _ = writeln!(text, "{}", wrapped("    ", &setting.reason, 4));
-    let _ = figure;
+    let line = if effect == "-" {
+        setting.reason.clone()
+    } else {
+        format!("{effect}: {}", setting.reason)
+    };
+    let _ = writeln!(text, "{}", wrapped("    ", &line, 4));
 }
 
 /// The results table: setting, before → after, the figure before → after (µs), the effect with
@@ -99,9 +102,8 @@ pub fn results(report: &TuneReport) -> String {
     if report.settings.is_empty() {
         return text;
     }
-    let _ = writeln!(
-        text,
-        "measured: {} A/B pair(s) of {:.1} s rounds per setting on CPU(s) {}, {} wake-up latency, {:.0}% intervals",
+    let measured = format!(
+        "{} A/B pair(s) of {:.1} s rounds per setting on CPU(s) {}, {} wake-up latency, {:.0}% intervals",
         report.rounds,
         report.round_ns as f64 / 1e9,
         report
@@ -113,16 +115,16 @@ pub fn results(report: &TuneReport) -> String {
         report.figure,
         report.confidence * 100.0
     );
+    let _ = writeln!(text, "{}", wrapped("measured: ", &measured, 4));
     let _ = writeln!(
         text,
-        "{:<20} {:<24} {:<15} {:<27} kept",
+        "{:<20} {:<25} {:<16} kept",
         "setting",
         "before -> tried",
-        format!("{} us", report.figure),
-        "effect (interval)"
+        format!("{} us", report.figure)
     );
     for setting in &report.settings {
-        setting_row(&mut text, setting, &report.figure);
+        setting_row(&mut text, setting);
     }
     let kept: Vec<&str> = report
         .settings
@@ -214,7 +216,10 @@ mod tests {
         let text = results(&report());
         assert!(text.contains("cpu_dma_latency"), "{text}");
         assert!(text.contains("150.0 -> 60.0"), "{text}");
-        assert!(text.contains("-90.0 us [-120.0, -70.0]"), "{text}");
+        assert!(text.contains("-90.0 us [-120.0, -70.0]: better"), "{text}");
+        for line in text.lines().chain(inventory(&report()).lines()) {
+            assert!(line.chars().count() <= crate::text::WIDTH, "{line}");
+        }
         assert!(text.contains("placebo (placebo)"), "{text}");
         assert!(
             text.contains("helped beyond noise: cpu_dma_latency"),
@@ -226,5 +231,11 @@ mod tests {
             inventory.contains("why: timers may be moved"),
             "{inventory}"
         );
+    }
+
+    #[test]
+    fn the_inventory_and_the_table_match_their_snapshot() {
+        let report = report();
+        insta::assert_snapshot!(format!("{}\n{}", inventory(&report), results(&report)));
     }
 }

@@ -154,7 +154,7 @@ fn a_short_tune_reports_each_setting_and_puts_every_one_back() {
     ]);
     assert_exit_code(&output, 0);
     let text = common::stdout_text(&output);
-    assert!(text.contains("effect (interval)"), "{text}");
+    assert!(text.contains("before -> tried"), "{text}");
     assert!(text.contains("placebo (placebo)"), "{text}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
