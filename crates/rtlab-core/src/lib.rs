@@ -35,6 +35,7 @@ pub mod time_value;
 pub mod timer_audit;
 pub mod timer_change;
 pub mod timer_study;
+pub mod tune_report;
 pub mod units;
 
 pub use header::OutputHeader;

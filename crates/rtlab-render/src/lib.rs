@@ -23,6 +23,7 @@ pub mod svg_plots;
 pub mod svg_timers;
 pub mod text;
 pub mod timers;
+pub mod tune;
 pub mod windows_absent;
 pub mod workload;
 

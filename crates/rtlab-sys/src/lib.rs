@@ -43,6 +43,7 @@ cfg_if::cfg_if! {
         pub mod timer_apis;
         pub mod timer_audit;
         pub mod tracefs;
+        pub mod tunables;
         pub mod uprobe_events;
         pub mod user_namespace;
         pub mod users;

@@ -61,6 +61,17 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-session",
         ],
     ),
+    // `rtlab tune`: the probe's rounds through the session, judged with compare's bootstrap.
+    (
+        "rtlab-tune",
+        &[
+            "rtlab-core",
+            "rtlab-sys",
+            "rtlab-probe",
+            "rtlab-analysis",
+            "rtlab-session",
+        ],
+    ),
     // Renders plain data only: what it shows is in rtlab-core (records, reports) or computed by
     // rtlab-analysis, so it builds wherever they do (Windows too).
     ("rtlab-render", RENDER_READS),

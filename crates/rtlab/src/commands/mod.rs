@@ -49,6 +49,8 @@ pub mod trace_watch;
 #[cfg(not(windows))]
 pub mod trace_watch_pipewire;
 #[cfg_attr(windows, path = "windows/absent.rs")]
+pub mod tune;
+#[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod workload;
 
 /// rtlab: can this Linux machine meet real-time deadlines? Measure timer and thread wake-up
@@ -131,6 +133,9 @@ pub enum Command {
     /// structure, wake-up chains, priority inversions, hangs, starvation
     #[cfg_attr(windows, command(hide = true))]
     Trace(trace::Args),
+    /// Change the machine's real-time settings one at a time, measure each, keep only what helps
+    #[cfg_attr(windows, command(hide = true))]
+    Tune(tune::Args),
 }
 
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -157,6 +162,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Workload(args) => workload::run(args),
         Command::Study(args) => study::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Tune(args) => tune::run(args),
     }
 }
 

@@ -1,0 +1,50 @@
+//! The errors of `rtlab tune`'s library, and which of them are the caller's input.
+
+/// Why tuning could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error("unknown setting '{name}' (known: {known})")]
+    UnknownSetting { name: String, known: String },
+    #[error("every setting was skipped: nothing to measure")]
+    NothingToMeasure,
+    #[error("another rtlab tune is running (it holds {0})")]
+    Busy(String),
+    #[error("the tune journal {path}: {source}")]
+    Journal {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{setting}: {source}")]
+    Setting {
+        setting: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("measuring: {0}")]
+    Measure(#[from] rtlab_session::SessionError),
+    #[error("judging the rounds: {0}")]
+    Compare(#[from] rtlab_analysis::compare::CompareError),
+    #[error("pooling the rounds: {0}")]
+    Histogram(#[from] rtlab_core::HistogramError),
+    #[error("putting back: {0}")]
+    Restore(String),
+}
+
+impl TuneError {
+    /// True when the caller's input was at fault (a setting name, a CPU list).
+    pub fn is_input(&self) -> bool {
+        match self {
+            TuneError::UnknownSetting { .. } | TuneError::NothingToMeasure => true,
+            TuneError::Measure(error) => error.is_input(),
+            _ => false,
+        }
+    }
+}
+
+/// [`TuneError::is_input`] for anything in an error chain.
+pub fn is_input_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    error
+        .downcast_ref::<TuneError>()
+        .is_some_and(TuneError::is_input)
+}

@@ -1,0 +1,179 @@
+//! `rtlab tune`: the machine's real-time settings, each changed alone and measured, kept only if
+//! it helps beyond noise, everything put back at the end. The work is rtlab-tune's; this module
+//! holds the flags, the progress bar and the printing.
+
+use crate::exit;
+use crate::output::PendingOutput;
+use rtlab_core::Nanos;
+use rtlab_tune::{Figure, TuneConfig, TuneObserver};
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The schema of `--json`.
+pub const TUNE_SCHEMA: &str = "rtlab.tune/1";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Measure only these settings (comma-separated names, as the inventory lists them; e.g.
+    /// cpu_dma_latency,timer_migration,placebo)
+    #[arg(long, value_name = "NAME[,NAME…]", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Measure every setting but these
+    #[arg(long, value_name = "NAME[,NAME…]", value_delimiter = ',')]
+    pub skip: Vec<String>,
+    #[command(flatten)]
+    pub cpus: crate::flags::CpusArgs,
+    /// The whole measurement's time: shared out into rounds unless --round is given; settings
+    /// that would not fit are not measured
+    #[arg(long, default_value = "10m", value_parser = crate::flags::positive_duration)]
+    pub budget: Nanos,
+    /// Length of one round (one arm of one A/B pair) [default: the budget shared out, at least 2s]
+    #[arg(long, value_name = "TIME", value_parser = crate::flags::positive_duration)]
+    pub round: Option<Nanos>,
+    /// A/B pairs per setting, interleaved (ABBA…)
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Time each round runs before samples count
+    #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
+    pub warmup: Nanos,
+    /// The rt-high wake-up figure each setting is judged on: p50, p90, p99, p99.9
+    #[arg(long, default_value = "p99", value_parser = Figure::parse)]
+    pub figure: Figure,
+    /// Confidence of every bootstrap interval, in percent
+    #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = crate::flags::confidence)]
+    pub confidence: f64,
+    /// List the settings only: change and measure nothing
+    #[arg(long, conflicts_with_all = ["revert"])]
+    pub inventory: bool,
+    /// Put back what a killed rtlab tune left changed (from its journal), then exit
+    #[arg(long)]
+    pub revert: bool,
+    #[command(flatten)]
+    pub json: crate::output::JsonArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let state_dir = PathBuf::from(rtlab_tune::journal::STATE_DIR);
+    if args.revert {
+        let repaired = rtlab_tune::revert(&state_dir)?;
+        crate::output::print(&if repaired.is_empty() {
+            "nothing to put back: no rtlab tune left a setting changed\n".to_owned()
+        } else {
+            format!("put back: {}\n", repaired.join(", "))
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let settings = rtlab_tune::catalogue::select(&args.only, &args.skip).map_err(|error| {
+        exit::input(format!(
+            "{}: {error}",
+            if args.only.is_empty() {
+                "--skip"
+            } else {
+                "--only"
+            }
+        ))
+    })?;
+    if settings.is_empty() && !args.inventory {
+        return Err(exit::input("--only/--skip: no setting left to measure"));
+    }
+    let json = args
+        .json
+        .json
+        .as_deref()
+        .map(PendingOutput::json)
+        .transpose()?;
+    let config = TuneConfig {
+        settings,
+        cpus: args.cpus.list.as_ref().map(|cpus| cpus.0.clone()),
+        round: args.round,
+        rounds: args.rounds,
+        warmup: args.warmup,
+        period: Nanos(1_000_000),
+        budget: args.budget,
+        figure: args.figure,
+        confidence: args.confidence / 100.0,
+        measure: !args.inventory,
+        state_dir,
+        cmdline: std::env::args().collect(),
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Every SIGINT/SIGTERM only sets the flag: the settings must be put back however often the
+    // user asks to stop.
+    rtlab_sys::signals::install_flag_only(&stop)
+        .map_err(|error| anyhow::anyhow!("installing the SIGINT/SIGTERM handler: {error}"))?;
+    let mut progress = Progress::new();
+    let report = rtlab_tune::tune(&config, &mut progress, &stop).map_err(|error| {
+        if error.is_input() {
+            exit::input(error)
+        } else {
+            anyhow::Error::new(error)
+        }
+    })?;
+    progress.finish();
+    let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
+    if !to_stdout {
+        let mut text = rtlab_render::tune::inventory(&report);
+        if !report.as_root && !args.inventory {
+            text.push_str("\nnot root: nothing was changed or measured (rtlab tune changes kernel settings; run it as root)\n");
+        }
+        let results = rtlab_render::tune::results(&report);
+        if !results.is_empty() {
+            text.push('\n');
+            text.push_str(&results);
+        }
+        crate::output::print(&text)?;
+    }
+    if let Some(json) = json {
+        json.commit_json(TUNE_SCHEMA, Some(rtlab_sys::host::describe(None)), &report)?;
+    }
+    Ok(exit::finished(report.interrupted))
+}
+
+/// The progress bar: the planned measuring time, the setting being measured; drawn only on a
+/// terminal.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        if !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
+            return Progress { bar: None };
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {percent:>3}%  {msg}",
+            )
+            .expect("constant template"),
+        );
+        Progress { bar: Some(bar) }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl TuneObserver for Progress {
+    fn planned(&mut self, total_ns: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total_ns / 1_000_000);
+        }
+    }
+
+    fn setting(&mut self, name: &str, index: usize, count: usize) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{name} ({} of {count})", index + 1));
+        }
+    }
+
+    fn elapsed(&mut self, elapsed_ns: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(elapsed_ns / 1_000_000);
+        }
+    }
+}
