@@ -213,7 +213,87 @@ pub enum Action {
     },
     /// The sending connection closed and opened again.
     Reconnect,
+    /// A RealtimeKit1 call on the system bus, valid or not ([`RtkitCall`]).
+    Rtkit {
+        call: RtkitCall,
+    },
 }
+
+/// A process or thread id as a RealtimeKit1 call carries it (a `u64` on the bus, where the daemon
+/// uses 32 bits).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RtkitId {
+    Thread(ThreadRef),
+    Process(ProcessRef),
+    /// The thread's id plus 2^32: the same thread to a daemon that truncated the `u64`.
+    Wrapped(ThreadRef),
+    /// This number (0: the caller's own main thread; `u64::MAX`, 2^31, …).
+    Raw(u64),
+}
+
+/// The members of `org.freedesktop.RealtimeKit1`, called as rtkit's clients do or in ways they
+/// should not (priorities and nice levels out of range, others' threads, wrong argument types).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "method")]
+pub enum RtkitCall {
+    MakeThreadRealtime {
+        thread: RtkitId,
+        priority: u32,
+    },
+    MakeThreadRealtimeWithPid {
+        process: RtkitId,
+        thread: RtkitId,
+        priority: u32,
+    },
+    MakeThreadHighPriority {
+        thread: RtkitId,
+        nice: i32,
+    },
+    MakeThreadHighPriorityWithPid {
+        process: RtkitId,
+        thread: RtkitId,
+        nice: i32,
+    },
+    ResetKnown,
+    ResetAll,
+    Exit,
+    /// `org.freedesktop.DBus.Properties.Get` of `name` (one of the three, or a made-up one).
+    Property {
+        name: String,
+    },
+    /// `member` called with arguments of the wrong types (a string where a `u64` belongs, too
+    /// few, too many): the bus library must refuse them before rtlab's code runs.
+    WrongArguments {
+        member: String,
+        shape: WrongShape,
+    },
+    /// A connection that tells the bus it is uid 0 (`AUTH EXTERNAL 30`), as a process in
+    /// `unshare -Ur` sees itself; the bus must refuse it, or the call must go as the real uid.
+    ClaimingRoot {
+        thread: RtkitId,
+        priority: u32,
+    },
+}
+
+/// How [`RtkitCall::WrongArguments`] gets its arguments wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WrongShape {
+    Nothing,
+    AString,
+    Signed,
+    TooMany,
+}
+
+const RTKIT_MEMBERS: &[&str] = &[
+    "MakeThreadRealtime",
+    "MakeThreadRealtimeWithPID",
+    "MakeThreadHighPriority",
+    "MakeThreadHighPriorityWithPID",
+    "ResetKnown",
+    "BecomeRoot",
+];
 
 impl Action {
     /// Whether the daemon may change a thread or its books for it: the actions a replay keeps
@@ -225,11 +305,17 @@ impl Action {
                 | Action::Release { .. }
                 | Action::BeginConstraint { .. }
                 | Action::EndConstraint { .. }
-        )
+        ) || matches!(self, Action::Rtkit { call } if call.may_change_state())
     }
 
-    /// A random action against the world `shape` describes.
+    /// A random action against the world `shape` describes: a RealtimeKit1 call one time in
+    /// four when there is a bus, else a request on the daemon's socket.
     pub fn random(rng: &mut impl Rng, shape: &Shape) -> Action {
+        if shape.rtkit && rng.gen_range(0..4) == 0 {
+            return Action::Rtkit {
+                call: RtkitCall::random(rng, shape),
+            };
+        }
         match rng.gen_range(0..100) {
             0..=29 => Action::Reserve {
                 target: random_target(rng, shape),
@@ -360,6 +446,117 @@ pub struct Shape {
     /// threads (which would only raise their shares), and does not flood (its connections would
     /// shut out root's own pings: `max_connections_per_user` counts root too).
     pub privileged: bool,
+    /// Whether the daemon serves RealtimeKit1 on a bus the attackers reach.
+    pub rtkit: bool,
+}
+
+impl RtkitCall {
+    /// Whether the daemon may change a thread or its books for it.
+    pub fn may_change_state(&self) -> bool {
+        !matches!(
+            self,
+            RtkitCall::Property { .. } | RtkitCall::WrongArguments { .. }
+        )
+    }
+
+    /// A random call: mostly real-time for the caller's own threads (which then spin, for the
+    /// meter to catch), the rest aimed at others' threads, out of range, or malformed.
+    pub fn random(rng: &mut impl Rng, shape: &Shape) -> RtkitCall {
+        match rng.gen_range(0..100) {
+            0..=34 => RtkitCall::MakeThreadRealtime {
+                thread: random_rtkit_thread(rng, shape),
+                priority: priority(rng),
+            },
+            35..=59 => RtkitCall::MakeThreadRealtimeWithPid {
+                process: random_rtkit_process(rng, shape),
+                thread: random_rtkit_thread(rng, shape),
+                priority: priority(rng),
+            },
+            60..=69 => RtkitCall::MakeThreadHighPriority {
+                thread: random_rtkit_thread(rng, shape),
+                nice: nice(rng),
+            },
+            70..=79 => RtkitCall::MakeThreadHighPriorityWithPid {
+                process: random_rtkit_process(rng, shape),
+                thread: random_rtkit_thread(rng, shape),
+                nice: nice(rng),
+            },
+            80..=82 => RtkitCall::ResetKnown,
+            83..=85 => RtkitCall::ResetAll,
+            // Root's Exit would end the service for the rest of the run.
+            86..=87 if shape.privileged => RtkitCall::ResetKnown,
+            86..=87 => RtkitCall::Exit,
+            88..=92 => RtkitCall::Property {
+                name: [
+                    "RTTimeUSecMax",
+                    "MaxRealtimePriority",
+                    "MinNiceLevel",
+                    "Nonexistent",
+                ]
+                .choose(rng)
+                .expect("names")
+                .to_string(),
+            },
+            93..=97 => RtkitCall::WrongArguments {
+                member: RTKIT_MEMBERS.choose(rng).expect("members").to_string(),
+                shape: *[
+                    WrongShape::Nothing,
+                    WrongShape::AString,
+                    WrongShape::Signed,
+                    WrongShape::TooMany,
+                ]
+                .choose(rng)
+                .expect("shapes"),
+            },
+            _ => RtkitCall::ClaimingRoot {
+                thread: random_rtkit_thread(rng, shape),
+                priority: priority(rng),
+            },
+        }
+    }
+}
+
+/// A SCHED_RR priority: mostly within rtkit's 1–20, now and then outside it.
+fn priority(rng: &mut impl Rng) -> u32 {
+    match rng.gen_range(0..10) {
+        0 => *[0, 21, 99, 100, u32::MAX].choose(rng).expect("priorities"),
+        _ => rng.gen_range(1..=20),
+    }
+}
+
+/// A nice level: mostly within rtkit's −15–19, now and then outside it.
+fn nice(rng: &mut impl Rng) -> i32 {
+    match rng.gen_range(0..10) {
+        0 => *[-20, -16, 20, i32::MIN, i32::MAX]
+            .choose(rng)
+            .expect("nice levels"),
+        _ => rng.gen_range(-15..=19),
+    }
+}
+
+/// Mostly the caller's own named threads (the ones that spin once real-time).
+fn random_rtkit_thread(rng: &mut impl Rng, shape: &Shape) -> RtkitId {
+    match rng.gen_range(0..20) {
+        0..=10 if !shape.privileged => RtkitId::Thread(ThreadRef::Own {
+            k: rng.gen_range(0..NAMED_THREADS),
+        }),
+        11 => RtkitId::Raw(
+            *[0, u64::MAX, 1 << 31, 1 << 32, 4_194_305]
+                .choose(rng)
+                .expect("ids"),
+        ),
+        12 => RtkitId::Wrapped(random_thread(rng, shape)),
+        _ => RtkitId::Thread(random_thread(rng, shape)),
+    }
+}
+
+/// Mostly the caller's own process, so that `…WithPID` is granted as often as the thread fits.
+fn random_rtkit_process(rng: &mut impl Rng, shape: &Shape) -> RtkitId {
+    match rng.gen_range(0..10) {
+        0..=4 if !shape.privileged => RtkitId::Process(ProcessRef::Own),
+        5 => RtkitId::Raw(*[0, u64::MAX, 1 << 32, 1].choose(rng).expect("ids")),
+        _ => RtkitId::Process(random_process(rng, shape)),
+    }
 }
 
 fn random_period(rng: &mut impl Rng) -> u64 {
@@ -506,6 +703,7 @@ mod tests {
             attacking_uids: 2,
             my_uid: 1,
             privileged: false,
+            rtkit: true,
         };
         let draw = |seed| {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);

@@ -11,9 +11,40 @@
 //! five percentage points covers a constraint's window shrinking between the daemon's reading of
 //! the clock and the kernel's. Grants of the `dispatch` backend (SCHED_FIFO raised and lowered in
 //! slots by the daemon's dispatcher) show no bandwidth to `sched_getattr` and are not counted.
+//!
+//! # RealtimeKit1's share
+//!
+//! With a bus, each attacking uid's SCHED_RR threads are metered too: an unprivileged uid has no
+//! other way to SCHED_RR than RealtimeKit1 (no RLIMIT_RTPRIO; `unshare -Ur`'s capabilities do not
+//! count), so every SCHED_RR thread of its processes is a RealtimeKit1 grant. At each check the
+//! kernel's run time of every thread (`sum_exec_runtime`, /proc/TID/schedstat) is read; what a
+//! thread ran since the check before counts for its uid when it was SCHED_RR at either check
+//! (the attackers' threads spin only while SCHED_RR and look at their policy every millisecond,
+//! so before a grant and after a demotion they sleep). Over the daemon's metering window W
+//! (`rtkit.user_share_window`) only the part that must lie inside it is counted: of an interval
+//! that began before the window, its length outside is taken off (a thread runs on one CPU at a
+//! time), so a late check never counts old run time as new.
+//!
+//! The bound, from the daemon's documented rule (docs/rtkit.md, "The share"): its watchdog looks
+//! at every granted thread every 50 ms (`CANARY_TICK`) and demotes a user whose run time over W
+//! plus what the registry holds for it is over `rtkit.user_share`; at every look that finds it
+//! within, its run over the window ending there is within. Between the last such look and the
+//! demotion lies at most one tick and the demotion's own work (measured: the napping spinner is
+//! demoted 1.02–1.13 s after its grant, where 20 % of 5 s is used up in 1.04 s), during which
+//! each CPU runs at most that long. So a uid's run time over any W, plus the SCHED_DEADLINE
+//! bandwidth it holds now, must stay within
+//!
+//! ```text
+//! share + (CPUs × 2 ticks) / W  (+ SLACK when it holds SCHED_DEADLINE bandwidth)
+//! ```
+//!
+//! of one CPU: with 2 CPUs, W = 5 s and the share 20 %, 24 % (and 29 % with bandwidth). The
+//! share is the checked limit (0.2), whatever the daemon was given.
 
 use rtlab_sys::sched::Policy;
 use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 /// How far a uid's summed share may exceed the limit: five percentage points.
 pub const SLACK: f64 = 0.05;
@@ -34,6 +65,10 @@ pub enum ViolationKind {
     VictimChanged,
     /// An attacking uid held more SCHED_DEADLINE bandwidth than its limit.
     OverLimit { uid: u32 },
+    /// An attacking uid's SCHED_RR threads (RealtimeKit1's grants) ran more over the daemon's
+    /// window, with the SCHED_DEADLINE bandwidth it holds, than its share and the daemon's
+    /// demotion latency allow.
+    OverShare { uid: u32 },
     /// Root's ping went unanswered past the bound, or was refused.
     Unanswered,
     /// The daemon exited, or a thread of it panicked, while attacked.
@@ -47,6 +82,17 @@ pub struct Violation {
     pub detail: String,
     /// CLOCK_MONOTONIC ns when it was seen.
     pub seen_at_ns: u64,
+}
+
+impl ViolationKind {
+    /// How long a replay goes on checking after its last request before it says the violation
+    /// did not come back: a share is used up by spinning, over seconds.
+    pub fn settle_time(&self, share: Option<&ShareRule>) -> Duration {
+        match (self, share) {
+            (ViolationKind::OverShare { .. }, Some(share)) => share.window + Duration::from_secs(2),
+            _ => Duration::from_millis(100),
+        }
+    }
 }
 
 impl Violation {
@@ -77,6 +123,135 @@ pub struct UidShare {
     /// Σ (runtime − the overrun) / period: the rates asked, about.
     pub asked: f64,
     pub deadline_threads: usize,
+    /// What its SCHED_RR threads ran over the window, as a fraction of one CPU (at least).
+    pub rtkit_ran: f64,
+}
+
+/// The share a uid's RealtimeKit1 threads are held to (see the module's doc).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ShareRule {
+    /// The fraction of one CPU, the checked limit.
+    pub share: f64,
+    /// The daemon's `rtkit.user_share_window`.
+    pub window: Duration,
+    /// Run time the daemon's demotion may let through over the share: online CPUs × two ticks of
+    /// its watchdog (50 ms each).
+    pub latency_allowance: Duration,
+}
+
+/// The daemon's watchdog tick (`rtkit::canary::CANARY_TICK`).
+pub const WATCHDOG_TICK: Duration = Duration::from_millis(50);
+
+impl ShareRule {
+    /// The rule for a daemon configured as `settings`, holding each uid to `limit`.
+    pub fn of(settings: &crate::daemon::DaemonSettings, limit: f64) -> ShareRule {
+        let cpus = rtlab_sys::cpu::online_cpus().map_or(1, |cpus| cpus.len().max(1));
+        ShareRule {
+            share: limit,
+            window: settings.rtkit_user_share_window,
+            latency_allowance: WATCHDOG_TICK * 2 * cpus as u32,
+        }
+    }
+
+    /// The largest fraction of one CPU a uid's run time over the window plus its bandwidth may
+    /// come to.
+    pub fn bound(&self, holds_bandwidth: bool) -> f64 {
+        self.share
+            + self.latency_allowance.as_secs_f64() / self.window.as_secs_f64()
+            + if holds_bandwidth { SLACK } else { 0.0 }
+    }
+}
+
+/// A thread's last reading: CLOCK_MONOTONIC just before it, and its run time.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    before_ns: u64,
+    ran_ns: u64,
+    round_robin: bool,
+    check: u64,
+}
+
+/// What a thread ran between two readings while SCHED_RR at either: all of it after `from_ns`
+/// (the clock before the first reading).
+#[derive(Clone, Copy, Debug)]
+struct Stretch {
+    from_ns: u64,
+    ran_ns: u64,
+    /// The clock after the second reading: the stretch is forgotten once this leaves the window.
+    to_ns: u64,
+}
+
+/// The run time of one uid's SCHED_RR threads, check by check.
+#[derive(Debug, Default)]
+struct RunMeter {
+    /// By (tid, start time).
+    last: BTreeMap<(u32, u64), Reading>,
+    stretches: VecDeque<Stretch>,
+    check: u64,
+    /// The SCHED_RR threads seen at the last check (for reports).
+    seen: Vec<String>,
+}
+
+impl RunMeter {
+    fn start_check(&mut self) {
+        self.check += 1;
+        self.seen.clear();
+    }
+
+    /// Counts what `tid` ran since its last reading when SCHED_RR at either.
+    fn read(&mut self, tid: u32, policy: &Policy) {
+        let before_ns = rtlab_sys::clock::monotonic_ns();
+        let (Ok(start), Ok(ran_ns)) = (
+            rtlab_sys::thread_control::thread_start_time(tid),
+            rtlab_sys::thread_control::thread_cpu_time_ns(tid),
+        ) else {
+            return;
+        };
+        let round_robin = matches!(policy, Policy::RoundRobin { .. });
+        let reading = Reading {
+            before_ns,
+            ran_ns,
+            round_robin,
+            check: self.check,
+        };
+        if let Some(earlier) = self.last.insert((tid, start), reading) {
+            let ran = ran_ns.saturating_sub(earlier.ran_ns);
+            if (earlier.round_robin || round_robin) && ran > 0 {
+                self.stretches.push_back(Stretch {
+                    from_ns: earlier.before_ns,
+                    ran_ns: ran,
+                    to_ns: rtlab_sys::clock::monotonic_ns(),
+                });
+            }
+        }
+        if round_robin {
+            self.seen.push(format!("tid {tid} {policy:?}"));
+        }
+    }
+
+    /// What must have run inside the `window_ns` ending at `end_ns` (a clock read after every
+    /// reading of this check), ns: each stretch less the part of it that lies before the window
+    /// (a thread runs on one CPU at a time, so at most that long). Forgets older stretches and the
+    /// threads not read at this check.
+    fn ran_in_window(&mut self, window_ns: u64, end_ns: u64) -> u64 {
+        let since = end_ns.saturating_sub(window_ns);
+        let check = self.check;
+        self.last.retain(|_, reading| reading.check == check);
+        while self
+            .stretches
+            .front()
+            .is_some_and(|stretch| stretch.to_ns <= since)
+        {
+            self.stretches.pop_front();
+        }
+        self.stretches
+            .iter()
+            .map(|stretch| {
+                let outside = since.saturating_sub(stretch.from_ns);
+                stretch.ran_ns.saturating_sub(outside)
+            })
+            .sum()
+    }
 }
 
 /// A process the checker watches, with a name for reports.
@@ -93,6 +268,9 @@ pub struct Checker {
     uids: Vec<(u32, Vec<u32>)>,
     limit: f64,
     overrun_ns: u64,
+    /// With RealtimeKit1: the share, and each uid's meter.
+    share: Option<ShareRule>,
+    meters: BTreeMap<u32, RunMeter>,
 }
 
 impl Checker {
@@ -101,6 +279,7 @@ impl Checker {
         victims: &[Watched],
         uids: Vec<(u32, Vec<u32>)>,
         limit: f64,
+        share: Option<ShareRule>,
     ) -> std::io::Result<Checker> {
         let mut threads = Vec::new();
         for victim in victims {
@@ -118,7 +297,14 @@ impl Checker {
             uids,
             limit,
             overrun_ns: overrun_ns(),
+            share,
+            meters: BTreeMap::new(),
         })
+    }
+
+    /// The RealtimeKit1 share the attackers are held to, if the daemon serves it.
+    pub fn share_rule(&self) -> Option<&ShareRule> {
+        self.share.as_ref()
     }
 
     pub fn overrun_ns(&self) -> u64 {
@@ -130,7 +316,7 @@ impl Checker {
     }
 
     /// One check: every violation seen now, and each uid's share.
-    pub fn check(&self) -> (Vec<Violation>, Vec<UidShare>) {
+    pub fn check(&mut self) -> (Vec<Violation>, Vec<UidShare>) {
         let now = rtlab_sys::clock::monotonic_ns();
         let mut violations = Vec::new();
         for victim in &self.victims {
@@ -158,13 +344,19 @@ impl Checker {
                 ..UidShare::default()
             };
             let mut held = Vec::new();
+            let meter = self.meters.entry(*uid).or_default();
+            meter.start_check();
             for pid in pids {
                 for tid in rtlab_sys::sched::process_thread_ids(*pid).unwrap_or_default() {
+                    let policy = rtlab_sys::sched::thread_policy(tid);
+                    if let (Some(_), Ok(policy)) = (&self.share, &policy) {
+                        meter.read(tid, policy);
+                    }
                     if let Ok(Policy::Deadline {
                         runtime_ns,
                         period_ns,
                         ..
-                    }) = rtlab_sys::sched::thread_policy(tid)
+                    }) = policy
                     {
                         if period_ns == 0 {
                             continue;
@@ -193,6 +385,41 @@ impl Checker {
                     ),
                     seen_at_ns: now,
                 });
+            }
+            if let Some(rule) = &self.share {
+                let window_ns = rule.window.as_nanos() as u64;
+                let ran_ns = meter.ran_in_window(window_ns, rtlab_sys::clock::monotonic_ns());
+                share.rtkit_ran = ran_ns as f64 / window_ns as f64;
+                let bound = rule.bound(share.deadline_threads > 0);
+                if share.rtkit_ran + share.held > bound {
+                    violations.push(Violation {
+                        kind: ViolationKind::OverShare { uid: *uid },
+                        detail: format!(
+                            "uid {uid}'s SCHED_RR threads (RealtimeKit1's) ran {:.1} % of a CPU \
+                             over the last {:?} ({} ms) and it holds {:.1} % in SCHED_DEADLINE: \
+                             over {:.1} % (its share of {:.1} %, {} ms of demotion latency{}); \
+                             SCHED_RR now: {}",
+                            share.rtkit_ran * 100.0,
+                            rule.window,
+                            ran_ns / 1_000_000,
+                            share.held * 100.0,
+                            bound * 100.0,
+                            rule.share * 100.0,
+                            rule.latency_allowance.as_millis(),
+                            if share.deadline_threads > 0 {
+                                format!(" and {:.0} points of slack", SLACK * 100.0)
+                            } else {
+                                String::new()
+                            },
+                            if meter.seen.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                meter.seen.join(", ")
+                            }
+                        ),
+                        seen_at_ns: now,
+                    });
+                }
             }
             shares.push(share);
         }

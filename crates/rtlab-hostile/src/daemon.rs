@@ -1,6 +1,7 @@
 //! The daemon under test: the real `rtlab daemon` binary, as root, with real enforcement, on a
 //! socket and a journal in a directory of the run's own (never /run/rtlab), stopped with SIGTERM
-//! so it puts every thread back itself (SIGKILL only if it has not stopped within 10 s).
+//! so it puts every thread back itself (SIGKILL only if it has not stopped within 10 s). With a
+//! bus, it serves RealtimeKit1 there (`--rtkit`: it does not start without it).
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,20 @@ pub struct DaemonSettings {
     /// `deadline_placement`: off by default here, so an attacker's reservation does not take a
     /// CPU away from everything else on a shared machine for the whole run.
     pub deadline_placement: bool,
+    /// Whether it serves RealtimeKit1 (on the stage's private bus).
+    pub rtkit: bool,
+    /// `rtkit.user_share`, when not the default (`user_limit`).
+    pub rtkit_user_share: Option<f64>,
+    /// `rtkit.user_share_window`.
+    pub rtkit_user_share_window: Duration,
+}
+
+impl DaemonSettings {
+    /// The share of one CPU a user's RealtimeKit1 threads may run over the window, with what the
+    /// registry holds for it.
+    pub fn effective_user_share(&self) -> f64 {
+        self.rtkit_user_share.unwrap_or(self.user_limit)
+    }
 }
 
 pub struct Daemon {
@@ -31,29 +46,40 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts it in `directory` (named `name`.sock, .toml, .log, -state) and waits until it
-    /// listens.
+    /// listens (and, with `bus`, owns RealtimeKit1 on that bus).
     pub fn start(
         settings: &DaemonSettings,
         directory: &Path,
         name: &str,
+        bus: Option<&str>,
     ) -> anyhow::Result<Daemon> {
         let config = directory.join(format!("{name}.toml"));
         let socket = directory.join(format!("{name}.sock"));
         let log = directory.join(format!("{name}.log"));
-        std::fs::write(
-            &config,
-            format!(
-                "state_dir = \"{}\"\nuser_limit = {}\ndeadline_placement = {}\n[rtkit]\nenabled = false\n",
-                directory.join(format!("{name}-state")).display(),
-                settings.user_limit,
-                settings.deadline_placement,
-            ),
-        )?;
-        let child = Command::new(&settings.binary)
+        let rtkit = bus.is_some() && settings.rtkit;
+        let mut text = format!(
+            "state_dir = \"{}\"\nuser_limit = {}\ndeadline_placement = {}\n[rtkit]\nenabled = {rtkit}\nuser_share_window = \"{}ms\"\n",
+            directory.join(format!("{name}-state")).display(),
+            settings.user_limit,
+            settings.deadline_placement,
+            settings.rtkit_user_share_window.as_millis(),
+        );
+        if let Some(share) = settings.rtkit_user_share {
+            text.push_str(&format!("user_share = {share}\n"));
+        }
+        std::fs::write(&config, text)?;
+        let mut command = Command::new(&settings.binary);
+        command
             .args(["daemon", "--config"])
             .arg(&config)
             .arg("--socket")
-            .arg(&socket)
+            .arg(&socket);
+        if let (true, Some(address)) = (rtkit, bus) {
+            command
+                .arg("--rtkit")
+                .env("DBUS_SYSTEM_BUS_ADDRESS", address);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
@@ -61,7 +87,11 @@ impl Daemon {
             .with_context(|| format!("starting {}", settings.binary.display()))?;
         let mut daemon = Daemon { child, socket, log };
         let started = Instant::now();
-        while !daemon.log_text().contains("listening on") {
+        let ready = |log: &str| {
+            log.contains("listening on")
+                && (!rtkit || log.contains("owns org.freedesktop.RealtimeKit1"))
+        };
+        while !ready(&daemon.log_text()) {
             if let Ok(Some(status)) = daemon.child.try_wait() {
                 bail!("the daemon exited with {status}: {}", daemon.log_text());
             }

@@ -55,11 +55,11 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// The standard cast: nobody and uid 64001, each with four attackers of which every second
+    /// The standard cast: nobody and daemon (uid 1), each with four attackers of which every second
     /// one sits in `unshare -Ur`; two root victims; user_limit 0.2 in both the daemon and the
     /// checker.
     pub fn standard(binary: PathBuf, rtlab: PathBuf, seed: u64, seconds: f64) -> RunConfig {
-        let attacking_uids = vec![Identity::NOBODY, 64_001];
+        let attacking_uids = vec![Identity::NOBODY, Identity::DAEMON];
         let attackers = (0..8)
             .map(|index| Identity {
                 uid: attacking_uids[index % 2],
@@ -73,6 +73,9 @@ impl RunConfig {
                     binary: rtlab,
                     user_limit: 0.2,
                     deadline_placement: false,
+                    rtkit: true,
+                    rtkit_user_share: None,
+                    rtkit_user_share_window: Duration::from_secs(5),
                 },
                 attacking_uids,
                 root_victims: 2,
@@ -141,6 +144,9 @@ pub struct Report {
     pub actions: u64,
     /// Requests the daemon answered `ok`.
     pub granted: u64,
+    /// Of the actions, RealtimeKit1 calls on the bus, and those answered without an error.
+    pub rtkit_calls: u64,
+    pub rtkit_granted: u64,
     /// Actions by what came of them.
     pub outcomes: BTreeMap<String, u64>,
     pub checks: u64,
@@ -188,7 +194,7 @@ impl Report {
     pub fn summary(&self) -> String {
         let mut text = format!(
             "seed {} · {:.1} s of {:.0} s · attackers: {}\n\
-             requests tried {} ({} actions, {} granted) · violations {} ({} episodes)\n\
+             requests tried {} ({} actions, {} granted; RealtimeKit1 calls {}, {} granted) · violations {} ({} episodes)\n\
              root's pings asked {}, answered {}, worst answer {:.1} ms, p99 {:.1} ms, median {:.1} ms; \
              late (over {} ms) {}, of which {} in hypervisor stalls (not violations); daemon restarted {} times\n\
              checks {} (every 100 ms) of {} victim threads; limit {:.0} % + {:.0} points, overrun {} µs a thread\n",
@@ -199,6 +205,8 @@ impl Report {
             self.requests_tried,
             self.actions,
             self.granted,
+            self.rtkit_calls,
+            self.rtkit_granted,
             self.violations_total,
             self.violation_episodes,
             self.pings_asked,
@@ -218,11 +226,13 @@ impl Report {
         );
         for share in &self.largest_shares {
             text.push_str(&format!(
-                "uid {}: largest SCHED_DEADLINE share held {:.1} % ({:.1} % without the overrun, {} threads)\n",
+                "uid {}: largest share {:.1} %: SCHED_DEADLINE held {:.1} % ({:.1} % without the overrun, {} threads), RealtimeKit1's SCHED_RR ran {:.1} % over the window\n",
                 share.uid,
+                (share.held + share.rtkit_ran) * 100.0,
                 share.held * 100.0,
                 share.asked * 100.0,
-                share.deadline_threads
+                share.deadline_threads,
+                share.rtkit_ran * 100.0,
             ));
         }
         text.push_str(&format!("outcomes: {:?}\n", self.outcomes));
@@ -319,6 +329,8 @@ struct Tally {
     actions: u64,
     granted: u64,
     outcomes: BTreeMap<String, u64>,
+    rtkit_calls: u64,
+    rtkit_granted: u64,
 }
 
 /// Runs the attack and, on a violation, the replay. Needs root.
@@ -414,6 +426,10 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
                         tally.requests += u64::from(entry.n);
                         tally.actions += 1;
                         tally.granted += u64::from(entry.g);
+                        if let Action::Rtkit { .. } = entry.a {
+                            tally.rtkit_calls += 1;
+                            tally.rtkit_granted += u64::from(entry.g);
+                        }
                         *tally.outcomes.entry(entry.o.clone()).or_default() += 1;
                         let odd = ["system", "closed", "unreadable"].contains(&entry.o.as_str())
                             || entry.o.starts_with("no_answer")
@@ -468,7 +484,7 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
         checks += 1;
         for share in shares {
             let entry = largest.entry(share.uid).or_insert(share);
-            if share.held > entry.held {
+            if share.held + share.rtkit_ran > entry.held + entry.rtkit_ran {
                 *entry = share;
             }
         }
@@ -622,6 +638,8 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             requests_tried: tally.requests,
             actions: tally.actions,
             granted: tally.granted,
+            rtkit_calls: tally.rtkit_calls,
+            rtkit_granted: tally.rtkit_granted,
             outcomes: tally.outcomes,
             oddities: tally.oddities,
             attacker_threads,
@@ -834,11 +852,23 @@ fn replay(
         }
     }
     if !reproduced {
-        std::thread::sleep(CHECK_INTERVAL);
-        reproduced = match kind {
-            ViolationKind::DaemonExited => stage.daemon.failed(),
-            _ => matches(&stage.checker.check().0),
-        };
+        // A share is used up by spinning, over seconds: checked until the window has passed.
+        let until = Instant::now() + kind.settle_time(stage.checker.share_rule());
+        loop {
+            std::thread::sleep(CHECK_INTERVAL);
+            reproduced = match kind {
+                ViolationKind::DaemonExited => stage.daemon.failed(),
+                _ => stage
+                    .checker
+                    .check()
+                    .0
+                    .iter()
+                    .any(|seen| &seen.kind == kind),
+            };
+            if reproduced || Instant::now() >= until {
+                break;
+            }
+        }
     }
     stage.stop();
     Ok(reproduced)

@@ -45,6 +45,13 @@ enum Command {
         /// Replays a shrinking search may make.
         #[arg(long, default_value_t = 40)]
         shrink_tries: usize,
+        /// The daemon's `rtkit.user_share` (default: its user_limit; the checker holds
+        /// attackers to 0.2 whatever this is: a larger one shows the checker failing).
+        #[arg(long)]
+        daemon_rtkit_user_share: Option<f64>,
+        /// Leaves RealtimeKit1 out: no bus, no rtkit calls (the socket alone).
+        #[arg(long)]
+        no_rtkit: bool,
         /// Writes the report as JSON to this file (`-`: stdout).
         #[arg(long)]
         json: Option<PathBuf>,
@@ -56,6 +63,12 @@ enum Command {
         prefix: String,
         #[arg(long)]
         lifetime_seconds: u64,
+        /// Asks RealtimeKit1 on this bus for SCHED_RR for thread 2 (the quiet user).
+        #[arg(long, requires = "uid")]
+        rtkit_bus: Option<String>,
+        /// Its uid outside any user namespace (what it tells the bus).
+        #[arg(long)]
+        uid: Option<u32>,
     },
     /// An attacker process (a child of `run`).
     #[command(hide = true)]
@@ -101,6 +114,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             root_attacker,
             keep_going,
             shrink_tries,
+            daemon_rtkit_user_share,
+            no_rtkit,
             json,
         } => {
             let binary = std::env::current_exe()?;
@@ -111,6 +126,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let seed = seed.unwrap_or_else(rand::random);
             let mut config = RunConfig::standard(binary, rtlab, seed, seconds);
             config.cast.daemon.user_limit = daemon_user_limit;
+            config.cast.daemon.rtkit_user_share = daemon_rtkit_user_share;
+            config.cast.daemon.rtkit = !no_rtkit;
             config.shrink_tries = shrink_tries;
             config.keep_going = keep_going;
             // SIGINT or SIGTERM end the attack early; the daemon is still stopped with SIGTERM
@@ -148,8 +165,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Victim {
             prefix,
             lifetime_seconds,
+            rtkit_bus,
+            uid,
         } => {
-            roles::victim(&prefix, Duration::from_secs(lifetime_seconds))?;
+            let rtkit = rtkit_bus.as_deref().zip(uid);
+            roles::victim(&prefix, Duration::from_secs(lifetime_seconds), rtkit)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Attacker {

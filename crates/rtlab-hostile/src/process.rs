@@ -8,9 +8,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-/// `binary` run as `identity`: `setpriv --reuid U --regid U --clear-groups [unshare -Ur] binary`
-/// (nobody's group is nogroup, 65534); root runs it directly (or under `unshare -Ur`).
-pub fn command_as(binary: &Path, identity: Identity) -> Command {
+/// `binary` run as `identity`: `setpriv --reuid U --regid U --clear-groups [unshare -Ur]
+/// [prlimit --rttime=R:R] binary` (nobody's group is nogroup, 65534); root runs it directly (or
+/// under `unshare -Ur`). `rttime_us` sets its RLIMIT_RTTIME (soft and hard), which RealtimeKit1
+/// asks of a process before it makes a thread of it real-time, and which stops a real-time
+/// thread that runs that long without blocking.
+pub fn command_as(binary: &Path, identity: Identity, rttime_us: Option<u64>) -> Command {
     let mut words: Vec<String> = Vec::new();
     if identity.uid != 0 {
         words.extend(
@@ -27,6 +30,12 @@ pub fn command_as(binary: &Path, identity: Identity) -> Command {
     }
     if identity.user_namespace {
         words.extend(["unshare", "-Ur"].map(str::to_owned));
+    }
+    if let Some(rttime_us) = rttime_us {
+        words.extend([
+            "prlimit".to_owned(),
+            format!("--rttime={rttime_us}:{rttime_us}"),
+        ]);
     }
     let mut command = match words.split_first() {
         Some((program, arguments)) => {

@@ -1,6 +1,13 @@
 //! What the harness's child processes do (`rtlab-hostile victim …`, `rtlab-hostile attacker …`):
 //! start their named threads, say `{"ready": …}` on stdout, and end when their stdin closes or
 //! their lifetime is over, whichever comes first, so none outlives the harness.
+//!
+//! An attacker's named threads sleep until RealtimeKit1 makes them SCHED_RR; then each spins
+//! in a duty cycle of its own ([`SPIN_CYCLES`]: thread 0 is issue 39's napping spinner, 90 ms of
+//! spinning and a 100 µs nap, which the canary never sees), until it is not real-time any more
+//! (demoted, reset, given a nice level) or its process ends. Every spin is bounded three ways:
+//! its own clock (at most 90 ms between naps), its policy (looked at every millisecond), and
+//! the process's RLIMIT_RTTIME (set by the stage with `prlimit`, which the kernel enforces).
 
 use crate::action::{Action, Shape, NAMED_THREADS};
 use crate::wire::Attacker;
@@ -15,16 +22,57 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How attacker thread `k` spins while it is SCHED_RR: (spin, nap). About 99.9 %, 80 % and
+/// 30 % of a CPU.
+pub const SPIN_CYCLES: [(Duration, Duration); NAMED_THREADS] = [
+    (Duration::from_millis(90), Duration::from_micros(100)),
+    (Duration::from_millis(20), Duration::from_millis(5)),
+    (Duration::from_millis(3), Duration::from_millis(7)),
+];
+
+fn is_round_robin(tid: u32) -> bool {
+    matches!(
+        rtlab_sys::sched::thread_policy(tid),
+        Ok(Policy::RoundRobin { .. })
+    )
+}
+
+/// A named thread's life until `stop`: sleeping, or, with `spin` and while SCHED_RR, spinning
+/// `spin.0` and napping `spin.1` in turn.
+fn idle_or_spin(tid: u32, spin: Option<(Duration, Duration)>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        match spin {
+            Some((spinning, nap)) if is_round_robin(tid) => {
+                let began = Instant::now();
+                let mut looked = began;
+                while began.elapsed() < spinning && !stop.load(Ordering::Relaxed) {
+                    if looked.elapsed() >= Duration::from_millis(1) {
+                        if !is_round_robin(tid) {
+                            break;
+                        }
+                        looked = Instant::now();
+                    }
+                    std::hint::spin_loop();
+                }
+                std::thread::sleep(nap);
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 /// Starts `NAMED_THREADS` threads named `name(k)`, each idle (sleeping) until `stop`; thread `k`
 /// first sets its own policy to `policy(k)` if it is `Some` (a victim with a real-time thread and
-/// a niced one, so that a lowered priority shows as clearly as a raised one).
+/// a niced one, so that a lowered priority shows as clearly as a raised one). With `spins`
+/// (attackers), each spins in its [`SPIN_CYCLES`] while SCHED_RR.
 fn named_threads(
     name: impl Fn(usize) -> String,
     policy: impl Fn(usize) -> Option<Policy>,
+    spins: bool,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<ProcessInfo> {
     let mut tids = Vec::new();
-    for k in 0..NAMED_THREADS {
+    for (k, cycle) in SPIN_CYCLES.into_iter().enumerate() {
         let (sender, receiver) = mpsc::channel();
         let stop = Arc::clone(stop);
         let policy = policy(k);
@@ -34,10 +82,9 @@ fn named_threads(
                 if let Some(policy) = policy {
                     let _ = rtlab_sys::sched::set_current_thread_policy(policy);
                 }
-                let _ = sender.send(rtlab_sys::cpu::current_tid());
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                let tid = rtlab_sys::cpu::current_tid();
+                let _ = sender.send(tid);
+                idle_or_spin(tid, spins.then_some(cycle), &stop);
             })
             .context("starting a named thread")?;
         tids.push(receiver.recv().context("a named thread's id")?);
@@ -65,9 +112,12 @@ fn end_with_stdin_or(lifetime: Duration) {
     let _ = wait.recv_timeout(lifetime);
 }
 
-/// A victim (root's, or a bystander of an attacking uid): threads named `prefix-k`, thread 0
-/// SCHED_FIFO 3 when it may (root), thread 1 at nice 4, thread 2 as it came.
-pub fn victim(prefix: &str, lifetime: Duration) -> anyhow::Result<()> {
+/// A victim (root's, a bystander of an attacking uid, a quiet user's): threads named
+/// `prefix-k`, thread 0 SCHED_FIFO 3 when it may (root; the stage makes a bystander's so), thread
+/// 1 at nice 4, thread 2 as it came. With `rtkit` (the bus's address and the victim's uid: the
+/// quiet user), thread 2 asks RealtimeKit1 for SCHED_RR 5 first, as a program of a user who
+/// attacks nobody would: no attacker's call may take it away.
+pub fn victim(prefix: &str, lifetime: Duration, rtkit: Option<(&str, u32)>) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let info = named_threads(
         |k| crate::world::thread_name(prefix, k),
@@ -76,8 +126,22 @@ pub fn victim(prefix: &str, lifetime: Duration) -> anyhow::Result<()> {
             1 => Some(Policy::Other { nice: 4 }),
             _ => None,
         },
+        false,
         &stop,
     )?;
+    if let Some((address, uid)) = rtkit {
+        let connection = crate::rtkit_wire::connect(address, uid)
+            .with_context(|| format!("connecting to the bus at {address} as uid {uid}"))?;
+        connection
+            .call_method(
+                Some(crate::rtkit_wire::BUS_NAME),
+                crate::rtkit_wire::OBJECT_PATH,
+                Some(crate::rtkit_wire::BUS_NAME),
+                "MakeThreadRealtime",
+                &(u64::from(info.tids[2]), 5u32),
+            )
+            .context("the quiet user's MakeThreadRealtime")?;
+    }
     say(&serde_json::json!({ "ready": info }));
     end_with_stdin_or(lifetime);
     stop.store(true, Ordering::Relaxed);
@@ -127,6 +191,7 @@ pub fn attacker(args: AttackerArgs) -> anyhow::Result<()> {
     let info = named_threads(
         |k| crate::world::thread_name(&crate::world::attacker_prefix(&tag, args.uid_index), k),
         |_| None,
+        true,
         &stop,
     )?;
     say(&serde_json::json!({ "ready": info }));
@@ -159,6 +224,7 @@ pub fn attacker(args: AttackerArgs) -> anyhow::Result<()> {
         attacking_uids: world.attacking_uids.len(),
         my_uid: args.uid_index,
         privileged: args.uid == 0,
+        rtkit: world.bus_address.is_some(),
     };
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let stdout = Arc::new(Mutex::new(std::io::stdout()));

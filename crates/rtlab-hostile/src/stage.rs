@@ -1,11 +1,23 @@
-//! One stage of processes: a fresh daemon, root's victims, a bystander per attacking uid, and the
-//! attackers, with the [`World`] they share and the [`Checker`]'s baseline read before the first
-//! attack. A run has one stage; each replay of a shrinking search another, with new processes.
+//! One stage of processes: a private system bus, a fresh daemon serving RealtimeKit1 on it,
+//! root's victims, a bystander per attacking uid, a quiet user with a thread RealtimeKit1 made
+//! real-time, and the attackers, with the [`World`] they share and the [`Checker`]'s baseline
+//! read before the first attack. A run has one stage; each replay of a shrinking search another,
+//! with new processes.
+//!
+//! The victims cover every way a call could reach another user's thread: root's victim has a
+//! SCHED_FIFO thread, a niced one and a plain one; each bystander too (its FIFO thread set by
+//! root, so a `ResetAll` that should have been refused shows); the quiet user (`bin`, who attacks
+//! nobody) holds a SCHED_RR thread granted through RealtimeKit1, so a `ResetKnown` or
+//! `Exit` that should have been refused, or a demotion that blamed every user instead of the one
+//! over its share, shows too.
 
-use crate::checker::{Checker, Watched};
+use crate::bus::Bus;
+use crate::checker::{Checker, ShareRule, Watched};
 use crate::daemon::{Daemon, DaemonSettings};
 use crate::process::{command_as, Spawned};
-use crate::world::{bystander_prefix, root_victim_prefix, AttackerInfo, Identity, World};
+use crate::world::{
+    bystander_prefix, quiet_prefix, root_victim_prefix, AttackerInfo, Identity, World,
+};
 use anyhow::Context;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -26,12 +38,35 @@ pub struct Cast {
     pub lifetime: Duration,
 }
 
+/// RLIMIT_RTTIME of the attackers (µs): RealtimeKit1's largest (`RTTimeUSecMax`), so their
+/// threads may be made real-time, and the kernel stops one that spins this long without a nap.
+pub const ATTACKER_RTTIME_US: u64 = 200_000;
+
+/// RLIMIT_RTTIME of the last two attackers (µs): over `RTTimeUSecMax`, so their real-time
+/// requests must be refused.
+pub const TOO_LARGE_RTTIME_US: u64 = 1_000_000;
+
+/// The quiet user (`bin`): unprivileged, attacks nobody, has a thread RealtimeKit1 made
+/// real-time.
+pub const QUIET_UID: u32 = Identity::BIN;
+
+/// The RLIMIT_RTTIME attacker `index` of `count` runs with.
+pub fn attacker_rttime_us(index: usize, count: usize) -> u64 {
+    if count >= 4 && index + 2 >= count {
+        TOO_LARGE_RTTIME_US
+    } else {
+        ATTACKER_RTTIME_US
+    }
+}
+
 /// A running stage. Dropped: attackers killed, the daemon stopped with SIGTERM (it reverts every
-/// thread), victims ended, the directory removed.
+/// thread and gives RealtimeKit1 up), victims ended, the bus stopped, the directory removed.
 pub struct Stage {
     pub attackers: Vec<Spawned>,
     pub daemon: Daemon,
     pub victims: Vec<Spawned>,
+    /// After the daemon: it is stopped first.
+    pub bus: Option<Bus>,
     pub world: World,
     pub checker: Checker,
     // Last: removed after everything in it has stopped.
@@ -53,7 +88,18 @@ impl Stage {
             .context("a temporary directory")?;
         // Every user reaches the socket.
         std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o755))?;
-        let daemon = Daemon::start(&cast.daemon, directory.path(), "rtlabd")?;
+        let bus = if cast.daemon.rtkit {
+            Some(Bus::start(directory.path())?)
+        } else {
+            None
+        };
+        let bus_address = bus.as_ref().map(|bus| bus.address.clone());
+        let daemon = Daemon::start(
+            &cast.daemon,
+            directory.path(),
+            "rtlabd",
+            bus_address.as_deref(),
+        )?;
         let tag = format!("{:04x}", rand::random::<u16>());
         let lifetime = cast.lifetime.as_secs().to_string();
         let mut victims = Vec::new();
@@ -69,9 +115,11 @@ impl Stage {
             attacking_uids: cast.attacking_uids.clone(),
             bystanders: Vec::new(),
             attackers: Vec::new(),
+            bus_address: bus_address.clone(),
         };
-        let victim_command = |identity: Identity, prefix: String| {
-            let mut command = command_as(&cast.binary, identity);
+        let victim_command = |identity: Identity, prefix: String, rtkit: bool| {
+            let rttime = rtkit.then_some(ATTACKER_RTTIME_US);
+            let mut command = command_as(&cast.binary, identity, rttime);
             command.args([
                 "victim",
                 "--prefix",
@@ -79,6 +127,9 @@ impl Stage {
                 "--lifetime-seconds",
                 &lifetime,
             ]);
+            if let (true, Some(address)) = (rtkit, &bus_address) {
+                command.args(["--rtkit-bus", address, "--uid", &identity.uid.to_string()]);
+            }
             Spawned::start(command, identity)
         };
         for v in 0..cast.root_victims {
@@ -86,7 +137,7 @@ impl Stage {
                 uid: 0,
                 user_namespace: false,
             };
-            let mut victim = victim_command(root, root_victim_prefix(&tag, v))?;
+            let mut victim = victim_command(root, root_victim_prefix(&tag, v), false)?;
             let info = victim.ready()?;
             watched.push(Watched {
                 role: format!("root's victim {v}"),
@@ -100,8 +151,15 @@ impl Stage {
                 uid,
                 user_namespace: false,
             };
-            let mut bystander = victim_command(identity, bystander_prefix(&tag, u))?;
+            let mut bystander = victim_command(identity, bystander_prefix(&tag, u), false)?;
             let info = bystander.ready()?;
+            // What it may not do itself; a ResetAll of anyone but root must leave it.
+            rtlab_sys::thread_control::set_thread_policy_with_flags(
+                info.tids[0],
+                rtlab_sys::sched::Policy::Fifo { priority: 3 },
+                0,
+            )
+            .context("making a bystander's thread 0 SCHED_FIFO 3")?;
             watched.push(Watched {
                 role: format!("{}'s bystander", identity.describe()),
                 pid: info.pid,
@@ -109,9 +167,26 @@ impl Stage {
             world.bystanders.push(info);
             victims.push(bystander);
         }
+        if bus_address.is_some() {
+            let quiet = Identity {
+                uid: QUIET_UID,
+                user_namespace: false,
+            };
+            let mut victim = victim_command(quiet, quiet_prefix(&tag), true)
+                .context("starting the quiet user's process")?;
+            let info = victim
+                .ready()
+                .context("the quiet user's RealtimeKit1 grant")?;
+            watched.push(Watched {
+                role: format!("the quiet user's (uid {QUIET_UID})"),
+                pid: info.pid,
+            });
+            victims.push(victim);
+        }
         let mut attackers = Vec::new();
         for (index, &identity) in identities.iter().enumerate() {
-            let mut command = command_as(&cast.binary, identity);
+            let rttime = attacker_rttime_us(index, identities.len());
+            let mut command = command_as(&cast.binary, identity, Some(rttime));
             command.arg("attacker").args(attacker_arguments(
                 index,
                 identity,
@@ -139,8 +214,11 @@ impl Stage {
                 (uid, pids)
             })
             .collect();
-        let checker =
-            Checker::new(&watched, uids, cast.limit).context("reading the victims' policies")?;
+        let share = bus_address
+            .as_ref()
+            .map(|_| ShareRule::of(&cast.daemon, cast.limit));
+        let checker = Checker::new(&watched, uids, cast.limit, share)
+            .context("reading the victims' policies")?;
         let line = serde_json::to_string(&world)?;
         for attacker in &mut attackers {
             attacker.write_line(&line)?;
@@ -149,6 +227,7 @@ impl Stage {
             attackers,
             daemon,
             victims,
+            bus,
             world,
             checker,
             directory,
@@ -160,7 +239,8 @@ impl Stage {
     /// after a crash); the attackers connect again by themselves.
     pub fn restart_daemon(&mut self, settings: &DaemonSettings) -> anyhow::Result<()> {
         self.daemon.stop();
-        self.daemon = Daemon::start(settings, self.directory.path(), "rtlabd")?;
+        let bus = self.bus.as_ref().map(|bus| bus.address.as_str());
+        self.daemon = Daemon::start(settings, self.directory.path(), "rtlabd", bus)?;
         Ok(())
     }
 

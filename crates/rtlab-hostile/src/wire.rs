@@ -1,7 +1,9 @@
 //! An attacker's side of the socket: each [`Action`] written as the bytes the daemon reads, on a
 //! connection that is opened again whenever the daemon closed it, and what came back, in one word.
+//! RealtimeKit1 calls go over the bus instead ([`crate::rtkit_wire`]).
 
 use crate::action::{Action, ConstraintRef, Malformed, ReleaseSpec, TargetSpec};
+use crate::rtkit_wire::RtkitCaller;
 use crate::world::{Me, World};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -87,23 +89,30 @@ pub fn answer_word(answer: &Value) -> String {
     }
 }
 
-/// One attacker's sending side: its connection, its constraints, its request ids.
+/// One attacker's sending side: its connection, its constraints, its request ids, and its
+/// connection to the bus where the daemon serves RealtimeKit1.
 pub struct Attacker {
     socket: PathBuf,
     world: World,
     me: Me,
     connection: Option<Connection>,
+    rtkit: Option<RtkitCaller>,
     constraints: Vec<u64>,
     next_id: u64,
 }
 
 impl Attacker {
     pub fn new(socket: PathBuf, world: World, me: Me) -> Attacker {
+        let rtkit = world
+            .bus_address
+            .clone()
+            .map(|address| RtkitCaller::new(address, me.uid));
         Attacker {
             socket,
             world,
             me,
             connection: None,
+            rtkit,
             constraints: Vec::new(),
             next_id: 1,
         }
@@ -255,6 +264,10 @@ impl Attacker {
                     granted: 0,
                 }
             }
+            Action::Rtkit { call } => Outcome::one(match &mut self.rtkit {
+                Some(rtkit) => rtkit.perform(call, &self.world, &self.me),
+                None => "no_bus".to_owned(),
+            }),
         }
     }
 

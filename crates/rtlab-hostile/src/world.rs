@@ -2,7 +2,7 @@
 //! ([`crate::action`]) stand for in this run. The harness makes it once every process has said it
 //! is ready and hands it to each attacker; a replay makes a new one with new processes.
 
-use crate::action::{CommRef, ProcessRef, ThreadRef};
+use crate::action::{CommRef, ProcessRef, RtkitId, ThreadRef};
 use serde::{Deserialize, Serialize};
 
 /// Who a process runs as: a uid, and whether it sits in a user namespace of its own (`unshare
@@ -15,12 +15,19 @@ pub struct Identity {
 
 impl Identity {
     pub const NOBODY: u32 = 65_534;
+    /// Debian's `daemon` user: the second attacking uid. Every uid here has an entry in
+    /// /etc/passwd, which dbus-daemon asks of each connection (it refuses a uid without one).
+    pub const DAEMON: u32 = 1;
+    /// Debian's `bin` user: the quiet user, who attacks nobody.
+    pub const BIN: u32 = 2;
 
-    /// `nobody`, `uid 64001 in unshare -Ur`, `root`.
+    /// `nobody`, `daemon in unshare -Ur`, `root`.
     pub fn describe(&self) -> String {
         let name = match self.uid {
             0 => "root".to_owned(),
             Identity::NOBODY => "nobody".to_owned(),
+            Identity::DAEMON => "daemon".to_owned(),
+            Identity::BIN => "bin".to_owned(),
             uid => format!("uid {uid}"),
         };
         if self.user_namespace {
@@ -58,6 +65,9 @@ pub struct World {
     pub attacking_uids: Vec<u32>,
     pub bystanders: Vec<ProcessInfo>,
     pub attackers: Vec<AttackerInfo>,
+    /// The private system bus the daemon serves RealtimeKit1 on (`unix:path=…`), if it does.
+    #[serde(default)]
+    pub bus_address: Option<String>,
 }
 
 /// The thread names of a run: a process's named threads are `PREFIX-k`.
@@ -67,6 +77,11 @@ pub fn root_victim_prefix(tag: &str, v: usize) -> String {
 
 pub fn bystander_prefix(tag: &str, u: usize) -> String {
     format!("hx{tag}b{u}")
+}
+
+/// The quiet user's process (a victim with a thread RealtimeKit1 made real-time).
+pub fn quiet_prefix(tag: &str) -> String {
+    format!("hx{tag}q")
 }
 
 /// An attacker's named threads: `u` is its uid's index (root's: one past the attacking uids).
@@ -130,6 +145,16 @@ impl World {
             ProcessRef::Bystander { u } => pid(self.bystanders.get(u)),
             ProcessRef::OtherAttacker => pid(self.other_attacker(me)),
             ProcessRef::Bogus { pid } => pid,
+        }
+    }
+
+    /// The `u64` a RealtimeKit1 call carries for `id`.
+    pub fn rtkit_id(&self, me: &Me, id: &RtkitId) -> u64 {
+        match id {
+            RtkitId::Thread(thread) => u64::from(self.tid(me, thread)),
+            RtkitId::Process(process) => u64::from(self.pid(me, process)),
+            RtkitId::Wrapped(thread) => u64::from(self.tid(me, thread)) + (1 << 32),
+            RtkitId::Raw(id) => *id,
         }
     }
 

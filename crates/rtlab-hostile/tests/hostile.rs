@@ -1,12 +1,14 @@
-//! The hostile-client harness as CI runs it (issue 39, item 7): 30 s of nobody and uid 64001,
-//! every second process in `unshare -Ur`, against the real daemon (`target/debug/rtlab`,
-//! `user_limit` 0.2), with no violation; and two runs where the checker must fail, so a checker
-//! that cannot fail does not pass for one that saw nothing. They need root (the daemon, setpriv,
-//! other users' /proc) and are `#[ignore = "needs root: …"]`; CI runs them with
-//! `--run-ignored all`, as root. Without root they fail, they do not pass.
+//! The hostile-client harness as CI runs it (issue 39, item 7): 20 s of nobody and daemon (uid
+//! 1), every second process in `unshare -Ur`, against the real daemon (`target/debug/rtlab`,
+//! `user_limit` 0.2, RealtimeKit1 on a private system bus), over its socket and the bus, with no
+//! violation; and three runs where the checker must fail, so a checker that cannot fail does not
+//! pass for one that saw nothing. They need root (the daemon, dbus-daemon, setpriv, other users'
+//! /proc) and are `#[ignore = "needs root: …"]`; CI runs them with `--run-ignored all`, as root.
+//! Without root they fail, they do not pass.
 //!
 //! `RTLAB_HOSTILE_SEED=N` repeats a run's requests (each run prints its seed).
 
+use rtlab_hostile::action::Action;
 use rtlab_hostile::checker::ViolationKind;
 use rtlab_hostile::world::Identity;
 use rtlab_hostile::{Report, RunConfig};
@@ -65,31 +67,55 @@ fn run(config: &RunConfig) -> Report {
 }
 
 #[test]
-#[ignore = "needs root: starts the daemon and attacks it as nobody and uid 64001 (setpriv, unshare -Ur)"]
-fn hostile_users_for_thirty_seconds_change_nothing_they_may_not() {
-    let report = run(&config(30.0));
+#[ignore = "needs root: starts the daemon and a bus and attacks them as nobody and daemon (setpriv, unshare -Ur)"]
+fn hostile_users_for_twenty_seconds_change_nothing_they_may_not() {
+    let report = run(&config(20.0));
     assert!(report.passed(), "{}", report.summary());
     assert!(report.daemon_stopped_by_sigterm, "{}", report.summary());
-    // It did attack: thousands of requests, some granted, every kind of refusal.
+    // It did attack: thousands of requests, some granted, every kind of refusal, on the socket
+    // and on the bus.
     assert!(report.requests_tried > 5_000, "{}", report.summary());
-    for answer in ["ok", "permission", "limit", "bad_request", "not_found"] {
+    for answer in [
+        "ok",
+        "permission",
+        "limit",
+        "bad_request",
+        "not_found",
+        "rtkit_access_denied",
+        "rtkit_failed",
+        "rtkit_unknown_method",
+        "rtkit_handshake",
+    ] {
         assert!(
             report.outcomes.contains_key(answer),
             "no request was answered {answer}: {}",
             report.summary()
         );
     }
-    assert!(report.checks >= 250, "{}", report.summary());
+    assert!(report.rtkit_granted > 0, "{}", report.summary());
+    // RealtimeKit1's threads did spin, and the checker metered them.
+    assert!(
+        report
+            .largest_shares
+            .iter()
+            .any(|share| share.rtkit_ran > 0.0),
+        "{}",
+        report.summary()
+    );
+    assert!(report.checks >= 150, "{}", report.summary());
     assert_eq!(report.pings_answered, report.pings_asked);
 }
 
 /// A daemon that lets each user have 90 % of a CPU: the checker (20 %) must see a user over it,
 /// and the replay try to bring it down to the requests that did it.
 #[test]
-#[ignore = "needs root: starts the daemon and attacks it as nobody and uid 64001 (setpriv, unshare -Ur)"]
+#[ignore = "needs root: starts the daemon and attacks it as nobody and daemon (setpriv, unshare -Ur)"]
 fn the_checker_catches_a_daemon_whose_user_limit_is_too_large() {
-    let mut config = config(30.0);
+    let mut config = config(20.0);
     config.cast.daemon.user_limit = 0.9;
+    // The socket alone: RealtimeKit1's share (by default the user_limit) would be caught too,
+    // and this run is about the SCHED_DEADLINE bandwidth.
+    config.cast.daemon.rtkit = false;
     config.shrink_tries = 30;
     let report = run(&config);
     let first = report.violations.first().expect("a violation");
@@ -108,10 +134,45 @@ fn the_checker_catches_a_daemon_whose_user_limit_is_too_large() {
 
 /// A privileged attacker (root, whose requests the daemon rightly grants) changes root's victims
 /// and the users' bystanders: the checker must see it, and a shrunk sequence must name root.
+/// A daemon that lets each user's RealtimeKit1 threads run 90 % of a CPU: the checker (20 % and
+/// the demotion latency) must see a user's SCHED_RR threads run over it, and the replay bring it
+/// down to the calls that did it.
 #[test]
-#[ignore = "needs root: starts the daemon and attacks it as root, nobody and uid 64001 (setpriv, unshare -Ur)"]
+#[ignore = "needs root: starts the daemon and a bus and attacks them as nobody and daemon (setpriv, unshare -Ur)"]
+fn the_checker_catches_a_daemon_whose_rtkit_share_is_too_large() {
+    let mut config = config(20.0);
+    config.cast.daemon.rtkit_user_share = Some(0.9);
+    config.shrink_tries = 20;
+    let report = run(&config);
+    let first = report.violations.first().expect("a violation");
+    assert!(
+        matches!(first.kind, ViolationKind::OverShare { .. }),
+        "{}",
+        report.summary()
+    );
+    assert!(
+        first.detail.contains("its share of 20.0 %"),
+        "{}",
+        first.detail
+    );
+    assert_replayed(&report);
+    let replay = report.replay.as_ref().expect("a replay");
+    if replay.reproduced {
+        assert!(
+            replay
+                .shrunk
+                .iter()
+                .any(|step| matches!(step.action, Action::Rtkit { .. })),
+            "{}",
+            report.summary()
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root: starts the daemon and a bus and attacks them as root, nobody and daemon (setpriv, unshare -Ur)"]
 fn the_checker_catches_a_privileged_attacker_changing_a_victim() {
-    let mut config = config(30.0);
+    let mut config = config(20.0);
     config.attackers.push(Identity {
         uid: 0,
         user_namespace: false,

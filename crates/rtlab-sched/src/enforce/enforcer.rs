@@ -1251,9 +1251,7 @@ impl Enforcement for Enforcer {
         // registry) stops counting a constraint once it is ended, so a budget left in the kernel
         // after an error would be held by nobody's count (rtlab-hostile saw a one-shot budget
         // outlive its constraint by 22 s).
-        let planned = self
-            .planner
-            .end_constraint(id, Nanos(self.plan_time(now)));
+        let planned = self.planner.end_constraint(id, Nanos(self.plan_time(now)));
         self.constraints.remove(&id);
         let only_constraint = match self.threads.get_mut(&state.thread) {
             Some(managed) => {
