@@ -556,33 +556,38 @@ impl Registry {
         }
         let requested_fraction = params.amount_ns as f64 / params.period_ns.max(1) as f64;
         self.check_limit(caller, requested_fraction)?;
-        let enforced = self
-            .enforcement
-            .reserve(ReserveRequest {
-                owner,
-                threads: threads.iter().map(|thread| thread.tid).collect(),
-                amount: Nanos(params.amount_ns),
-                period: Nanos(params.period_ns),
-                backend: params.backend.map(backend_kind),
-            })
-            .map_err(|failure| {
+        // RealtimeKit1 threads rest at their own policy under a reservation, not at SCHED_RR.
+        let suspended = self.realtimekit_suspend(&tids);
+        let enforced = match self.enforcement.reserve(ReserveRequest {
+            owner,
+            threads: tids.clone(),
+            amount: Nanos(params.amount_ns),
+            period: Nanos(params.period_ns),
+            backend: params.backend.map(backend_kind),
+        }) {
+            Ok(enforced) => enforced,
+            Err(failure) => {
                 // Undoing may have left machinery lingering (a partition): the watcher learns
                 // when to let it go.
                 self.watcher.nudge();
-                enforce_error(failure)
-            })?;
+                self.realtimekit_resume(&suspended);
+                return Err(enforce_error(failure));
+            }
+        };
         let id = enforced.grant.id;
         let granted_fraction = held_by_grant(&enforced);
         if let Err(limit) = self.check_limit(caller, granted_fraction) {
             // Rounding made the grant larger than the request (or the kernel's budget, its
             // tick of overrun included, is larger), and that is over the limit.
             let _ = self.enforcement.release(id);
+            self.realtimekit_resume(&suspended);
             return Err(limit);
         }
         if let Some(gone) = exited_meanwhile(&handles) {
             // The change was made by tid: it may have reached a thread that took the number
             // since. Undone (the enforcer puts back what it found on that tid).
             let _ = self.enforcement.release(id);
+            self.realtimekit_resume(&suspended);
             self.watcher.nudge();
             return Err(gone);
         }
@@ -637,9 +642,11 @@ impl Registry {
         }
         let tids: Vec<u32> = new_threads.iter().map(|thread| thread.tid).collect();
         if !tids.is_empty() {
-            self.enforcement
-                .add_threads(id, &tids)
-                .map_err(enforce_error)?;
+            let suspended = self.realtimekit_suspend(&tids);
+            if let Err(failure) = self.enforcement.add_threads(id, &tids) {
+                self.realtimekit_resume(&suspended);
+                return Err(enforce_error(failure));
+            }
             let added: Vec<&WatchHandle> = handles
                 .iter()
                 .filter(|handle| tids.contains(&handle.tid()))
@@ -648,6 +655,7 @@ impl Registry {
                 for tid in &tids {
                     let _ = self.enforcement.remove_thread(*tid);
                 }
+                self.realtimekit_resume(&suspended);
                 return Err(gone);
             }
         }

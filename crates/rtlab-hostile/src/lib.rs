@@ -23,6 +23,7 @@ pub mod bus;
 pub mod checker;
 pub mod daemon;
 pub mod harness;
+pub mod probe;
 pub mod process;
 pub mod roles;
 pub mod root_ping;

@@ -444,6 +444,24 @@ impl Book {
         }
     }
 
+    /// A reservation is about to hold thread `tid`: a thread the book made SCHED_RR goes back to
+    /// the policy it had before its grant, so that the enforcer saves that as its policy at rest.
+    /// The dispatch backend lowers a reserved thread to its saved policy between its slots, and a
+    /// SCHED_RR one would run on there unmetered (the watchdog leaves reserved threads to their
+    /// reservation): nobody's thread took 86–90 % of a CPU that way (rtlab-hostile's probe
+    /// `examples/rtkit_reserved_spinner.rs`). Returns whether it was changed;
+    /// [`reservation_ended`](Book::reservation_ended) gives the grant back.
+    pub fn suspend_for_reservation(&mut self, tid: u32) -> bool {
+        let Some(grant) = self.grants.get(&tid) else {
+            return false;
+        };
+        if !matches!(grant.given, Given::RoundRobin { .. }) {
+            return false;
+        }
+        thread_control::thread_start_time(tid).is_ok_and(|start| start == grant.target.thread_start)
+            && rtlab_sys::sched::set_thread_policy(tid, grant.saved).is_ok()
+    }
+
     /// Whether a grant is the book's to demote: SCHED_RR it gave, not a reservation's since.
     fn demotable(grant: &Grant) -> bool {
         matches!(grant.given, Given::RoundRobin { .. })

@@ -75,6 +75,29 @@ impl Registry {
         }
     }
 
+    /// Before a reservation takes threads: those the book made SCHED_RR are put back to their
+    /// policy before it (see `Book::suspend_for_reservation`); returns them, for
+    /// [`realtimekit_resume`](Registry::realtimekit_resume) if the reservation is not made.
+    pub(super) fn realtimekit_suspend(&mut self, tids: &[u32]) -> Vec<u32> {
+        match &self.realtimekit {
+            Some(book) => {
+                let mut book = lock(book);
+                tids.iter()
+                    .copied()
+                    .filter(|&tid| book.suspend_for_reservation(tid))
+                    .collect()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// A reservation that suspended these threads' grants was not made: they get them back.
+    pub(super) fn realtimekit_resume(&mut self, tids: &[u32]) {
+        for &tid in tids {
+            self.realtimekit_reservation_ended(tid);
+        }
+    }
+
     pub(super) fn realtimekit_thread_exited(&mut self, tid: u32) {
         if let Some(book) = &self.realtimekit {
             lock(book).thread_exited(tid);

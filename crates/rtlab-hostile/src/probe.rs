@@ -1,0 +1,86 @@
+//! Directed probes: a few requests the random attack may take long to find, sent to a fresh
+//! stage, then the checker for a while.
+
+use crate::action::{Action, RtkitCall, RtkitId, TargetSpec, ThreadRef};
+use crate::checker::Violation;
+use crate::stage::Stage;
+use crate::RunConfig;
+use std::time::{Duration, Instant};
+
+/// What a probe saw: each request with its answer, and every violation the checker found.
+#[derive(Debug)]
+pub struct Probed {
+    pub answers: Vec<String>,
+    pub violations: Vec<Violation>,
+}
+
+/// nobody makes its own thread SCHED_RR through RealtimeKit1 (priority 5), reserves it 1 ms every
+/// 100 ms on `backend` (`dispatch`, `deadline`, `edf`), and its duty-cycled spin goes on for 8 s
+/// of checks. The daemon once let such a thread rest at SCHED_RR between its dispatch slots,
+/// unmetered (the watchdog leaves reserved threads to their reservation): 86–90 % of a CPU.
+pub fn reserved_rtkit_spinner(config: &RunConfig, backend: &str) -> anyhow::Result<Probed> {
+    let backend = backend.to_owned();
+    let own = ThreadRef::Own { k: 0 };
+    let steps = [
+        Action::Rtkit {
+            call: RtkitCall::MakeThreadRealtime {
+                thread: RtkitId::Thread(own.clone()),
+                priority: 5,
+            },
+        },
+        Action::Reserve {
+            target: TargetSpec::Thread { thread: own },
+            amount_ns: 1_000_000,
+            period_ns: 100_000_000,
+            backend: Some(backend),
+        },
+    ];
+    directed(config, &steps)
+}
+
+/// Sends `steps` as nobody (attacker 0, whose threads spin 90 ms of every 100 ms once
+/// real-time) to a fresh stage, one at a time with their answers, then runs the checker every
+/// 500 ms for 8 s.
+pub fn directed(config: &RunConfig, steps: &[Action]) -> anyhow::Result<Probed> {
+    let mut stage = Stage::start(
+        &config.cast,
+        &config.attackers,
+        |_, identity, uid_index, socket, tag| {
+            vec![
+                "--socket".into(),
+                socket.display().to_string(),
+                "--tag".into(),
+                tag.into(),
+                "--uid".into(),
+                identity.uid.to_string(),
+                "--uid-index".into(),
+                uid_index.to_string(),
+                "--senders".into(),
+                "0".into(),
+            ]
+        },
+    )?;
+    // Attacker 0 is nobody.
+    let mut answers = Vec::new();
+    for step in steps {
+        let attacker = &mut stage.attackers[0];
+        attacker.write_line(&serde_json::to_string(step)?)?;
+        let answer = attacker.read_line()?;
+        answers.push(format!(
+            "nobody: {} → {}",
+            serde_json::to_string(step)?,
+            answer.trim()
+        ));
+    }
+    let until = Instant::now() + Duration::from_secs(8);
+    let mut seen = Vec::new();
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(500));
+        seen.extend(stage.checker.check().0);
+    }
+    stage.stop();
+    Ok(Probed {
+        answers,
+        violations: seen,
+    })
+}
