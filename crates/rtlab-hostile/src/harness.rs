@@ -385,15 +385,8 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
         &config.cast,
         &config.attackers,
         |index, identity, uid_index, socket, tag| {
-            vec![
-                "--socket".into(),
-                socket.display().to_string(),
-                "--tag".into(),
-                tag.into(),
-                "--uid".into(),
-                identity.uid.to_string(),
-                "--uid-index".into(),
-                uid_index.to_string(),
+            let mut arguments = where_and_who(identity, uid_index, socket, tag);
+            arguments.extend([
                 "--seed".into(),
                 config.seed.to_string(),
                 "--index".into(),
@@ -404,7 +397,8 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
                 config.seconds.to_string(),
                 "--max-pause-ms".into(),
                 config.max_pause_ms.to_string(),
-            ]
+            ]);
+            arguments
         },
     )?;
     let tally = Arc::new(Mutex::new(Tally::default()));
@@ -799,6 +793,39 @@ enum Pace {
     AsSent,
 }
 
+/// An attacker's first arguments: the daemon's socket, its tag, and which user it is.
+fn where_and_who(
+    identity: Identity,
+    uid_index: usize,
+    socket: &std::path::Path,
+    tag: &str,
+) -> Vec<String> {
+    vec![
+        "--socket".into(),
+        socket.display().to_string(),
+        "--tag".into(),
+        tag.into(),
+        "--uid".into(),
+        identity.uid.to_string(),
+        "--uid-index".into(),
+        uid_index.to_string(),
+    ]
+}
+
+/// A fresh stage whose attackers send nothing of their own: each sends what it is given on its
+/// stdin (a replay, a directed probe).
+pub fn quiet_stage(config: &RunConfig) -> anyhow::Result<Stage> {
+    Stage::start(
+        &config.cast,
+        &config.attackers,
+        |_, identity, uid_index, socket, tag| {
+            let mut arguments = where_and_who(identity, uid_index, socket, tag);
+            arguments.extend(["--senders".into(), "0".into()]);
+            arguments
+        },
+    )
+}
+
 /// Sends `steps` one at a time, each by the fresh counterpart of the attacker process that sent
 /// it, to a fresh stage, checking the kernel after each; whether a violation of `kind` was seen.
 fn replay(
@@ -807,24 +834,7 @@ fn replay(
     kind: &ViolationKind,
     pace: Pace,
 ) -> anyhow::Result<bool> {
-    let mut stage = Stage::start(
-        &config.cast,
-        &config.attackers,
-        |_, identity, uid_index, socket, tag| {
-            vec![
-                "--socket".into(),
-                socket.display().to_string(),
-                "--tag".into(),
-                tag.into(),
-                "--uid".into(),
-                identity.uid.to_string(),
-                "--uid-index".into(),
-                uid_index.to_string(),
-                "--senders".into(),
-                "0".into(),
-            ]
-        },
-    )?;
+    let mut stage = quiet_stage(config)?;
     let matches = |violations: &[Violation]| violations.iter().any(|seen| &seen.kind == kind);
     let mut reproduced = false;
     let began = Instant::now();

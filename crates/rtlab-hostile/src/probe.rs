@@ -3,7 +3,6 @@
 
 use crate::action::{Action, RtkitCall, RtkitId, TargetSpec, ThreadRef};
 use crate::checker::Violation;
-use crate::stage::Stage;
 use crate::RunConfig;
 use std::time::{Duration, Instant};
 
@@ -42,24 +41,7 @@ pub fn reserved_rtkit_spinner(config: &RunConfig, backend: &str) -> anyhow::Resu
 /// real-time) to a fresh stage, one at a time with their answers, then runs the checker every
 /// 500 ms for 8 s.
 pub fn directed(config: &RunConfig, steps: &[Action]) -> anyhow::Result<Probed> {
-    let mut stage = Stage::start(
-        &config.cast,
-        &config.attackers,
-        |_, identity, uid_index, socket, tag| {
-            vec![
-                "--socket".into(),
-                socket.display().to_string(),
-                "--tag".into(),
-                tag.into(),
-                "--uid".into(),
-                identity.uid.to_string(),
-                "--uid-index".into(),
-                uid_index.to_string(),
-                "--senders".into(),
-                "0".into(),
-            ]
-        },
-    )?;
+    let mut stage = crate::harness::quiet_stage(config)?;
     // Attacker 0 is nobody.
     let mut answers = Vec::new();
     for step in steps {
