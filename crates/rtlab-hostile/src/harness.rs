@@ -152,6 +152,10 @@ pub struct Report {
     pub checks: u64,
     /// Each attacking uid's largest share seen.
     pub largest_shares: Vec<UidShare>,
+    /// The most any attacking uid's RealtimeKit1 threads ran over the share window at one check,
+    /// as a fraction of one CPU: whether they ran at all, and the checker metered them (a uid's
+    /// largest share is often its SCHED_DEADLINE bandwidth alone).
+    pub largest_rtkit_ran: f64,
     pub pings_asked: u64,
     pub pings_answered: u64,
     pub worst_answer_ms: f64,
@@ -471,12 +475,14 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     let mut open_episodes: BTreeSet<String> = BTreeSet::new();
     let mut daemon_restarts = 0;
     let mut largest: BTreeMap<u32, UidShare> = BTreeMap::new();
+    let mut largest_rtkit_ran: f64 = 0.0;
     let mut checks = 0;
     while Instant::now() < attack_until && !config.stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
         let (mut seen, shares) = stage.checker.check();
         checks += 1;
         for share in shares {
+            largest_rtkit_ran = largest_rtkit_ran.max(share.rtkit_ran);
             let entry = largest.entry(share.uid).or_insert(share);
             if share.held + share.rtkit_ran > entry.held + entry.rtkit_ran {
                 *entry = share;
@@ -641,6 +647,7 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             daemon_log_tail,
             checks,
             largest_shares: largest.into_values().collect(),
+            largest_rtkit_ran,
             pings_asked: pings.asked,
             pings_answered: pings.answered,
             worst_answer_ms: pings.worst_ms,

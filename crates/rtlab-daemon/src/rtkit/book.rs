@@ -18,6 +18,7 @@ use rtlab_sys::thread_control;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The book's journal directory inside the daemon's state directory.
@@ -149,7 +150,13 @@ pub struct Book {
     ran: BTreeMap<u32, f64>,
     closed: bool,
     watcher: Watcher,
+    /// Threads about to be made SCHED_RR, told to the watchdog before the change (see
+    /// [`Book::announcements`]).
+    announced: Announcements,
 }
+
+/// Threads the book is making SCHED_RR, pushed before the change while the book's lock is held.
+pub type Announcements = Arc<Mutex<Vec<MeteredThread>>>;
 
 impl std::fmt::Debug for Book {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -198,7 +205,19 @@ impl Book {
             ran: BTreeMap::new(),
             closed: false,
             watcher,
+            announced: Announcements::default(),
         })
+    }
+
+    /// The watchdog's side of the announcements. A thread made SCHED_RR can starve the thread
+    /// that made it — a SCHED_OTHER service thread still holding the book's lock — on a machine
+    /// whose every CPU such grants fill, and the watchdog, which only `try_lock`s the book, would
+    /// then not meter the new threads until that thread ran again (rtlab-hostile saw a user's two
+    /// new SCHED_RR threads run 1.66 s unmetered). So each grant is told here first, under a lock
+    /// held for a push only; an announcement made before a read of the book that found its lock
+    /// free is in that read.
+    pub fn announcements(&self) -> Announcements {
+        Arc::clone(&self.announced)
     }
 
     pub fn config(&self) -> &RtkitConfig {
@@ -289,6 +308,23 @@ impl Book {
                 present
             }
         };
+        if matches!(given, Given::RoundRobin { .. }) {
+            let cpu_time_at_grant = match self.grants.get(&target.tid) {
+                Some(known) if known.target.thread_start == target.thread_start => {
+                    known.cpu_time_at_grant
+                }
+                _ => thread_control::thread_cpu_time_ns(target.tid).ok(),
+            };
+            self.announced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(MeteredThread {
+                    uid: target.uid,
+                    tid: target.tid,
+                    thread_start: target.thread_start,
+                    cpu_time_at_grant,
+                });
+        }
         if let Some(policy) = (!matches!(given, Given::Reservation { .. })).then_some(policy) {
             if let Err(error) = thread_control::set_thread_policy_with_flags(
                 target.tid,

@@ -139,6 +139,10 @@ impl Canary {
         }
         let watchdog_stop = Arc::clone(&stop);
         let config = config.clone();
+        let announced = book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .announcements();
         let watchdog = std::thread::Builder::new()
             .name("rtkit-watchdog".into())
             .stack_size(256 * 1024)
@@ -149,6 +153,7 @@ impl Canary {
                 let _ = ready_sender.send(made);
                 let watchdog = Watchdog {
                     book: &book,
+                    announced: &announced,
                     registry: &registry,
                     config: &config,
                     fired: &fired,
@@ -193,6 +198,7 @@ fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 /// The watchdog thread's state between ticks.
 struct Watchdog<'a> {
     book: &'a Mutex<Book>,
+    announced: &'a Mutex<Vec<MeteredThread>>,
     registry: &'a Mutex<Registry>,
     config: &'a RtkitConfig,
     fired: &'a dyn Fn(&Demotion),
@@ -214,10 +220,23 @@ impl Watchdog<'_> {
             2 * timeout_ns + 1_000_000_000,
         );
         let mut known = Known::default();
+        // Announced grants not yet seen in a read of the book.
+        let mut pending: Vec<MeteredThread> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(CANARY_TICK);
+            // First the announcements, then the book: a grant announced before a read that found
+            // the book's lock free is in that read (announced under the book's lock).
+            if let Some(mut announced) = try_lock(self.announced) {
+                pending.append(&mut announced);
+            }
             if let Some(book) = try_lock(self.book) {
                 known.threads = book.realtime_threads();
+                pending.clear();
+            }
+            for thread in &pending {
+                if !known.threads.iter().any(|known| known.tid == thread.tid) {
+                    known.threads.push(*thread);
+                }
             }
             if let Some(registry) = try_lock(self.registry) {
                 known.registry = registry.realtimekit_view();

@@ -61,6 +61,11 @@ static void send_line(int fd, const char *line)
 		if (written <= 0) {
 			if (written < 0 && errno == EINTR)
 				continue;
+			/* The daemon may refuse a connection with an error line and close it before the
+			 * request is written (a uid whose budget is spent is refused at accept): the
+			 * caller reads that line. */
+			if (written < 0 && (errno == EPIPE || errno == ECONNRESET))
+				return;
 			perror("hostile_client: write");
 			exit(3);
 		}
