@@ -182,6 +182,9 @@ pub struct Report {
     pub attacker_threads: Vec<crate::world::ProcessInfo>,
     /// The daemon's last 20 lines of log.
     pub daemon_log_tail: Vec<String>,
+    /// The daemon's first 20 demotions of RealtimeKit1 threads (its log's lines saying
+    /// "demoted"), in order: what its watchdog did, beside what the checker saw.
+    pub daemon_demotions: Vec<String>,
     /// The requests granted (`ok`) in the 3 s before the first violation, in order.
     pub granted_before_violation: Vec<Step>,
     /// The first actions answered with no answer in 8 s, `system`, or a broken connection: not
@@ -279,6 +282,18 @@ impl Report {
                         .get(step.attacker)
                         .map(|process| &process.tids),
                     serde_json::to_string(&step.action).unwrap_or_default(),
+                ));
+            }
+        }
+        if !self.violations.is_empty() && !self.daemon_demotions.is_empty() {
+            text.push_str(
+                "the daemon's demotions of RealtimeKit1 threads, in order:
+",
+            );
+            for line in &self.daemon_demotions {
+                text.push_str(&format!(
+                    "  {line}
+"
                 ));
             }
         }
@@ -601,14 +616,20 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
         .map(|attacker| attacker.process.clone())
         .collect();
     let victim_threads = stage.checker.victim_threads();
+    let daemon_log = stage.daemon.log_text();
     let daemon_log_tail: Vec<String> = {
-        let text = stage.daemon.log_text();
-        let lines: Vec<&str> = text.lines().collect();
+        let lines: Vec<&str> = daemon_log.lines().collect();
         lines[lines.len().saturating_sub(20)..]
             .iter()
             .map(|line| line.to_string())
             .collect()
     };
+    let daemon_demotions: Vec<String> = daemon_log
+        .lines()
+        .filter(|line| line.contains("demoted"))
+        .take(20)
+        .map(str::to_owned)
+        .collect();
     let daemon_stopped_by_sigterm = stage.stop();
     log_file
         .lock()
@@ -645,6 +666,7 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             attacker_threads,
             granted_before_violation,
             daemon_log_tail,
+            daemon_demotions,
             checks,
             largest_shares: largest.into_values().collect(),
             largest_rtkit_ran,

@@ -32,8 +32,14 @@
 //!
 //! The watchdog never waits on a lock a starved thread may hold: it takes the book's and the
 //! registry's locks with `try_lock` only, and when that fails it works from what it read at its
-//! last tick (a thread granted since is granted by a thread that just held the lock, so the next
-//! attempt sees it).
+//! last tick (a grant made since is announced to it before the thread's policy changes). What it
+//! read may be stale, so the kernel has the last word: a thread the registry's view calls
+//! reserved is metered and demoted anyway while it is SCHED_RR (a reservation holds a thread at
+//! SCHED_DEADLINE, or SCHED_FIFO in its slots and its policy from before the grant between them;
+//! SCHED_RR is the book's grant, given back when a reservation ended). And a demotion the book
+//! cannot hear of at once (its lock held by a thread the runaways starve) is owed to it and told
+//! at a later tick: the watchdog goes on ticking meanwhile (it once waited up to a second there,
+//! blind to every other runaway).
 
 use super::book::{demote, Book, Refused};
 use super::config::RtkitConfig;
@@ -41,6 +47,7 @@ use super::meter::{self, Look, Meter, MeteredThread, OverShare, RegistryView};
 use crate::registry::Registry;
 use rtlab_sys::clock::monotonic_ns;
 use rtlab_sys::sched::Policy;
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -78,6 +85,8 @@ pub enum Demotion {
 pub struct Canary {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// Joined after the watchdog (it ends when the watchdog has).
+    notifier: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Canary {
@@ -91,8 +100,9 @@ impl std::fmt::Debug for Canary {
 
 impl Canary {
     /// Starts a canary per online CPU (with `rtkit.canary`) and the watchdog, which also meters
-    /// the book's threads against `rtkit.user_share`; `fired` hears of each demotion (from the
-    /// watchdog thread, after it).
+    /// the book's threads against `rtkit.user_share`; `fired` hears of each demotion after it, on a
+    /// thread of its own: the watchdog never waits for it (`fired` writes the log, and a thread
+    /// the runaways starve may hold stderr's lock, as it may any lock).
     pub fn start(
         book: Arc<Mutex<Book>>,
         registry: Arc<Mutex<Registry>>,
@@ -113,6 +123,7 @@ impl Canary {
         let mut canary = Canary {
             stop: Arc::clone(&stop),
             threads: Vec::new(),
+            notifier: None,
         };
         let (ready_sender, ready) = std::sync::mpsc::channel::<std::io::Result<()>>();
         for (index, cpu) in cpus.iter().copied().enumerate() {
@@ -137,6 +148,17 @@ impl Canary {
                 })?;
             canary.threads.push(thread);
         }
+        let (notices, fired_ones) = std::sync::mpsc::channel::<Demotion>();
+        let notifier = std::thread::Builder::new()
+            .name("rtkit-notices".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                // Ends when the watchdog, the only sender, has ended.
+                for demotion in fired_ones {
+                    fired(&demotion);
+                }
+            })?;
+        canary.notifier = Some(notifier);
         let watchdog_stop = Arc::clone(&stop);
         let config = config.clone();
         let announced = book
@@ -156,7 +178,8 @@ impl Canary {
                     announced: &announced,
                     registry: &registry,
                     config: &config,
-                    fired: &fired,
+                    fired: &notices,
+                    owed: RefCell::new(Vec::new()),
                 };
                 watchdog.run(&slots, &cpus, &watchdog_stop);
             })?;
@@ -183,6 +206,9 @@ impl Drop for Canary {
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+        if let Some(notifier) = self.notifier.take() {
+            let _ = notifier.join();
+        }
     }
 }
 
@@ -201,7 +227,10 @@ struct Watchdog<'a> {
     announced: &'a Mutex<Vec<MeteredThread>>,
     registry: &'a Mutex<Registry>,
     config: &'a RtkitConfig,
-    fired: &'a dyn Fn(&Demotion),
+    /// To the notices thread, which calls `fired` (a send never waits).
+    fired: &'a std::sync::mpsc::Sender<Demotion>,
+    /// Demotions the book has not heard of yet (its lock was held): the users and their refusal.
+    owed: RefCell<Vec<(BTreeSet<u32>, Refused)>>,
 }
 
 /// What the watchdog read at its last tick that found the locks free.
@@ -224,6 +253,7 @@ impl Watchdog<'_> {
         let mut pending: Vec<MeteredThread> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(CANARY_TICK);
+            self.pay_owed();
             // First the announcements, then the book: a grant announced before a read that found
             // the book's lock free is in that read (announced under the book's lock).
             if let Some(mut announced) = try_lock(self.announced) {
@@ -282,7 +312,7 @@ impl Watchdog<'_> {
                         key: "rtkit.canary_refusal",
                     },
                 );
-                (self.fired)(&Demotion::Starvation {
+                let _ = self.fired.send(Demotion::Starvation {
                     cpu,
                     silent_for: Duration::from_nanos(silent_ns),
                     users,
@@ -308,7 +338,8 @@ impl Watchdog<'_> {
         let mut present = BTreeSet::new();
         let mut realtime_users = BTreeSet::new();
         for thread in &known.threads {
-            if known.registry.reserved_tids.contains(&thread.tid) {
+            let policy = rtlab_sys::sched::thread_policy(thread.tid);
+            if !is_the_books(known, thread.tid, policy.as_ref().ok()) {
                 continue;
             }
             let Ok(stat) = rtlab_sys::thread_control::thread_stat(thread.tid) else {
@@ -320,8 +351,7 @@ impl Watchdog<'_> {
             let Ok(cpu_time_ns) = rtlab_sys::thread_control::thread_cpu_time_ns(thread.tid) else {
                 continue;
             };
-            let realtime = rtlab_sys::sched::thread_policy(thread.tid)
-                .is_ok_and(|policy| policy.is_realtime());
+            let realtime = policy.is_ok_and(|policy| policy.is_realtime());
             present.insert((thread.tid, thread.thread_start));
             if realtime {
                 realtime_users.insert(thread.uid);
@@ -351,7 +381,7 @@ impl Watchdog<'_> {
                 key: "rtkit.user_share_refusal",
             },
         );
-        (self.fired)(&Demotion::OverShare {
+        let _ = self.fired.send(Demotion::OverShare {
             why,
             uid: user.uid,
             demoted,
@@ -366,23 +396,44 @@ impl Watchdog<'_> {
             .iter()
             .filter(|thread| {
                 users.contains(&thread.uid)
-                    && !known.registry.reserved_tids.contains(&thread.tid)
+                    && is_the_books(
+                        known,
+                        thread.tid,
+                        rtlab_sys::sched::thread_policy(thread.tid).ok().as_ref(),
+                    )
                     && demote(thread.tid, thread.thread_start)
             })
             .map(|thread| thread.tid)
             .collect();
-        // The book's lock is free again now that the runaways are demoted (tried for a second,
-        // then left to the next tick, which finds the users' threads real-time and acts again).
-        let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until {
-            if let Some(mut book) = try_lock(self.book) {
-                book.demote_users(users, &refused);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // The book forgets the threads and refuses the users now if its lock is free (it often is,
+        // now that the runaways are demoted), else at a later tick. Meanwhile a grant it makes is
+        // metered as any other: the users' run time is still in the window, so the next tick
+        // demotes it again.
+        self.owed.borrow_mut().push((users.clone(), refused));
+        self.pay_owed();
         demoted
     }
+
+    /// Tells the book of the demotions it has not heard of, if its lock is free.
+    fn pay_owed(&self) {
+        let mut owed = self.owed.borrow_mut();
+        if owed.is_empty() {
+            return;
+        }
+        if let Some(mut book) = try_lock(self.book) {
+            for (users, refused) in owed.drain(..) {
+                book.demote_users(&users, &refused);
+            }
+        }
+    }
+}
+
+/// Whether the watchdog meters and may demote `tid`, a thread the book made real-time, whose
+/// policy is `policy` now: unless a reservation holds it, as the registry's view (perhaps stale)
+/// says and the kernel agrees (it is not SCHED_RR: see the module's doc).
+fn is_the_books(known: &Known, tid: u32, policy: Option<&Policy>) -> bool {
+    !known.registry.reserved_tids.contains(&tid)
+        || matches!(policy, Some(Policy::RoundRobin { .. }))
 }
 
 /// "uid 65534" or "uids 1, 65534".
@@ -392,5 +443,48 @@ pub fn uid_list(uids: &BTreeSet<u32>) -> String {
         format!("uid {}", list[0])
     } else {
         format!("uids {}", list.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known_with_reserved(tid: u32) -> Known {
+        Known {
+            threads: Vec::new(),
+            registry: RegistryView {
+                held: Default::default(),
+                reserved_tids: BTreeSet::from([tid]),
+            },
+        }
+    }
+
+    #[test]
+    fn a_thread_the_view_calls_reserved_is_the_books_again_once_it_is_round_robin() {
+        let known = known_with_reserved(7);
+        // Held by its reservation: SCHED_FIFO in a dispatch slot, its old policy between slots,
+        // SCHED_DEADLINE.
+        for policy in [
+            Policy::Fifo { priority: 50 },
+            Policy::Other { nice: 0 },
+            Policy::Deadline {
+                runtime_ns: 1_000_000,
+                deadline_ns: 10_000_000,
+                period_ns: 10_000_000,
+            },
+        ] {
+            assert!(!is_the_books(&known, 7, Some(&policy)), "{policy:?}");
+        }
+        // The view is stale (the reservation ended and the book gave SCHED_RR back): metered.
+        assert!(is_the_books(
+            &known,
+            7,
+            Some(&Policy::RoundRobin { priority: 5 })
+        ));
+        assert!(!is_the_books(&known, 7, None));
+        // A thread no reservation holds is the book's, whatever the kernel says.
+        assert!(is_the_books(&known, 8, Some(&Policy::Other { nice: 0 })));
+        assert!(is_the_books(&known, 8, None));
     }
 }
