@@ -34,7 +34,7 @@
 use crate::budget::RequestBudget;
 use crate::config::DaemonConfig;
 use crate::peer::Peer;
-use crate::precedence::{RegistryGate, ThreadPriority};
+use crate::precedence::{PiLock, RegistryGate, ThreadPriority};
 use crate::registry::{resolve_target, wire_backend, Caller, Limits, Registry};
 use crate::watch::Watcher;
 use rtlab_core::rpc::{
@@ -43,6 +43,7 @@ use rtlab_core::rpc::{
 };
 use rtlab_sched::enforce::Enforcement;
 use rtlab_sys::ipc::PeerCredentials;
+use rtlab_sys::sched::Policy;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -124,7 +125,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Shared {
     /// The daemon's own threads (the accept loop's watchdog, shutdown) lock it directly;
     /// requests through `gate`.
-    registry: Arc<Mutex<Registry>>,
+    registry: Arc<PiLock<Registry>>,
     /// Root first, unprivileged requests one at a time (`crate::precedence`).
     gate: RegistryGate<Registry>,
     /// Woken after each answer, not in the middle of a request (see `crate::watch`).
@@ -132,6 +133,10 @@ struct Shared {
     config: DaemonConfig,
     counts: Arc<Mutex<ConnectionCounts>>,
     budget: Mutex<RequestBudget>,
+    /// Root's path (`precedence::service_policy`) and the daemon's base priority, for
+    /// connection threads (`ThreadPriority`).
+    service: Policy,
+    base: Policy,
 }
 
 /// Serves `listener` until `stop` is set or `panicked` is (by a panic hook), then reverts every
@@ -144,7 +149,7 @@ pub fn serve(
     panicked: Arc<AtomicBool>,
 ) -> Result<Stopped, DaemonError> {
     let (watcher, watcher_loop) = Watcher::new().map_err(io_error("creating the watcher"))?;
-    let registry = Arc::new(Mutex::new(Registry::new(
+    let registry = Arc::new(PiLock::new(Registry::new(
         enforcement,
         Limits {
             user_limit: config.user_limit,
@@ -163,6 +168,8 @@ pub fn serve(
             config.requests_per_burst,
             config.burst_interval,
         )),
+        service: crate::precedence::service_policy(config.rtkit.max_realtime_priority),
+        base: rtlab_sys::sched::thread_policy(0).unwrap_or(Policy::Other { nice: 0 }),
     });
     let watcher_registry = Arc::clone(&registry);
     let watcher_panicked = Arc::clone(&panicked);
@@ -181,14 +188,27 @@ pub fn serve(
         match crate::rtkit::start(&config.state_dir, &config.rtkit, &registry, &panicked) {
             Ok(service) => service,
             Err(error) => {
-                lock(&registry).shut_down();
+                registry.lock().shut_down();
                 watcher.stop();
                 let _ = watcher_thread.join();
                 return Err(error.into());
             }
         };
+    // The accept thread is on root's path (`crate::precedence`). The connection threads it
+    // starts inherit that, so that root's runs at once (one that started at SCHED_OTHER would
+    // wait for the fair server to raise itself), and lower themselves first thing unless their
+    // peer is root; they set SCHED_RESET_ON_FORK. Back to the base priority when it returns.
+    if rtlab_sys::proc_thread::current_uid() == 0 {
+        if let Err(error) = rtlab_sys::sched::set_current_thread_policy(shared.service) {
+            eprintln!(
+                "rtlab daemon: root's requests are served at the daemon's base priority: setting {:?} failed: {error}",
+                shared.service
+            );
+        }
+    }
     let result = accept_loop(&listener, &shared, &stop, &panicked);
-    lock(&registry).shut_down();
+    let _ = rtlab_sys::sched::set_current_thread_policy(shared.base);
+    registry.lock().shut_down();
     if let Some(service) = realtimekit {
         service.stop();
     }
@@ -219,7 +239,7 @@ fn accept_loop(
             return Ok(Stopped::Requested);
         }
         if let Some(watchdog) = watchdog.as_ref().filter(|watchdog| watchdog.is_due()) {
-            drop(lock(&shared.registry));
+            drop(shared.registry.lock());
             watchdog.ping_if_due();
         }
         rtlab_sys::ipc::poll_readable(&[listener.as_fd()], Some(STOP_POLL))
@@ -377,10 +397,14 @@ fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>)
         .stack_size(CONNECTION_STACK_BYTES)
         .spawn(move || {
             let _slot = slot;
-            // Lowered at once unless the peer is root (its privilege is known only after
-            // `Peer::of`, which is the peer's work too); raised again for a privileged peer.
-            let priority = ThreadPriority::of_current_thread();
-            if credentials.uid != 0 {
+            // It starts on root's path (the accept thread's): stays there (now with
+            // SCHED_RESET_ON_FORK) if the peer is root, lowered otherwise (its privilege is known
+            // only after `Peer::of`, which is the peer's work too) and raised for a privileged
+            // peer.
+            let priority = ThreadPriority::new(shared.service, shared.base);
+            if credentials.uid == 0 {
+                priority.restore();
+            } else {
                 priority.lower();
             }
             if stream.set_nonblocking(false).is_ok() {

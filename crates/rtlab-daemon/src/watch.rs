@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the watcher tells when a watched thread exits or a deadline passes: the registry
@@ -234,7 +234,10 @@ impl Watcher {
 
 impl WatcherLoop {
     /// Runs until [`Watcher::stop`] (or until every [`Watcher`] is gone).
-    pub fn run<Threads: WatchedThreads>(mut self, registry: Arc<Mutex<Threads>>) -> io::Result<()> {
+    pub fn run<Threads: WatchedThreads>(
+        mut self,
+        registry: Arc<crate::precedence::PiLock<Threads>>,
+    ) -> io::Result<()> {
         let mut next_deadline: Option<Instant> = None;
         loop {
             // Cleared before the queue is drained: whatever is queued after this wakes us again.
@@ -289,9 +292,7 @@ impl WatcherLoop {
             }
             let due = next_deadline.is_some_and(|deadline| deadline <= Instant::now());
             if !exited.is_empty() || due || ready[0] {
-                let mut registry = registry
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut registry = registry.lock();
                 let now = Instant::now();
                 for tid in exited {
                     registry.thread_exited(tid, now);

@@ -6,6 +6,12 @@
 //! the time the hypervisor ran something else while the CPU wanted to run) before and after, and
 //! a late answer whose lateness the steal accounts for is reported apart, as `hypervisor`, with
 //! the steal as evidence; any other late answer stays a violation.
+//!
+//! Root's client runs as root's programs that must be answered would: SCHED_FIFO
+//! [`CLIENT_PRIORITY`], above every priority RealtimeKit1 grants (the daemon's default
+//! `max_realtime_priority` is 20) and equal to the daemon's own path for root. At SCHED_OTHER the
+//! client itself waited for the kernel's fair server while users' SCHED_RR threads held both CPUs
+//! within their shares, and its late answers measured its own starvation, not the daemon.
 
 use crate::wire::{answer_word, Connection};
 use serde::Serialize;
@@ -18,6 +24,9 @@ use std::time::{Duration, Instant};
 
 /// How often root pings.
 pub const PING_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Root's client's SCHED_FIFO priority: one above the daemon's default RealtimeKit1 maximum.
+pub const CLIENT_PRIORITY: u32 = 21;
 
 /// /proc/stat counts in USER_HZ (10 ms) units: a steal delta is exact to within one of them.
 pub const STEAL_RESOLUTION: Duration = Duration::from_millis(10);
@@ -144,7 +153,14 @@ impl RootPinger {
         let thread = {
             let pings = Arc::clone(&pings);
             let stop = Arc::clone(&stop);
-            std::thread::spawn(move || ping_until(&socket, bound, &stop, &pings))
+            std::thread::spawn(move || {
+                // Best effort: a harness not run as root has failed before this.
+                let _ =
+                    rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Fifo {
+                        priority: CLIENT_PRIORITY,
+                    });
+                ping_until(&socket, bound, &stop, &pings)
+            })
         };
         RootPinger {
             pings,

@@ -44,6 +44,7 @@
 use super::book::{demote, Book, Refused};
 use super::config::RtkitConfig;
 use super::meter::{self, Look, Meter, MeteredThread, OverShare, RegistryView};
+use crate::precedence::PiLock;
 use crate::registry::Registry;
 use rtlab_sys::clock::monotonic_ns;
 use rtlab_sys::sched::Policy;
@@ -105,7 +106,7 @@ impl Canary {
     /// the runaways starve may hold stderr's lock, as it may any lock).
     pub fn start(
         book: Arc<Mutex<Book>>,
-        registry: Arc<Mutex<Registry>>,
+        registry: Arc<PiLock<Registry>>,
         config: &RtkitConfig,
         fired: impl Fn(&Demotion) + Send + 'static,
     ) -> std::io::Result<Canary> {
@@ -225,7 +226,7 @@ fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 struct Watchdog<'a> {
     book: &'a Mutex<Book>,
     announced: &'a Mutex<Vec<MeteredThread>>,
-    registry: &'a Mutex<Registry>,
+    registry: &'a PiLock<Registry>,
     config: &'a RtkitConfig,
     /// To the notices thread, which calls `fired` (a send never waits).
     fired: &'a std::sync::mpsc::Sender<Demotion>,
@@ -268,7 +269,7 @@ impl Watchdog<'_> {
                     known.threads.push(*thread);
                 }
             }
-            if let Some(registry) = try_lock(self.registry) {
+            if let Some(registry) = self.registry.try_lock() {
                 known.registry = registry.realtimekit_view();
             }
             let realtime_users = self.look(&mut meter, &known);

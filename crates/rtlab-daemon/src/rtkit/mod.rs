@@ -32,6 +32,7 @@ pub mod meter;
 pub mod observe;
 pub mod policy;
 
+use crate::precedence::PiLock;
 use crate::registry::{Caller, Registry, TargetThread};
 use crate::watch::{WatchHandle, Watcher};
 use book::{Book, Given, Sizing, Target};
@@ -99,7 +100,7 @@ struct BusCaller {
 struct Shared {
     config: RtkitConfig,
     book: Arc<Mutex<Book>>,
-    registry: Arc<Mutex<Registry>>,
+    registry: Arc<PiLock<Registry>>,
     exit: Mutex<mpsc::Sender<()>>,
     /// Set when the service stops: observations end early.
     stopping: AtomicBool,
@@ -209,7 +210,7 @@ impl Shared {
             policy::check_rttime(pid, hard, &self.config)?;
         }
         let (held_by, held) = {
-            let registry = lock(&self.registry);
+            let registry = self.registry.lock();
             (registry.grant_of_thread(tid), registry.held_by(caller.uid))
         };
         {
@@ -431,7 +432,7 @@ impl Shared {
                 uid: 0,
                 privileged: true,
             };
-            let _ = lock(&self.registry).release(
+            let _ = self.registry.lock().release(
                 &caller,
                 &rtlab_core::rpc::ReleaseTarget::Grant {
                     grant_id: *grant_id,
@@ -471,7 +472,8 @@ impl Shared {
             real_uid: target.uid,
             effective_uid: target.uid,
         };
-        lock(&self.registry)
+        self.registry
+            .lock()
             .reserve(
                 &caller,
                 &params,
@@ -527,7 +529,7 @@ impl Shared {
                     rtlab_sys::sched::thread_policy(tid),
                     Ok(Policy::RoundRobin { .. } | Policy::Fifo { .. })
                 );
-                if realtime && lock(&self.registry).grant_of_thread(tid).is_none() {
+                if realtime && self.registry.lock().grant_of_thread(tid).is_none() {
                     let Ok(start) = rtlab_sys::thread_control::thread_start_time(tid) else {
                         continue;
                     };
@@ -742,7 +744,7 @@ fn describe_owner(connection: &zbus::blocking::Connection) -> String {
 pub fn start(
     state_dir: &Path,
     config: &RtkitConfig,
-    registry: &Arc<Mutex<Registry>>,
+    registry: &Arc<PiLock<Registry>>,
     panicked: &Arc<AtomicBool>,
 ) -> Result<Option<Service>, RtkitError> {
     let system = |context: &str| {
@@ -791,7 +793,7 @@ pub fn start(
             return Ok(None);
         }
     };
-    lock(registry).attach_realtimekit(Arc::clone(&book));
+    registry.lock().attach_realtimekit(Arc::clone(&book));
     let watcher_registry = Arc::clone(registry);
     let watcher_panicked = Arc::clone(panicked);
     let watcher_thread = std::thread::Builder::new()
