@@ -12,6 +12,7 @@ rounds=${1:-5}
 seconds=${2:-20}
 shift $(( $# < 2 ? $# : 2 ))
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/pipewire/server.sh
 source "$here/server.sh"
 pipewire_bench_setup
 pipewire_server "$work" &

@@ -9,6 +9,7 @@
 # bench/jack/xrun_client.c and fifo_hog.c into it, sets `rtlab` (RTLAB or the debug build) and
 # exports XDG_RUNTIME_DIR and PIPEWIRE_RUNTIME_DIR as `$work/run`. Needs `here` set.
 pipewire_bench_setup() {
+  # shellcheck disable=SC2034 # read by the scripts that source this file
   rtlab=${RTLAB:-$here/../../target/debug/rtlab}
   work=$(mktemp -d)
   trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
