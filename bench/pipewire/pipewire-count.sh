@@ -12,32 +12,15 @@
 set -euo pipefail
 rounds=${1:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-rtlab=${RTLAB:-$here/../../target/debug/rtlab}
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-cc -O2 -o "$work/xrun_client" "$here/../jack/xrun_client.c" -ljack -lpthread
-cc -O2 -o "$work/fifo_hog" "$here/../jack/fifo_hog.c" -lpthread
-mkdir "$work/run"
-export XDG_RUNTIME_DIR=$work/run PIPEWIRE_RUNTIME_DIR=$work/run RTLAB_SOCKET=$work/rtlabd.sock
-cat > "$work/pipewire.conf" <<'CONF'
-context.properties = { core.daemon = true core.name = pipewire-0 link.max-buffers = 16
-    default.clock.rate = 48000 default.clock.quantum = 128 default.clock.min-quantum = 16
-    default.clock.max-quantum = 2048 mem.allow-mlock = false }
-context.spa-libs = { audio.convert.* = audioconvert/libspa-audioconvert support.* = support/libspa-support }
-context.modules = [
-    { name = libpipewire-module-rt args = { rt.prio = 88 } flags = [ ifexists nofail ] }
-    { name = libpipewire-module-protocol-native } { name = libpipewire-module-profiler }
-    { name = libpipewire-module-metadata } { name = libpipewire-module-spa-node-factory }
-    { name = libpipewire-module-client-node } { name = libpipewire-module-access args = { } }
-    { name = libpipewire-module-adapter } { name = libpipewire-module-link-factory } ]
-context.objects = [ { factory = spa-node-factory args = { factory.name = support.node.driver
-    node.name = Dummy-Driver node.group = pipewire.dummy priority.driver = 20000 } } ]
-CONF
+# shellcheck source=bench/pipewire/server.sh
+source "$here/server.sh"
+pipewire_bench_setup
+export RTLAB_SOCKET=$work/rtlabd.sock
 printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
 "$rtlab" daemon --config "$work/rtlabd.toml" --socket "$RTLAB_SOCKET" 2> "$work/daemon.log" &
-pipewire -c "$work/pipewire.conf" > /dev/null 2>&1 &
+pipewire_server "$work" &
 sleep 1
-for try in 1 2 3; do timeout 10 pw-metadata -n settings 0 clock.force-quantum 128 > /dev/null && break; sleep 1; done
+for _ in 1 2 3; do pipewire_force_quantum && break; sleep 1; done
 client() { pw-jack "$work/xrun_client" -n jackload -w -l 30 -d "$1" > /dev/null 2>&1 & }
 watch() {
   "$rtlab" trace watch --comm xrun_client -D 20s --summary-json "$work/$1.json" > /dev/null 2> "$work/$1.err" || { echo "watch failed: $(tail -3 "$work/$1.err")"; return; }

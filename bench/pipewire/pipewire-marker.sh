@@ -12,16 +12,12 @@ rounds=${1:-5}
 seconds=${2:-20}
 shift $(( $# < 2 ? $# : 2 ))
 here=$(cd "$(dirname "$0")" && pwd)
-rtlab=${RTLAB:-$here/../../target/debug/rtlab}
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-cc -O2 -o "$work/xrun_client" "$here/../jack/xrun_client.c" -ljack -lpthread
-cc -O2 -o "$work/fifo_hog" "$here/../jack/fifo_hog.c" -lpthread
-mkdir "$work/run"
-export XDG_RUNTIME_DIR=$work/run PIPEWIRE_RUNTIME_DIR=$work/run
-"$here/server.sh" "$work" &
+# shellcheck source=bench/pipewire/server.sh
+source "$here/server.sh"
+pipewire_bench_setup
+pipewire_server "$work" &
 sleep 1
-timeout 10 pw-metadata -n settings 0 clock.force-quantum 128 > /dev/null
+pipewire_force_quantum
 for round in $(seq "$rounds"); do
   pw-jack "$work/xrun_client" -n jackload -w -l 30 -d $((seconds + 4)) > /dev/null 2>&1 & client=$!
   sleep 1

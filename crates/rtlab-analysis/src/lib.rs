@@ -1,4 +1,6 @@
-//! rtlab-analysis: Statistics, tail projection, forecasts and schedulability: pure functions of Run records.
+//! rtlab-analysis: statistics, tail projection, forecasts and schedulability, as pure functions
+//! of Run records and plain numbers: no I/O, no clock, no platform code, so every answer a command
+//! gives from a record can be tested from fixtures alone.
 
 pub mod application;
 pub mod check_study;

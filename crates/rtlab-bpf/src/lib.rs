@@ -1,4 +1,5 @@
-//! rtlab-bpf: the BPF recorder behind `rtlab run --explain`, kernel side and loader.
+//! rtlab-bpf: the BPF recorders behind `rtlab run --explain` and `rtlab trace record`, kernel
+//! side and loaders.
 //!
 //! The tracefs recorder copies every scheduling and interrupt event of the measured CPUs to user
 //! space (~300-460 ns per event here); this one keeps the state in the kernel instead and hands

@@ -1,3 +1,6 @@
+//! rtlab-hostile: attacks the real rtlab daemon as hostile local users would and judges it by what
+//! the kernel says, never by the daemon's answers; for tests and benchmarks, never installed.
+//!
 //! A hostile-client harness against the real rtlab daemon (issue 39, item 7): local users who
 //! mean harm — nobody and daemon (uid 1), every second process of theirs inside a user namespace
 //! of its own (`unshare -Ur`, where it looks root with every capability) — send seeded random

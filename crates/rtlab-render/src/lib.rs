@@ -1,8 +1,9 @@
-//! rtlab-render: everything rtlab shows, as text. Terminal tables of a run, the verdict block,
-//! the explain report, forecasts, checks, plans, comparisons and timer studies; the HTML report
-//! and its hand-built SVG plots. Every renderer returns a `String` (or writes into any
-//! `std::fmt::Write`), so a daemon, a web page or a test uses the same text the CLI prints; the
-//! CLI only decides where it goes. Output is deterministic, so it is snapshot-tested (insta).
+//! rtlab-render: what rtlab shows, as text (all of it but `rtlab trace`'s outputs, still written
+//! by rtlab-apptrace, and `explain --perfetto`, by rtlab-trace). Terminal tables of a run, the
+//! verdict block, the explain report, forecasts, checks, plans, comparisons and timer studies; the
+//! HTML report and its hand-built SVG plots. Every renderer returns a `String` (or writes into any
+//! `std::fmt::Write`), so a test or another program uses the same text the CLI prints; the CLI
+//! only decides where it goes. Output is deterministic, so it is snapshot-tested (insta).
 //!
 //! Numbers are stored in ns and printed in µs with one decimal (the unit cyclictest users read);
 //! terminal text fits 80 columns.

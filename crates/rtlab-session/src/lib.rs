@@ -4,7 +4,7 @@
 //! anything starts, the probe starts, the load starts when warm-up is over, the explain session
 //! calibrates its thresholds and routes late samples to the tracer, and at the end the loads stop,
 //! steal time is accounted, the record is built with its warnings and each series gets its tail
-//! projection. The CLI, the daemon, a workload runner or a monitor all start a run the same way:
+//! projection. `rtlab run`, `rtlab tune`'s rounds and the monitor all start a run the same way:
 //!
 //! ```no_run
 //! # use rtlab_session::{RunConfig, Session, NoObserver};

@@ -1,4 +1,5 @@
-//! rtlab-store: the run history, in an embedded SQLite database.
+//! rtlab-store: the run history, in an embedded SQLite database, and where records are read from
+//! and written to (`resolve`: a file, `-` or a stored id; `output`: files named only when complete).
 //!
 //! Every run that is not `--no-store` lands here so `rtlab history`, `show`, `forecast` and
 //! `compare` can find it later by id. SQLite in WAL mode, bundled, so there is nothing to install

@@ -1,8 +1,9 @@
-//! rtlab-sys: every Linux syscall and pseudo-file rtlab touches.
+//! rtlab-sys: every syscall and pseudo-file rtlab touches (Linux; on Windows the Win32 and native
+//! API, `src/windows/`).
 //!
 //! Keeping the kernel behind one crate means the measuring, tracing and planning code is ordinary
-//! safe Rust that can be read and tested without root, and every `unsafe` block in the project is
-//! here, each with a `// SAFETY:` comment. Functions return `std::io::Result` or this crate's
+//! safe Rust that can be read and tested without root, and every `unsafe` block in the project but
+//! rtlab-client's C ABI is here, each with a `// SAFETY:` comment. Functions return `std::io::Result` or this crate's
 //! errors; nothing here prints.
 
 pub mod host;

@@ -69,17 +69,29 @@ impl Knob {
     /// The name a journal line uses: `timer_migration`, …, `irq/24`.
     pub fn id(self) -> String {
         match self {
-            Knob::TimerMigration => "timer_migration".into(),
-            Knob::SchedRtRuntime => "sched_rt_runtime_us".into(),
-            Knob::ThpEnabled => "thp_enabled".into(),
-            Knob::ThpDefrag => "thp_defrag".into(),
-            Knob::KhugepagedDefrag => "khugepaged_defrag".into(),
-            Knob::StatInterval => "stat_interval".into(),
-            Knob::NmiWatchdog => "nmi_watchdog".into(),
-            Knob::Swappiness => "swappiness".into(),
-            Knob::WorkqueueCpumask => "workqueue_cpumask".into(),
             Knob::IrqAffinity(irq) => format!("irq/{irq}"),
+            global => global
+                .global_id()
+                .expect("every knob but an IRQ's is global")
+                .into(),
         }
+    }
+
+    /// A [`GLOBAL`](Knob::GLOBAL) knob's [`id`](Knob::id), which is also the name `rtlab tune`
+    /// gives the setting; `None` for an IRQ's.
+    pub fn global_id(self) -> Option<&'static str> {
+        Some(match self {
+            Knob::TimerMigration => "timer_migration",
+            Knob::SchedRtRuntime => "sched_rt_runtime_us",
+            Knob::ThpEnabled => "thp_enabled",
+            Knob::ThpDefrag => "thp_defrag",
+            Knob::KhugepagedDefrag => "khugepaged_defrag",
+            Knob::StatInterval => "stat_interval",
+            Knob::NmiWatchdog => "nmi_watchdog",
+            Knob::Swappiness => "swappiness",
+            Knob::WorkqueueCpumask => "workqueue_cpumask",
+            Knob::IrqAffinity(_) => return None,
+        })
     }
 
     /// The knob an [`id`](Knob::id) names; `None` for anything else.

@@ -1,10 +1,12 @@
-//! rtlab-trace: tracefs recording, trace parsing and cause attribution of late wake-ups.
+//! rtlab-trace: tracefs recording, trace parsing and cause attribution of late wake-ups
+//! (`rtlab run --explain`), and the tracefs recorder and cycle markers of `rtlab trace record`.
 //!
 //! The probe says *that* a wake-up was late; this crate says *why*. It records the kernel's
 //! scheduling, interrupt and timer events through a private tracefs instance (binary ring-buffer
-//! pages, decoded with the kernel's own `format` descriptions), keeps a bounded window of them per
-//! CPU, and for each late sample decomposes [intended, actual] into named causes that add up to
-//! the measured latency (paper 002's latency cause tool, with names and durations).
+//! pages, decoded with the kernel's own `format` descriptions) or rtlab-bpf's programs, keeps a
+//! bounded window of them per CPU, and for each late sample decomposes [intended, actual] into
+//! named causes that add up to the measured latency (paper 002's latency cause tool, with names
+//! and durations).
 
 pub mod app_recorder;
 pub mod attribution;

@@ -1,6 +1,7 @@
 //! The settings `rtlab tune` can change at run time: their names (what `--only`/`--skip` take),
 //! why each matters, and the value it tries. One table, so the names, the help and the order
-//! cannot drift apart.
+//! cannot drift apart. A setting that is one kernel file is a `rtlab_sys::tunables::Knob`, which
+//! defines its file and its name (the journal's id) once; this table adds why and the value tried.
 
 use crate::error::TuneError;
 use rtlab_sys::tunables::Knob;
@@ -9,16 +10,11 @@ use rtlab_sys::tunables::Knob;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SettingName {
     CpuDmaLatency,
-    TimerMigration,
-    SchedRtRuntime,
-    ThpEnabled,
-    ThpDefrag,
-    KhugepagedDefrag,
-    StatInterval,
-    NmiWatchdog,
-    Swappiness,
+    /// A setting that is one kernel file: one of [`Knob::GLOBAL`], whose definition (file and
+    /// name) is rtlab-sys's.
+    File(Knob),
+    /// Every IRQ's affinity at once.
     IrqAffinity,
-    WorkqueueCpumask,
     /// Changes nothing: measured like the others, to show how often noise alone gets kept.
     Placebo,
 }
@@ -26,69 +22,56 @@ pub enum SettingName {
 /// One row of the table.
 struct Entry {
     setting: SettingName,
-    name: &'static str,
     why: &'static str,
 }
 
 const TABLE: [Entry; 12] = [
     Entry {
         setting: SettingName::CpuDmaLatency,
-        name: "cpu_dma_latency",
         why: "idle states save power but take time to leave: a CPU woken from one runs the timer late (cyclictest holds /dev/cpu_dma_latency at 0 by default)",
     },
     Entry {
-        setting: SettingName::TimerMigration,
-        name: "timer_migration",
+        setting: SettingName::File(Knob::TimerMigration),
         why: "lets the kernel move timers to another (busy) CPU; 0 keeps a timer where it was armed",
     },
     Entry {
-        setting: SettingName::SchedRtRuntime,
-        name: "sched_rt_runtime_us",
+        setting: SettingName::File(Knob::SchedRtRuntime),
         why: "RT throttling: real-time tasks stop for the rest of each second once they used this much of it; -1 turns it off (a runaway RT task then owns its CPU)",
     },
     Entry {
-        setting: SettingName::ThpEnabled,
-        name: "thp_enabled",
+        setting: SettingName::File(Knob::ThpEnabled),
         why: "transparent hugepages: a fault may compact memory synchronously; never avoids those stalls",
     },
     Entry {
-        setting: SettingName::ThpDefrag,
-        name: "thp_defrag",
+        setting: SettingName::File(Knob::ThpDefrag),
         why: "whether a hugepage fault waits for defragmentation; never avoids the wait",
     },
     Entry {
-        setting: SettingName::KhugepagedDefrag,
-        name: "khugepaged_defrag",
+        setting: SettingName::File(Knob::KhugepagedDefrag),
         why: "khugepaged collapses pages in the background, taking locks and CPU time; 0 stops its defragmentation",
     },
     Entry {
-        setting: SettingName::StatInterval,
-        name: "stat_interval",
+        setting: SettingName::File(Knob::StatInterval),
         why: "vm.stat_interval: how often every CPU folds its memory statistics (vmstat work); 10 s makes it rarer",
     },
     Entry {
-        setting: SettingName::NmiWatchdog,
-        name: "nmi_watchdog",
+        setting: SettingName::File(Knob::NmiWatchdog),
         why: "the NMI watchdog interrupts every CPU periodically with a non-maskable interrupt",
     },
     Entry {
-        setting: SettingName::Swappiness,
-        name: "swappiness",
+        setting: SettingName::File(Knob::Swappiness),
         why: "how eagerly anonymous memory is swapped; a swapped-in page is a long fault (locked memory is safe either way)",
     },
     Entry {
         setting: SettingName::IrqAffinity,
-        name: "irq_affinity",
         why: "device interrupts handled on a measured CPU delay its thread; moving them to the housekeeping CPUs keeps them away",
     },
     Entry {
-        setting: SettingName::WorkqueueCpumask,
-        name: "workqueue_cpumask",
+        setting: SettingName::File(Knob::WorkqueueCpumask),
         why: "unbound kernel work items run on any CPU in this mask; leaving the measured CPUs out keeps them away",
     },
     Entry {
         setting: SettingName::Placebo,
-        name: "placebo",
         why: "changes nothing: measured like the others, so a kept placebo shows the noise",
     },
 ];
@@ -106,8 +89,16 @@ impl SettingName {
         TABLE.iter().map(|entry| entry.setting).collect()
     }
 
+    /// What `--only`/`--skip` call it: a one-file setting's knob id, or its own name.
     pub fn name(self) -> &'static str {
-        entry(self).name
+        match self {
+            SettingName::CpuDmaLatency => "cpu_dma_latency",
+            SettingName::File(knob) => knob
+                .global_id()
+                .expect("a one-file setting is a global knob"),
+            SettingName::IrqAffinity => "irq_affinity",
+            SettingName::Placebo => "placebo",
+        }
     }
 
     pub fn why(self) -> &'static str {
@@ -116,36 +107,22 @@ impl SettingName {
 
     /// The knob of a setting that is one file (not cpu_dma_latency, IRQs or the placebo).
     pub fn knob(self) -> Option<Knob> {
-        Some(match self {
-            SettingName::TimerMigration => Knob::TimerMigration,
-            SettingName::SchedRtRuntime => Knob::SchedRtRuntime,
-            SettingName::ThpEnabled => Knob::ThpEnabled,
-            SettingName::ThpDefrag => Knob::ThpDefrag,
-            SettingName::KhugepagedDefrag => Knob::KhugepagedDefrag,
-            SettingName::StatInterval => Knob::StatInterval,
-            SettingName::NmiWatchdog => Knob::NmiWatchdog,
-            SettingName::Swappiness => Knob::Swappiness,
-            SettingName::WorkqueueCpumask => Knob::WorkqueueCpumask,
-            SettingName::CpuDmaLatency | SettingName::IrqAffinity | SettingName::Placebo => {
-                return None
-            }
-        })
+        match self {
+            SettingName::File(knob) => Some(knob),
+            SettingName::CpuDmaLatency | SettingName::IrqAffinity | SettingName::Placebo => None,
+        }
     }
 
     /// The value tried for a one-file setting; the workqueue mask needs the housekeeping CPUs.
     pub fn tried_value(self, housekeeping_cpus: &[usize]) -> Option<String> {
-        Some(match self {
-            SettingName::TimerMigration
-            | SettingName::KhugepagedDefrag
-            | SettingName::NmiWatchdog => "0".into(),
-            SettingName::SchedRtRuntime => "-1".into(),
-            SettingName::ThpEnabled | SettingName::ThpDefrag => "never".into(),
-            SettingName::StatInterval => "10".into(),
-            SettingName::Swappiness => "10".into(),
-            SettingName::WorkqueueCpumask => rtlab_sys::tunables::cpu_mask_hex(housekeeping_cpus),
-            SettingName::CpuDmaLatency | SettingName::IrqAffinity | SettingName::Placebo => {
-                return None
-            }
+        Some(match self.knob()? {
+            Knob::TimerMigration | Knob::KhugepagedDefrag | Knob::NmiWatchdog => "0".into(),
+            Knob::SchedRtRuntime => "-1".into(),
+            Knob::ThpEnabled | Knob::ThpDefrag => "never".into(),
+            Knob::StatInterval => "10".into(),
+            Knob::Swappiness => "10".into(),
+            Knob::WorkqueueCpumask => rtlab_sys::tunables::cpu_mask_hex(housekeeping_cpus),
+            Knob::IrqAffinity(_) => return None,
         })
     }
 
@@ -153,13 +130,13 @@ impl SettingName {
     pub fn parse(name: &str) -> Result<SettingName, TuneError> {
         TABLE
             .iter()
-            .find(|entry| entry.name == name.trim())
             .map(|entry| entry.setting)
+            .find(|setting| setting.name() == name.trim())
             .ok_or_else(|| TuneError::UnknownSetting {
                 name: name.trim().to_owned(),
                 known: TABLE
                     .iter()
-                    .map(|entry| entry.name)
+                    .map(|entry| entry.setting.name())
                     .collect::<Vec<_>>()
                     .join(", "),
             })
@@ -195,6 +172,19 @@ mod tests {
     }
 
     #[test]
+    fn every_global_knob_is_one_setting_named_by_its_journal_id() {
+        for knob in Knob::GLOBAL {
+            let setting = SettingName::File(knob);
+            let rows = SettingName::all()
+                .into_iter()
+                .filter(|each| *each == setting)
+                .count();
+            assert_eq!(rows, 1, "{knob:?}");
+            assert_eq!(SettingName::parse(&knob.id()).unwrap(), setting);
+        }
+    }
+
+    #[test]
     fn an_unknown_name_is_refused_with_the_known_ones() {
         let error = select(&["swapiness".into()], &[]).unwrap_err();
         let text = error.to_string();
@@ -217,7 +207,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             chosen,
-            vec![SettingName::TimerMigration, SettingName::Placebo]
+            vec![
+                SettingName::File(Knob::TimerMigration),
+                SettingName::Placebo
+            ]
         );
         assert_eq!(select(&[], &[]).unwrap().len(), 12);
     }

@@ -108,9 +108,8 @@ impl Changes {
                 }))
             }
             SettingName::IrqAffinity => self.apply_irq_affinity(housekeeping_cpus),
-            _ => {
-                let knob = setting.knob().expect("a one-file setting");
-                if setting == SettingName::WorkqueueCpumask && housekeeping_cpus.is_empty() {
+            SettingName::File(knob) => {
+                if knob == Knob::WorkqueueCpumask && housekeeping_cpus.is_empty() {
                     return Ok(Err(NotApplied::NoHousekeepingCpu));
                 }
                 let tried = setting

@@ -94,8 +94,7 @@ fn runtime_items(housekeeping_cpus: &[usize], facts: &AuditFacts) -> Vec<Invento
                 };
                 (value, WhenChangeable::Now, action)
             }
-            _ => {
-                let knob = setting.knob().expect("a one-file setting");
+            SettingName::File(knob) => {
                 let tried = setting.tried_value(housekeeping_cpus).unwrap_or_default();
                 match knob.read() {
                     Ok(value) => (

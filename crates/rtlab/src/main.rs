@@ -1,8 +1,10 @@
-//! rtlab: can this Linux machine meet real-time deadlines? The binary is glue: argument parsing,
-//! rendering and progress; every piece of logic lives in a library crate.
+//! rtlab: can this Linux machine meet real-time deadlines? The binary: clap flags, progress,
+//! printing and storing over the library crates, which hold the logic (ARCHITECTURE.md says
+//! which; `commands/trace_watch.rs` and `reserve_auto.rs` still hold observation loops).
 //!
-//! Exit codes (a contract, see README): 0 ok, 1 a check or verdict failed, 2 usage or input
-//! error, 3 measurement or system error. A broken pipe exits quietly with 0.
+//! Exit codes (a contract, see README and `exit.rs`): 0 ok, 1 a check or verdict failed, 2 usage
+//! or input error, 3 measurement or system error, 130 interrupted by SIGINT/SIGTERM. A broken
+//! pipe exits quietly with 0.
 
 // The Windows build leaves out the Linux-only commands, and with them some users of the shared
 // flag parsers and text helpers; the Linux build still denies dead code.

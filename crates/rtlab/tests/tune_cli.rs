@@ -63,6 +63,15 @@ fn changed_since(before: &BTreeMap<String, String>) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that every setting reads as in `before`; `when` ends the message ("after …").
+fn assert_every_setting_as_before(before: &BTreeMap<String, String>, when: &str) {
+    assert_eq!(
+        changed_since(before),
+        Vec::<String>::new(),
+        "left changed {when}"
+    );
+}
+
 /// The settings a kill test changes: several kinds (sysctl, a choice list, IRQs, a cpumask).
 const KILLED_SETTINGS: &str =
     "timer_migration,swappiness,thp_enabled,stat_interval,irq_affinity,workqueue_cpumask";
@@ -184,11 +193,7 @@ fn a_short_tune_reports_each_setting_and_puts_every_one_back() {
     let placebo = &settings[4];
     assert_eq!(placebo["placebo"], true);
     assert!(placebo["effect"]["difference_ns"].is_i64(), "{placebo}");
-    assert_eq!(
-        changed_since(&before),
-        Vec::<String>::new(),
-        "left changed after a normal end"
-    );
+    assert_every_setting_as_before(&before, "after a normal end");
     assert!(!Path::new("/run/rtlab/tune.journal").exists());
 }
 
@@ -223,30 +228,47 @@ fn start_a_tune_and_wait_for_a_change(
     child
 }
 
-#[test]
-#[ignore = "needs root: changes kernel settings and runs the SCHED_FIFO probe"]
-fn a_sigkilled_tune_is_put_back_by_the_next_start() {
-    let _turn = require_root_taking_turns();
+/// What a tune of [`KILLED_SETTINGS`] killed with SIGKILL after its first change left: its
+/// sandbox, every setting as it was before, and the files still changed (never none).
+struct KilledTune {
+    sandbox: Sandbox,
+    before: BTreeMap<String, String>,
+    left: Vec<String>,
+}
+
+fn sigkill_a_tune_midway() -> KilledTune {
     let sandbox = Sandbox::new();
     let before = settings_now();
     let mut child = start_a_tune_and_wait_for_a_change(&sandbox, &before);
     child.kill().unwrap();
     child.wait().unwrap();
-    // SIGKILL runs no clean-up: the change is still there, and the journal says what it was.
+    // SIGKILL runs no clean-up: the change is still there.
     let left = changed_since(&before);
     assert!(!left.is_empty(), "nothing left changed after SIGKILL");
+    KilledTune {
+        sandbox,
+        before,
+        left,
+    }
+}
+
+#[test]
+#[ignore = "needs root: changes kernel settings and runs the SCHED_FIFO probe"]
+fn a_sigkilled_tune_is_put_back_by_the_next_start() {
+    let _turn = require_root_taking_turns();
+    let killed = sigkill_a_tune_midway();
+    // The journal holds what each setting left changed was before.
     assert!(Path::new("/run/rtlab/tune.journal").exists());
-    let output = sandbox.run(["tune", "--inventory", "--json", "-"]);
+    let output = killed.sandbox.run(["tune", "--inventory", "--json", "-"]);
     assert_exit_code(&output, 0);
     let report = stdout_json(&output);
     assert!(
         !report["repaired"].as_array().unwrap().is_empty(),
         "the next start named nothing it put back: {report}"
     );
-    assert_eq!(
-        changed_since(&before),
-        Vec::<String>::new(),
-        "left changed after the next start (was: {left:?})"
+    assert_every_setting_as_before(
+        &killed.before,
+        &format!("after the next start (was: {:?})", killed.left),
     );
     assert!(!Path::new("/run/rtlab/tune.journal").exists());
 }
@@ -255,22 +277,15 @@ fn a_sigkilled_tune_is_put_back_by_the_next_start() {
 #[ignore = "needs root: changes kernel settings and runs the SCHED_FIFO probe"]
 fn a_sigkilled_tune_is_put_back_by_revert() {
     let _turn = require_root_taking_turns();
-    let sandbox = Sandbox::new();
-    let before = settings_now();
-    let mut child = start_a_tune_and_wait_for_a_change(&sandbox, &before);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let left = changed_since(&before);
-    assert!(!left.is_empty(), "nothing left changed after SIGKILL");
-    let output = sandbox.run(["tune", "--revert"]);
+    let killed = sigkill_a_tune_midway();
+    let output = killed.sandbox.run(["tune", "--revert"]);
     assert_exit_code(&output, 0);
     assert!(common::stdout_text(&output).starts_with("put back: "));
-    assert_eq!(
-        changed_since(&before),
-        Vec::<String>::new(),
-        "left changed after --revert (was: {left:?})"
+    assert_every_setting_as_before(
+        &killed.before,
+        &format!("after --revert (was: {:?})", killed.left),
     );
-    let output = sandbox.run(["tune", "--revert"]);
+    let output = killed.sandbox.run(["tune", "--revert"]);
     assert!(common::stdout_text(&output).starts_with("nothing to put back"));
 }
 
@@ -284,11 +299,7 @@ fn sigterm_mid_tune_puts_every_setting_back_and_exits_130() {
     rtlab_sys::signals::send(child.id(), SIGTERM).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert_eq!(
-        changed_since(&before),
-        Vec::<String>::new(),
-        "left changed after SIGTERM"
-    );
+    assert_every_setting_as_before(&before, "after SIGTERM");
     assert!(!Path::new("/run/rtlab/tune.journal").exists());
 }
 

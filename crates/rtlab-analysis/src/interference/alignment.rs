@@ -196,6 +196,23 @@ mod tests {
         }
     }
 
+    /// The rates of bursts of `burst` every `period`, restarting, over `horizon_ns`, each burst
+    /// reaching the application.
+    fn restarting_rates(
+        config: &BufferConfig,
+        period: u64,
+        burst: u64,
+        horizon_ns: u64,
+    ) -> AlignmentRates {
+        alignment_rates(
+            &interferer(period, burst),
+            config,
+            Counting::Restart,
+            horizon_ns,
+            1.0,
+        )
+    }
+
     #[test]
     fn a_burst_fails_a_job_when_it_covers_the_release_past_the_slack_or_lands_in_the_compute() {
         // 2 × 2.667 ms, c = 1.2 ms: slack 1.467 ms. A 2.6 ms burst fails the job whose release
@@ -226,13 +243,7 @@ mod tests {
         // 4 × the application's period: every burst meets the cycle at the same offset, so
         // some alignments fail every burst and others none.
         let config = config(2, 2_500_000, 500_000);
-        let rates = alignment_rates(
-            &interferer(10_000_000, 2_200_000),
-            &config,
-            Counting::Restart,
-            10_000_000_000,
-            1.0,
-        );
+        let rates = restarting_rates(&config, 10_000_000, 2_200_000, 10_000_000_000);
         assert!((rates.most_per_s - 100.0).abs() < 1e-6, "{rates:?}");
         assert_eq!(rates.least_per_s, 0.0, "{rates:?}");
         // The window: a burst starting up to 0.2 ms before the release (2.2 ms past a 2 ms
@@ -247,13 +258,7 @@ mod tests {
         // alignment meets the failing window about equally; the range is narrow around
         // (window / t) / P.
         let config = config(2, 2_666_667, 1_200_000);
-        let rates = alignment_rates(
-            &interferer(70_000_000, 2_600_000),
-            &config,
-            Counting::Restart,
-            30_000_000_000,
-            1.0,
-        );
+        let rates = restarting_rates(&config, 70_000_000, 2_600_000, 30_000_000_000);
         let uniform = (2_333_333.0 / 2_666_667.0) / 0.070;
         assert!(rates.least_per_s >= 0.7 * uniform, "{rates:?} vs {uniform}");
         assert!(rates.most_per_s <= 1.2 * uniform, "{rates:?} vs {uniform}");

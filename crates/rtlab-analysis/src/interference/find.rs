@@ -408,10 +408,9 @@ mod tests {
         (*seed >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// A 1 ms probe's late wake-ups on `cpu` from bursts of `burst` every `period` from
-    /// `phase` for `seconds`, each burst's end moved by up to ±`jitter`; named when `name`.
     /// Bursts of `burst` every `period` from `phase` for `seconds`, each end moved by up to
     /// ±`jitter`.
+    #[derive(Clone, Copy)]
     struct Pattern {
         period: u64,
         burst: u64,
@@ -420,6 +419,7 @@ mod tests {
         seconds: u64,
     }
 
+    /// A 1 ms probe's late wake-ups on `cpu` from the bursts of `pattern`; named when `name`.
     fn probe_sightings(
         pattern: Pattern,
         cpu: u32,
@@ -463,30 +463,15 @@ mod tests {
     #[test]
     fn a_burst_of_2_6_ms_every_70_ms_on_both_cpus_at_once_is_found() {
         let mut seed = 7;
-        let mut sightings = probe_sightings(
-            Pattern {
-                period: 70_000_000,
-                burst: 2_600_000,
-                phase: 3_000_000,
-                jitter: 0,
-                seconds: 30,
-            },
-            0,
-            None,
-            &mut seed,
-        );
-        sightings.extend(probe_sightings(
-            Pattern {
-                period: 70_000_000,
-                burst: 2_600_000,
-                phase: 3_000_000,
-                jitter: 0,
-                seconds: 30,
-            },
-            1,
-            None,
-            &mut seed,
-        ));
+        let pattern = Pattern {
+            period: 70_000_000,
+            burst: 2_600_000,
+            phase: 3_000_000,
+            jitter: 0,
+            seconds: 30,
+        };
+        let mut sightings = probe_sightings(pattern, 0, None, &mut seed);
+        sightings.extend(probe_sightings(pattern, 1, None, &mut seed));
         // Random stalls beside it (a hypervisor's), on both CPUs.
         for index in 0..40u64 {
             sightings.push(Sighting {
@@ -521,30 +506,19 @@ mod tests {
     #[test]
     fn named_spinners_one_per_cpu_at_different_phases_are_one_interferer_not_at_once() {
         let mut seed = 11;
-        let mut sightings = probe_sightings(
-            Pattern {
-                period: 25_000_000,
-                burst: 1_200_000,
-                phase: 1_000_000,
-                jitter: 0,
-                seconds: 20,
-            },
-            0,
-            Some("qhog0"),
-            &mut seed,
-        );
-        sightings.extend(probe_sightings(
-            Pattern {
-                period: 25_000_000,
-                burst: 1_200_000,
-                phase: 13_000_000,
-                jitter: 0,
-                seconds: 20,
-            },
-            1,
-            Some("qhog1"),
-            &mut seed,
-        ));
+        let on_cpu_0 = Pattern {
+            period: 25_000_000,
+            burst: 1_200_000,
+            phase: 1_000_000,
+            jitter: 0,
+            seconds: 20,
+        };
+        let on_cpu_1 = Pattern {
+            phase: 13_000_000,
+            ..on_cpu_0
+        };
+        let mut sightings = probe_sightings(on_cpu_0, 0, Some("qhog0"), &mut seed);
+        sightings.extend(probe_sightings(on_cpu_1, 1, Some("qhog1"), &mut seed));
         let found = find_periodic(&sightings, PROBE);
         assert_eq!(found.len(), 1, "{found:?}");
         let interferer = &found[0];
