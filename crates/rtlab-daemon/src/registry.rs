@@ -289,7 +289,7 @@ pub struct Registry {
     shut_down: bool,
     /// The RealtimeKit1 service's book, when it runs (`crate::rtkit`; hooks in
     /// `rtkit/registry_hooks.rs`).
-    realtimekit: Option<std::sync::Arc<std::sync::Mutex<crate::rtkit::book::Book>>>,
+    realtimekit: Option<std::sync::Arc<crate::precedence::PiLock<crate::rtkit::book::Book>>>,
 }
 
 fn backend_kind(backend: rpc::Backend) -> BackendKind {
@@ -950,15 +950,28 @@ impl Registry {
             );
             self.check_limit(caller, fraction)?;
         }
-        let id = self
-            .enforcement
-            .begin_constraint(ConstraintRequest {
-                thread: thread.tid,
-                start: Nanos(start_ns),
-                estimate: Nanos(params.estimate_ns),
-                deadline: Nanos(params.deadline_ns),
-            })
-            .map_err(enforce_error)?;
+        // A thread RealtimeKit1 made SCHED_RR goes back to its policy from before the grant
+        // first, so that the constraint ends there, and gets the grant back when the constraint
+        // ends (`realtimekit_constraint_ended`). Saved at SCHED_RR, a constraint ended by giving
+        // a thread SCHED_RR that the service had forgotten meanwhile (its user demoted): nobody's
+        // thread then ran 70–80 % of a CPU at SCHED_RR 18, unmetered (rtlab-hostile, 600 s).
+        let suspended = if self.holder_of_thread(thread.tid).is_none() {
+            self.realtimekit_suspend(&[thread.tid])
+        } else {
+            Vec::new()
+        };
+        let id = match self.enforcement.begin_constraint(ConstraintRequest {
+            thread: thread.tid,
+            start: Nanos(start_ns),
+            estimate: Nanos(params.estimate_ns),
+            deadline: Nanos(params.deadline_ns),
+        }) {
+            Ok(id) => id,
+            Err(failure) => {
+                self.realtimekit_resume(&suspended);
+                return Err(enforce_error(failure));
+            }
+        };
         if let Some(gone) = exited_meanwhile([&handle]) {
             let _ = self.enforcement.end_constraint(id);
             return Err(gone);
@@ -975,6 +988,7 @@ impl Registry {
                 if let Err(limit) = self.check_limit(caller, kernel) {
                     // The kernel's budget (its tick of overrun included) is over the limit.
                     let _ = self.enforcement.end_constraint(id);
+                    self.realtimekit_resume(&suspended);
                     return Err(limit);
                 }
             }
@@ -1025,6 +1039,7 @@ impl Registry {
         let end = self.enforcement.end_constraint(id).map_err(enforce_error)?;
         self.constraints.remove(&id);
         self.unwatch_if_unused(tid);
+        self.realtimekit_constraint_ended(tid);
         self.watcher.nudge();
         Ok(EndConstraintResult {
             used_ns: end.used.0,
@@ -1096,6 +1111,7 @@ impl Registry {
             }
             self.constraints.remove(&id);
             self.unwatch_if_unused(tid);
+            self.realtimekit_constraint_ended(tid);
         }
         self.constraints
             .values()

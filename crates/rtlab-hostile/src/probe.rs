@@ -1,7 +1,7 @@
 //! Directed probes: a few requests the random attack may take long to find, sent to a fresh
 //! stage, then the checker for a while.
 
-use crate::action::{Action, RtkitCall, RtkitId, TargetSpec, ThreadRef};
+use crate::action::{Action, RtkitCall, RtkitId, TargetSpec, ThreadRef, TimeSpec};
 use crate::checker::Violation;
 use crate::RunConfig;
 use std::time::{Duration, Instant};
@@ -32,6 +32,35 @@ pub fn reserved_rtkit_spinner(config: &RunConfig, backend: &str) -> anyhow::Resu
             amount_ns: 1_000_000,
             period_ns: 100_000_000,
             backend: Some(backend),
+        },
+    ];
+    directed(config, &steps)
+}
+
+/// nobody makes two of its threads SCHED_RR through RealtimeKit1 (thread 1 spins 80 % of a CPU,
+/// thread 0 90 %) and gives thread 0 a Time Constraint (100 ms by 3.5 s from now); thread 1's
+/// spinning brings nobody over its share within about a second, while the constraint holds thread
+/// 0. The daemon once saved thread 0's SCHED_RR as its policy under the constraint, demoted and
+/// forgot it while the constraint held it (breaking the constraint), and at the deadline the
+/// constraint gave it SCHED_RR back, which nothing metered: 70–80 % of a CPU for as long as the
+/// thread lived (rtlab-hostile, 600 s, seed 570125387).
+pub fn constrained_rtkit_spinner(config: &RunConfig) -> anyhow::Result<Probed> {
+    let realtime = |k: usize| Action::Rtkit {
+        call: RtkitCall::MakeThreadRealtime {
+            thread: RtkitId::Thread(ThreadRef::Own { k }),
+            priority: 5,
+        },
+    };
+    let steps = [
+        realtime(1),
+        realtime(0),
+        Action::BeginConstraint {
+            thread: ThreadRef::Own { k: 0 },
+            start: TimeSpec::Now { offset_ns: 0 },
+            estimate_ns: 100_000_000,
+            deadline: TimeSpec::Now {
+                offset_ns: 3_500_000_000,
+            },
         },
     ];
     directed(config, &steps)

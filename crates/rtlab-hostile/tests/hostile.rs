@@ -235,3 +235,23 @@ fn a_reserved_rtkit_thread_gets_its_reservation_and_no_more_on_every_backend() {
         );
     }
 }
+
+/// A Time Constraint on a RealtimeKit1 thread whose user is demoted while the constraint holds
+/// it: at the deadline the thread must not come back to SCHED_RR unmetered (the daemon once gave
+/// it its SCHED_RR back there, and it ran 70–80 % of a CPU, never demoted).
+#[test]
+#[ignore = "needs root: starts the daemon and a bus and calls them as nobody (setpriv)"]
+fn a_constraint_on_an_rtkit_thread_ends_without_giving_back_what_its_user_lost_meanwhile() {
+    let config = config(30.0);
+    let probed = rtlab_hostile::probe::constrained_rtkit_spinner(&config)
+        .unwrap_or_else(|error| panic!("the probe failed: {error:#}"));
+    assert!(
+        probed
+            .answers
+            .iter()
+            .all(|answer| answer.contains("\"o\":\"ok\"")),
+        "every request must be granted for the probe to mean anything: {:#?}",
+        probed.answers
+    );
+    assert!(probed.violations.is_empty(), "{:#?}", probed.violations);
+}

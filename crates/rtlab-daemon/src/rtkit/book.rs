@@ -494,7 +494,13 @@ impl Book {
         if !matches!(grant.given, Given::RoundRobin { .. }) {
             return false;
         }
+        // Only a grant in force: a thread a reservation or a Time Constraint already holds keeps
+        // its policy (it is theirs).
         thread_control::thread_start_time(tid).is_ok_and(|start| start == grant.target.thread_start)
+            && matches!(
+                rtlab_sys::sched::thread_policy(tid),
+                Ok(Policy::RoundRobin { .. })
+            )
             && rtlab_sys::sched::set_thread_policy(tid, grant.saved).is_ok()
     }
 
@@ -531,7 +537,15 @@ impl Book {
             .map(|grant| (grant.target.tid, grant.target.thread_start))
             .collect();
         for (tid, start_time) in demoted {
-            demote(tid, start_time);
+            // Only a thread at its grant's SCHED_RR now: one a reservation or a Time Constraint
+            // holds keeps their policy (demoting it would break them), and when they end the
+            // grant is not given back, as it is forgotten here.
+            if matches!(
+                rtlab_sys::sched::thread_policy(tid),
+                Ok(Policy::RoundRobin { .. })
+            ) {
+                demote(tid, start_time);
+            }
             self.thread_exited(tid);
         }
         for uid in uids {

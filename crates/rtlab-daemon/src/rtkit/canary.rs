@@ -105,7 +105,7 @@ impl Canary {
     /// thread of its own: the watchdog never waits for it (`fired` writes the log, and a thread
     /// the runaways starve may hold stderr's lock, as it may any lock).
     pub fn start(
-        book: Arc<Mutex<Book>>,
+        book: Arc<PiLock<Book>>,
         registry: Arc<PiLock<Registry>>,
         config: &RtkitConfig,
         fired: impl Fn(&Demotion) + Send + 'static,
@@ -162,10 +162,7 @@ impl Canary {
         canary.notifier = Some(notifier);
         let watchdog_stop = Arc::clone(&stop);
         let config = config.clone();
-        let announced = book
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .announcements();
+        let announced = book.lock().announcements();
         let watchdog = std::thread::Builder::new()
             .name("rtkit-watchdog".into())
             .stack_size(256 * 1024)
@@ -224,7 +221,7 @@ fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 
 /// The watchdog thread's state between ticks.
 struct Watchdog<'a> {
-    book: &'a Mutex<Book>,
+    book: &'a PiLock<Book>,
     announced: &'a Mutex<Vec<MeteredThread>>,
     registry: &'a PiLock<Registry>,
     config: &'a RtkitConfig,
@@ -260,7 +257,7 @@ impl Watchdog<'_> {
             if let Some(mut announced) = try_lock(self.announced) {
                 pending.append(&mut announced);
             }
-            if let Some(book) = try_lock(self.book) {
+            if let Some(book) = self.book.try_lock() {
                 known.threads = book.realtime_threads();
                 pending.clear();
             }
@@ -275,7 +272,7 @@ impl Watchdog<'_> {
             let realtime_users = self.look(&mut meter, &known);
             let now = monotonic_ns();
             let ran = meter.fractions(now);
-            if let Some(mut book) = try_lock(self.book) {
+            if let Some(mut book) = self.book.try_lock() {
                 book.set_run_fractions(ran.clone());
             }
             let over = meter::over_share(
@@ -421,7 +418,7 @@ impl Watchdog<'_> {
         if owed.is_empty() {
             return;
         }
-        if let Some(mut book) = try_lock(self.book) {
+        if let Some(mut book) = self.book.try_lock() {
             for (users, refused) in owed.drain(..) {
                 book.demote_users(&users, &refused);
             }

@@ -99,7 +99,7 @@ struct BusCaller {
 
 struct Shared {
     config: RtkitConfig,
-    book: Arc<Mutex<Book>>,
+    book: Arc<PiLock<Book>>,
     registry: Arc<PiLock<Registry>>,
     exit: Mutex<mpsc::Sender<()>>,
     /// Set when the service stops: observations end early.
@@ -211,10 +211,10 @@ impl Shared {
         }
         let (held_by, held) = {
             let registry = self.registry.lock();
-            (registry.grant_of_thread(tid), registry.held_by(caller.uid))
+            (registry.holder_of_thread(tid), registry.held_by(caller.uid))
         };
         {
-            let mut book = lock(&self.book);
+            let mut book = self.book.lock();
             book.forget_gone();
             policy::check_counts(
                 &book.counted(),
@@ -228,11 +228,11 @@ impl Shared {
             )?;
             book.admit(caller.uid, held, Instant::now())?;
         }
-        if let Some(grant_id) = held_by {
-            // The thread holds an rtlab reservation already, which outranks SCHED_RR; changing
-            // its policy would break that reservation. It has its real-time: say yes.
+        if let Some(holder) = held_by {
+            // The thread holds an rtlab reservation or Time Constraint already, which outranks
+            // SCHED_RR; changing its policy would break it. It has its real-time: say yes.
             notice(&format!(
-                "thread {tid} of process {pid} asked for real-time and already holds reservation {grant_id}; left as it is"
+                "thread {tid} of process {pid} asked for real-time and already holds {holder}; left as it is"
             ));
             return Ok(());
         }
@@ -255,7 +255,7 @@ impl Shared {
                                 "thread {} of {program} (pid {}) got reservation {} ({amount} every {period}) by [[rtkit.reserve]] instead of SCHED_RR",
                                 target.tid, target.pid, info.grant_id
                             ));
-                            return lock(&self.book).apply(
+                            return self.book.lock().apply(
                                 &target,
                                 Policy::RoundRobin { priority },
                                 Given::Reservation {
@@ -283,7 +283,7 @@ impl Shared {
             ),
             Ask::Nice { nice } => (Policy::Other { nice }, Given::Nice { nice }),
         };
-        let result = lock(&self.book).apply(&target, policy, given, Some(handle));
+        let result = self.book.lock().apply(&target, policy, given, Some(handle));
         if result.is_ok() {
             let what = match ask {
                 Ask::Realtime { priority } => format!("SCHED_RR {priority}"),
@@ -321,7 +321,7 @@ impl Shared {
                 "thread {} of {program} (pid {}): {reason}; it stays SCHED_RR",
                 target.tid, target.pid
             ));
-            lock(&self.book).set_sizing(
+            self.book.lock().set_sizing(
                 target.tid,
                 target.thread_start,
                 Sizing::Unreserved { reason },
@@ -332,7 +332,11 @@ impl Shared {
             until: std::time::SystemTime::now() + observe.as_std(),
             observe: observe.as_std(),
         };
-        if !lock(&self.book).set_sizing(target.tid, target.thread_start, observing) {
+        if !self
+            .book
+            .lock()
+            .set_sizing(target.tid, target.thread_start, observing)
+        {
             return;
         }
         let (tid, thread_start) = (target.tid, target.thread_start);
@@ -347,7 +351,7 @@ impl Shared {
                 observations.push(thread);
             }
             Err(error) => {
-                lock(&self.book).set_sizing(
+                self.book.lock().set_sizing(
                     tid,
                     thread_start,
                     Sizing::Unreserved {
@@ -370,7 +374,10 @@ impl Shared {
             .observe(target.pid, observe, &self.stopping)
             .and_then(|observation| observe::size_thread(&observation, target.tid));
         if self.stopping.load(Ordering::SeqCst)
-            || !lock(&self.book).is_observing(target.tid, target.thread_start)
+            || !self
+                .book
+                .lock()
+                .is_observing(target.tid, target.thread_start)
         {
             return;
         }
@@ -424,7 +431,10 @@ impl Shared {
                 Sizing::Observing { .. } => String::new(),
             }
         ));
-        let kept = lock(&self.book).set_sizing(target.tid, target.thread_start, sizing.clone());
+        let kept = self
+            .book
+            .lock()
+            .set_sizing(target.tid, target.thread_start, sizing.clone());
         if let (false, Sizing::Reserved { grant_id, .. }) = (kept, &sizing) {
             // The thread left the book while it was being reserved: its reservation goes too.
             let caller = Caller {
@@ -509,7 +519,7 @@ impl Shared {
     /// rtkit's `reset_all`: the book's threads, then every SCHED_RR/SCHED_FIFO thread of every
     /// process not owned by root, except the threads rtlab's own reservations hold.
     fn reset_all(&self) -> usize {
-        let mut changed = lock(&self.book).reset_known();
+        let mut changed = self.book.lock().reset_known();
         let Ok(pids) = rtlab_sys::proc_thread::process_ids() else {
             return changed;
         };
@@ -529,7 +539,7 @@ impl Shared {
                     rtlab_sys::sched::thread_policy(tid),
                     Ok(Policy::RoundRobin { .. } | Policy::Fifo { .. })
                 );
-                if realtime && self.registry.lock().grant_of_thread(tid).is_none() {
+                if realtime && self.registry.lock().holder_of_thread(tid).is_none() {
                     let Ok(start) = rtlab_sys::thread_control::thread_start_time(tid) else {
                         continue;
                     };
@@ -652,7 +662,7 @@ impl RealtimeKit {
         #[zbus(connection)] connection: &zbus::Connection,
     ) -> zbus::fdo::Result<()> {
         self.require_root(connection, &header, "ResetKnown").await?;
-        let changed = lock(&self.shared.book).reset_known();
+        let changed = self.shared.book.lock().reset_known();
         notice(&format!("ResetKnown: {changed} threads put back"));
         Ok(())
     }
@@ -676,7 +686,7 @@ impl RealtimeKit {
         #[zbus(connection)] connection: &zbus::Connection,
     ) -> zbus::fdo::Result<()> {
         self.require_root(connection, &header, "Exit").await?;
-        let changed = lock(&self.shared.book).close();
+        let changed = self.shared.book.lock().close();
         notice(&format!(
             "Exit: {changed} threads put back; giving {BUS_NAME} up (the daemon goes on serving reservations)"
         ));
@@ -768,7 +778,7 @@ pub fn start(
         return Ok(None);
     }
     let (watcher, watcher_loop) = Watcher::new().map_err(system("creating the exit watcher"))?;
-    let book = Arc::new(Mutex::new(
+    let book = Arc::new(PiLock::new(
         Book::open(state_dir, config.clone(), watcher.clone())
             .map_err(system("opening the journal"))?,
     ));

@@ -4,21 +4,21 @@
 //! book's lock while it waits for the registry's.
 
 use super::Registry;
+use crate::precedence::{PiGuard, PiLock};
 use crate::rtkit::book::Book;
 use crate::rtkit::meter::RegistryView;
 use rtlab_core::rpc::RealtimeKitThread;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
+fn lock(book: &PiLock<Book>) -> PiGuard<'_, Book> {
     book.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Registry {
     /// Connects the RealtimeKit1 service's book: its threads are listed, forgotten when they
     /// exit, and put back when the daemon stops.
-    pub fn attach_realtimekit(&mut self, book: Arc<Mutex<Book>>) {
+    pub fn attach_realtimekit(&mut self, book: Arc<PiLock<Book>>) {
         self.realtimekit = Some(book);
     }
 
@@ -26,6 +26,18 @@ impl Registry {
     /// reserve` is upgraded: its policy is the reservation's until that ends).
     pub fn grant_of_thread(&self, tid: u32) -> Option<u64> {
         self.thread_grants.get(&tid).map(|id| id.0)
+    }
+
+    /// What holds thread `tid`, in words, if a reservation or a Time Constraint does: its
+    /// policy is theirs, not RealtimeKit1's, until they end.
+    pub fn holder_of_thread(&self, tid: u32) -> Option<String> {
+        if let Some(id) = self.thread_grants.get(&tid) {
+            return Some(format!("reservation {}", id.0));
+        }
+        self.constraints
+            .iter()
+            .find(|(_, record)| record.tid == tid)
+            .map(|(id, _)| format!("time constraint {}", id.0))
     }
 
     /// The fraction of one CPU `uid` holds in reservations and Time Constraints.
@@ -46,7 +58,12 @@ impl Registry {
                 .into_iter()
                 .map(|uid| (uid, self.held_fraction(uid)))
                 .collect(),
-            reserved_tids: self.thread_grants.keys().copied().collect(),
+            reserved_tids: self
+                .thread_grants
+                .keys()
+                .copied()
+                .chain(self.constraints.values().map(|record| record.tid))
+                .collect(),
         }
     }
 
@@ -88,6 +105,15 @@ impl Registry {
                     .collect()
             }
             None => Vec::new(),
+        }
+    }
+
+    /// A Time Constraint on `tid` ended: if nothing holds the thread any more (no reservation,
+    /// no other constraint), its RealtimeKit1 grant, suspended when the constraint began, is
+    /// given back (if the book still has it: a user demoted meanwhile gets nothing back).
+    pub(super) fn realtimekit_constraint_ended(&mut self, tid: u32) {
+        if self.holder_of_thread(tid).is_none() {
+            self.realtimekit_reservation_ended(tid);
         }
     }
 
