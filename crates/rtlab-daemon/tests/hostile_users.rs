@@ -6,13 +6,9 @@
 
 mod support;
 
-// Only its `compile` is used here.
-#[allow(dead_code)]
-#[path = "../../rtlab-client/tests/support/c_example.rs"]
-mod c_example;
-
 use rtlab_core::rpc::{ErrorCode, Target};
 use rtlab_core::Nanos;
+use rtlab_testkit::c_example;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -318,7 +314,7 @@ fn a_flood_of_connections_from_nobody_is_bounded_and_others_are_served() {
     assert_eq!(error.code(), Some(ErrorCode::NotFound));
     drop(flood.0.stdin.take());
     let _ = flood.0.wait();
-    support::wait::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
+    rtlab_testkit::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
         connection_threads() <= 1
     });
 }

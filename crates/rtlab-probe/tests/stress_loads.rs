@@ -5,8 +5,7 @@
 //! stressor that does nothing (then the assertion fails). They run one at a time (a lock) so
 //! process- and system-wide counters are not shared between stressors.
 
-#[path = "../../rtlab/tests/common/wait.rs"]
-mod wait;
+use rtlab_testkit::wait;
 
 use rtlab_probe::stress::{self, StressOptions, StressSpec, StressorReport};
 use rtlab_sys::load_syscalls::{forks_since_boot, process_io, ProcessIo};

@@ -1,10 +1,5 @@
 //! The workspace's one lister of data-driven test fixtures (`test_data/<format>/{ok,err}/`, each
-//! file with what it must give beside it). A crate's fixture tests include this file with
-//! `#[path = "../../rtlab/tests/common/fixture_files.rs"] mod fixture_files;` (it needs nothing
-//! but std), as they do `wait.rs`.
-
-// Each test crate uses only some of these helpers.
-#![allow(dead_code)]
+//! file with what it must give beside it).
 
 use std::path::{Path, PathBuf};
 

@@ -1,12 +1,7 @@
 //! The workspace's one "wait until a condition holds or a deadline passes" for tests.
 //!
-//! rtlab's own tests reach it as `common::wait_until` and so on; another crate's tests include
-//! this file with `#[path = "../../rtlab/tests/common/wait.rs"] mod wait;` (it needs nothing but
-//! std). A limit here is a bound for a busy machine (CI beside other builds), never a timing under
+//! A limit here is a bound for a busy machine (CI beside other builds), never a timing under
 //! test: a test that waits asserts what happened, not how soon.
-
-// Each test crate uses only some of these helpers.
-#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
