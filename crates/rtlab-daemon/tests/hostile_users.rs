@@ -20,14 +20,8 @@ use support::TestDaemon;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn require_root() -> std::sync::MutexGuard<'static, ()> {
-    assert_eq!(
-        rtlab_sys::proc_thread::current_uid(),
-        0,
-        "this test needs root: run it as root (CI does, with --include-ignored)"
-    );
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    rtlab_testkit::require_root("setpriv, other users' /proc");
+    rtlab_testkit::take_turns(&SERIAL)
 }
 
 /// A daemon whose socket nobody can reach (its directory opened to all).
