@@ -30,3 +30,30 @@ pub fn expectation(path: &Path) -> String {
     std::fs::read_to_string(path.with_extension("expect"))
         .unwrap_or_else(|error| panic!("{}: missing .expect: {error}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixtures_are_listed_by_extension_in_name_order_with_their_expectation() {
+        let folder = tempfile::tempdir().unwrap();
+        for name in ["b.json", "a.json", "a.expect", "c.toml"] {
+            std::fs::write(folder.path().join(name), name).unwrap();
+        }
+        let found = files_with_extension(folder.path(), "json");
+        assert_eq!(
+            found,
+            vec![folder.path().join("a.json"), folder.path().join("b.json")]
+        );
+        assert_eq!(expectation(&found[0]), "a.expect");
+    }
+
+    #[test]
+    #[should_panic(expected = "no fixtures in")]
+    fn a_folder_without_fixtures_fails_the_test() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("notes.txt"), "").unwrap();
+        files_with_extension(folder.path(), "json");
+    }
+}

@@ -63,3 +63,20 @@ pub fn require_root_taking_turns() -> MutexGuard<'static, ()> {
     require_root("it changes scheduling");
     take_turns(&ROOT_TURNS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_taken_after_a_test_failed_holding_it() {
+        static TURNS: Mutex<()> = Mutex::new(());
+        let failed = std::thread::spawn(|| {
+            let _turn = take_turns(&TURNS);
+            panic!("a test fails during its turn");
+        })
+        .join();
+        assert!(failed.is_err() && TURNS.is_poisoned());
+        drop(take_turns(&TURNS));
+    }
+}
