@@ -4,8 +4,7 @@
 //! line of its `.expect` (line and field included) and contains each further line. Formats: `tasks` (`rtlab check`'s task-set file) and
 //! `classes` (`rtlab forecast --classes-file`).
 
-#[path = "../../rtlab/tests/common/fixture_files.rs"]
-mod fixture_files;
+use rtlab_testkit::fixture_files;
 
 use rtlab_analysis::classes::{parse_classes, ApplicationClass};
 use rtlab_analysis::schedulability::{parse_task_set, Scheduling, Task};

@@ -5,8 +5,7 @@
 
 mod support;
 
-#[path = "../../rtlab/tests/common/fixture_files.rs"]
-mod fixture_files;
+use rtlab_testkit::fixture_files;
 
 use rtlab_apptrace::analyze::AnalysisConfig;
 use rtlab_apptrace::tracedat::TraceDat;

@@ -1,8 +1,7 @@
 //! Root-only: the application-trace programs load, record the target's switches, futex calls and
 //! new threads (added in the kernel at their fork), and leave nothing behind when dropped.
 
-#[path = "../../rtlab/tests/common/wait.rs"]
-mod wait;
+use rtlab_testkit::wait;
 
 use rtlab_bpf::{program_ids_of_process, still_loaded, AppBpfRecorder};
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! Root-only: the programs load, attach, record a measuring thread's wake-ups, and leave nothing
 //! behind when the recorder is dropped.
 
-#[path = "../../rtlab/tests/common/wait.rs"]
-mod wait;
+use rtlab_testkit::wait;
 
 use rtlab_bpf::{
     loaded_program_names, program_ids_of_process, still_loaded, BpfConfig, BpfRecorder, Record,

@@ -1,8 +1,7 @@
 //! `rtlab.rpc/1` decoder fixtures: every `test_data/rpc/ok/*.jsonl` decodes and re-encodes to a
 //! line that decodes to the same request; every `err/*.jsonl` fails with the text in its `.err`.
 
-#[path = "../../rtlab/tests/common/fixture_files.rs"]
-mod fixture_files;
+use rtlab_testkit::fixture_files;
 
 use rtlab_core::rpc::{decode_request, encode_request};
 use std::path::PathBuf;

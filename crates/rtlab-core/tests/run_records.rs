@@ -3,8 +3,7 @@
 //! field through a write and a read, and come back packed; the malformed ones in
 //! `test_data/run/err` are refused with an error naming the JSON path in their `.expect` file.
 
-#[path = "../../rtlab/tests/common/fixture_files.rs"]
-mod fixture_files;
+use rtlab_testkit::fixture_files;
 
 use rtlab_core::{CompetitorEntry, RunRecord, ThresholdKind};
 use std::path::{Path, PathBuf};

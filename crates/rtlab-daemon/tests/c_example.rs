@@ -3,10 +3,7 @@
 
 mod support;
 
-#[path = "../../rtlab-client/tests/support/c_example.rs"]
-mod c_example;
-
-use c_example::compile_example;
+use rtlab_testkit::c_example::compile_example;
 use std::process::Command;
 use support::TestDaemon;
 

@@ -7,10 +7,10 @@ use rtlab_client::ClientError;
 use rtlab_core::rpc::{ErrorCode, ReleaseTarget, Target, MAX_LINE_BYTES};
 use rtlab_core::Nanos;
 use rtlab_daemon::Stopped;
+use rtlab_testkit::wait_until;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
-use support::wait::wait_until;
 use support::{ParkedThread, TestDaemon};
 
 const LIMIT: Duration = Duration::from_secs(20);

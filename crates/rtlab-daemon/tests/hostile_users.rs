@@ -6,13 +6,9 @@
 
 mod support;
 
-// Only its `compile` is used here.
-#[allow(dead_code)]
-#[path = "../../rtlab-client/tests/support/c_example.rs"]
-mod c_example;
-
 use rtlab_core::rpc::{ErrorCode, Target};
 use rtlab_core::Nanos;
+use rtlab_testkit::c_example;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -24,14 +20,8 @@ use support::TestDaemon;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn require_root() -> std::sync::MutexGuard<'static, ()> {
-    assert_eq!(
-        rtlab_sys::proc_thread::current_uid(),
-        0,
-        "this test needs root: run it as root (CI does, with --include-ignored)"
-    );
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    rtlab_testkit::require_root("setpriv, other users' /proc");
+    rtlab_testkit::take_turns(&SERIAL)
 }
 
 /// A daemon whose socket nobody can reach (its directory opened to all).
@@ -318,7 +308,7 @@ fn a_flood_of_connections_from_nobody_is_bounded_and_others_are_served() {
     assert_eq!(error.code(), Some(ErrorCode::NotFound));
     drop(flood.0.stdin.take());
     let _ = flood.0.wait();
-    support::wait::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
+    rtlab_testkit::wait_until(Duration::from_secs(20), "nobody's slots are free", || {
         connection_threads() <= 1
     });
 }

@@ -26,11 +26,7 @@ fn rtlab_binary() -> PathBuf {
 }
 
 fn config(seconds: f64) -> RunConfig {
-    assert_eq!(
-        rtlab_sys::proc_thread::current_uid(),
-        0,
-        "this test needs root: run it as root (CI does, with --run-ignored all)"
-    );
+    rtlab_testkit::require_root("setpriv, unshare, other users' /proc");
     let seed = std::env::var("RTLAB_HOSTILE_SEED")
         .ok()
         .and_then(|seed| seed.parse().ok())

@@ -2,8 +2,7 @@
 //! `.expect` lists, every file under `test_data/<format>/err` is rejected with the message its
 //! `.expect` starts with (line number included).
 
-#[path = "../../rtlab/tests/common/fixture_files.rs"]
-mod fixture_files;
+use rtlab_testkit::fixture_files;
 
 use rtlab_import::{detect, parse, to_record, Format, ImportOptions, RecordOrigin, ValueUnit};
 use std::path::{Path, PathBuf};

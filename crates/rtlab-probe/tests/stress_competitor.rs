@@ -7,15 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The root-only tests are marked `ignore = "needs root…"`; run with `--include-ignored` without the permission they
-/// fail here, saying so, rather than pass without testing anything.
-fn require_realtime() {
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "this test needs SCHED_FIFO permission: run it as root or with CAP_SYS_NICE"
-    );
-}
-
 fn thread_alive(tid: u32) -> bool {
     std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
 }
@@ -48,7 +39,7 @@ fn nice_competitor_spins_until_asked_to_stop() {
 #[test]
 #[ignore = "needs root (SCHED_FIFO)"]
 fn rt_competitor_stops_itself_at_the_deadline() {
-    require_realtime();
+    rtlab_testkit::require_realtime("SCHED_FIFO competitors");
     let cpu = *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap();
     let spec: CompetitorSpec = format!("fifo:1@{cpu}").parse().unwrap();
     let deadline = rtlab_sys::clock::monotonic_ns() + 300_000_000;
@@ -73,7 +64,7 @@ fn rt_competitor_stops_itself_at_the_deadline() {
 #[test]
 #[ignore = "needs root (SCHED_FIFO)"]
 fn watchdog_demotes_an_rt_thread_that_ignores_its_deadline() {
-    require_realtime();
+    rtlab_testkit::require_realtime("SCHED_FIFO competitors");
     let thread_id = Arc::new(AtomicU32::new(0));
     let exited = Arc::new(AtomicBool::new(false));
     let (id, done) = (Arc::clone(&thread_id), Arc::clone(&exited));

@@ -5,8 +5,7 @@
 //! stressor that does nothing (then the assertion fails). They run one at a time (a lock) so
 //! process- and system-wide counters are not shared between stressors.
 
-#[path = "../../rtlab/tests/common/wait.rs"]
-mod wait;
+use rtlab_testkit::wait;
 
 use rtlab_probe::stress::{self, StressOptions, StressSpec, StressorReport};
 use rtlab_sys::load_syscalls::{forks_since_boot, process_io, ProcessIo};
@@ -226,10 +225,7 @@ fn workers_never_run_at_realtime_priority() {
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|error| error.into_inner());
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "this test needs SCHED_FIFO permission to test inheritance: run it as root or with CAP_SYS_NICE"
-    );
+    rtlab_testkit::require_realtime("SCHED_FIFO, to test inheritance");
     // Start the load from an RT thread: the workers must still be SCHED_OTHER.
     let policies = std::thread::spawn(|| {
         rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Fifo { priority: 5 })

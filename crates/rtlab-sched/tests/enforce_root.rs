@@ -24,16 +24,11 @@ fn spin_for(limit: Duration) -> Spinner {
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    rtlab_testkit::take_turns(&SERIAL)
 }
 
 fn require_root() {
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "needs root or CAP_SYS_NICE (run as root: cargo test -- --include-ignored)"
-    );
+    rtlab_testkit::require_realtime("real-time policies and SCHED_DEADLINE");
 }
 
 fn state_dir(name: &str) -> PathBuf {

@@ -82,10 +82,7 @@ fn supply_beside_spinners(backend: Option<BackendKind>) -> SupplyReport {
 #[test]
 #[ignore = "needs root"]
 fn a_reserved_thread_gets_its_amount_beside_fifo_spinners() {
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "needs root or CAP_SYS_NICE (run as root: cargo test -- --include-ignored)"
-    );
+    rtlab_testkit::require_realtime("SCHED_FIFO spinners and reservations");
     // This thread must not starve under the spinners it starts; its children start at SCHED_OTHER.
     rtlab_sys::thread_control::set_thread_policy_with_flags(
         0,

@@ -10,6 +10,7 @@
 use rtlab_core::{CauseKind, Episode, Metric};
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
 use rtlab_sys::sched::{set_current_thread_policy, Policy};
+use rtlab_testkit::require_root_and_tracefs;
 use rtlab_trace::{
     BpfExplainer, BpfExplainerConfig, EventSet, Explainer, ExplainerConfig, LateWakeup,
     RecorderConfig,
@@ -20,16 +21,6 @@ use std::time::Duration;
 
 /// The tests pin threads to the same CPU; running them one at a time keeps them independent.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn require_root_and_tracefs() {
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "this test needs root (SCHED_FIFO threads and tracefs)"
-    );
-    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        panic!("this test needs tracefs: {error}");
-    }
-}
 
 /// The CPU the tests measure on: the last online one (CPU 0 carries most housekeeping).
 fn measured_cpu() -> usize {

@@ -3,8 +3,7 @@
 //! `test_data/<format>/err` is refused with a message containing its `.expect` (line or path and
 //! field included). Formats: `workload` (rtlab TOML) and `rt-app` (rt-app JSON).
 
-#[path = "../../rtlab/tests/common/fixture_files.rs"]
-mod fixture_files;
+use rtlab_testkit::fixture_files;
 
 use std::path::{Path, PathBuf};
 

@@ -12,11 +12,9 @@ use std::sync::Arc;
 /// The tests share one CPU and spinners: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Fails the test without root; the CPU the test measures on (the last online one).
 fn require_root() -> usize {
-    assert!(
-        rtlab_sys::sched::realtime_permitted(),
-        "this test needs root (RT priorities and SCHED_DEADLINE)"
-    );
+    rtlab_testkit::require_realtime("RT priorities and SCHED_DEADLINE");
     *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap()
 }
 

@@ -1,7 +1,7 @@
 //! The crate graph DESIGN.md draws, checked on every test run (`cargo metadata`): a crate depends
 //! only on the crates below it in the layer table, every `rtlab-*` crate is in that table (a new
-//! crate must be placed there, here and in DESIGN.md), and only `rtlab-sys` (plus the siblings
-//! listed with their reason) depends on `libc`. Inside a crate, from the sources: no modules use
+//! crate must be placed there, here and in DESIGN.md), the test kit is a dev-dependency only, and
+//! only `rtlab-sys` (plus the siblings listed with their reason) depends on `libc`. Inside a crate, from the sources: no modules use
 //! each other, directly or around a longer loop.
 
 use serde_json::Value;
@@ -75,7 +75,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Renders plain data only: what it shows is in rtlab-core (records, reports) or computed by
     // rtlab-analysis, so it builds wherever they do (Windows too).
     ("rtlab-render", RENDER_READS),
+    // The helpers the tests share (root checks, waits, fixtures): any crate's tests may use it
+    // (a `dev` edge from any crate), nothing else may.
+    (TEST_KIT, &["rtlab-core", "rtlab-sys"]),
 ];
+
+/// The test kit: every workspace crate may depend on it as a dev-dependency (its tests), none as
+/// a normal or build dependency (it is never shipped).
+const TEST_KIT: &str = "rtlab-testkit";
 
 /// The only workspace crates rtlab-render may depend on, in any kind (normal, dev, build) and on
 /// any platform.
@@ -180,9 +187,10 @@ fn upward_edges(packages: &Graph) -> Vec<String> {
         for (dependency, kind) in dependencies {
             let is_workspace_crate = dependency == CLI || dependency.starts_with("rtlab-");
             let allowed_in_tests = kind == "dev"
-                && DEV_SIBLINGS
-                    .iter()
-                    .any(|(from, to, _)| *from == package.as_str() && *to == dependency.as_str());
+                && (dependency == TEST_KIT
+                    || DEV_SIBLINGS.iter().any(|(from, to, _)| {
+                        *from == package.as_str() && *to == dependency.as_str()
+                    }));
             if is_workspace_crate && !allowed.contains(&dependency.as_str()) && !allowed_in_tests {
                 problems.push(format!(
                     "{package} depends on {dependency} ({kind}), which is not below it"
@@ -208,6 +216,19 @@ fn libc_users(packages: &Graph) -> Vec<String> {
         .collect()
 }
 
+/// Every edge to the test kit that is not a dev-dependency, in words (the binary's included).
+fn test_kit_outside_tests(packages: &Graph) -> Vec<String> {
+    packages
+        .iter()
+        .flat_map(|(package, dependencies)| {
+            dependencies
+                .iter()
+                .filter(|(dependency, kind)| dependency == TEST_KIT && kind != "dev")
+                .map(move |(_, kind)| format!("{package} depends on {TEST_KIT} ({kind})"))
+        })
+        .collect()
+}
+
 #[test]
 fn no_crate_depends_upward() {
     let packages = workspace_dependencies();
@@ -218,6 +239,18 @@ fn no_crate_depends_upward() {
             && packages.contains_key("rtlab-session")
             && packages.contains_key("rtlab-render")
     );
+}
+
+#[test]
+fn the_test_kit_is_a_dev_dependency_only() {
+    let packages = workspace_dependencies();
+    let offenders = test_kit_outside_tests(&packages);
+    assert!(
+        offenders.is_empty(),
+        "{TEST_KIT} is for tests only (dev-dependencies): {offenders:?}"
+    );
+    // The check reads real edges: the CLI's tests use the kit.
+    assert!(packages[CLI].contains(&(TEST_KIT.to_owned(), "dev".to_owned())));
 }
 
 #[test]
@@ -355,7 +388,8 @@ fn rtlab_render_depends_on_core_and_analysis_only() {
     );
 }
 
-/// The checks themselves: a graph with an upward edge, an unknown crate or a stray libc is caught.
+/// The checks themselves: a graph with an upward edge, an unknown crate, a stray libc or the test
+/// kit outside tests is caught, and a test's edge to the kit is not.
 #[test]
 fn the_checks_catch_what_they_guard() {
     let edge = |name: &str, kind: &str| (name.to_owned(), kind.to_owned());
@@ -364,12 +398,19 @@ fn the_checks_catch_what_they_guard() {
             "rtlab-probe",
             vec![edge("rtlab-core", "normal"), edge("rtlab-trace", "normal")],
         ),
-        ("rtlab-analysis", vec![edge("libc", "normal")]),
+        (
+            "rtlab-analysis",
+            vec![edge("libc", "normal"), edge(TEST_KIT, "dev")],
+        ),
         ("rtlab-store", vec![edge("libc", "dev")]),
         ("rtlab-widget", vec![]),
         (
             CLI,
-            vec![edge("rtlab-session", "normal"), edge("libc", "normal")],
+            vec![
+                edge("rtlab-session", "normal"),
+                edge("libc", "normal"),
+                edge(TEST_KIT, "normal"),
+            ],
         ),
     ]
     .into_iter()
@@ -382,6 +423,10 @@ fn the_checks_catch_what_they_guard() {
     assert_eq!(
         libc_users(&graph),
         vec!["rtlab".to_owned(), "rtlab-analysis".to_owned()]
+    );
+    assert_eq!(
+        test_kit_outside_tests(&graph),
+        vec![format!("rtlab depends on {TEST_KIT} (normal)")]
     );
 }
 

@@ -5,13 +5,11 @@
 
 mod common;
 
-#[path = "../../rtlab-client/tests/support/c_example.rs"]
-mod c_example;
-
 use common::daemon::Daemon;
 use common::{assert_exit_code, assert_input_error, stderr_text, stdout_json, stdout_text};
 use common::{require_root_taking_turns as require_root, wait_until, KillOnDrop, Sandbox};
 use rtlab_sys::sched::{thread_policy, Policy};
+use rtlab_testkit::c_example;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

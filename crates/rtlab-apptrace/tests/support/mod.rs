@@ -12,17 +12,12 @@ static ONE_DEMO_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Fails (never skips) without root or tracefs: CI runs these as root. Holds the demo lock.
 pub fn require_root_and_tracefs() -> std::sync::MutexGuard<'static, ()> {
-    assert!(
-        rtlab_sys::proc_thread::current_uid() == 0,
-        "this test needs root (SCHED_FIFO threads, tracefs)"
-    );
+    rtlab_testkit::require_root("SCHED_FIFO threads, tracefs");
     assert!(
         std::path::Path::new("/sys/kernel/tracing/instances").is_dir(),
         "this test needs tracefs at /sys/kernel/tracing"
     );
-    ONE_DEMO_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    rtlab_testkit::take_turns(&ONE_DEMO_AT_A_TIME)
 }
 
 /// Builds `examples/trace_demo.rs` and returns its path.

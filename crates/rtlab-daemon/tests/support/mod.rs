@@ -4,10 +4,6 @@
 
 pub mod fake_enforcement;
 
-/// The workspace's one wait-until helper (rtlab's test `common`).
-#[path = "../../../rtlab/tests/common/wait.rs"]
-pub mod wait;
-
 use fake_enforcement::{FakeEnforcement, FakeLog};
 use rtlab_daemon::{DaemonConfig, Stopped};
 use std::path::PathBuf;

@@ -2,7 +2,9 @@
 //! than how to start the binary, read its exit code and output, or build a record by hand.
 //!
 //! Cargo builds every `tests/*.rs` file as its own crate and each pulls this module in with
-//! `mod common;`; living in `common/mod.rs` keeps it from being built as a test crate itself.
+//! `mod common;`; living in `common/mod.rs` keeps it from being built as a test crate itself. The
+//! helpers every crate's tests share (waits, root checks, processes that end) are in the
+//! workspace's test kit, `rtlab-testkit`, re-exported here so a CLI test names one module.
 
 // Each test crate uses only some of these helpers, and in a crate the rest would be dead code:
 // without this allow, `cargo clippy --all-targets -- -D warnings` fails on every test crate that
@@ -28,21 +30,22 @@ pub mod daemon;
 /// `rtlab monitor`'s Prometheus export, read over loopback HTTP.
 pub mod monitor;
 
-/// Waiting until a condition holds or a deadline passes: the one copy, which other crates' tests
-/// include by path.
-pub mod wait;
-
-// Each test crate uses only some of them (see the `dead_code` allow above).
+// The test kit's helpers; each test crate uses only some of them.
 #[allow(unused_imports)]
-pub use wait::{eventually, poll, wait_for, wait_until};
+pub use rtlab_testkit::wait::{eventually, poll, wait_for, wait_until};
+#[allow(unused_imports)]
+pub use rtlab_testkit::{end, wait, KillOnDrop};
+#[cfg(target_os = "linux")]
+#[allow(unused_imports)]
+pub use rtlab_testkit::{
+    require_root_and_tracefs, require_root_taking_turns, start_at_the_default_priority,
+};
 
 use rtlab_core::{LatencyHistogram, RunRecord};
 use serde_json::Value;
 use std::ffi::OsStr;
-use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
-use std::time::Duration;
+use std::process::{Command, Output};
 
 /// `rtlab run` for one second after a 100 ms warm-up, nothing stored: the suite's shortest real
 /// measurement, for the caller to add flags to.
@@ -61,19 +64,6 @@ pub const RT_HIGH_WITH_100US_OF_WORK: [&str; 8] = [
     "0s",
     "--no-store",
 ];
-
-/// Puts the calling test thread at SCHED_OTHER, nice 0, so that every process and thread it starts
-/// from now on begins at the default priority.
-///
-/// A machine may run everything raised: this one's init and every shell under it run at nice -10,
-/// and a test's children inherit that. A sleeper that starts at nice -10 already looks raised, and
-/// the tests that check a thread was put back to where it started would read the runner's nice as
-/// the daemon's doing. Nice is per thread on Linux; a test's helpers are spawned from its own
-/// thread, so setting it here covers them. Raising the nice value needs no privilege.
-pub fn start_at_the_default_priority() {
-    rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Other { nice: 0 })
-        .expect("put the test thread at SCHED_OTHER, nice 0");
-}
 
 /// A fresh temporary directory that is the `RTLAB_HOME` of every rtlab it starts and the place
 /// the test writes its input files; removed, with the run store in it, when dropped.
@@ -145,82 +135,6 @@ impl Sandbox {
         let output = self.run(args);
         assert_exit_code(&output, code);
         output
-    }
-}
-
-/// A spawned rtlab that is killed and reaped when dropped, so a failing assertion does not leave
-/// it measuring at real-time priority until its own deadline.
-pub struct KillOnDrop(pub Child);
-
-impl Deref for KillOnDrop {
-    type Target = Child;
-
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl DerefMut for KillOnDrop {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        // Both fail harmlessly when the test already waited for it.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Ends `child` the way a user would: SIGTERM, up to `grace` to exit on its own (and undo what it
-/// changed), then SIGKILL; reaps it. Nothing happens to a child that has already exited.
-pub fn end(child: &mut Child, grace: Duration) {
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
-    }
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .stderr(std::process::Stdio::null())
-        .status();
-    if !eventually(grace, || matches!(child.try_wait(), Ok(Some(_)))) {
-        let _ = child.kill();
-    }
-    let _ = child.wait();
-}
-
-/// The lock through which the root tests of one test binary take turns, when running at once
-/// they would disturb each other (daemons sharing the kernel's deadline bandwidth and the top
-/// cpuset, canaries owning the same CPUs). Each test binary has its own copy of this module.
-#[cfg(target_os = "linux")]
-static ROOT_TURNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Fails the test unless it runs as root, then waits for its turn among the binary's root tests
-/// (see [`ROOT_TURNS`]); the turn lasts as long as the guard.
-#[cfg(target_os = "linux")]
-#[track_caller]
-pub fn require_root_taking_turns() -> std::sync::MutexGuard<'static, ()> {
-    assert!(
-        rtlab_sys::proc_thread::current_uid() == 0,
-        "this test needs root: run it as root (CI does, with --include-ignored)"
-    );
-    ROOT_TURNS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Fails the test unless it runs as root with tracefs mounted.
-#[cfg(target_os = "linux")]
-#[track_caller]
-pub fn require_root_and_tracefs() {
-    assert!(
-        rtlab_sys::proc_thread::current_uid() == 0,
-        "this test needs root (SCHED_FIFO and tracefs)"
-    );
-    if let Err(error) = rtlab_sys::tracefs::Tracefs::open() {
-        panic!("this test needs tracefs: {error}");
     }
 }
 

@@ -1,12 +1,14 @@
-//! Compiles `examples/reserve.c` with the system's `cc` against `librtlab_client.a`. Shared (by
-//! `#[path]`) by the tests that run it: against the fake daemon in `rtlab-daemon/tests`, against
-//! the real one in `rtlab/tests/daemon_cli.rs`; [`compile`] by the hostile-client test too.
+//! Compiles rtlab-client's `examples/reserve.c` with the system's `cc` against
+//! `librtlab_client.a`, for the tests that run it: against the fake daemon in
+//! `rtlab-daemon/tests`, against the real one in `rtlab/tests/daemon_cli.rs`; [`compile`] by the
+//! hostile-client test too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `librtlab_client.a`, which cargo builds in the same `deps/` directory as the test binary when
-/// the test's crate depends on rtlab-client.
+/// the test's crate depends on rtlab-client (this crate does not: a test that compiles the
+/// example names rtlab-client among its crate's dev-dependencies).
 pub fn static_library() -> PathBuf {
     let deps = std::env::current_exe()
         .unwrap()
@@ -20,6 +22,7 @@ pub fn static_library() -> PathBuf {
 
 /// Compiles the example into `directory` with `cc -Wall -Wextra -Werror` and returns the binary.
 pub fn compile_example(directory: &Path) -> PathBuf {
+    // This crate's directory: `crates/rtlab-testkit`, beside `crates/rtlab-client`.
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-client");
     let binary = directory.join("reserve");
     let mut command = Command::new("cc");

@@ -1,10 +1,5 @@
 //! The workspace's one lister of data-driven test fixtures (`test_data/<format>/{ok,err}/`, each
-//! file with what it must give beside it). A crate's fixture tests include this file with
-//! `#[path = "../../rtlab/tests/common/fixture_files.rs"] mod fixture_files;` (it needs nothing
-//! but std), as they do `wait.rs`.
-
-// Each test crate uses only some of these helpers.
-#![allow(dead_code)]
+//! file with what it must give beside it).
 
 use std::path::{Path, PathBuf};
 
@@ -34,4 +29,31 @@ pub fn files_with_extension(folder: &Path, extension: &str) -> Vec<PathBuf> {
 pub fn expectation(path: &Path) -> String {
     std::fs::read_to_string(path.with_extension("expect"))
         .unwrap_or_else(|error| panic!("{}: missing .expect: {error}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixtures_are_listed_by_extension_in_name_order_with_their_expectation() {
+        let folder = tempfile::tempdir().unwrap();
+        for name in ["b.json", "a.json", "a.expect", "c.toml"] {
+            std::fs::write(folder.path().join(name), name).unwrap();
+        }
+        let found = files_with_extension(folder.path(), "json");
+        assert_eq!(
+            found,
+            vec![folder.path().join("a.json"), folder.path().join("b.json")]
+        );
+        assert_eq!(expectation(&found[0]), "a.expect");
+    }
+
+    #[test]
+    #[should_panic(expected = "no fixtures in")]
+    fn a_folder_without_fixtures_fails_the_test() {
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("notes.txt"), "").unwrap();
+        files_with_extension(folder.path(), "json");
+    }
 }

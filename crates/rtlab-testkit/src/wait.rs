@@ -1,12 +1,7 @@
 //! The workspace's one "wait until a condition holds or a deadline passes" for tests.
 //!
-//! rtlab's own tests reach it as `common::wait_until` and so on; another crate's tests include
-//! this file with `#[path = "../../rtlab/tests/common/wait.rs"] mod wait;` (it needs nothing but
-//! std). A limit here is a bound for a busy machine (CI beside other builds), never a timing under
+//! A limit here is a bound for a busy machine (CI beside other builds), never a timing under
 //! test: a test that waits asserts what happened, not how soon.
-
-// Each test crate uses only some of these helpers.
-#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
@@ -50,4 +45,36 @@ pub fn wait_until(limit: Duration, what: &str, condition: impl FnMut() -> bool) 
         eventually(limit, condition),
         "timed out after {limit:?} waiting until {what}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_returns_the_first_value_the_probe_gives() {
+        let mut calls = 0;
+        let found = poll(Duration::from_secs(60), || {
+            calls += 1;
+            (calls == 3).then_some(calls)
+        });
+        assert_eq!(found, Some(3));
+    }
+
+    #[test]
+    fn poll_gives_up_at_its_limit_after_one_last_look() {
+        let mut calls = 0;
+        let found: Option<()> = poll(Duration::ZERO, || {
+            calls += 1;
+            None
+        });
+        assert_eq!((found, calls), (None, 1));
+        assert!(!eventually(Duration::ZERO, || false));
+    }
+
+    #[test]
+    #[should_panic(expected = "waiting until the impossible")]
+    fn wait_until_fails_the_test_naming_what_it_waited_for() {
+        wait_until(Duration::ZERO, "the impossible", || false);
+    }
 }

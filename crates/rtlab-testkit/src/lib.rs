@@ -1,0 +1,37 @@
+//! The helpers the workspace's tests share, in one dev-dependency crate (issue 36, item 6), so a
+//! crate's tests use them by name rather than include another crate's test files by
+//! `#[path]` or write their own copy.
+//!
+//! - [`wait`]: the one "wait until a condition holds or a deadline passes";
+//! - [`fixture_files`]: the lister of data-driven fixtures (`test_data/<format>/{ok,err}/`);
+//! - [`root`] (Linux): the root, real-time and tracefs checks a root-only test starts with, and
+//!   taking turns among a test binary's root tests;
+//! - [`priority`] (Linux): starting a test's helpers at the default priority;
+//! - [`process`]: child processes that are ended when the test fails;
+//! - [`c_example`]: the C client example (`rtlab-client/examples/reserve.c`) compiled with `cc`.
+//!
+//! Helpers tied to one crate's own types stay in that crate's tests: the CLI tests' `Sandbox`
+//! (`crates/rtlab/tests/common`, it runs `CARGO_BIN_EXE_rtlab`), the daemon's in-process
+//! `TestDaemon` and its fake enforcement (`crates/rtlab-daemon/tests/support`), the apptrace test
+//! program (`crates/rtlab-apptrace/tests/support`). No library or binary depends on this crate
+//! (the architecture test, `crates/rtlab/tests/architecture.rs`, holds every edge to it `dev`).
+//!
+//! A test crate uses only some of these helpers; they are `pub`, so the rest is not dead code.
+
+pub mod c_example;
+pub mod fixture_files;
+#[cfg(target_os = "linux")]
+pub mod priority;
+pub mod process;
+#[cfg(target_os = "linux")]
+pub mod root;
+pub mod wait;
+
+#[cfg(target_os = "linux")]
+pub use priority::start_at_the_default_priority;
+pub use process::{end, KillOnDrop};
+#[cfg(target_os = "linux")]
+pub use root::{
+    require_realtime, require_root, require_root_and_tracefs, require_root_taking_turns, take_turns,
+};
+pub use wait::{eventually, poll, wait_for, wait_until};
