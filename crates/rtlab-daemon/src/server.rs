@@ -133,9 +133,8 @@ struct Shared {
     config: DaemonConfig,
     counts: Arc<Mutex<ConnectionCounts>>,
     budget: Mutex<RequestBudget>,
-    /// Root's path (`precedence::service_policy`) and the daemon's base priority, for
-    /// connection threads (`ThreadPriority`).
-    service: Policy,
+    /// The daemon's base priority (its threads' policy at start), for connection threads
+    /// (`ThreadPriority`).
     base: Policy,
 }
 
@@ -168,7 +167,6 @@ pub fn serve(
             config.requests_per_burst,
             config.burst_interval,
         )),
-        service: crate::precedence::service_policy(config.rtkit.max_realtime_priority),
         base: rtlab_sys::sched::thread_policy(0).unwrap_or(Policy::Other { nice: 0 }),
     });
     let watcher_registry = Arc::clone(&registry);
@@ -194,20 +192,7 @@ pub fn serve(
                 return Err(error.into());
             }
         };
-    // The accept thread is on root's path (`crate::precedence`). The connection threads it
-    // starts inherit that, so that root's runs at once (one that started at SCHED_OTHER would
-    // wait for the fair server to raise itself), and lower themselves first thing unless their
-    // peer is root; they set SCHED_RESET_ON_FORK. Back to the base priority when it returns.
-    if rtlab_sys::proc_thread::current_uid() == 0 {
-        if let Err(error) = rtlab_sys::sched::set_current_thread_policy(shared.service) {
-            eprintln!(
-                "rtlab daemon: root's requests are served at the daemon's base priority: setting {:?} failed: {error}",
-                shared.service
-            );
-        }
-    }
     let result = accept_loop(&listener, &shared, &stop, &panicked);
-    let _ = rtlab_sys::sched::set_current_thread_policy(shared.base);
     registry.lock().shut_down();
     if let Some(service) = realtimekit {
         service.stop();
@@ -397,14 +382,10 @@ fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>)
         .stack_size(CONNECTION_STACK_BYTES)
         .spawn(move || {
             let _slot = slot;
-            // It starts on root's path (the accept thread's): stays there (now with
-            // SCHED_RESET_ON_FORK) if the peer is root, lowered otherwise (its privilege is known
-            // only after `Peer::of`, which is the peer's work too) and raised for a privileged
-            // peer.
-            let priority = ThreadPriority::new(shared.service, shared.base);
-            if credentials.uid == 0 {
-                priority.restore();
-            } else {
+            // Lowered at once unless the peer is root (its privilege is known only after
+            // `Peer::of`, which is the peer's work too); raised again for a privileged peer.
+            let priority = ThreadPriority::new(shared.base, shared.base);
+            if credentials.uid != 0 {
                 priority.lower();
             }
             if stream.set_nonblocking(false).is_ok() {

@@ -7,11 +7,10 @@
 //! a late answer whose lateness the steal accounts for is reported apart, as `hypervisor`, with
 //! the steal as evidence; any other late answer stays a violation.
 //!
-//! Root's client runs as root's programs that must be answered would: SCHED_FIFO
-//! [`CLIENT_PRIORITY`], above every priority RealtimeKit1 grants (the daemon's default
-//! `max_realtime_priority` is 20) and equal to the daemon's own path for root. At SCHED_OTHER the
-//! client itself waited for the kernel's fair server while users' SCHED_RR threads held both CPUs
-//! within their shares, and its late answers measured its own starvation, not the daemon.
+//! Root's client runs at SCHED_FIFO [`CLIENT_PRIORITY`], above every priority RealtimeKit1
+//! grants (the daemon's default `max_realtime_priority` is 20): at SCHED_OTHER the client itself
+//! waited for the kernel's fair server while users' SCHED_RR threads held both CPUs within their
+//! shares, and its late answers measured its own starvation as well as the daemon's.
 
 use crate::wire::{answer_word, Connection};
 use serde::Serialize;
