@@ -510,6 +510,136 @@ fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
     );
 }
 
+/// What `reserve --auto --dry-run --pid PID` would reserve: (tid, amount/window, backend) each.
+fn chosen_by_auto(sandbox: &Sandbox, daemon: &Daemon, pid: u32) -> Vec<(u64, String, String)> {
+    let output = daemon.rtlab(
+        sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid.to_string(),
+            "--observe",
+            "2s",
+            "--dry-run",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let plan = stdout_json(&output);
+    plan["reservations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|chosen| {
+            (
+                chosen["tid"].as_u64().unwrap(),
+                format!("{}ns/{}ns", chosen["amount_ns"], chosen["window_ns"]),
+                chosen["backend"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `reserve --auto` on a program whose chosen threads already hold reservations — JACK's server
+/// thread taken as the waker of its client's reservation, then `--auto` on the server — says
+/// which reservation each holds and what the kernel holds for it, changes nothing and exits 0:
+/// the wish is met. Before, it failed with "denied: … thread already holds a reservation",
+/// exit 1 (issue 37).
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
+fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox, "");
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "already", 30, 30.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    // Every thread `--auto` would take for the client (its thread and jackd's waker) and for the
+    // server, reserved by hand at the sizes it chose.
+    let mut chosen = chosen_by_auto(&sandbox, &daemon, client.pid());
+    chosen.extend(chosen_by_auto(&sandbox, &daemon, server.pid()));
+    chosen.sort();
+    chosen.dedup_by_key(|(tid, ..)| *tid);
+    assert!(!chosen.is_empty());
+    for (tid, rate, backend) in &chosen {
+        let output = daemon.rtlab(
+            &sandbox,
+            &[
+                "reserve",
+                rate,
+                "--tid",
+                &tid.to_string(),
+                "--backend",
+                backend,
+            ],
+        );
+        assert_exit_code(&output, 0);
+    }
+    let before = daemon.reservation_rows(&sandbox);
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &server.pid().to_string(),
+            "--observe",
+            "2s",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
+    assert!(
+        text.contains("nothing more to reserve: every chosen thread already holds a reservation"),
+        "{text}"
+    );
+    let already: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains(" already holds reservation "))
+        .collect();
+    assert!(!already.is_empty(), "{text}");
+    // Each says what the kernel holds, as sched_getattr reads it now.
+    for line in &already {
+        let tid: u32 = line
+            .split_once(" (")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .and_then(|(tid, _)| tid.parse().ok())
+            .unwrap_or_else(|| panic!("no tid in {line}"));
+        match rtlab_sys::sched::thread_policy(tid).unwrap() {
+            rtlab_sys::sched::Policy::Deadline {
+                runtime_ns,
+                period_ns,
+                ..
+            } => {
+                let held = format!(
+                    "holds {} every {} ",
+                    rtlab_core::Nanos(runtime_ns),
+                    rtlab_core::Nanos(period_ns)
+                );
+                assert!(line.contains(&held), "{held} not in {line}");
+                assert!(line.contains("sched_getattr"), "{line}");
+            }
+            _ => assert!(line.contains("the dispatcher's slots"), "{line}"),
+        }
+    }
+    // Nothing was changed.
+    let after = daemon.reservation_rows(&sandbox);
+    let grants = |rows: &[serde_json::Value]| -> Vec<(u64, u64)> {
+        rows.iter()
+            .map(|row| {
+                (
+                    row["grant_id"].as_u64().unwrap(),
+                    row["tid"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(grants(&before), grants(&after));
+    drop(client);
+    drop(server);
+}
+
 #[test]
 #[ignore = "needs root: tracing"]
 fn reserve_auto_on_a_program_without_periodic_threads_says_so() {

@@ -13,11 +13,11 @@ use super::trace_watch::{human, is_real_time, observe};
 use anyhow::Context as _;
 use rtlab_apptrace::analyze::report::TraceReport;
 use rtlab_apptrace::record::Target;
-use rtlab_core::rpc::{Backend, GrantInfo, ReleaseTarget, Target as RpcTarget};
+use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, ReleaseTarget, Target as RpcTarget};
 use rtlab_core::Nanos;
 use rtlab_sched::auto_reserve::{
-    decide, worse_after, AutoBackend, AutoMachine, AutoPlan, AutoRefused, ObservedThread,
-    SIZING_MARGIN, SIZING_PERCENTILE,
+    decide, worse_after, AutoBackend, AutoMachine, AutoPlan, AutoRefused, AutoReservation,
+    ObservedThread, SIZING_MARGIN, SIZING_PERCENTILE,
 };
 use serde::Serialize;
 use std::process::ExitCode;
@@ -54,10 +54,14 @@ struct ChosenJson {
     asked_share: f64,
     expected_share: f64,
     why_backend: String,
-    /// The daemon's grant (null for --dry-run or when refused).
+    /// The daemon's grant (null for --dry-run or when refused); with `already_held`, the
+    /// reservation the thread held before.
     grant: Option<GrantInfo>,
-    /// The share of one CPU the grant takes (deadline: runtime / period asked of the kernel).
+    /// The share of one CPU the grant takes: what the kernel (or the dispatcher) holds, read
+    /// back by the daemon (`grant.kernel_held`), else runtime / period asked of the kernel.
     granted_share: Option<f64>,
+    /// The thread already held a reservation (`grant`), left as it is: the wish was met.
+    already_held: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -69,7 +73,8 @@ struct AutoJson {
     reservations: Vec<ChosenJson>,
     misses_before: u64,
     misses_after: Option<u64>,
-    /// `dry_run`, `kept`, `rolled_back`, `interrupted`, `refused`.
+    /// `dry_run`, `kept`, `already_reserved` (every chosen thread already held a reservation),
+    /// `rolled_back`, `interrupted`, `refused`.
     outcome: &'static str,
     reason: Option<String>,
     verify: Vec<rtlab_session::supply::VerifiedSupply>,
@@ -147,15 +152,81 @@ fn chosen_json(plan: &AutoPlan) -> Vec<ChosenJson> {
             why_backend: reservation.why_backend.clone(),
             grant: None,
             granted_share: None,
+            already_held: false,
         })
         .collect()
 }
 
 fn granted_share(grant: &GrantInfo) -> f64 {
+    if let Some(held) = &grant.kernel_held {
+        return held.share;
+    }
     match grant.deadline_params {
         Some(params) => params.runtime_ns as f64 / params.period_ns.max(1) as f64,
         None => grant.granted.amount_ns as f64 / grant.granted.period_ns.max(1) as f64,
     }
+}
+
+/// What asking the daemon for one chosen reservation came to.
+enum Asked {
+    Granted(GrantInfo),
+    /// The thread already holds this reservation (made by hand, by an earlier `--auto`, or as
+    /// the waker of another program's): the wish is met and it is left as it is.
+    AlreadyHeld(GrantInfo),
+    Refused(String),
+}
+
+fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Asked {
+    let backend = match reservation.backend {
+        AutoBackend::Deadline => Backend::Deadline,
+        AutoBackend::Dispatch => Backend::Dispatch,
+    };
+    let refused = |error: &dyn std::fmt::Display| {
+        Asked::Refused(format!(
+            "the daemon refused {} ({}): {error}",
+            reservation.name, reservation.tid
+        ))
+    };
+    match client.reserve(
+        RpcTarget::Thread {
+            tid: reservation.tid,
+        },
+        reservation.amount,
+        reservation.window,
+        Some(backend),
+    ) {
+        Ok(grant) => Asked::Granted(grant),
+        Err(error) if error.code() == Some(ErrorCode::AlreadyReserved) => {
+            let holding = client.list().ok().and_then(|list| {
+                list.grants.into_iter().find(|grant| {
+                    grant
+                        .threads
+                        .iter()
+                        .any(|thread| thread.tid == reservation.tid)
+                })
+            });
+            match holding {
+                Some(grant) => Asked::AlreadyHeld(grant),
+                None => refused(&error),
+            }
+        }
+        Err(error) => refused(&error),
+    }
+}
+
+/// "asked 1.1ms of every 40ms (2.8 % of a CPU); holds 2.2ms every 8ms (27.5 % of a CPU):
+/// SCHED_DEADLINE read back with sched_getattr from thread 4242, deadline 8ms".
+fn asked_and_held(grant: &GrantInfo) -> String {
+    let held = match &grant.kernel_held {
+        Some(held) => rtlab_render::reserve::kernel_held(held),
+        None => "what the kernel holds was not read back".to_owned(),
+    };
+    format!(
+        "asked {} of every {} ({:.1} % of a CPU); holds {held}",
+        Nanos(grant.requested.amount_ns),
+        Nanos(grant.requested.period_ns),
+        grant.requested.fraction() * 100.0
+    )
 }
 
 fn release_all(client: &mut rtlab_client::Client, grants: &[GrantInfo]) -> Vec<String> {
@@ -267,28 +338,19 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
     let mut grants: Vec<GrantInfo> = Vec::new();
     let mut refusal = None;
     for (reservation, json) in plan.reservations.iter().zip(&mut output.reservations) {
-        let backend = match reservation.backend {
-            AutoBackend::Deadline => Backend::Deadline,
-            AutoBackend::Dispatch => Backend::Dispatch,
-        };
-        match client.reserve(
-            RpcTarget::Thread {
-                tid: reservation.tid,
-            },
-            reservation.amount,
-            reservation.window,
-            Some(backend),
-        ) {
-            Ok(grant) => {
+        match ask(client, reservation) {
+            Asked::Granted(grant) => {
                 json.granted_share = Some(granted_share(&grant));
                 json.grant = Some(grant.clone());
                 grants.push(grant);
             }
-            Err(error) => {
-                refusal = Some(format!(
-                    "the daemon refused {} ({}): {error}",
-                    reservation.name, reservation.tid
-                ));
+            Asked::AlreadyHeld(grant) => {
+                json.granted_share = Some(granted_share(&grant));
+                json.grant = Some(grant);
+                json.already_held = true;
+            }
+            Asked::Refused(reason) => {
+                refusal = Some(reason);
                 break;
             }
         }
@@ -308,19 +370,38 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("rtlab: denied: {reason}; nothing is reserved");
         return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
     }
-    for grant in &grants {
+    for (reservation, json) in plan.reservations.iter().zip(&output.reservations) {
+        let Some(grant) = &json.grant else { continue };
+        if json.already_held {
+            say(&format!(
+                "{} ({}) already holds reservation {} ({}): left as it is",
+                reservation.name,
+                reservation.tid,
+                grant.grant_id,
+                asked_and_held(grant)
+            ));
+            continue;
+        }
         let pinned = match grant.cpu {
-            Some(cpu) => format!(", confined to CPU {cpu} (the backend needs it)"),
-            None => ", not pinned".to_owned(),
+            Some(cpu) => format!("confined to CPU {cpu} (the backend needs it)"),
+            None => "not pinned".to_owned(),
         };
         say(&format!(
-            "reserved {}: {} of every {} on {} ({:.1} % of a CPU{pinned})",
-            grant.owner,
-            human(grant.granted.amount_ns),
-            human(grant.granted.period_ns),
+            "reserved {} ({}) on {}: {}; {pinned}",
+            reservation.name,
+            reservation.tid,
             grant.backend.as_str(),
-            granted_share(grant) * 100.0
+            asked_and_held(grant)
         ));
+    }
+    if grants.is_empty() {
+        output.outcome = "already_reserved";
+        output.reason = Some("every chosen thread already holds a reservation".to_owned());
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        say("nothing more to reserve: every chosen thread already holds a reservation");
+        return Ok(ExitCode::SUCCESS);
     }
     say(&format!(
         "checking: watching {} for {} …",
@@ -381,13 +462,15 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         output.misses_before, args.observe, misses_after
     ));
     if let Some(duration) = args.verify {
-        for (grant, reservation) in grants.iter().zip(&plan.reservations) {
+        for grant in &grants {
+            let Some(tid) = grant.threads.first().map(|thread| thread.tid) else {
+                continue;
+            };
             say(&format!(
-                "verifying: watching thread {} for {duration} …",
-                reservation.tid
+                "verifying: watching thread {tid} for {duration} …"
             ));
             let verified = rtlab_session::supply::verify_supply(
-                reservation.tid,
+                tid,
                 Nanos(grant.requested.amount_ns),
                 Nanos(grant.requested.period_ns),
                 duration,
