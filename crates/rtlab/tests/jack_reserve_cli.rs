@@ -640,6 +640,70 @@ fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
     drop(server);
 }
 
+/// `reserve --auto --observe-with schedstat` finds JACK's client thread and sizes it from the
+/// kernel's per-task counters, without a trace: its period is the program's own (128 frames at
+/// 48 kHz), its need at least the work the client does each cycle (30 % of it), and the
+/// reservation is made and kept unchecked (the counters count no misses).
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE"]
+fn reserve_auto_sizes_from_the_kernels_counters_without_a_trace() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox, "");
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "counted", 30, 30.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let pid = client.pid().to_string();
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "2s",
+            "--observe-with",
+            "schedstat",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let auto = stdout_json(&output);
+    assert_eq!(auto["outcome"], "kept_unchecked", "{auto}");
+    let chosen = auto["reservations"].as_array().unwrap();
+    assert_eq!(
+        chosen.len(),
+        1,
+        "the client's thread alone (no waker chain): {auto}"
+    );
+    let period = chosen[0]["period_ns"].as_u64().unwrap();
+    let jack_period = 128.0 / 48_000.0 * 1e9;
+    assert!(
+        (period as f64 - jack_period).abs() < jack_period * 0.02,
+        "period {period} ns, JACK's is {jack_period:.0} ns: {auto}"
+    );
+    let need = chosen[0]["need_per_activation_ns"].as_u64().unwrap();
+    assert!(
+        need as f64 >= 0.3 * jack_period,
+        "need {need} ns, below the client's work of 30 % of {jack_period:.0} ns: {auto}"
+    );
+    let tid = chosen[0]["tid"].as_u64().unwrap();
+    assert!(daemon.reservation_tids(&sandbox).contains(&tid), "{auto}");
+    let read_from = chosen[0]["grant"]["kernel_held"]["read_from"].clone();
+    assert!(
+        read_from == "sched_getattr" || read_from == "dispatcher",
+        "{auto}"
+    );
+    drop(client);
+    wait_until(
+        Duration::from_secs(10),
+        "the reservation ends with the client",
+        || !daemon.reservation_tids(&sandbox).contains(&tid),
+    );
+    drop(server);
+}
+
 #[test]
 #[ignore = "needs root: tracing"]
 fn reserve_auto_on_a_program_without_periodic_threads_says_so() {

@@ -27,10 +27,20 @@ use std::time::Duration;
 
 pub const AUTO_SCHEMA: &str = "rtlab.reserve-auto/1";
 
+/// How `reserve --auto` observes the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ObserveWith {
+    /// The scheduler's events (BPF or tracefs).
+    Trace,
+    /// The kernel's per-task counters (`rtlab_apptrace::counters`), no tracing.
+    Schedstat,
+}
+
 /// What `reserve --auto` needs from `reserve`'s flags.
 pub struct AutoArgs {
     pub target: Target,
     pub observe: Nanos,
+    pub observe_with: ObserveWith,
     /// `--cycle-marker`: the program's own cycle starts, to judge misses by.
     pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
     pub dry_run: bool,
@@ -73,7 +83,8 @@ struct AutoJson {
     reservations: Vec<ChosenJson>,
     misses_before: u64,
     misses_after: Option<u64>,
-    /// `dry_run`, `kept`, `already_reserved` (every chosen thread already held a reservation),
+    /// `dry_run`, `kept`, `kept_unchecked` (observed with `--observe-with schedstat`, which
+    /// counts no misses), `already_reserved` (every chosen thread already held a reservation),
     /// `rolled_back`, `interrupted`, `refused`.
     outcome: &'static str,
     reason: Option<String>,
@@ -117,6 +128,101 @@ pub(crate) fn observed_threads(report: &TraceReport) -> Vec<ObservedThread> {
                 .map(|waker| waker.tid as u32),
         })
         .collect()
+}
+
+/// The target's threads (every thread of the process, or of every process named so).
+fn target_threads(target: &Target) -> anyhow::Result<Vec<(u32, u32)>> {
+    let pids = match target {
+        Target::Pid(pid) => vec![*pid],
+        Target::Comm(name) => rtlab_sys::proc_thread::process_ids()
+            .context("listing /proc")?
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            })
+            .collect(),
+        Target::Command(_) => {
+            return Err(crate::exit::input(
+                "--observe-with schedstat observes a running program (--pid or --comm)",
+            ))
+        }
+    };
+    let mut threads = Vec::new();
+    for pid in pids {
+        if let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) {
+            threads.extend(tids.into_iter().map(|tid| (pid, tid)));
+        }
+    }
+    if threads.is_empty() {
+        return Err(crate::exit::input(format!(
+            "{}: no such program running",
+            target.describe()
+        )));
+    }
+    Ok(threads)
+}
+
+/// Observes the target's real-time threads through the kernel's per-task counters, sampled every
+/// millisecond by a SCHED_FIFO thread one priority above the highest of them (so its samples
+/// keep time while they run), and describes every thread as the decision reads it: no waker
+/// (the counters do not say who woke a thread).
+fn observed_by_counters(
+    target: &Target,
+    duration: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<Vec<ObservedThread>> {
+    let mut threads = Vec::new();
+    for (pid, tid) in target_threads(target)? {
+        let Ok(policy) = rtlab_sys::sched::thread_policy(tid) else {
+            continue;
+        };
+        let name = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
+        threads.push((pid, tid, name, policy));
+    }
+    let real_time: Vec<u32> = threads
+        .iter()
+        .filter(|(.., policy)| policy.is_realtime())
+        .map(|(_, tid, ..)| *tid)
+        .collect();
+    let highest = threads
+        .iter()
+        .filter_map(|(.., policy)| match policy {
+            rtlab_sys::sched::Policy::Fifo { priority }
+            | rtlab_sys::sched::Policy::RoundRobin { priority } => Some(*priority),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let estimates = rtlab_apptrace::counters::observe(
+        &real_time,
+        duration,
+        rtlab_apptrace::counters::SAMPLE_INTERVAL,
+        Some((highest + 1).clamp(1, 98)),
+        stop,
+    )
+    .context("sampling the threads' counters (SCHED_FIFO: needs root or CAP_SYS_NICE)")?;
+    Ok(threads
+        .into_iter()
+        .map(|(pid, tid, name, policy)| {
+            let estimate = estimates.iter().find(|estimate| estimate.tid == tid);
+            ObservedThread {
+                tid,
+                name,
+                pid: Some(pid),
+                in_target: true,
+                real_time: policy.is_realtime(),
+                policy: policy.name().trim_start_matches("SCHED_").to_owned(),
+                priority: policy.priority_or_nice(),
+                activations: estimate.map_or(0, |estimate| estimate.activations),
+                period: estimate.and_then(|estimate| estimate.period),
+                period_jitter: estimate.and_then(|estimate| estimate.period_jitter),
+                cpu_per_activation_high: estimate
+                    .map_or(Nanos(0), |estimate| estimate.cpu_per_activation_p99),
+                usual_waker: None,
+            }
+        })
+        .collect())
 }
 
 /// Deadline misses of the chosen threads: late activations and periods without one (all of the
@@ -263,17 +369,29 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         args.target.describe(),
         args.observe
     ));
-    let before = observe(&args.target, observe_for, args.cycle_marker.as_ref(), &stop)?;
+    let (threads, before) = match args.observe_with {
+        ObserveWith::Trace => {
+            let before = observe(&args.target, observe_for, args.cycle_marker.as_ref(), &stop)?;
+            (observed_threads(&before), Some(before))
+        }
+        ObserveWith::Schedstat => (
+            observed_by_counters(&args.target, observe_for, &stop)?,
+            None,
+        ),
+    };
     if stop.load(Ordering::SeqCst) {
         return Ok(crate::exit::finished(true));
     }
-    let threads = observed_threads(&before);
     let mut output = AutoJson {
         target: args.target.describe(),
         observe_ns: args.observe.0,
         sizing: format!(
-            "CPU per activation at {SIZING_PERCENTILE} plus {:.0} %",
-            SIZING_MARGIN * 100.0
+            "CPU per activation at {SIZING_PERCENTILE} plus {:.0} %{}",
+            SIZING_MARGIN * 100.0,
+            match args.observe_with {
+                ObserveWith::Trace => "",
+                ObserveWith::Schedstat => ", from the kernel's per-task counters",
+            }
         ),
         passed_over: Vec::new(),
         reservations: Vec::new(),
@@ -299,14 +417,17 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let tids: Vec<u32> = plan.reservations.iter().map(|r| r.tid).collect();
-    output.misses_before = misses(&before, &tids);
+    output.misses_before = before.as_ref().map_or(0, |before| misses(before, &tids));
     output.passed_over = plan.passed_over.clone();
     output.reservations = chosen_json(&plan);
     say(&format!(
-        "found {} thread(s) to reserve ({}; {} deadline misses while observed):",
+        "found {} thread(s) to reserve ({}; {}):",
         plan.reservations.len(),
         output.sizing,
-        output.misses_before
+        match before {
+            Some(_) => format!("{} deadline misses while observed", output.misses_before),
+            None => "misses not counted: the counters do not see them".to_owned(),
+        }
     ));
     for reservation in &plan.reservations {
         say(&format!(
@@ -401,6 +522,18 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
             json.commit_json(AUTO_SCHEMA, None, &output)?;
         }
         say("nothing more to reserve: every chosen thread already holds a reservation");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if before.is_none() {
+        output.outcome = "kept_unchecked";
+        output.reason = Some(
+            "observed through the kernel's counters, which do not count misses: not checked"
+                .to_owned(),
+        );
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks); they end with the threads, or `rtlab release --pid PID`");
         return Ok(ExitCode::SUCCESS);
     }
     say(&format!(
