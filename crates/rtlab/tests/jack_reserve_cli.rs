@@ -704,6 +704,74 @@ fn reserve_auto_sizes_from_the_kernels_counters_without_a_trace() {
     drop(server);
 }
 
+/// rtlab run as `rtlabd.service` would run it, reproduced without systemd: a private mount
+/// namespace with /sys, tracefs, debugfs, bpffs and /proc/sys read-only (ProtectKernelTunables),
+/// the capability bounding set reduced to CAP_SYS_NICE (CapabilityBoundingSet), no new
+/// privileges. Not reproduced: the unit's system-call filter.
+fn under_the_units_restrictions(sandbox: &Sandbox, args: &[&str]) -> std::process::Output {
+    let script = "for m in /sys /sys/kernel/tracing /sys/kernel/debug /sys/fs/bpf /proc/sys; do \
+        if mountpoint -q $m; then mount --bind $m $m && mount -o remount,bind,ro $m || exit 90; fi; done; \
+        exec setpriv --bounding-set=-all,+sys_nice --inh-caps=-all --no-new-privs \"$@\"";
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(env!("CARGO_BIN_EXE_rtlab"))
+        .args(args)
+        .env("RTLAB_HOME", sandbox.path())
+        .output()
+        .unwrap()
+}
+
+/// Under the hardened unit's restrictions the trace cannot be taken, and `--observe-with
+/// schedstat` still finds JACK's client thread with its period from the kernel's counters.
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), unshare, setpriv"]
+fn the_counters_observe_under_the_units_restrictions_where_the_trace_cannot() {
+    let sandbox = Sandbox::new();
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "confined", 30, 20.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let pid = client.pid().to_string();
+    let traced = under_the_units_restrictions(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "1s",
+            "--dry-run",
+        ],
+    );
+    assert_ne!(traced.status.code(), Some(90), "{}", stderr_text(&traced));
+    assert_exit_code(&traced, 3);
+    let counted = under_the_units_restrictions(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "2s",
+            "--dry-run",
+            "--observe-with",
+            "schedstat",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&counted, 0);
+    let plan = stdout_json(&counted);
+    let chosen = plan["reservations"].as_array().unwrap();
+    assert_eq!(chosen.len(), 1, "{plan}");
+    let period = chosen[0]["period_ns"].as_u64().unwrap() as f64;
+    let jack_period = 128.0 / 48_000.0 * 1e9;
+    assert!((period - jack_period).abs() < jack_period * 0.02, "{plan}");
+    drop(client);
+    drop(server);
+}
+
 #[test]
 #[ignore = "needs root: tracing"]
 fn reserve_auto_on_a_program_without_periodic_threads_says_so() {

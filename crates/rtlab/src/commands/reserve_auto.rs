@@ -167,7 +167,7 @@ fn target_threads(target: &Target) -> anyhow::Result<Vec<(u32, u32)>> {
 /// millisecond by a SCHED_FIFO thread one priority above the highest of them (so its samples
 /// keep time while they run), and describes every thread as the decision reads it: no waker
 /// (the counters do not say who woke a thread).
-fn observed_by_counters(
+pub(crate) fn observed_by_counters(
     target: &Target,
     duration: Duration,
     stop: &AtomicBool,
