@@ -10,6 +10,8 @@
 //! `rtlab-trace`'s tracefs recorder (`recorders`).
 
 pub mod analyze;
+#[cfg(target_os = "linux")]
+pub mod counters;
 pub mod decode;
 pub mod file;
 pub mod live;

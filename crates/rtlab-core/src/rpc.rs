@@ -279,6 +279,38 @@ pub struct WireDeadlineParams {
     pub period_ns: u64,
 }
 
+/// What a reservation really holds now, read back where it is enforced (the kernel's
+/// SCHED_DEADLINE parameters through `sched_getattr`, or the dispatcher's slot table), beside what
+/// was asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireKernelHeld {
+    /// `sched_getattr` (the deadline backend, read from thread `tid`), `not_deadline` (the thread
+    /// `tid` was found at another policy, named in `policy`: nothing is held) or `dispatcher` (its
+    /// slot table on `cpu`).
+    pub read_from: String,
+    /// CPU time given in each window (the kernel's runtime; the dispatcher's least slot time in a
+    /// window).
+    pub runtime_ns: u64,
+    /// The window (the kernel's period; the grant's period on the dispatcher).
+    pub window_ns: u64,
+    /// runtime / window.
+    pub share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
+    /// The kernel's relative deadline (`sched_getattr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    /// The most dispatcher slots one window holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_per_window: Option<u32>,
+    /// The policy `sched_getattr` found instead of SCHED_DEADLINE (`not_deadline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
 /// A reservation in force (`reserve`'s result, and one entry of `list`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -304,6 +336,10 @@ pub struct GrantInfo {
     /// For an activity whose last thread exited: when the daemon lets it go unless it is taken
     /// back (RFC 3339 UTC).
     pub lingering_until: Option<String>,
+    /// What the kernel (or the dispatcher) really holds for it, read back when the answer was
+    /// made; absent when there is nothing to read (no thread, a daemon before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_held: Option<WireKernelHeld>,
 }
 
 /// A CPU's reserved fraction.

@@ -10,13 +10,13 @@ use crate::watch::{WatchHandle, WatchedThreads, Watcher};
 use rtlab_core::rpc::{
     self, BeginConstraintParams, BeginConstraintResult, CpuShare, EndConstraintResult, ErrorCode,
     GrantInfo, ListResult, ReleaseResult, ReleaseTarget, ReserveParams, RpcError, Target,
-    WireDeadlineParams, WireRate, WireThread,
+    WireDeadlineParams, WireKernelHeld, WireRate, WireThread,
 };
 use rtlab_core::Nanos;
 use rtlab_plan::{ConstraintId, GrantId, Owner, PlannerError};
 use rtlab_sched::enforce::{
-    BackendKind, ConstraintRequest, EnforceError, EnforcedGrant, Enforcement, KernelAdmission,
-    ReserveRequest,
+    BackendKind, ConstraintRequest, EnforceError, EnforcedGrant, Enforcement, HeldSource,
+    KernelAdmission, KernelHeld, ReserveRequest,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -307,6 +307,43 @@ pub fn wire_backend(backend: BackendKind) -> rpc::Backend {
     }
 }
 
+/// What a reservation really holds, on the wire.
+fn wire_held(held: KernelHeld) -> WireKernelHeld {
+    let share = held.share();
+    let mut wire = WireKernelHeld {
+        read_from: String::new(),
+        runtime_ns: held.runtime.0,
+        window_ns: held.window.0,
+        share,
+        tid: None,
+        deadline_ns: None,
+        cpu: None,
+        slots_per_window: None,
+        policy: None,
+    };
+    match held.source {
+        HeldSource::SchedGetattr { tid, deadline } => {
+            wire.read_from = "sched_getattr".to_owned();
+            wire.tid = Some(tid);
+            wire.deadline_ns = Some(deadline.0);
+        }
+        HeldSource::NotDeadline { tid, policy } => {
+            wire.read_from = "not_deadline".to_owned();
+            wire.tid = Some(tid);
+            wire.policy = Some(policy);
+        }
+        HeldSource::DispatcherSlots {
+            cpu,
+            slots_per_window,
+        } => {
+            wire.read_from = "dispatcher".to_owned();
+            wire.cpu = Some(cpu);
+            wire.slots_per_window = Some(slots_per_window);
+        }
+    }
+    wire
+}
+
 fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
@@ -366,6 +403,7 @@ impl Registry {
             }),
             since: rfc3339(record.since),
             lingering_until: record.lingering_until.map(|(_, wall)| rfc3339(wall)),
+            kernel_held: self.enforcement.held_by_kernel(id).map(wire_held),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use rtlab_analysis::supply::VerifiedSupply;
 use rtlab_core::enforce_repair::Repair;
-use rtlab_core::rpc::{GrantInfo, ListResult, ReleaseResult, WireRate};
+use rtlab_core::rpc::{GrantInfo, ListResult, ReleaseResult, WireKernelHeld, WireRate};
 use rtlab_core::Nanos;
 use serde::Serialize;
 
@@ -14,6 +14,44 @@ pub fn describe_rate(rate: &WireRate) -> String {
         Nanos(rate.amount_ns),
         Nanos(rate.period_ns),
         rate.fraction() * 100.0
+    )
+}
+
+/// What the kernel (or the dispatcher) really holds for a reservation, in words: "6ms every 10ms
+/// (60.0 % of a CPU): SCHED_DEADLINE read back with sched_getattr from thread 4242, deadline 10ms".
+pub fn kernel_held(held: &WireKernelHeld) -> String {
+    let rate = format!(
+        "{} every {} ({:.1} % of a CPU)",
+        Nanos(held.runtime_ns),
+        Nanos(held.window_ns),
+        held.share * 100.0
+    );
+    let tid = held.tid.map_or("?".to_owned(), |tid| tid.to_string());
+    match held.read_from.as_str() {
+        "sched_getattr" => format!(
+            "{rate}: SCHED_DEADLINE read back with sched_getattr from thread {tid}, deadline {}",
+            Nanos(held.deadline_ns.unwrap_or_default())
+        ),
+        "dispatcher" => format!(
+            "{rate}: the dispatcher's slots on CPU {}, at most {} in a window",
+            held.cpu.map_or("?".to_owned(), |cpu| cpu.to_string()),
+            held.slots_per_window.unwrap_or_default()
+        ),
+        "not_deadline" => format!(
+            "nothing: sched_getattr finds thread {tid} at {}, not SCHED_DEADLINE",
+            held.policy.as_deref().unwrap_or("another policy")
+        ),
+        other => format!("{rate} (read from {other})"),
+    }
+}
+
+/// "6ms/10ms 60.0 %", a table cell.
+fn rate_cell(amount_ns: u64, period_ns: u64) -> String {
+    format!(
+        "{}/{} {:.1} %",
+        Nanos(amount_ns),
+        Nanos(period_ns),
+        amount_ns as f64 / period_ns.max(1) as f64 * 100.0
     )
 }
 
@@ -48,8 +86,12 @@ pub fn grant(grant: &GrantInfo) -> String {
         [one] => format!("`rtlab release --tid {}`", one.tid),
         _ => "`rtlab release --all-mine`".to_owned(),
     };
+    let held = match &grant.kernel_held {
+        Some(held) => kernel_held(held),
+        None => "not read back (the daemon said nothing of it)".to_owned(),
+    };
     format!(
-        "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  granted    {}\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
+        "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  holds      {held}\n  planned    {}, the planner's grant\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
         grant.grant_id,
         grant.owner,
         describe_rate(&grant.requested),
@@ -94,7 +136,10 @@ pub struct ReservationRow {
     pub tid: Option<u32>,
     pub comm: Option<String>,
     pub requested: WireRate,
+    /// The planner's grant.
     pub granted: WireRate,
+    /// What the kernel (or the dispatcher) really holds, read back by the daemon.
+    pub kernel_held: Option<WireKernelHeld>,
     pub backend: String,
     pub cpu: Option<usize>,
     pub since: String,
@@ -133,6 +178,7 @@ pub fn reservation_rows(list: &ListResult) -> ReservationTable {
             comm,
             requested: grant.requested,
             granted: grant.granted,
+            kernel_held: grant.kernel_held.clone(),
             backend: grant.backend.to_string(),
             cpu: grant.cpu,
             since: grant.since.clone(),
@@ -174,28 +220,31 @@ pub fn reservations(table: &ReservationTable) -> String {
         text.push_str("no reservations\n");
     } else {
         text.push_str(&format!(
-            "{:>5}  {:>6}  {:>7}  {:>7}  {:<15}  {:>15}  {:>15}  {:<8}  {:>3}  {}\n",
+            "{:>5}  {:>6}  {:>7}  {:>7}  {:<15}  {:>21}  {:>21}  {:<8}  {:>3}  {}\n",
             "GRANT",
             "OWNER",
             "PID",
             "TID",
             "COMM",
             "REQUESTED",
-            "GRANTED",
+            "KERNEL HOLDS",
             "BACKEND",
             "CPU",
             "SINCE"
         ));
         for row in rows {
             let optional = |value: Option<u32>| value.map_or("-".to_owned(), |v| v.to_string());
-            let rate =
-                |rate: &WireRate| format!("{}/{}", Nanos(rate.amount_ns), Nanos(rate.period_ns));
+            let held = match &row.kernel_held {
+                Some(held) if held.read_from == "not_deadline" => "nothing".to_owned(),
+                Some(held) => rate_cell(held.runtime_ns, held.window_ns),
+                None => "-".to_owned(),
+            };
             let since = match &row.lingering_until {
                 Some(until) => format!("{} (lingering until {until})", row.since),
                 None => row.since.clone(),
             };
             text.push_str(&format!(
-                "{:>5}  {:>6}  {:>7}  {:>7}  {:<15}  {:>15}  {:>15}  {:<8}  {:>3}  {since}\n",
+                "{:>5}  {:>6}  {:>7}  {:>7}  {:<15}  {:>21}  {:>21}  {:<8}  {:>3}  {since}\n",
                 row.grant_id,
                 row.owner,
                 optional(row.pid),
@@ -206,8 +255,8 @@ pub fn reservations(table: &ReservationTable) -> String {
                     "" => "(hidden)",
                     name => name,
                 },
-                rate(&row.requested),
-                rate(&row.granted),
+                rate_cell(row.requested.amount_ns, row.requested.period_ns),
+                held,
                 row.backend,
                 row.cpu.map_or("any".to_owned(), |cpu| cpu.to_string()),
             ));
@@ -387,6 +436,7 @@ mod tests {
             amount_ns,
             period_ns,
         };
+        let threads_first_tid = threads.first().map(|thread| thread.tid);
         GrantInfo {
             grant_id,
             owner_uid: 1000,
@@ -409,6 +459,30 @@ mod tests {
             }),
             since: "2026-11-23T21:00:00Z".to_owned(),
             lingering_until: None,
+            kernel_held: Some(match backend {
+                Backend::Deadline => WireKernelHeld {
+                    read_from: "sched_getattr".to_owned(),
+                    runtime_ns: 6_000_000,
+                    window_ns: 10_000_000,
+                    share: 0.6,
+                    tid: threads_first_tid,
+                    deadline_ns: Some(10_000_000),
+                    cpu: None,
+                    slots_per_window: None,
+                    policy: None,
+                },
+                Backend::Dispatch => WireKernelHeld {
+                    read_from: "dispatcher".to_owned(),
+                    runtime_ns: 2_260_000,
+                    window_ns: 10_000_000,
+                    share: 0.226,
+                    tid: None,
+                    deadline_ns: None,
+                    cpu: Some(3),
+                    slots_per_window: Some(2),
+                    policy: None,
+                },
+            }),
         }
     }
 
@@ -424,13 +498,28 @@ mod tests {
     fn a_grant_says_what_was_reserved_and_how() {
         let deadline = grant_of(7, vec![thread(4242, "decoder")], Backend::Deadline);
         let dispatched = grant_of(8, vec![thread(4243, "mixer")], Backend::Dispatch);
-        insta::assert_snapshot!(grant(&deadline) + &grant(&dispatched));
+        // A thread the kernel no longer runs under SCHED_DEADLINE (someone changed its policy).
+        let mut demoted = grant_of(10, vec![thread(4245, "late")], Backend::Deadline);
+        demoted.kernel_held = Some(WireKernelHeld {
+            read_from: "not_deadline".to_owned(),
+            runtime_ns: 0,
+            window_ns: 0,
+            share: 0.0,
+            tid: Some(4245),
+            deadline_ns: None,
+            cpu: None,
+            slots_per_window: None,
+            policy: Some("SCHED_OTHER".to_owned()),
+        });
+        insta::assert_snapshot!(grant(&deadline) + &grant(&dispatched) + &grant(&demoted));
     }
 
     #[test]
     fn the_reservations_table_has_a_row_per_thread_and_the_cpu_shares() {
         let mut lingering = grant_of(9, Vec::new(), Backend::Dispatch);
         lingering.lingering_until = Some("2026-11-23T21:05:00Z".to_owned());
+        // An activity without threads has nothing the daemon could read back.
+        lingering.kernel_held = None;
         let list = ListResult {
             grants: vec![
                 grant_of(

@@ -37,6 +37,7 @@ cfg_if::cfg_if! {
         pub mod sched;
         pub mod service_manager;
         pub mod signals;
+        pub mod task_counters;
         #[cfg(test)]
         mod test_thread;
         pub mod thread_clock;

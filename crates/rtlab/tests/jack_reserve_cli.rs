@@ -510,6 +510,268 @@ fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
     );
 }
 
+/// What `reserve --auto --dry-run --pid PID` would reserve: (tid, amount/window, backend) each.
+fn chosen_by_auto(sandbox: &Sandbox, daemon: &Daemon, pid: u32) -> Vec<(u64, String, String)> {
+    let output = daemon.rtlab(
+        sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid.to_string(),
+            "--observe",
+            "2s",
+            "--dry-run",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let plan = stdout_json(&output);
+    plan["reservations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|chosen| {
+            (
+                chosen["tid"].as_u64().unwrap(),
+                format!("{}ns/{}ns", chosen["amount_ns"], chosen["window_ns"]),
+                chosen["backend"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `reserve --auto` on a program whose chosen threads already hold reservations — JACK's server
+/// thread taken as the waker of its client's reservation, then `--auto` on the server — says
+/// which reservation each holds and what the kernel holds for it, changes nothing and exits 0:
+/// the wish is met. Before, it failed with "denied: … thread already holds a reservation",
+/// exit 1 (issue 37).
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
+fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox, "");
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "already", 30, 30.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    // Every thread `--auto` would take for the client (its thread and jackd's waker) and for the
+    // server, reserved by hand at the sizes it chose.
+    let mut chosen = chosen_by_auto(&sandbox, &daemon, client.pid());
+    chosen.extend(chosen_by_auto(&sandbox, &daemon, server.pid()));
+    chosen.sort();
+    chosen.dedup_by_key(|(tid, ..)| *tid);
+    assert!(!chosen.is_empty());
+    for (tid, rate, backend) in &chosen {
+        let output = daemon.rtlab(
+            &sandbox,
+            &[
+                "reserve",
+                rate,
+                "--tid",
+                &tid.to_string(),
+                "--backend",
+                backend,
+            ],
+        );
+        assert_exit_code(&output, 0);
+    }
+    let before = daemon.reservation_rows(&sandbox);
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &server.pid().to_string(),
+            "--observe",
+            "2s",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let text = stdout_text(&output);
+    assert!(
+        text.contains("nothing more to reserve: every chosen thread already holds a reservation"),
+        "{text}"
+    );
+    let already: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains(" already holds reservation "))
+        .collect();
+    assert!(!already.is_empty(), "{text}");
+    // Each says what the kernel holds, as sched_getattr reads it now.
+    for line in &already {
+        let tid: u32 = line
+            .split_once(" (")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .and_then(|(tid, _)| tid.parse().ok())
+            .unwrap_or_else(|| panic!("no tid in {line}"));
+        match rtlab_sys::sched::thread_policy(tid).unwrap() {
+            rtlab_sys::sched::Policy::Deadline {
+                runtime_ns,
+                period_ns,
+                ..
+            } => {
+                let held = format!(
+                    "holds {} every {} ",
+                    rtlab_core::Nanos(runtime_ns),
+                    rtlab_core::Nanos(period_ns)
+                );
+                assert!(line.contains(&held), "{held} not in {line}");
+                assert!(line.contains("sched_getattr"), "{line}");
+            }
+            _ => assert!(line.contains("the dispatcher's slots"), "{line}"),
+        }
+    }
+    // Nothing was changed.
+    let after = daemon.reservation_rows(&sandbox);
+    let grants = |rows: &[serde_json::Value]| -> Vec<(u64, u64)> {
+        rows.iter()
+            .map(|row| {
+                (
+                    row["grant_id"].as_u64().unwrap(),
+                    row["tid"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(grants(&before), grants(&after));
+    drop(client);
+    drop(server);
+}
+
+/// `reserve --auto --observe-with schedstat` finds JACK's client thread and sizes it from the
+/// kernel's per-task counters, without a trace: its period is the program's own (128 frames at
+/// 48 kHz), its need at least the work the client does each cycle (30 % of it), and the
+/// reservation is made and kept unchecked (the counters count no misses).
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE"]
+fn reserve_auto_sizes_from_the_kernels_counters_without_a_trace() {
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox, "");
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "counted", 30, 30.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let pid = client.pid().to_string();
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "2s",
+            "--observe-with",
+            "schedstat",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let auto = stdout_json(&output);
+    assert_eq!(auto["outcome"], "kept_unchecked", "{auto}");
+    let chosen = auto["reservations"].as_array().unwrap();
+    assert_eq!(
+        chosen.len(),
+        1,
+        "the client's thread alone (no waker chain): {auto}"
+    );
+    let period = chosen[0]["period_ns"].as_u64().unwrap();
+    let jack_period = 128.0 / 48_000.0 * 1e9;
+    assert!(
+        (period as f64 - jack_period).abs() < jack_period * 0.02,
+        "period {period} ns, JACK's is {jack_period:.0} ns: {auto}"
+    );
+    let need = chosen[0]["need_per_activation_ns"].as_u64().unwrap();
+    assert!(
+        need as f64 >= 0.3 * jack_period,
+        "need {need} ns, below the client's work of 30 % of {jack_period:.0} ns: {auto}"
+    );
+    let tid = chosen[0]["tid"].as_u64().unwrap();
+    assert!(daemon.reservation_tids(&sandbox).contains(&tid), "{auto}");
+    let read_from = chosen[0]["grant"]["kernel_held"]["read_from"].clone();
+    assert!(
+        read_from == "sched_getattr" || read_from == "dispatcher",
+        "{auto}"
+    );
+    drop(client);
+    wait_until(
+        Duration::from_secs(10),
+        "the reservation ends with the client",
+        || !daemon.reservation_tids(&sandbox).contains(&tid),
+    );
+    drop(server);
+}
+
+/// rtlab run as `rtlabd.service` would run it, reproduced without systemd: a private mount
+/// namespace with /sys, tracefs, debugfs, bpffs and /proc/sys read-only (ProtectKernelTunables),
+/// the capability bounding set reduced to CAP_SYS_NICE (CapabilityBoundingSet), no new
+/// privileges. Not reproduced: the unit's system-call filter.
+fn under_the_units_restrictions(sandbox: &Sandbox, args: &[&str]) -> std::process::Output {
+    let script = "for m in /sys /sys/kernel/tracing /sys/kernel/debug /sys/fs/bpf /proc/sys; do \
+        if mountpoint -q $m; then mount --bind $m $m && mount -o remount,bind,ro $m || exit 90; fi; done; \
+        exec setpriv --bounding-set=-all,+sys_nice --inh-caps=-all --no-new-privs \"$@\"";
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(env!("CARGO_BIN_EXE_rtlab"))
+        .args(args)
+        .env("RTLAB_HOME", sandbox.path())
+        .output()
+        .unwrap()
+}
+
+/// Under the hardened unit's restrictions the trace cannot be taken, and `--observe-with
+/// schedstat` still finds JACK's client thread with its period from the kernel's counters.
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), unshare, setpriv"]
+fn the_counters_observe_under_the_units_restrictions_where_the_trace_cannot() {
+    let sandbox = Sandbox::new();
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "confined", 30, 20.0);
+    assert!(client.wait_until_active(Duration::from_secs(15)));
+    let pid = client.pid().to_string();
+    let traced = under_the_units_restrictions(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "1s",
+            "--dry-run",
+        ],
+    );
+    assert_ne!(traced.status.code(), Some(90), "{}", stderr_text(&traced));
+    assert_exit_code(&traced, 3);
+    let counted = under_the_units_restrictions(
+        &sandbox,
+        &[
+            "reserve",
+            "--auto",
+            "--pid",
+            &pid,
+            "--observe",
+            "2s",
+            "--dry-run",
+            "--observe-with",
+            "schedstat",
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&counted, 0);
+    let plan = stdout_json(&counted);
+    let chosen = plan["reservations"].as_array().unwrap();
+    assert_eq!(chosen.len(), 1, "{plan}");
+    let period = chosen[0]["period_ns"].as_u64().unwrap() as f64;
+    let jack_period = 128.0 / 48_000.0 * 1e9;
+    assert!((period - jack_period).abs() < jack_period * 0.02, "{plan}");
+    drop(client);
+    drop(server);
+}
+
 #[test]
 #[ignore = "needs root: tracing"]
 fn reserve_auto_on_a_program_without_periodic_threads_says_so() {

@@ -149,6 +149,7 @@ fn spawn_daemon(
         name,
         args,
         system_bus: Some(&bus.address),
+        ..Launch::default()
     };
     Daemon::spawn(
         sandbox,
@@ -977,6 +978,70 @@ fn a_program_sized_by_observation_gets_sched_rr_at_once_then_the_observed_reserv
     drop(daemon);
     assert_policy(tid, Policy::Other { nice: 0 });
     assert_policy(sleeper_pid, Policy::Other { nice: 0 });
+}
+
+/// The daemon as `rtlabd.service` runs it, reproduced without systemd: a private mount namespace
+/// with tracefs, debugfs, bpffs and /proc/sys read-only (ProtectKernelTunables; /sys/fs/cgroup stays
+/// writable, as ReadWritePaths keeps it), the capability bounding set reduced to CAP_SYS_NICE, no
+/// new privileges. Not reproduced: the unit's system-call filter.
+const AS_THE_UNIT_RUNS_IT: &[&str] = &[
+    "unshare",
+    "-m",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    "for m in /sys/kernel/tracing /sys/kernel/debug /sys/fs/bpf /proc/sys; do \
+     if mountpoint -q $m; then mount --bind $m $m && mount -o remount,bind,ro $m || exit 90; fi; done; \
+     exec setpriv --bounding-set=-all,+sys_nice --inh-caps=-all --no-new-privs \"$@\"",
+    "sh",
+];
+
+/// Under the unit's restrictions the daemon cannot trace, so a `[[rtkit.reserve]]` program sized
+/// by observation is observed through the kernel's per-task counters instead and still gets its
+/// reservation (before, it stayed SCHED_RR: "no reservation from the observation: tracing …").
+#[test]
+#[ignore = "needs root: unshare, setpriv, the daemon changes nobody's threads, SCHED_DEADLINE"]
+fn under_the_units_restrictions_a_program_sized_by_observation_is_sized_by_the_counters() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let launch = Launch {
+        args: &["--rtkit"],
+        system_bus: Some(&bus.address),
+        wrapper: AS_THE_UNIT_RUNS_IT,
+        ..Launch::default()
+    };
+    let mut daemon = Daemon::spawn(
+        &sandbox,
+        // Without cpuset placement: under this reproduction the deadline backend's placement
+        // failed with EACCES on /sys/fs/cgroup/cpuset/rtlab-PID-rest (not investigated yet).
+        "hysteresis = \"0s\"\ndeadline_placement = false\n[rtkit]\n[[rtkit.reserve]]\nprogram = \"rt-app\"\nobserve = \"3s\"\n",
+        &launch,
+    );
+    daemon.wait_for_log("owns org.freedesktop.RealtimeKit1");
+    let (_rt_app, tid) = nobody_rt_app(&sandbox);
+    let pid = _rt_app.id();
+    bus.make_realtime(pid, tid, 5);
+    let mut entry = realtimekit_entry(&daemon, &sandbox, tid);
+    wait_until(LIMIT, "the observed reservation replaces SCHED_RR", || {
+        entry = realtimekit_entry(&daemon, &sandbox, tid);
+        let sizing = entry["sizing"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            !sizing.contains("stays SCHED_RR"),
+            "no reservation came of the observation: {entry}\n{}",
+            daemon.log_text()
+        );
+        entry["policy"] == "reservation"
+    });
+    let sizing = entry["sizing"].as_str().unwrap();
+    assert!(sizing.starts_with("observed: period 10"), "{entry}");
+    assert!(
+        sizing.contains("observed through the kernel's per-task counters (tracing failed: "),
+        "{entry}"
+    );
+    drop(daemon);
+    assert_policy(tid, Policy::Other { nice: 0 });
 }
 
 #[test]

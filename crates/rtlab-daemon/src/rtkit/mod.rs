@@ -370,9 +370,13 @@ impl Shared {
         program: &str,
         observe: Nanos,
     ) {
+        let mut how = String::new();
         let sized = observer
             .observe(target.pid, observe, &self.stopping)
-            .and_then(|observation| observe::size_thread(&observation, target.tid));
+            .and_then(|observation| {
+                how = observation.how.clone();
+                observe::size_thread(&observation, target.tid)
+            });
         if self.stopping.load(Ordering::SeqCst)
             || !self
                 .book
@@ -396,7 +400,7 @@ impl Shared {
                     Ok(info) => Sizing::Reserved {
                         grant_id: info.grant_id,
                         detail: format!(
-                            "period {}, {} per activation ({} plus {:.0} %) → reservation {}: {} of every {} ({}; {})",
+                            "period {}, {} per activation ({} plus {:.0} %) → reservation {}: {} of every {} ({}; {}); observed through {how}",
                             reservation.period,
                             reservation.need_per_activation,
                             rtlab_sched::auto_reserve::SIZING_PERCENTILE,

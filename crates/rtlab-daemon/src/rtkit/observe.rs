@@ -4,6 +4,9 @@
 //! into a reservation (the percentile plus the margin, the window and backend this kernel can
 //! enforce), which then replaces the SCHED_RR.
 //!
+//! Where tracing is not allowed (the hardened `rtlabd.service` keeps neither tracefs nor BPF), the
+//! binary's observer falls back to the kernel's per-task counters (`rtlab_apptrace::counters`).
+//!
 //! The trace is not the daemon's to take: recording a program's scheduling needs the trace
 //! crates, which sit beside the daemon, not below it. The binary that runs the daemon registers a
 //! [`ThreadObserver`] (the one `reserve --auto` observes with) through [`set_observer`]; without
@@ -20,6 +23,9 @@ use std::sync::{Arc, OnceLock};
 pub struct Observation {
     pub threads: Vec<ObservedThread>,
     pub machine: AutoMachine,
+    /// How the threads were observed, for the log: "a trace", or "the kernel's per-task
+    /// counters" with the reason tracing was not used.
+    pub how: String,
 }
 
 /// Observes a process's threads (the binary's trace recorder).
@@ -107,6 +113,7 @@ mod tests {
                 thread(7, Some(Nanos(10_000_000))),
             ],
             machine: machine(),
+            how: "a trace".to_owned(),
         };
         let reservation = size_thread(&observation, 101).unwrap();
         assert_eq!(reservation.tid, 101);
@@ -124,6 +131,7 @@ mod tests {
         let observation = Observation {
             threads: vec![thread(101, None)],
             machine: machine(),
+            how: "a trace".to_owned(),
         };
         assert!(size_thread(&observation, 101)
             .unwrap_err()

@@ -199,6 +199,51 @@ impl DispatchTable {
     }
 }
 
+/// The dispatcher's slots for `owner` in `schedule`, per window of `window` aligned to the
+/// cycle's start: the least slot time any window holds and the most slots one touches. `None`
+/// when `owner` has no slot there (or `window` is 0). The cycle repeats, so a window reaching past
+/// its end continues at its start.
+pub fn slot_time_per_window(
+    schedule: &CpuSchedule,
+    owner: &Owner,
+    window: Nanos,
+) -> Option<(Nanos, u32)> {
+    let cycle = schedule.cycle.0;
+    if window.0 == 0 || cycle == 0 {
+        return None;
+    }
+    let owned: Vec<(u64, u64)> = schedule
+        .slots
+        .iter()
+        .filter(|slot| slot.owner == *owner)
+        .map(|slot| (slot.start.0, slot.start.0 + slot.length.0))
+        .collect();
+    if owned.is_empty() {
+        return None;
+    }
+    let mut least = u64::MAX;
+    let mut most_slots = 0;
+    for index in 0..cycle.div_ceil(window.0) {
+        let (from, to) = (index * window.0, index * window.0 + window.0);
+        let mut time = 0;
+        let mut slots = 0;
+        // The slots of this cycle and the next (a window may reach past the cycle's end).
+        for repeat in [0, cycle] {
+            for (start, end) in &owned {
+                let (start, end) = (start + repeat, end + repeat);
+                let overlap = end.min(to).saturating_sub(start.max(from));
+                if overlap > 0 {
+                    time += overlap;
+                    slots += 1;
+                }
+            }
+        }
+        least = least.min(time);
+        most_slots = most_slots.max(slots);
+    }
+    Some((Nanos(least), most_slots))
+}
+
 /// What one dispatcher measured about itself.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DispatcherStats {
@@ -335,6 +380,16 @@ impl Dispatcher {
     pub fn update<R>(&self, change: impl FnOnce(&mut DispatchTable) -> R) -> R {
         let mut table = lock(&self.shared.table);
         change(&mut table)
+    }
+
+    /// The schedule in force (not one pending) of the CPU holding `owner`'s slots.
+    pub fn schedule_of(&self, owner: &Owner) -> Option<CpuSchedule> {
+        let table = lock(&self.shared.table);
+        table
+            .schedules
+            .iter()
+            .find(|schedule| schedule.slots.iter().any(|slot| slot.owner == *owner))
+            .cloned()
     }
 
     /// The current plan time.
@@ -570,6 +625,54 @@ mod tests {
         assert_eq!(rtlab_sys::sched::thread_policy(tid).unwrap(), before);
         drop(stop);
         other.join().unwrap();
+    }
+
+    fn slot(start: u64, length: u64, owner: u32) -> Slot {
+        Slot {
+            start: Nanos(start),
+            length: Nanos(length),
+            owner: Owner::Thread(owner),
+        }
+    }
+
+    #[test]
+    fn slot_time_per_window_is_the_least_any_window_holds() {
+        // A cycle of 20 with windows of 10: 3 in the first window (2+1), 4 in the second.
+        let schedule = CpuSchedule {
+            cpu: 1,
+            cycle: Nanos(20),
+            slots: vec![slot(0, 2, 7), slot(5, 1, 7), slot(6, 3, 8), slot(12, 4, 7)],
+        };
+        let owner = Owner::Thread(7);
+        assert_eq!(
+            slot_time_per_window(&schedule, &owner, Nanos(10)),
+            Some((Nanos(3), 2))
+        );
+        // A slot crossing a window's edge counts in both, clipped.
+        let crossing = CpuSchedule {
+            cpu: 0,
+            cycle: Nanos(20),
+            slots: vec![slot(8, 4, 7), slot(18, 2, 7)],
+        };
+        assert_eq!(
+            slot_time_per_window(&crossing, &owner, Nanos(10)),
+            Some((Nanos(2), 2))
+        );
+        // A cycle that is not a multiple of the window: the last window runs into the next cycle.
+        let uneven = CpuSchedule {
+            cpu: 0,
+            cycle: Nanos(15),
+            slots: vec![slot(0, 3, 7)],
+        };
+        assert_eq!(
+            slot_time_per_window(&uneven, &owner, Nanos(10)),
+            Some((Nanos(3), 1))
+        );
+        assert_eq!(
+            slot_time_per_window(&schedule, &Owner::Thread(9), Nanos(10)),
+            None
+        );
+        assert_eq!(slot_time_per_window(&schedule, &owner, Nanos(0)), None);
     }
 
     fn edges_only(allowance: Nanos) -> DispatchSizing {

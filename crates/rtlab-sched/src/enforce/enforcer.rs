@@ -22,7 +22,7 @@ use super::placement::{self, Placement, Unplaceable};
 use super::switch::{check_switch, switch_time};
 use super::{
     BackendKind, ConstraintEnd, ConstraintRequest, DeadlineParams, EnforceError, EnforcedGrant,
-    Enforcement, KernelAdmission, ReserveRequest,
+    Enforcement, HeldSource, KernelAdmission, KernelHeld, ReserveRequest,
 };
 use rtlab_plan::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
 
@@ -1116,6 +1116,53 @@ impl Enforcement for Enforcer {
 
     fn reserved_fractions(&self) -> Vec<f64> {
         self.planner.reserved_fractions()
+    }
+
+    fn held_by_kernel(&self, grant: GrantId) -> Option<KernelHeld> {
+        let enforced = self.grants.get(&grant)?;
+        match enforced.backend {
+            BackendKind::Deadline => {
+                let tid = *enforced.threads.first()?;
+                let policy = rtlab_sys::sched::thread_policy(tid).ok()?;
+                Some(match policy {
+                    Policy::Deadline {
+                        runtime_ns,
+                        deadline_ns,
+                        period_ns,
+                    } => KernelHeld {
+                        runtime: Nanos(runtime_ns),
+                        window: Nanos(period_ns),
+                        source: HeldSource::SchedGetattr {
+                            tid,
+                            deadline: Nanos(deadline_ns),
+                        },
+                    },
+                    other => KernelHeld {
+                        runtime: Nanos(0),
+                        window: Nanos(0),
+                        source: HeldSource::NotDeadline {
+                            tid,
+                            policy: other.name().to_owned(),
+                        },
+                    },
+                })
+            }
+            BackendKind::Dispatch => {
+                let owner = &enforced.grant.owner;
+                let schedule = self.dispatcher.as_ref()?.schedule_of(owner)?;
+                let window = enforced.grant.granted.period;
+                let (runtime, slots_per_window) =
+                    super::dispatch::slot_time_per_window(&schedule, owner, window)?;
+                Some(KernelHeld {
+                    runtime,
+                    window,
+                    source: HeldSource::DispatcherSlots {
+                        cpu: schedule.cpu,
+                        slots_per_window,
+                    },
+                })
+            }
+        }
     }
 
     fn begin_constraint(

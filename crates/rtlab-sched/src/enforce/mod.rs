@@ -103,6 +103,45 @@ pub struct DeadlineParams {
     pub period: Nanos,
 }
 
+/// What a reservation really holds now, read back from where it is enforced rather than recalled
+/// from what was asked: the kernel's SCHED_DEADLINE parameters (`sched_getattr`) or the slots the
+/// dispatcher follows. `rtlab reserve` and `rtlab reservations` print it beside the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelHeld {
+    /// CPU time the reservation is given in each window: the kernel's runtime, or the least slot
+    /// time the dispatcher's table holds in any window of `window` (aligned to its cycle).
+    pub runtime: Nanos,
+    /// The window that runtime comes in: the kernel's period, or the grant's period on the
+    /// dispatcher.
+    pub window: Nanos,
+    pub source: HeldSource,
+}
+
+impl KernelHeld {
+    /// The share of one CPU held: runtime / window (0 when nothing is held).
+    pub fn share(&self) -> f64 {
+        if self.window.0 == 0 {
+            0.0
+        } else {
+            self.runtime.0 as f64 / self.window.0 as f64
+        }
+    }
+}
+
+/// Where [`KernelHeld`] was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldSource {
+    /// `sched_getattr` of thread `tid` (the first of the reservation's threads) found
+    /// SCHED_DEADLINE with this relative deadline.
+    SchedGetattr { tid: u32, deadline: Nanos },
+    /// `sched_getattr` of thread `tid` found another policy (named here): the kernel holds
+    /// nothing for it, runtime and window are 0.
+    NotDeadline { tid: u32, policy: String },
+    /// The dispatcher's slot table in force on `cpu`: at most `slots_per_window` slots in a
+    /// window.
+    DispatcherSlots { cpu: usize, slots_per_window: u32 },
+}
+
 /// What the kernel itself said about a reservation, beside the planner's admission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelAdmission {
@@ -218,6 +257,13 @@ pub trait Enforcement: Send {
     /// than its planned density. Admission counts the larger.
     fn constraint_held_fraction(&self, id: ConstraintId) -> Option<f64> {
         let _ = id;
+        None
+    }
+
+    /// What reservation `grant` really holds now (see [`KernelHeld`]); `None` for an unknown
+    /// grant, one without threads, or an enforcement with nothing to read back (a simulation).
+    fn held_by_kernel(&self, grant: GrantId) -> Option<KernelHeld> {
+        let _ = grant;
         None
     }
 

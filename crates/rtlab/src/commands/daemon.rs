@@ -43,7 +43,8 @@ pub struct Args {
 
 /// Observes a `[[rtkit.reserve]]` program for the daemon as `rtlab reserve --auto` does: the
 /// same trace of the process (`trace_watch::observe`), the same reading of its threads and of
-/// what the machine enforces.
+/// what the machine enforces; where tracing fails, the kernel's per-task counters
+/// (`--observe-with schedstat`).
 struct AutoObserver;
 
 impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
@@ -54,17 +55,31 @@ impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
         stop: &AtomicBool,
     ) -> Result<rtlab_daemon::rtkit::observe::Observation, String> {
         let machine = super::reserve_auto::machine().map_err(|error| format!("{error:#}"))?;
-        let report = super::trace_watch::observe(
-            &rtlab_apptrace::record::Target::Pid(pid),
-            duration.as_std(),
-            None,
-            stop,
-        )
-        .map_err(|error| format!("{error:#}"))?;
-        Ok(rtlab_daemon::rtkit::observe::Observation {
-            threads: super::reserve_auto::observed_threads(&report),
-            machine,
-        })
+        let target = rtlab_apptrace::record::Target::Pid(pid);
+        match super::trace_watch::observe(&target, duration.as_std(), None, stop) {
+            Ok(report) => Ok(rtlab_daemon::rtkit::observe::Observation {
+                threads: super::reserve_auto::observed_threads(&report),
+                machine,
+                how: "a trace".to_owned(),
+            }),
+            // Where tracing is not allowed (the hardened unit), the kernel's per-task counters.
+            Err(trace_error) => {
+                let threads =
+                    super::reserve_auto::observed_by_counters(&target, duration.as_std(), stop)
+                        .map_err(|error| {
+                            format!(
+                                "tracing failed ({trace_error:#}), and so did the kernel's counters ({error:#})"
+                            )
+                        })?;
+                Ok(rtlab_daemon::rtkit::observe::Observation {
+                    threads,
+                    machine,
+                    how: format!(
+                        "the kernel's per-task counters (tracing failed: {trace_error:#})"
+                    ),
+                })
+            }
+        }
     }
 }
 

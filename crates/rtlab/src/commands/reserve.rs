@@ -15,7 +15,7 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(
     group(clap::ArgGroup::new("target").required(true).args(["tid", "pid", "comm", "command"])),
-    after_help = "Examples:\n  rtlab reserve --auto --comm jackd\n  rtlab reserve --auto --pid 4242 --observe 5s --dry-run\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
+    after_help = "Examples:\n  rtlab reserve --auto --comm jackd\n  rtlab reserve --auto --pid 4242 --observe 5s --dry-run\n  rtlab reserve --auto --comm jackd --observe-with schedstat\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
 Exit status: 0 granted, 1 denied (the reason is printed: no room, over the user's limit, not \
 the caller's thread), 2 bad input (a malformed rate, no such thread), 3 system error (no daemon). \
 With `-- CMD`, the command's own exit status."
@@ -34,6 +34,13 @@ pub struct Args {
     /// With --auto: how long to observe the program before reserving, and again after
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = crate::flags::positive_duration, requires = "auto")]
     pub observe: Nanos,
+    /// With --auto: how to observe. `trace`: the scheduler's events (BPF or tracefs): periods,
+    /// CPU per activation, the thread that wakes them, deadline misses and the check after.
+    /// `schedstat`: the counters the kernel keeps per task (run time, voluntary switches),
+    /// sampled every millisecond, where tracing is not allowed: periods and CPU per activation
+    /// only, no waker chain, no misses, so the reservations are kept unchecked
+    #[arg(long, value_name = "HOW", value_enum, default_value = "trace")]
+    pub observe_with: super::reserve_auto::ObserveWith,
     /// With --auto: print what would be reserved and why, reserve nothing
     #[arg(long, requires = "auto")]
     pub dry_run: bool,
@@ -86,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return super::reserve_auto::run(super::reserve_auto::AutoArgs {
             target,
             observe: args.observe,
+            observe_with: args.observe_with,
             cycle_marker,
             dry_run: args.dry_run,
             verify: args.verify,

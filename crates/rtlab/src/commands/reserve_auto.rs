@@ -13,11 +13,11 @@ use super::trace_watch::{human, is_real_time, observe};
 use anyhow::Context as _;
 use rtlab_apptrace::analyze::report::TraceReport;
 use rtlab_apptrace::record::Target;
-use rtlab_core::rpc::{Backend, GrantInfo, ReleaseTarget, Target as RpcTarget};
+use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, ReleaseTarget, Target as RpcTarget};
 use rtlab_core::Nanos;
 use rtlab_sched::auto_reserve::{
-    decide, worse_after, AutoBackend, AutoMachine, AutoPlan, AutoRefused, ObservedThread,
-    SIZING_MARGIN, SIZING_PERCENTILE,
+    decide, worse_after, AutoBackend, AutoMachine, AutoPlan, AutoRefused, AutoReservation,
+    ObservedThread, SIZING_MARGIN, SIZING_PERCENTILE,
 };
 use serde::Serialize;
 use std::process::ExitCode;
@@ -27,10 +27,20 @@ use std::time::Duration;
 
 pub const AUTO_SCHEMA: &str = "rtlab.reserve-auto/1";
 
+/// How `reserve --auto` observes the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ObserveWith {
+    /// The scheduler's events (BPF or tracefs).
+    Trace,
+    /// The kernel's per-task counters (`rtlab_apptrace::counters`), no tracing.
+    Schedstat,
+}
+
 /// What `reserve --auto` needs from `reserve`'s flags.
 pub struct AutoArgs {
     pub target: Target,
     pub observe: Nanos,
+    pub observe_with: ObserveWith,
     /// `--cycle-marker`: the program's own cycle starts, to judge misses by.
     pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
     pub dry_run: bool,
@@ -54,10 +64,14 @@ struct ChosenJson {
     asked_share: f64,
     expected_share: f64,
     why_backend: String,
-    /// The daemon's grant (null for --dry-run or when refused).
+    /// The daemon's grant (null for --dry-run or when refused); with `already_held`, the
+    /// reservation the thread held before.
     grant: Option<GrantInfo>,
-    /// The share of one CPU the grant takes (deadline: runtime / period asked of the kernel).
+    /// The share of one CPU the grant takes: what the kernel (or the dispatcher) holds, read
+    /// back by the daemon (`grant.kernel_held`), else runtime / period asked of the kernel.
     granted_share: Option<f64>,
+    /// The thread already held a reservation (`grant`), left as it is: the wish was met.
+    already_held: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -69,7 +83,9 @@ struct AutoJson {
     reservations: Vec<ChosenJson>,
     misses_before: u64,
     misses_after: Option<u64>,
-    /// `dry_run`, `kept`, `rolled_back`, `interrupted`, `refused`.
+    /// `dry_run`, `kept`, `kept_unchecked` (observed with `--observe-with schedstat`, which
+    /// counts no misses), `already_reserved` (every chosen thread already held a reservation),
+    /// `rolled_back`, `interrupted`, `refused`.
     outcome: &'static str,
     reason: Option<String>,
     verify: Vec<rtlab_session::supply::VerifiedSupply>,
@@ -114,6 +130,101 @@ pub(crate) fn observed_threads(report: &TraceReport) -> Vec<ObservedThread> {
         .collect()
 }
 
+/// The target's threads (every thread of the process, or of every process named so).
+fn target_threads(target: &Target) -> anyhow::Result<Vec<(u32, u32)>> {
+    let pids = match target {
+        Target::Pid(pid) => vec![*pid],
+        Target::Comm(name) => rtlab_sys::proc_thread::process_ids()
+            .context("listing /proc")?
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            })
+            .collect(),
+        Target::Command(_) => {
+            return Err(crate::exit::input(
+                "--observe-with schedstat observes a running program (--pid or --comm)",
+            ))
+        }
+    };
+    let mut threads = Vec::new();
+    for pid in pids {
+        if let Ok(tids) = rtlab_sys::sched::process_thread_ids(pid) {
+            threads.extend(tids.into_iter().map(|tid| (pid, tid)));
+        }
+    }
+    if threads.is_empty() {
+        return Err(crate::exit::input(format!(
+            "{}: no such program running",
+            target.describe()
+        )));
+    }
+    Ok(threads)
+}
+
+/// Observes the target's real-time threads through the kernel's per-task counters, sampled every
+/// millisecond by a SCHED_FIFO thread one priority above the highest of them (so its samples
+/// keep time while they run), and describes every thread as the decision reads it: no waker
+/// (the counters do not say who woke a thread).
+pub(crate) fn observed_by_counters(
+    target: &Target,
+    duration: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<Vec<ObservedThread>> {
+    let mut threads = Vec::new();
+    for (pid, tid) in target_threads(target)? {
+        let Ok(policy) = rtlab_sys::sched::thread_policy(tid) else {
+            continue;
+        };
+        let name = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
+        threads.push((pid, tid, name, policy));
+    }
+    let real_time: Vec<u32> = threads
+        .iter()
+        .filter(|(.., policy)| policy.is_realtime())
+        .map(|(_, tid, ..)| *tid)
+        .collect();
+    let highest = threads
+        .iter()
+        .filter_map(|(.., policy)| match policy {
+            rtlab_sys::sched::Policy::Fifo { priority }
+            | rtlab_sys::sched::Policy::RoundRobin { priority } => Some(*priority),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let estimates = rtlab_apptrace::counters::observe(
+        &real_time,
+        duration,
+        rtlab_apptrace::counters::SAMPLE_INTERVAL,
+        Some((highest + 1).clamp(1, 98)),
+        stop,
+    )
+    .context("sampling the threads' counters (SCHED_FIFO: needs root or CAP_SYS_NICE)")?;
+    Ok(threads
+        .into_iter()
+        .map(|(pid, tid, name, policy)| {
+            let estimate = estimates.iter().find(|estimate| estimate.tid == tid);
+            ObservedThread {
+                tid,
+                name,
+                pid: Some(pid),
+                in_target: true,
+                real_time: policy.is_realtime(),
+                policy: policy.name().trim_start_matches("SCHED_").to_owned(),
+                priority: policy.priority_or_nice(),
+                activations: estimate.map_or(0, |estimate| estimate.activations),
+                period: estimate.and_then(|estimate| estimate.period),
+                period_jitter: estimate.and_then(|estimate| estimate.period_jitter),
+                cpu_per_activation_high: estimate
+                    .map_or(Nanos(0), |estimate| estimate.cpu_per_activation_p99),
+                usual_waker: None,
+            }
+        })
+        .collect())
+}
+
 /// Deadline misses of the chosen threads: late activations and periods without one (all of the
 /// program's when the list was cut short).
 fn misses(report: &TraceReport, tids: &[u32]) -> u64 {
@@ -147,15 +258,81 @@ fn chosen_json(plan: &AutoPlan) -> Vec<ChosenJson> {
             why_backend: reservation.why_backend.clone(),
             grant: None,
             granted_share: None,
+            already_held: false,
         })
         .collect()
 }
 
 fn granted_share(grant: &GrantInfo) -> f64 {
+    if let Some(held) = &grant.kernel_held {
+        return held.share;
+    }
     match grant.deadline_params {
         Some(params) => params.runtime_ns as f64 / params.period_ns.max(1) as f64,
         None => grant.granted.amount_ns as f64 / grant.granted.period_ns.max(1) as f64,
     }
+}
+
+/// What asking the daemon for one chosen reservation came to.
+enum Asked {
+    Granted(GrantInfo),
+    /// The thread already holds this reservation (made by hand, by an earlier `--auto`, or as
+    /// the waker of another program's): the wish is met and it is left as it is.
+    AlreadyHeld(GrantInfo),
+    Refused(String),
+}
+
+fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Asked {
+    let backend = match reservation.backend {
+        AutoBackend::Deadline => Backend::Deadline,
+        AutoBackend::Dispatch => Backend::Dispatch,
+    };
+    let refused = |error: &dyn std::fmt::Display| {
+        Asked::Refused(format!(
+            "the daemon refused {} ({}): {error}",
+            reservation.name, reservation.tid
+        ))
+    };
+    match client.reserve(
+        RpcTarget::Thread {
+            tid: reservation.tid,
+        },
+        reservation.amount,
+        reservation.window,
+        Some(backend),
+    ) {
+        Ok(grant) => Asked::Granted(grant),
+        Err(error) if error.code() == Some(ErrorCode::AlreadyReserved) => {
+            let holding = client.list().ok().and_then(|list| {
+                list.grants.into_iter().find(|grant| {
+                    grant
+                        .threads
+                        .iter()
+                        .any(|thread| thread.tid == reservation.tid)
+                })
+            });
+            match holding {
+                Some(grant) => Asked::AlreadyHeld(grant),
+                None => refused(&error),
+            }
+        }
+        Err(error) => refused(&error),
+    }
+}
+
+/// "asked 1.1ms of every 40ms (2.8 % of a CPU); holds 2.2ms every 8ms (27.5 % of a CPU):
+/// SCHED_DEADLINE read back with sched_getattr from thread 4242, deadline 8ms".
+fn asked_and_held(grant: &GrantInfo) -> String {
+    let held = match &grant.kernel_held {
+        Some(held) => rtlab_render::reserve::kernel_held(held),
+        None => "what the kernel holds was not read back".to_owned(),
+    };
+    format!(
+        "asked {} of every {} ({:.1} % of a CPU); holds {held}",
+        Nanos(grant.requested.amount_ns),
+        Nanos(grant.requested.period_ns),
+        grant.requested.fraction() * 100.0
+    )
 }
 
 fn release_all(client: &mut rtlab_client::Client, grants: &[GrantInfo]) -> Vec<String> {
@@ -192,17 +369,29 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         args.target.describe(),
         args.observe
     ));
-    let before = observe(&args.target, observe_for, args.cycle_marker.as_ref(), &stop)?;
+    let (threads, before) = match args.observe_with {
+        ObserveWith::Trace => {
+            let before = observe(&args.target, observe_for, args.cycle_marker.as_ref(), &stop)?;
+            (observed_threads(&before), Some(before))
+        }
+        ObserveWith::Schedstat => (
+            observed_by_counters(&args.target, observe_for, &stop)?,
+            None,
+        ),
+    };
     if stop.load(Ordering::SeqCst) {
         return Ok(crate::exit::finished(true));
     }
-    let threads = observed_threads(&before);
     let mut output = AutoJson {
         target: args.target.describe(),
         observe_ns: args.observe.0,
         sizing: format!(
-            "CPU per activation at {SIZING_PERCENTILE} plus {:.0} %",
-            SIZING_MARGIN * 100.0
+            "CPU per activation at {SIZING_PERCENTILE} plus {:.0} %{}",
+            SIZING_MARGIN * 100.0,
+            match args.observe_with {
+                ObserveWith::Trace => "",
+                ObserveWith::Schedstat => ", from the kernel's per-task counters",
+            }
         ),
         passed_over: Vec::new(),
         reservations: Vec::new(),
@@ -228,14 +417,17 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let tids: Vec<u32> = plan.reservations.iter().map(|r| r.tid).collect();
-    output.misses_before = misses(&before, &tids);
+    output.misses_before = before.as_ref().map_or(0, |before| misses(before, &tids));
     output.passed_over = plan.passed_over.clone();
     output.reservations = chosen_json(&plan);
     say(&format!(
-        "found {} thread(s) to reserve ({}; {} deadline misses while observed):",
+        "found {} thread(s) to reserve ({}; {}):",
         plan.reservations.len(),
         output.sizing,
-        output.misses_before
+        match before {
+            Some(_) => format!("{} deadline misses while observed", output.misses_before),
+            None => "misses not counted: the counters do not see them".to_owned(),
+        }
     ));
     for reservation in &plan.reservations {
         say(&format!(
@@ -267,28 +459,19 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
     let mut grants: Vec<GrantInfo> = Vec::new();
     let mut refusal = None;
     for (reservation, json) in plan.reservations.iter().zip(&mut output.reservations) {
-        let backend = match reservation.backend {
-            AutoBackend::Deadline => Backend::Deadline,
-            AutoBackend::Dispatch => Backend::Dispatch,
-        };
-        match client.reserve(
-            RpcTarget::Thread {
-                tid: reservation.tid,
-            },
-            reservation.amount,
-            reservation.window,
-            Some(backend),
-        ) {
-            Ok(grant) => {
+        match ask(client, reservation) {
+            Asked::Granted(grant) => {
                 json.granted_share = Some(granted_share(&grant));
                 json.grant = Some(grant.clone());
                 grants.push(grant);
             }
-            Err(error) => {
-                refusal = Some(format!(
-                    "the daemon refused {} ({}): {error}",
-                    reservation.name, reservation.tid
-                ));
+            Asked::AlreadyHeld(grant) => {
+                json.granted_share = Some(granted_share(&grant));
+                json.grant = Some(grant);
+                json.already_held = true;
+            }
+            Asked::Refused(reason) => {
+                refusal = Some(reason);
                 break;
             }
         }
@@ -308,19 +491,50 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("rtlab: denied: {reason}; nothing is reserved");
         return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
     }
-    for grant in &grants {
+    for (reservation, json) in plan.reservations.iter().zip(&output.reservations) {
+        let Some(grant) = &json.grant else { continue };
+        if json.already_held {
+            say(&format!(
+                "{} ({}) already holds reservation {} ({}): left as it is",
+                reservation.name,
+                reservation.tid,
+                grant.grant_id,
+                asked_and_held(grant)
+            ));
+            continue;
+        }
         let pinned = match grant.cpu {
-            Some(cpu) => format!(", confined to CPU {cpu} (the backend needs it)"),
-            None => ", not pinned".to_owned(),
+            Some(cpu) => format!("confined to CPU {cpu} (the backend needs it)"),
+            None => "not pinned".to_owned(),
         };
         say(&format!(
-            "reserved {}: {} of every {} on {} ({:.1} % of a CPU{pinned})",
-            grant.owner,
-            human(grant.granted.amount_ns),
-            human(grant.granted.period_ns),
+            "reserved {} ({}) on {}: {}; {pinned}",
+            reservation.name,
+            reservation.tid,
             grant.backend.as_str(),
-            granted_share(grant) * 100.0
+            asked_and_held(grant)
         ));
+    }
+    if grants.is_empty() {
+        output.outcome = "already_reserved";
+        output.reason = Some("every chosen thread already holds a reservation".to_owned());
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        say("nothing more to reserve: every chosen thread already holds a reservation");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if before.is_none() {
+        output.outcome = "kept_unchecked";
+        output.reason = Some(
+            "observed through the kernel's counters, which do not count misses: not checked"
+                .to_owned(),
+        );
+        if let Some(json) = args.json {
+            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        }
+        say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks); they end with the threads, or `rtlab release --pid PID`");
+        return Ok(ExitCode::SUCCESS);
     }
     say(&format!(
         "checking: watching {} for {} …",
@@ -381,13 +595,15 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         output.misses_before, args.observe, misses_after
     ));
     if let Some(duration) = args.verify {
-        for (grant, reservation) in grants.iter().zip(&plan.reservations) {
+        for grant in &grants {
+            let Some(tid) = grant.threads.first().map(|thread| thread.tid) else {
+                continue;
+            };
             say(&format!(
-                "verifying: watching thread {} for {duration} …",
-                reservation.tid
+                "verifying: watching thread {tid} for {duration} …"
             ));
             let verified = rtlab_session::supply::verify_supply(
-                reservation.tid,
+                tid,
                 Nanos(grant.requested.amount_ns),
                 Nanos(grant.requested.period_ns),
                 duration,

@@ -39,6 +39,9 @@ pub struct Launch<'a> {
     pub args: &'a [&'a str],
     /// The D-Bus system bus it connects to (`DBUS_SYSTEM_BUS_ADDRESS`), when not the machine's.
     pub system_bus: Option<&'a str>,
+    /// A command the daemon runs under (`unshare …`, `setpriv …`), ending with the one that
+    /// execs the daemon: its arguments follow. Empty: the daemon itself.
+    pub wrapper: &'a [&'a str],
 }
 
 impl Default for Launch<'_> {
@@ -47,6 +50,7 @@ impl Default for Launch<'_> {
             name: "rtlabd",
             args: &[],
             system_bus: None,
+            wrapper: &[],
         }
     }
 }
@@ -73,7 +77,17 @@ impl Daemon {
         );
         let socket = sandbox.file(&format!("{name}.sock"));
         let log = sandbox.file(&format!("{name}.log"));
-        let mut command = sandbox.command();
+        let mut command = match launch.wrapper {
+            [] => sandbox.command(),
+            [program, arguments @ ..] => {
+                let mut command = std::process::Command::new(program);
+                command
+                    .args(arguments)
+                    .arg(env!("CARGO_BIN_EXE_rtlab"))
+                    .env("RTLAB_HOME", sandbox.path());
+                command
+            }
+        };
         command
             .args(["daemon", "--config"])
             .arg(&config)
