@@ -7,15 +7,19 @@
 #   flock -o /work/measure.lock bench/jack/counters-vs-trace-means.sh ROUNDS
 set -euo pipefail
 rounds=${1:-2}
-here=$(cd "$(dirname "$0")" && pwd)
-rtlab=${RTLAB:-$here/../../target/debug/rtlab}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+rtlab=${RTLAB:-$HERE/../target/debug/rtlab}
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-cc -O2 -o "$work/xrun_client" "$here/xrun_client.c" -ljack -lpthread
+OUT=$work BIN=$work
 export JACK_NO_AUDIO_RESERVATION=1
-server=means$$
-jackd -n "$server" -R -P 70 -d dummy -r 48000 -p 128 > /dev/null 2>&1 &
-jackd_pid=$!
+# bench/jack/harness.sh: compiles the client, starts jackd ($JACKPID), kills what it started.
+# shellcheck source=bench/jack/harness.sh
+source "$HERE/jack/harness.sh"
+trap 'kill $(jobs -p) 2>/dev/null || true; cleanup; rm -rf "$work"' EXIT
+SERVER=means$$
+server=$SERVER
+start_jack 128 jackd
+jackd_pid=$JACKPID
 sleep 2
 "$work/xrun_client" -s "$server" -w -l 30 -d $((rounds * 20 + 10)) > /dev/null &
 client_pid=$!

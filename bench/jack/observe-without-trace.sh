@@ -10,15 +10,19 @@
 set -euo pipefail
 rounds=${1:-5}
 load=${2:-30}
-here=$(cd "$(dirname "$0")" && pwd)
-rtlab=${RTLAB:-$here/../../target/debug/rtlab}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+rtlab=${RTLAB:-$HERE/../target/debug/rtlab}
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-cc -O2 -o "$work/xrun_client" "$here/xrun_client.c" -ljack -lpthread
+OUT=$work BIN=$work
 export JACK_NO_AUDIO_RESERVATION=1
-server=observe$$
-jackd -n "$server" -R -P 70 -d dummy -r 48000 -p 128 > /dev/null 2>&1 &
-jackd_pid=$!
+# bench/jack/harness.sh: compiles the client, starts jackd ($JACKPID), kills what it started.
+# shellcheck source=bench/jack/harness.sh
+source "$HERE/jack/harness.sh"
+trap 'kill $(jobs -p) 2>/dev/null || true; cleanup; rm -rf "$work"' EXIT
+SERVER=observe$$
+server=$SERVER
+start_jack 128 jackd
+jackd_pid=$JACKPID
 sleep 2
 "$work/xrun_client" -s "$server" -n observed -w -l "$load" -d $((rounds * 8 + 10)) > /dev/null &
 client_pid=$!
