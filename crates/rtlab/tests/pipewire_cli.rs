@@ -13,8 +13,8 @@
 mod common;
 
 use common::daemon::Daemon;
-use common::jack::HogProcess;
-use common::pipewire::{rtlab_profiler_left, PipewireServer, Profiler, PwJackClient};
+use common::jack::{cycles_stalls_may_cost, HogProcess, LateWakeup, StallWatch};
+use common::pipewire::{rtlab_profiler_left, PipewireServer, Profiler, PwJackClient, QUANTUM};
 use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
 use serde_json::Value;
 use std::time::Duration;
@@ -106,8 +106,9 @@ fn trace_watch_prints_pipewires_count_beside_rtlabs_and_names_the_competitor() {
     );
     assert!(rtlab_count > 0, "{text}");
     // Attribution, judged by what the competitor could have caused: the misses whose critical
-    // path holds a burst of it (the competitor among the culprits of a segment). Misses the
-    // hypervisor caused are reported apart.
+    // path holds a burst of it (the competitor among the culprits of a segment). Misses rtlab
+    // blamed on the hypervisor (time no thread of the machine had) are reported apart, also
+    // during a burst: a vCPU held for milliseconds makes a cycle late whoever else ran.
     let misses: Vec<Value> = std::fs::read_to_string(&misses_path)
         .unwrap()
         .lines()
@@ -115,6 +116,7 @@ fn trace_watch_prints_pipewires_count_beside_rtlabs_and_names_the_competitor() {
         .collect();
     let during_bursts: Vec<&Value> = misses
         .iter()
+        .filter(|miss| miss["culprit"]["kind"] != "hypervisor")
         .filter(|miss| {
             miss["critical_path"].as_array().is_some_and(|path| {
                 path.iter().any(|segment| {
@@ -136,7 +138,7 @@ fn trace_watch_prints_pipewires_count_beside_rtlabs_and_names_the_competitor() {
     eprintln!(
         "PipeWire counted {pipewire_count} unfinished cycles, rtlab {rtlab_count} (ratio {:.2}); \
          {} of {} late activations during the competitor's bursts name it, {hypervisor} blamed \
-         on the hypervisor",
+         on the hypervisor (these apart)",
         rtlab_count as f64 / pipewire_count as f64,
         naming,
         during_bursts.len()
@@ -160,6 +162,82 @@ fn trace_watch_prints_pipewires_count_beside_rtlabs_and_names_the_competitor() {
     );
 }
 
+/// A stall that matters, as in the JACK tests: `stall_watch`'s timer fired at least 0.8 ms
+/// late (the client's slack is 70 % of 2.667 ms).
+const STALL_MIN_NS: u64 = 800_000;
+
+/// One cycle of the forced quantum, ns.
+const CYCLE_NS: u64 = QUANTUM as u64 * 1_000_000_000 / 48_000;
+
+/// What one 8 s round counted: PipeWire's unfinished cycles, and the cycles the machine's own
+/// stalls (a hypervisor holding a vCPU, seen by `stall_watch`) may have cost meanwhile.
+struct Round {
+    unfinished: u64,
+    stalls: usize,
+    stalled_ns: u64,
+    may_cost: u64,
+}
+
+impl Round {
+    /// The unfinished cycles no stall of the machine can account for: what a reservation is
+    /// judged by (it cannot keep a vCPU running).
+    fn unexplained(&self) -> u64 {
+        self.unfinished.saturating_sub(self.may_cost)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} unfinished ({} stalls >= 0.8 ms of the machine, {:.1} ms in all, may cost {} \
+             cycles; {} not explained by them)",
+            self.unfinished,
+            self.stalls,
+            self.stalled_ns as f64 / 1e6,
+            self.may_cost,
+            self.unexplained()
+        )
+    }
+}
+
+/// `reserve --auto --pid PID --observe 3s --json -` against `daemon`; tried again, up to four
+/// times, when it rolled back or was refused: its check compares two 3 s windows, and its sizing
+/// reads the CPU a thread held, which counts the time a hypervisor held the vCPU under it (on
+/// CI's VM one try sized the 30 % client at 90 % of a cycle and the daemon rightly refused it).
+/// Each try says how much the machine stalled meanwhile.
+fn reserve_auto(sandbox: &Sandbox, daemon: &Daemon, pid: u32) -> Value {
+    let pid = pid.to_string();
+    let arguments = [
+        "reserve",
+        "--auto",
+        "--pid",
+        &pid,
+        "--observe",
+        "3s",
+        "--json",
+        "-",
+    ];
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let watch = StallWatch::start(30.0);
+        let output = daemon.rtlab(sandbox, &arguments);
+        let stalls = watch.finish().stalls(STALL_MIN_NS);
+        let json = stdout_json(&output);
+        if (json["outcome"] == "rolled_back" || json["outcome"] == "refused") && tries < 4 {
+            eprintln!(
+                "reserve --auto {} ({}); the machine stalled {} times >= 0.8 ms, {:.1} ms in all, \
+                 while it ran; trying again",
+                json["outcome"],
+                json["reason"],
+                stalls.len(),
+                stalls.iter().map(LateWakeup::timer_late_ns).sum::<u64>() as f64 / 1e6
+            );
+            continue;
+        }
+        assert_exit_code(&output, 0);
+        return json;
+    }
+}
+
 /// PipeWire's unfinished cycles of a fresh 30 % client over 8 s: idle, beside the competitor,
 /// or with `reserve --auto --pid` first (its JSON and the still running client returned).
 fn round(
@@ -168,47 +246,32 @@ fn round(
     server: &PipewireServer,
     reserve: bool,
     competitor: bool,
-) -> (u64, Option<Value>, Option<PwJackClient>) {
-    let client = PwJackClient::start(server, "jackload", 30, if reserve { 24.0 } else { 12.0 });
+) -> (Round, Option<Value>, Option<PwJackClient>) {
+    let client = PwJackClient::start(server, "jackload", 30, if reserve { 40.0 } else { 12.0 });
     assert!(client.wait_until_active(Duration::from_secs(15)));
-    let auto = reserve.then(|| {
-        let pid = client.pid().to_string();
-        let arguments = [
-            "reserve",
-            "--auto",
-            "--pid",
-            &pid,
-            "--observe",
-            "3s",
-            "--json",
-            "-",
-        ];
-        // Up to three more tries when the check rolled back: its rule compares two 3 s windows,
-        // and with none or few misses in both (the competitor starts after it) a shared
-        // machine's noise can tip it (one CI-like run here: "rose from 0 to 3", twice).
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let output = daemon.rtlab(sandbox, &arguments);
-            let json = stdout_json(&output);
-            if json["outcome"] == "rolled_back" && tries < 4 {
-                eprintln!(
-                    "reserve --auto rolled back ({}); trying again",
-                    json["reason"]
-                );
-                continue;
-            }
-            assert_exit_code(&output, 0);
-            break json;
-        }
-    });
+    let auto = reserve.then(|| reserve_auto(sandbox, daemon, client.pid()));
     let hog = competitor.then(|| HogProcess::issue_competitor_aligned(10.0));
+    let watch = StallWatch::start(12.0);
     let profiler = Profiler::start(server);
     std::thread::sleep(Duration::from_secs(8));
     let profile = profiler.stop();
+    let stalls = watch.finish().stalls(STALL_MIN_NS);
     drop(hog);
+    let round = Round {
+        unfinished: profile.unfinished(),
+        stalls: stalls.len(),
+        stalled_ns: stalls.iter().map(LateWakeup::timer_late_ns).sum(),
+        may_cost: cycles_stalls_may_cost(&stalls, CYCLE_NS),
+    };
     // The reserved client is kept: the test checks that its reservation goes with it.
-    (profile.unfinished(), auto, reserve.then_some(client))
+    (round, auto, reserve.then_some(client))
+}
+
+/// Waits until the daemon holds no reservation (the server and its clients ended).
+fn wait_until_nothing_is_reserved(sandbox: &Sandbox, daemon: &Daemon, what: &str) {
+    wait_until(Duration::from_secs(10), what, || {
+        daemon.reservation_tids(sandbox).is_empty()
+    });
 }
 
 #[test]
@@ -221,31 +284,49 @@ fn reserve_auto_brings_pipewires_unfinished_cycles_to_the_idle_level() {
     let (idle, _, _) = round(&sandbox, &daemon, &server, false, false);
     let (unreserved, _, _) = round(&sandbox, &daemon, &server, false, true);
     let (mut reserved, mut auto, mut client) = round(&sandbox, &daemon, &server, true, true);
-    // Generous: a noisy 2-vCPU VM with multi-ms hypervisor stalls.
-    let limit = (3 * idle).max(idle + 20);
-    if reserved > limit {
+    // Generous: a noisy 2-vCPU VM with multi-ms hypervisor stalls. Judged by the unfinished
+    // cycles no stall of the machine accounts for (reported apart, as the JACK tests do).
+    let limit = (3 * idle.unexplained()).max(idle.unexplained() + 20);
+    if reserved.unexplained() > limit {
+        // One more round from a clean start: a new server, so that the data thread the first
+        // reservation also held (it goes with the server) is not still reserved.
         eprintln!(
-            "reserve --auto: PipeWire counted {reserved} unfinished cycles, above the idle level \
-             ({idle}: at most {limit}); one more round; {}",
+            "reserve --auto: PipeWire counted {}, above the idle level ({}: at most {limit}); \
+             one more round with a new server; {}",
+            reserved.describe(),
+            idle.describe(),
             auto.as_ref().expect("reserve --auto's JSON")
         );
         drop(client);
+        drop(server);
+        wait_until_nothing_is_reserved(
+            &sandbox,
+            &daemon,
+            "the first server's reservations are gone",
+        );
+        server = PipewireServer::start();
         (reserved, auto, client) = round(&sandbox, &daemon, &server, true, true);
     }
     let auto = auto.expect("reserve --auto's JSON");
     eprintln!(
-        "PipeWire's unfinished cycles in 8 s: idle {idle}, competitor {unreserved}, competitor \
-         after reserve --auto {reserved}; {auto}"
+        "PipeWire's unfinished cycles in 8 s: idle {}; competitor {}; competitor after reserve \
+         --auto {}; {auto}",
+        idle.describe(),
+        unreserved.describe(),
+        reserved.describe()
     );
     assert_eq!(auto["outcome"], "kept", "{auto}");
     assert!(
-        reserved <= limit,
-        "reserve --auto: PipeWire counted {reserved} unfinished cycles, above the idle level \
-         ({idle}: at most {limit})"
+        reserved.unexplained() <= limit,
+        "reserve --auto: PipeWire counted {}, above the idle level ({}: at most {limit})",
+        reserved.describe(),
+        idle.describe()
     );
     assert!(
-        reserved * 4 < unreserved,
-        "the reservation did not protect ({unreserved} unreserved, {reserved} reserved)"
+        reserved.unexplained() * 4 < unreserved.unexplained(),
+        "the reservation did not protect (unreserved {}, reserved {})",
+        unreserved.describe(),
+        reserved.describe()
     );
     // The reservations go with the programs: the client's when it ends, the server's data
     // thread's (the waker) with the server.
@@ -267,10 +348,10 @@ fn reserve_auto_brings_pipewires_unfinished_cycles_to_the_idle_level() {
     );
     assert!(server.running());
     drop(server);
-    wait_until(
-        Duration::from_secs(10),
+    wait_until_nothing_is_reserved(
+        &sandbox,
+        &daemon,
         "every reservation is gone with the server",
-        || daemon.reservation_tids(&sandbox).is_empty(),
     );
 }
 

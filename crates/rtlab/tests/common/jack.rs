@@ -496,6 +496,30 @@ impl StallReport {
     }
 }
 
+/// The driver cycles that `stalls` (of every CPU) may have left unfinished, at `period_ns` a
+/// cycle: the time the machine did not run merged across CPUs (two vCPUs held at once are one
+/// stall), and for each such span of S ns, S / period rounded up plus the cycle it began in. An
+/// over-estimate when a stall held a CPU the application did not need; the tests that count a
+/// real program's glitches report the glitches above it as the ones a reservation is judged by.
+pub fn cycles_stalls_may_cost(stalls: &[LateWakeup], period_ns: u64) -> u64 {
+    let mut spans: Vec<(u64, u64)> = stalls
+        .iter()
+        .map(|late| (late.due_ns, late.due_ns + late.timer_late_ns()))
+        .collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+        .iter()
+        .map(|&(start, end)| (end - start).div_ceil(period_ns.max(1)) + 1)
+        .sum()
+}
+
 /// A running `stall_watch -t 500` (a FIFO 99 thread per CPU waking every millisecond); killed
 /// on drop.
 pub struct StallWatch {
