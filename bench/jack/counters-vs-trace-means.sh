@@ -8,19 +8,9 @@
 set -euo pipefail
 rounds=${1:-2}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-rtlab=${RTLAB:-$HERE/../target/debug/rtlab}
-work=$(mktemp -d)
-OUT=$work BIN=$work
-export JACK_NO_AUDIO_RESERVATION=1
-# bench/jack/harness.sh: compiles the client, starts jackd ($JACKPID), kills what it started.
-# shellcheck source=bench/jack/harness.sh
-source "$HERE/jack/harness.sh"
-trap 'kill $(jobs -p) 2>/dev/null || true; cleanup; rm -rf "$work"' EXIT
-SERVER=means$$
-server=$SERVER
-start_jack 128 jackd
-jackd_pid=$JACKPID
-sleep 2
+NAME=means
+# shellcheck source=bench/jack/one-server.sh
+source "$HERE/jack/one-server.sh"
 "$work/xrun_client" -s "$server" -w -l 30 -d $((rounds * 20 + 10)) > /dev/null &
 client_pid=$!
 sleep 3

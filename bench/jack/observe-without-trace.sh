@@ -11,19 +11,9 @@ set -euo pipefail
 rounds=${1:-5}
 load=${2:-30}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-rtlab=${RTLAB:-$HERE/../target/debug/rtlab}
-work=$(mktemp -d)
-OUT=$work BIN=$work
-export JACK_NO_AUDIO_RESERVATION=1
-# bench/jack/harness.sh: compiles the client, starts jackd ($JACKPID), kills what it started.
-# shellcheck source=bench/jack/harness.sh
-source "$HERE/jack/harness.sh"
-trap 'kill $(jobs -p) 2>/dev/null || true; cleanup; rm -rf "$work"' EXIT
-SERVER=observe$$
-server=$SERVER
-start_jack 128 jackd
-jackd_pid=$JACKPID
-sleep 2
+NAME=observe
+# shellcheck source=bench/jack/one-server.sh
+source "$HERE/jack/one-server.sh"
 "$work/xrun_client" -s "$server" -n observed -w -l "$load" -d $((rounds * 8 + 10)) > /dev/null &
 client_pid=$!
 sleep 2

@@ -45,6 +45,17 @@ fn sleeper() -> KillOnDrop {
     )
 }
 
+/// A request the daemon refused: exit 1, each of `words` in what it said, and `target` still
+/// an ordinary thread (SCHED_OTHER, nice 0).
+fn assert_refused_leaving_untouched(output: &std::process::Output, words: &[&str], target: u32) {
+    assert_exit_code(output, 1);
+    let stderr = stderr_text(output);
+    for word in words {
+        assert!(stderr.contains(word), "{word:?} not in: {stderr}");
+    }
+    assert_eq!(thread_policy(target).unwrap(), Policy::Other { nice: 0 });
+}
+
 fn is_raised(policy: Policy) -> bool {
     policy.is_realtime() || matches!(policy, Policy::Other { nice } if nice < 0)
 }
@@ -358,16 +369,13 @@ fn an_unprivileged_user_cannot_reserve_for_roots_thread() {
     let target = sleeper();
     let output =
         daemon.rtlab_as_nobody(&["reserve", "1ms/10ms", "--tid", &target.id().to_string()]);
-    assert_exit_code(&output, 1);
-    let stderr = stderr_text(&output);
-    assert!(stderr.contains("denied (permission)"), "{stderr}");
-    assert!(
-        stderr.contains(&format!("thread {} is another user's", target.id())),
-        "{stderr}"
-    );
-    assert_eq!(
-        thread_policy(target.id()).unwrap(),
-        Policy::Other { nice: 0 }
+    assert_refused_leaving_untouched(
+        &output,
+        &[
+            "denied (permission)",
+            &format!("thread {} is another user's", target.id()),
+        ],
+        target.id(),
     );
 }
 
@@ -679,13 +687,10 @@ fn nobody_in_a_user_namespace_of_its_own_cannot_reserve_for_roots_process() {
         &["unshare", "-Ur"],
         &["reserve", "1ms/100ms", "--pid", &pid],
     );
-    assert_exit_code(&output, 1);
-    let stderr = stderr_text(&output);
-    assert!(stderr.contains("denied (permission)"), "{stderr}");
-    assert!(stderr.contains("is another user's"), "{stderr}");
-    assert_eq!(
-        thread_policy(target.id()).unwrap(),
-        Policy::Other { nice: 0 }
+    assert_refused_leaving_untouched(
+        &output,
+        &["denied (permission)", "is another user's"],
+        target.id(),
     );
     // Nor does it escape its limit on its own threads (its uid is still 65534 here).
     assert!(daemon.reservation_rows(&sandbox).is_empty());
@@ -707,13 +712,7 @@ fn root_confined_to_a_user_namespace_is_held_to_a_users_limit() {
         &["unshare", "-Ur"],
         &["reserve", "50ms/100ms", "--tid", &tid],
     );
-    assert_exit_code(&output, 1);
-    let stderr = stderr_text(&output);
-    assert!(stderr.contains("would exceed its limit"), "{stderr}");
-    assert_eq!(
-        thread_policy(target.id()).unwrap(),
-        Policy::Other { nice: 0 }
-    );
+    assert_refused_leaving_untouched(&output, &["would exceed its limit"], target.id());
     let output = daemon.rtlab(&sandbox, &["reserve", "50ms/100ms", "--tid", &tid]);
     assert_exit_code(&output, 0);
     assert!(is_raised(thread_policy(target.id()).unwrap()));
@@ -886,12 +885,6 @@ fn nobody_s_tiny_deadline_requests_count_as_the_budget_the_kernel_gives() {
         "--tid",
         &tid,
     ]);
-    let stderr = stderr_text(&output);
-    assert_exit_code(&output, 1);
-    assert!(stderr.contains("would exceed its limit"), "{stderr}");
-    assert_eq!(
-        thread_policy(target.id()).unwrap(),
-        Policy::Other { nice: 0 }
-    );
+    assert_refused_leaving_untouched(&output, &["would exceed its limit"], target.id());
     assert!(daemon.reservation_rows(&sandbox).is_empty());
 }

@@ -14,7 +14,8 @@ mod common;
 
 use common::daemon::Daemon;
 use common::jack::{
-    Burst, ClientProcess, HogProcess, JackServer, LateWakeup, StallReport, StallWatch,
+    reserve_auto_try, Burst, ClientProcess, HogProcess, JackServer, LateWakeup, StallReport,
+    StallWatch,
 };
 use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
 use std::process::{Command, Stdio};
@@ -245,17 +246,6 @@ fn round(
     let client = ClientProcess::start(server, "auto", 30, if reserve { 30.0 } else { 20.0 });
     assert!(client.wait_until_active(Duration::from_secs(15)));
     let auto = reserve.then(|| {
-        let pid = client.pid().to_string();
-        let arguments = [
-            "reserve",
-            "--auto",
-            "--pid",
-            &pid,
-            "--observe",
-            "3s",
-            "--json",
-            "-",
-        ];
         // reserve --auto observes the program for 3 s, reserves, and checks for 3 s that its
         // deadline misses did not rise; a stall of the machine during the check (the hypervisor
         // holding a vCPU) raises them as much as a bad reservation would. Judged by cause: a
@@ -264,32 +254,23 @@ fn round(
         let mut tries = 0;
         loop {
             tries += 1;
-            let watch = StallWatch::start(30.0);
-            let started = common::jack::monotonic_ns();
-            let output = daemon.rtlab(sandbox, &arguments);
-            let ended = common::jack::monotonic_ns();
-            let stalls = watch.finish().stalls(STALL_MIN_NS);
-            let json = stdout_json(&output);
-            if json["outcome"] == "rolled_back" {
-                let during = |from: u64, to: u64| {
-                    stalls
-                        .iter()
-                        .filter(|late| late.woke_ns >= from && late.due_ns <= to)
-                        .count()
-                };
-                let observing = during(started, started + 3_000_000_000);
-                let checking = during(ended.saturating_sub(3_000_000_000), ended);
+            let tried = reserve_auto_try(sandbox, daemon, client.pid(), STALL_MIN_NS);
+            if tried.json["outcome"] == "rolled_back" {
+                let observing =
+                    tried.stalls_between(tried.started_ns, tried.started_ns + 3_000_000_000);
+                let checking = tried
+                    .stalls_between(tried.ended_ns.saturating_sub(3_000_000_000), tried.ended_ns);
                 eprintln!(
                     "reserve --auto rolled back ({}); stalls >= 0.8 ms of the machine: {observing} \
                      while it observed, {checking} while it checked",
-                    json["reason"]
+                    tried.json["reason"]
                 );
                 if checking > observing && tries < 3 {
                     continue;
                 }
             }
-            assert_exit_code(&output, 0);
-            break json;
+            assert_exit_code(&tried.output, 0);
+            break tried.json;
         }
     });
     let watch = StallWatch::start(40.0);

@@ -13,9 +13,9 @@
 mod common;
 
 use common::daemon::Daemon;
-use common::jack::{cycles_stalls_may_cost, HogProcess, LateWakeup, StallWatch};
+use common::jack::{cycles_stalls_may_cost, reserve_auto_try, HogProcess, LateWakeup, StallWatch};
 use common::pipewire::{rtlab_profiler_left, PipewireServer, Profiler, PwJackClient, QUANTUM};
-use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
+use common::{assert_exit_code, stderr_text, stdout_text, wait_until, Sandbox};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -204,37 +204,24 @@ impl Round {
 /// CI's VM one try sized the 30 % client at 90 % of a cycle and the daemon rightly refused it).
 /// Each try says how much the machine stalled meanwhile.
 fn reserve_auto(sandbox: &Sandbox, daemon: &Daemon, pid: u32) -> Value {
-    let pid = pid.to_string();
-    let arguments = [
-        "reserve",
-        "--auto",
-        "--pid",
-        &pid,
-        "--observe",
-        "3s",
-        "--json",
-        "-",
-    ];
     let mut tries = 0;
     loop {
         tries += 1;
-        let watch = StallWatch::start(30.0);
-        let output = daemon.rtlab(sandbox, &arguments);
-        let stalls = watch.finish().stalls(STALL_MIN_NS);
-        let json = stdout_json(&output);
+        let tried = reserve_auto_try(sandbox, daemon, pid, STALL_MIN_NS);
+        let json = &tried.json;
         if (json["outcome"] == "rolled_back" || json["outcome"] == "refused") && tries < 4 {
             eprintln!(
                 "reserve --auto {} ({}); the machine stalled {} times >= 0.8 ms, {:.1} ms in all, \
                  while it ran; trying again",
                 json["outcome"],
                 json["reason"],
-                stalls.len(),
-                stalls.iter().map(LateWakeup::timer_late_ns).sum::<u64>() as f64 / 1e6
+                tried.stalls.len(),
+                tried.stalled_ms()
             );
             continue;
         }
-        assert_exit_code(&output, 0);
-        return json;
+        assert_exit_code(&tried.output, 0);
+        return tried.json;
     }
 }
 

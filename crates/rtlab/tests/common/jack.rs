@@ -520,6 +520,71 @@ pub fn cycles_stalls_may_cost(stalls: &[LateWakeup], period_ns: u64) -> u64 {
         .sum()
 }
 
+/// One try of `rtlab reserve --auto --pid PID --observe 3s --json -` against `daemon`, with
+/// `stall_watch` watching the machine while it ran: its sizing reads the CPU a thread held and
+/// its check counts deadline misses, and a hypervisor holding a vCPU meanwhile moves both.
+pub struct AutoTry {
+    pub output: std::process::Output,
+    pub json: Value,
+    /// The machine's stalls of at least the asked length while it ran, in order of time.
+    pub stalls: Vec<LateWakeup>,
+    /// CLOCK_MONOTONIC ns it was started and ended.
+    pub started_ns: u64,
+    pub ended_ns: u64,
+}
+
+impl AutoTry {
+    /// The stalls between `from_ns` and `to_ns`.
+    pub fn stalls_between(&self, from_ns: u64, to_ns: u64) -> usize {
+        self.stalls
+            .iter()
+            .filter(|late| late.woke_ns >= from_ns && late.due_ns <= to_ns)
+            .count()
+    }
+
+    /// How long the machine stalled while it ran, ms.
+    pub fn stalled_ms(&self) -> f64 {
+        self.stalls
+            .iter()
+            .map(LateWakeup::timer_late_ns)
+            .sum::<u64>() as f64
+            / 1e6
+    }
+}
+
+/// [`AutoTry`]: `reserve --auto` for `pid` once, the stalls of at least `stall_min_ns` noted.
+pub fn reserve_auto_try(
+    sandbox: &super::Sandbox,
+    daemon: &super::daemon::Daemon,
+    pid: u32,
+    stall_min_ns: u64,
+) -> AutoTry {
+    let pid = pid.to_string();
+    let arguments = [
+        "reserve",
+        "--auto",
+        "--pid",
+        &pid,
+        "--observe",
+        "3s",
+        "--json",
+        "-",
+    ];
+    let watch = StallWatch::start(30.0);
+    let started_ns = monotonic_ns();
+    let output = daemon.rtlab(sandbox, &arguments);
+    let ended_ns = monotonic_ns();
+    let stalls = watch.finish().stalls(stall_min_ns);
+    let json = super::stdout_json(&output);
+    AutoTry {
+        output,
+        json,
+        stalls,
+        started_ns,
+        ended_ns,
+    }
+}
+
 /// A running `stall_watch -t 500` (a FIFO 99 thread per CPU waking every millisecond); killed
 /// on drop.
 pub struct StallWatch {
