@@ -50,11 +50,17 @@ pub struct RunConfig {
     /// that exited ends the run either way.
     pub keep_going: bool,
     /// Set (by SIGINT or SIGTERM, see `rtlab_sys::signals`): the attack ends early and everything
-    /// is put away as at its end.
+    /// is put away as at its end; a replay under way stops after the request it is sending, its
+    /// fresh daemon stopped with SIGTERM.
     pub stop: Arc<AtomicBool>,
 }
 
 impl RunConfig {
+    /// Whether SIGINT or SIGTERM asked the run to end.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     /// The standard cast: nobody and daemon (uid 1), each with four attackers of which every second
     /// one sits in `unshare -Ur`; two root victims; user_limit 0.2 in both the daemon and the
     /// checker.
@@ -770,7 +776,7 @@ fn replay_and_shrink(
     let mut tries = 0;
     let mut found = None;
     for (steps, pace) in attempts {
-        if tries >= config.shrink_tries || Instant::now() > deadline {
+        if tries >= config.shrink_tries || Instant::now() > deadline || config.stopped() {
             break;
         }
         tries += 1;
@@ -796,7 +802,7 @@ fn replay_and_shrink(
         });
     };
     let budget = config.shrink_tries.saturating_sub(tries);
-    let in_time = || Instant::now() < deadline;
+    let in_time = || Instant::now() < deadline && !config.stopped();
     let shrunk = match pace {
         Pace::Sequential => ddmin(&sequence, sequential, budget, in_time),
         Pace::AsSent => ddmin(&sequence, as_sent, budget, in_time),
@@ -869,6 +875,9 @@ fn replay(
     let began = Instant::now();
     let first_sent = steps.first().map_or(0, |step| step.sent_at_ns);
     for step in steps {
+        if config.stopped() {
+            break;
+        }
         if pace == Pace::AsSent {
             let due = began + Duration::from_nanos(step.sent_at_ns.saturating_sub(first_sent));
             while Instant::now() < due && !reproduced {
@@ -904,7 +913,7 @@ fn replay(
                     .iter()
                     .any(|seen| &seen.kind == kind),
             };
-            if reproduced || Instant::now() >= until {
+            if reproduced || Instant::now() >= until || config.stopped() {
                 break;
             }
         }

@@ -143,9 +143,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             // The attack's figures first: a replay may take minutes.
             let (mut report, log) = rtlab_hostile::harness::attack(&config)?;
             print!("{}", report.summary());
-            if !report.passed() {
+            if !report.passed() && config.stopped() {
+                println!("interrupted: the first violation is not replayed");
+            } else if !report.passed() {
                 println!("replaying the first violation against a fresh daemon…");
                 rtlab_hostile::harness::replay_first(&config, &mut report, &log)?;
+                if config.stopped() {
+                    println!("interrupted: the replay stopped early (what it found so far below)");
+                }
                 print!("{}", report.replay_summary());
             }
             if let Some(path) = json {

@@ -122,7 +122,22 @@ fn the_checker_catches_a_daemon_whose_user_limit_is_too_large() {
     // and this run is about the SCHED_DEADLINE bandwidth.
     config.cast.daemon.rtkit = false;
     config.shrink_tries = 30;
-    let report = run(&config);
+    let (mut report, log) = rtlab_hostile::harness::attack(&config).expect("the harness runs");
+    eprintln!("{}", report.summary());
+    // SIGINT or SIGTERM (the stop flag) during the replay: it stops before its next request, so
+    // one that comes before it replays nothing (it ignored both once and ran its minutes).
+    config
+        .stop
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    rtlab_hostile::harness::replay_first(&config, &mut report, &log).expect("the replay runs");
+    let stopped = report.replay.take().expect("a replay, stopped");
+    assert_eq!(stopped.tries, 0, "{}", report.replay_summary());
+    assert!(!stopped.reproduced);
+    config
+        .stop
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    rtlab_hostile::harness::replay_first(&config, &mut report, &log).expect("the replay runs");
+    eprintln!("{}", report.replay_summary());
     let first = report.violations.first().expect("a violation");
     assert!(
         matches!(first.kind, ViolationKind::OverLimit { .. }),
