@@ -227,22 +227,48 @@ fn a_pi_lock_removes_the_inversion_a_plain_lock_shows() {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let cpu = require_root();
-    let misses = |kind: &str| {
-        let result = run_text(&inversion(cpu, kind), 3, Vec::new(), false);
+    let run = |kind: &str, explain: bool| {
+        let result = run_explained(&inversion(cpu, kind), 3, Vec::new(), false, explain);
         let high = result
             .threads
             .iter()
             .find(|thread| thread.name == "high")
             .unwrap();
         assert!(high.activations >= 100, "{} activations", high.activations);
-        high.deadline_misses
+        (high.deadline_misses, result)
     };
-    let plain = misses("plain");
-    let inherited = misses("pi");
-    eprintln!("deadline misses of high: plain {plain}, pi {inherited}");
+    let (plain, _) = run("plain", false);
+    // The PI run explained (`--explain`): a miss with the PI lock can only be time the machine
+    // itself lost — a hypervisor holding the vCPU for 20 ms, which CI's VM does (4 misses once,
+    // 2026-11-27) — and the trace tells which. Any other cause (medium, low, the lock) fails.
+    let (inherited, result) = run("pi", true);
+    let explained: Vec<&rtlab_core::ExplainedEvent> = result
+        .explained
+        .iter()
+        .filter(|event| event.kind == "deadline_miss" && event.source == "high")
+        .collect();
+    let not_the_hypervisor: Vec<&str> = explained
+        .iter()
+        .filter(|event| event.cause_kind != rtlab_core::LatenessKind::Vanished)
+        .map(|event| event.cause.as_str())
+        .collect();
+    eprintln!(
+        "deadline misses of high: plain {plain}, pi {inherited} ({} explained, {} of them the \
+         hypervisor's)",
+        explained.len(),
+        explained.len() - not_the_hypervisor.len()
+    );
     // About 30 inversions of ~30 ms in 3 s with the plain lock.
     assert!(plain >= 10, "plain lock: {plain} deadline misses");
-    assert_eq!(inherited, 0, "PI lock: {inherited} deadline misses");
+    assert_eq!(
+        explained.len() as u64,
+        inherited,
+        "PI lock: every deadline miss explained"
+    );
+    assert!(
+        not_the_hypervisor.is_empty(),
+        "PI lock: {inherited} deadline misses, not the hypervisor's: {not_the_hypervisor:?}"
+    );
 }
 
 /// Paper 003's Table 3-2 in miniature: experiment 3 (a competitor above the decoder, no
