@@ -288,7 +288,7 @@ pub struct Registry {
     constraints: BTreeMap<ConstraintId, ConstraintRecord>,
     shut_down: bool,
     /// The RealtimeKit1 service's book, when it runs (`crate::rtkit`; hooks in
-    /// `rtkit/registry_hooks.rs`).
+    /// `registry/realtimekit.rs`).
     realtimekit: Option<std::sync::Arc<crate::precedence::PiLock<crate::rtkit::book::Book>>>,
 }
 
@@ -1212,7 +1212,6 @@ impl Registry {
     }
 }
 
-#[path = "rtkit/registry_hooks.rs"]
 mod realtimekit;
 
 impl WatchedThreads for Registry {
@@ -1226,13 +1225,9 @@ impl WatchedThreads for Registry {
 }
 
 #[cfg(test)]
-#[path = "../tests/support/fake_enforcement.rs"]
-mod fake_enforcement;
-
-#[cfg(test)]
 mod tests {
-    use super::fake_enforcement::FakeEnforcement;
     use super::*;
+    use rtlab_testkit::fake_enforcement::FakeEnforcement;
 
     const USER: Caller = Caller {
         pid: 4000,
@@ -1244,7 +1239,7 @@ mod tests {
         hysteresis: Duration,
     ) -> (
         Registry,
-        std::sync::Arc<std::sync::Mutex<super::fake_enforcement::FakeLog>>,
+        std::sync::Arc<std::sync::Mutex<rtlab_testkit::fake_enforcement::FakeLog>>,
     ) {
         let (fake, log) = FakeEnforcement::new();
         // The loop is dropped: nothing is watched, the tests call thread_exited themselves.

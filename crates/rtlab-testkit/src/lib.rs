@@ -8,17 +8,21 @@
 //!   taking turns among a test binary's root tests;
 //! - [`priority`] (Linux): starting a test's helpers at the default priority;
 //! - [`process`]: child processes that are ended when the test fails;
-//! - [`c_example`]: the C client example (`rtlab-client/examples/reserve.c`) compiled with `cc`.
+//! - [`c_example`]: the C client example (`rtlab-client/examples/reserve.c`) compiled with `cc`;
+//! - [`fake_enforcement`] (Linux): an in-process `Enforcement` on the real planner that touches
+//!   no kernel, for the daemon's registry tests (unit and integration).
 //!
 //! Helpers tied to one crate's own types stay in that crate's tests: the CLI tests' `Sandbox`
 //! (`crates/rtlab/tests/common`, it runs `CARGO_BIN_EXE_rtlab`), the daemon's in-process
-//! `TestDaemon` and its fake enforcement (`crates/rtlab-daemon/tests/support`), the apptrace test
+//! `TestDaemon` (`crates/rtlab-daemon/tests/support`), the apptrace test
 //! program (`crates/rtlab-apptrace/tests/support`). No library or binary depends on this crate
 //! (the architecture test, `crates/rtlab/tests/architecture.rs`, holds every edge to it `dev`).
 //!
 //! A test crate uses only some of these helpers; they are `pub`, so the rest is not dead code.
 
 pub mod c_example;
+#[cfg(target_os = "linux")]
+pub mod fake_enforcement;
 pub mod fixture_files;
 #[cfg(target_os = "linux")]
 pub mod priority;

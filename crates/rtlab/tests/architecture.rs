@@ -77,7 +77,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rtlab-render", RENDER_READS),
     // The helpers the tests share (root checks, waits, fixtures): any crate's tests may use it
     // (a `dev` edge from any crate), nothing else may.
-    (TEST_KIT, &["rtlab-core", "rtlab-sys"]),
+    (
+        TEST_KIT,
+        &["rtlab-core", "rtlab-sys", "rtlab-plan", "rtlab-sched"],
+    ),
 ];
 
 /// The test kit: every workspace crate may depend on it as a dev-dependency (its tests), none as

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-pub mod fake_enforcement;
+pub use rtlab_testkit::fake_enforcement;
 
 use fake_enforcement::{FakeEnforcement, FakeLog};
 use rtlab_daemon::{DaemonConfig, Stopped};

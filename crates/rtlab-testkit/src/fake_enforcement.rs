@@ -1,7 +1,7 @@
 //! A deterministic, in-process [`Enforcement`] for tests: the real planner decides, nothing
 //! touches the kernel, and a shared log says which threads are "managed" and whether everything
-//! was reverted. Used by the registry's unit tests (through `#[path]`) and the daemon's
-//! integration tests; never by the shipped daemon.
+//! was reverted. Used by the daemon's registry unit tests and integration tests; never by the
+//! shipped daemon.
 
 use rtlab_core::Nanos;
 use rtlab_plan::{ConstraintId, GrantId, Owner, Planner};
