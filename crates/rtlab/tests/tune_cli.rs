@@ -334,3 +334,316 @@ fn a_setting_that_does_not_fit_the_budget_is_not_measured_and_says_so() {
     );
     assert!(changed_since(&before).is_empty());
 }
+
+// ---- --apply and the profile half of --revert (the profile under RTLAB_TUNE_PROFILE_ROOT) ----
+
+const PROFILE_ROOT_ENV: &str = "RTLAB_TUNE_PROFILE_ROOT";
+const STATE_FILE: &str = "var/lib/rtlab/tune-profile.json";
+const SYSCTL_FILE: &str = "etc/sysctl.d/60-rtlab-tune.conf";
+const APPLY_UNIT_FILE: &str = "etc/systemd/system/rtlab-tune.service";
+const APPLY_UNIT_LINK: &str = "etc/systemd/system/multi-user.target.wants/rtlab-tune.service";
+
+/// Every file under `directory`, relative to it.
+fn files_under(directory: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return files;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.is_symlink() {
+            files.extend(
+                files_under(&path)
+                    .into_iter()
+                    .map(|file| format!("{}/{file}", entry.file_name().to_string_lossy())),
+            );
+        } else {
+            files.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Writes each kernel file's value back when dropped, so a failing test leaves the machine as
+/// it found it.
+struct PutBack(Vec<(&'static str, String)>);
+
+impl PutBack {
+    fn remember(paths: &[&'static str]) -> PutBack {
+        PutBack(
+            paths
+                .iter()
+                .map(|path| (*path, read_setting(path)))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for PutBack {
+    fn drop(&mut self) {
+        for (path, value) in &self.0 {
+            let _ = std::fs::write(path, value);
+        }
+    }
+}
+
+const SWAPPINESS: &str = "/proc/sys/vm/swappiness";
+const KHUGEPAGED_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/khugepaged/defrag";
+
+fn read_setting(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap().trim().to_owned()
+}
+
+/// Another value for a 0/1 file, and for swappiness.
+fn other_value(path: &str, value: &str) -> String {
+    match (path, value) {
+        (SWAPPINESS, "10") => "11".into(),
+        (SWAPPINESS, _) => "10".into(),
+        (_, "0") => "1".into(),
+        _ => "0".into(),
+    }
+}
+
+/// A profile as `--apply` writes it, by hand: its state file (swappiness, a sysctl, and
+/// khugepaged_defrag, which the unit applies, each with its value now as `before`), a sysctl.d
+/// file, the unit and its link. Returns the values recorded in it as before and in the profile.
+fn write_a_profile(root: &Path) -> [(&'static str, String, String); 2] {
+    let values = [SWAPPINESS, KHUGEPAGED_DEFRAG].map(|path| {
+        let before = read_setting(path);
+        let profile = other_value(path, &before);
+        (path, before, profile)
+    });
+    let [(_, swappiness_before, swappiness_profile), (_, defrag_before, defrag_profile)] = &values;
+    let state = serde_json::json!({
+        "schema": "rtlab.tune-profile/1",
+        "tool_version": "0.1.0",
+        "cmdline": ["rtlab", "tune", "--apply"],
+        "started_at": "2026-12-06T23:00:00Z",
+        "undo": "rtlab tune --revert",
+        "rtlab": env!("CARGO_BIN_EXE_rtlab"),
+        "settings": [
+            {"name": "khugepaged_defrag", "effect": "p99 50.0 -> 40.0 us (-20 %)",
+             "values": [{"knob": "khugepaged_defrag", "before": defrag_before, "profile": defrag_profile}]},
+            {"name": "swappiness", "effect": "p99 40.0 -> 30.0 us (-25 %)",
+             "values": [{"knob": "swappiness", "before": swappiness_before, "profile": swappiness_profile}]}
+        ]
+    });
+    for (file, contents) in [
+        (STATE_FILE, serde_json::to_string_pretty(&state).unwrap()),
+        (
+            SYSCTL_FILE,
+            format!("vm.swappiness = {swappiness_profile}\n"),
+        ),
+        (APPLY_UNIT_FILE, "[Service]\nType=oneshot\n".to_owned()),
+    ] {
+        let path = root.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+    let link = root.join(APPLY_UNIT_LINK);
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink("../rtlab-tune.service", link).unwrap();
+    values
+}
+
+#[test]
+fn apply_without_root_is_a_clear_error_and_writes_nothing() {
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    let mut command = if rtlab_sys::users::effective_uid() == 0 {
+        // Drop to nobody, as a user without sudo would run it.
+        std::fs::set_permissions(
+            sandbox.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let mut command = std::process::Command::new("setpriv");
+        command.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+            env!("CARGO_BIN_EXE_rtlab"),
+        ]);
+        command.env("RTLAB_HOME", sandbox.path());
+        command
+    } else {
+        sandbox.command()
+    };
+    let output = command
+        .args(["tune", "--apply", "--only", "placebo"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .expect("setpriv (Debian package util-linux) or rtlab");
+    assert_exit_code(&output, 3);
+    let stderr = common::stderr_text(&output);
+    assert!(
+        stderr.contains("--apply: writing a boot profile and changing kernel settings needs root"),
+        "{stderr}"
+    );
+    assert!(files_under(&root).is_empty(), "{:?}", files_under(&root));
+}
+
+#[test]
+#[ignore = "needs root: changes kernel settings and runs the SCHED_FIFO probe"]
+fn apply_with_nothing_kept_writes_nothing_and_says_so() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    let before = settings_now();
+    // The placebo is never part of a profile, kept or not: nothing can be written whatever the
+    // measurement finds.
+    let output = sandbox
+        .command()
+        .args([
+            "tune", "--apply", "--only", "placebo", "--rounds", "1", "--round", "1s", "--warmup",
+            "100ms",
+        ])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(
+        text.contains("--apply: no setting was kept, so no profile was written"),
+        "{text}"
+    );
+    let files: Vec<String> = files_under(&root)
+        .into_iter()
+        .filter(|file| !file.ends_with('/'))
+        .collect();
+    assert!(files.is_empty(), "{files:?}");
+    assert_every_setting_as_before(&before, "after --apply with nothing kept");
+}
+
+#[test]
+#[ignore = "needs root: writes kernel settings"]
+fn apply_refuses_to_write_over_an_existing_profile_before_measuring() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    let _put_back = PutBack::remember(&[SWAPPINESS, KHUGEPAGED_DEFRAG]);
+    write_a_profile(&root);
+    let output = sandbox
+        .command()
+        .args(["tune", "--apply", "--only", "placebo", "--round", "1h"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    let stderr = common::stderr_text(&output);
+    assert!(
+        stderr.contains("a tune profile already exists")
+            && stderr.contains(&root.join(STATE_FILE).display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: writes kernel settings"]
+fn the_boot_unit_applies_what_sysctl_cannot_hold_and_revert_puts_every_value_back() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    let _put_back = PutBack::remember(&[SWAPPINESS, KHUGEPAGED_DEFRAG]);
+    let [(_, swappiness_before, swappiness_profile), (_, defrag_before, defrag_profile)] =
+        write_a_profile(&root);
+
+    // What rtlab-tune.service runs at boot: khugepaged's defrag, not the sysctl.
+    let output = sandbox
+        .command()
+        .args(["tune", "--apply-profile"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    assert_eq!(
+        common::stdout_text(&output),
+        format!("applied: khugepaged_defrag={defrag_profile}\n")
+    );
+    assert_eq!(read_setting(KHUGEPAGED_DEFRAG), defrag_profile);
+    assert_eq!(read_setting(SWAPPINESS), swappiness_before);
+    // As systemd-sysctl would at boot.
+    std::fs::write(SWAPPINESS, &swappiness_profile).unwrap();
+
+    let output = sandbox
+        .command()
+        .args(["tune", "--revert"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(
+        text.contains(&format!(
+            "put back as before the profile: khugepaged_defrag={defrag_before}, swappiness={swappiness_before}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "systemd does not manage this system now: rtlab-tune.service removed as files only"
+        ),
+        "{text}"
+    );
+    for file in [STATE_FILE, SYSCTL_FILE, APPLY_UNIT_FILE, APPLY_UNIT_LINK] {
+        assert!(
+            text.contains(&root.join(file).display().to_string()),
+            "{file} not named: {text}"
+        );
+    }
+    assert_eq!(read_setting(KHUGEPAGED_DEFRAG), defrag_before);
+    assert_eq!(read_setting(SWAPPINESS), swappiness_before);
+    let left: Vec<String> = files_under(&root);
+    assert!(left.is_empty(), "left: {left:?}");
+
+    let output = sandbox
+        .command()
+        .args(["tune", "--revert"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout_text(&output).contains("no tune profile to remove"),
+        "{}",
+        common::stdout_text(&output)
+    );
+}
+
+#[test]
+#[ignore = "needs root: opens the tune journal"]
+fn a_corrupt_profile_is_an_error_naming_its_file_and_nothing_is_reverted() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    let state = root.join(STATE_FILE);
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    std::fs::write(
+        &state,
+        "{\"schema\": \"rtlab.tune-profile/1\", \"settings\": [",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join(SYSCTL_FILE).parent().unwrap()).unwrap();
+    std::fs::write(root.join(SYSCTL_FILE), "vm.swappiness = 10\n").unwrap();
+    let output = sandbox
+        .command()
+        .args(["tune", "--revert"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    let stderr = common::stderr_text(&output);
+    assert!(
+        stderr.contains(&format!(
+            "the tune profile {}: not a tune profile",
+            state.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("remove the profile's files by hand"),
+        "{stderr}"
+    );
+    assert!(state.exists() && root.join(SYSCTL_FILE).exists());
+}
