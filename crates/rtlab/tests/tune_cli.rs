@@ -647,3 +647,33 @@ fn a_corrupt_profile_is_an_error_naming_its_file_and_nothing_is_reverted() {
     );
     assert!(state.exists() && root.join(SYSCTL_FILE).exists());
 }
+
+/// The value in force in /dev/cpu_dma_latency, µs.
+fn cpu_dma_latency_now() -> i32 {
+    let bytes = std::fs::read("/dev/cpu_dma_latency").unwrap();
+    i32::from_ne_bytes(bytes[..4].try_into().unwrap())
+}
+
+#[test]
+#[ignore = "needs root: holds /dev/cpu_dma_latency"]
+fn the_cpu_dma_latency_holder_holds_0_until_sigterm_and_the_request_ends_with_it() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let before = cpu_dma_latency_now();
+    assert_ne!(
+        before, 0,
+        "something else holds /dev/cpu_dma_latency at 0 already"
+    );
+    let mut holder = sandbox
+        .command()
+        .args(["tune", "--hold-cpu-dma-latency"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let held = eventually(Duration::from_secs(10), || cpu_dma_latency_now() == 0);
+    rtlab_sys::signals::send(holder.id(), SIGTERM).unwrap();
+    let status = holder.wait().unwrap();
+    assert!(held, "the holder never brought /dev/cpu_dma_latency to 0");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(cpu_dma_latency_now(), before);
+}
