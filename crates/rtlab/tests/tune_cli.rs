@@ -677,3 +677,155 @@ fn the_cpu_dma_latency_holder_holds_0_until_sigterm_and_the_request_ends_with_it
     assert_eq!(status.code(), Some(0));
     assert_eq!(cpu_dma_latency_now(), before);
 }
+
+const TIMER_MIGRATION: &str = "/proc/sys/kernel/timer_migration";
+
+/// One setting of a tune report, kept or not, with a measured effect.
+fn report_setting(name: &str, kept: bool) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "before": "1", "tried": "0", "kept": kept, "placebo": name == "placebo",
+        "reason": if kept { "helps" } else { "put back: within noise" },
+        "effect": {"figure": "p99", "before_ns": 140_000, "after_ns": 57_000,
+                   "difference_ns": -83_000, "difference_ci_ns": [-90_000, -70_000],
+                   "relative": -0.59, "relative_ci": [-0.65, -0.52],
+                   "samples_before": 6000, "samples_after": 6000}
+    })
+}
+
+#[test]
+#[ignore = "needs root: writes kernel settings"]
+fn apply_from_a_report_writes_the_kept_settings_puts_them_in_force_and_revert_undoes_it() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    let _put_back = PutBack::remember(&[TIMER_MIGRATION, KHUGEPAGED_DEFRAG]);
+    // Both away from the value tune tries (0), so that --apply changes them.
+    std::fs::write(TIMER_MIGRATION, "1").unwrap();
+    std::fs::write(KHUGEPAGED_DEFRAG, "1").unwrap();
+    let output = sandbox.run(["tune", "--inventory", "--json", "-"]);
+    let mut report = stdout_json(&output);
+    report["housekeeping_cpus"] = serde_json::json!([0]);
+    report["settings"] = serde_json::json!([
+        report_setting("cpu_dma_latency", true),
+        report_setting("timer_migration", true),
+        report_setting("swappiness", false),
+        report_setting("khugepaged_defrag", true),
+        report_setting("placebo", true),
+    ]);
+    let report_path = sandbox.write("tune.json", report.to_string());
+
+    let output = sandbox
+        .command()
+        .arg("tune")
+        .arg("--apply-from")
+        .arg(&report_path)
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(
+        text.contains(
+            "--apply: kept cpu_dma_latency, timer_migration, khugepaged_defrag; written:"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("the placebo was kept (noise"), "{text}");
+    assert!(
+        text.contains("in force now: timer_migration=0, khugepaged_defrag=0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("from the next boot on (systemd does not manage this system now"),
+        "{text}"
+    );
+    assert_eq!(read_setting(TIMER_MIGRATION), "0");
+    assert_eq!(read_setting(KHUGEPAGED_DEFRAG), "0");
+    let holder_unit = "etc/systemd/system/rtlab-tune-cpu-dma-latency.service";
+    assert_eq!(
+        files_under(&root),
+        [
+            "etc/sysctl.d/60-rtlab-tune.conf",
+            "etc/systemd/system/multi-user.target.wants/rtlab-tune-cpu-dma-latency.service",
+            "etc/systemd/system/multi-user.target.wants/rtlab-tune.service",
+            holder_unit,
+            "etc/systemd/system/rtlab-tune.service",
+            "var/lib/rtlab/tune-profile.json",
+        ]
+    );
+    let sysctl = std::fs::read_to_string(root.join(SYSCTL_FILE)).unwrap();
+    assert!(
+        sysctl.ends_with("\nkernel.timer_migration = 0\n"),
+        "{sysctl}"
+    );
+    assert!(
+        sysctl.contains(
+            "#   timer_migration: p99 140.0 -> 57.0 us (-59 %, 95 % interval -65 % to -52 %)"
+        ),
+        "{sysctl}"
+    );
+    let unit = std::fs::read_to_string(root.join(APPLY_UNIT_FILE)).unwrap();
+    let exec_start = format!(
+        "\nExecStart={} tune --apply-profile\n",
+        env!("CARGO_BIN_EXE_rtlab")
+    );
+    assert!(unit.contains(&exec_start), "{unit}");
+    // The units as systemd would read them (without the man page check: rtlab's man pages are
+    // installed by the package, not by the test build).
+    let verify = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(root.join(APPLY_UNIT_FILE))
+        .arg(root.join(holder_unit))
+        .output()
+        .expect("systemd-analyze (Debian package systemd)");
+    assert!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    // A second --apply does not write over the first.
+    let output = sandbox
+        .command()
+        .arg("tune")
+        .arg("--apply-from")
+        .arg(&report_path)
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+
+    let output = sandbox
+        .command()
+        .args(["tune", "--revert"])
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(
+        text.contains("put back as before the profile: timer_migration=1, khugepaged_defrag=1\n"),
+        "{text}"
+    );
+    assert_eq!(read_setting(TIMER_MIGRATION), "1");
+    assert_eq!(read_setting(KHUGEPAGED_DEFRAG), "1");
+    assert!(files_under(&root).is_empty(), "{:?}", files_under(&root));
+}
+
+#[test]
+fn apply_from_a_file_that_is_not_a_tune_report_is_an_input_error() {
+    let sandbox = Sandbox::new();
+    let not_a_report = sandbox.write("run.json", r#"{"schema": "rtlab.run/1"}"#);
+    let mut command = sandbox.command();
+    command
+        .arg("tune")
+        .arg("--apply-from")
+        .arg(&not_a_report)
+        .env(PROFILE_ROOT_ENV, sandbox.file("profile-root"));
+    let output = command.output().unwrap();
+    if rtlab_sys::users::effective_uid() == 0 {
+        assert_input_error(&output, "not an rtlab tune report (schema rtlab.run/1");
+    } else {
+        // Root is checked first: without it nothing is read.
+        assert_exit_code(&output, 3);
+    }
+}

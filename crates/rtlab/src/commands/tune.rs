@@ -52,6 +52,10 @@ pub struct Args {
     /// /var/lib/rtlab/tune-profile.json). Needs root; rtlab tune --revert undoes it
     #[arg(long, conflicts_with_all = ["revert"])]
     pub apply: bool,
+    /// Write the profile --apply would from a report an earlier `rtlab tune --json FILE` wrote
+    /// (its kept settings, its housekeeping CPUs), without measuring again. Needs root
+    #[arg(long, value_name = "REPORT", conflicts_with_all = ["revert", "apply", "inventory", "only", "skip"])]
+    pub apply_from: Option<PathBuf>,
     /// Put back what a killed rtlab tune left changed (from its journal), and remove the profile
     /// --apply wrote, putting back the values it recorded; then exit
     #[arg(long)]
@@ -72,6 +76,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.apply_profile {
         return tune_profile::apply_at_boot();
+    }
+    if let Some(report) = &args.apply_from {
+        let root = tune_profile::prepare_apply()?;
+        let report = tune_profile::read_report(report)?;
+        crate::output::print(tune_profile::apply(&report, &root)?.trim_start())?;
+        return Ok(ExitCode::SUCCESS);
     }
     let state_dir = PathBuf::from(rtlab_tune::journal::STATE_DIR);
     if args.revert {

@@ -62,6 +62,25 @@ pub fn prepare_apply() -> anyhow::Result<PathBuf> {
     Ok(root)
 }
 
+/// A report `rtlab tune --json` wrote (`--apply-from`); a file that is not one is an input error.
+pub fn read_report(path: &Path) -> anyhow::Result<TuneReport> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| crate::exit::input(format!("--apply-from {}: {error}", path.display())))?;
+    let schema = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|document| document["schema"].as_str().map(str::to_owned));
+    if schema.as_deref() != Some(super::tune::TUNE_SCHEMA) {
+        return Err(crate::exit::input(format!(
+            "--apply-from {}: not an rtlab tune report (schema {}, expected {})",
+            path.display(),
+            schema.as_deref().unwrap_or("missing"),
+            super::tune::TUNE_SCHEMA
+        )));
+    }
+    serde_json::from_str(&text)
+        .map_err(|error| crate::exit::input(format!("--apply-from {}: {error}", path.display())))
+}
+
 /// After measuring: writes the kept settings (not the placebo) as the profile under `root`,
 /// puts its values in force now, and returns what to print.
 pub fn apply(report: &TuneReport, root: &Path) -> anyhow::Result<String> {
