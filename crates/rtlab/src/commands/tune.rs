@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(report) = &args.apply_from {
         let root = tune_profile::prepare_apply()?;
-        let report = tune_profile::read_report(report)?;
+        let report = tune_profile::read_report(report, TUNE_SCHEMA)?;
         crate::output::print(tune_profile::apply(&report, &root)?.trim_start())?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -63,18 +63,19 @@ pub fn prepare_apply() -> anyhow::Result<PathBuf> {
 }
 
 /// A report `rtlab tune --json` wrote (`--apply-from`); a file that is not one is an input error.
-pub fn read_report(path: &Path) -> anyhow::Result<TuneReport> {
+/// `schema_expected` is the one `--json` writes (`tune::TUNE_SCHEMA`).
+pub fn read_report(path: &Path, schema_expected: &str) -> anyhow::Result<TuneReport> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| crate::exit::input(format!("--apply-from {}: {error}", path.display())))?;
     let schema = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|document| document["schema"].as_str().map(str::to_owned));
-    if schema.as_deref() != Some(super::tune::TUNE_SCHEMA) {
+    if schema.as_deref() != Some(schema_expected) {
         return Err(crate::exit::input(format!(
             "--apply-from {}: not an rtlab tune report (schema {}, expected {})",
             path.display(),
             schema.as_deref().unwrap_or("missing"),
-            super::tune::TUNE_SCHEMA
+            schema_expected
         )));
     }
     serde_json::from_str(&text)
