@@ -47,7 +47,7 @@ pub struct Args {
     /// List the settings only: change and measure nothing
     #[arg(long, conflicts_with_all = ["revert", "apply"])]
     pub inventory: bool,
-    /// After measuring, keep the kept settings: in force now and at every boot, as a profile (a
+    /// After measuring, make the settings kept last: in force now and at every boot, as a profile (a
     /// sysctl.d file and systemd units under /etc; the values before in
     /// /var/lib/rtlab/tune-profile.json). Needs root; rtlab tune --revert undoes it
     #[arg(long, conflicts_with_all = ["revert"])]
@@ -155,6 +155,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         crate::output::print(&text)?;
     }
+    // The report first: a profile that cannot be written must not cost the measurement.
+    if let Some(json) = json {
+        json.commit_json(TUNE_SCHEMA, Some(rtlab_sys::host::describe(None)), &report)?;
+    }
     if let Some(root) = &profile_root {
         let text = tune_profile::apply(&report, root)?;
         if to_stdout {
@@ -162,9 +166,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             crate::output::print(&text)?;
         }
-    }
-    if let Some(json) = json {
-        json.commit_json(TUNE_SCHEMA, Some(rtlab_sys::host::describe(None)), &report)?;
     }
     Ok(exit::finished(report.interrupted))
 }
