@@ -29,6 +29,10 @@ pub enum TuneError {
     Histogram(#[from] rtlab_core::HistogramError),
     #[error("putting back: {0}")]
     Restore(String),
+    /// A file of the boot profile (`rtlab tune --apply`): one that cannot be written, read or
+    /// understood; `path` names it.
+    #[error("the tune profile {path}: {reason}")]
+    Profile { path: String, reason: String },
 }
 
 impl TuneError {

@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod journal;
 pub mod measure;
 pub mod pool;
+pub mod profile;
 
 pub use catalogue::SettingName;
 pub use error::{is_input_error, TuneError};

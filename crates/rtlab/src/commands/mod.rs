@@ -50,6 +50,8 @@ pub mod trace_watch;
 pub mod trace_watch_pipewire;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod tune;
+#[cfg(not(windows))]
+mod tune_profile;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod workload;
 

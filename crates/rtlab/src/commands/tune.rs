@@ -2,6 +2,7 @@
 //! it helps beyond noise, everything put back at the end. The work is rtlab-tune's; this module
 //! holds the flags, the progress bar and the printing.
 
+use super::tune_profile;
 use crate::exit;
 use crate::output::PendingOutput;
 use rtlab_core::Nanos;
@@ -44,16 +45,44 @@ pub struct Args {
     #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = crate::flags::confidence)]
     pub confidence: f64,
     /// List the settings only: change and measure nothing
-    #[arg(long, conflicts_with_all = ["revert"])]
+    #[arg(long, conflicts_with_all = ["revert", "apply"])]
     pub inventory: bool,
-    /// Put back what a killed rtlab tune left changed (from its journal), then exit
+    /// After measuring, make the settings kept last: in force now and at every boot, as a profile (a
+    /// sysctl.d file and systemd units under /etc; the values before in
+    /// /var/lib/rtlab/tune-profile.json). Needs root; rtlab tune --revert undoes it
+    #[arg(long, conflicts_with_all = ["revert"])]
+    pub apply: bool,
+    /// Write the profile --apply would from a report an earlier `rtlab tune --json FILE` wrote
+    /// (its kept settings, its housekeeping CPUs), without measuring again. Needs root
+    #[arg(long, value_name = "REPORT", conflicts_with_all = ["revert", "apply", "inventory", "only", "skip"])]
+    pub apply_from: Option<PathBuf>,
+    /// Put back what a killed rtlab tune left changed (from its journal), and remove the profile
+    /// --apply wrote, putting back the values it recorded; then exit
     #[arg(long)]
     pub revert: bool,
+    /// Apply the profile's settings sysctl cannot hold (what rtlab-tune.service runs at boot)
+    #[arg(long, hide = true, exclusive = true)]
+    pub apply_profile: bool,
+    /// Hold /dev/cpu_dma_latency at 0 until SIGTERM (what the profile's holder unit runs)
+    #[arg(long, hide = true, exclusive = true)]
+    pub hold_cpu_dma_latency: bool,
     #[command(flatten)]
     pub json: crate::output::JsonArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.hold_cpu_dma_latency {
+        return tune_profile::hold_cpu_dma_latency();
+    }
+    if args.apply_profile {
+        return tune_profile::apply_at_boot();
+    }
+    if let Some(report) = &args.apply_from {
+        let root = tune_profile::prepare_apply()?;
+        let report = tune_profile::read_report(report, TUNE_SCHEMA)?;
+        crate::output::print(tune_profile::apply(&report, &root)?.trim_start())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let state_dir = PathBuf::from(rtlab_tune::journal::STATE_DIR);
     if args.revert {
         let repaired = rtlab_tune::revert(&state_dir)?;
@@ -62,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             format!("put back: {}\n", repaired.join(", "))
         })?;
+        crate::output::print(&tune_profile::revert()?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let settings = rtlab_tune::catalogue::select(&args.only, &args.skip).map_err(|error| {
@@ -83,6 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(PendingOutput::json)
         .transpose()?;
+    let profile_root = args.apply.then(tune_profile::prepare_apply).transpose()?;
     let config = TuneConfig {
         settings,
         cpus: args.cpus.list.as_ref().map(|cpus| cpus.0.clone()),
@@ -124,8 +155,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         crate::output::print(&text)?;
     }
+    // The report first: a profile that cannot be written must not cost the measurement.
     if let Some(json) = json {
         json.commit_json(TUNE_SCHEMA, Some(rtlab_sys::host::describe(None)), &report)?;
+    }
+    if let Some(root) = &profile_root {
+        let text = tune_profile::apply(&report, root)?;
+        if to_stdout {
+            eprint!("{text}");
+        } else {
+            crate::output::print(&text)?;
+        }
     }
     Ok(exit::finished(report.interrupted))
 }
