@@ -8,8 +8,10 @@
  * late threshold and series slot, written by user space). When a measuring thread's timer fires
  * (hrtimer_expire_entry of an hrtimer_wakeup whose sleeper is measured) the intended time is the
  * timer's soft expiry and the tracepoint carries `now`, so neither needs a clock read; a hand-off
- * thread's wake-up starts at its sched_waking. When the thread switches in, the time is stamped;
- * when it next blocks (its sample is taken by then), the latency switch-in − intended is computed,
+ * thread's wake-up starts at its sched_waking. When the thread switches in, the time is stamped
+ * (a thread woken while it runs, having slept towards a target already past, is never switched in:
+ * its waking is stamped instead); when it next blocks (its sample is taken by then), or its next
+ * timer fires first (it overran), the latency switch-in − intended is computed,
  * the per-CPU histogram updated, a 40-byte sample record written with BPF_RB_NO_WAKEUP (the irq
  * and thread split), and only when the latency is above the thread's threshold an episode is
  * reserved in the ring buffer and user space woken. Failed reservations are counted.
@@ -780,6 +782,12 @@ static __always_inline int record_waking(__u64 *ctx, __u16 kind)
 		/* A hand-off thread: its wake-up starts here. */
 		begin_wakeup(m, here.state, here.window, here.cpu, ts, 0);
 	}
+	if (m && m->pending && m->switched_ns == 0 &&
+	    (__u32)bpf_get_current_pid_tgid() == (__u32)pid) {
+		/* Woken while it runs (its timer fired in an interrupt on top of it: it slept towards
+		 * a target already past): no switch-in follows, it runs on from here. */
+		m->switched_ns = ts;
+	}
 	struct rtlab_event *event = current_task_event(&here, ts, kind);
 	event->wake.pid = pid;
 	event->wake.prio = task->prio;
@@ -871,6 +879,11 @@ int rtlab_hrtimer_expire_entry(__u64 *ctx)
 		if (task)
 			bpf_probe_read_kernel(&pid, sizeof(pid), &task->pid);
 		struct measured *m = measured_of((__u32)pid);
+		if (m && m->pending && m->switched_ns != 0) {
+			/* The thread ran on since its last wake-up without blocking (it overran its
+			 * period, or was preempted before it slept): that wake-up ends here. */
+			finish_wakeup(m, here.window, (__u32)pid, here.cpu, ts, here.state->interrupted);
+		}
 		if (m)
 			begin_wakeup(m, here.state, here.window, here.cpu, (__u64)timer->_softexpires,
 				     (__u64)now);

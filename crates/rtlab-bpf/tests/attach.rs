@@ -122,6 +122,70 @@ fn programs_attach_record_wakeups_and_detach_on_drop() {
     );
 }
 
+/// A thread that overruns its period sleeps towards a target already past: its timer then fires
+/// in an interrupt on top of the thread, which is woken while it still runs and never switches
+/// out or in. Both wake-ups must still be samples: the one it overran (it ended when the next
+/// began, not at a block) and the one whose target had passed (it "switched in" when its timer
+/// woke it). Before the programs knew this, the first was dropped when the next began and the
+/// second never got a switch-in: the explain test's FIFO 95 spinner, preempting the probe just
+/// after its clock read, left late samples without a kernel episode that way.
+#[test]
+#[ignore = "needs root"]
+fn a_wakeup_whose_target_had_passed_is_still_a_sample() {
+    let cpu = rtlab_sys::cpu::current_cpu().expect("the CPU this thread runs on");
+    rtlab_sys::cpu::pin_current_thread(cpu).expect("pin");
+    let mut recorder = BpfRecorder::start(&BpfConfig {
+        cpus: vec![cpu],
+        ..BpfConfig::default()
+    })
+    .expect("the recorder loads as root");
+    let tid = rtlab_sys::cpu::current_tid();
+    recorder.watch_thread(tid, 0).expect("watch");
+    recorder.set_threshold(0, 0).expect("threshold");
+    const PERIOD_NS: u64 = 1_000_000;
+    const PERIODS: u64 = 200;
+    // Every 20th period the thread runs on for 1.5 periods after its wake-up.
+    let overrun = |period: u64| period % 20 == 10;
+    let start = rtlab_sys::clock::monotonic_ns() + PERIOD_NS;
+    for period in 0..PERIODS {
+        rtlab_sys::clock::sleep_until_ns(start + period * PERIOD_NS);
+        if overrun(period) {
+            let until = rtlab_sys::clock::monotonic_ns() + 3 * PERIOD_NS / 2;
+            while rtlab_sys::clock::monotonic_ns() < until {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    // One more block, so the last wake-up is finished too.
+    std::thread::sleep(Duration::from_millis(2));
+    let mut sampled = std::collections::HashSet::new();
+    recorder.drain(|record| {
+        if let Record::Sample(sample) = record {
+            sampled.insert(sample.intended_ns);
+        }
+    });
+    let overrun_pairs: Vec<u64> = (0..PERIODS - 1).filter(|&period| overrun(period)).collect();
+    let missing: Vec<String> = overrun_pairs
+        .iter()
+        .flat_map(|&period| [period, period + 1])
+        .filter(|&period| !sampled.contains(&(start + period * PERIOD_NS)))
+        .map(|period| {
+            let kind = if overrun(period) {
+                "overran"
+            } else {
+                "target passed"
+            };
+            format!("{period} ({kind})")
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "wake-ups around {} overruns without a sample: {missing:?} ({} samples of {PERIODS} sleeps)",
+        overrun_pairs.len(),
+        sampled.len()
+    );
+}
+
 fn bpf_stats_enabled() -> String {
     std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").expect("the sysctl exists")
 }

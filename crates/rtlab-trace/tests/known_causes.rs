@@ -58,18 +58,49 @@ fn late_channel() -> (mpsc::Sender<LateWakeup>, rtlab_trace::recorder::LateSourc
     (sender, source)
 }
 
-/// Runs a 1 ms timer thread on `cpu` for `duration`, sending every sample later than
+/// The measuring thread wakes a cause through `sender` between its clock read and its next sleep
+/// (a cause woken by it preempts it right there): every `every` periods it sends the time just
+/// before its next wake-up (the cause is to start then, so that wake-up is late with its timer on
+/// time), and right after that late wake-up's clock read it sends `None` (the cause is to start
+/// at once, so the thread's next target passes before it sleeps).
+struct Kick {
+    every: u64,
+    sender: mpsc::Sender<Option<u64>>,
+}
+
+/// The measuring thread: how long it runs, above what a sample is late, and whom it kicks.
+struct Probe {
+    duration: Duration,
+    threshold_ns: u64,
+    kick: Option<Kick>,
+}
+
+impl Probe {
+    fn late_above(threshold_ns: u64) -> Probe {
+        Probe {
+            duration: Duration::from_millis(3_000),
+            threshold_ns,
+            kick: None,
+        }
+    }
+}
+
+/// Runs a 1 ms timer thread (`probe`) on `cpu`, sending every sample later than
 /// `threshold_ns` to both recorders; `make_cause` runs alongside and must stop by the deadline it
 /// is given.
 fn measure_with_cause(
     cpu: usize,
-    duration: Duration,
-    threshold_ns: u64,
+    probe: Probe,
     stack_period_ns: Option<u64>,
     events: EventSet,
     recording: Recording,
     make_cause: impl FnOnce(u64) + Send,
 ) -> Explained {
+    let Probe {
+        duration,
+        threshold_ns,
+        kick,
+    } = probe;
     let (sender, source) = late_channel();
     let (bpf_sender, bpf_source) = late_channel();
     let origin = monotonic_ns();
@@ -103,6 +134,8 @@ fn measure_with_cause(
             tid_sender.send(tid).unwrap();
             let (bpf_explainer, deadline) = go_receiver.recv().unwrap();
             let mut intended = monotonic_ns() + 1_000_000;
+            let mut period = 0u64;
+            let mut kicked = false;
             while intended < deadline {
                 sleep_until_ns(intended);
                 let actual = monotonic_ns();
@@ -124,6 +157,15 @@ fn measure_with_cause(
                 // After a long delay, skip the periods already missed instead of bursting.
                 while intended < actual {
                     intended += 1_000_000;
+                }
+                period += 1;
+                if let Some(kick) = &kick {
+                    if std::mem::replace(&mut kicked, false) && latency > threshold_ns {
+                        let _ = kick.sender.send(None);
+                    } else if period.is_multiple_of(kick.every) {
+                        let _ = kick.sender.send(Some(intended - 10_000));
+                        kicked = true;
+                    }
                 }
             }
             measured.store(true, Ordering::SeqCst);
@@ -231,8 +273,7 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
     let name = spinner_name.clone();
     let explained = measure_with_cause(
         cpu,
-        Duration::from_millis(3_000),
-        500_000,
+        Probe::late_above(500_000),
         Some(500_000),
         events,
         Recording::Both,
@@ -417,6 +458,92 @@ fn spinner_is_named_as_the_cause(events: EventSet) {
     );
 }
 
+/// A late wake-up whose thread does not block again before its next timer fires: a FIFO 95
+/// spinner delays a wake-up (its timer on time) and, right after that wake-up's clock read,
+/// preempts the probe again, so the probe's next target passes before it sleeps; that timer then
+/// fires in an interrupt on top of the running probe, which never blocked in between. Both
+/// recorders must name the spinner for the late wake-up. The BPF programs ended a wake-up only at
+/// the thread's block and dropped it when the next timer fired first: in the CI rehearsal the
+/// probe's work after a late clock read (5–25 µs before its next target, which the 2 ms spin
+/// left that close: the spinner woke with the probe's timer) let the target pass in 10 of 15
+/// spins, and the spinner test above failed.
+#[test]
+#[ignore = "needs root and tracefs"]
+fn a_late_wakeup_not_followed_by_a_block_is_named_by_both_recorders() {
+    let _guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    require_root_and_tracefs();
+    let cpu = measured_cpu();
+    let spinner_name = format!("kick95-{}", std::process::id() % 100_000);
+    let (sender, kicks) = mpsc::channel::<Option<u64>>();
+    let delayed_spins = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let delayed_spins_done = Arc::clone(&delayed_spins);
+    let name = spinner_name.clone();
+    let explained = measure_with_cause(
+        cpu,
+        Probe {
+            kick: Some(Kick { every: 100, sender }),
+            ..Probe::late_above(500_000)
+        },
+        None,
+        EventSet::Full,
+        Recording::Both,
+        move |deadline| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    rtlab_sys::cpu::pin_current_thread(cpu).unwrap();
+                    set_current_thread_policy(Policy::Fifo { priority: 95 }).unwrap();
+                    // Spin 2 ms at each kick (from the time it names, or at once); stop at the
+                    // deadline or when the probe is done.
+                    while let Some(left) = deadline.checked_sub(monotonic_ns()) {
+                        let Ok(start) = kicks.recv_timeout(Duration::from_nanos(left)) else {
+                            break;
+                        };
+                        if let Some(start) = start {
+                            sleep_until_ns(start);
+                            delayed_spins_done.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let stop = monotonic_ns() + 2_000_000;
+                        while monotonic_ns() < stop {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+        },
+    );
+    let n_spins = delayed_spins.load(Ordering::SeqCst);
+    let created = largest_is(&explained.tracefs, &spinner_name);
+    let created_bpf = largest_is(&explained.bpf, &spinner_name);
+    let agreeing = created
+        .iter()
+        .filter(|episode| created_bpf.iter().any(|bpf| bpf.at_ns == episode.at_ns))
+        .count();
+    eprintln!(
+        "{n_spins} delayed spins; tracefs named the spinner in {}, BPF in {}, {agreeing} the same",
+        created.len(),
+        created_bpf.len()
+    );
+    assert!(n_spins > 0, "the spinner never spun: nothing was tested");
+    // Allow for a few spins lost to a busy machine.
+    assert!(
+        created.len() as u64 * 2 >= n_spins,
+        "tracefs named the spinner for {} of {n_spins} delayed spins: {:#?}",
+        created.len(),
+        explained.tracefs
+    );
+    assert!(
+        agreeing * 10 >= created.len() * 8,
+        "the BPF recorder named the spinner in {agreeing} of the {} episodes tracefs did: {:#?}",
+        created.len(),
+        explained.bpf
+    );
+}
+
 #[test]
 #[ignore = "needs root and tracefs"]
 fn a_loopback_flood_shows_network_softirq_time() {
@@ -428,8 +555,7 @@ fn a_loopback_flood_shows_network_softirq_time() {
     let flood = |recording| {
         measure_with_cause(
             cpu,
-            Duration::from_millis(3_000),
-            5_000,
+            Probe::late_above(5_000),
             None,
             EventSet::Standard,
             recording,
@@ -576,8 +702,7 @@ fn a_busy_disk_irq_is_named_by_both_recorders() {
     let interrupts_before = irq_count(&irq_name, cpu);
     let explained = measure_with_cause(
         cpu,
-        Duration::from_millis(3_000),
-        5_000,
+        Probe::late_above(5_000),
         None,
         EventSet::Standard,
         Recording::Both,
