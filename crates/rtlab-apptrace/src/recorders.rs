@@ -72,6 +72,8 @@ impl Backend {
                 .map(|cpus| cpus.len())
                 .unwrap_or(1);
             let ring_bytes = ring_kb_per_cpu as usize * 1024 * n_cpus;
+            // Every call of a marker's function: its argument filter (the `pipewire`
+            // preset's, only the driver's own timer re-arms) is the tracefs recorder's.
             let probes: Vec<(&std::path::Path, Vec<u64>, bool)> = markers
                 .iter()
                 .map(|marker| {

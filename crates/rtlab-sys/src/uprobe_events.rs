@@ -31,8 +31,9 @@ fn append(tracefs_root: &Path, line: &str) -> io::Result<()> {
 }
 
 /// Adds the probe `group/event` at `offset` (a file offset) in the ELF file `binary`: at the
-/// function's entry, or when it returns (`at_return`). The event then appears as
-/// `events/<group>/<event>` in tracefs and every instance, disabled.
+/// function's entry, or when it returns (`at_return`), recording `fetch_args` (the kernel's
+/// fetch-argument syntax, `flags=%si:s32`; empty: none) so that a filter can read them. The
+/// event then appears as `events/<group>/<event>` in tracefs and every instance, disabled.
 pub fn add(
     tracefs_root: &Path,
     group: &str,
@@ -40,6 +41,7 @@ pub fn add(
     binary: &Path,
     offset: u64,
     at_return: bool,
+    fetch_args: &str,
 ) -> io::Result<()> {
     let binary = binary.to_str().ok_or_else(|| {
         io::Error::new(
@@ -54,10 +56,12 @@ pub fn add(
         ));
     }
     let kind = if at_return { 'r' } else { 'p' };
-    append(
-        tracefs_root,
-        &format!("{kind}:{group}/{event} {binary}:{offset:#x}"),
-    )
+    let mut line = format!("{kind}:{group}/{event} {binary}:{offset:#x}");
+    if !fetch_args.is_empty() {
+        line.push(' ');
+        line.push_str(fetch_args);
+    }
+    append(tracefs_root, &line)
 }
 
 /// Removes the probe `group/event` (it must be disabled in every instance first).

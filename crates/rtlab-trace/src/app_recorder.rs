@@ -88,11 +88,13 @@ impl AppRecorder {
                 crate::cycle_marker::CYCLE_MARKER_EVENT
             };
             for (index, (_, offset)) in marker.points.iter().enumerate() {
-                builder = builder.uprobe(
+                builder = builder.filtered_uprobe(
                     &format!("{prefix}{index}"),
                     &marker.binary,
                     *offset,
                     marker.at_return,
+                    marker.filter.map_or("", |filter| filter.fetch_args),
+                    marker.filter.map(|filter| filter.condition),
                 );
             }
         }

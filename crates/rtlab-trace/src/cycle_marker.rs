@@ -47,6 +47,28 @@ pub const PIPEWIRE_PRESET: &str = "pipewire";
 /// 589 exported functions fired none in a second of cycles). libc's `timerfd_settime` is the
 /// first visible function each cycle runs, once, in the driver's data thread.
 const PIPEWIRE_SYMBOL: &str = "timerfd_settime";
+/// Which of the driver's thread's `timerfd_settime` calls begin a cycle: the driver's re-arm
+/// (`node-driver.c`'s `set_timeout`) sets an absolute time (`TFD_TIMER_ABSTIME`, 1) with no
+/// interval. The same thread re-arms other timers in between — the profiler's flush
+/// (`module-profiler.c`: relative, 1 ns, then every second), some 15 times a second on an idle
+/// graph — which the `pipewire` rule took for a cycle start when one came late (issue 40,
+/// BENCHMARKS.md). The arguments are read where the x86-64 and AArch64 calling conventions put
+/// them (`flags` the second, `new_value` the third; `it_interval` first in `struct
+/// itimerspec`).
+#[cfg(target_arch = "x86_64")]
+const PIPEWIRE_FILTER: Option<ArgumentFilter> = Some(ArgumentFilter {
+    fetch_args: "flags=%si:s32 interval_sec=+0(%dx):s64 interval_nsec=+8(%dx):s64",
+    condition: PIPEWIRE_CONDITION,
+});
+#[cfg(target_arch = "aarch64")]
+const PIPEWIRE_FILTER: Option<ArgumentFilter> = Some(ArgumentFilter {
+    fetch_args: "flags=%x1:s32 interval_sec=+0(%x2):s64 interval_nsec=+8(%x2):s64",
+    condition: PIPEWIRE_CONDITION,
+});
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const PIPEWIRE_FILTER: Option<ArgumentFilter> = None;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const PIPEWIRE_CONDITION: &str = "flags == 1 && interval_sec == 0 && interval_nsec == 0";
 /// Where Debian and Ubuntu install libc when no running PipeWire says otherwise.
 const LIBC_PATHS: &[&str] = &[
     "/lib/x86_64-linux-gnu/libc.so.6",
@@ -68,6 +90,18 @@ pub struct CycleMarker {
     pub points: Vec<(String, u64)>,
     /// The probe fires when the function returns (a work-done marker), not at its entry.
     pub at_return: bool,
+    /// Only the calls whose arguments pass this count (the tracefs recorder's kernel filter).
+    pub filter: Option<ArgumentFilter>,
+}
+
+/// Which calls of a marker's function count, by their arguments: what the probe fetches and
+/// the condition over them (tracefs's filter syntax).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgumentFilter {
+    /// The kernel's fetch-argument syntax (`flags=%si:s32 …`), added to the probe.
+    pub fetch_args: &'static str,
+    /// The event filter over those names (`flags == 1 && …`).
+    pub condition: &'static str,
 }
 
 impl CycleMarker {
@@ -115,6 +149,7 @@ pub fn resolve(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
             binary,
             points,
             at_return: false,
+            filter: None,
         });
     }
     if spec == PIPEWIRE_PRESET {
@@ -125,6 +160,7 @@ pub fn resolve(spec: &str) -> Result<CycleMarker, CycleMarkerError> {
             binary,
             points,
             at_return: false,
+            filter: PIPEWIRE_FILTER,
         });
     }
     resolve_path_spec(spec, false)
@@ -151,6 +187,7 @@ fn resolve_path_spec(spec: &str, at_return: bool) -> Result<CycleMarker, CycleMa
         binary,
         points,
         at_return,
+        filter: None,
     })
 }
 
@@ -411,5 +448,18 @@ mod tests {
         );
         let by_path = resolve(&format!("{}:timerfd_settime", marker.binary.display())).unwrap();
         assert_eq!(by_path.points, marker.points);
+        // Only the driver's own re-arms (absolute, no interval) count; a path spec keeps them all.
+        #[cfg(target_arch = "x86_64")]
+        {
+            let filter = marker
+                .filter
+                .expect("the pipewire preset filters its calls");
+            assert!(filter.fetch_args.starts_with("flags=%si:s32"), "{filter:?}");
+            assert_eq!(
+                filter.condition,
+                "flags == 1 && interval_sec == 0 && interval_nsec == 0"
+            );
+        }
+        assert_eq!(by_path.filter, None);
     }
 }

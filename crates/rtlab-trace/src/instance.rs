@@ -40,7 +40,7 @@ pub struct InstanceBuilder {
     events: Vec<EventRequest>,
     /// User-space probes to add (in rtlab's own group) and record: (event, file, file offset,
     /// at the function's return).
-    uprobes: Vec<(String, std::path::PathBuf, u64, bool)>,
+    uprobes: Vec<UprobeRequest>,
 }
 
 impl InstanceBuilder {
@@ -61,16 +61,36 @@ impl InstanceBuilder {
     /// (`uprobe_events`, global: removed again when the instance goes, and by the next rtlab
     /// after a SIGKILL) and records it, in this instance only.
     pub fn uprobe(
-        mut self,
+        self,
         event: &str,
         binary: &std::path::Path,
         offset: u64,
         at_return: bool,
     ) -> InstanceBuilder {
-        self.uprobes
-            .push((event.to_owned(), binary.to_path_buf(), offset, at_return));
+        self.filtered_uprobe(event, binary, offset, at_return, "", None)
+    }
+
+    /// As [`InstanceBuilder::uprobe`], the probe also fetching `fetch_args` (the kernel's
+    /// syntax, `flags=%si:s32`) and recorded only where `filter` over them holds (the kernel
+    /// drops the others).
+    pub fn filtered_uprobe(
+        mut self,
+        event: &str,
+        binary: &std::path::Path,
+        offset: u64,
+        at_return: bool,
+        fetch_args: &str,
+        filter: Option<&str>,
+    ) -> InstanceBuilder {
+        self.uprobes.push(UprobeRequest {
+            event: event.to_owned(),
+            binary: binary.to_path_buf(),
+            offset,
+            at_return,
+            fetch_args: fetch_args.to_owned(),
+        });
         let group = rtlab_sys::uprobe_events::own_group();
-        self.request(&group, event, true, true, None)
+        self.request(&group, event, true, true, filter.map(str::to_owned))
     }
 
     /// Names the instance `instances/rtlab-<pid>-<suffix>` (one process, several instances).
@@ -136,14 +156,8 @@ impl InstanceBuilder {
         // Added before the instance exists, so that on an error below the instance (declared
         // later) is removed first and the probe, no longer enabled anywhere, after it.
         let mut uprobes = Vec::new();
-        for (event, binary, offset, at_return) in &self.uprobes {
-            uprobes.push(UprobeGuard::add(
-                tracefs.root(),
-                event,
-                binary,
-                *offset,
-                *at_return,
-            )?);
+        for request in &self.uprobes {
+            uprobes.push(UprobeGuard::add(tracefs.root(), request)?);
         }
         let name = match &self.name_suffix {
             None => format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id()),
@@ -236,6 +250,16 @@ impl InstanceBuilder {
     }
 }
 
+/// A user-space probe to add (see [`InstanceBuilder::filtered_uprobe`]).
+#[derive(Clone, Debug)]
+struct UprobeRequest {
+    event: String,
+    binary: std::path::PathBuf,
+    offset: u64,
+    at_return: bool,
+    fetch_args: String,
+}
+
 /// One of rtlab's user-space probes: removed from `uprobe_events` on drop.
 #[derive(Debug)]
 struct UprobeGuard {
@@ -245,19 +269,21 @@ struct UprobeGuard {
 }
 
 impl UprobeGuard {
-    fn add(
-        root: &std::path::Path,
-        event: &str,
-        binary: &std::path::Path,
-        offset: u64,
-        at_return: bool,
-    ) -> Result<UprobeGuard, TraceError> {
+    fn add(root: &std::path::Path, request: &UprobeRequest) -> Result<UprobeGuard, TraceError> {
         let group = rtlab_sys::uprobe_events::own_group();
-        rtlab_sys::uprobe_events::add(root, &group, event, binary, offset, at_return)?;
+        rtlab_sys::uprobe_events::add(
+            root,
+            &group,
+            &request.event,
+            &request.binary,
+            request.offset,
+            request.at_return,
+            &request.fetch_args,
+        )?;
         Ok(UprobeGuard {
             root: root.to_path_buf(),
             group,
-            event: event.to_owned(),
+            event: request.event.clone(),
         })
     }
 }

@@ -950,3 +950,124 @@ fn a_thread_is_judged_by_the_cycle_markers_of_the_clock_that_wakes_it() {
         2
     );
 }
+
+/// A recorded tracefs capture (`trace` text: sched_switch, sched_waking and libc's
+/// `timerfd_settime` with its arguments as `tfd`) as events; `cycle_call` picks the
+/// `timerfd_settime` calls that are cycle markers, from their arguments.
+fn tracefs_text_events(text: &str, cycle_call: impl Fn(&str) -> bool) -> Script {
+    let mut script = Script { events: Vec::new() };
+    let mut named = std::collections::HashSet::new();
+    let mut first_s = None;
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let (task, after_task) = line.split_once(" [").expect("TASK-PID [CPU]");
+        let (comm, pid) = task.trim().rsplit_once('-').expect("TASK-PID");
+        let pid: i32 = pid.parse().unwrap();
+        let (cpu, after_cpu) = after_task.split_once("] ").expect("[CPU]");
+        let mut words = after_cpu.split_whitespace();
+        let flags = words.next().unwrap();
+        let time_s: f64 = words.next().unwrap().trim_end_matches(':').parse().unwrap();
+        let event = words.next().unwrap().trim_end_matches(':');
+        let fields: std::collections::HashMap<&str, &str> =
+            words.filter_map(|word| word.split_once('=')).collect();
+        let field = |name: &str| -> i32 { fields[name].parse().unwrap() };
+        let cpu: u32 = cpu.parse().unwrap();
+        if named.insert(pid) {
+            script.at(
+                0.0,
+                cpu,
+                EventKind::Name {
+                    tid: pid,
+                    comm: Comm::new(comm),
+                },
+            );
+        }
+        // From the first event, at 0 as the names are.
+        let time_ms = (time_s - *first_s.get_or_insert(time_s)) * 1e3;
+        let in_interrupt = flags.as_bytes().get(2).is_some_and(|c| b"hHsS".contains(c));
+        let kind = match event {
+            "sched_switch" => EventKind::Switch {
+                prev_tid: field("prev_pid"),
+                prev_prio: field("prev_prio"),
+                prev_state: match fields["prev_state"] {
+                    "R" | "R+" => 0,
+                    "S" => 1,
+                    _ => 2,
+                },
+                next_tid: field("next_pid"),
+                next_prio: field("next_prio"),
+            },
+            "sched_waking" => EventKind::Waking {
+                tid: field("pid"),
+                prio: field("prio"),
+                waker: if in_interrupt { 0 } else { pid },
+                target_cpu: field("target_cpu"),
+            },
+            "tfd" if cycle_call(line) => EventKind::CycleMarker { tid: pid },
+            "tfd" => continue,
+            other => panic!("unexpected event {other}"),
+        };
+        script.at(time_ms, cpu, kind);
+    }
+    script
+}
+
+/// Issue 40, an idle PipeWire graph recorded beside PipeWire's profiler
+/// (test_data/pipewire/idle-profiler-flush.txt): the driver's data thread also re-arms the
+/// profiler's flush timer (relative, every second), and once its cycle came late that re-arm was
+/// taken for a cycle start, before the cycle's own trigger: two cycle starts finding the client
+/// unfinished, 4 misses where PipeWire logged one unfinished cycle. The `pipewire` marker now
+/// records only the driver's re-arms (absolute, no interval): one cycle start, 2 — the
+/// remaining one beyond PipeWire's is the client's signal written while the driver's thread ran
+/// (no wake-up to see), the cycle it was racing.
+#[test]
+fn pipewire_an_idle_drivers_other_timer_is_no_cycle_start() {
+    const DRIVER: i32 = 32348;
+    const CLIENT: i32 = 32356;
+    let text = include_str!("../../test_data/pipewire/idle-profiler-flush.txt");
+    let client_misses = |script: &Script| -> (u64, Vec<u64>) {
+        let mut analyzer = Analyzer::new(AnalysisConfig {
+            cycle_rule: CycleRule::Pipewire,
+            ..AnalysisConfig::default()
+        });
+        for event in &script.events {
+            analyzer.push(event);
+        }
+        let header = rtlab_core::header::OutputHeader {
+            schema: SCHEMA.into(),
+            tool_version: "test".into(),
+            cmdline: vec![],
+            started_at: "2026-01-01T00:00:00Z".into(),
+            host: None,
+        };
+        let source = SourceInfo {
+            path: "idle-profiler-flush.txt".into(),
+            format: "test".into(),
+            clock: None,
+        };
+        let (report, _) = analyzer.finish(header, source, 0);
+        let markers = report.cycle_markers.as_ref().expect("cycle markers");
+        assert_eq!(markers.thread.tid, DRIVER);
+        let late: Vec<&LateActivation> = report
+            .late_activations
+            .iter()
+            .filter(|late| late.thread.tid == CLIENT)
+            .collect();
+        (
+            late.iter().map(|late| late.deadlines_missed).sum(),
+            late.iter().map(|late| late.at_ns / 1_000).collect(),
+        )
+    };
+    let every_call = tracefs_text_events(text, |_| true);
+    let cycle_rearms = tracefs_text_events(text, |line| {
+        line.contains("flags=1 interval_sec=0 interval_nsec=0")
+    });
+    let (before, _) = client_misses(&every_call);
+    let (after, at_us) = client_misses(&cycle_rearms);
+    assert_eq!(
+        before, 4,
+        "every timerfd_settime a marker: the flush re-arm counted"
+    );
+    assert_eq!(after, 2, "late activations at {at_us:?} µs");
+    // Charged to the client's activation the late cycle's trigger began (37524.419379).
+    assert_eq!(at_us, [48_816]);
+}
