@@ -76,6 +76,20 @@ fn assert_every_setting_as_before(before: &BTreeMap<String, String>, when: &str)
 const KILLED_SETTINGS: &str =
     "timer_migration,swappiness,thp_enabled,stat_interval,irq_affinity,workqueue_cpumask";
 
+/// `rtlab ARGS` with the tune profile under `root` (`RTLAB_TUNE_PROFILE_ROOT`), never `/`.
+fn tune_with_profile_root(
+    sandbox: &Sandbox,
+    root: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    sandbox
+        .command()
+        .args(args)
+        .env(PROFILE_ROOT_ENV, root)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn unknown_setting_names_are_refused_naming_the_flag() {
     let sandbox = Sandbox::new();
@@ -494,15 +508,14 @@ fn apply_with_nothing_kept_writes_nothing_and_says_so() {
     let before = settings_now();
     // The placebo is never part of a profile, kept or not: nothing can be written whatever the
     // measurement finds.
-    let output = sandbox
-        .command()
-        .args([
+    let output = tune_with_profile_root(
+        &sandbox,
+        &root,
+        &[
             "tune", "--apply", "--only", "placebo", "--rounds", "1", "--round", "1s", "--warmup",
             "100ms",
-        ])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+        ],
+    );
     assert_exit_code(&output, 0);
     let text = common::stdout_text(&output);
     assert!(
@@ -525,12 +538,11 @@ fn apply_refuses_to_write_over_an_existing_profile_before_measuring() {
     let root = sandbox.file("profile-root");
     let _put_back = PutBack::remember(&[SWAPPINESS, KHUGEPAGED_DEFRAG]);
     write_a_profile(&root);
-    let output = sandbox
-        .command()
-        .args(["tune", "--apply", "--only", "placebo", "--round", "1h"])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+    let output = tune_with_profile_root(
+        &sandbox,
+        &root,
+        &["tune", "--apply", "--only", "placebo", "--round", "1h"],
+    );
     assert_exit_code(&output, 3);
     let stderr = common::stderr_text(&output);
     assert!(
@@ -551,12 +563,7 @@ fn the_boot_unit_applies_what_sysctl_cannot_hold_and_revert_puts_every_value_bac
         write_a_profile(&root);
 
     // What rtlab-tune.service runs at boot: khugepaged's defrag, not the sysctl.
-    let output = sandbox
-        .command()
-        .args(["tune", "--apply-profile"])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+    let output = tune_with_profile_root(&sandbox, &root, &["tune", "--apply-profile"]);
     assert_exit_code(&output, 0);
     assert_eq!(
         common::stdout_text(&output),
@@ -567,12 +574,7 @@ fn the_boot_unit_applies_what_sysctl_cannot_hold_and_revert_puts_every_value_bac
     // As systemd-sysctl would at boot.
     std::fs::write(SWAPPINESS, &swappiness_profile).unwrap();
 
-    let output = sandbox
-        .command()
-        .args(["tune", "--revert"])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+    let output = tune_with_profile_root(&sandbox, &root, &["tune", "--revert"]);
     assert_exit_code(&output, 0);
     let text = common::stdout_text(&output);
     assert!(
@@ -598,12 +600,7 @@ fn the_boot_unit_applies_what_sysctl_cannot_hold_and_revert_puts_every_value_bac
     let left: Vec<String> = files_under(&root);
     assert!(left.is_empty(), "left: {left:?}");
 
-    let output = sandbox
-        .command()
-        .args(["tune", "--revert"])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+    let output = tune_with_profile_root(&sandbox, &root, &["tune", "--revert"]);
     assert!(
         common::stdout_text(&output).contains("no tune profile to remove"),
         "{}",
@@ -626,12 +623,7 @@ fn a_corrupt_profile_is_an_error_naming_its_file_and_nothing_is_reverted() {
     .unwrap();
     std::fs::create_dir_all(root.join(SYSCTL_FILE).parent().unwrap()).unwrap();
     std::fs::write(root.join(SYSCTL_FILE), "vm.swappiness = 10\n").unwrap();
-    let output = sandbox
-        .command()
-        .args(["tune", "--revert"])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+    let output = tune_with_profile_root(&sandbox, &root, &["tune", "--revert"]);
     assert_exit_code(&output, 3);
     let stderr = common::stderr_text(&output);
     assert!(
@@ -794,12 +786,7 @@ fn apply_from_a_report_writes_the_kept_settings_puts_them_in_force_and_revert_un
         .unwrap();
     assert_exit_code(&output, 3);
 
-    let output = sandbox
-        .command()
-        .args(["tune", "--revert"])
-        .env(PROFILE_ROOT_ENV, &root)
-        .output()
-        .unwrap();
+    let output = tune_with_profile_root(&sandbox, &root, &["tune", "--revert"]);
     assert_exit_code(&output, 0);
     let text = common::stdout_text(&output);
     assert!(
