@@ -457,22 +457,24 @@ fn profile_error(path: &Path, error: io::Error) -> TuneError {
     }
 }
 
-/// Writes `contents` to `path` through a temporary file beside it, renamed over it.
+/// Writes `contents` to `path` through a temporary file beside it (mode 0644), renamed over it;
+/// the temporary file is removed if anything fails.
 fn write_atomically(path: &Path, contents: &str) -> Result<(), TuneError> {
+    use std::os::unix::fs::PermissionsExt as _;
     let directory = path.parent().expect("a profile file has a directory");
     std::fs::create_dir_all(directory).map_err(|error| profile_error(directory, error))?;
     let file_name = path.file_name().expect("a file name").to_string_lossy();
-    let temporary = directory.join(format!(".{file_name}.rtlab-new"));
     let written = (|| {
-        let mut file = std::fs::File::create(&temporary)?;
+        let mut file = tempfile::Builder::new()
+            .prefix(&format!(".{file_name}."))
+            .suffix(".rtlab-new")
+            .permissions(std::fs::Permissions::from_mode(0o644))
+            .tempfile_in(directory)?;
         file.write_all(contents.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, path)
+        file.as_file().sync_all()?;
+        file.persist(path).map(drop).map_err(|error| error.error)
     })();
-    written.map_err(|error| {
-        let _ = std::fs::remove_file(&temporary);
-        profile_error(path, error)
-    })
+    written.map_err(|error| profile_error(path, error))
 }
 
 /// `…/multi-user.target.wants/UNIT` → `../UNIT`, as `systemctl enable` links it.
