@@ -205,12 +205,26 @@ impl Client {
         Client::connect(&socket_path(None))
     }
 
-    /// Connects to the daemon at `socket`.
+    /// Connects to the daemon at `socket` — as root, to root's own socket beside it first
+    /// (`rtlab_core::rpc::root_socket_path`, served above every RealtimeKit1 priority), falling
+    /// back to `socket` when that one is not there or not served.
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
-        let writer = UnixStream::connect(socket).map_err(|cause| ClientError::NotRunning {
-            socket: socket.display().to_string(),
-            cause,
-        })?;
+        let root_socket = rtlab_core::rpc::root_socket_path(socket);
+        // SAFETY: geteuid takes no arguments and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let at_root_socket = (euid == 0)
+            .then(|| UnixStream::connect(&root_socket).ok())
+            .flatten();
+        let (socket, writer) = match at_root_socket {
+            Some(writer) => (root_socket.as_path(), writer),
+            None => (
+                socket,
+                UnixStream::connect(socket).map_err(|cause| ClientError::NotRunning {
+                    socket: socket.display().to_string(),
+                    cause,
+                })?,
+            ),
+        };
         let io_error = |source| ClientError::Io {
             socket: socket.display().to_string(),
             source,

@@ -37,6 +37,22 @@ pub const DEFAULT_SOCKET: &str = "/run/rtlab/rtlabd.sock";
 /// The environment variable that overrides [`DEFAULT_SOCKET`] (a `--socket` flag overrides both).
 pub const SOCKET_ENV: &str = "RTLAB_SOCKET";
 
+/// Root's own socket beside the daemon's `socket`: `rtlabd.sock` → `rtlabd.root.sock`, any other
+/// name with `.root` appended. The daemon binds it (mode 0600) when it runs as root and serves it
+/// above every priority RealtimeKit1 grants, so root's requests are answered while users' granted
+/// threads hold the CPUs; a root client tries it first (docs/rpc.md, "Root's socket").
+pub fn root_socket_path(socket: &std::path::Path) -> std::path::PathBuf {
+    let name = socket
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let root_name = match name.strip_suffix(".sock") {
+        Some(stem) => format!("{stem}.root.sock"),
+        None => format!("{name}.root"),
+    };
+    socket.with_file_name(root_name)
+}
+
 /// Schema of `rtlab reservations --json`.
 pub const RESERVATIONS_SCHEMA: &str = "rtlab.reservations/1";
 
@@ -873,6 +889,23 @@ pub fn parse_rate(text: &str) -> Result<(crate::Nanos, crate::Nanos), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roots_socket_sits_beside_the_daemons() {
+        use std::path::Path;
+        assert_eq!(
+            root_socket_path(Path::new(DEFAULT_SOCKET)),
+            Path::new("/run/rtlab/rtlabd.root.sock")
+        );
+        assert_eq!(
+            root_socket_path(Path::new("/tmp/s")),
+            Path::new("/tmp/s.root")
+        );
+        assert_eq!(
+            root_socket_path(Path::new("s.sock")),
+            Path::new("s.root.sock")
+        );
+    }
 
     fn round_trip(call: Call) {
         let request = Request { id: 9, call };

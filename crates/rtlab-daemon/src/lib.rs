@@ -31,5 +31,5 @@ pub mod startup;
 pub mod watch;
 
 pub use config::{ConfigError, DaemonConfig, DEFAULT_CONFIG_PATH};
-pub use server::{serve, DaemonError, Stopped};
+pub use server::{serve, DaemonError, Listeners, Stopped};
 pub use socket::{listen, Listening, SocketError};

@@ -23,16 +23,17 @@
 //!   caller run at a real-time priority) lends its priority to whoever holds it. The turnstile's
 //!   wake-up is sent without its lock, which a nice-19 waiter may hold.
 //!
-//! Root's path itself stays at the daemon's base priority (SCHED_OTHER). Users' SCHED_RR threads
-//! may hold every CPU within their shares — two users' budgets, 1 s of both CPUs here — and root's
-//! answer then waits for the kernel's fair server (50 ms of every second): 602 ms in CI's
-//! hostile run. Running the accept thread and root's threads at SCHED_FIFO above RealtimeKit1's
-//! priorities was tried: root's median answer went from 0.8 to 0.4 ms, but in 600 s of attack the
-//! accept thread, serving the users' floods of connections above every granted thread, starved a
-//! CPU's canary long enough that the watchdog demoted a quiet user's SCHED_RR thread (and root
-//! still waited 915 ms once). An unprivileged user must not be able to buy CPU above audio
-//! threads through the daemon, so it was withdrawn; the way on is an accept path whose
-//! real-time work per connection is bounded per user.
+//! On the shared socket root's path stays at the daemon's base priority (SCHED_OTHER). Users'
+//! SCHED_RR threads may hold every CPU within their shares — two users' budgets, 1 s of both
+//! CPUs here — and an answer at SCHED_OTHER then waits for the kernel's fair server (50 ms of
+//! every second): 118–459 ms, 12 times in a 10-minute hostile run. Running the shared socket's
+//! accept thread at SCHED_FIFO above RealtimeKit1's priorities was tried: in 600 s of attack
+//! that accept thread, serving the users' floods of connections above every granted thread,
+//! starved a CPU's canary long enough that the watchdog demoted a quiet user's SCHED_RR thread.
+//! An unprivileged user must not be able to buy CPU above audio threads through the daemon. So
+//! root has a socket of its own ([`root_policy`], `crate::server`'s "Root's socket"): the only
+//! real-time work there is root's, and a root waiting for the registry lends its priority to
+//! whoever holds it (the lock inherits priority, below).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -53,6 +54,16 @@ pub fn set_current_thread(policy: Policy) -> std::io::Result<()> {
         policy,
         rtlab_sys::thread_control::SCHED_FLAG_RESET_ON_FORK,
     )
+}
+
+/// The policy of root's socket (`crate::server`, "Root's socket"): SCHED_FIFO one above the
+/// highest priority RealtimeKit1 grants (`rtkit.max_realtime_priority`), so users' granted
+/// threads cannot keep root's answer waiting; never 99, the canary watchdog's and the
+/// dispatchers'. Only uid 0 reaches it: no user's requests are served above their own threads.
+pub fn root_policy(max_realtime_priority: u32) -> Policy {
+    Policy::Fifo {
+        priority: (max_realtime_priority + 1).clamp(1, 98),
+    }
 }
 
 /// The nice value of a thread serving an unprivileged peer: the lowest SCHED_OTHER weight (15

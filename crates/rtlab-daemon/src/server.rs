@@ -30,6 +30,18 @@
 //! root's (SO_PEERCRED uid 0) ahead of the rest; a thread serving an unprivileged peer runs at
 //! nice 19; privileged callers enter the registry ahead of unprivileged ones, which enter one at
 //! a time.
+//!
+//! # Root's socket
+//!
+//! A daemon run as root also listens on root's own socket (`rtlab_core::rpc::root_socket_path`,
+//! mode 0600), with an accept thread of its own. That thread and the threads serving its
+//! connections run at SCHED_FIFO one above the highest priority RealtimeKit1 grants
+//! (`crate::precedence::root_policy`): users' granted threads may hold every CPU within their
+//! shares, and root's answer must not wait for the fair server's 50 ms a second meanwhile. Only
+//! uid 0 can connect (the file's mode; a peer of any other uid that gets there anyway is
+//! refused), so no user can get work done above their own threads' priority through it: the
+//! real-time work on this path is root's alone. Its connections are counted apart from the
+//! shared socket's, so users filling `max_connections` there do not lock root out here.
 
 use crate::budget::RequestBudget;
 use crate::config::DaemonConfig;
@@ -54,6 +66,10 @@ use std::time::{Duration, Instant};
 
 /// How often the accept loop looks at the stop flag while no client connects.
 const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// When the daemon last said that `accept` failed, shared by its accept loops (one notice a
+/// minute for the daemon, not for each socket).
+type LastSaid = Arc<Mutex<Option<Instant>>>;
 
 /// The most connections taken from the listen queue before they are admitted, root's first.
 const ACCEPT_BATCH: usize = 256;
@@ -86,6 +102,30 @@ pub enum Stopped {
     Requested,
     /// A thread of the daemon panicked; everything was reverted.
     Panicked,
+}
+
+/// The sockets the daemon serves: the shared one, and root's own when it has one.
+#[derive(Debug)]
+pub struct Listeners {
+    pub shared: UnixListener,
+    /// Root's socket (mode 0600), served at [`crate::precedence::root_policy`].
+    pub root: Option<UnixListener>,
+}
+
+impl From<UnixListener> for Listeners {
+    /// The shared socket alone (a daemon not run as root, or tests).
+    fn from(shared: UnixListener) -> Listeners {
+        Listeners { shared, root: None }
+    }
+}
+
+/// Which socket a connection came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Door {
+    /// The shared socket: everyone.
+    Shared,
+    /// Root's socket: uid 0 only, served at `policy`.
+    Root { policy: Policy },
 }
 
 /// Counts open connections, in all and per uid.
@@ -132,16 +172,19 @@ struct Shared {
     watcher: Watcher,
     config: DaemonConfig,
     counts: Arc<Mutex<ConnectionCounts>>,
+    /// Root's socket's connections, counted apart (see "Root's socket" above).
+    root_counts: Arc<Mutex<ConnectionCounts>>,
+    accept_failure_said: LastSaid,
     budget: Mutex<RequestBudget>,
     /// The daemon's base priority (its threads' policy at start), for connection threads
     /// (`ThreadPriority`).
     base: Policy,
 }
 
-/// Serves `listener` until `stop` is set or `panicked` is (by a panic hook), then reverts every
-/// managed thread through `enforcement` and returns. The caller owns the socket file.
+/// Serves `listeners` until `stop` is set or `panicked` is (by a panic hook), then reverts every
+/// managed thread through `enforcement` and returns. The caller owns the socket files.
 pub fn serve(
-    listener: UnixListener,
+    listeners: impl Into<Listeners>,
     config: &DaemonConfig,
     enforcement: Box<dyn Enforcement>,
     stop: Arc<AtomicBool>,
@@ -163,6 +206,8 @@ pub fn serve(
         watcher: watcher.clone(),
         config: config.clone(),
         counts: Arc::default(),
+        root_counts: Arc::default(),
+        accept_failure_said: Arc::default(),
         budget: Mutex::new(RequestBudget::new(
             config.requests_per_burst,
             config.burst_interval,
@@ -192,7 +237,51 @@ pub fn serve(
                 return Err(error.into());
             }
         };
-    let result = accept_loop(&listener, &shared, &stop, &panicked);
+    let Listeners {
+        shared: listener,
+        root: root_listener,
+    } = listeners.into();
+    // Root's accept loop runs on a thread of its own (not scoped: a panic there must not unwind
+    // through this function past the shutdown below, which reverts every thread).
+    let ended = Arc::new(AtomicBool::new(false));
+    let root_thread = root_listener.and_then(|root_listener| {
+        let policy = crate::precedence::root_policy(config.rtkit.max_realtime_priority);
+        let (shared, ended, stop, panicked) = (
+            Arc::clone(&shared),
+            Arc::clone(&ended),
+            Arc::clone(&stop),
+            Arc::clone(&panicked),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("rtlabd-root".into())
+            .spawn(move || {
+                // Without CAP_SYS_NICE it stays at the daemon's priority, still apart.
+                let _ = crate::precedence::set_current_thread(policy);
+                let until = StopWhen {
+                    stop: &stop,
+                    panicked: &panicked,
+                    ended: Some(&ended),
+                };
+                if let Err(error) = accept_loop(&root_listener, &shared, &until, Door::Root { policy }) {
+                    eprintln!("rtlab daemon: root's socket is no longer served ({error}); root is answered on the shared socket");
+                }
+            });
+        spawned
+            .inspect_err(|error| {
+                eprintln!("rtlab daemon: root's socket is not served: starting its thread: {error}")
+            })
+            .ok()
+    });
+    let until = StopWhen {
+        stop: &stop,
+        panicked: &panicked,
+        ended: None,
+    };
+    let result = accept_loop(&listener, &shared, &until, Door::Shared);
+    ended.store(true, Ordering::SeqCst);
+    if let Some(root_thread) = root_thread {
+        let _ = root_thread.join();
+    }
     registry.lock().shut_down();
     if let Some(service) = realtimekit {
         service.stop();
@@ -202,26 +291,48 @@ pub fn serve(
     result
 }
 
+/// When an accept loop ends: the daemon's stop flag, a panic, or (root's loop) the shared
+/// socket's loop having ended.
+struct StopWhen<'a> {
+    stop: &'a AtomicBool,
+    panicked: &'a AtomicBool,
+    ended: Option<&'a AtomicBool>,
+}
+
+impl StopWhen<'_> {
+    fn stopped(&self) -> Option<Stopped> {
+        if self.panicked.load(Ordering::SeqCst) {
+            Some(Stopped::Panicked)
+        } else if self.stop.load(Ordering::SeqCst)
+            || self.ended.is_some_and(|ended| ended.load(Ordering::SeqCst))
+        {
+            Some(Stopped::Requested)
+        } else {
+            None
+        }
+    }
+}
+
 fn accept_loop(
     listener: &UnixListener,
     shared: &Arc<Shared>,
-    stop: &AtomicBool,
-    panicked: &AtomicBool,
+    until: &StopWhen<'_>,
+    door: Door,
 ) -> Result<Stopped, DaemonError> {
     listener
         .set_nonblocking(true)
         .map_err(io_error("setting the socket non-blocking"))?;
-    // systemd's WatchdogSec= (rtlabd.service): pinged from this loop, after taking the registry
-    // lock, so a daemon whose accept loop or registry is stuck stops pinging and is restarted
-    // (the restart reverts what the journal names).
-    let watchdog = rtlab_sys::service_manager::Watchdog::from_environment();
-    let mut backoff = AcceptBackoff::default();
+    // systemd's WatchdogSec= (rtlabd.service): pinged from the shared socket's loop, after
+    // taking the registry lock, so a daemon whose accept loop or registry is stuck stops pinging
+    // and is restarted (the restart reverts what the journal names).
+    let watchdog = match door {
+        Door::Shared => rtlab_sys::service_manager::Watchdog::from_environment(),
+        Door::Root { .. } => None,
+    };
+    let mut backoff = AcceptBackoff::saying_through(Arc::clone(&shared.accept_failure_said));
     loop {
-        if panicked.load(Ordering::SeqCst) {
-            return Ok(Stopped::Panicked);
-        }
-        if stop.load(Ordering::SeqCst) {
-            return Ok(Stopped::Requested);
+        if let Some(stopped) = until.stopped() {
+            return Ok(stopped);
         }
         if let Some(watchdog) = watchdog.as_ref().filter(|watchdog| watchdog.is_due()) {
             drop(shared.registry.lock());
@@ -252,9 +363,9 @@ fn accept_loop(
                     if let Some(notice) = backoff.failed(&error) {
                         eprintln!("{notice}");
                     }
-                    let until = Instant::now() + backoff.wait();
-                    while !stop.load(Ordering::SeqCst) && !panicked.load(Ordering::SeqCst) {
-                        let left = until.saturating_duration_since(Instant::now());
+                    let retry_at = Instant::now() + backoff.wait();
+                    while until.stopped().is_none() {
+                        let left = retry_at.saturating_duration_since(Instant::now());
                         if left.is_zero() {
                             break;
                         }
@@ -266,25 +377,33 @@ fn accept_loop(
         }
         waiting.sort_by_key(|(_, credentials)| credentials.uid != 0);
         for (stream, credentials) in waiting {
-            admit(stream, credentials, shared);
+            admit(stream, credentials, shared, door);
         }
     }
 }
 
 /// The accept loop's wait after `accept` fails for want of resources (EMFILE, ENFILE, ENOBUFS,
 /// ENOMEM): 10 ms, doubling to 1 s while it keeps failing, back to none at the next success.
-/// The failure is said at most once a minute, not once per try: near the limit accepts succeed
-/// and fail by turns, as each refused connection frees its descriptor.
+/// The failure is said at most once a minute, not once per try (near the limit accepts succeed
+/// and fail by turns, as each refused connection frees its descriptor), and not once per accept
+/// loop: `last_said` is the daemon's.
 #[derive(Debug, Default)]
 struct AcceptBackoff {
     current: Option<Duration>,
-    last_said: Option<Instant>,
+    last_said: LastSaid,
 }
 
 impl AcceptBackoff {
     const FIRST: Duration = Duration::from_millis(10);
     const LONGEST: Duration = Duration::from_secs(1);
     const SAY_EVERY: Duration = Duration::from_secs(60);
+
+    fn saying_through(last_said: LastSaid) -> AcceptBackoff {
+        AcceptBackoff {
+            current: None,
+            last_said,
+        }
+    }
 
     /// Notes a failure; the line to log, when one is due.
     fn failed(&mut self, error: &io::Error) -> Option<String> {
@@ -293,13 +412,11 @@ impl AcceptBackoff {
             Some(wait) => (wait * 2).min(Self::LONGEST),
         });
         let now = Instant::now();
-        if self
-            .last_said
-            .is_some_and(|said| now.duration_since(said) < Self::SAY_EVERY)
-        {
+        let mut last_said = lock(&self.last_said);
+        if last_said.is_some_and(|said| now.duration_since(said) < Self::SAY_EVERY) {
             return None;
         }
-        self.last_said = Some(now);
+        *last_said = Some(now);
         Some(format!(
             "rtlab daemon: accepting a client failed: {error}; new clients wait (retrying from 10 ms up to every 1 s) until it works again (said at most once a minute)"
         ))
@@ -324,7 +441,20 @@ fn refuse(mut stream: UnixStream, code: ErrorCode, message: String) {
     );
 }
 
-fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>) {
+fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>, door: Door) {
+    if matches!(door, Door::Root { .. }) && credentials.uid != 0 {
+        // Only root can open the file (mode 0600); this is for a peer that got in anyway.
+        refuse(
+            stream,
+            ErrorCode::Permission,
+            format!(
+                "this is root's socket; uid {} is served on {}",
+                credentials.uid,
+                shared.config.socket.display()
+            ),
+        );
+        return;
+    }
     // A uid that has spent its request budget is told so before anything is spent on it. uid 0
     // is never charged (it is privileged whatever its capabilities). The budget's lock is taken
     // by connection threads at nice 19: the accept thread never waits for it (when it is busy
@@ -342,8 +472,12 @@ fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>)
             return;
         }
     }
+    let counts_of_door = match door {
+        Door::Shared => &shared.counts,
+        Door::Root { .. } => &shared.root_counts,
+    };
     let slot = {
-        let mut counts = lock(&shared.counts);
+        let mut counts = lock(counts_of_door);
         if counts.total >= shared.config.max_connections {
             drop(counts);
             refuse(
@@ -372,7 +506,7 @@ fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>)
         counts.total += 1;
         *counts.per_uid.entry(credentials.uid).or_default() += 1;
         ConnectionSlot {
-            counts: Arc::clone(&shared.counts),
+            counts: Arc::clone(counts_of_door),
             uid: credentials.uid,
         }
     };
@@ -384,9 +518,16 @@ fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>)
             let _slot = slot;
             // Lowered at once unless the peer is root (its privilege is known only after
             // `Peer::of`, which is the peer's work too); raised again for a privileged peer.
-            let priority = ThreadPriority::new(shared.base, shared.base);
+            // On root's socket, at root's policy from the start.
+            let normal = match door {
+                Door::Shared => shared.base,
+                Door::Root { policy } => policy,
+            };
+            let priority = ThreadPriority::new(normal, shared.base);
             if credentials.uid != 0 {
                 priority.lower();
+            } else if door != Door::Shared {
+                priority.restore();
             }
             if stream.set_nonblocking(false).is_ok() {
                 match Peer::of(&stream, credentials) {
@@ -661,5 +802,9 @@ mod tests {
             "not again within the minute"
         );
         assert_eq!(backoff.wait(), Duration::from_millis(10));
+        // Another accept loop of the same daemon (root's socket's) does not say it again.
+        let mut other = AcceptBackoff::saying_through(Arc::clone(&backoff.last_said));
+        assert!(other.failed(&error).is_none(), "said once for the daemon");
+        assert_eq!(other.wait(), Duration::from_millis(10));
     }
 }

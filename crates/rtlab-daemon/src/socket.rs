@@ -78,8 +78,19 @@ pub fn listen(path: &Path) -> Result<Listening, SocketError> {
     bind(path)
 }
 
-/// Binds `path` (see [`listen`]).
+/// Binds `path` (see [`listen`]), connectable by every user (mode 0666).
 pub fn bind(path: &Path) -> Result<Listening, SocketError> {
+    bind_with_mode(path, 0o666)
+}
+
+/// Binds root's own socket at `path` (`rtlab_core::rpc::root_socket_path`), the same way as
+/// [`bind`] but mode 0600: only root can connect (connecting needs write permission on the
+/// file). The server still refuses any peer but uid 0 on it.
+pub fn bind_root(path: &Path) -> Result<Listening, SocketError> {
+    bind_with_mode(path, 0o600)
+}
+
+fn bind_with_mode(path: &Path, mode: u32) -> Result<Listening, SocketError> {
     let io = |context: String| move |source| SocketError::Io { context, source };
     if let Some(directory) = path
         .parent()
@@ -127,13 +138,13 @@ pub fn bind(path: &Path) -> Result<Listening, SocketError> {
         listener,
         bound_path: Some(path.to_owned()),
     };
-    make_connectable(path).map_err(io(format!("setting the mode of {}", path.display())))?;
+    set_mode(path, mode).map_err(io(format!("setting the mode of {}", path.display())))?;
     Ok(listening)
 }
 
-/// Mode 0666 on the socket file at `path`, never following a link: the inode is opened with
+/// `mode` on the socket file at `path`, never following a link: the inode is opened with
 /// `O_PATH | O_NOFOLLOW`, checked to be a socket of ours, and changed through its descriptor.
-fn make_connectable(path: &Path) -> io::Result<()> {
+fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
     let file = rtlab_sys::ipc::open_path_no_follow(path)?;
     if !is_our_socket(&file.metadata()?) {
         return Err(io::Error::new(
@@ -142,5 +153,5 @@ fn make_connectable(path: &Path) -> io::Result<()> {
         ));
     }
     let through_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    std::fs::set_permissions(through_fd, std::fs::Permissions::from_mode(0o666))
+    std::fs::set_permissions(through_fd, std::fs::Permissions::from_mode(mode))
 }

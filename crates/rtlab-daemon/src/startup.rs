@@ -3,8 +3,8 @@
 //! the one already running), then the enforcer opened, which repairs what a killed daemon left.
 
 use crate::{
-    listen, serve, ConfigError, DaemonConfig, DaemonError, Listening, SocketError, Stopped,
-    DEFAULT_CONFIG_PATH,
+    listen, serve, ConfigError, DaemonConfig, DaemonError, Listeners, Listening, SocketError,
+    Stopped, DEFAULT_CONFIG_PATH,
 };
 use rtlab_sched::enforce::{EnforceError, Enforcer};
 use std::path::{Path, PathBuf};
@@ -15,6 +15,10 @@ use std::sync::Arc;
 pub struct Startup {
     pub config: DaemonConfig,
     pub listening: Listening,
+    /// Root's own socket (`rtlab_core::rpc::root_socket_path`), bound when the daemon runs as
+    /// root: `Ok(None)` otherwise; `Err` when it could not be bound — the daemon serves without
+    /// it (root is then answered on the shared socket, as everyone) and says why.
+    pub root_listening: Result<Option<Listening>, SocketError>,
     pub enforcer: Enforcer,
 }
 
@@ -66,6 +70,13 @@ pub fn configure(
 /// [`Enforcer::repaired`]) with the configured placement.
 pub fn start(config: DaemonConfig) -> Result<Startup, StartError> {
     let listening = listen(&config.socket)?;
+    // Not fatal: a file left at root's path (in a directory others may write, the socket's
+    // directory can be one) must not keep the daemon from serving everyone else.
+    let root_listening = if rtlab_sys::proc_thread::current_effective_uid() == 0 {
+        crate::socket::bind_root(&rtlab_core::rpc::root_socket_path(&config.socket)).map(Some)
+    } else {
+        Ok(None)
+    };
     let mut enforcer =
         Enforcer::open(&config.state_dir, config.default_backend).map_err(|source| {
             StartError::Enforcer {
@@ -78,6 +89,7 @@ pub fn start(config: DaemonConfig) -> Result<Startup, StartError> {
     Ok(Startup {
         config,
         listening,
+        root_listening,
         enforcer,
     })
 }
@@ -105,10 +117,27 @@ pub fn run_foreground(
     let Startup {
         config,
         listening,
+        root_listening,
         enforcer,
     } = startup;
     let listener = listening.listener.try_clone().map_err(RunError::Listener)?;
-    let stopped = serve(listener, &config, Box::new(enforcer), stop, panicked)?;
+    let root_listening = root_listening.ok().flatten();
+    let root_listener = root_listening
+        .as_ref()
+        .map(|root| root.listener.try_clone())
+        .transpose()
+        .map_err(RunError::Listener)?;
+    let stopped = serve(
+        Listeners {
+            shared: listener,
+            root: root_listener,
+        },
+        &config,
+        Box::new(enforcer),
+        stop,
+        panicked,
+    )?;
+    drop(root_listening);
     drop(listening);
     Ok(stopped)
 }

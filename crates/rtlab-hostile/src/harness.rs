@@ -469,7 +469,11 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             })
         })
         .collect();
-    let pinger = RootPinger::start(stage.daemon.socket.clone(), config.answer_bound);
+    // Root's own socket, as `rtlab` run as root uses it (`rtlab_client::Client::connect`).
+    let pinger = RootPinger::start(
+        rtlab_core::rpc::root_socket_path(&stage.daemon.socket),
+        config.answer_bound,
+    );
     let mut late_answers = 0;
     let mut late_in_hypervisor_stalls = 0;
     let mut late_answer_samples = Vec::new();

@@ -1,4 +1,5 @@
-//! Root's ping: a fresh connection to the daemon every 100 ms (connect → `ping` → answer), timed
+//! Root's ping: a fresh connection to the daemon's root socket (`rtlab_core::rpc::root_socket_path`,
+//! the one `rtlab` run as root uses) every 100 ms (connect → `ping` → answer), timed
 //! from before `connect` to the answer's newline. A ping answered later than the bound is a
 //! violation, unless the machine itself was not running meanwhile: this harness runs on virtual
 //! machines whose hypervisor stops a virtual CPU for milliseconds at a time, and no daemon can

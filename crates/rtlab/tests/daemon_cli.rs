@@ -888,3 +888,87 @@ fn nobody_s_tiny_deadline_requests_count_as_the_budget_the_kernel_gives() {
     assert_refused_leaving_untouched(&output, &["would exceed its limit"], target.id());
     assert!(daemon.reservation_rows(&sandbox).is_empty());
 }
+
+/// The daemon's threads named `name`, by their tids (/proc/PID/task/*/comm).
+fn daemon_threads_named(pid: u32, name: &str) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .collect()
+}
+
+/// Issue 39, root's answer: a daemon run as root also listens on root's own socket, mode 0600,
+/// served by a thread at SCHED_FIFO one above RealtimeKit1's highest priority (20 by default),
+/// and `rtlab` run as root uses it. Before, root was answered at SCHED_OTHER on the shared
+/// socket only, and users' granted threads holding both CPUs kept it waiting up to 459 ms.
+/// Nobody cannot connect to it, from a user namespace of its own neither, and a peer of another
+/// uid that reaches it anyway (the file's mode loosened) is refused by its credentials.
+#[test]
+#[ignore = "needs root"]
+fn roots_own_socket_is_served_above_realtimekit_and_refuses_everyone_else() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    let _turn = require_root();
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let root_socket = rtlab_core::rpc::root_socket_path(&daemon.socket);
+    let metadata = std::fs::symlink_metadata(&root_socket).unwrap();
+    assert!(metadata.file_type().is_socket());
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+    assert_eq!(metadata.uid(), 0);
+    let accept_threads = daemon_threads_named(daemon.process.id(), "rtlabd-root");
+    assert_eq!(
+        accept_threads.len(),
+        1,
+        "one accept thread for root's socket"
+    );
+    assert_eq!(
+        thread_policy(accept_threads[0]).unwrap(),
+        Policy::Fifo { priority: 21 }
+    );
+
+    // Root's rtlab is answered through it: with the shared socket's name moved away, root still
+    // reserves and lists; nobody, on the shared socket's name, cannot reach the daemon.
+    let target = sleeper();
+    let tid = target.id().to_string();
+    let moved = sandbox.file("shared-moved-away.sock");
+    std::fs::rename(&daemon.socket, &moved).unwrap();
+    let reserved = daemon.rtlab(&sandbox, &["reserve", "1ms/10ms", "--tid", &tid]);
+    let as_nobody = daemon.rtlab_as_nobody(&["reservations"]);
+    std::fs::rename(&moved, &daemon.socket).unwrap();
+    assert_exit_code(&reserved, 0);
+    assert!(is_raised(thread_policy(target.id()).unwrap()));
+    assert_exit_code(&as_nobody, 3);
+    assert_eq!(daemon.reservation_tids(&sandbox), [u64::from(target.id())]);
+
+    // Nobody cannot open it, neither as itself nor as "root" of a user namespace of its own.
+    let root_socket_text = root_socket.display().to_string();
+    let direct = daemon.rtlab_as_nobody(&["reservations", "--socket", &root_socket_text]);
+    assert_exit_code(&direct, 3);
+    assert!(
+        stderr_text(&direct).contains("ermission denied"),
+        "{}",
+        stderr_text(&direct)
+    );
+    let namespaced = daemon.rtlab_wrapped(
+        true,
+        &["unshare", "-Ur"],
+        &["release", "--tid", &tid, "--socket", &root_socket_text],
+    );
+    assert_exit_code(&namespaced, 3);
+
+    // Loosened to 0666, it still serves nobody nothing.
+    std::fs::set_permissions(&root_socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let refused =
+        daemon.rtlab_as_nobody(&["release", "--tid", &tid, "--socket", &root_socket_text]);
+    assert_exit_code(&refused, 1);
+    let stderr = stderr_text(&refused);
+    assert!(
+        stderr.contains("this is root's socket; uid 65534"),
+        "{stderr}"
+    );
+    assert!(is_raised(thread_policy(target.id()).unwrap()));
+}
