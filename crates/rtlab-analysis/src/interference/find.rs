@@ -278,8 +278,10 @@ fn burst_of(lengths: &[u64], rule: BurstRule) -> (u64, u64) {
             let middle = median(&mut values);
             // `values` is sorted now. Seen at a uniform point of the probe's period, the
             // samples spread over half a period (or half the burst, when shorter) between
-            // their quartiles; at one point they hardly spread: the burst is at least the
-            // largest sample and less than one probe period more.
+            // their quartiles; at one point they hardly spread: the burst is at least their
+            // common value (the median: a stall of something else merged into one burst, or
+            // the hypervisor's, makes the largest an outlier) and less than one probe period
+            // more.
             let quartile = |share: f64| values[((values.len() - 1) as f64 * share) as usize];
             let spread = if values.is_empty() {
                 f64::INFINITY
@@ -287,7 +289,8 @@ fn burst_of(lengths: &[u64], rule: BurstRule) -> (u64, u64) {
                 quartile(0.75) - quartile(0.25)
             };
             if spread < (period_ns.min(largest) as f64) / 8.0 {
-                (largest, largest + period_ns)
+                let common = middle as u64;
+                (common, common + period_ns)
             } else if middle >= period_ns as f64 {
                 let burst = (middle + period_ns as f64 / 2.0) as u64;
                 (burst, burst)
