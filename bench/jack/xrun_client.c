@@ -3,9 +3,13 @@
  * counts xruns the way JACK reports them (jack_set_xrun_callback). It is the "real application"
  * rtlab's tests and benchmarks hold rtlab against: JACK's own xrun count is the truth.
  *
- *   xrun_client [-n NAME] [-s SERVER] [-l LOAD_PERCENT] [-d SECONDS] [-x XRUN_LOG] [-w]
+ *   xrun_client [-n NAME] [-s SERVER] [-l LOAD_PERCENT] [-d SECONDS] [-x XRUN_LOG] [-w] [-c]
  *
  * -l   percent of each period to burn in the process callback (busy work on CLOCK_MONOTONIC)
+ * -c   burn that share as the thread's own CPU time (CLOCK_THREAD_CPUTIME_ID) instead of wall
+ *      time: a callback preempted for B finishes B later, as a DSP with that much work does
+ *      (a wall-time burn absorbs a preemption that ends before its end; issue 35's validation
+ *      uses -c, the forecast's model is CPU time)
  * -d   how long to stay active; then it deactivates, prints one JSON object on stdout and exits
  * -x   append one line per xrun to XRUN_LOG: CLOCK_MONOTONIC nanoseconds of the callback
  * -w   wait for the server to come up (retry jack_client_open for up to 10 s)
@@ -34,12 +38,20 @@ static atomic_uint_fast64_t max_callback_ns;
 static atomic_int process_tid;
 static volatile sig_atomic_t stop_requested;
 static uint64_t burn_ns;
+static int burn_cpu_time;
 static FILE *xrun_log;
 
 static uint64_t monotonic_ns(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
@@ -52,9 +64,16 @@ static int process(jack_nframes_t frames, void *arg)
         atomic_store(&process_tid, (int)syscall(SYS_gettid));
     /* Busy work for burn_ns of wall time: what a DSP callback does with its share of the period. */
     volatile uint64_t sink = 0;
-    while (monotonic_ns() - start < burn_ns)
-        for (int i = 0; i < 64; i++)
-            sink += (uint64_t)i * 2654435761u;
+    if (burn_cpu_time) {
+        uint64_t cpu_start = thread_cpu_ns();
+        while (thread_cpu_ns() - cpu_start < burn_ns)
+            for (int i = 0; i < 64; i++)
+                sink += (uint64_t)i * 2654435761u;
+    } else {
+        while (monotonic_ns() - start < burn_ns)
+            for (int i = 0; i < 64; i++)
+                sink += (uint64_t)i * 2654435761u;
+    }
     uint64_t took = monotonic_ns() - start;
     uint64_t previous = atomic_load(&max_callback_ns);
     while (took > previous && !atomic_compare_exchange_weak(&max_callback_ns, &previous, took)) {
@@ -95,7 +114,7 @@ int main(int argc, char **argv)
     double seconds = 20.0;
     int wait_for_server = 0;
     int option;
-    while ((option = getopt(argc, argv, "n:s:l:d:x:w")) != -1) {
+    while ((option = getopt(argc, argv, "n:s:l:d:x:wc")) != -1) {
         switch (option) {
         case 'n': name = optarg; break;
         case 's': server = optarg; break;
@@ -103,8 +122,9 @@ int main(int argc, char **argv)
         case 'd': seconds = atof(optarg); break;
         case 'x': xrun_log_path = optarg; break;
         case 'w': wait_for_server = 1; break;
+        case 'c': burn_cpu_time = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-n NAME] [-s SERVER] [-l LOAD%%] [-d SECONDS] [-x XRUN_LOG] [-w]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n NAME] [-s SERVER] [-l LOAD%%] [-d SECONDS] [-x XRUN_LOG] [-w] [-c]\n", argv[0]);
             return 2;
         }
     }

@@ -67,7 +67,11 @@ fn holds_every_cpu(interferer: &PeriodicInterferer, measured: &[u32]) -> bool {
 }
 
 /// The probe's evidence without the interferer's samples: the late samples whose stall ended
-/// within 100 µs of one of its bursts' ends, out of the wake-up histogram and the late list.
+/// within 100 µs of one of its bursts' ends, out of the wake-up histogram and the late list, and
+/// their activations out of the response series (a wake-up `L` late ended its work at least
+/// `L + c_p` after the deadline: the lowest such response goes with it). Left in the response
+/// series, they would be activations that ended late after waking on time: stalls during the
+/// compute, counted again in the rest.
 fn without_interferer(probe: &ProbeEvidence, interferer: &PeriodicInterferer) -> ProbeEvidence {
     const MATCH_NS: u64 = 100_000;
     let ends = &interferer.burst_ends_ns;
@@ -100,6 +104,28 @@ fn without_interferer(probe: &ProbeEvidence, interferer: &PeriodicInterferer) ->
         wakeup.record_n(value, count);
     }
     rest.wakeup = wakeup;
+    if let Some(response) = &mut rest.response {
+        let histogram = response.histogram.inner();
+        let mut buckets: Vec<(u64, u64)> = response.histogram.buckets();
+        for (_, latency) in &theirs {
+            let least = histogram.lowest_equivalent(latency.saturating_add(response.compute.0));
+            let entry = match buckets
+                .iter()
+                .position(|(value, count)| *value >= least && *count > 0)
+            {
+                Some(index) => Some(index),
+                None => buckets.iter().rposition(|(_, count)| *count > 0),
+            };
+            if let Some(index) = entry {
+                buckets[index].1 -= 1;
+            }
+        }
+        let mut kept = LatencyHistogram::new();
+        for (value, count) in buckets {
+            kept.record_n(value, count);
+        }
+        response.histogram = kept;
+    }
     if let Some(late) = &mut rest.late {
         late.samples = kept;
     }
@@ -260,5 +286,99 @@ pub fn describe_answer(answer: &PeriodicAnswer, event: &str, counting: Counting)
                 counting.describe(event)
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forecast::{ComputeEvidence, LateSamples};
+    use crate::interference::Member;
+    use rtlab_core::Nanos;
+
+    /// 20 s of a 1 ms probe on CPU 1 that computed 100 µs after each wake-up, beside bursts of
+    /// 1.2 ms every 25 ms: each burst made one wake-up late (ending with the burst) and that
+    /// activation's response late by as much; nothing else was late.
+    fn probe_beside_bursts() -> (ProbeEvidence, PeriodicInterferer) {
+        let (mut wakeup, mut response) = (LatencyHistogram::new(), LatencyHistogram::new());
+        let (mut samples, mut ends) = (Vec::new(), Vec::new());
+        let bursts = 800u64;
+        for burst in 0..bursts {
+            let end = 5_000_000 + burst * 25_000_000;
+            // The wake-up's place in the burst walks over the probe's period.
+            let latency = 1_200_000 - (burst * 37_000) % 1_000_000;
+            wakeup.record(latency);
+            response.record(latency + 100_000);
+            samples.push((end - latency, latency));
+            ends.push(end);
+        }
+        wakeup.record_n(20_000, 20_000 - bursts);
+        response.record_n(120_000, 20_000 - bursts);
+        let probe = ProbeEvidence {
+            wakeup,
+            trials: 20_000,
+            cpus: 1,
+            period: Nanos::from_millis(1),
+            response: Some(ComputeEvidence {
+                histogram: response,
+                compute: Nanos::from_micros(100),
+            }),
+            late: Some(LateSamples {
+                samples,
+                complete_above_ns: 500_000,
+            }),
+        };
+        let interferer = PeriodicInterferer {
+            members: vec![Member {
+                culprit: None,
+                cpus: vec![1],
+                phase_ns: 5_000_000,
+                bursts_seen: bursts,
+            }],
+            period_ns: 25_000_000,
+            burst_ns: 1_200_000,
+            burst_max_ns: 1_200_000,
+            cpus: vec![1],
+            at_once: true,
+            bursts_seen: bursts,
+            jitter_ns: 0,
+            steady: true,
+            burst_ends_ns: ends,
+        };
+        (probe, interferer)
+    }
+
+    #[test]
+    fn the_rest_of_a_computing_probe_keeps_none_of_the_interferers_activations() {
+        let (probe, interferer) = probe_beside_bursts();
+        let rest = without_interferer(&probe, &interferer);
+        assert_eq!(rest.wakeup.count_above(200_000), 0);
+        let response = rest.response.as_ref().unwrap();
+        assert_eq!(response.histogram.count_above(300_000), 0);
+        assert_eq!(response.histogram.count(), rest.wakeup.count());
+        // Through the forecast: every late activation was the interferer's, so the rest of the
+        // stalls (slack 1.067 ms at 2 × 2.667 ms, c = 1.6 ms) fail nothing.
+        let histogram = probe.wakeup.clone();
+        let evidence = LatencyEvidence {
+            probe: Some(&probe),
+            ..LatencyEvidence::of_histogram(&histogram)
+        };
+        let config = BufferConfig {
+            buffers: 2,
+            buffer_period: Nanos(2_666_667),
+            compute: Nanos(1_600_000),
+        };
+        let context = PeriodicContext {
+            interferer: &interferer,
+            measured: &[1],
+            clock: AppClock::Device,
+            horizon_ns: 20_000_000_000,
+        };
+        let PeriodicAnswer::Alignment(alignment) =
+            periodic_answer(&context, evidence, config, Model::Response)
+        else {
+            panic!("refused");
+        };
+        assert_eq!(alignment.independent_mttf_s, None, "{alignment:?}");
     }
 }

@@ -1,11 +1,12 @@
 //! The forecast beside a periodic interferer (issue 35, items 2 and 3), through
 //! `forecast_study::study` on records built with known bursts: the range over alignments has a
 //! known answer; an unsteady period and a clock that stops with the CPUs get no number.
-use rtlab_analysis::application::AppClock;
+use rtlab_analysis::application::{AppClock, Counting};
 use rtlab_analysis::classes::builtin_classes;
-use rtlab_analysis::forecast::Model;
+use rtlab_analysis::forecast::{BufferConfig, Model};
 use rtlab_analysis::forecast_study::{study, ForecastRequest};
-use rtlab_core::{LatencyHistogram, Peak, RunRecord};
+use rtlab_analysis::interference::{alignment_rates, PeriodicInterferer};
+use rtlab_core::{LatencyHistogram, Nanos, Peak, RunRecord};
 
 /// 30 s of a 1 ms rt-high probe on CPUs 0 and 1 with 20 µs wake-ups, and bursts of 2.6 ms
 /// that end every `gap(k)` on both CPUs at once: each burst is one late sample per CPU,
@@ -170,4 +171,71 @@ fn bursts_that_leave_a_cpu_free_get_no_number_and_the_reason() {
         refused.text
     );
     assert_eq!(output.rows[0].forecast.mttf_s, None);
+}
+
+#[test]
+fn a_burst_met_at_one_point_of_the_probes_period_is_ranged_over_its_unknown_length() {
+    // 1.2 ms every 25 ms on CPU 0 and 1 at once, 25 ms a whole multiple of the probe's 1 ms: every
+    // burst met the probe's wake-ups 0.6 ms before its end, so every sample is 0.6 ms and the
+    // burst could be anything from 0.6 to 1.6 ms. (Measured beside JACK, 2026-12-07: one real
+    // 1.2 ms spinner was taken for 0.6, 0.9, 1.6 ms in three runs.)
+    let mut series = Vec::new();
+    let ends: Vec<u64> = (0..1_190u64).map(|k| 5_000_000 + k * 25_000_000).collect();
+    for cpu in 0..2 {
+        let mut histogram = LatencyHistogram::new();
+        let mut peaks = Vec::new();
+        for end in &ends {
+            histogram.record(600_000);
+            peaks.push(Peak {
+                at_ns: end - 600_000,
+                value_ns: 600_000,
+            });
+        }
+        histogram.record_n(20_000, 30_000 - ends.len() as u64);
+        series.push(
+            rtlab_core::rt_high_wakeup_series(cpu, &histogram, 0, Vec::new(), peaks).unwrap(),
+        );
+    }
+    let mut record = RunRecord::new("locked", "2026-12-07T00:00:00Z", 30_000_000_000, series);
+    record.config.period_ns = Some(1_000_000);
+    // 2 × 2.667 ms with 1.6 ms of compute (slack 1.067 ms): a 1.2 ms burst fails the cycles whose
+    // compute it lands in (1.6 + 1.2 > 2.667) or whose release it covers by more than the slack;
+    // a 0.6 ms one fails none.
+    let config = BufferConfig {
+        buffers: 2,
+        buffer_period: Nanos(2_666_667),
+        compute: Nanos(1_600_000),
+    };
+    let request = ForecastRequest {
+        class: None,
+        buffer_period: Some(config.buffer_period),
+        buffers: Some(config.buffers),
+        compute: Some(config.compute),
+        ..request(Some(AppClock::Device))
+    };
+    let output = study(&record, &request).unwrap();
+    assert_eq!(output.periodic.len(), 1, "{:?}", output.periodic);
+    let text = &output.periodic[0].text;
+    assert!(text.contains("for 0.6–1.6 ms every 25.0 ms"), "{text}");
+    let found = &output.periodic[0];
+    let alignment = output.rows[0]
+        .alignment
+        .as_ref()
+        .expect("a range over alignments");
+    // The truth: the rates of the real 1.2 ms burst over its alignments (the bursts at once on
+    // both CPUs are one sequence).
+    let mut truth = PeriodicInterferer {
+        burst_ns: 1_200_000,
+        burst_max_ns: 1_200_000,
+        ..found.interferer.clone()
+    };
+    truth.members.truncate(1);
+    let rates = alignment_rates(&truth, &config, Counting::Restart, 30_000_000_000, 1.0);
+    assert!(rates.median_per_s > 10.0, "{rates:?}");
+    let rate = |mttf: Option<f64>| mttf.map_or(0.0, |mttf| 1.0 / mttf);
+    assert!(
+        rate(alignment.most_mttf_s) <= rates.median_per_s
+            && rates.median_per_s <= rate(alignment.least_mttf_s),
+        "the range {alignment:?} misses the real burst's median {rates:?}"
+    );
 }

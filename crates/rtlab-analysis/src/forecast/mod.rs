@@ -39,7 +39,8 @@ mod words;
 pub use backlog::{expected_underruns_per_period, per_period_underruns, underruns_after_stall};
 pub use buffers::{buffer_table, default_periods, least_buffering};
 pub use evidence::{
-    BufferConfig, ComputeEvidence, Counting, Exceedance, LatencyEvidence, ProbeEvidence, TailModel,
+    BufferConfig, ComputeEvidence, Counting, Exceedance, LateSamples, LatencyEvidence,
+    ProbeEvidence, TailModel,
 };
 pub use model::{decide, forecast, Decision};
 pub use outcome::{

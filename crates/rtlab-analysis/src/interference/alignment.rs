@@ -26,6 +26,8 @@ use serde::Serialize;
 const ALIGNMENTS: usize = 360;
 /// Offsets at which one burst's cost is tabulated across one application period.
 const OFFSETS: usize = 1_440;
+/// Burst lengths tried across a burst known only within a range (`burst_ns..=burst_max_ns`).
+const BURST_STEPS: u64 = 5;
 
 /// The interferer's failures per second over the alignments, least to most.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -107,19 +109,38 @@ pub fn alignment_rates(
     hit_share: f64,
 ) -> AlignmentRates {
     let period_app = config.buffer_period.0.max(1);
-    let burst = interferer.burst_ns;
-    // One burst's cost at every offset within the application's period.
-    let table: Vec<u64> = (0..OFFSETS)
-        .map(|index| {
-            let offset = (index as u128 * u128::from(period_app) / OFFSETS as u128) as u64;
-            failures_of_burst(config, counting, burst, offset)
+    // The burst's length as far as it is known: from `burst_ns` to `burst_max_ns` in
+    // `BURST_STEPS` steps, each swept over every alignment (its rates all in the range and the
+    // median).
+    let (shortest, longest) = (
+        interferer.burst_ns,
+        interferer.burst_max_ns.max(interferer.burst_ns),
+    );
+    let lengths: Vec<u64> = if longest > shortest {
+        (0..BURST_STEPS)
+            .map(|step| shortest + (longest - shortest) * step / (BURST_STEPS - 1))
+            .collect()
+    } else {
+        vec![shortest]
+    };
+    // One burst's cost at every offset within the application's period, per length.
+    let tables: Vec<Vec<u64>> = lengths
+        .iter()
+        .map(|&burst| {
+            (0..OFFSETS)
+                .map(|index| {
+                    let offset = (index as u128 * u128::from(period_app) / OFFSETS as u128) as u64;
+                    failures_of_burst(config, counting, burst, offset)
+                })
+                .collect()
         })
         .collect();
-    let cost = |offset: f64| {
+    let cost = |table: &[u64], offset: f64| {
         let index =
             ((offset.rem_euclid(period_app as f64) / period_app as f64) * OFFSETS as f64) as usize;
         table[index.min(OFFSETS - 1)]
     };
+    let burst = shortest;
     let horizon = horizon_ns.max(interferer.period_ns.max(1)) as f64;
     // The period within what the fit can tell (the spread of one gap over the bursts seen).
     let uncertainty = interferer.jitter_ns as f64 / (interferer.bursts_seen.max(1) as f64).sqrt();
@@ -134,23 +155,25 @@ pub fn alignment_rates(
         .iter()
         .map(|member| member.phase_ns as f64 - burst as f64)
         .collect();
-    let mut at_nominal = Vec::with_capacity(ALIGNMENTS);
+    let mut at_nominal = Vec::with_capacity(ALIGNMENTS * tables.len());
     let (mut least, mut most) = (f64::INFINITY, 0.0f64);
-    for (which, period) in periods.iter().enumerate() {
-        let bursts = (horizon / period).floor().max(1.0) as u64;
-        for step in 0..ALIGNMENTS {
-            let alignment = step as f64 * period_app as f64 / ALIGNMENTS as f64;
-            let mut failures = 0u64;
-            for start in &starts {
-                for burst_index in 0..bursts {
-                    failures += cost(start + burst_index as f64 * period - alignment);
+    for table in &tables {
+        for (which, period) in periods.iter().enumerate() {
+            let bursts = (horizon / period).floor().max(1.0) as u64;
+            for step in 0..ALIGNMENTS {
+                let alignment = step as f64 * period_app as f64 / ALIGNMENTS as f64;
+                let mut failures = 0u64;
+                for start in &starts {
+                    for burst_index in 0..bursts {
+                        failures += cost(table, start + burst_index as f64 * period - alignment);
+                    }
                 }
-            }
-            let rate = failures as f64 * hit_share / (bursts as f64 * period / 1e9);
-            least = least.min(rate);
-            most = most.max(rate);
-            if which == 1 {
-                at_nominal.push(rate);
+                let rate = failures as f64 * hit_share / (bursts as f64 * period / 1e9);
+                least = least.min(rate);
+                most = most.max(rate);
+                if which == 1 {
+                    at_nominal.push(rate);
+                }
             }
         }
     }
@@ -187,6 +210,7 @@ mod tests {
             }],
             period_ns: period,
             burst_ns: burst,
+            burst_max_ns: burst,
             cpus: vec![0, 1],
             at_once: true,
             bursts_seen: 400,

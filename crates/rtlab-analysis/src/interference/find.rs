@@ -79,6 +79,11 @@ pub struct PeriodicInterferer {
     pub members: Vec<Member>,
     pub period_ns: u64,
     pub burst_ns: u64,
+    /// The longest the burst can be by what was seen: `burst_ns`, unless every burst met the
+    /// probe's wake-ups at one point of its period (an interferer whose period is a whole
+    /// multiple of the probe's): then each sample is `B − u` with the same `u`, and the samples
+    /// say only that `B` lies within one probe period above the largest of them.
+    pub burst_max_ns: u64,
     /// Every CPU a member was seen on.
     pub cpus: Vec<u32>,
     /// Every member's bursts come at the same time (phases within half a burst, or 0.5 ms).
@@ -263,19 +268,37 @@ fn phase_fit(ends: &[u64], period: f64, jitter: f64) -> (f64, f64, Vec<usize>) {
     (period, phase, inliers)
 }
 
-fn burst_of(lengths: &[u64], rule: BurstRule) -> u64 {
+/// The burst's length from its sightings' lengths: `(burst, longest)`, `longest` the most it can
+/// be (see [`PeriodicInterferer::burst_max_ns`]).
+fn burst_of(lengths: &[u64], rule: BurstRule) -> (u64, u64) {
     let mut values: Vec<f64> = lengths.iter().map(|length| *length as f64).collect();
     let largest = lengths.iter().copied().max().unwrap_or(0);
     match rule {
         BurstRule::ProbeSamples { period_ns } => {
             let middle = median(&mut values);
-            if middle >= period_ns as f64 {
-                (middle + period_ns as f64 / 2.0) as u64
+            // `values` is sorted now. Seen at a uniform point of the probe's period, the
+            // samples spread over half a period (or half the burst, when shorter) between
+            // their quartiles; at one point they hardly spread: the burst is at least their
+            // common value (the median: a stall of something else merged into one burst, or
+            // the hypervisor's, makes the largest an outlier) and less than one probe period
+            // more.
+            let quartile = |share: f64| values[((values.len() - 1) as f64 * share) as usize];
+            let spread = if values.is_empty() {
+                f64::INFINITY
             } else {
-                largest
+                quartile(0.75) - quartile(0.25)
+            };
+            if spread < (period_ns.min(largest) as f64) / 8.0 {
+                let common = middle as u64;
+                (common, common + period_ns)
+            } else if middle >= period_ns as f64 {
+                let burst = (middle + period_ns as f64 / 2.0) as u64;
+                (burst, burst)
+            } else {
+                (largest, largest)
             }
         }
-        BurstRule::Overlaps => largest,
+        BurstRule::Overlaps => (largest, largest),
     }
 }
 
@@ -352,7 +375,7 @@ fn combine(members: Vec<GroupFit>, rule: BurstRule) -> PeriodicInterferer {
         .iter()
         .flat_map(|(_, fit)| fit.lengths.iter().copied())
         .collect();
-    let burst_ns = burst_of(&lengths, rule);
+    let (burst_ns, burst_max_ns) = burst_of(&lengths, rule);
     let tolerance = (burst_ns as f64 / 2.0).max(500_000.0);
     let first_phase = members.first().map(|(_, fit)| fit.phase_ns).unwrap_or(0.0);
     let at_once = members
@@ -387,6 +410,7 @@ fn combine(members: Vec<GroupFit>, rule: BurstRule) -> PeriodicInterferer {
             .collect(),
         period_ns: period.round() as u64,
         burst_ns,
+        burst_max_ns,
         cpus,
         at_once,
         bursts_seen,

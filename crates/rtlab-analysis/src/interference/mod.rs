@@ -109,18 +109,29 @@ pub fn describe(interferer: &PeriodicInterferer, measured: &[u32]) -> String {
             ", one CPU at a time"
         });
     }
-    let burst = millis(interferer.burst_ns);
+    let (burst, note) = if interferer.burst_max_ns > interferer.burst_ns {
+        (
+            format!(
+                "{}–{}",
+                millis(interferer.burst_ns).trim_end_matches(" ms"),
+                millis(interferer.burst_max_ns)
+            ),
+            "; every burst met the probe's wake-ups at one point of the probe's period, so its length is known only to within that period",
+        )
+    } else {
+        (millis(interferer.burst_ns), "")
+    };
     let period = millis(interferer.period_ns);
     let jitter = millis(interferer.jitter_ns);
     if interferer.steady {
         format!(
-            "{name} {verb} {burst} every {period} on {place} (steady to ±{jitter} over {} bursts)",
+            "{name} {verb} {burst} every {period} on {place} (steady to ±{jitter} over {} bursts{note})",
             interferer.bursts_seen
         )
     } else {
         let share = 100.0 * interferer.jitter_ns as f64 / interferer.period_ns.max(1) as f64;
         format!(
-            "{name} {verb} {burst} about every {period} on {place}, but not steadily (±{jitter} between bursts, {share:.0} % of its period)"
+            "{name} {verb} {burst} about every {period} on {place}, but not steadily (±{jitter} between bursts, {share:.0} % of its period{note})"
         )
     }
 }
@@ -142,6 +153,7 @@ mod tests {
             }],
             period_ns: 70_000_000,
             burst_ns: 2_600_000,
+            burst_max_ns: 2_600_000,
             cpus,
             at_once: true,
             bursts_seen: 428,
