@@ -255,8 +255,13 @@ pub fn serve(
         let spawned = std::thread::Builder::new()
             .name("rtlabd-root".into())
             .spawn(move || {
-                // Without CAP_SYS_NICE it stays at the daemon's priority, still apart.
-                let _ = crate::precedence::set_current_thread(policy);
+                // Without SCHED_RESET_ON_FORK: a connection thread it starts is born at root's
+                // policy. Born at SCHED_OTHER (as from every other daemon thread), it waited for
+                // the fair server before its first instruction while users' granted threads held
+                // the CPUs: that was root's late answers, 100–430 ms, all of it between `spawn`
+                // and the thread's start. The connection thread sets the flag for its own
+                // children. Without CAP_SYS_NICE it stays at the daemon's priority, still apart.
+                let _ = rtlab_sys::sched::set_current_thread_policy(policy);
                 let until = StopWhen {
                     stop: &stop,
                     panicked: &panicked,

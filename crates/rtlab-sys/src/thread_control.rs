@@ -12,6 +12,17 @@ use crate::sched::Policy;
 /// SCHED_FLAG_RESET_ON_FORK: children of the thread start at SCHED_OTHER, not with its budget.
 pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 
+/// Whether thread `tid` (0: the calling one) has SCHED_RESET_ON_FORK set: the threads it starts
+/// are born at SCHED_OTHER, whatever its own policy (sched_getscheduler's flag bit).
+pub fn resets_on_fork(tid: u32) -> io::Result<bool> {
+    // SAFETY: sched_getscheduler takes a thread id by value and touches no memory of ours.
+    let policy = unsafe { libc::sched_getscheduler(tid as libc::pid_t) };
+    if policy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(policy & libc::SCHED_RESET_ON_FORK != 0)
+}
+
 /// Sets `tid`'s policy with sched_setattr `flags` (e.g. [`SCHED_FLAG_RESET_ON_FORK`]).
 ///
 /// A *blocked* thread leaving SCHED_DEADLINE is first shrunk to the least deadline bandwidth: the

@@ -929,6 +929,10 @@ fn roots_own_socket_is_served_above_realtimekit_and_refuses_everyone_else() {
         thread_policy(accept_threads[0]).unwrap(),
         Policy::Fifo { priority: 21 }
     );
+    // Its connection threads are born at that policy: with SCHED_RESET_ON_FORK (as at first)
+    // they started at SCHED_OTHER and waited for the fair server before running at all, and
+    // root's answer with them (100–430 ms in a hostile run, all between spawn and start).
+    assert!(!rtlab_sys::thread_control::resets_on_fork(accept_threads[0]).unwrap());
 
     // Root's rtlab is answered through it: with the shared socket's name moved away, root still
     // reserves and lists; nobody, on the shared socket's name, cannot reach the daemon.
