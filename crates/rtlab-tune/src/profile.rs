@@ -10,6 +10,9 @@
 //! so the profile works whether or not systemd runs now. Beside them the state file
 //! (`/var/lib/rtlab/tune-profile.json`) records every value before and in the profile.
 //!
+//! When tuned is installed, a tuned profile holding the same settings is written too
+//! ([`crate::tuned`]).
+//!
 //! Every file is written atomically (a temporary file renamed over it); an error removes what the
 //! call wrote. The files live under a root directory (`/`, or `RTLAB_TUNE_PROFILE_ROOT` for tests
 //! and packagers), and the kernel is reached through [`KernelSettings`], so everything but the
@@ -41,12 +44,13 @@ const WANTS_DIR: &str = "etc/systemd/system/multi-user.target.wants";
 
 /// Every file a profile may have, relative to the root; the state file last, so a revert that
 /// stops half-way still finds it.
-pub const PROFILE_FILES: [&str; 6] = [
+pub const PROFILE_FILES: [&str; 7] = [
     SYSCTL_FILE,
     "etc/systemd/system/multi-user.target.wants/rtlab-tune.service",
     "etc/systemd/system/multi-user.target.wants/rtlab-tune-cpu-dma-latency.service",
     "etc/systemd/system/rtlab-tune.service",
     "etc/systemd/system/rtlab-tune-cpu-dma-latency.service",
+    crate::tuned::TUNED_FILE,
     STATE_FILE,
 ];
 
@@ -233,7 +237,7 @@ impl ProfileState {
 
     /// Every knob of the profile with its two values, checked: a state file names only rtlab's
     /// knobs and plain values.
-    fn knobs(&self) -> impl Iterator<Item = (Knob, &KnobValue)> {
+    pub(crate) fn knobs(&self) -> impl Iterator<Item = (Knob, &KnobValue)> {
         self.settings.iter().flat_map(|setting| {
             setting.values.iter().map(|value| {
                 (
@@ -244,7 +248,7 @@ impl ProfileState {
         })
     }
 
-    fn holds_cpu_dma_latency(&self) -> bool {
+    pub(crate) fn holds_cpu_dma_latency(&self) -> bool {
         self.settings
             .iter()
             .any(|setting| setting.name == SettingName::CpuDmaLatency.name())
@@ -265,7 +269,7 @@ impl ProfileState {
 
     /// The comment every file begins with (`prefix` `#`): who wrote it, when, the measured
     /// effects and how to undo it.
-    fn header_comment(&self) -> String {
+    pub(crate) fn header_comment(&self) -> String {
         let mut text = format!(
             "# Written by rtlab tune --apply (rtlab {}) at {}.\n# Kept because each lowered the real-time wake-up latency beyond noise, measured alone:\n",
             one_line(&self.header.tool_version),
@@ -501,6 +505,7 @@ pub fn write_profile(root: &Path, state: &ProfileState) -> Result<Vec<PathBuf>, 
         for path in written.iter().rev() {
             let _ = std::fs::remove_file(path);
         }
+        let _ = std::fs::remove_dir(root.join(crate::tuned::TUNED_PROFILE_DIR));
         return Err(error);
     }
     Ok(written)
@@ -533,6 +538,11 @@ fn write_each(
     for unit in units {
         let path = root.join(WANTS_DIR).join(unit);
         link_atomically(&path, unit)?;
+        written.push(path);
+    }
+    if crate::tuned::tuned_installed(root) {
+        let path = root.join(crate::tuned::TUNED_FILE);
+        write_atomically(&path, &crate::tuned::tuned_text(state))?;
         written.push(path);
     }
     Ok(())
@@ -609,6 +619,11 @@ pub fn revert_profile(
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(error) => return Err(profile_error(&path, error)),
         }
+    }
+    // The tuned profile's directory, once empty (a file someone else put there keeps it).
+    let tuned_directory = root.join(crate::tuned::TUNED_PROFILE_DIR);
+    if std::fs::remove_dir(&tuned_directory).is_ok() {
+        reverted.removed.push(tuned_directory);
     }
     Ok(reverted)
 }
