@@ -147,15 +147,7 @@ pub fn effect_words(effect: &SettingEffect, confidence: f64) -> String {
 
 /// The sysctl key of a knob that is a sysctl (`kernel.timer_migration`), else `None`.
 pub fn sysctl_key(knob: Knob) -> Option<String> {
-    let path = knob.path();
-    let relative = path.strip_prefix("/proc/sys").ok()?;
-    Some(
-        relative
-            .components()
-            .map(|part| part.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("."),
-    )
+    knob.sysctl_key()
 }
 
 impl ProfileState {
@@ -237,7 +229,7 @@ impl ProfileState {
 
     /// Every knob of the profile with its two values, checked: a state file names only rtlab's
     /// knobs and plain values.
-    pub(crate) fn knobs(&self) -> impl Iterator<Item = (Knob, &KnobValue)> {
+    fn knobs(&self) -> impl Iterator<Item = (Knob, &KnobValue)> {
         self.settings.iter().flat_map(|setting| {
             setting.values.iter().map(|value| {
                 (
@@ -248,7 +240,7 @@ impl ProfileState {
         })
     }
 
-    pub(crate) fn holds_cpu_dma_latency(&self) -> bool {
+    fn holds_cpu_dma_latency(&self) -> bool {
         self.settings
             .iter()
             .any(|setting| setting.name == SettingName::CpuDmaLatency.name())
@@ -269,7 +261,7 @@ impl ProfileState {
 
     /// The comment every file begins with (`prefix` `#`): who wrote it, when, the measured
     /// effects and how to undo it.
-    pub(crate) fn header_comment(&self) -> String {
+    fn header_comment(&self) -> String {
         let mut text = format!(
             "# Written by rtlab tune --apply (rtlab {}) at {}.\n# Kept because each lowered the real-time wake-up latency beyond noise, measured alone:\n",
             one_line(&self.header.tool_version),
@@ -349,6 +341,25 @@ WantedBy=multi-user.target
 ",
             self.header_comment(),
             self.rtlab
+        )
+    }
+
+    /// The tuned profile's `tuned.conf` ([`crate::tuned`]).
+    pub fn tuned_text(&self) -> String {
+        let kept: Vec<&str> = self
+            .settings
+            .iter()
+            .map(|setting| setting.name.as_str())
+            .collect();
+        let values: Vec<(Knob, &str)> = self
+            .knobs()
+            .map(|(knob, value)| (knob, value.profile.as_str()))
+            .collect();
+        crate::tuned::tuned_text(
+            &self.header_comment(),
+            &kept,
+            self.holds_cpu_dma_latency(),
+            &values,
         )
     }
 
@@ -542,7 +553,7 @@ fn write_each(
     }
     if crate::tuned::tuned_installed(root) {
         let path = root.join(crate::tuned::TUNED_FILE);
-        write_atomically(&path, &crate::tuned::tuned_text(state))?;
+        write_atomically(&path, &state.tuned_text())?;
         written.push(path);
     }
     Ok(())

@@ -11,7 +11,6 @@
 //! later) sets every IRQ's affinity to a CPU list. No `[script]`: every kept setting has a plugin.
 //! No `[bootloader]`: rtlab tune keeps no boot-time setting (those it only suggests).
 
-use crate::profile::{sysctl_key, ProfileState};
 use rtlab_sys::tunables::Knob;
 use std::path::Path;
 
@@ -42,15 +41,22 @@ fn section_of(knob: Knob) -> (&'static str, String) {
         Knob::ThpEnabled => ("vm", "transparent_hugepages".into()),
         Knob::ThpDefrag => ("vm", "transparent_hugepage.defrag".into()),
         Knob::IrqAffinity(_) => ("irq", "affinity".into()),
-        other => match sysctl_key(other) {
+        other => match other.sysctl_key() {
             Some(key) => ("sysctl", key),
             None => ("sysfs", other.path().display().to_string()),
         },
     }
 }
 
-/// `tuned.conf`: the state's kept settings as tuned's plugins hold them.
-pub fn tuned_text(state: &ProfileState) -> String {
+/// `tuned.conf`: the kept settings (`kept`, by name; `cpu_dma_latency` among them when
+/// `cpu_dma_latency`) as tuned's plugins hold them, each knob with its profile's value, after
+/// `header_comment` (the profile's, naming who wrote it and how to undo it).
+pub fn tuned_text(
+    header_comment: &str,
+    kept: &[&str],
+    cpu_dma_latency: bool,
+    values: &[(Knob, &str)],
+) -> String {
     let mut sections: Vec<(&'static str, Vec<String>)> = Vec::new();
     let mut add = |section: &'static str, line: String| {
         match sections.iter_mut().find(|(name, _)| *name == section) {
@@ -60,19 +66,14 @@ pub fn tuned_text(state: &ProfileState) -> String {
             None => sections.push((section, vec![line])),
         }
     };
-    if state.holds_cpu_dma_latency() {
+    if cpu_dma_latency {
         add("cpu", "force_latency=0".into());
     }
-    for (knob, value) in state.knobs() {
-        let (section, option) = section_of(knob);
-        add(section, format!("{option}={}", value.profile));
+    for (knob, value) in values {
+        let (section, option) = section_of(*knob);
+        add(section, format!("{option}={value}"));
     }
-    let kept: Vec<&str> = state
-        .settings
-        .iter()
-        .map(|setting| setting.name.as_str())
-        .collect();
-    let mut text = state.header_comment();
+    let mut text = header_comment.to_owned();
     text.push_str(&format!(
         "# Select it: tuned-adm profile {TUNED_PROFILE}. The sysctl.d file and rtlab's units hold the same values at boot without tuned.\n"
     ));
