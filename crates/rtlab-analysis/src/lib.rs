@@ -15,6 +15,7 @@ pub mod offenders;
 pub mod projection;
 pub mod run_verdict;
 pub mod schedulability;
+pub mod student_t;
 pub mod supply;
 pub mod tail;
 pub mod timers;

@@ -64,6 +64,54 @@ pub struct SettingResult {
     /// A change that does nothing, measured like the others to show the false-keep rate.
     #[serde(default)]
     pub placebo: bool,
+    /// With `--app COMM`: that program's own deadline misses in each round, and the effect on
+    /// them; absent without `--app` or when the setting was not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<AppEffect>,
+}
+
+/// A watched program's deadline misses in one round (`--app`), counted as `rtlab trace watch`
+/// counts them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppRound {
+    /// Deadline misses (a gap counts each period it lost, as JACK counts xruns).
+    pub misses: u64,
+    /// The time watched, s (the recording's first to last event).
+    pub seconds: f64,
+}
+
+impl AppRound {
+    /// Misses per minute watched; 0 when nothing was watched.
+    pub fn per_minute(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.misses as f64 * 60.0 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The effect of one setting on a watched program's deadline misses (`--app`): B (changed) −
+/// A (as it was), in misses per minute, judged over the A/B pairs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppEffect {
+    /// The program's name (`/proc/PID/comm`).
+    pub comm: String,
+    /// Each round of arm A (as it was), in the order measured.
+    pub rounds_before: Vec<AppRound>,
+    /// Each round of arm B (changed).
+    pub rounds_after: Vec<AppRound>,
+    /// Mean misses per minute over each arm's rounds.
+    pub per_minute_before: f64,
+    pub per_minute_after: f64,
+    /// The mean of the pairs' differences (B − A), misses per minute.
+    pub difference_per_minute: f64,
+    /// Student's t interval of that mean over the pairs at the report's confidence; `None` with
+    /// one pair.
+    pub difference_ci_per_minute: Option<[f64; 2]>,
+    /// The pairs in which B had fewer misses per minute than A.
+    pub pairs_fewer: u32,
+    pub pairs: u32,
 }
 
 /// The whole of `rtlab tune`'s answer (`rtlab.tune/1`, under the common header).
@@ -85,6 +133,9 @@ pub struct TuneReport {
     pub repaired: Vec<String>,
     pub inventory: Vec<InventoryItem>,
     pub settings: Vec<SettingResult>,
+    /// `--app COMM`: the program whose deadline misses were counted beside the probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
     /// Stopped by SIGINT/SIGTERM before the end.
     pub interrupted: bool,
     /// Wall time of the whole command, ns.

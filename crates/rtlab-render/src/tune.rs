@@ -3,7 +3,9 @@
 
 use crate::summary::micros;
 use crate::text::{truncate, wrapped};
-use rtlab_core::tune_report::{SettingEffect, SettingResult, TuneReport, WhenChangeable};
+use rtlab_core::tune_report::{
+    AppEffect, SettingEffect, SettingResult, TuneReport, WhenChangeable,
+};
 use std::fmt::Write;
 
 fn when_text(when: WhenChangeable) -> &'static str {
@@ -61,6 +63,30 @@ fn effect_text(effect: &SettingEffect) -> String {
     }
 }
 
+/// `jackd misses/min: 30.7 -> 3.3, -27.3 [-31.1, -23.5] (rounds A 30,34,28; B 3,5,2)`.
+fn app_effect_text(effect: &AppEffect) -> String {
+    let interval = effect.difference_ci_per_minute.map_or_else(
+        || " (one pair: not judged)".to_owned(),
+        |[low, high]| format!(" [{low:+.1}, {high:+.1}]"),
+    );
+    let counts = |rounds: &[rtlab_core::tune_report::AppRound]| {
+        rounds
+            .iter()
+            .map(|round| round.misses.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "{} misses/min: {:.1} -> {:.1}, {:+.1}{interval} (misses per round: as it was {}; changed {})",
+        effect.comm,
+        effect.per_minute_before,
+        effect.per_minute_after,
+        effect.difference_per_minute,
+        counts(&effect.rounds_before),
+        counts(&effect.rounds_after)
+    )
+}
+
 fn setting_row(text: &mut String, setting: &SettingResult) {
     let name = if setting.placebo {
         format!("{} (placebo)", setting.name)
@@ -87,6 +113,9 @@ fn setting_row(text: &mut String, setting: &SettingResult) {
         figures,
         if setting.kept { "kept" } else { "no" }
     );
+    if let Some(app) = &setting.app {
+        let _ = writeln!(text, "{}", wrapped("    ", &app_effect_text(app), 4));
+    }
     let line = if effect == "-" {
         setting.reason.clone()
     } else {
@@ -116,6 +145,17 @@ pub fn results(report: &TuneReport) -> String {
         report.confidence * 100.0
     );
     let _ = writeln!(text, "{}", wrapped("measured: ", &measured, 4));
+    if let Some(comm) = &report.app {
+        let _ = writeln!(
+            text,
+            "{}",
+            wrapped(
+                "and: ",
+                &format!("{comm}'s own deadline misses per minute in each round (as rtlab trace watch counts them), the mean of the pairs' differences with Student's t interval"),
+                4
+            )
+        );
+    }
     let _ = writeln!(
         text,
         "{:<20} {:<25} {:<16} kept",
@@ -141,7 +181,7 @@ pub fn results(report: &TuneReport) -> String {
                 "nothing helped beyond noise; every setting is as it was".to_owned()
             } else {
                 format!(
-                    "helped beyond noise: {}. Every setting was put back as it was at the end (persisting them, --apply, is not built yet)",
+                    "helped beyond noise: {}. Every setting was put back as it was at the end (--apply keeps them)",
                     kept.join(", ")
                 )
             },
@@ -195,6 +235,7 @@ mod tests {
                     kept: true,
                     reason: "better beyond noise".into(),
                     placebo: false,
+                    app: None,
                 },
                 SettingResult {
                     name: "placebo".into(),
@@ -204,8 +245,10 @@ mod tests {
                     kept: false,
                     reason: "within noise".into(),
                     placebo: true,
+                    app: None,
                 },
             ],
+            app: None,
             interrupted: false,
             duration_ns: 0,
         }
@@ -237,5 +280,42 @@ mod tests {
     fn the_inventory_and_the_table_match_their_snapshot() {
         let report = report();
         insta::assert_snapshot!(format!("{}\n{}", inventory(&report), results(&report)));
+    }
+
+    #[test]
+    fn with_an_app_the_table_shows_its_misses_beside_the_probes_figure() {
+        use rtlab_core::tune_report::AppRound;
+        let mut report = report();
+        report.app = Some("jackd".into());
+        let rounds = |misses: [u64; 3]| {
+            misses
+                .iter()
+                .map(|misses| AppRound {
+                    misses: *misses,
+                    seconds: 60.0,
+                })
+                .collect()
+        };
+        report.settings[0].app = Some(AppEffect {
+            comm: "jackd".into(),
+            rounds_before: rounds([30, 34, 28]),
+            rounds_after: rounds([3, 5, 2]),
+            per_minute_before: 30.666,
+            per_minute_after: 3.333,
+            difference_per_minute: -27.333,
+            difference_ci_per_minute: Some([-31.13, -23.54]),
+            pairs_fewer: 3,
+            pairs: 3,
+        });
+        let text = results(&report);
+        assert!(
+            text.contains("    jackd misses/min: 30.7 -> 3.3, -27.3 [-31.1, -23.5]"),
+            "{text}"
+        );
+        assert!(text.contains("jackd's own deadline misses"), "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= crate::text::WIDTH, "{line}");
+        }
+        insta::assert_snapshot!(text);
     }
 }

@@ -66,6 +66,19 @@ impl Knob {
         })
     }
 
+    /// The sysctl key of a knob that is a sysctl (`kernel.timer_migration`), else `None`.
+    pub fn sysctl_key(self) -> Option<String> {
+        let path = self.path();
+        let relative = path.strip_prefix("/proc/sys").ok()?;
+        Some(
+            relative
+                .components()
+                .map(|part| part.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("."),
+        )
+    }
+
     /// The name a journal line uses: `timer_migration`, …, `irq/24`.
     pub fn id(self) -> String {
         match self {

@@ -27,6 +27,17 @@ pub enum TuneError {
     Compare(#[from] rtlab_analysis::compare::CompareError),
     #[error("pooling the rounds: {0}")]
     Histogram(#[from] rtlab_core::HistogramError),
+    /// `--app COMM`: no process has that name.
+    #[error("--app {0}: no running program has that name (/proc/PID/comm); start it first")]
+    AppNotRunning(String),
+    /// `--app COMM`: the program ended before the tune did.
+    #[error(
+        "--app {0}: the program exited mid-tune, so its deadline misses cannot be counted any more"
+    )]
+    AppGone(String),
+    /// `--app COMM`: its deadline misses could not be counted (tracing unavailable, …).
+    #[error("--app {comm}: counting its deadline misses: {reason}")]
+    App { comm: String, reason: String },
     #[error("putting back: {0}")]
     Restore(String),
     /// A file of the boot profile (`rtlab tune --apply`): one that cannot be written, read or
@@ -39,7 +50,9 @@ impl TuneError {
     /// True when the caller's input was at fault (a setting name, a CPU list).
     pub fn is_input(&self) -> bool {
         match self {
-            TuneError::UnknownSetting { .. } | TuneError::NothingToMeasure => true,
+            TuneError::UnknownSetting { .. }
+            | TuneError::NothingToMeasure
+            | TuneError::AppNotRunning(_) => true,
             TuneError::Measure(error) => error.is_input(),
             _ => false,
         }

@@ -9,6 +9,7 @@
 //! back on return, error, panic or the stop flag ([`changes::Changes`]'s drop); after a SIGKILL
 //! the next `rtlab tune` (or [`revert`]) puts it back from the journal.
 
+pub mod app;
 pub mod catalogue;
 pub mod changes;
 pub mod error;
@@ -17,7 +18,9 @@ pub mod journal;
 pub mod measure;
 pub mod pool;
 pub mod profile;
+pub mod tuned;
 
+pub use app::AppWatcher;
 pub use catalogue::SettingName;
 pub use error::{is_input_error, TuneError};
 pub use measure::Figure;
@@ -25,7 +28,7 @@ pub use measure::Figure;
 use changes::{Changes, NotApplied};
 use journal::Journal;
 use measure::RoundConfig;
-use rtlab_core::tune_report::{SettingResult, TuneReport};
+use rtlab_core::tune_report::{AppRound, SettingResult, TuneReport};
 use rtlab_core::{Nanos, RunRecord};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,6 +101,7 @@ fn not_measured(setting: SettingName, reason: String) -> SettingResult {
         kept: false,
         reason,
         placebo: setting == SettingName::Placebo,
+        app: None,
     }
 }
 
@@ -108,13 +112,20 @@ pub fn revert(state_dir: &std::path::Path) -> Result<Vec<String>, TuneError> {
     Ok(repaired)
 }
 
-/// The inventory, then (as root, unless `config.measure` is false) each setting measured.
+/// The inventory, then (as root, unless `config.measure` is false) each setting measured; with
+/// `app`, each round also counts that program's deadline misses.
 pub fn tune(
     config: &TuneConfig,
+    app: Option<&dyn AppWatcher>,
     observer: &mut dyn TuneObserver,
     stop: &Arc<AtomicBool>,
 ) -> Result<TuneReport, TuneError> {
     let started = Instant::now();
+    if let Some(app) = app {
+        if config.measure && !app.running() {
+            return Err(TuneError::AppNotRunning(app.comm().to_owned()));
+        }
+    }
     let (cpus, housekeeping_cpus) = choose_cpus(config.cpus.as_ref())?;
     let as_root = rtlab_sys::users::effective_uid() == 0;
     let measuring = config.measure && as_root;
@@ -144,6 +155,7 @@ pub fn tune(
         repaired,
         inventory: inventory::inventory(&cpus, &housekeeping_cpus),
         settings: Vec::new(),
+        app: app.map(|app| app.comm().to_owned()),
         interrupted: false,
         duration_ns: 0,
     };
@@ -177,6 +189,7 @@ pub fn tune(
         let mut changes = Changes::new(journal);
         let result = measure_settings(
             config,
+            app,
             &round_config,
             &housekeeping_cpus,
             &mut changes,
@@ -213,8 +226,47 @@ fn arms(pairs: u32) -> Vec<Arm> {
         .collect()
 }
 
+/// One round: the probe and, with `app`, the program's misses recorded at the same time (until
+/// the probe's round ends).
+fn measure_round_with_app(
+    round_config: &RoundConfig,
+    app: Option<&dyn AppWatcher>,
+    stop: &Arc<AtomicBool>,
+    offset_ns: u64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(RunRecord, Option<AppRound>), TuneError> {
+    let Some(app) = app else {
+        return Ok((
+            measure::measure_round(round_config, stop, offset_ns, progress)?,
+            None,
+        ));
+    };
+    let round_over = AtomicBool::new(false);
+    let (record, watched) = std::thread::scope(|scope| {
+        let watching = scope.spawn(|| app.watch(&round_over));
+        let record = measure::measure_round(round_config, stop, offset_ns, progress);
+        round_over.store(true, Ordering::SeqCst);
+        let watched = watching
+            .join()
+            .unwrap_or_else(|_| Err("the recording's thread panicked".to_owned()));
+        (record, watched)
+    });
+    // Gone first: a recording that failed because the program ended is said as that.
+    if !app.running() {
+        return Err(TuneError::AppGone(app.comm().to_owned()));
+    }
+    let record = record?;
+    let watched = watched.map_err(|reason| TuneError::App {
+        comm: app.comm().to_owned(),
+        reason,
+    })?;
+    Ok((record, Some(watched)))
+}
+
+#[allow(clippy::too_many_arguments)] // Each is one thing the loop needs; a struct would only rename them.
 fn measure_settings(
     config: &TuneConfig,
+    app: Option<&dyn AppWatcher>,
     round_config: &RoundConfig,
     housekeeping_cpus: &[usize],
     changes: &mut Changes,
@@ -260,6 +312,7 @@ fn measure_settings(
         };
         let mut state = Arm::Changed;
         let mut rounds: [Vec<RunRecord>; 2] = [Vec::new(), Vec::new()];
+        let mut app_rounds: [Vec<AppRound>; 2] = [Vec::new(), Vec::new()];
         for arm in arms(config.rounds) {
             if arm != state {
                 match arm {
@@ -275,12 +328,16 @@ fn measure_settings(
                 }
                 state = arm;
             }
-            let record = measure::measure_round(round_config, stop, elapsed_ns, &mut |ns| {
-                observer.elapsed(ns)
-            })?;
+            let (record, app_round) =
+                measure_round_with_app(round_config, app, stop, elapsed_ns, &mut |ns| {
+                    observer.elapsed(ns)
+                })?;
             elapsed_ns += per_round;
             let interrupted = record.interrupted;
             rounds[(arm == Arm::Changed) as usize].push(record);
+            if let Some(app_round) = app_round {
+                app_rounds[(arm == Arm::Changed) as usize].push(app_round);
+            }
             if interrupted || stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -344,7 +401,22 @@ fn measure_settings(
                 .reason
                 .push_str(&format!(", better in {pairs} of {pairs} pairs"));
         }
-        let kept = judgement.better;
+        let [app_before, app_after] = app_rounds;
+        let (kept, reason, app_effect) = match app {
+            Some(app) => {
+                let (effect, change) =
+                    app::judge_app(app.comm(), app_before, app_after, config.confidence);
+                let (kept, reason) = app::decide(
+                    judgement.better,
+                    judgement.worse,
+                    &judgement.reason,
+                    change,
+                    &effect,
+                );
+                (kept, reason, Some(effect))
+            }
+            None => (judgement.better, judgement.reason, None),
+        };
         if kept && state != Arm::Changed {
             if let Err(not_applied) = changes.apply(setting, housekeeping_cpus)? {
                 return Err(TuneError::Restore(format!(
@@ -361,8 +433,9 @@ fn measure_settings(
             tried: applied.tried,
             effect: judgement.effect,
             kept,
-            reason: judgement.reason,
+            reason,
             placebo: setting == SettingName::Placebo,
+            app: app_effect,
         });
     }
     Ok(())

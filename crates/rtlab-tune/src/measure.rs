@@ -103,6 +103,8 @@ pub struct Judgement {
     pub effect: Option<SettingEffect>,
     /// Better beyond noise (the interval below 0 and more than compare's negligible change).
     pub better: bool,
+    /// Worse beyond noise (the interval above 0 by more than the negligible change).
+    pub worse: bool,
     pub reason: String,
 }
 
@@ -133,6 +135,7 @@ pub fn judge(
         return Ok(Judgement {
             effect: None,
             better: false,
+            worse: false,
             reason: "no wake-up series to compare: not kept".into(),
         });
     };
@@ -185,6 +188,7 @@ pub fn judge(
     Ok(Judgement {
         effect: Some(effect),
         better,
+        worse: difference.change == Change::Worse,
         reason,
     })
 }

@@ -10,6 +10,9 @@
 //! so the profile works whether or not systemd runs now. Beside them the state file
 //! (`/var/lib/rtlab/tune-profile.json`) records every value before and in the profile.
 //!
+//! When tuned is installed, a tuned profile holding the same settings is written too
+//! ([`crate::tuned`]).
+//!
 //! Every file is written atomically (a temporary file renamed over it); an error removes what the
 //! call wrote. The files live under a root directory (`/`, or `RTLAB_TUNE_PROFILE_ROOT` for tests
 //! and packagers), and the kernel is reached through [`KernelSettings`], so everything but the
@@ -41,12 +44,13 @@ const WANTS_DIR: &str = "etc/systemd/system/multi-user.target.wants";
 
 /// Every file a profile may have, relative to the root; the state file last, so a revert that
 /// stops half-way still finds it.
-pub const PROFILE_FILES: [&str; 6] = [
+pub const PROFILE_FILES: [&str; 7] = [
     SYSCTL_FILE,
     "etc/systemd/system/multi-user.target.wants/rtlab-tune.service",
     "etc/systemd/system/multi-user.target.wants/rtlab-tune-cpu-dma-latency.service",
     "etc/systemd/system/rtlab-tune.service",
     "etc/systemd/system/rtlab-tune-cpu-dma-latency.service",
+    crate::tuned::TUNED_FILE,
     STATE_FILE,
 ];
 
@@ -143,15 +147,7 @@ pub fn effect_words(effect: &SettingEffect, confidence: f64) -> String {
 
 /// The sysctl key of a knob that is a sysctl (`kernel.timer_migration`), else `None`.
 pub fn sysctl_key(knob: Knob) -> Option<String> {
-    let path = knob.path();
-    let relative = path.strip_prefix("/proc/sys").ok()?;
-    Some(
-        relative
-            .components()
-            .map(|part| part.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("."),
-    )
+    knob.sysctl_key()
 }
 
 impl ProfileState {
@@ -348,6 +344,25 @@ WantedBy=multi-user.target
         )
     }
 
+    /// The tuned profile's `tuned.conf` ([`crate::tuned`]).
+    pub fn tuned_text(&self) -> String {
+        let kept: Vec<&str> = self
+            .settings
+            .iter()
+            .map(|setting| setting.name.as_str())
+            .collect();
+        let values: Vec<(Knob, &str)> = self
+            .knobs()
+            .map(|(knob, value)| (knob, value.profile.as_str()))
+            .collect();
+        crate::tuned::tuned_text(
+            &self.header_comment(),
+            &kept,
+            self.holds_cpu_dma_latency(),
+            &values,
+        )
+    }
+
     /// The state file's text.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).expect("a profile serialises");
@@ -501,6 +516,7 @@ pub fn write_profile(root: &Path, state: &ProfileState) -> Result<Vec<PathBuf>, 
         for path in written.iter().rev() {
             let _ = std::fs::remove_file(path);
         }
+        let _ = std::fs::remove_dir(root.join(crate::tuned::TUNED_PROFILE_DIR));
         return Err(error);
     }
     Ok(written)
@@ -533,6 +549,11 @@ fn write_each(
     for unit in units {
         let path = root.join(WANTS_DIR).join(unit);
         link_atomically(&path, unit)?;
+        written.push(path);
+    }
+    if crate::tuned::tuned_installed(root) {
+        let path = root.join(crate::tuned::TUNED_FILE);
+        write_atomically(&path, &state.tuned_text())?;
         written.push(path);
     }
     Ok(())
@@ -609,6 +630,11 @@ pub fn revert_profile(
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(error) => return Err(profile_error(&path, error)),
         }
+    }
+    // The tuned profile's directory, once empty (a file someone else put there keeps it).
+    let tuned_directory = root.join(crate::tuned::TUNED_PROFILE_DIR);
+    if std::fs::remove_dir(&tuned_directory).is_ok() {
+        reverted.removed.push(tuned_directory);
     }
     Ok(reverted)
 }

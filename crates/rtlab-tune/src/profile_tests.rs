@@ -199,11 +199,14 @@ fn write_then_revert_puts_every_value_back_and_leaves_no_file() {
     let written = write_profile(root.path(), &state).unwrap();
     assert_eq!(written.len(), 6, "{written:?}");
     for relative in PROFILE_FILES {
-        assert!(
+        // No /etc/tuned under the root: tuned is not installed, no tuned profile.
+        assert_eq!(
             root.path().join(relative).exists(),
-            "{relative} not written"
+            relative != crate::tuned::TUNED_FILE,
+            "{relative}"
         );
     }
+    assert!(!root.path().join(crate::tuned::TUNED_PROFILE_DIR).exists());
     let link = root.path().join(WANTS_DIR).join(APPLY_UNIT);
     assert_eq!(
         std::fs::read_link(&link).unwrap(),
@@ -392,4 +395,82 @@ fn a_corrupt_state_file_is_an_error_naming_the_file() {
     let error = read_state(root.path()).unwrap_err().to_string();
     assert!(error.contains(&path.display().to_string()), "{error}");
     assert!(error.contains("not a tune profile"), "{error}");
+}
+
+#[test]
+fn with_tuned_installed_a_tuned_profile_holds_the_same_settings_and_revert_removes_it() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(crate::tuned::TUNED_DIR)).unwrap();
+    let mut kernel = kernel_with_thp();
+    let before = kernel.values.clone();
+    let state = profile_of(
+        &[
+            "cpu_dma_latency",
+            "timer_migration",
+            "thp_enabled",
+            "thp_defrag",
+            "khugepaged_defrag",
+            "irq_affinity",
+        ],
+        &kernel,
+    );
+    let written = write_profile(root.path(), &state).unwrap();
+    let tuned_file = root.path().join(crate::tuned::TUNED_FILE);
+    assert!(written.contains(&tuned_file), "{written:?}");
+    let text = std::fs::read_to_string(&tuned_file).unwrap();
+    let body: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .collect();
+    assert_eq!(
+        body,
+        [
+            "[main]",
+            "summary=rtlab tune: the settings measured to lower real-time latency here \
+             (cpu_dma_latency, timer_migration, thp_enabled, thp_defrag, khugepaged_defrag, \
+             irq_affinity)",
+            "[cpu]",
+            "force_latency=0",
+            "[sysctl]",
+            "kernel.timer_migration=0",
+            "[vm]",
+            "transparent_hugepages=never",
+            "transparent_hugepage.defrag=never",
+            "[sysfs]",
+            "/sys/kernel/mm/transparent_hugepage/khugepaged/defrag=0",
+            "[irq]",
+            "affinity=0",
+        ]
+    );
+    assert!(
+        text.starts_with("# Written by rtlab tune --apply"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Select it: tuned-adm profile rtlab."),
+        "{text}"
+    );
+    assert!(text.contains("# Undo: rtlab tune --revert"), "{text}");
+
+    apply_values(&state, Which::All, &mut kernel);
+    let reverted = revert_profile(root.path(), &state, &mut kernel).unwrap();
+    assert!(reverted.failed.is_empty(), "{:?}", reverted.failed);
+    assert_eq!(kernel.values, before);
+    assert!(
+        reverted.removed.contains(&tuned_file),
+        "{:?}",
+        reverted.removed
+    );
+    assert!(!root.path().join(crate::tuned::TUNED_PROFILE_DIR).exists());
+    // tuned's own directory stays: it is tuned's.
+    assert!(root.path().join(crate::tuned::TUNED_DIR).is_dir());
+}
+
+/// [`machine`] with every transparent hugepage file.
+fn kernel_with_thp() -> FakeKernel {
+    let mut kernel = machine();
+    for (knob, value) in [(Knob::ThpDefrag, "madvise"), (Knob::KhugepagedDefrag, "1")] {
+        kernel.values.insert(knob, value.to_owned());
+    }
+    kernel
 }

@@ -816,3 +816,236 @@ fn apply_from_a_file_that_is_not_a_tune_report_is_an_input_error() {
         assert_exit_code(&output, 3);
     }
 }
+
+#[test]
+#[ignore = "needs root: writes kernel settings"]
+fn with_tuned_installed_apply_from_writes_a_tuned_profile_too_and_revert_removes_it() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let root = sandbox.file("profile-root");
+    // tuned is installed under the root: its configuration directory, and rtlab's profile
+    // selected in it (as `tuned-adm profile rtlab` records it).
+    std::fs::create_dir_all(root.join("etc/tuned")).unwrap();
+    std::fs::write(root.join("etc/tuned/active_profile"), "rtlab\n").unwrap();
+    let _put_back = PutBack::remember(&[TIMER_MIGRATION, KHUGEPAGED_DEFRAG]);
+    std::fs::write(TIMER_MIGRATION, "1").unwrap();
+    std::fs::write(KHUGEPAGED_DEFRAG, "1").unwrap();
+    let output = sandbox.run(["tune", "--inventory", "--json", "-"]);
+    let mut report = stdout_json(&output);
+    report["housekeeping_cpus"] = serde_json::json!([0]);
+    report["settings"] = serde_json::json!([
+        report_setting("cpu_dma_latency", true),
+        report_setting("timer_migration", true),
+        report_setting("khugepaged_defrag", true),
+        report_setting("swappiness", false),
+    ]);
+    let report_path = sandbox.write("tune.json", report.to_string());
+    let output = sandbox
+        .command()
+        .arg("tune")
+        .arg("--apply-from")
+        .arg(&report_path)
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(text.contains("etc/tuned/rtlab/tuned.conf\n"), "{text}");
+    assert!(
+        text.contains("tuned is installed: the same settings are its profile rtlab (tuned-adm profile rtlab selects it"),
+        "{text}"
+    );
+    let tuned = std::fs::read_to_string(root.join("etc/tuned/rtlab/tuned.conf")).unwrap();
+    let body: Vec<&str> = tuned
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .collect();
+    assert_eq!(
+        body,
+        [
+            "[main]",
+            "summary=rtlab tune: the settings measured to lower real-time latency here (cpu_dma_latency, timer_migration, khugepaged_defrag)",
+            "[cpu]",
+            "force_latency=0",
+            "[sysctl]",
+            "kernel.timer_migration=0",
+            "[sysfs]",
+            "/sys/kernel/mm/transparent_hugepage/khugepaged/defrag=0",
+        ],
+        "{tuned}"
+    );
+    assert!(
+        tuned.contains("#   timer_migration: p99 140.0 -> 57.0 us"),
+        "{tuned}"
+    );
+
+    let output = tune_with_profile_root(&sandbox, &root, &["tune", "--revert"]);
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(text.contains("etc/tuned/rtlab/tuned.conf\n"), "{text}");
+    assert!(
+        text.contains("warning: tuned's active profile was rtlab, now removed: select another"),
+        "{text}"
+    );
+    assert_eq!(read_setting(TIMER_MIGRATION), "1");
+    assert_eq!(read_setting(KHUGEPAGED_DEFRAG), "1");
+    // Only tuned's own file is left; rtlab's directory in it is gone.
+    assert_eq!(files_under(&root), ["etc/tuned/active_profile"]);
+    assert!(!root.join("etc/tuned/rtlab").exists());
+
+    // A tuned profile called rtlab that rtlab did not write is not written over.
+    std::fs::create_dir_all(root.join("etc/tuned/rtlab")).unwrap();
+    std::fs::write(root.join("etc/tuned/rtlab/tuned.conf"), "[main]\n").unwrap();
+    let output = sandbox
+        .command()
+        .arg("tune")
+        .arg("--apply-from")
+        .arg(&report_path)
+        .env(PROFILE_ROOT_ENV, &root)
+        .output()
+        .unwrap();
+    assert_exit_code(&output, 3);
+    assert!(
+        common::stderr_text(&output).contains("tuned.conf exists but no rtlab tune profile does"),
+        "{}",
+        common::stderr_text(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/tuned/rtlab/tuned.conf")).unwrap(),
+        "[main]\n"
+    );
+    assert_eq!(read_setting(TIMER_MIGRATION), "1");
+}
+
+#[test]
+fn an_app_that_is_not_running_is_an_input_error_before_anything_changes() {
+    let sandbox = Sandbox::new();
+    let output = sandbox.run(["tune", "--only", "placebo", "--app", "rtlab-no-such"]);
+    assert_input_error(
+        &output,
+        "--app rtlab-no-such: no running program has that name",
+    );
+    let output = sandbox.run(["tune", "--app", "a_name_longer_than_15"]);
+    assert_input_error(
+        &output,
+        "--app \"a_name_longer_than_15\": give a program's name",
+    );
+    let output = sandbox.run(["tune", "--cycle-marker", "jack"]);
+    assert_exit_code(&output, 2);
+}
+
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), tracing, changes kernel settings"]
+fn with_app_jackd_each_round_counts_its_deadline_misses_and_every_setting_is_put_back() {
+    use common::jack::{ClientProcess, JackServer};
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let _put_back = PutBack::remember(&[TIMER_MIGRATION]);
+    // Away from the value tune tries (0), so that it is measured.
+    std::fs::write(TIMER_MIGRATION, "1").unwrap();
+    let before = settings_now();
+    let server = JackServer::start();
+    let client = ClientProcess::start(&server, "tuned", 30, 120.0);
+    assert!(
+        client.wait_until_active(Duration::from_secs(20)),
+        "the JACK client never ran"
+    );
+    let json = sandbox.file("tune.json");
+    let output = sandbox.run([
+        "tune",
+        "--only",
+        "timer_migration",
+        "--rounds",
+        "2",
+        "--round",
+        "3s",
+        "--warmup",
+        "1s",
+        "--app",
+        "jackd",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_exit_code(&output, 0);
+    let text = common::stdout_text(&output);
+    assert!(text.contains("jackd misses/min: "), "{text}");
+    assert!(text.contains("jackd's own deadline misses"), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["app"], "jackd");
+    let setting = &report["settings"][0];
+    assert_eq!(setting["name"], "timer_migration", "{setting}");
+    assert!(setting["effect"]["difference_ns"].is_i64(), "{setting}");
+    let app = &setting["app"];
+    assert_eq!(app["comm"], "jackd", "{setting}");
+    assert_eq!(app["pairs"], 2, "{app}");
+    for arm in ["rounds_before", "rounds_after"] {
+        let rounds = app[arm].as_array().unwrap();
+        assert_eq!(rounds.len(), 2, "{arm}: {app}");
+        for round in rounds {
+            assert!(round["misses"].is_u64(), "{arm}: {round}");
+            // jackd's driver thread wakes every 2.7 ms: every round recorded some of it.
+            assert!(round["seconds"].as_f64().unwrap() > 0.0, "{arm}: {round}");
+        }
+    }
+    let interval = app["difference_ci_per_minute"].as_array().unwrap();
+    assert!(
+        interval[0].as_f64().unwrap() <= interval[1].as_f64().unwrap(),
+        "{app}"
+    );
+    assert!(app["difference_per_minute"].is_f64(), "{app}");
+    assert!(
+        setting["reason"]
+            .as_str()
+            .unwrap()
+            .contains("jackd's deadline misses"),
+        "{setting}"
+    );
+    drop(client);
+    drop(server);
+    assert_every_setting_as_before(&before, "after a tune with --app");
+    assert!(!Path::new("/run/rtlab/tune.journal").exists());
+}
+
+#[test]
+#[ignore = "needs root: changes kernel settings, tracing"]
+fn an_app_that_exits_mid_tune_stops_it_with_exit_3_and_every_setting_put_back() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let _put_back = PutBack::remember(&[TIMER_MIGRATION]);
+    std::fs::write(TIMER_MIGRATION, "1").unwrap();
+    let before = settings_now();
+    // A program only this test runs: sleep under a name of its own, ending in the second round.
+    let name = format!("rtlabgone{}", std::process::id() % 100_000);
+    let program = sandbox.file(&name);
+    std::fs::copy("/bin/sleep", &program).unwrap();
+    let mut app = std::process::Command::new(&program)
+        .arg("4")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let output = sandbox.run([
+        "tune",
+        "--only",
+        "timer_migration",
+        "--rounds",
+        "3",
+        "--round",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--app",
+        name.as_str(),
+    ]);
+    let _ = app.wait();
+    assert_exit_code(&output, 3);
+    let stderr = common::stderr_text(&output);
+    assert!(
+        stderr.contains(&format!(
+            "--app {name}: the program exited mid-tune, so its deadline misses cannot be counted any more"
+        )),
+        "{stderr}"
+    );
+    assert_every_setting_as_before(&before, "after the app exited mid-tune");
+    assert!(!Path::new("/run/rtlab/tune.journal").exists());
+}

@@ -243,8 +243,32 @@ impl WatchSummary {
             })
     }
 
+    /// Counts one window's misses as `trace watch` does (the watched threads' late
+    /// activations, in time order; `print` sees each with its blame and the thread's need).
+    pub fn count_window(
+        &mut self,
+        report: &TraceReport,
+        mut print: impl FnMut(&LateActivation, &Blame, u64),
+    ) {
+        self.see(report);
+        let watched = rtlab_apptrace::misses_svg::watched_threads(report);
+        let mut lates: Vec<&LateActivation> = report
+            .late_activations
+            .iter()
+            .filter(|late| watched.contains(&late.thread.tid))
+            .collect();
+        lates.sort_by_key(|late| late.at_ns);
+        for late in lates {
+            let blame = blame_of(late);
+            let row = report.threads.iter().find(|row| row.tid == late.thread.tid);
+            let need = row.map_or(0, |row| row.cpu_per_activation_ns.p99);
+            self.add(late, &blame, late.period_ns, need);
+            print(late, &blame, need);
+        }
+    }
+
     /// The seconds between the first and the last event watched.
-    fn seconds(&self) -> f64 {
+    pub fn seconds(&self) -> f64 {
         self.last_ns
             .saturating_sub(self.first_ns.unwrap_or(self.last_ns)) as f64
             / 1e9
@@ -470,7 +494,7 @@ fn exited(pid: u32) -> bool {
     })
 }
 
-fn comm_running(name: &str) -> bool {
+pub(crate) fn comm_running(name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
     };
@@ -594,20 +618,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         (cycle_marker.as_ref(), work_done_marker.as_ref()),
         &record_stop,
         |report| {
-            summary.see(&report);
             let start = summary.first_ns.unwrap_or(report.first_ns);
-            let watched = rtlab_apptrace::misses_svg::watched_threads(&report);
-            let mut lates: Vec<&LateActivation> = report
-                .late_activations
-                .iter()
-                .filter(|late| watched.contains(&late.thread.tid))
-                .collect();
-            lates.sort_by_key(|late| late.at_ns);
-            for late in lates {
-                let blame = blame_of(late);
-                let row = report.threads.iter().find(|row| row.tid == late.thread.tid);
-                let need = row.map_or(0, |row| row.cpu_per_activation_ns.p99);
-                summary.add(late, &blame, late.period_ns, need);
+            summary.count_window(&report, |late, _, need| {
                 if !json_to_stdout {
                     let what = match late.kind {
                         LateKind::Late => format!("done after {}", human(late.response_ns)),
@@ -631,7 +643,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
                         write_error.get_or_insert(error);
                     }
                 }
-            }
+            });
         },
     );
     if let Some(error) = write_error {

@@ -44,12 +44,22 @@ pub struct Args {
     /// Confidence of every bootstrap interval, in percent
     #[arg(long, value_name = "PERCENT", default_value_t = 95.0, value_parser = crate::flags::confidence)]
     pub confidence: f64,
+    /// Also count this running program's own deadline misses in every round (as `rtlab trace
+    /// watch --comm COMM` counts them) and judge each setting by them too: kept when the probe or
+    /// the program is better beyond noise and the other is not worse
+    #[arg(long, value_name = "COMM", conflicts_with_all = ["inventory", "revert", "apply_from"])]
+    pub app: Option<String>,
+    /// With --app: judge the program's deadlines by its own cycle starts, `jack` or PATH:SYMBOL
+    /// (see `rtlab trace record --cycle-marker`); default: the cycle inferred from its wake-ups
+    #[arg(long, value_name = "SPEC", requires = "app")]
+    pub cycle_marker: Option<String>,
     /// List the settings only: change and measure nothing
     #[arg(long, conflicts_with_all = ["revert", "apply"])]
     pub inventory: bool,
     /// After measuring, make the settings kept last: in force now and at every boot, as a profile (a
-    /// sysctl.d file and systemd units under /etc; the values before in
-    /// /var/lib/rtlab/tune-profile.json). Needs root; rtlab tune --revert undoes it
+    /// sysctl.d file and systemd units under /etc, and the tuned profile rtlab when /etc/tuned
+    /// exists; the values before in /var/lib/rtlab/tune-profile.json). Needs root; rtlab tune
+    /// --revert undoes it
     #[arg(long, conflicts_with_all = ["revert"])]
     pub apply: bool,
     /// Write the profile --apply would from a report an earlier `rtlab tune --json FILE` wrote
@@ -107,6 +117,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if settings.is_empty() && !args.inventory {
         return Err(exit::input("--only/--skip: no setting left to measure"));
     }
+    let app = args
+        .app
+        .as_deref()
+        .map(|comm| super::tune_app::WatchedApp::new(comm, args.cycle_marker.as_deref()))
+        .transpose()?;
     let json = args
         .json
         .json
@@ -134,7 +149,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     rtlab_sys::signals::install_flag_only(&stop)
         .map_err(|error| anyhow::anyhow!("installing the SIGINT/SIGTERM handler: {error}"))?;
     let mut progress = Progress::new();
-    let report = rtlab_tune::tune(&config, &mut progress, &stop).map_err(|error| {
+    let report = rtlab_tune::tune(
+        &config,
+        app.as_ref().map(|app| app as &dyn rtlab_tune::AppWatcher),
+        &mut progress,
+        &stop,
+    )
+    .map_err(|error| {
         if error.is_input() {
             exit::input(error)
         } else {

@@ -48,6 +48,14 @@ pub fn prepare_apply() -> anyhow::Result<PathBuf> {
             root.join(profile::STATE_FILE).display()
         );
     }
+    let tuned_file = root.join(rtlab_tune::tuned::TUNED_FILE);
+    if tuned_file.exists() {
+        anyhow::bail!(
+            "--apply: {} exists but no rtlab tune profile does (no {}); it is not rtlab's to write over: remove it first",
+            tuned_file.display(),
+            root.join(profile::STATE_FILE).display()
+        );
+    }
     for file in [
         profile::STATE_FILE,
         profile::SYSCTL_FILE,
@@ -174,6 +182,15 @@ pub fn apply(report: &TuneReport, root: &Path) -> anyhow::Result<String> {
             refused.join(", ")
         ));
     }
+    if written
+        .iter()
+        .any(|path| path.ends_with(rtlab_tune::tuned::TUNED_FILE))
+    {
+        text.push_str(&format!(
+            "tuned is installed: the same settings are its profile {0} (tuned-adm profile {0} selects it; the files above hold them at boot without tuned)\n",
+            rtlab_tune::tuned::TUNED_PROFILE
+        ));
+    }
     let units = state.units();
     if systemd_manages(root) {
         systemctl(&["daemon-reload"], &mut text);
@@ -216,6 +233,7 @@ pub fn revert() -> anyhow::Result<String> {
         ));
     };
     let mut text = String::new();
+    let tuned_selected = rtlab_tune::tuned::tuned_selects_rtlab(&root);
     let units = state.units();
     let managed = systemd_manages(&root);
     if managed && !units.is_empty() {
@@ -240,6 +258,12 @@ pub fn revert() -> anyhow::Result<String> {
         text.push_str(&format!(
             "put back as before the profile: {}\n",
             reverted.restored.join(", ")
+        ));
+    }
+    if tuned_selected {
+        text.push_str(&format!(
+            "warning: tuned's active profile was {0}, now removed: select another (tuned-adm profile NAME, or tuned-adm off)\n",
+            rtlab_tune::tuned::TUNED_PROFILE
         ));
     }
     if !reverted.failed.is_empty() {
