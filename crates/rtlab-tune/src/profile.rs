@@ -344,8 +344,9 @@ WantedBy=multi-user.target
         )
     }
 
-    /// The tuned profile's `tuned.conf` ([`crate::tuned`]).
-    pub fn tuned_text(&self) -> String {
+    /// The tuned profile's `tuned.conf` ([`crate::tuned`]), for a tuned that has the `[irq]`
+    /// plugin or not (`irq_plugin`).
+    pub fn tuned_text(&self, irq_plugin: bool) -> String {
         let kept: Vec<&str> = self
             .settings
             .iter()
@@ -360,6 +361,7 @@ WantedBy=multi-user.target
             &kept,
             self.holds_cpu_dma_latency(),
             &values,
+            irq_plugin,
         )
     }
 
@@ -553,7 +555,10 @@ fn write_each(
     }
     if crate::tuned::tuned_installed(root) {
         let path = root.join(crate::tuned::TUNED_FILE);
-        write_atomically(&path, &state.tuned_text())?;
+        write_atomically(
+            &path,
+            &state.tuned_text(crate::tuned::tuned_has_irq_plugin(root)),
+        )?;
         written.push(path);
     }
     Ok(())

@@ -401,6 +401,12 @@ fn a_corrupt_state_file_is_an_error_naming_the_file() {
 fn with_tuned_installed_a_tuned_profile_holds_the_same_settings_and_revert_removes_it() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join(crate::tuned::TUNED_DIR)).unwrap();
+    // A tuned with the [irq] plugin (2.23 and later).
+    let plugins = root
+        .path()
+        .join("usr/lib/python3/dist-packages/tuned/plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(plugins.join("plugin_irq.py"), "").unwrap();
     let mut kernel = kernel_with_thp();
     let before = kernel.values.clone();
     let state = profile_of(

@@ -29,6 +29,40 @@ pub fn tuned_installed(root: &Path) -> bool {
     root.join(TUNED_DIR).is_dir()
 }
 
+/// True when the tuned installed under `root` has the `[irq]` plugin (tuned 2.23 and later; Debian
+/// 12's tuned 2.20 has not, and logs "failed to initialize plugin irq" for such a section): its
+/// `plugins/plugin_irq.py` in a Python `dist-packages` or `site-packages` directory.
+pub fn tuned_has_irq_plugin(root: &Path) -> bool {
+    let python_dirs = [
+        "usr/lib/python3",
+        "usr/lib64/python3",
+        "usr/local/lib/python3",
+    ];
+    let versioned = |base: &str| -> Vec<std::path::PathBuf> {
+        let (parent, prefix) = base.rsplit_once('/').unwrap_or(("", base));
+        std::fs::read_dir(root.join(parent))
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| entry.ok())
+                    .filter(|entry| entry.file_name().to_string_lossy().starts_with(prefix))
+                    .map(|entry| entry.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    python_dirs
+        .iter()
+        .flat_map(|base| versioned(base))
+        .any(|python| {
+            ["dist-packages", "site-packages"].iter().any(|packages| {
+                python
+                    .join(packages)
+                    .join("tuned/plugins/plugin_irq.py")
+                    .is_file()
+            })
+        })
+}
+
 /// True when tuned's active profile (under `root`) is rtlab's.
 pub fn tuned_selects_rtlab(root: &Path) -> bool {
     std::fs::read_to_string(root.join(TUNED_ACTIVE_PROFILE))
@@ -50,12 +84,15 @@ fn section_of(knob: Knob) -> (&'static str, String) {
 
 /// `tuned.conf`: the kept settings (`kept`, by name; `cpu_dma_latency` among them when
 /// `cpu_dma_latency`) as tuned's plugins hold them, each knob with its profile's value, after
-/// `header_comment` (the profile's, naming who wrote it and how to undo it).
+/// `header_comment` (the profile's, naming who wrote it and how to undo it). Without tuned's
+/// `[irq]` plugin (`irq_plugin` false) IRQ affinities are left to rtlab-tune.service, and the
+/// file says so.
 pub fn tuned_text(
     header_comment: &str,
     kept: &[&str],
     cpu_dma_latency: bool,
     values: &[(Knob, &str)],
+    irq_plugin: bool,
 ) -> String {
     let mut sections: Vec<(&'static str, Vec<String>)> = Vec::new();
     let mut add = |section: &'static str, line: String| {
@@ -69,7 +106,12 @@ pub fn tuned_text(
     if cpu_dma_latency {
         add("cpu", "force_latency=0".into());
     }
+    let mut irq_left_to_the_unit = false;
     for (knob, value) in values {
+        if matches!(knob, Knob::IrqAffinity(_)) && !irq_plugin {
+            irq_left_to_the_unit = true;
+            continue;
+        }
         let (section, option) = section_of(*knob);
         add(section, format!("{option}={value}"));
     }
@@ -77,6 +119,9 @@ pub fn tuned_text(
     text.push_str(&format!(
         "# Select it: tuned-adm profile {TUNED_PROFILE}. The sysctl.d file and rtlab's units hold the same values at boot without tuned.\n"
     ));
+    if irq_left_to_the_unit {
+        text.push_str("# IRQ affinities are not here: this tuned has no [irq] plugin (tuned 2.23 and later); rtlab-tune.service sets them at boot.\n");
+    }
     if sections.iter().any(|(name, _)| *name == "irq") {
         text.push_str("# [irq] needs tuned 2.23 or later; it also sets /proc/irq/default_smp_affinity (the IRQs to come).\n");
     }
@@ -121,5 +166,32 @@ mod tests {
             section_of(Knob::IrqAffinity(24)),
             ("irq", "affinity".into())
         );
+    }
+
+    /// Debian 12's tuned (2.20) has no `[irq]` plugin: a section for it is an error in tuned's
+    /// log and sets nothing, so IRQ affinities are left to rtlab-tune.service there.
+    #[test]
+    fn irq_affinity_goes_to_tuned_only_when_its_irq_plugin_is_installed() {
+        let values = [(Knob::IrqAffinity(24), "0"), (Knob::TimerMigration, "0")];
+        let with = tuned_text("# h\n", &["irq_affinity"], false, &values, true);
+        assert!(with.contains("[irq]\naffinity=0\n"), "{with}");
+        let without = tuned_text("# h\n", &["irq_affinity"], false, &values, false);
+        assert!(!without.contains("\n[irq]\n"), "{without}");
+        assert!(
+            without.contains("rtlab-tune.service sets them"),
+            "{without}"
+        );
+        assert!(without.contains("kernel.timer_migration=0"), "{without}");
+
+        let root = tempfile::tempdir().unwrap();
+        assert!(!tuned_has_irq_plugin(root.path()));
+        let plugins = root
+            .path()
+            .join("usr/lib/python3/dist-packages/tuned/plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        std::fs::write(plugins.join("plugin_vm.py"), "").unwrap();
+        assert!(!tuned_has_irq_plugin(root.path()), "tuned 2.20's plugins");
+        std::fs::write(plugins.join("plugin_irq.py"), "").unwrap();
+        assert!(tuned_has_irq_plugin(root.path()));
     }
 }
