@@ -14,8 +14,11 @@
 //!   reservation was asked for: a different one, even a smaller one, is a change of budget, which
 //!   goes through `rtlab release` first, so that what the user typed is what is held;
 //! - a **sized request** (`reserve --auto`) counts when what the reservation holds (read back from
-//!   the kernel, else the planner's grant) gives at least the share asked in a window no longer than
-//!   the one asked — the planner's own rule for mapping a request to a shorter window;
+//!   the kernel, else the planner's grant) is at least the share sized, with a budget per window of
+//!   at least one activation's sized need: the thread runs as soon as it is woken while its budget
+//!   lasts, and a budget that holds the sized share lasts through the activations of its window,
+//!   whatever that window's length (`--auto` itself picks it as a whole number of periods, so two
+//!   sizings of one thread can pick windows one period apart: 40 ms and 42.7 ms for JACK);
 //! - a reservation the kernel holds nothing for (the thread was found at another policy) never
 //!   counts.
 
@@ -26,9 +29,13 @@ use crate::rpc::GrantInfo;
 pub enum Wish {
     /// `reserve AMOUNT/PERIOD`: exactly this budget.
     Exactly { amount_ns: u64, period_ns: u64 },
-    /// `reserve --auto`: at least `amount_ns` in every `window_ns` (a share, in a window no longer
-    /// than this).
-    AtLeast { amount_ns: u64, window_ns: u64 },
+    /// `reserve --auto`: the share `amount_ns / window_ns`, with at least `per_activation_ns` (one
+    /// activation's sized need) in each window's budget.
+    AtLeast {
+        amount_ns: u64,
+        window_ns: u64,
+        per_activation_ns: u64,
+    },
 }
 
 impl Wish {
@@ -41,6 +48,7 @@ impl Wish {
             Wish::AtLeast {
                 amount_ns,
                 window_ns,
+                ..
             } => (amount_ns, window_ns),
         };
         amount as f64 / window.max(1) as f64
@@ -110,11 +118,14 @@ pub fn judge(grant: &GrantInfo, caller_uid: u32, wish: Wish) -> Judgement {
                 None => Judgement::Short(None),
             }
         }
-        Wish::AtLeast { window_ns, .. } => match held {
+        Wish::AtLeast {
+            per_activation_ns, ..
+        } => match held {
             // A relative tolerance of 1e-9 keeps a share equal to the asked one from failing
             // on rounding.
             Some(held)
-                if held.window_ns <= window_ns && held.share() >= wish.share() * (1.0 - 1e-9) =>
+                if held.runtime_ns >= per_activation_ns
+                    && held.share() >= wish.share() * (1.0 - 1e-9) =>
             {
                 Judgement::Met(held)
             }
@@ -188,29 +199,46 @@ mod tests {
         let wish = Wish::AtLeast {
             amount_ns: 1_100_000,
             window_ns: 40_000_000,
+            per_activation_ns: 73_000,
         };
         assert_eq!(judge(&grant, 1000, wish), Judgement::Met(HELD));
         // Exactly the share held, in the same window.
         let exact = Wish::AtLeast {
             amount_ns: 2_200_000,
             window_ns: 8_000_000,
+            per_activation_ns: 73_000,
         };
         assert_eq!(judge(&grant, 1000, exact), Judgement::Met(HELD));
+        // A shorter window than held, at a smaller share: JACK's second sizing picked 15 periods
+        // (40 ms) where the first picked 16 (42.7 ms), and was refused for it (the first rule
+        // asked for a window no longer than sized).
+        let shorter = Wish::AtLeast {
+            amount_ns: 100_000,
+            window_ns: 2_000_000,
+            per_activation_ns: 100_000,
+        };
+        assert_eq!(judge(&grant, 1000, shorter), Judgement::Met(HELD));
     }
 
     #[test]
-    fn a_sized_request_for_more_or_a_shorter_window_is_short() {
+    fn a_sized_request_for_a_larger_share_or_a_longer_activation_is_short() {
         let grant = jackd_reserved();
         let more = Wish::AtLeast {
             amount_ns: 12_000_000,
             window_ns: 40_000_000,
+            per_activation_ns: 800_000,
         };
         assert_eq!(judge(&grant, 1000, more), Judgement::Short(Some(HELD)));
-        let shorter = Wish::AtLeast {
-            amount_ns: 100_000,
-            window_ns: 2_000_000,
+        // A small share, but one activation needs more than a window's budget.
+        let long_activation = Wish::AtLeast {
+            amount_ns: 3_000_000,
+            window_ns: 200_000_000,
+            per_activation_ns: 3_000_000,
         };
-        assert_eq!(judge(&grant, 1000, shorter), Judgement::Short(Some(HELD)));
+        assert_eq!(
+            judge(&grant, 1000, long_activation),
+            Judgement::Short(Some(HELD))
+        );
     }
 
     #[test]
@@ -219,6 +247,7 @@ mod tests {
         let wish = Wish::AtLeast {
             amount_ns: 1_000,
             window_ns: 40_000_000,
+            per_activation_ns: 1_000,
         };
         assert_eq!(
             judge(&grant, 1001, wish),
@@ -269,6 +298,7 @@ mod tests {
         let sized = Wish::AtLeast {
             amount_ns: 1_000,
             window_ns: 40_000_000,
+            per_activation_ns: 1_000,
         };
         assert_eq!(judge(&grant, 1000, sized), Judgement::Short(None));
     }
@@ -285,6 +315,7 @@ mod tests {
         let wish = Wish::AtLeast {
             amount_ns: 1_100_000,
             window_ns: 40_000_000,
+            per_activation_ns: 73_000,
         };
         assert_eq!(judge(&grant, 1000, wish), Judgement::Met(planned));
     }

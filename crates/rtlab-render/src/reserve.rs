@@ -140,7 +140,7 @@ pub fn already_reserved(
             of_every(grant.requested.amount_ns, grant.requested.period_ns)
         ),
         Judgement::Short(Some(held)) => format!(
-            "{name} (tid {tid}) is already reserved: {}, by reservation #{id}, which does not cover {asked_text} (less, or in a longer window); {release} and ask again to change it",
+            "{name} (tid {tid}) is already reserved: {}, by reservation #{id}, which does not cover {asked_text} (a smaller share, or a budget shorter than one activation); {release} and ask again to change it",
             holds(held)
         ),
         Judgement::Short(None) => format!(
@@ -648,6 +648,7 @@ mod tests {
                 Wish::AtLeast {
                     amount_ns: sized.amount_ns,
                     window_ns: sized.period_ns,
+                    per_activation_ns: 73_000,
                 },
                 1000,
             ),
@@ -660,6 +661,7 @@ mod tests {
                 Wish::AtLeast {
                     amount_ns: 30_000_000,
                     window_ns: 40_000_000,
+                    per_activation_ns: 2_000_000,
                 },
                 1000,
             ),
@@ -687,6 +689,7 @@ mod tests {
                 Wish::AtLeast {
                     amount_ns: sized.amount_ns,
                     window_ns: sized.period_ns,
+                    per_activation_ns: 73_000,
                 },
                 1001,
             ),
@@ -723,6 +726,7 @@ mod tests {
                 Wish::AtLeast {
                     amount_ns: sized.amount_ns,
                     window_ns: sized.period_ns,
+                    per_activation_ns: 73_000,
                 },
             ),
         );

@@ -324,6 +324,8 @@ fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Aske
                 already_reserved::Wish::AtLeast {
                     amount_ns: asked.amount_ns,
                     window_ns: asked.period_ns,
+                    per_activation_ns: reservation.amount.0
+                        / u64::from(reservation.periods_per_window).max(1),
                 },
             );
             let line = rtlab_render::reserve::already_reserved(
