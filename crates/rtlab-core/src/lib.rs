@@ -5,6 +5,7 @@
 //! no system dependencies is what lets the probe, the tracer, the analyses and the store evolve
 //! independently.
 
+pub mod already_reserved;
 pub mod buffer_experiment;
 pub mod cause;
 pub mod cpuidle;

@@ -1,7 +1,9 @@
 //! The daemon's answers as text: a grant (`rtlab reserve`), what the reserved thread received
-//! (`--verify`) and the table of every reservation (`rtlab reservations`).
+//! (`--verify`), the table of every reservation (`rtlab reservations`), and a thread found already
+//! reserved (`reserve` and `reserve --auto`).
 
 use rtlab_analysis::supply::VerifiedSupply;
+use rtlab_core::already_reserved::{Held, Judgement};
 use rtlab_core::enforce_repair::Repair;
 use rtlab_core::rpc::{GrantInfo, ListResult, ReleaseResult, WireKernelHeld, WireRate};
 use rtlab_core::Nanos;
@@ -26,22 +28,124 @@ pub fn kernel_held(held: &WireKernelHeld) -> String {
         Nanos(held.window_ns),
         held.share * 100.0
     );
+    match held.read_from.as_str() {
+        "not_deadline" => format!("nothing: {}", held_source(held)),
+        _ => format!("{rate}: {}", held_source(held)),
+    }
+}
+
+/// Where a `kernel_held` figure was read: "SCHED_DEADLINE read back with sched_getattr from
+/// thread 4242, deadline 10ms", "the dispatcher's slots on CPU 3, at most 2 in a window".
+fn held_source(held: &WireKernelHeld) -> String {
     let tid = held.tid.map_or("?".to_owned(), |tid| tid.to_string());
     match held.read_from.as_str() {
         "sched_getattr" => format!(
-            "{rate}: SCHED_DEADLINE read back with sched_getattr from thread {tid}, deadline {}",
+            "SCHED_DEADLINE read back with sched_getattr from thread {tid}, deadline {}",
             Nanos(held.deadline_ns.unwrap_or_default())
         ),
         "dispatcher" => format!(
-            "{rate}: the dispatcher's slots on CPU {}, at most {} in a window",
+            "the dispatcher's slots on CPU {}, at most {} in a window",
             held.cpu.map_or("?".to_owned(), |cpu| cpu.to_string()),
             held.slots_per_window.unwrap_or_default()
         ),
         "not_deadline" => format!(
-            "nothing: sched_getattr finds thread {tid} at {}, not SCHED_DEADLINE",
+            "sched_getattr finds thread {tid} at {}, not SCHED_DEADLINE",
             held.policy.as_deref().unwrap_or("another policy")
         ),
-        other => format!("{rate} (read from {other})"),
+        other => format!("read from {other}"),
+    }
+}
+
+/// "2.2ms of every 8ms (27.5 % of a CPU)".
+fn of_every(amount_ns: u64, period_ns: u64) -> String {
+    format!(
+        "{} of every {} ({:.1} % of a CPU)",
+        Nanos(amount_ns),
+        Nanos(period_ns),
+        amount_ns as f64 / period_ns.max(1) as f64 * 100.0
+    )
+}
+
+/// What was asked and what is held, in one line: "asked 1.1ms of every 40ms (2.8 % of a CPU);
+/// the kernel holds 2.2ms of every 8ms (27.5 % of a CPU)".
+pub fn asked_and_held(grant: &GrantInfo) -> String {
+    let asked = of_every(grant.requested.amount_ns, grant.requested.period_ns);
+    let held = match &grant.kernel_held {
+        Some(held) => match held.read_from.as_str() {
+            "not_deadline" => format!(
+                "the kernel holds nothing (thread {} is at {})",
+                held.tid.map_or("?".to_owned(), |tid| tid.to_string()),
+                held.policy.as_deref().unwrap_or("another policy")
+            ),
+            "dispatcher" => format!(
+                "the dispatcher holds {}",
+                of_every(held.runtime_ns, held.window_ns)
+            ),
+            _ => format!(
+                "the kernel holds {}",
+                of_every(held.runtime_ns, held.window_ns)
+            ),
+        },
+        None => "what is held was not read back".to_owned(),
+    };
+    format!("asked {asked}; {held}")
+}
+
+/// `reserve --auto`'s line for a thread it reserved: "reserved jackd (tid 4242) on deadline:
+/// asked …; the kernel holds … (SCHED_DEADLINE read back …); not pinned".
+pub fn auto_reserved(name: &str, tid: u32, grant: &GrantInfo) -> String {
+    let pinned = match grant.cpu {
+        Some(cpu) => format!("confined to CPU {cpu} (the backend needs it)"),
+        None => "not pinned".to_owned(),
+    };
+    let read_back = match &grant.kernel_held {
+        Some(held) if held.read_from != "not_deadline" => format!(" ({})", held_source(held)),
+        _ => String::new(),
+    };
+    format!(
+        "reserved {name} (tid {tid}) on {}, reservation #{}: {}{read_back}; {pinned}",
+        grant.backend.as_str(),
+        grant.grant_id,
+        asked_and_held(grant)
+    )
+}
+
+/// A thread found already reserved, in one line: the reservation holding it (what it holds, by
+/// which reservation), and whether that meets `asked` (`judgement`, from
+/// `rtlab_core::already_reserved::judge`). Met: "jackd (tid 4242) is already reserved: 2.2ms of
+/// every 8ms (27.5 % of a CPU), by reservation #3; this asked 1.1ms of every 40ms (2.8 % of a
+/// CPU): left as it is". Otherwise the refusal, saying what to do.
+pub fn already_reserved(
+    name: &str,
+    tid: u32,
+    grant: &GrantInfo,
+    asked: &WireRate,
+    judgement: Judgement,
+) -> String {
+    let asked_text = of_every(asked.amount_ns, asked.period_ns);
+    let id = grant.grant_id;
+    let holds = |held: Held| of_every(held.runtime_ns, held.window_ns);
+    let release = format!("`rtlab release --tid {tid}`");
+    match judgement {
+        Judgement::Met(held) => format!(
+            "{name} (tid {tid}) is already reserved: {}, by reservation #{id}; this asked {asked_text}: left as it is",
+            holds(held)
+        ),
+        Judgement::AnotherUsers { owner_uid } => format!(
+            "{name} (tid {tid}) is already reserved by another user (uid {owner_uid}), by reservation #{id}: a thread holds one reservation, and this one is its owner's to keep or release"
+        ),
+        Judgement::AnotherBudget => format!(
+            "{name} (tid {tid}) is already reserved: {}, by reservation #{id}, asked as {}; a thread holds one reservation: to hold {asked_text} instead, {release} first",
+            rtlab_core::already_reserved::held(grant).map_or("nothing held".to_owned(), holds),
+            of_every(grant.requested.amount_ns, grant.requested.period_ns)
+        ),
+        Judgement::Short(Some(held)) => format!(
+            "{name} (tid {tid}) is already reserved: {}, by reservation #{id}, which does not cover {asked_text} (a smaller share, or a budget shorter than one activation); {release} and ask again to change it",
+            holds(held)
+        ),
+        Judgement::Short(None) => format!(
+            "{name} (tid {tid}) is held by reservation #{id}, but the kernel holds nothing for it (the thread runs at another policy); {release} and ask again"
+        ),
     }
 }
 
@@ -91,9 +195,10 @@ pub fn grant(grant: &GrantInfo) -> String {
         None => "not read back (the daemon said nothing of it)".to_owned(),
     };
     format!(
-        "reservation {} granted to {}\n  threads    {threads}\n  requested  {}\n  holds      {held}\n  planned    {}, the planner's grant\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
+        "reservation {} granted to {}: {}\n  threads    {threads}\n  requested  {}\n  holds      {held}\n  planned    {}, the planner's grant\n  cpu        {cpu}\n  backend    {backend}\n  held until {release_hint} or the thread exits\n",
         grant.grant_id,
         grant.owner,
+        asked_and_held(grant),
         describe_rate(&grant.requested),
         describe_rate(&grant.granted),
     )
@@ -512,6 +617,125 @@ mod tests {
             policy: Some("SCHED_OTHER".to_owned()),
         });
         insta::assert_snapshot!(grant(&deadline) + &grant(&dispatched) + &grant(&demoted));
+    }
+
+    #[test]
+    fn reserve_auto_says_what_it_reserved_and_what_the_kernel_holds_in_one_line() {
+        let deadline = grant_of(7, vec![thread(4242, "jackd")], Backend::Deadline);
+        let dispatched = grant_of(8, vec![thread(4243, "jackstep")], Backend::Dispatch);
+        insta::assert_snapshot!(
+            auto_reserved("jackd", 4242, &deadline)
+                + "\n"
+                + &auto_reserved("jackstep", 4243, &dispatched)
+        );
+    }
+
+    /// Every answer to a thread found already reserved (before issue 37 there was one: "denied:
+    /// thread already holds a reservation", exit 1, even when the wish was met).
+    #[test]
+    fn a_thread_already_reserved_is_said_with_what_it_holds_and_by_which_reservation() {
+        use rtlab_core::already_reserved::{judge, Wish};
+        // Held: 6 ms of every 10 ms (the kernel's read-back), asked 2 ms / 10 ms by uid 1000.
+        let reserved = grant_of(3, vec![thread(4242, "jackd")], Backend::Deadline);
+        let sized = WireRate {
+            amount_ns: 1_100_000,
+            period_ns: 40_000_000,
+        };
+        let lines = [
+            // --auto sized 1.1 ms of every 40 ms: covered.
+            (
+                sized,
+                Wish::AtLeast {
+                    amount_ns: sized.amount_ns,
+                    window_ns: sized.period_ns,
+                    per_activation_ns: 73_000,
+                },
+                1000,
+            ),
+            // --auto sized more than is held.
+            (
+                WireRate {
+                    amount_ns: 30_000_000,
+                    period_ns: 40_000_000,
+                },
+                Wish::AtLeast {
+                    amount_ns: 30_000_000,
+                    window_ns: 40_000_000,
+                    per_activation_ns: 2_000_000,
+                },
+                1000,
+            ),
+            // The same explicit budget again.
+            (
+                reserved.requested,
+                Wish::Exactly {
+                    amount_ns: reserved.requested.amount_ns,
+                    period_ns: reserved.requested.period_ns,
+                },
+                1000,
+            ),
+            // Another explicit budget.
+            (
+                sized,
+                Wish::Exactly {
+                    amount_ns: sized.amount_ns,
+                    period_ns: sized.period_ns,
+                },
+                1000,
+            ),
+            // Another user.
+            (
+                sized,
+                Wish::AtLeast {
+                    amount_ns: sized.amount_ns,
+                    window_ns: sized.period_ns,
+                    per_activation_ns: 73_000,
+                },
+                1001,
+            ),
+        ]
+        .map(|(asked, wish, uid)| {
+            already_reserved(
+                "jackd",
+                4242,
+                &reserved,
+                &asked,
+                judge(&reserved, uid, wish),
+            )
+        });
+        let mut demoted = reserved.clone();
+        demoted.kernel_held = Some(WireKernelHeld {
+            read_from: "not_deadline".to_owned(),
+            runtime_ns: 0,
+            window_ns: 0,
+            share: 0.0,
+            tid: Some(4242),
+            deadline_ns: None,
+            cpu: None,
+            slots_per_window: None,
+            policy: Some("SCHED_OTHER".to_owned()),
+        });
+        let nothing = already_reserved(
+            "jackd",
+            4242,
+            &demoted,
+            &sized,
+            judge(
+                &demoted,
+                1000,
+                Wish::AtLeast {
+                    amount_ns: sized.amount_ns,
+                    window_ns: sized.period_ns,
+                    per_activation_ns: 73_000,
+                },
+            ),
+        );
+        assert!(
+            lines[0].starts_with("jackd (tid 4242) is already reserved: 6ms of every 10ms (60.0 % of a CPU), by reservation #3;"),
+            "{}",
+            lines[0]
+        );
+        insta::assert_snapshot!(lines.join("\n") + "\n" + &nothing);
     }
 
     #[test]

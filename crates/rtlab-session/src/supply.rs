@@ -15,6 +15,10 @@ pub struct VerifiedGrant<'a> {
     pub grant: &'a rtlab_core::rpc::GrantInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifiedSupply>,
+    /// True when the thread already held this reservation, the same budget asked before (`grant`
+    /// is that reservation); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub already_held: bool,
 }
 
 /// Why a verification failed.

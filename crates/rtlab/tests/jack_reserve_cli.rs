@@ -491,7 +491,16 @@ fn a_sigkilled_reserve_auto_leaves_nothing_once_the_program_ends() {
     );
 }
 
-/// What `reserve --auto --dry-run --pid PID` would reserve: (tid, amount/window, backend) each.
+/// The row of `reservations --json` for thread `tid`.
+fn row_of(rows: &[serde_json::Value], tid: u32) -> &serde_json::Value {
+    rows.iter()
+        .find(|row| row["tid"].as_u64() == Some(u64::from(tid)))
+        .unwrap_or_else(|| panic!("no row for thread {tid}: {rows:?}"))
+}
+
+/// What `reserve --auto --dry-run --pid PID` would reserve: (tid, amount/window, backend) each,
+/// the amount with a quarter more (capped at the window), so that a second observation sizing a
+/// little higher is still covered by a reservation made at this rate.
 fn chosen_by_auto(sandbox: &Sandbox, daemon: &Daemon, pid: u32) -> Vec<(u64, String, String)> {
     let output = daemon.rtlab(
         sandbox,
@@ -516,18 +525,24 @@ fn chosen_by_auto(sandbox: &Sandbox, daemon: &Daemon, pid: u32) -> Vec<(u64, Str
         .map(|chosen| {
             (
                 chosen["tid"].as_u64().unwrap(),
-                format!("{}ns/{}ns", chosen["amount_ns"], chosen["window_ns"]),
+                {
+                    let window = chosen["window_ns"].as_u64().unwrap();
+                    let amount = chosen["amount_ns"].as_u64().unwrap() * 5 / 4;
+                    format!("{}ns/{window}ns", amount.min(window))
+                },
                 chosen["backend"].as_str().unwrap().to_owned(),
             )
         })
         .collect()
 }
 
-/// `reserve --auto` on a program whose chosen threads already hold reservations — JACK's server
-/// thread taken as the waker of its client's reservation, then `--auto` on the server — says
-/// which reservation each holds and what the kernel holds for it, changes nothing and exits 0:
-/// the wish is met. Before, it failed with "denied: … thread already holds a reservation",
-/// exit 1 (issue 37).
+/// `reserve --auto` on a program whose chosen threads already hold reservations of the same user
+/// that cover what it sizes — JACK's server thread taken as the waker of its client's
+/// reservation, then `--auto` on the server — says which reservation holds each thread and what
+/// it holds ("jackd (tid N) is already reserved: X of every Y (…), by reservation #K"), changes
+/// nothing and exits 0: the wish is met. Before, it failed with "denied: … thread already holds a
+/// reservation", exit 1 (issue 37); the wording "is already reserved … by reservation #K" is new
+/// in this round (the line said "already holds reservation K").
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE, tracing"]
 fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
@@ -577,13 +592,15 @@ fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
     );
     let already: Vec<&str> = text
         .lines()
-        .filter(|line| line.contains(" already holds reservation "))
+        .filter(|line| line.contains(" is already reserved: "))
         .collect();
     assert!(!already.is_empty(), "{text}");
-    // Each says what the kernel holds, as sched_getattr reads it now.
+    // Each says what the kernel holds, as sched_getattr reads it now, and by which reservation.
     for line in &already {
+        assert!(line.contains(", by reservation #"), "{line}");
+        assert!(line.ends_with(": left as it is"), "{line}");
         let tid: u32 = line
-            .split_once(" (")
+            .split_once(" (tid ")
             .and_then(|(_, rest)| rest.split_once(')'))
             .and_then(|(tid, _)| tid.parse().ok())
             .unwrap_or_else(|| panic!("no tid in {line}"));
@@ -594,14 +611,22 @@ fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
                 ..
             } => {
                 let held = format!(
-                    "holds {} every {} ",
+                    "is already reserved: {} of every {} (",
                     rtlab_core::Nanos(runtime_ns),
                     rtlab_core::Nanos(period_ns)
                 );
                 assert!(line.contains(&held), "{held} not in {line}");
-                assert!(line.contains("sched_getattr"), "{line}");
             }
-            _ => assert!(line.contains("the dispatcher's slots"), "{line}"),
+            // The dispatcher's slots: what its table gives, read from the daemon's list.
+            _ => {
+                let row = row_of(&before, tid);
+                let held = format!(
+                    "is already reserved: {} of every {} (",
+                    rtlab_core::Nanos(row["kernel_held"]["runtime_ns"].as_u64().unwrap()),
+                    rtlab_core::Nanos(row["kernel_held"]["window_ns"].as_u64().unwrap())
+                );
+                assert!(line.contains(&held), "{held} not in {line}");
+            }
         }
     }
     // Nothing was changed.

@@ -101,6 +101,10 @@ pub(super) struct GrantMetrics {
     reachable: Gauge,
     reservation_amount: Family<ReservationLabels, FloatGauge>,
     reservation_period: Family<ReservationLabels, FloatGauge>,
+    reservation_requested_amount: Family<ReservationLabels, FloatGauge>,
+    reservation_requested_period: Family<ReservationLabels, FloatGauge>,
+    reservation_kernel_runtime: Family<ReservationLabels, FloatGauge>,
+    reservation_kernel_window: Family<ReservationLabels, FloatGauge>,
     reservation_thread: Family<ReservationThreadLabels, Gauge>,
     cpu_reserved: Family<CpuLabels, FloatGauge>,
     realtimekit_thread: Family<RealtimeKitLabels, Gauge>,
@@ -150,12 +154,32 @@ impl GrantMetrics {
             reservation_amount: registered(
                 registry,
                 "reservation_granted_amount_seconds",
-                "CPU time a reservation of rtlabd is granted every period",
+                "CPU time the planner granted a reservation of rtlabd every granted period (the kernel's figure is reservation_kernel_runtime_seconds)",
             ),
             reservation_period: registered(
                 registry,
                 "reservation_granted_period_seconds",
-                "The period of a reservation of rtlabd",
+                "The period the planner granted a reservation of rtlabd",
+            ),
+            reservation_requested_amount: registered(
+                registry,
+                "reservation_requested_amount_seconds",
+                "CPU time a reservation of rtlabd was asked for every requested period",
+            ),
+            reservation_requested_period: registered(
+                registry,
+                "reservation_requested_period_seconds",
+                "The period a reservation of rtlabd was asked for",
+            ),
+            reservation_kernel_runtime: registered(
+                registry,
+                "reservation_kernel_runtime_seconds",
+                "CPU time the kernel really holds for a reservation of rtlabd in every window, read back by the daemon (SCHED_DEADLINE runtime through sched_getattr, or the dispatcher's least slot time in a window); 0 when the thread was found at another policy; absent when nothing could be read",
+            ),
+            reservation_kernel_window: registered(
+                registry,
+                "reservation_kernel_window_seconds",
+                "The window of reservation_kernel_runtime_seconds (SCHED_DEADLINE period, or the dispatcher's window)",
             ),
             reservation_thread: registered(
                 registry,
@@ -185,6 +209,10 @@ impl GrantMetrics {
     pub(super) fn set(&self, listing: Option<&ListResult>) {
         self.reservation_amount.clear();
         self.reservation_period.clear();
+        self.reservation_requested_amount.clear();
+        self.reservation_requested_period.clear();
+        self.reservation_kernel_runtime.clear();
+        self.reservation_kernel_window.clear();
         self.reservation_thread.clear();
         self.cpu_reserved.clear();
         self.realtimekit_thread.clear();
@@ -208,6 +236,20 @@ impl GrantMetrics {
             self.reservation_period
                 .get_or_create(&labels)
                 .set(grant.granted.period_ns as f64 / 1e9);
+            self.reservation_requested_amount
+                .get_or_create(&labels)
+                .set(grant.requested.amount_ns as f64 / 1e9);
+            self.reservation_requested_period
+                .get_or_create(&labels)
+                .set(grant.requested.period_ns as f64 / 1e9);
+            if let Some(held) = &grant.kernel_held {
+                self.reservation_kernel_runtime
+                    .get_or_create(&labels)
+                    .set(held.runtime_ns as f64 / 1e9);
+                self.reservation_kernel_window
+                    .get_or_create(&labels)
+                    .set(held.window_ns as f64 / 1e9);
+            }
             for thread in &grant.threads {
                 self.reservation_thread
                     .get_or_create(&ReservationThreadLabels {
@@ -298,7 +340,7 @@ pub(super) fn html_tables(list: &ListResult) -> String {
         html.push_str("<p>none</p>\n");
     } else {
         html.push_str(
-            "<table>\n<tr><th>grant</th><th>reservation</th><th>owner uid</th><th>granted</th><th>backend</th><th>threads</th><th>since</th></tr>\n",
+            "<table>\n<tr><th>grant</th><th>reservation</th><th>owner uid</th><th>asked</th><th>the kernel holds</th><th>backend</th><th>threads</th><th>since</th></tr>\n",
         );
         for grant in &list.grants {
             let threads: Vec<String> = grant
@@ -309,13 +351,27 @@ pub(super) fn html_tables(list: &ListResult) -> String {
                     tid => format!("{tid} {}", escape(&thread.comm)),
                 })
                 .collect();
+            let held = match &grant.kernel_held {
+                Some(held) if held.read_from == "not_deadline" => format!(
+                    "nothing (the thread is at {})",
+                    held.policy.as_deref().unwrap_or("another policy")
+                ),
+                Some(held) => format!(
+                    "{} µs every {} µs ({:.1} % of a CPU)",
+                    held.runtime_ns / 1000,
+                    held.window_ns / 1000,
+                    held.share * 100.0
+                ),
+                None => "not read back".to_owned(),
+            };
             html.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} µs every {} µs</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} µs every {} µs</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                 grant.grant_id,
                 escape(&grant.owner),
                 grant.owner_uid,
-                grant.granted.amount_ns / 1000,
-                grant.granted.period_ns / 1000,
+                grant.requested.amount_ns / 1000,
+                grant.requested.period_ns / 1000,
+                escape(&held),
                 grant.backend,
                 threads.join(", "),
                 escape(&grant.since)
@@ -405,6 +461,74 @@ mod tests {
         );
         let html = html_tables(&list);
         assert!(!html.contains("<td>0</td>"), "{html}");
+    }
+
+    /// Before issue 37 the monitor showed the planner's grant only (220 µs every 8 ms for a
+    /// request of 1.1 ms every 40 ms), not what was asked nor what the kernel holds.
+    #[test]
+    fn a_reservation_is_exported_with_what_was_asked_and_what_the_kernel_holds() {
+        use rtlab_core::rpc::{Backend, GrantInfo, WireKernelHeld, WireRate, WireThread};
+        let mut list = listing();
+        list.grants = vec![GrantInfo {
+            grant_id: 3,
+            owner_uid: 1000,
+            owner: "tid:4242".to_owned(),
+            threads: vec![WireThread {
+                pid: 4240,
+                tid: 4242,
+                comm: "jackd".to_owned(),
+            }],
+            requested: WireRate {
+                amount_ns: 1_100_000,
+                period_ns: 40_000_000,
+            },
+            granted: WireRate {
+                amount_ns: 220_000,
+                period_ns: 8_000_000,
+            },
+            backend: Backend::Deadline,
+            cpu: None,
+            planner_cpu: 0,
+            kernel_admission: "accepted".to_owned(),
+            deadline_params: None,
+            since: "2026-12-07T02:00:00Z".to_owned(),
+            lingering_until: None,
+            kernel_held: Some(WireKernelHeld {
+                read_from: "sched_getattr".to_owned(),
+                runtime_ns: 2_200_000,
+                window_ns: 8_000_000,
+                share: 0.275,
+                tid: Some(4242),
+                deadline_ns: Some(8_000_000),
+                cpu: None,
+                slots_per_window: None,
+                policy: None,
+            }),
+        }];
+        let mut registry = Registry::with_prefix("rtlab");
+        let metrics = GrantMetrics::register(&mut registry);
+        metrics.set(Some(&list));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let labels =
+            r#"{grant="3",reservation="tid:4242",owner_uid="1000",backend="deadline",cpu=""}"#;
+        for (name, value) in [
+            ("rtlab_reservation_requested_amount_seconds", "0.0011"),
+            ("rtlab_reservation_requested_period_seconds", "0.04"),
+            ("rtlab_reservation_kernel_runtime_seconds", "0.0022"),
+            ("rtlab_reservation_kernel_window_seconds", "0.008"),
+            ("rtlab_reservation_granted_amount_seconds", "0.00022"),
+        ] {
+            let line = format!("{name}{labels} {value}");
+            assert!(text.contains(&line), "{line} not in\n{text}");
+        }
+        let html = html_tables(&list);
+        assert!(
+            html.contains(
+                "<td>1100 µs every 40000 µs</td><td>2200 µs every 8000 µs (27.5 % of a CPU)</td>"
+            ),
+            "{html}"
+        );
     }
 
     #[test]

@@ -6,9 +6,12 @@
 use super::daemon_client::{failure, SocketArgs};
 use crate::output::PendingOutput;
 use anyhow::Context as _;
-use rtlab_core::rpc::{Backend, Target, GRANT_SCHEMA};
+use rtlab_core::already_reserved;
+use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, Target, WireRate, GRANT_SCHEMA};
 use rtlab_core::Nanos;
-use rtlab_render::reserve::{grant as render_grant, verified as render_verified};
+use rtlab_render::reserve::{
+    already_reserved as render_already_reserved, grant as render_grant, verified as render_verified,
+};
 use rtlab_session::supply::{verify_supply, VerifiedGrant};
 use std::process::ExitCode;
 
@@ -16,8 +19,9 @@ use std::process::ExitCode;
 #[command(
     group(clap::ArgGroup::new("target").required(true).args(["tid", "pid", "comm", "command"])),
     after_help = "Examples:\n  rtlab reserve --auto --comm jackd\n  rtlab reserve --auto --pid 4242 --observe 5s --dry-run\n  rtlab reserve --auto --comm jackd --observe-with schedstat\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
-Exit status: 0 granted, 1 denied (the reason is printed: no room, over the user's limit, not \
-the caller's thread), 2 bad input (a malformed rate, no such thread), 3 system error (no daemon). \
+Exit status: 0 granted (or already held: the thread's reservation is the caller's, asked for the \
+same budget), 1 denied (the reason is printed: no room, over the user's limit, not the caller's \
+thread, already reserved by another user or for another budget), 2 bad input (a malformed rate, no such thread), 3 system error (no daemon). \
 With `-- CMD`, the command's own exit status."
 )]
 pub struct Args {
@@ -121,13 +125,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let mut client = args.socket.connect()?;
-    let grant = match client.reserve(target, amount, period, args.backend) {
-        Ok(grant) => grant,
-        Err(error) => return failure(error),
+    let (grant, already_held) = match client.reserve(target.clone(), amount, period, args.backend) {
+        Ok(grant) => (grant, None),
+        Err(error) => match already_reserved_answer(&mut client, &target, amount, period, &error) {
+            Some(Ok((grant, line))) => (grant, Some(line)),
+            Some(Err(line)) => {
+                eprintln!("rtlab: denied (already_reserved): {line}");
+                return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
+            }
+            None => return failure(error),
+        },
     };
     let to_stdout_only = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if args.command.is_empty() && !to_stdout_only {
-        print!("{}", render_grant(&grant));
+        match &already_held {
+            Some(line) => println!("{line}"),
+            None => print!("{}", render_grant(&grant)),
+        }
     }
     let verify = match args.verify {
         Some(duration) if args.command.is_empty() => {
@@ -153,6 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let file = VerifiedGrant {
             grant: &grant,
             verify,
+            already_held: already_held.is_some(),
         };
         json.commit_json(GRANT_SCHEMA, None, &file)?;
     }
@@ -165,6 +180,55 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(client);
     exec_reserved(&args.command, args.socket)
+}
+
+/// When the daemon refused because the thread already holds a reservation: the reservation
+/// holding it and the line saying so when it is the caller's, asked for this very budget (`Ok`:
+/// the wish is met, exit 0), else the line saying why not (`Err`: another user's, another budget,
+/// nothing held). `None` for any other refusal, or a target this does not judge (`--comm`,
+/// `--all-threads`: the daemon takes an activity asked again at its rate back itself).
+fn already_reserved_answer(
+    client: &mut rtlab_client::Client,
+    target: &Target,
+    amount: Nanos,
+    period: Nanos,
+    error: &rtlab_client::ClientError,
+) -> Option<Result<(GrantInfo, String), String>> {
+    if error.code() != Some(ErrorCode::AlreadyReserved) {
+        return None;
+    }
+    let tid = match *target {
+        Target::Thread { tid } => tid,
+        Target::Process {
+            pid,
+            all_threads: false,
+        } => pid,
+        _ => return None,
+    };
+    let list = client.list().ok()?;
+    let grant = already_reserved::holding(&list.grants, tid)?.clone();
+    let name = grant
+        .threads
+        .iter()
+        .find(|thread| thread.tid == tid)
+        .map_or_else(|| format!("thread {tid}"), |thread| thread.comm.clone());
+    let judgement = already_reserved::judge(
+        &grant,
+        rtlab_sys::users::current_uid(),
+        already_reserved::Wish::Exactly {
+            amount_ns: amount.0,
+            period_ns: period.0,
+        },
+    );
+    let asked = WireRate {
+        amount_ns: amount.0,
+        period_ns: period.0,
+    };
+    let line = render_already_reserved(&name, tid, &grant, &asked, judgement);
+    Some(match judgement {
+        already_reserved::Judgement::Met(_) => Ok((grant, line)),
+        _ => Err(line),
+    })
 }
 
 /// Replaces this process with `command` (the reserved thread carries over); only returns if the

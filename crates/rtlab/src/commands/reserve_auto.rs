@@ -13,7 +13,10 @@ use super::trace_watch::{human, is_real_time, observe};
 use anyhow::Context as _;
 use rtlab_apptrace::analyze::report::TraceReport;
 use rtlab_apptrace::record::Target;
-use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, ReleaseTarget, Target as RpcTarget};
+use rtlab_core::already_reserved;
+use rtlab_core::rpc::{
+    Backend, ErrorCode, GrantInfo, ReleaseTarget, Target as RpcTarget, WireRate,
+};
 use rtlab_core::Nanos;
 use rtlab_sched::auto_reserve::{
     decide, worse_after, AutoBackend, AutoMachine, AutoPlan, AutoRefused, AutoReservation,
@@ -276,9 +279,10 @@ fn granted_share(grant: &GrantInfo) -> f64 {
 /// What asking the daemon for one chosen reservation came to.
 enum Asked {
     Granted(GrantInfo),
-    /// The thread already holds this reservation (made by hand, by an earlier `--auto`, or as
-    /// the waker of another program's): the wish is met and it is left as it is.
-    AlreadyHeld(GrantInfo),
+    /// The thread already holds a reservation of this user's that covers what was sized (made
+    /// by hand, by an earlier `--auto`, or as the waker of another program's): the wish is met
+    /// and it is left as it is. The line says so.
+    AlreadyHeld(GrantInfo, String),
     Refused(String),
 }
 
@@ -303,36 +307,41 @@ fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Aske
     ) {
         Ok(grant) => Asked::Granted(grant),
         Err(error) if error.code() == Some(ErrorCode::AlreadyReserved) => {
-            let holding = client.list().ok().and_then(|list| {
-                list.grants.into_iter().find(|grant| {
-                    grant
-                        .threads
-                        .iter()
-                        .any(|thread| thread.tid == reservation.tid)
-                })
-            });
-            match holding {
-                Some(grant) => Asked::AlreadyHeld(grant),
-                None => refused(&error),
+            let Some(grant) = client
+                .list()
+                .ok()
+                .and_then(|list| already_reserved::holding(&list.grants, reservation.tid).cloned())
+            else {
+                return refused(&error);
+            };
+            let asked = WireRate {
+                amount_ns: reservation.amount.0,
+                period_ns: reservation.window.0,
+            };
+            let judgement = already_reserved::judge(
+                &grant,
+                rtlab_sys::users::current_uid(),
+                already_reserved::Wish::AtLeast {
+                    amount_ns: asked.amount_ns,
+                    window_ns: asked.period_ns,
+                    per_activation_ns: reservation.amount.0
+                        / u64::from(reservation.periods_per_window).max(1),
+                },
+            );
+            let line = rtlab_render::reserve::already_reserved(
+                &reservation.name,
+                reservation.tid,
+                &grant,
+                &asked,
+                judgement,
+            );
+            match judgement {
+                already_reserved::Judgement::Met(_) => Asked::AlreadyHeld(grant, line),
+                _ => Asked::Refused(line),
             }
         }
         Err(error) => refused(&error),
     }
-}
-
-/// "asked 1.1ms of every 40ms (2.8 % of a CPU); holds 2.2ms every 8ms (27.5 % of a CPU):
-/// SCHED_DEADLINE read back with sched_getattr from thread 4242, deadline 8ms".
-fn asked_and_held(grant: &GrantInfo) -> String {
-    let held = match &grant.kernel_held {
-        Some(held) => rtlab_render::reserve::kernel_held(held),
-        None => "what the kernel holds was not read back".to_owned(),
-    };
-    format!(
-        "asked {} of every {} ({:.1} % of a CPU); holds {held}",
-        Nanos(grant.requested.amount_ns),
-        Nanos(grant.requested.period_ns),
-        grant.requested.fraction() * 100.0
-    )
 }
 
 fn release_all(client: &mut rtlab_client::Client, grants: &[GrantInfo]) -> Vec<String> {
@@ -458,6 +467,7 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
     // reservation wait for each other).
     let mut grants: Vec<GrantInfo> = Vec::new();
     let mut refusal = None;
+    let mut held_lines = Vec::new();
     for (reservation, json) in plan.reservations.iter().zip(&mut output.reservations) {
         match ask(client, reservation) {
             Asked::Granted(grant) => {
@@ -465,10 +475,11 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
                 json.grant = Some(grant.clone());
                 grants.push(grant);
             }
-            Asked::AlreadyHeld(grant) => {
+            Asked::AlreadyHeld(grant, line) => {
                 json.granted_share = Some(granted_share(&grant));
                 json.grant = Some(grant);
                 json.already_held = true;
+                held_lines.push(line);
             }
             Asked::Refused(reason) => {
                 refusal = Some(reason);
@@ -491,28 +502,17 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("rtlab: denied: {reason}; nothing is reserved");
         return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
     }
+    for line in &held_lines {
+        say(line);
+    }
     for (reservation, json) in plan.reservations.iter().zip(&output.reservations) {
-        let Some(grant) = &json.grant else { continue };
-        if json.already_held {
-            say(&format!(
-                "{} ({}) already holds reservation {} ({}): left as it is",
-                reservation.name,
-                reservation.tid,
-                grant.grant_id,
-                asked_and_held(grant)
-            ));
+        let Some(grant) = json.grant.as_ref().filter(|_| !json.already_held) else {
             continue;
-        }
-        let pinned = match grant.cpu {
-            Some(cpu) => format!("confined to CPU {cpu} (the backend needs it)"),
-            None => "not pinned".to_owned(),
         };
-        say(&format!(
-            "reserved {} ({}) on {}: {}; {pinned}",
-            reservation.name,
+        say(&rtlab_render::reserve::auto_reserved(
+            &reservation.name,
             reservation.tid,
-            grant.backend.as_str(),
-            asked_and_held(grant)
+            grant,
         ));
     }
     if grants.is_empty() {
