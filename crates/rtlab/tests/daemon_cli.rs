@@ -45,6 +45,25 @@ fn sleeper() -> KillOnDrop {
     )
 }
 
+/// A process of nobody's that sleeps until killed, its only thread's id being its pid; returned
+/// once it runs as nobody (`setpriv` has exec'd `sleep`).
+fn nobody_sleeper() -> KillOnDrop {
+    common::start_at_the_default_priority();
+    let sleeper = KillOnDrop(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .args(["sleep", "600"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let tid = sleeper.id();
+    wait_until(LIMIT, "the sleeper runs as nobody", || {
+        std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|comm| comm == "sleep\n")
+    });
+    sleeper
+}
+
 /// A request the daemon refused: exit 1, each of `words` in what it said, and `target` still
 /// an ordinary thread (SCHED_OTHER, nice 0).
 fn assert_refused_leaving_untouched(output: &std::process::Output, words: &[&str], target: u32) {
@@ -452,20 +471,8 @@ fn reserving_a_thread_twice_says_it_is_already_reserved_and_by_what() {
     assert_exit_code(&daemon.rtlab(&sandbox, &["release", "--tid", &tid_text]), 0);
 
     // Another user's reservation: root asking the same budget is refused, naming the owner.
-    common::start_at_the_default_priority();
-    let nobody_s = KillOnDrop(
-        Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .args(["sleep", "600"])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let nobody_s = nobody_sleeper();
     let nobody_tid = nobody_s.id().to_string();
-    wait_until(LIMIT, "the sleeper runs as nobody", || {
-        std::fs::read_to_string(format!("/proc/{nobody_tid}/comm"))
-            .is_ok_and(|comm| comm == "sleep\n")
-    });
     let rate_and_target = [
         "reserve",
         "2ms/100ms",
@@ -994,18 +1001,8 @@ fn nobody_s_tiny_deadline_requests_count_as_the_budget_the_kernel_gives() {
     let _turn = require_root();
     let sandbox = sandbox_open_to_all();
     let daemon = start_daemon(&sandbox);
-    let target = KillOnDrop(
-        Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .args(["sleep", "600"])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let target = nobody_sleeper();
     let tid = target.id().to_string();
-    wait_until(LIMIT, "the sleeper runs as nobody", || {
-        std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|comm| comm == "sleep\n")
-    });
     let output = daemon.rtlab_as_nobody(&[
         "reserve",
         "1us/10ms",
