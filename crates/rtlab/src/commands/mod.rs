@@ -50,6 +50,7 @@ pub mod trace_watch;
 pub mod trace_watch_pipewire;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod tune;
+#[cfg(not(windows))]
 mod tune_app;
 #[cfg(not(windows))]
 mod tune_profile;
