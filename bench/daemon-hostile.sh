@@ -17,7 +17,10 @@
 # asked/answered, the worst, p99 and median answer and the late ones; the whole report as JSON in
 # bench/out/daemon-hostile-SEED.json. Exit 1 on a
 # violation (with the seed and the shrunk request sequence), 3 if the harness failed.
-# RTLAB_BENCH_BUILD=release uses target/release (build those with --release).
+# RTLAB_BENCH_BUILD=release uses target/release (build those with --release). On a violation,
+# RTLAB_HOSTILE_KEEP=DIR keeps the whole action log and the daemon's log in DIR; RTLAB_HOSTILE_FREEZE_TRACE=
+# a tracefs instance (events on, clock mono) is marked at each root ping and stopped at the first
+# late answer (src/root_ping.rs).
 set -eu
 cd "$(dirname "$0")/.."
 duration=${1:-600}

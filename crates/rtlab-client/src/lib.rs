@@ -22,8 +22,8 @@ pub mod ffi;
 use rtlab_core::rpc::{
     decode_response, encode_request, BeginConstraintParams, BeginConstraintResult, Call,
     EndConstraintParams, EndConstraintResult, ErrorCode, ListResult, PingResult, ReleaseResult,
-    ReleaseTarget, Request, ReserveParams, ResponseError, RpcError, Target, DEFAULT_SOCKET,
-    MAX_LINE_BYTES, SOCKET_ENV,
+    ReleaseTarget, Request, ReserveParams, ResizeParams, ResponseError, RpcError, Target,
+    DEFAULT_SOCKET, MAX_LINE_BYTES, SOCKET_ENV,
 };
 use rtlab_core::Nanos;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -347,6 +347,22 @@ impl Client {
     pub fn release_current_thread(&mut self) -> Result<ReleaseResult, ClientError> {
         let tid = current_thread_id();
         self.release(ReleaseTarget::Thread { tid })
+    }
+
+    /// Changes reservation `grant_id` to `amount` of every `period` (same threads and id), with
+    /// admission: a growth past the caller's limit or the machine's room is refused and the old
+    /// size stays. The answer says what the kernel holds now (`kernel_held`).
+    pub fn resize(
+        &mut self,
+        grant_id: u64,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<GrantInfo, ClientError> {
+        self.call(Call::Resize(ResizeParams {
+            grant_id,
+            amount_ns: amount.0,
+            period_ns: period.0,
+        }))
     }
 
     /// Every reservation in force and each CPU's reserved fraction.

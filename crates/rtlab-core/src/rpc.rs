@@ -153,6 +153,16 @@ pub struct BeginConstraintParams {
     pub deadline_ns: u64,
 }
 
+/// `resize`'s parameters: reservation `grant_id` is to hold `amount_ns` of every `period_ns` from
+/// now on (the same threads, owner and id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeParams {
+    pub grant_id: u64,
+    pub amount_ns: u64,
+    pub period_ns: u64,
+}
+
 /// `end_constraint`'s parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -167,6 +177,8 @@ pub enum Call {
     Ping,
     Reserve(ReserveParams),
     Release(ReleaseTarget),
+    /// Change a held reservation's rate, with admission (its result is `GrantInfo`).
+    Resize(ResizeParams),
     /// Every reservation in force and each CPU's reserved fraction.
     List,
     BeginConstraint(BeginConstraintParams),
@@ -179,6 +191,7 @@ impl Call {
             Call::Ping => "ping",
             Call::Reserve(_) => "reserve",
             Call::Release(_) => "release",
+            Call::Resize(_) => "resize",
             Call::List => "list",
             Call::BeginConstraint(_) => "begin_constraint",
             Call::EndConstraint(_) => "end_constraint",
@@ -561,6 +574,25 @@ fn check_name(id: u64, field: &str, name: &str) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// A rate the daemon plans: a positive amount no longer than its period, a period of at most
+/// [`MAX_PERIOD_NS`].
+fn check_rate(id: u64, method: &str, amount_ns: u64, period_ns: u64) -> Result<(), DecodeError> {
+    let bad = |message: &str| DecodeError::bad(Some(id), format!("{method}: {message}"));
+    if amount_ns == 0 {
+        return Err(bad("params.amount_ns: must be positive"));
+    }
+    if amount_ns > period_ns {
+        return Err(bad("params.amount_ns: exceeds period_ns"));
+    }
+    if period_ns > MAX_PERIOD_NS {
+        return Err(bad(&format!(
+            "params.period_ns: {period_ns} is longer than {} s, the longest period the daemon plans",
+            MAX_PERIOD_NS / 1_000_000_000
+        )));
+    }
+    Ok(())
+}
+
 fn reserve_params(id: u64, wire: WireReserveParams) -> Result<ReserveParams, DecodeError> {
     let bad = |message: &str| DecodeError::bad(Some(id), format!("reserve: {message}"));
     let chosen = [
@@ -602,19 +634,7 @@ fn reserve_params(id: u64, wire: WireReserveParams) -> Result<ReserveParams, Dec
         }
         Target::Activity { name, tids }
     };
-    if wire.amount_ns == 0 {
-        return Err(bad("params.amount_ns: must be positive"));
-    }
-    if wire.amount_ns > wire.period_ns {
-        return Err(bad("params.amount_ns: exceeds period_ns"));
-    }
-    if wire.period_ns > MAX_PERIOD_NS {
-        return Err(bad(&format!(
-            "params.period_ns: {} is longer than {} s, the longest period the daemon plans",
-            wire.period_ns,
-            MAX_PERIOD_NS / 1_000_000_000
-        )));
-    }
+    check_rate(id, "reserve", wire.amount_ns, wire.period_ns)?;
     Ok(ReserveParams {
         target,
         amount_ns: wire.amount_ns,
@@ -702,6 +722,11 @@ pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
         }
         "reserve" => Call::Reserve(reserve_params(id, typed_params(id, method, params)?)?),
         "release" => Call::Release(release_params(id, typed_params(id, method, params)?)?),
+        "resize" => {
+            let params: ResizeParams = typed_params(id, method, params)?;
+            check_rate(id, method, params.amount_ns, params.period_ns)?;
+            Call::Resize(params)
+        }
         "begin_constraint" => {
             let params: BeginConstraintParams = typed_params(id, method, params)?;
             if params.estimate_ns == 0 || params.start_ns >= params.deadline_ns {
@@ -717,7 +742,7 @@ pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
             return Err(DecodeError::bad(
                 Some(id),
                 format!(
-                    "request: method: unknown method '{}' (expected ping, reserve, release, list, begin_constraint or end_constraint)",
+                    "request: method: unknown method '{}' (expected ping, reserve, release, resize, list, begin_constraint or end_constraint)",
                     other.chars().take(64).collect::<String>()
                 ),
             ))
@@ -783,6 +808,7 @@ pub fn encode_request(request: &Request) -> String {
             }
             line(id, method, Some(wire))
         }
+        Call::Resize(params) => line(id, method, Some(params)),
         Call::BeginConstraint(params) => line(id, method, Some(params)),
         Call::EndConstraint(params) => line(id, method, Some(params)),
     }
@@ -951,6 +977,11 @@ mod tests {
         ] {
             round_trip(Call::Release(target));
         }
+        round_trip(Call::Resize(ResizeParams {
+            grant_id: 3,
+            amount_ns: 500_000,
+            period_ns: 8_000_000,
+        }));
         round_trip(Call::BeginConstraint(BeginConstraintParams {
             tid: 1,
             start_ns: 10,
@@ -1017,6 +1048,49 @@ mod tests {
             r#"{{"rpc":"rtlab.rpc/1","id":9,"method":"reserve","params":{{"tid":1,"amount_ns":1000,"period_ns":{MAX_PERIOD_NS}}}}}"#
         );
         assert!(decode_request(line.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn resize_reads_its_documented_form_and_refuses_a_bad_rate_by_field() {
+        let line = br#"{"rpc":"rtlab.rpc/1","id":7,"method":"resize","params":{"grant_id":3,"amount_ns":500000,"period_ns":8000000}}"#;
+        assert_eq!(
+            decode_request(line).unwrap(),
+            Request {
+                id: 7,
+                call: Call::Resize(ResizeParams {
+                    grant_id: 3,
+                    amount_ns: 500_000,
+                    period_ns: 8_000_000,
+                }),
+            }
+        );
+        for (params, field) in [
+            (
+                r#"{"grant_id":3,"amount_ns":0,"period_ns":8000000}"#,
+                "params.amount_ns",
+            ),
+            (
+                r#"{"grant_id":3,"amount_ns":9000000,"period_ns":8000000}"#,
+                "params.amount_ns",
+            ),
+            (
+                r#"{"grant_id":3,"amount_ns":1,"period_ns":20000000000}"#,
+                "params.period_ns",
+            ),
+            (r#"{"amount_ns":1,"period_ns":8000000}"#, "grant_id"),
+            (
+                r#"{"grant_id":3,"amount_ns":1,"period_ns":8000000,"tid":4}"#,
+                "tid",
+            ),
+        ] {
+            let line =
+                format!(r#"{{"rpc":"rtlab.rpc/1","id":8,"method":"resize","params":{params}}}"#);
+            let error = decode_request(line.as_bytes()).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadRequest, "{params}");
+            assert_eq!(error.id, Some(8));
+            assert!(error.message.starts_with("resize: "), "{error}");
+            assert!(error.message.contains(field), "{params}: {error}");
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! * [`socket`] — the listening socket (socket activation or a path).
 //! * [`server`] — connections, line framing, timeouts, caps (the I/O design is explained there).
 //! * [`peer`] — who is calling: credentials and privilege bound to a pidfd of the peer.
+//! * [`thread_cache`] — connection threads kept for the next connection (none started on
+//!   root's path).
 //! * [`budget`] — each uid's burst budget of requests.
 //! * [`precedence`] — root first: unprivileged peers' threads lowered, the registry entered by
 //!   them one at a time, after any privileged caller waiting.
@@ -28,6 +30,7 @@ pub mod rtkit;
 pub mod server;
 pub mod socket;
 pub mod startup;
+pub mod thread_cache;
 pub mod watch;
 
 pub use config::{ConfigError, DaemonConfig, DEFAULT_CONFIG_PATH};

@@ -22,6 +22,11 @@
 //!   kernel's PI futexes): a real-time thread waiting for one (the dispatcher, a privileged
 //!   caller run at a real-time priority) lends its priority to whoever holds it. The turnstile's
 //!   wake-up is sent without its lock, which a nice-19 waiter may hold.
+//! * No lock without inheritance between them: glibc's malloc arenas are shared by all threads
+//!   behind plain locks, and a nice-19 connection thread preempted inside `malloc` held one that
+//!   the registry's holder then waited for, with root behind it (645 ms, traced). The `rtlab`
+//!   binary therefore allocates with mimalloc (per-thread heaps, frees from other threads through
+//!   atomic lists; `crates/rtlab/src/main.rs`).
 //!
 //! On the shared socket root's path stays at the daemon's base priority (SCHED_OTHER). Users'
 //! SCHED_RR threads may hold every CPU within their shares — two users' budgets, 1 s of both
@@ -139,6 +144,8 @@ pub struct RegistryGate<T> {
 /// The registry, held: what is dropped first is let go first (the registry, then the
 /// turnstile), then the thread goes back to its lowered priority.
 pub struct RegistryGuard<'g, T> {
+    /// When the registry's lock was taken.
+    acquired: std::time::Instant,
     registry: Option<PiGuard<'g, T>>,
     turnstile: Option<MutexGuard<'g, ()>>,
     lower_after: Option<&'g ThreadPriority>,
@@ -160,11 +167,24 @@ impl<T> std::ops::DerefMut for RegistryGuard<'_, T> {
 impl<T> Drop for RegistryGuard<'_, T> {
     fn drop(&mut self) {
         self.registry.take();
+        LAST_HELD.with(|held| held.set(self.acquired.elapsed()));
         self.turnstile.take();
         if let Some(priority) = self.lower_after {
             priority.lower();
         }
     }
+}
+
+thread_local! {
+    /// How long this thread last held the registry (`RegistryGuard`), for the server's log of
+    /// requests that held it long ([`take_last_held`]).
+    static LAST_HELD: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// How long the calling thread held the registry the last time it let go of it (zero if it has
+/// not since the last call).
+pub fn take_last_held() -> Duration {
+    LAST_HELD.with(|held| held.replace(Duration::ZERO))
 }
 
 /// Locks ignoring poison: a panicking connection thread must not take the daemon's shutdown
@@ -196,6 +216,7 @@ impl<T> RegistryGate<T> {
             self.cleared.notify_all();
         }
         RegistryGuard {
+            acquired: std::time::Instant::now(),
             registry: Some(registry),
             turnstile: None,
             lower_after: None,
@@ -217,8 +238,10 @@ impl<T> RegistryGate<T> {
                     .0;
             }
         }
+        let registry = self.registry.lock();
         RegistryGuard {
-            registry: Some(self.registry.lock()),
+            acquired: std::time::Instant::now(),
+            registry: Some(registry),
             turnstile: Some(turnstile),
             lower_after: Some(priority),
         }
@@ -251,6 +274,27 @@ mod tests {
     /// The order of events: an unprivileged request inside, another unprivileged one
     /// and a privileged one waiting: the privileged one goes next. Before the gate, both waited
     /// on one mutex, in no order; root had waited behind several attackers' requests in turn.
+    /// What the server's log of long holds reads: how long this thread held the registry last,
+    /// once.
+    #[test]
+    fn the_time_a_thread_held_the_registry_is_taken_once() {
+        let gate = RegistryGate::new(Arc::new(PiLock::new(())));
+        let priority = ThreadPriority {
+            normal: None,
+            inside: None,
+        };
+        take_last_held();
+        {
+            let _inside = gate.unprivileged(&priority);
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        assert!(take_last_held() >= Duration::from_millis(30));
+        assert_eq!(take_last_held(), Duration::ZERO);
+        drop(gate.privileged());
+        take_last_held();
+        assert_eq!(take_last_held(), Duration::ZERO);
+    }
+
     #[test]
     fn a_waiting_privileged_caller_goes_before_unprivileged_ones() {
         let order = Arc::new(PiLock::new(Vec::new()));

@@ -14,6 +14,11 @@
 //!   thread with a 256 KiB stack of which it touches little. A connection over a cap gets a
 //!   `busy` error line (written without blocking) and is closed.
 //!
+//! A connection's thread is not started for it when one is waiting: a thread that has served
+//! its connection is kept 30 s for the next (`crate::thread_cache`), since starting and ending
+//! threads takes process-wide locks in the kernel that a starved thread of the daemon may hold
+//! while root waits. Root's socket has threads of its own, at root's policy.
+//!
 //! Every line is read with a cap ([`MAX_LINE_BYTES`]): a longer one gets `too_long` and the
 //! connection is closed, since the rest of it cannot be framed. A request whose first byte
 //! arrived must be complete within `request_timeout` (else `timeout` and close); an idle
@@ -48,6 +53,7 @@ use crate::config::DaemonConfig;
 use crate::peer::Peer;
 use crate::precedence::{PiLock, RegistryGate, ThreadPriority};
 use crate::registry::{resolve_target, wire_backend, Caller, Limits, Registry};
+use crate::thread_cache::ThreadCache;
 use crate::watch::Watcher;
 use rtlab_core::rpc::{
     decode_request, Call, ErrorCode, PingResult, Request, Response, RpcError, Target,
@@ -179,6 +185,11 @@ struct Shared {
     /// The daemon's base priority (its threads' policy at start), for connection threads
     /// (`ThreadPriority`).
     base: Policy,
+    /// The shared socket's connection threads, kept for the next connection
+    /// (`crate::thread_cache`).
+    threads: Arc<ThreadCache>,
+    /// Root's socket's, started by its accept thread and so at root's policy.
+    root_threads: Arc<ThreadCache>,
 }
 
 /// Serves `listeners` until `stop` is set or `panicked` is (by a panic hook), then reverts every
@@ -213,6 +224,8 @@ pub fn serve(
             config.burst_interval,
         )),
         base: rtlab_sys::sched::thread_policy(0).unwrap_or(Policy::Other { nice: 0 }),
+        threads: ThreadCache::new("rtlabd-conn", CONNECTION_STACK_BYTES),
+        root_threads: ThreadCache::new("rtlabd-rootconn", CONNECTION_STACK_BYTES),
     });
     let watcher_registry = Arc::clone(&registry);
     let watcher_panicked = Arc::clone(&panicked);
@@ -287,6 +300,8 @@ pub fn serve(
     if let Some(root_thread) = root_thread {
         let _ = root_thread.join();
     }
+    shared.threads.close();
+    shared.root_threads.close();
     registry.lock().shut_down();
     if let Some(service) = realtimekit {
         service.stop();
@@ -515,40 +530,42 @@ fn admit(stream: UnixStream, credentials: PeerCredentials, shared: &Arc<Shared>,
             uid: credentials.uid,
         }
     };
+    let threads = match door {
+        Door::Shared => Arc::clone(&shared.threads),
+        Door::Root { .. } => Arc::clone(&shared.root_threads),
+    };
     let shared = Arc::clone(shared);
-    let spawned = std::thread::Builder::new()
-        .name("rtlabd-conn".into())
-        .stack_size(CONNECTION_STACK_BYTES)
-        .spawn(move || {
-            let _slot = slot;
-            // Lowered at once unless the peer is root (its privilege is known only after
-            // `Peer::of`, which is the peer's work too); raised again for a privileged peer.
-            // On root's socket, at root's policy from the start.
-            let normal = match door {
-                Door::Shared => shared.base,
-                Door::Root { policy } => policy,
-            };
-            let priority = ThreadPriority::new(normal, shared.base);
-            if credentials.uid != 0 {
-                priority.lower();
-            } else if door != Door::Shared {
-                priority.restore();
-            }
-            if stream.set_nonblocking(false).is_ok() {
-                match Peer::of(&stream, credentials) {
-                    Ok(peer) => {
-                        let privileged = peer.caller().is_ok_and(|caller| caller.privileged);
-                        if credentials.uid != 0 && privileged {
-                            priority.restore();
-                        }
-                        serve_connection(stream, &peer, &shared, &priority);
-                    }
-                    Err(gone) => refuse(stream, gone.code, gone.message),
-                }
-            }
-            // The slot's lock is the accept thread's too: not taken at nice 19.
+    let spawned = threads.run(move || {
+        let _slot = slot;
+        // Lowered at once unless the peer is root (its privilege is known only after
+        // `Peer::of`, which is the peer's work too); raised again for a privileged peer.
+        // On root's socket, at root's policy from the start.
+        let normal = match door {
+            Door::Shared => shared.base,
+            Door::Root { policy } => policy,
+        };
+        let priority = ThreadPriority::new(normal, shared.base);
+        if credentials.uid != 0 {
+            priority.lower();
+        } else if door != Door::Shared {
             priority.restore();
-        });
+        }
+        if stream.set_nonblocking(false).is_ok() {
+            match Peer::of(&stream, credentials) {
+                Ok(peer) => {
+                    let privileged = peer.caller().is_ok_and(|caller| caller.privileged);
+                    if credentials.uid != 0 && privileged {
+                        priority.restore();
+                    }
+                    serve_connection(stream, &peer, &shared, &priority);
+                }
+                Err(gone) => refuse(stream, gone.code, gone.message),
+            }
+        }
+        // The slot's lock is the accept thread's too: not taken at nice 19. Restored also
+        // for the next connection this thread is kept for.
+        priority.restore();
+    });
     // A thread that cannot start drops its closure: the slot is freed, the client disconnected.
     drop(spawned);
 }
@@ -704,7 +721,12 @@ fn serve_connection(
                 };
                 (Response::error(id, refusal), close)
             }
-            (Ok(caller), Ok(request)) => (handle(&request, &caller, shared, priority), false),
+            (Ok(caller), Ok(request)) => {
+                crate::precedence::take_last_held();
+                let response = handle(&request, &caller, shared, priority);
+                note_long_hold(&request, &caller);
+                (response, false)
+            }
             (Ok(_), Err(error)) => (
                 Response::error(error.id.unwrap_or(0), error.to_rpc_error()),
                 false,
@@ -718,6 +740,42 @@ fn serve_connection(
             return;
         }
     }
+}
+
+/// A request that held the registry this long is named in the daemon's log: everyone else's
+/// requests, root's among them, waited for it.
+const LONG_HOLD: Duration = Duration::from_millis(20);
+
+/// Says in the log (at most once a second) that `request` held the registry over [`LONG_HOLD`]:
+/// which request, from which uid, for how long.
+/// Lock-free (no thread waits for another to say it): the CLOCK_MONOTONIC second of the last.
+fn note_long_hold(request: &Request, caller: &Caller) {
+    static LAST_SAID_SECOND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let held = crate::precedence::take_last_held();
+    if held < LONG_HOLD {
+        return;
+    }
+    let second = rtlab_sys::clock::monotonic_ns() / 1_000_000_000 + 1;
+    let last = LAST_SAID_SECOND.load(std::sync::atomic::Ordering::Relaxed);
+    if last >= second
+        || LAST_SAID_SECOND
+            .compare_exchange(
+                last,
+                second,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return;
+    }
+    let mut call = format!("{:?}", request.call);
+    call.truncate(400);
+    eprintln!(
+        "rtlab daemon: a request of uid {} held the registry for {} ms (everyone else's waited): {call}",
+        caller.uid,
+        held.as_millis()
+    );
 }
 
 fn answer<T: serde::Serialize>(id: u64, result: Result<T, RpcError>) -> Response {
@@ -765,6 +823,22 @@ fn handle(
             }),
         ),
         Call::Release(target) => answer(id, registry().release(caller, target)),
+        Call::Resize(params) => {
+            let result = registry().resize(caller, params);
+            if let Ok(grant) = &result {
+                // Each change of size in the daemon's log (a refusal goes to the caller only:
+                // a user sending refused requests must not fill the log).
+                eprintln!(
+                    "rtlab daemon: reservation {} ({}) resized by uid {} to {} of every {}",
+                    grant.grant_id,
+                    grant.owner,
+                    caller.uid,
+                    rtlab_core::Nanos(grant.requested.amount_ns),
+                    rtlab_core::Nanos(grant.requested.period_ns)
+                );
+            }
+            answer(id, result)
+        }
         Call::List => answer(id, Ok(registry().list_for(caller))),
         Call::BeginConstraint(params) => answer(
             id,

@@ -20,7 +20,9 @@
 //! kernel's run time of every thread (`sum_exec_runtime`, /proc/TID/schedstat) is read; what a
 //! thread ran since the check before counts for its uid when it was SCHED_RR at either check
 //! (the attackers' threads spin only while SCHED_RR and look at their policy every millisecond,
-//! so before a grant and after a demotion they sleep). Over the daemon's metering window W
+//! so before a grant and after a demotion they sleep). The checks run at SCHED_FIFO 21, above
+//! every RealtimeKit1 priority: starved by the spinners, a check came after a whole grant, spin
+//! and demotion, and saw the thread SCHED_RR at neither reading. Over the daemon's metering window W
 //! (`rtkit.user_share_window`) only the part that must lie inside it is counted: of an interval
 //! that began before the window, its length outside is taken off (a thread runs on one CPU at a
 //! time), so a late check never counts old run time as new.

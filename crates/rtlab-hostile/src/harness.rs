@@ -248,6 +248,10 @@ impl Report {
                 share.rtkit_ran * 100.0,
             ));
         }
+        text.push_str(&format!(
+            "RealtimeKit1's SCHED_RR threads of one uid ran at most {:.1} % of a CPU over the window at a check\n",
+            self.largest_rtkit_ran * 100.0
+        ));
         text.push_str(&format!("outcomes: {:?}\n", self.outcomes));
         for oddity in &self.oddities {
             text.push_str(&format!(
@@ -392,6 +396,48 @@ pub fn replay_first(
     Ok(())
 }
 
+/// The calling thread at SCHED_FIFO [`crate::root_ping::CLIENT_PRIORITY`] while it lives, and
+/// at the policy it had before afterwards.
+struct AboveRealtimeKit {
+    before: Option<rtlab_sys::sched::Policy>,
+}
+
+impl AboveRealtimeKit {
+    fn enter() -> AboveRealtimeKit {
+        let tid = rtlab_sys::cpu::current_tid();
+        let before = rtlab_sys::sched::thread_policy(tid).ok();
+        let raised = rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Fifo {
+            priority: crate::root_ping::CLIENT_PRIORITY,
+        });
+        AboveRealtimeKit {
+            before: before.filter(|_| raised.is_ok()),
+        }
+    }
+}
+
+impl AboveRealtimeKit {
+    /// Runs `work` at the policy from before (a process started there inherits it).
+    fn aside<R>(&self, work: impl FnOnce() -> R) -> R {
+        let Some(before) = self.before else {
+            return work();
+        };
+        let _ = rtlab_sys::sched::set_current_thread_policy(before);
+        let result = work();
+        let _ = rtlab_sys::sched::set_current_thread_policy(rtlab_sys::sched::Policy::Fifo {
+            priority: crate::root_ping::CLIENT_PRIORITY,
+        });
+        result
+    }
+}
+
+impl Drop for AboveRealtimeKit {
+    fn drop(&mut self) {
+        if let Some(before) = self.before.take() {
+            let _ = rtlab_sys::sched::set_current_thread_policy(before);
+        }
+    }
+}
+
 /// The attack alone: the report without its replay, and the log to replay from.
 pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     anyhow::ensure!(
@@ -502,6 +548,10 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     let mut largest: BTreeMap<u32, UidShare> = BTreeMap::new();
     let mut largest_rtkit_ran: f64 = 0.0;
     let mut checks = 0;
+    // The checks run above every priority RealtimeKit1 grants: at SCHED_OTHER, the attackers'
+    // SCHED_RR spinners starved them, and a thread granted, spinning and demoted between two
+    // late checks was SCHED_RR at neither, so nothing it ran was metered.
+    let above_rtkit = AboveRealtimeKit::enter();
     while Instant::now() < attack_until && !config.stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
         let (mut seen, shares) = stage.checker.check();
@@ -574,12 +624,14 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
         }
         if daemon_gone {
             daemon_restarts += 1;
-            stage
-                .restart_daemon(&config.cast.daemon)
+            // A new daemon must not inherit the checks' SCHED_FIFO.
+            above_rtkit
+                .aside(|| stage.restart_daemon(&config.cast.daemon))
                 .context("restarting the daemon after it exited")?;
         }
         std::thread::sleep(CHECK_INTERVAL.saturating_sub(tick.elapsed()));
     }
+    drop(above_rtkit);
     let seconds_run = started.elapsed().as_secs_f64();
     pinger.stop();
     // The attackers stop on their own at `seconds`; at a violation, or if one hangs, they are
@@ -646,6 +698,18 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
         .unwrap_or_else(|e| e.into_inner())
         .flush()
         .context("the action log")?;
+    // For a violation replay does not bring back: the whole action log and the daemon's log
+    // kept in `RTLAB_HOSTILE_KEEP` (a directory), to follow the threads it names through the run.
+    if let (Some(keep), false) = (
+        std::env::var_os("RTLAB_HOSTILE_KEEP"),
+        violations.is_empty(),
+    ) {
+        let keep = std::path::PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).context("RTLAB_HOSTILE_KEEP")?;
+        let name = |what: &str| keep.join(format!("hostile-{}.{what}", config.seed));
+        std::fs::copy(&log_path, name("actions.jsonl")).context("keeping the action log")?;
+        std::fs::write(name("daemon.log"), &daemon_log).context("keeping the daemon's log")?;
+    }
     let granted_before_violation = match violations.first() {
         Some(first) => sequence_before(config, first, &log_path)?
             .into_iter()

@@ -182,6 +182,52 @@ pub struct LogLine {
     pub g: u32,
 }
 
+/// Performs `action` and writes its [`LogLine`] on stdout: the requests granted, or `None` when
+/// stdout is closed (the harness is gone).
+fn perform_and_log(
+    attacker: &mut Attacker,
+    index: usize,
+    action: Action,
+    stdout: &Mutex<std::io::Stdout>,
+) -> Option<u32> {
+    let t = rtlab_sys::clock::monotonic_ns();
+    let outcome = attacker.perform(&action);
+    let line = LogLine {
+        t,
+        w: index,
+        a: action,
+        o: outcome.answer,
+        n: outcome.requests,
+        g: outcome.granted,
+    };
+    let text = serde_json::to_string(&line).expect("a log line");
+    let mut stdout = stdout.lock().unwrap_or_else(|e| e.into_inner());
+    writeln!(stdout, "{text}").ok().map(|()| line.g)
+}
+
+/// The opening of an attacker with a bus: before its senders start (and before its uid holds
+/// anything), it asks RealtimeKit1 to make its thread 0 (the napping spinner) SCHED_RR and waits
+/// while that thread spins, until the daemon's watchdog demotes it (its share over the window
+/// used up: about a second) or 3 s have passed. So every run meters a RealtimeKit1 thread that
+/// spins for longer than the checker's interval, whatever the seed: later grants, when the uid
+/// already holds most of its limit in SCHED_DEADLINE, spin for a few tens of milliseconds
+/// before they are demoted, often between two checks. The request is logged like any other.
+fn opening(args: &AttackerArgs, world: &World, me: &Me, stdout: &Mutex<std::io::Stdout>) {
+    let action = Action::Rtkit {
+        call: crate::action::RtkitCall::MakeThreadRealtime {
+            thread: crate::action::RtkitId::Thread(crate::action::ThreadRef::Own { k: 0 }),
+            priority: 5,
+        },
+    };
+    let mut attacker = Attacker::new(args.socket.clone(), world.clone(), me.clone());
+    let granted = perform_and_log(&mut attacker, args.index, action, stdout).is_some_and(|g| g > 0);
+    let spinner = me.process.tids[0];
+    let until = Instant::now() + Duration::from_secs(3);
+    while granted && is_round_robin(spinner) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// An attacker: named threads of its own, then, once the world has come on stdin, either
 /// `senders` threads sending seeded random actions for `seconds` (each logged on stdout), or
 /// (senders 0) one action per stdin line, each answered with its outcome.
@@ -228,6 +274,9 @@ pub fn attacker(args: AttackerArgs) -> anyhow::Result<()> {
     };
     let until = Instant::now() + Duration::from_secs_f64(args.seconds);
     let stdout = Arc::new(Mutex::new(std::io::stdout()));
+    if shape.rtkit && !shape.privileged {
+        opening(&args, &world, &me, &stdout);
+    }
     let senders: Vec<_> = (0..args.senders)
         .map(|sender| {
             let mut attacker = Attacker::new(args.socket.clone(), world.clone(), me.clone());
@@ -241,22 +290,8 @@ pub fn attacker(args: AttackerArgs) -> anyhow::Result<()> {
                 );
                 while Instant::now() < until {
                     let action = Action::random(&mut rng, &shape);
-                    let t = rtlab_sys::clock::monotonic_ns();
-                    let outcome = attacker.perform(&action);
-                    let line = LogLine {
-                        t,
-                        w: args.index,
-                        a: action,
-                        o: outcome.answer,
-                        n: outcome.requests,
-                        g: outcome.granted,
-                    };
-                    let text = serde_json::to_string(&line).expect("a log line");
-                    {
-                        let mut stdout = stdout.lock().unwrap_or_else(|e| e.into_inner());
-                        if writeln!(stdout, "{text}").is_err() {
-                            return; // the harness is gone
-                        }
+                    if perform_and_log(&mut attacker, args.index, action, &stdout).is_none() {
+                        return; // the harness is gone
                     }
                     let pause = rng.gen_range(0..=args.max_pause_ms);
                     std::thread::sleep(Duration::from_millis(pause));

@@ -226,19 +226,67 @@ impl RootPinger {
     }
 }
 
+/// A tracefs instance to freeze at the first late answer, for a trace of what ran meanwhile: the
+/// directory in `RTLAB_HOSTILE_FREEZE_TRACE` (e.g. `/sys/kernel/tracing/instances/hostile`, its
+/// events enabled and its clock `mono` beforehand). Each ping is marked in its `trace_marker`
+/// ("root ping sent", "root ping answered after N us"); at the first answer later than the bound
+/// its `tracing_on` is set to 0 and the ring buffer keeps the seconds before it.
+struct TraceFreeze {
+    marker: Option<std::fs::File>,
+    tracing_on: std::path::PathBuf,
+    frozen: bool,
+}
+
+impl TraceFreeze {
+    fn from_env() -> Option<TraceFreeze> {
+        let instance = std::path::PathBuf::from(std::env::var_os("RTLAB_HOSTILE_FREEZE_TRACE")?);
+        Some(TraceFreeze {
+            marker: std::fs::OpenOptions::new()
+                .write(true)
+                .open(instance.join("trace_marker"))
+                .ok(),
+            tracing_on: instance.join("tracing_on"),
+            frozen: false,
+        })
+    }
+
+    fn mark(&mut self, text: &str) {
+        use std::io::Write as _;
+        if let (Some(marker), false) = (&mut self.marker, self.frozen) {
+            let _ = marker.write_all(text.as_bytes());
+        }
+    }
+
+    fn freeze(&mut self) {
+        if !self.frozen {
+            self.frozen = std::fs::write(&self.tracing_on, "0").is_ok();
+        }
+    }
+}
+
 fn ping_until(socket: &std::path::Path, bound: Duration, stop: &AtomicBool, pings: &Pings) {
+    let mut freeze = TraceFreeze::from_env();
     while !stop.load(Ordering::Relaxed) {
         let steal_before = steal_now();
         let sent = Instant::now();
         let sent_at_ns = rtlab_sys::clock::monotonic_ns();
         pings.outstanding_since.store(sent_at_ns, Ordering::Relaxed);
         pings.asked.fetch_add(1, Ordering::Relaxed);
+        if let Some(freeze) = &mut freeze {
+            freeze.mark("root ping sent");
+        }
         let answer = Connection::open(socket).and_then(|mut connection| {
             connection.send(b"{\"rpc\":\"rtlab.rpc/1\",\"id\":1,\"method\":\"ping\"}\n")?;
             connection.answer()
         });
         let took = sent.elapsed();
         pings.outstanding_since.store(0, Ordering::Relaxed);
+        if let Some(freeze) = &mut freeze {
+            freeze.mark(&format!("root ping answered after {} us", took.as_micros()));
+            if took > bound {
+                freeze.freeze();
+            }
+        }
         match answer {
             Ok(Some(answer)) if answer_word(&answer) == "ok" => {
                 pings.answered.fetch_add(1, Ordering::Relaxed);

@@ -37,8 +37,8 @@ pub use owner::{Owner, OwnerError};
 pub use plan_report::{plan_requests, PlanReport, PlanReportError};
 pub use planner::{
     AdmissionPath, ConstraintId, ConstraintInfo, CpuSchedule, Denied, Grant, GrantId, Infeasible,
-    Plan, Planner, PlannerError, Rate, Slot, TimeTaken, DEFAULT_CAP, MAX_CONSTRAINT_PIECES,
-    MAX_SPAN,
+    Plan, Planner, PlannerError, Rate, ResizeError, Slot, TimeTaken, DEFAULT_CAP,
+    MAX_CONSTRAINT_PIECES, MAX_SPAN,
 };
 pub use request_file::{parse_requests, Request, RequestFileError};
 

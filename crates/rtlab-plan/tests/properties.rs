@@ -5,7 +5,10 @@
 use proptest::prelude::*;
 use rtlab_core::Nanos;
 use rtlab_plan::check::{self, least_budget, power_of_two_periods, room_for, Periodic};
-use rtlab_plan::{ConstraintId, Denied, GrantId, Infeasible, Owner, Plan, Planner, PlannerError};
+use rtlab_plan::{
+    ConstraintId, Denied, GrantId, Infeasible, Owner, Plan, Planner, PlannerError,
+    MAX_CONSTRAINT_PIECES,
+};
 
 const QUANTUM: u64 = 1_000;
 
@@ -468,4 +471,52 @@ fn bad_arguments_are_errors_not_panics() {
         planner.begin_constraint(Owner::Thread(1), Nanos(10), Nanos(5), Nanos(12)),
         Err(Infeasible::InvalidWindow { .. })
     ));
+}
+
+/// The work of one request is bounded: the Time Constraints on one CPU hold at most
+/// `MAX_CONSTRAINT_PIECES` pieces of free time together, and one that would take more is refused
+/// (in the daemon a request's planning is done holding the registry, which root waits for).
+#[test]
+fn the_constraints_on_a_cpu_hold_at_most_the_cap_in_pieces() {
+    let mut planner = Planner::new(2, Nanos(250_000), 0.9).expect("a planner");
+    // Six reservations split both CPUs' time into slots of 250 µs.
+    for i in 0..6u64 {
+        planner
+            .reserve(
+                Owner::Thread(100 + i as u32),
+                Nanos(60_000 + 7_000 * i),
+                Nanos(250_000 * (1 + i % 3)),
+            )
+            .expect("fits");
+    }
+    let held = |planner: &Planner| -> usize {
+        planner
+            .constraints()
+            .iter()
+            .filter(|constraint| constraint.cpu == 0)
+            .map(|constraint| constraint.held.len())
+            .sum()
+    };
+    let mut refused_as_fragmented = false;
+    for k in 0..8u32 {
+        let result = planner.begin_constraint(
+            Owner::Thread(7 + k),
+            Nanos(1_000_000),
+            Nanos::from_millis(150),
+            Nanos(1_000_000 + 60_000_000_000),
+        );
+        refused_as_fragmented |= matches!(result, Err(Infeasible::TooFragmented));
+        assert!(
+            held(&planner) <= MAX_CONSTRAINT_PIECES,
+            "{}",
+            held(&planner)
+        );
+    }
+    assert!(refused_as_fragmented, "no constraint met the cap");
+    // A reservation made on the CPU afterwards finds room for every constraint again, within it.
+    planner
+        .reserve(Owner::Thread(300), Nanos(10_000), Nanos(1_000_000))
+        .expect("fits");
+    assert!(held(&planner) <= MAX_CONSTRAINT_PIECES);
+    assert_checked(&planner);
 }

@@ -500,6 +500,7 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
                 start: Nanos(now),
                 estimate: Nanos::from_millis(5),
                 deadline: Nanos(now + 50_000_000),
+                share_at_most: None,
             })
             .unwrap();
         rtlab_sys::thread_clock::spin_cpu_time_ns(3_000_000);
@@ -514,10 +515,41 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
                 thread: tid,
                 start: Nanos(now),
                 estimate: Nanos::from_millis(20),
-                deadline: Nanos(now + 10_000_000)
+                deadline: Nanos(now + 10_000_000),
+                share_at_most: None,
             })
             .is_err());
         assert_eq!(thread_policy(0).unwrap(), before, "{backend}");
+        // A one-shot budget holding more than allowed (5 ms and its overrun of 50 ms is over
+        // 10 %): refused before the kernel holds it, nothing changed.
+        if backend == BackendKind::Deadline {
+            let refused_request = |tid| {
+                let now = rtlab_sys::clock::monotonic_ns();
+                ConstraintRequest {
+                    thread: tid,
+                    start: Nanos(now),
+                    estimate: Nanos::from_millis(5),
+                    deadline: Nanos(now + 50_000_000),
+                    share_at_most: Some(0.1),
+                }
+            };
+            let refused = enforcer.begin_constraint(refused_request(tid));
+            assert!(
+                matches!(refused, Err(EnforceError::OverShare { share, allowed })
+                    if share > 0.1 && allowed == 0.1),
+                "{refused:?}"
+            );
+            assert_eq!(thread_policy(0).unwrap(), before, "{backend}");
+            // And forgotten: the thread takes a constraint again.
+            let id = enforcer
+                .begin_constraint(ConstraintRequest {
+                    share_at_most: None,
+                    ..refused_request(tid)
+                })
+                .unwrap();
+            enforcer.end_constraint(id).unwrap();
+            assert_eq!(thread_policy(0).unwrap(), before, "{backend}");
+        }
         drop(enforcer);
         let _ = std::fs::remove_dir_all(&directory);
     }

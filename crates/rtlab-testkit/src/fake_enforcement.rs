@@ -125,6 +125,25 @@ impl Enforcement for FakeEnforcement {
         Ok((grant, remaining))
     }
 
+    fn resize(
+        &mut self,
+        grant: GrantId,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<EnforcedGrant, EnforceError> {
+        let resized = self.planner.resize(grant, amount, period)?;
+        let enforced = self.grants.get_mut(&grant).expect("the planner knew it");
+        if enforced.backend == BackendKind::Deadline {
+            enforced.deadline_params = Some(DeadlineParams {
+                runtime: resized.granted.amount,
+                deadline: resized.granted.period,
+                period: resized.granted.period,
+            });
+        }
+        enforced.grant = resized;
+        Ok(enforced.clone())
+    }
+
     fn release(&mut self, grant: GrantId) -> Result<(), EnforceError> {
         self.planner.release(grant)?;
         let enforced = self.grants.remove(&grant).expect("the planner knew it");
@@ -156,6 +175,7 @@ impl Enforcement for FakeEnforcement {
             start,
             estimate,
             deadline,
+            ..
         } = request;
         let owner = self
             .thread_grants

@@ -21,6 +21,18 @@ mod output;
 use clap::Parser;
 use std::process::ExitCode;
 
+// The allocator. glibc's malloc shares a few arenas between all of a process's threads, each
+// behind a lock that lends no priority. In the daemon, a connection thread serving a user runs at
+// nice 19; preempted inside `malloc` it held an arena's lock, the thread holding the registry
+// (its watcher) waited for that lock, and root, waiting for the registry, waited 645 ms although
+// the registry's own lock inherits priority (rtlab-hostile, traced: BENCHMARKS.md, "10 minutes
+// with RealtimeKit1 in the attack", run 11). mimalloc gives each thread its own heap, and a block
+// freed by another thread goes back through an atomic list, so no thread waits for another's
+// allocation.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = commands::Cli::parse();
     match commands::dispatch(cli) {

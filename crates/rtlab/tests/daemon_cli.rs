@@ -1015,6 +1015,216 @@ fn nobody_s_tiny_deadline_requests_count_as_the_budget_the_kernel_gives() {
     assert!(daemon.reservation_rows(&sandbox).is_empty());
 }
 
+/// Every policy other than SCHED_OTHER the kernel gave thread `tid` while it was watched, read
+/// back-to-back (`sched_getattr`, a few µs apart) from a thread of its own until `stop`.
+struct PolicyWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reads: std::thread::JoinHandle<(u64, Vec<Policy>)>,
+}
+
+impl PolicyWatch {
+    fn start(tid: u32) -> PolicyWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reads = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let (mut reads, mut seen) = (0, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(policy) = thread_policy(tid) {
+                        reads += 1;
+                        if !matches!(policy, Policy::Other { .. }) && !seen.contains(&policy) {
+                            seen.push(policy);
+                        }
+                    }
+                }
+                (reads, seen)
+            }
+        });
+        PolicyWatch { stop, reads }
+    }
+
+    /// How many times the policy was read, and what other than SCHED_OTHER was seen.
+    fn stop(self) -> (u64, Vec<Policy>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.reads.join().unwrap()
+    }
+}
+
+/// The tick of overrun a SCHED_DEADLINE budget carries on this machine (HRTICK_DL off), or
+/// `None` when budgets are enforced finer than that.
+fn deadline_overrun_ns() -> Option<u64> {
+    match rtlab_sys::thread_control::hrtick_dl_enabled() {
+        Ok(Some(true)) => None,
+        _ => rtlab_sys::thread_control::tick_ns().ok(),
+    }
+}
+
+/// Issue 39: a request whose rate fits the user's limit but whose SCHED_DEADLINE budget, its
+/// tick of overrun added, does not, was refused only after the kernel had been given it: in CI
+/// the hostile harness's checker saw nobody hold 26.3 % of a CPU (16.1 ms of every 61.1 ms,
+/// 19.8 % without the overrun) under its 20 %, in the moment before the refusal undid it. Now
+/// what the kernel would hold is counted before it is asked: watched back-to-back all along, the
+/// thread is never SCHED_DEADLINE, for a reservation (17 ms of every 100 ms) nor for a Time
+/// Constraint's one-shot budget (10 ms by 60 ms from now).
+#[test]
+#[ignore = "needs root"]
+fn nobody_s_budget_over_its_limit_only_with_the_overrun_is_never_given_to_the_kernel() {
+    let _turn = require_root();
+    let Some(overrun_ns) = deadline_overrun_ns().filter(|&ns| ns >= 2_000_000) else {
+        panic!("this test needs budgets enforced at the tick (HRTICK_DL off, HZ ≤ 500)");
+    };
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let target = nobody_sleeper();
+    let tid = target.id();
+    let watch = PolicyWatch::start(tid);
+    let output = daemon.rtlab_as_nobody(&[
+        "reserve",
+        "17ms/100ms",
+        "--backend",
+        "deadline",
+        "--tid",
+        &tid.to_string(),
+    ]);
+    let (reads, seen) = watch.stop();
+    assert_refused_leaving_untouched(&output, &["would exceed its limit"], tid);
+    assert!(reads > 0 && seen.is_empty(), "{reads} reads saw {seen:?}");
+    assert!(daemon.reservation_rows(&sandbox).is_empty());
+
+    // 10 ms by 60 ms from now is 16.7 % of a CPU; its one-shot budget, 10 ms and the overrun of
+    // every 60 ms, is over 20 %.
+    assert!((10_000_000 + overrun_ns) as f64 / 60e6 > 0.2);
+    let directory = tempfile::tempdir().unwrap();
+    let client = hostile_client(directory.path());
+    let mut child = KillOnDrop(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(&client)
+            .args(["constraint-hold", "0", "10", "60"])
+            .env("RTLAB_SOCKET", &daemon.socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv (util-linux)"),
+    );
+    // The client's constraint is for its main thread, whose tid is the pid setpriv execs into.
+    let watch = PolicyWatch::start(child.id());
+    let mut answer = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.0.stdout.take().unwrap()),
+        &mut answer,
+    )
+    .unwrap();
+    let (reads, seen) = watch.stop();
+    assert!(answer.contains("\"code\":\"limit\""), "{answer}");
+    assert!(reads > 0 && seen.is_empty(), "{reads} reads saw {seen:?}");
+}
+
+/// The kernel's SCHED_DEADLINE (runtime, period) of `tid`; panics at any other policy.
+fn deadline_of(tid: u32) -> (u64, u64) {
+    match thread_policy(tid).unwrap() {
+        Policy::Deadline {
+            runtime_ns,
+            period_ns,
+            ..
+        } => (runtime_ns, period_ns),
+        other => panic!("thread {tid} is {other:?}, not SCHED_DEADLINE"),
+    }
+}
+
+/// Issue 37, item 2: a reservation changes size in place (`reserve --resize`, the `resize`
+/// method), with admission. Nobody grows and shrinks its own reservation and `sched_getattr`
+/// follows each answer; a growth past its 20 % limit is refused naming the reservation and by
+/// how much, and the kernel still holds the old size. Before the change there was no way to
+/// change a reservation's size (`--resize` was an unknown flag, exit 2).
+#[test]
+#[ignore = "needs root"]
+fn nobody_resizes_its_reservation_within_its_limit_and_a_refused_growth_keeps_the_old_size() {
+    let _turn = require_root();
+    let sandbox = sandbox_open_to_all();
+    let daemon = start_daemon(&sandbox);
+    let target = nobody_sleeper();
+    let tid = target.id();
+    let tid_text = tid.to_string();
+    let output = daemon.rtlab_as_nobody(&[
+        "reserve",
+        "1ms/40ms",
+        "--backend",
+        "deadline",
+        "--tid",
+        &tid_text,
+        "--json",
+        "-",
+    ]);
+    assert_exit_code(&output, 0);
+    let grant = stdout_json(&output);
+    let grant_id = grant["grant"]["grant_id"].as_u64().unwrap().to_string();
+    let (first_runtime, first_period) = deadline_of(tid);
+    assert_eq!(first_period, 40_000_000);
+
+    let resize = |rate: &str| {
+        daemon.rtlab_as_nobody(&["reserve", rate, "--resize", &grant_id, "--json", "-"])
+    };
+    let output = resize("2ms/40ms");
+    assert_exit_code(&output, 0);
+    let grown = stdout_json(&output);
+    assert_eq!(grown["grant"]["grant_id"].to_string(), grant_id);
+    assert_eq!(grown["grant"]["requested"]["amount_ns"], 2_000_000);
+    let (grown_runtime, grown_period) = deadline_of(tid);
+    assert_eq!(grown_runtime, first_runtime + 1_000_000, "{grown}");
+    assert_eq!(grown_period, 40_000_000);
+    assert_eq!(grown["grant"]["kernel_held"]["runtime_ns"], grown_runtime);
+
+    // 9 ms of every 40 ms is 22.5 % before the tick's overrun: past nobody's 20 % however fine
+    // the tick.
+    let output = resize("9ms/40ms");
+    assert_exit_code(&output, 1);
+    let stderr = stderr_text(&output);
+    for words in [
+        format!("reservation {grant_id}"),
+        "short".to_owned(),
+        "limit of 20.0 %".to_owned(),
+    ] {
+        assert!(stderr.contains(&words), "{words:?} not in: {stderr}");
+    }
+    assert_eq!(deadline_of(tid), (grown_runtime, grown_period));
+    let rows = daemon.reservation_rows(&sandbox);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["requested"]["amount_ns"], 2_000_000);
+
+    // Re-mapped to a longer window and shrunk.
+    let output = resize("1ms/80ms");
+    assert_exit_code(&output, 0);
+    let (shrunk_runtime, shrunk_period) = deadline_of(tid);
+    assert_eq!(shrunk_period, 80_000_000);
+    assert_eq!(shrunk_runtime, first_runtime);
+    let rows = daemon.reservation_rows(&sandbox);
+    assert_eq!(rows[0]["requested"]["period_ns"], 80_000_000);
+    assert_eq!(rows[0]["kernel_held"]["window_ns"], 80_000_000);
+
+    // Another user's reservation is not nobody's to change.
+    let root_target = sleeper();
+    let output = daemon.rtlab(
+        &sandbox,
+        &[
+            "reserve",
+            "1ms/40ms",
+            "--backend",
+            "deadline",
+            "--tid",
+            &root_target.id().to_string(),
+            "--json",
+            "-",
+        ],
+    );
+    assert_exit_code(&output, 0);
+    let roots = stdout_json(&output)["grant"]["grant_id"].to_string();
+    let before = deadline_of(root_target.id());
+    let output = daemon.rtlab_as_nobody(&["reserve", "2ms/40ms", "--resize", &roots]);
+    assert_exit_code(&output, 1);
+    assert_eq!(deadline_of(root_target.id()), before);
+}
+
 /// The daemon's threads named `name`, by their tids (/proc/PID/task/*/comm).
 fn daemon_threads_named(pid: u32, name: &str) -> Vec<u32> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -1073,6 +1283,16 @@ fn roots_own_socket_is_served_above_realtimekit_and_refuses_everyone_else() {
     assert!(is_raised(thread_policy(target.id()).unwrap()));
     assert_exit_code(&as_nobody, 3);
     assert_eq!(daemon.reservation_tids(&sandbox), [u64::from(target.id())]);
+    // Its connections are served by threads kept for the next one, at root's policy: nothing on
+    // root's path starts a thread. Starting one took process-wide locks in the kernel that a
+    // starved connection thread of the daemon held: root's accept thread slept in state D for
+    // 100 ms (a tracefs capture of rtlab-hostile).
+    wait_until(LIMIT, "root's connection thread is kept", || {
+        !daemon_threads_named(daemon.process.id(), "rtlabd-rootconn").is_empty()
+    });
+    for tid in daemon_threads_named(daemon.process.id(), "rtlabd-rootconn") {
+        assert_eq!(thread_policy(tid).unwrap(), Policy::Fifo { priority: 21 });
+    }
 
     // Nobody cannot open it, neither as itself nor as "root" of a user namespace of its own.
     let root_socket_text = root_socket.display().to_string();

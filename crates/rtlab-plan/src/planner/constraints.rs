@@ -155,7 +155,7 @@ impl Planner {
                 taken.push((cursor, take_end));
                 collected += take_end - cursor;
             }
-            if taken.len() > MAX_CONSTRAINT_PIECES {
+            if taken.len() + state.held.len() > MAX_CONSTRAINT_PIECES {
                 return Err(Infeasible::TooFragmented);
             }
         }

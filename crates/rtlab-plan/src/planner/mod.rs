@@ -44,7 +44,8 @@ mod types;
 
 pub use types::{
     AdmissionPath, ConstraintId, ConstraintInfo, CpuSchedule, Denied, Grant, GrantId, Infeasible,
-    Plan, PlannerError, Rate, Slot, TimeTaken, DEFAULT_CAP, MAX_CONSTRAINT_PIECES, MAX_SPAN,
+    Plan, PlannerError, Rate, ResizeError, Slot, TimeTaken, DEFAULT_CAP, MAX_CONSTRAINT_PIECES,
+    MAX_SPAN,
 };
 
 use crate::owner::Owner;

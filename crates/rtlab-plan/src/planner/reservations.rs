@@ -4,7 +4,9 @@
 //! An admission on a CPU that holds Time Constraints takes a snapshot first and restores it when
 //! the new plan would take time a constraint holds, so a denied request leaves no trace.
 
-use super::{AdmissionPath, ConstraintId, Denied, Grant, GrantId, PlannerError, Rate, MAX_SPAN};
+use super::{
+    AdmissionPath, ConstraintId, Denied, Grant, GrantId, PlannerError, Rate, ResizeError, MAX_SPAN,
+};
 use super::{CpuState, GrantRecord, Planner};
 use crate::owner::Owner;
 use crate::rounding::{self, Rounding};
@@ -14,6 +16,47 @@ use rtlab_core::Nanos;
 impl Planner {
     /// Asks for `amount` of CPU time in every window of length `period` for `owner`.
     pub fn reserve(&mut self, owner: Owner, amount: Nanos, period: Nanos) -> Result<Grant, Denied> {
+        let id = GrantId(self.next_grant);
+        let grant = self.reserve_as(id, owner, amount, period)?;
+        self.next_grant += 1;
+        Ok(grant)
+    }
+
+    /// Changes a held reservation to `amount` of every `period`, keeping its id and owner: the
+    /// new rate is admitted as a new request would be, beside every other grant (the old rate's
+    /// time counts as free). A refusal leaves the plan exactly as it was, the old rate held.
+    pub fn resize(
+        &mut self,
+        grant: GrantId,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<Grant, ResizeError> {
+        let owner = self
+            .grants
+            .get(&grant)
+            .ok_or(PlannerError::UnknownGrant(grant.0))?
+            .grant
+            .owner
+            .clone();
+        let before = self.clone();
+        self.release(grant)?;
+        match self.reserve_as(grant, owner, amount, period) {
+            Ok(resized) => Ok(resized),
+            Err(denied) => {
+                *self = before;
+                Err(ResizeError::Denied(denied))
+            }
+        }
+    }
+
+    /// Admits and places a reservation under the id given.
+    fn reserve_as(
+        &mut self,
+        id: GrantId,
+        owner: Owner,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<Grant, Denied> {
         if amount.0 == 0 {
             return Err(Denied::ZeroAmount);
         }
@@ -67,7 +110,6 @@ impl Planner {
                 free_ppm: self.to_ppm(self.capacity.saturating_sub(cpu_load)),
             });
         };
-        let id = GrantId(self.next_grant);
         let snapshot = (!self.cpus[cpu].constraints.is_empty()).then(|| self.snapshot_cpu(cpu));
         let Some(placement) = self.place(cpu, id, chosen) else {
             // Unreachable under the cap (a rebuild fits any set of utilisation ≤ 1); refuse rather
@@ -114,7 +156,6 @@ impl Planner {
                 return Err(Denied::WouldBreakConstraint(constraint.0, cpu));
             }
         }
-        self.next_grant += 1;
         Ok(grant)
     }
 
@@ -300,4 +341,77 @@ struct CpuSnapshot {
     state: CpuState,
     pieces: Vec<(GrantId, Vec<PieceRef>)>,
     held: Vec<(ConstraintId, Vec<(u64, u64)>)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planner() -> Planner {
+        Planner::new(1, Nanos::from_millis(1), crate::DEFAULT_CAP).unwrap()
+    }
+
+    #[test]
+    fn a_resized_grant_keeps_its_id_and_owner_and_takes_the_new_rate() {
+        let mut planner = planner();
+        let grant = planner
+            .reserve(
+                Owner::Thread(7),
+                Nanos::from_millis(2),
+                Nanos::from_millis(16),
+            )
+            .unwrap();
+        let grown = planner
+            .resize(grant.id, Nanos::from_millis(6), Nanos::from_millis(16))
+            .unwrap();
+        assert_eq!(grown.id, grant.id);
+        assert_eq!(grown.owner, Owner::Thread(7));
+        assert_eq!(grown.requested.amount, Nanos::from_millis(6));
+        assert!(grown.granted.amount >= Nanos::from_millis(6), "{grown:?}");
+        let remapped = planner
+            .resize(grant.id, Nanos::from_millis(3), Nanos::from_millis(32))
+            .unwrap();
+        assert_eq!(remapped.requested.period, Nanos::from_millis(32));
+        assert_eq!(planner.grants(), vec![remapped]);
+        // The next new grant still gets a new id.
+        let other = planner
+            .reserve(
+                Owner::Thread(8),
+                Nanos::from_millis(1),
+                Nanos::from_millis(16),
+            )
+            .unwrap();
+        assert_ne!(other.id, grant.id);
+    }
+
+    #[test]
+    fn a_growth_past_the_capacity_is_refused_and_the_old_rate_stays() {
+        let mut planner = planner();
+        let first = planner
+            .reserve(
+                Owner::Thread(7),
+                Nanos::from_millis(4),
+                Nanos::from_millis(16),
+            )
+            .unwrap();
+        planner
+            .reserve(
+                Owner::Thread(8),
+                Nanos::from_millis(8),
+                Nanos::from_millis(16),
+            )
+            .unwrap();
+        let before = planner.grants();
+        let fractions = planner.reserved_fractions();
+        let refused = planner
+            .resize(first.id, Nanos::from_millis(12), Nanos::from_millis(16))
+            .unwrap_err();
+        assert!(matches!(refused, ResizeError::Denied(_)), "{refused:?}");
+        assert_eq!(planner.grants(), before);
+        assert_eq!(planner.reserved_fractions(), fractions);
+        assert!(matches!(
+            planner.resize(GrantId(99), Nanos::from_millis(1), Nanos::from_millis(16)),
+            Err(ResizeError::Planner(PlannerError::UnknownGrant(99)))
+        ));
+    }
 }

@@ -1040,6 +1040,18 @@ impl Enforcement for Enforcer {
         self.default_backend
     }
 
+    fn kernel_share(&self, request: &ReserveRequest) -> Option<f64> {
+        let backend = request.backend.unwrap_or_else(|| self.backend_for(request));
+        match backend {
+            BackendKind::Deadline => {
+                deadline_params(request.amount, request.period, self.facts.granularity)
+                    .ok()
+                    .map(|params| params.runtime.0 as f64 / params.period.0.max(1) as f64)
+            }
+            BackendKind::Dispatch => None,
+        }
+    }
+
     fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError> {
         let result = self.reserve_now(request);
         self.request_stats.clear();
@@ -1110,6 +1122,30 @@ impl Enforcement for Enforcer {
         }
     }
 
+    fn resize(
+        &mut self,
+        grant: GrantId,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<EnforcedGrant, EnforceError> {
+        let enforced = self.enforced_grant(grant)?;
+        if enforced.backend != BackendKind::Deadline {
+            return Err(EnforceError::Unenforceable {
+                backend: enforced.backend,
+                reason: "only a deadline reservation can change its size in place; release it \
+                         and reserve again"
+                    .into(),
+            });
+        }
+        let planner_before = self.planner.clone();
+        let resized = self.planner.resize(grant, amount, period)?;
+        let outcome = self.resize_deadline(&enforced, &resized);
+        if outcome.is_err() {
+            self.planner = planner_before;
+        }
+        outcome
+    }
+
     fn grants(&self) -> Vec<EnforcedGrant> {
         self.grants.values().cloned().collect()
     }
@@ -1174,6 +1210,7 @@ impl Enforcement for Enforcer {
             start,
             estimate,
             deadline,
+            share_at_most,
         } = request;
         let managed = self.threads.get(&thread).cloned();
         if managed
@@ -1220,7 +1257,7 @@ impl Enforcement for Enforcer {
                 ),
             }),
             (BackendKind::Deadline, false) => self
-                .one_shot_budget(thread, id, estimate, deadline)
+                .one_shot_budget(thread, id, estimate, deadline, share_at_most)
                 .map(Some),
             (BackendKind::Dispatch, _) => {
                 let result = if reservation.is_none() {
@@ -1421,6 +1458,77 @@ impl Enforcer {
         Ok(enforced)
     }
 
+    /// Gives the threads of deadline reservation `enforced` the SCHED_DEADLINE parameters of
+    /// `resized` (the planner's new grant), after the deadline admission without its old
+    /// parameters. On any refusal the threads keep their old parameters.
+    fn resize_deadline(
+        &mut self,
+        enforced: &EnforcedGrant,
+        resized: &rtlab_plan::Grant,
+    ) -> Result<EnforcedGrant, EnforceError> {
+        let params = deadline_params(
+            resized.requested.amount,
+            resized.requested.period,
+            self.facts.granularity,
+        )
+        .map_err(|refused| EnforceError::Unenforceable {
+            backend: BackendKind::Deadline,
+            reason: refused.to_string(),
+        })?;
+        let mut others = self.deadline_params_in_force();
+        if let Some(old) = enforced.deadline_params {
+            if let Some(index) = others.iter().position(|held| *held == old) {
+                others.remove(index);
+            }
+        }
+        self.admission()
+            .admit(&others, params)
+            .map_err(|reason| EnforceError::Unenforceable {
+                backend: BackendKind::Deadline,
+                reason,
+            })?;
+        let policy = |params: DeadlineParams| Policy::Deadline {
+            runtime_ns: params.runtime.0,
+            deadline_ns: params.deadline.0,
+            period_ns: params.period.0,
+        };
+        for (index, &tid) in enforced.threads.iter().enumerate() {
+            if let Err(source) = thread_control::set_thread_policy_with_flags(
+                tid,
+                policy(params),
+                SCHED_FLAG_RESET_ON_FORK,
+            ) {
+                // Those already changed go back to the old parameters.
+                if let Some(old) = enforced.deadline_params {
+                    for &done in &enforced.threads[..index] {
+                        let _ = thread_control::set_thread_policy_with_flags(
+                            done,
+                            policy(old),
+                            SCHED_FLAG_RESET_ON_FORK,
+                        );
+                    }
+                }
+                let context = match source.raw_os_error() {
+                    Some(16) => format!(
+                        "the kernel refused SCHED_DEADLINE {}/{} for thread {tid} (EBUSY: its \
+                         deadline bandwidth limit is reached); the old size is kept",
+                        params.runtime, params.period
+                    ),
+                    Some(3) => return Err(EnforceError::NoSuchThread(tid)),
+                    _ => format!("changing SCHED_DEADLINE of thread {tid}"),
+                };
+                return Err(EnforceError::System { context, source });
+            }
+        }
+        let entry = self
+            .grants
+            .get_mut(&resized.id)
+            .expect("a held grant is recorded");
+        entry.grant = resized.clone();
+        entry.deadline_params = Some(params);
+        Ok(entry.clone())
+    }
+
     /// The backend for a request that names none: the default, unless that is `deadline` and it
     /// cannot take this request (period too short for the tick, several threads, or no room under
     /// its own admission), in which case `dispatch`.
@@ -1528,13 +1636,15 @@ impl Enforcer {
 
     /// A constraint on `deadline` for a thread without a reservation: a one-shot SCHED_DEADLINE
     /// budget of the estimate plus one enforcement granule, due at the deadline. Returns the share
-    /// of a CPU the budget holds (runtime / period).
+    /// of a CPU the budget holds (runtime / period), refused unchanged when that is more than
+    /// `share_at_most`.
     fn one_shot_budget(
         &mut self,
         thread: u32,
         id: ConstraintId,
         estimate: Nanos,
         deadline: Nanos,
+        share_at_most: Option<f64>,
     ) -> Result<f64, EnforceError> {
         let now = rtlab_sys::clock::monotonic_ns();
         let window = deadline.0.saturating_sub(now);
@@ -1553,12 +1663,16 @@ impl Enforcer {
             deadline: Nanos(window),
             period: Nanos(window),
         };
+        let share = params.runtime.0 as f64 / params.period.0.max(1) as f64;
+        if let Some(allowed) = share_at_most.filter(|&allowed| share > allowed) {
+            return Err(EnforceError::OverShare { share, allowed });
+        }
         self.admit_deadline(params)?;
         let _ = self.set_deadline(thread, params, None)?;
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
-        Ok(params.runtime.0 as f64 / params.period.0.max(1) as f64)
+        Ok(share)
     }
 }
 

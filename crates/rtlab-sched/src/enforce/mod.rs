@@ -87,12 +87,17 @@ pub struct ReserveRequest {
 
 /// A request for `estimate` of CPU for `thread` between `start` and `deadline` (absolute
 /// CLOCK_MONOTONIC): a time constraint, see [`Enforcement::begin_constraint`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConstraintRequest {
     pub thread: u32,
     pub start: Nanos,
     pub estimate: Nanos,
     pub deadline: Nanos,
+    /// The most of a CPU a budget of the thread's own may hold for it (the caller's room under
+    /// its limit), `None` for no bound: a one-shot SCHED_DEADLINE budget that would hold more,
+    /// its overrun included, is refused (`OverShare`) before the kernel is asked, so that the
+    /// kernel never holds it, not even until a check after.
+    pub share_at_most: Option<f64>,
 }
 
 /// The SCHED_DEADLINE parameters set for a `deadline` grant.
@@ -204,6 +209,14 @@ pub enum EnforceError {
     /// The thread is not managed by this enforcement.
     #[error("thread {0} holds no reservation")]
     ThreadNotManaged(u32),
+    /// The budget the kernel would hold is more than the request allows
+    /// ([`ConstraintRequest::share_at_most`]); nothing was changed.
+    #[error(
+        "the kernel's budget would hold {:.1} % of a CPU (its overrun included), more than the {:.1} % allowed",
+        share * 100.0,
+        allowed * 100.0
+    )]
+    OverShare { share: f64, allowed: f64 },
     /// The kernel refused (sched_setattr, cgroup files, timers).
     #[error("{context}: {source}")]
     System {
@@ -222,6 +235,15 @@ pub trait Enforcement: Send {
     /// The backend used when a request names none.
     fn default_backend(&self) -> BackendKind;
 
+    /// The share of a CPU the kernel will hold for `request` on the backend it would get now (a
+    /// SCHED_DEADLINE budget is the amount and a tick of possible overrun), so that it can be
+    /// checked against a limit before it is asked for; `None` when that is just amount/period or
+    /// the enforcement cannot say.
+    fn kernel_share(&self, request: &ReserveRequest) -> Option<f64> {
+        let _ = request;
+        None
+    }
+
     /// Admits (planner first) and enforces a reservation for `request.threads`.
     fn reserve(&mut self, request: ReserveRequest) -> Result<EnforcedGrant, EnforceError>;
 
@@ -234,6 +256,23 @@ pub trait Enforcement: Send {
 
     /// Ends a reservation: every thread still under it gets its old policy back.
     fn release(&mut self, grant: GrantId) -> Result<(), EnforceError>;
+
+    /// Changes a held reservation to `amount` of every `period`, keeping its id, owner and
+    /// threads: admitted (planner, then the kernel) as a new request would be beside every other
+    /// reservation, its old rate counted as free. On a refusal the old rate is still held and
+    /// enforced. An enforcement that cannot resize says so (`Unenforceable`).
+    fn resize(
+        &mut self,
+        grant: GrantId,
+        amount: Nanos,
+        period: Nanos,
+    ) -> Result<EnforcedGrant, EnforceError> {
+        let _ = (grant, amount, period);
+        Err(EnforceError::Unenforceable {
+            backend: self.default_backend(),
+            reason: "this enforcement cannot change a reservation's size".into(),
+        })
+    }
 
     /// Every reservation in force.
     fn grants(&self) -> Vec<EnforcedGrant>;
@@ -276,5 +315,14 @@ pub trait Enforcement: Send {
     fn expire(&mut self, now: std::time::Instant) -> Option<std::time::Instant> {
         let _ = now;
         None
+    }
+}
+
+impl From<rtlab_plan::ResizeError> for EnforceError {
+    fn from(error: rtlab_plan::ResizeError) -> EnforceError {
+        match error {
+            rtlab_plan::ResizeError::Denied(denied) => EnforceError::Denied(denied),
+            rtlab_plan::ResizeError::Planner(planner) => EnforceError::Planner(planner),
+        }
     }
 }
