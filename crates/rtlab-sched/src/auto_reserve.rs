@@ -167,6 +167,34 @@ fn periodic_reason(thread: &ObservedThread) -> Result<Nanos, String> {
     Ok(period)
 }
 
+/// How one periodic need is reserved: what [`decide`] asks for a thread, and what
+/// [`crate::auto_follow`] asks again when the need or the period changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoSize {
+    pub periods_per_window: u32,
+    /// `periods_per_window · need` of every `window`.
+    pub amount: Nanos,
+    pub window: Nanos,
+    pub backend: AutoBackend,
+    /// The share of one CPU the kernel will be asked for (see [`AutoReservation`]).
+    pub expected_share: f64,
+    pub why_backend: String,
+}
+
+/// The window, amount and backend that hold `need` of every `period` on `machine`.
+pub fn size_for(need: Nanos, period: Nanos, machine: &AutoMachine) -> AutoSize {
+    let (periods_per_window, amount, window, backend, expected_share, why_backend) =
+        size(need, period, machine);
+    AutoSize {
+        periods_per_window,
+        amount,
+        window,
+        backend,
+        expected_share,
+        why_backend,
+    }
+}
+
 /// The window, amount and backend for one periodic need.
 fn size(
     need: Nanos,

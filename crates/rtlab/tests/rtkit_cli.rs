@@ -980,6 +980,163 @@ fn a_program_sized_by_observation_gets_sched_rr_at_once_then_the_observed_reserv
     assert_policy(sleeper_pid, Policy::Other { nice: 0 });
 }
 
+/// `bench/rtkit/stepping_worker` as nobody under `prlimit --rttime`: a thread that runs 500 µs
+/// every 10 ms, and more from when a new work (µs) is written to its stdin; it stops when stdin
+/// closes (or after a minute). Returns it, its stdin and its pid (the worker is its main thread).
+fn nobody_stepping_worker(sandbox: &Sandbox) -> (KillOnDrop, std::process::ChildStdin, u32) {
+    let binary = compile_helper(sandbox, "stepping_worker");
+    common::start_at_the_default_priority();
+    let mut process = KillOnDrop(
+        Command::new("setpriv")
+            .args(NOBODY)
+            .args(["prlimit", "--rttime=200000"])
+            .arg(&binary)
+            .args(["-p", "10000", "-w", "500", "-d", "60"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdin = process.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(process.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let pid: u32 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|word| word.parse().ok())
+        .unwrap_or_else(|| panic!("the worker's first line: {line:?}"));
+    (process, stdin, pid)
+}
+
+/// The share of a CPU the kernel holds for thread `tid`: its SCHED_DEADLINE runtime over its
+/// period, read with sched_getattr; fails the test at another policy, with `daemon`'s log.
+#[track_caller]
+fn deadline_share(tid: u32, daemon: &Daemon) -> f64 {
+    match thread_policy(tid).unwrap() {
+        Policy::Deadline {
+            runtime_ns,
+            period_ns,
+            ..
+        } => runtime_ns as f64 / period_ns as f64,
+        other => panic!(
+            "thread {tid} is at {other:?}, not SCHED_DEADLINE\n{}",
+            daemon.log_text()
+        ),
+    }
+}
+
+/// A `[[rtkit.reserve]] size = "auto"` reservation follows its thread (issue 37, item 2): the
+/// worker steps up from 5 % to 20 % of its period and the kernel holds a larger budget within a
+/// few windows, with a log line saying the growth; a step to 60 %, past its user's limit, is
+/// refused by admission and said (which reservation, how much short), the kernel still holding
+/// at most the limit; the follower ends when the thread does.
+#[test]
+#[ignore = "needs root: the daemon changes nobody's threads; setpriv; a C compiler; SCHED_DEADLINE"]
+fn an_auto_sized_reservation_grows_with_its_thread_says_a_growth_it_cannot_have_and_ends_with_it() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let bus = Bus::start(&sandbox);
+    let launch = Launch {
+        args: &["--rtkit"],
+        system_bus: Some(&bus.address),
+        ..Launch::default()
+    };
+    let mut daemon = Daemon::spawn(
+        &sandbox,
+        "hysteresis = \"0s\"\nuser_limit = 0.5\n[rtkit]\n[[rtkit.reserve]]\nprogram = \"stepping_worker\"\nsize = \"auto\"\nobserve = \"2s\"\nfollow_window = \"500ms\"\n",
+        &launch,
+    );
+    daemon.wait_for_log("owns org.freedesktop.RealtimeKit1");
+    let (_worker, mut stdin, pid) = nobody_stepping_worker(&sandbox);
+    bus.make_realtime(pid, pid, 5);
+    let mut entry = realtimekit_entry(&daemon, &sandbox, pid);
+    wait_until(LIMIT, "the observed reservation replaces SCHED_RR", || {
+        entry = realtimekit_entry(&daemon, &sandbox, pid);
+        let sizing = entry["sizing"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            !sizing.contains("stays SCHED_RR"),
+            "no reservation came of the observation: {entry}\n{}",
+            daemon.log_text()
+        );
+        entry["policy"] == "reservation"
+    });
+    let grant_id = entry["grant_id"].as_u64().expect("the reservation's id");
+    let reservation = format!("reservation {grant_id}");
+    wait_until(LIMIT, "the reservation is followed", || {
+        realtimekit_entry(&daemon, &sandbox, pid)["sizing"]
+            .as_str()
+            .is_some_and(|sizing| sizing.contains("followed in windows of 500ms"))
+    });
+    let first = deadline_share(pid, &daemon);
+    let requested_share = || {
+        let rows = daemon.reservation_rows(&sandbox);
+        let row = rows
+            .iter()
+            .find(|row| row["grant_id"] == grant_id)
+            .unwrap_or_else(|| panic!("{reservation} in {rows:?}"))
+            .clone();
+        row["requested"]["amount_ns"].as_f64().unwrap()
+            / row["requested"]["period_ns"].as_f64().unwrap()
+    };
+    let first_requested = requested_share();
+
+    // 500 µs → 2 ms of every 10 ms: the kernel holds more within a few windows.
+    std::io::Write::write_all(&mut stdin, b"2000\n").unwrap();
+    wait_until(LIMIT, "the kernel holds a larger budget", || {
+        deadline_share(pid, &daemon) > first * 1.5
+    });
+    // A growth, or a re-map: throttled at the step, the thread runs late and two activations
+    // can merge into one (no sleep between them), so the counters may see a longer period.
+    let log = daemon.log_text();
+    let changed = |line: &&str| {
+        (line.contains(&format!("{reservation}: grow "))
+            || line.contains(&format!("{reservation}: re-map ")))
+            && line.contains(" → ")
+            && line.contains("; the kernel holds ")
+    };
+    assert!(log.lines().any(|line| changed(&line)), "{log}");
+    assert!(
+        requested_share() > first_requested * 1.5,
+        "`rtlab reservations` shows the old size\n{log}"
+    );
+    let sizing = realtimekit_entry(&daemon, &sandbox, pid)["sizing"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(sizing.contains(" changes, the last: "), "{sizing}");
+
+    // 6 ms of every 10 ms: more than uid nobody's limit of 50 %; refused and said, not skipped.
+    std::io::Write::write_all(&mut stdin, b"6000\n").unwrap();
+    let refused = format!("{reservation}: refused: grow ");
+    wait_until(LIMIT, "the refused growth is said in the log", || {
+        daemon.log_text().contains(&refused)
+    });
+    let log = daemon.log_text();
+    let line = log.lines().find(|line| line.contains(&refused)).unwrap();
+    assert!(
+        line.contains("short of room under its limit of 50.0 %"),
+        "{line}\n{log}"
+    );
+    assert!(deadline_share(pid, &daemon) <= 0.5 + 1e-9, "{log}");
+
+    // The worker ends (its stdin closes): the follower ends with it, and so does the reservation.
+    drop(stdin);
+    let ended = format!("{reservation}: no longer followed: ");
+    wait_until(LIMIT, "the follower ends with the thread", || {
+        daemon.log_text().contains(&ended)
+    });
+    let log = daemon.log_text();
+    assert!(log.contains(&format!("{ended}the thread ended")), "{log}");
+    assert!(
+        !daemon
+            .reservation_rows(&sandbox)
+            .iter()
+            .any(|row| row["grant_id"] == grant_id),
+        "the reservation outlived its thread"
+    );
+}
+
 /// The daemon as `rtlabd.service` runs it, reproduced without systemd: a private mount namespace
 /// with tracefs, debugfs, bpffs and /proc/sys read-only (ProtectKernelTunables; /sys/fs/cgroup stays
 /// writable, as ReadWritePaths keeps it), the capability bounding set reduced to CAP_SYS_NICE, no

@@ -451,6 +451,33 @@ impl Book {
         })
     }
 
+    /// Whether thread `tid` (started at `thread_start`) is still held by its observed reservation
+    /// `grant_id`: false once the reservation ended (released, its thread exited), the thread
+    /// left the book (ResetKnown, Exit, the daemon stopping) or asked anew. A follower ends then.
+    pub fn is_reserved_by(&self, tid: u32, thread_start: u64, grant_id: u64) -> bool {
+        self.grants.get(&tid).is_some_and(|grant| {
+            grant.target.thread_start == thread_start
+                && matches!(grant.sizing, Some(Sizing::Reserved { grant_id: held, .. }) if held == grant_id)
+        })
+    }
+
+    /// Replaces what the listing's `sizing` says of thread `tid`'s observed reservation
+    /// `grant_id` (a follower's latest change); false when it no longer holds the thread.
+    pub fn set_reserved_detail(
+        &mut self,
+        tid: u32,
+        thread_start: u64,
+        grant_id: u64,
+        detail: String,
+    ) -> bool {
+        if !self.is_reserved_by(tid, thread_start, grant_id) {
+            return false;
+        }
+        let grant = self.grants.get_mut(&tid).expect("checked above");
+        grant.sizing = Some(Sizing::Reserved { grant_id, detail });
+        true
+    }
+
     /// A reservation holding thread `tid` ended and the enforcer put back the policy the thread
     /// had when it was reserved, but not SCHED_RESET_ON_FORK (the enforcer keeps policies, not
     /// flags): a thread the book holds at SCHED_RR or a nice level gets its grant again, flag

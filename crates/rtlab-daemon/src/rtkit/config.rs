@@ -30,6 +30,8 @@
 //! program = "jackd"
 //! size = "auto"                  # (the default without amount and period)
 //! observe = "3s"
+//! follow = true                  # then kept sized to the thread, window after window (default)
+//! follow_window = "1s"           # ... each window this long (250ms–60s; default 1s)
 //! ```
 
 use rtlab_core::{parse_duration, Nanos};
@@ -51,11 +53,19 @@ pub enum ReserveSize {
     Fixed { amount: Nanos, period: Nanos },
     /// By observation (`reserve --auto`'s rules): the thread gets SCHED_RR at once, is observed
     /// for `observe`, then gets the reservation its period and CPU per activation call for.
-    Observed { observe: Nanos },
+    /// With `follow` (a window), the reservation is then kept sized to the thread as `reserve
+    /// --auto --follow` keeps it (`rtkit::follow`); `None`: sized once.
+    Observed {
+        observe: Nanos,
+        follow: Option<Nanos>,
+    },
 }
 
 /// How long an observed `[[rtkit.reserve]]` thread is watched by default (`observe`).
 pub const DEFAULT_OBSERVE: Nanos = Nanos(3_000_000_000);
+/// A followed `[[rtkit.reserve]]` reservation's window by default (`follow_window`): as `rtlab
+/// reserve --auto --follow`'s.
+pub const DEFAULT_FOLLOW_WINDOW: Nanos = Nanos(1_000_000_000);
 
 /// The RealtimeKit1 front-end's settings after defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -149,6 +159,10 @@ struct ReserveFile {
     size: Option<toml::Spanned<String>>,
     /// How long to observe (with `size = "auto"`).
     observe: Option<toml::Spanned<String>>,
+    /// Whether an observed reservation follows its thread afterwards (default true).
+    follow: Option<toml::Spanned<bool>>,
+    /// The follower's window.
+    follow_window: Option<toml::Spanned<String>>,
 }
 
 /// A bad value: its byte span in the file and what is wrong (`rtkit.KEY: message`).
@@ -185,6 +199,18 @@ fn reserve_size(entry: &ReserveFile) -> Result<ReserveSize, FieldError> {
                     "rtkit.reserve.observe: only for a reservation sized by observation (no amount and period)".to_owned(),
                 ));
             }
+            if let Some(follow) = &entry.follow {
+                return Err((
+                    follow.span(),
+                    "rtkit.reserve.follow: only for a reservation sized by observation (no amount and period)".to_owned(),
+                ));
+            }
+            if let Some(window) = &entry.follow_window {
+                return Err((
+                    window.span(),
+                    "rtkit.reserve.follow_window: only for a reservation sized by observation (no amount and period)".to_owned(),
+                ));
+            }
             let amount = parse(amount_text, "amount")?;
             let period = parse(period_text, "period")?;
             if amount.0 == 0 || amount > period {
@@ -211,7 +237,34 @@ fn reserve_size(entry: &ReserveFile) -> Result<ReserveSize, FieldError> {
                     observe
                 }
             };
-            Ok(ReserveSize::Observed { observe })
+            let window = match &entry.follow_window {
+                None => DEFAULT_FOLLOW_WINDOW,
+                Some(text) => {
+                    let window = parse(text, "follow_window")?;
+                    if window < Nanos(250_000_000) || window > Nanos(60_000_000_000) {
+                        return Err((
+                            text.span(),
+                            format!(
+                                "rtkit.reserve.follow_window: {window} must be between 250ms and 60s"
+                            ),
+                        ));
+                    }
+                    window
+                }
+            };
+            let follow = match &entry.follow {
+                Some(follow) if !*follow.get_ref() => {
+                    if let Some(window) = &entry.follow_window {
+                        return Err((
+                            window.span(),
+                            "rtkit.reserve.follow_window: the reservation does not follow (follow = false); keep one".to_owned(),
+                        ));
+                    }
+                    None
+                }
+                _ => Some(window),
+            };
+            Ok(ReserveSize::Observed { observe, follow })
         }
         (Some(amount), None) => Err((
             amount.span(),
@@ -453,7 +506,8 @@ user_share_window = \"10s\"\nuser_share_refusal = \"2min\"\n",
             assert_eq!(
                 config.rtkit.reserve[0].size,
                 ReserveSize::Observed {
-                    observe: DEFAULT_OBSERVE
+                    observe: DEFAULT_OBSERVE,
+                    follow: Some(DEFAULT_FOLLOW_WINDOW)
                 }
             );
         }
@@ -465,9 +519,32 @@ user_share_window = \"10s\"\nuser_share_refusal = \"2min\"\n",
         assert_eq!(
             config.rtkit.reserve[0].size,
             ReserveSize::Observed {
-                observe: Nanos(2_000_000_000)
+                observe: Nanos(2_000_000_000),
+                follow: Some(DEFAULT_FOLLOW_WINDOW)
             }
         );
+        for (text, follow) in [
+            ("follow = false\n", None),
+            ("follow_window = \"2s\"\n", Some(Nanos(2_000_000_000))),
+            (
+                "follow = true\nfollow_window = \"500ms\"\n",
+                Some(Nanos(500_000_000)),
+            ),
+        ] {
+            let config = DaemonConfig::parse(
+                &format!("[[rtkit.reserve]]\nprogram = \"jackd\"\n{text}"),
+                "x",
+            )
+            .unwrap();
+            assert_eq!(
+                config.rtkit.reserve[0].size,
+                ReserveSize::Observed {
+                    observe: DEFAULT_OBSERVE,
+                    follow
+                },
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -504,6 +581,18 @@ user_share_window = \"10s\"\nuser_share_refusal = \"2min\"\n",
             (
                 "[[rtkit.reserve]]\nprogram = \"jackd\"\nobserve = \"1h\"\n",
                 "line 3: rtkit.reserve.observe",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"jackd\"\nfollow_window = \"10ms\"\n",
+                "line 3: rtkit.reserve.follow_window",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"jackd\"\nfollow = false\nfollow_window = \"2s\"\n",
+                "line 4: rtkit.reserve.follow_window: the reservation does not follow",
+            ),
+            (
+                "[[rtkit.reserve]]\nprogram = \"jackd\"\namount = \"1ms\"\nperiod = \"10ms\"\nfollow = true\n",
+                "line 5: rtkit.reserve.follow: only for a reservation sized by observation",
             ),
             ("[rtkit]\nuser_share = -0.1\n", "line 2: rtkit.user_share"),
             (

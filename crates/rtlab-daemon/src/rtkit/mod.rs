@@ -28,6 +28,7 @@
 pub mod book;
 pub mod canary;
 pub mod config;
+mod follow;
 pub mod meter;
 pub mod observe;
 pub mod policy;
@@ -297,8 +298,8 @@ impl Shared {
                         )),
                     }
                 }
-                Some((program, ReserveSize::Observed { observe })) => {
-                    observe_for = Some((program, observe));
+                Some((program, ReserveSize::Observed { observe, follow })) => {
+                    observe_for = Some((program, observe, follow, priority));
                 }
                 None => {}
             }
@@ -320,8 +321,8 @@ impl Shared {
                 "{method}: thread {tid} of process {pid} (uid {}) now runs at {what}",
                 caller.uid
             ));
-            if let Some((program, observe)) = observe_for {
-                self.start_sizing(target, program, observe);
+            if let Some((program, observe, follow, priority)) = observe_for {
+                self.start_sizing(target, program, observe, follow, priority);
             }
         }
         result
@@ -339,9 +340,17 @@ impl Shared {
     }
 
     /// Sizes a `[[rtkit.reserve]]` thread by observation on a thread of its own: the caller has
-    /// its SCHED_RR already; when the observation ends, the reservation it calls for replaces
-    /// that, or the thread stays SCHED_RR and the book says why.
-    fn start_sizing(self: &Arc<Self>, target: Target, program: String, observe: Nanos) {
+    /// its SCHED_RR already (at `priority`); when the observation ends, the reservation it calls
+    /// for replaces that, or the thread stays SCHED_RR and the book says why. With `follow` (a
+    /// window) the same thread then follows the reservation ([`follow`]).
+    fn start_sizing(
+        self: &Arc<Self>,
+        target: Target,
+        program: String,
+        observe: Nanos,
+        follow: Option<Nanos>,
+        priority: u32,
+    ) {
         let Some(observer) = observe::observer() else {
             let reason = "this daemon has no thread observer to size it with".to_owned();
             notice(&format!(
@@ -370,7 +379,9 @@ impl Shared {
         let shared = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("rtkit-observe".into())
-            .spawn(move || shared.size_by_observation(&*observer, &target, &program, observe));
+            .spawn(move || {
+                shared.size_by_observation(&*observer, &target, &program, observe, follow, priority)
+            });
         match spawned {
             Ok(thread) => {
                 let mut observations = lock(&self.observations);
@@ -389,19 +400,24 @@ impl Shared {
         }
     }
 
-    /// The observation and what comes of it (on the observing thread).
+    /// The observation and what comes of it (on the observing thread), then, with `follow`,
+    /// the following of the reservation made.
     fn size_by_observation(
         &self,
         observer: &dyn observe::ThreadObserver,
         target: &Target,
         program: &str,
         observe: Nanos,
+        follow: Option<Nanos>,
+        priority: u32,
     ) {
         let mut how = String::new();
+        let mut machine = None;
         let sized = observer
             .observe(target.pid, observe, &self.stopping)
             .and_then(|observation| {
                 how = observation.how.clone();
+                machine = Some(observation.machine.clone());
                 observe::size_thread(&observation, target.tid)
             });
         if self.stopping.load(Ordering::SeqCst)
@@ -412,7 +428,7 @@ impl Shared {
         {
             return;
         }
-        let sizing = match sized {
+        let sizing = match &sized {
             Ok(reservation) => {
                 let backend = match reservation.backend {
                     rtlab_sched::auto_reserve::AutoBackend::Deadline => Backend::Deadline,
@@ -467,6 +483,26 @@ impl Shared {
             .book
             .lock()
             .set_sizing(target.tid, target.thread_start, sizing.clone());
+        if let (
+            true,
+            Sizing::Reserved { grant_id, detail },
+            Some(window),
+            Some(reservation),
+            Some(machine),
+        ) = (kept, &sizing, follow, sized.as_ref().ok(), machine)
+        {
+            follow::FollowedGrant {
+                shared: self,
+                observer,
+                target,
+                program,
+                grant_id: *grant_id,
+                window,
+                sampler_priority: (priority + 1).clamp(1, 98),
+            }
+            .run(reservation, machine, detail);
+            return;
+        }
         if let (false, Sizing::Reserved { grant_id, .. }) = (kept, &sizing) {
             // The thread left the book while it was being reserved: its reservation goes too.
             let caller = Caller {

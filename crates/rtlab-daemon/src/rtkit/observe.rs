@@ -13,6 +13,7 @@
 //! one, observed entries stay SCHED_RR and say why.
 
 use rtlab_core::Nanos;
+use rtlab_sched::auto_follow::FollowWindow;
 use rtlab_sched::auto_reserve::{decide, AutoMachine, AutoReservation, ObservedThread};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -33,6 +34,19 @@ pub trait ThreadObserver: Send + Sync {
     /// Observes process `pid` for `duration`, ending early when `stop` is set. An `Err` says why
     /// nothing could be observed.
     fn observe(&self, pid: u32, duration: Nanos, stop: &AtomicBool) -> Result<Observation, String>;
+
+    /// Observes thread `tid` alone for one window of `duration` at low cost (no trace: the
+    /// kernel's per-task counters, sampled from a thread at SCHED_FIFO `sampler_priority`), for a
+    /// followed reservation (`rtkit::follow`); `None` once the thread has ended, or when `stop`
+    /// was set mid-window (the sampler looks at it every sample, so a stop waits for one sample,
+    /// not a window).
+    fn observe_window(
+        &self,
+        tid: u32,
+        duration: Nanos,
+        sampler_priority: u32,
+        stop: &AtomicBool,
+    ) -> Option<FollowWindow>;
 }
 
 static OBSERVER: OnceLock<Arc<dyn ThreadObserver>> = OnceLock::new();

@@ -44,7 +44,8 @@ pub struct Args {
 /// Observes a `[[rtkit.reserve]]` program for the daemon as `rtlab reserve --auto` does: the
 /// same trace of the process (`trace_watch::observe`), the same reading of its threads and of
 /// what the machine enforces; where tracing fails, the kernel's per-task counters
-/// (`--observe-with schedstat`).
+/// (`--observe-with schedstat`). A followed reservation's windows are the counters' alone, as
+/// `reserve --auto --follow`'s.
 struct AutoObserver;
 
 impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
@@ -80,6 +81,17 @@ impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
                 })
             }
         }
+    }
+
+    /// A followed reservation's window: the counters `reserve --auto --follow` follows by.
+    fn observe_window(
+        &self,
+        tid: u32,
+        duration: Nanos,
+        sampler_priority: u32,
+        stop: &AtomicBool,
+    ) -> Option<rtlab_sched::auto_follow::FollowWindow> {
+        super::reserve_follow::counters_window(tid, duration.as_std(), sampler_priority, stop)
     }
 }
 

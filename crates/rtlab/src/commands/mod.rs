@@ -31,6 +31,8 @@ pub mod reservations;
 pub mod reserve;
 #[cfg(not(windows))]
 pub mod reserve_auto;
+#[cfg(not(windows))]
+pub mod reserve_follow;
 #[cfg_attr(windows, path = "windows/run.rs")]
 pub mod run;
 #[cfg(target_os = "linux")]

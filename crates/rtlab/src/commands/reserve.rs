@@ -17,8 +17,8 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    group(clap::ArgGroup::new("target").required(true).args(["tid", "pid", "comm", "command"])),
-    after_help = "Examples:\n  rtlab reserve --auto --comm jackd\n  rtlab reserve --auto --pid 4242 --observe 5s --dry-run\n  rtlab reserve --auto --comm jackd --observe-with schedstat\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n\n\
+    group(clap::ArgGroup::new("target").required(true).args(["tid", "pid", "comm", "command", "resize"])),
+    after_help = "Examples:\n  rtlab reserve --auto --comm jackd\n  rtlab reserve --auto --pid 4242 --observe 5s --dry-run\n  rtlab reserve --auto --comm jackd --observe-with schedstat\n  rtlab reserve --auto --follow --comm jackd\n  rtlab reserve 2ms/10ms --comm pipewire\n  rtlab reserve 1ms/10ms --pid 4242 --all-threads\n  rtlab reserve 5ms/20ms -- ./decoder input.wav\n  rtlab reserve 3ms/10ms --resize 4\n\n\
 Exit status: 0 granted (or already held: the thread's reservation is the caller's, asked for the \
 same budget), 1 denied (the reason is printed: no room, over the user's limit, not the caller's \
 thread, already reserved by another user or for another budget), 2 bad input (a malformed rate, no such thread), 3 system error (no daemon). \
@@ -33,7 +33,7 @@ pub struct Args {
     /// thread that wakes them, and reserve what they need (their p99 CPU per activation plus
     /// 20 %) on the backend that enforces their period here; each choice is printed with its
     /// reason. Rolled back if deadline misses rise in the next --observe window
-    #[arg(long, conflicts_with_all = ["tid", "command", "backend", "all_threads"])]
+    #[arg(long, conflicts_with_all = ["tid", "command", "backend", "all_threads", "resize"])]
     pub auto: bool,
     /// With --auto: how long to observe the program before reserving, and again after
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = crate::flags::positive_duration, requires = "auto")]
@@ -48,10 +48,25 @@ pub struct Args {
     /// With --auto: print what would be reserved and why, reserve nothing
     #[arg(long, requires = "auto")]
     pub dry_run: bool,
+    /// With --auto: stay in the foreground and keep each reservation made sized to its thread,
+    /// from the kernel's per-task counters sampled every millisecond in windows of DURATION:
+    /// grow at once when the p99 CPU per activation plus 20 % is more than it holds, shrink
+    /// after 3 windows in a row under 70 % of it (each to the need plus 10 %), map the window
+    /// anew when the period changes. Each change (or refusal) is printed. Ends when the threads
+    /// end or on Ctrl-C/SIGTERM, and then releases what it reserved
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "1s",
+          value_parser = crate::flags::positive_duration, requires = "auto",
+          conflicts_with_all = ["dry_run", "verify"])]
+    pub follow: Option<Nanos>,
     /// With --auto: judge misses by the program's own cycle starts, `jack` or PATH:SYMBOL (see
     /// `trace record --cycle-marker`)
     #[arg(long, value_name = "SPEC", requires = "auto")]
     pub cycle_marker: Option<String>,
+    /// Change reservation ID (as `rtlab reservations` lists it) to AMOUNT/PERIOD, keeping its
+    /// threads: a growth is admitted as a new reservation would be (the caller's limit, the
+    /// CPUs' room, the kernel), and when refused the old size stays
+    #[arg(long, value_name = "ID", conflicts_with_all = ["backend", "all_threads", "verify", "command"])]
+    pub resize: Option<u64>,
     /// The thread to reserve for
     #[arg(long, value_name = "TID")]
     pub tid: Option<u32>,
@@ -101,11 +116,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cycle_marker,
             dry_run: args.dry_run,
             verify: args.verify,
+            follow: args.follow,
             json,
             socket: args.socket,
         });
     }
     let (amount, period) = args.rate.expect("clap requires a rate without --auto");
+    if let Some(grant_id) = args.resize {
+        let mut client = args.socket.connect()?;
+        let grant = match client.resize(grant_id, amount, period) {
+            Ok(grant) => grant,
+            Err(error) => return failure(error),
+        };
+        if !json.as_ref().is_some_and(PendingOutput::is_stdout) {
+            print!("{}", render_grant(&grant));
+        }
+        if let Some(json) = json {
+            let file = VerifiedGrant {
+                grant: &grant,
+                verify: None,
+                already_held: false,
+            };
+            json.commit_json(GRANT_SCHEMA, None, &file)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.all_threads && args.pid.is_none() {
         return Err(crate::exit::input("--all-threads goes with --pid"));
     }

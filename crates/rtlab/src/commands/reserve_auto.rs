@@ -48,6 +48,8 @@ pub struct AutoArgs {
     pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
     pub dry_run: bool,
     pub verify: Option<Nanos>,
+    /// `--follow`: after reserving, follow each reservation made with windows this long.
+    pub follow: Option<Nanos>,
     pub json: Option<rtlab_store::output::PendingOutput>,
     pub socket: SocketArgs,
 }
@@ -92,6 +94,10 @@ struct AutoJson {
     outcome: &'static str,
     reason: Option<String>,
     verify: Vec<rtlab_session::supply::VerifiedSupply>,
+    /// `--follow`'s log: each change (what, from → to, why), refusal and end, with the time
+    /// since following began.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    follow: Vec<String>,
 }
 
 pub(crate) fn machine() -> anyhow::Result<AutoMachine> {
@@ -409,6 +415,7 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         outcome: "refused",
         reason: None,
         verify: Vec::new(),
+        follow: Vec::new(),
     };
     let plan = match decide(&threads, &machine) {
         Ok(plan) => plan,
@@ -466,6 +473,12 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
     // Reserve each thread on its own (the best result in issue 26: threads sharing one
     // reservation wait for each other).
     let mut grants: Vec<GrantInfo> = Vec::new();
+    // Taken before the reservations make the threads SCHED_DEADLINE.
+    let sampler_priorities: Vec<u32> = plan
+        .reservations
+        .iter()
+        .map(|reservation| super::reserve_follow::sampler_priority(reservation.tid))
+        .collect();
     let mut refusal = None;
     let mut held_lines = Vec::new();
     for (reservation, json) in plan.reservations.iter().zip(&mut output.reservations) {
@@ -530,11 +543,15 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
             "observed through the kernel's counters, which do not count misses: not checked"
                 .to_owned(),
         );
-        if let Some(json) = args.json {
-            json.commit_json(AUTO_SCHEMA, None, &output)?;
+        if args.follow.is_none() {
+            if let Some(json) = args.json {
+                json.commit_json(AUTO_SCHEMA, None, &output)?;
+            }
+            say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks); they end with the threads, or `rtlab release --pid PID`");
+            return Ok(ExitCode::SUCCESS);
         }
-        say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks); they end with the threads, or `rtlab release --pid PID`");
-        return Ok(ExitCode::SUCCESS);
+        say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks)");
+        return follow_and_release(&plan, &sampler_priorities, &machine, args, &stop, output);
     }
     say(&format!(
         "checking: watching {} for {} …",
@@ -622,8 +639,65 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
             output.verify.push(verified);
         }
     }
+    if args.follow.is_some() {
+        return follow_and_release(&plan, &sampler_priorities, &machine, args, &stop, output);
+    }
     if let Some(json) = args.json {
         json.commit_json(AUTO_SCHEMA, None, &output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--follow`: follows each reservation this run made (not those found already held) until its
+/// thread ends or SIGINT/SIGTERM, then releases them, and writes the JSON with the log.
+fn follow_and_release(
+    plan: &AutoPlan,
+    sampler_priorities: &[u32],
+    machine: &AutoMachine,
+    args: AutoArgs,
+    stop: &AtomicBool,
+    mut output: AutoJson,
+) -> anyhow::Result<ExitCode> {
+    let window = args.follow.expect("called with --follow");
+    let quiet = args.json.as_ref().is_some_and(|json| json.is_stdout());
+    let followed: Vec<super::reserve_follow::Followed> = plan
+        .reservations
+        .iter()
+        .zip(&output.reservations)
+        .zip(sampler_priorities)
+        .filter(|((_, json), _)| !json.already_held)
+        .filter_map(|((reservation, json), priority)| {
+            Some(super::reserve_follow::Followed {
+                reservation: reservation.clone(),
+                grant: json.grant.clone()?,
+                sampler_priority: *priority,
+            })
+        })
+        .collect();
+    if !quiet {
+        println!(
+            "following {} reservation(s) until their threads end or Ctrl-C; each change is printed, and what was reserved is released at the end",
+            followed.len()
+        );
+    }
+    let (log, failures) =
+        super::reserve_follow::follow_all(&followed, machine, window, &args.socket, stop, quiet);
+    output.follow = log;
+    for failure in &failures {
+        eprintln!("rtlab: error: releasing {failure}");
+    }
+    if !quiet && failures.is_empty() {
+        println!("released the reservations this run made");
+    }
+    if let Some(json) = args.json {
+        json.commit_json(AUTO_SCHEMA, None, &output)?;
+    }
+    if failures.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(anyhow::anyhow!(
+            "{} reservation(s) could not be released",
+            failures.len()
+        ))
+    }
 }

@@ -196,6 +196,26 @@ impl ClientProcess {
         Self::start_on(None, server, name, load_percent, seconds)
     }
 
+    /// [`ClientProcess::start`] whose work steps through `steps` (percent of the period),
+    /// `step_seconds` each, from the moment it is active, then ends (`-S`, `-t`).
+    pub fn start_stepping(
+        server: &JackServer,
+        name: &str,
+        steps: &[u32],
+        step_seconds: f64,
+    ) -> ClientProcess {
+        let steps_text: Vec<String> = steps.iter().map(u32::to_string).collect();
+        let extra = [
+            "-S".to_owned(),
+            steps_text.join(","),
+            "-t".to_owned(),
+            step_seconds.to_string(),
+        ];
+        // -d bounds the run; the steps end it first.
+        let bound = step_seconds * steps.len() as f64 + 30.0;
+        Self::start_with(None, server, name, steps[0], bound, &extra)
+    }
+
     /// [`ClientProcess::start`] with its threads allowed only on `cpus` (`taskset -c`).
     pub fn start_on(
         cpus: Option<&str>,
@@ -203,6 +223,17 @@ impl ClientProcess {
         name: &str,
         load_percent: u32,
         seconds: f64,
+    ) -> ClientProcess {
+        Self::start_with(cpus, server, name, load_percent, seconds, &[])
+    }
+
+    fn start_with(
+        cpus: Option<&str>,
+        server: &JackServer,
+        name: &str,
+        load_percent: u32,
+        seconds: f64,
+        extra: &[String],
     ) -> ClientProcess {
         let directory = tempfile::tempdir().expect("a temporary directory");
         let xrun_log = directory.path().join("xruns.log");
@@ -214,6 +245,7 @@ impl ClientProcess {
             .arg(seconds.to_string())
             .arg("-x")
             .arg(&xrun_log)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
