@@ -6,9 +6,10 @@
 # recording (CLOCK_MONOTONIC) sched_switch, sched_waking and a uprobe on libc's timerfd_settime
 # with its arguments (fd, flags, the new it_value and it_interval), the event the `pipewire`
 # marker records without them. Leaves OUT/report.txt (the instance's `trace`),
-# OUT/profiler.log, OUT/threads.txt (the server's and the client's thread ids and names) and
+# OUT/profiler.log, OUT/threads.txt (the server's and the client's threads: pid, tid, policy, rt priority, name) and
 # OUT/rtlab.trace (`rtlab trace record --comm xrun_client --cycle-marker pipewire` over the
 # same window, for `rtlab trace analyze --cycle-rule pipewire`).
+# RECORDER=bpf records OUT/rtlab.trace with the BPF recorder (default tracefs).
 # The uprobe is removed at exit. Run as root under the measurement lock:
 #   flock -o /work/measure.lock bench/pipewire/idle-capture.sh OUT [SECONDS]
 set -euo pipefail
@@ -54,9 +55,13 @@ sleep 2
 (cd "$work" && exec pw-profiler -o "$out/profiler.log" > "$out/profiler.out" 2>&1) & profiler=$!
 sleep 1
 for pid in $(pgrep -x pipewire -n) $(pgrep -x xrun_client -n) $(pgrep -x pw-profiler -n); do
-  for task in /proc/"$pid"/task/*; do echo "$pid $(basename "$task") $(cat "$task/comm")"; done
+  for task in /proc/"$pid"/task/*; do
+    # pid tid policy priority comm (policy 0 SCHED_OTHER, 1 SCHED_FIFO, 2 SCHED_RR: /proc's stat
+    # fields 41 and 40, read past the comm's closing parenthesis)
+    echo "$pid $(basename "$task") $(sed 's/.*) //' "$task/stat" | awk '{print $39, $38}') $(cat "$task/comm")"
+  done
 done > "$out/threads.txt"
-"$rtlab" trace record --comm xrun_client --recorder tracefs --cycle-marker pipewire \
+"$rtlab" trace record --comm xrun_client --recorder "${RECORDER:-tracefs}" --cycle-marker pipewire \
   -D "$((seconds + 1))s" -o "$out/rtlab.trace" 2> "$out/record.err" & recorder=$!
 sleep 0.5
 directory=$tracefs/instances/$instance

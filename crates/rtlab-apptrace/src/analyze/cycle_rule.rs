@@ -98,6 +98,27 @@ pub(crate) struct CycleClock {
     pipewire_triggered: bool,
     /// PipeWire's rule: when the driver meant the last cycle to start (its timer's schedule).
     pipewire_schedule_ns: Option<u64>,
+    /// PipeWire's rule: the threads the clock's thread woke since it last blocked (this run).
+    woken_this_run: Vec<i32>,
+    /// PipeWire's rule: per thread the clock's thread wakes, what tells a follower from
+    /// another thread it wakes (at most [`DRIVEN_KEPT`]).
+    pipewire_wakes: Vec<PipewireWakes>,
+}
+
+/// How one thread the driver's thread wakes behaves (PipeWire's rule): a follower is triggered
+/// in the driver's timer handler, before the handler re-arms the timer (the marker), and signals
+/// back by waking the driver's thread. The driver's thread also wakes other threads: the
+/// server's main thread (the profiler's flush, every 72 ms), `migration/N`, kworkers — after
+/// the re-arm or in runs without one, and they never signal; their wake-ups are no cycle.
+#[derive(Clone, Copy, Debug, Default)]
+struct PipewireWakes {
+    tid: i32,
+    /// Runs of the clock's thread that woke it.
+    woken: u32,
+    /// Of those, runs in which a marker came after its wake-up.
+    before_marker: u32,
+    /// It woke the clock's thread (a signal) at least once.
+    signalled: bool,
 }
 
 impl CycleClock {
@@ -166,7 +187,77 @@ impl CycleClock {
         if !self.driven.contains(&tid) && self.driven.len() < DRIVEN_KEPT {
             self.driven.push(tid);
         }
+        if !self.woken_this_run.contains(&tid) && self.woken_this_run.len() < DRIVEN_KEPT {
+            self.woken_this_run.push(tid);
+            if let Some(wakes) = self.pipewire_wakes_of(tid) {
+                wakes.woken += 1;
+            }
+        }
         true
+    }
+
+    /// The clock's thread blocked: its run ended.
+    pub(crate) fn slept(&mut self) {
+        self.blocked_since_marker = true;
+        self.woken_this_run.clear();
+    }
+
+    /// PipeWire's rule: the threads the clock's thread woke in this run came before a marker.
+    pub(crate) fn pipewire_run_marker(&mut self) {
+        for tid in std::mem::take(&mut self.woken_this_run) {
+            if let Some(wakes) = self.pipewire_wakes_of(tid) {
+                wakes.before_marker += 1;
+            }
+        }
+    }
+
+    /// PipeWire's rule: `tid` woke the clock's thread (a signal, if it is a follower).
+    pub(crate) fn pipewire_woken_by(&mut self, tid: i32) {
+        if self.driven.contains(&tid) {
+            if let Some(wakes) = self.pipewire_wakes_of(tid) {
+                wakes.signalled = true;
+            }
+        }
+    }
+
+    /// PipeWire's rule: `tid` is a follower of this clock's driver — it signals back, and most
+    /// runs that woke it re-armed the driver's timer after waking it (a trigger in the timer's
+    /// handler). A thread is judged from its second such run on.
+    pub(crate) fn is_pipewire_follower(&self, tid: i32) -> bool {
+        self.pipewire_wakes.iter().any(|wakes| {
+            wakes.tid == tid
+                && wakes.signalled
+                && wakes.before_marker >= 1
+                && 2 * wakes.before_marker > wakes.woken.saturating_sub(1)
+        })
+    }
+
+    /// The followers (PipeWire's rule), in the order they were first woken.
+    pub(crate) fn pipewire_followers(&self) -> Vec<i32> {
+        self.driven
+            .iter()
+            .copied()
+            .filter(|&tid| self.is_pipewire_follower(tid))
+            .collect()
+    }
+
+    fn pipewire_wakes_of(&mut self, tid: i32) -> Option<&mut PipewireWakes> {
+        let index = match self
+            .pipewire_wakes
+            .iter()
+            .position(|wakes| wakes.tid == tid)
+        {
+            Some(index) => index,
+            None if self.pipewire_wakes.len() < DRIVEN_KEPT => {
+                self.pipewire_wakes.push(PipewireWakes {
+                    tid,
+                    ..PipewireWakes::default()
+                });
+                self.pipewire_wakes.len() - 1
+            }
+            None => return None,
+        };
+        self.pipewire_wakes.get_mut(index)
     }
 }
 

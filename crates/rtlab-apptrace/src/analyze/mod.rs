@@ -565,7 +565,7 @@ impl Analyzer {
                 if prev_state & 0xff != 0 {
                     for clock in &mut self.cycles {
                         if prev_tid == clock.tid {
-                            clock.blocked_since_marker = true;
+                            clock.slept();
                         }
                     }
                 }
@@ -1288,8 +1288,15 @@ impl Analyzer {
     /// PipeWire's rule at a wake-up: the driver's thread (clock `trigger_clock`) woke follower
     /// `tid` (its trigger, a cycle start), or follower `waker` woke the driver's thread (its
     /// signal).
+    ///
+    /// Only a follower's wake-up is a trigger: the driver's thread also wakes threads that are
+    /// no follower (the server's main thread for the profiler's flush, `migration/N`), and a
+    /// cycle started there found the follower at work — 2 or 3 misses PipeWire never logged
+    /// (issue 40, idle rounds).
     fn pipewire_waking(&mut self, time: u64, tid: i32, waker: i32, trigger_clock: Option<usize>) {
-        if let Some(index) = trigger_clock {
+        if let Some(index) =
+            trigger_clock.filter(|&index| self.cycles[index].is_pipewire_follower(tid))
+        {
             if self.cycles[index].pipewire_cycle_start(time, true) {
                 self.pipewire_cycle_start(index);
             }
@@ -1297,11 +1304,16 @@ impl Analyzer {
                 thread.cycle_judge.pipewire_woken();
             }
         }
+        if waker > 0 {
+            for clock in self.cycles.iter_mut().filter(|clock| clock.tid == tid) {
+                clock.pipewire_woken_by(waker);
+            }
+        }
         let signals = waker > 0
             && self
                 .cycles
                 .iter()
-                .any(|clock| clock.tid == tid && clock.driven.contains(&waker));
+                .any(|clock| clock.tid == tid && clock.is_pipewire_follower(waker));
         if signals {
             if let Some(thread) = self.threads.get_mut(&waker) {
                 thread
@@ -1314,7 +1326,7 @@ impl Analyzer {
     /// PipeWire's rule: clock `index` began a cycle: each follower is judged.
     fn pipewire_cycle_start(&mut self, index: usize) {
         let cycle_delay = self.cycle_delay_of(self.cycles[index].tid);
-        for driven in self.cycles[index].driven.clone() {
+        for driven in self.cycles[index].pipewire_followers() {
             if let Some(thread) = self.threads.get_mut(&driven) {
                 thread
                     .cycle_judge
@@ -1361,7 +1373,8 @@ impl Analyzer {
         let clock = &mut self.cycles[index];
         let overran = clock.marker(time, tid);
         if self.config.cycle_rule == CycleRule::Pipewire {
-            for driven in self.cycles[index].driven.clone() {
+            self.cycles[index].pipewire_run_marker();
+            for driven in self.cycles[index].pipewire_followers() {
                 if let Some(thread) = self.threads.get_mut(&driven) {
                     thread.cycle_judge.pipewire_marker();
                 }

@@ -1,13 +1,13 @@
 //! PipeWire for the tests (issue 40): a private `pipewire` (Debian's 0.3.65) with no session
 //! manager, its Dummy-Driver at a forced quantum of 128 frames at 48 kHz, in a runtime
-//! directory of its own; the JACK tests' `xrun_client` run through `pw-jack`; and `pw-profiler`,
-//! PipeWire's own judge, against that server. [`PipewireServer`], [`PwJackClient`] and
-//! [`Profiler`] stop what they started when dropped (a failing assertion included), and the
-//! server's directory goes with it.
+//! directory of its own; the JACK tests' `xrun_client` and Debian's `fluidsynth`
+//! ([`Fluidsynth`]) run through `pw-jack`; and `pw-profiler`, PipeWire's own judge, against that
+//! server. [`PipewireServer`], [`PwJackClient`], [`Fluidsynth`] and [`Profiler`] stop what they
+//! started when dropped (a failing assertion included), and the server's directory goes with it.
 //!
-//! Needs `pipewire`, `pipewire-bin` (pw-profiler, pw-metadata, pw-dump) and `pipewire-jack`
-//! (pw-jack), which `.ci/run` installs, and the JACK tests' compiled helpers
-//! ([`super::jack::binaries`]).
+//! Needs `pipewire`, `pipewire-bin` (pw-profiler, pw-metadata, pw-dump), `pipewire-jack`
+//! (pw-jack), `fluidsynth` and `timgm6mb-soundfont` (its soundfont), which `.ci/run` installs,
+//! and the JACK tests' compiled helpers ([`super::jack::binaries`]).
 
 use rtlab_core::pipewire_count::PipewireProfile;
 use std::path::{Path, PathBuf};
@@ -198,17 +198,7 @@ impl PwJackClient {
     /// thread), polled for up to `timeout`.
     pub fn wait_until_active(&self, timeout: Duration) -> bool {
         let task = format!("/proc/{}/task", self.pid());
-        eventually(timeout, || {
-            let Ok(entries) = std::fs::read_dir(&task) else {
-                return false;
-            };
-            entries.flatten().any(|entry| {
-                let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-                // Field 41 (policy) after the comm's closing parenthesis: 1 = SCHED_FIFO.
-                stat.rsplit_once(')')
-                    .is_some_and(|(_, rest)| rest.split_whitespace().nth(38) == Some("1"))
-            })
-        })
+        eventually(timeout, || realtime_thread_in(&task))
     }
 
     /// Whether it still runs.
@@ -318,4 +308,146 @@ pub fn rtlab_profiler_left() -> Vec<String> {
         }
     }
     left
+}
+
+/// Debian's General MIDI soundfont (`timgm6mb-soundfont`).
+pub const SOUNDFONT: &str = "/usr/share/sounds/sf2/TimGM6mb.sf2";
+
+/// Why a fluidsynth test cannot run here (fluidsynth or the soundfont missing), or `None`.
+pub fn fluidsynth_missing() -> Option<String> {
+    let found = Command::new("fluidsynth")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        return Some("fluidsynth is not installed (apt-get install fluidsynth)".into());
+    }
+    if !Path::new(SOUNDFONT).exists() {
+        return Some(format!(
+            "{SOUNDFONT} is missing (apt-get install timgm6mb-soundfont)"
+        ));
+    }
+    None
+}
+
+/// Debian's `fluidsynth` through `pw-jack` (its JACK driver, no MIDI input), playing the
+/// TimGM6mb soundfont's drawbar organ (one voice a held note, until released) with 7-point
+/// interpolation, driven through its command shell on stdin. Its real-time thread (PipeWire's
+/// data thread, running its JACK process callback) is named `fluidsynth`. It ends when its stdin
+/// closes (dropped: stdin closed, then ended) and after `seconds` in any case (`timeout`).
+pub struct Fluidsynth {
+    child: Child,
+    shell: Option<std::process::ChildStdin>,
+    held: u32,
+}
+
+impl Fluidsynth {
+    /// Starts it on `server` for at most `seconds`.
+    pub fn start(server: &PipewireServer, seconds: u32) -> Fluidsynth {
+        let mut child = server
+            .command("timeout")
+            .arg(seconds.to_string())
+            .args([
+                "pw-jack",
+                "fluidsynth",
+                "-n",
+                "-a",
+                "jack",
+                "-o",
+                "synth.polyphony=512",
+            ])
+            .arg(SOUNDFONT)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start pw-jack fluidsynth (Debian: apt-get install fluidsynth)");
+        let shell = child.stdin.take();
+        let mut fluidsynth = Fluidsynth {
+            child,
+            shell,
+            held: 0,
+        };
+        fluidsynth.send("prog 0 16\nprog 1 16\ninterp 7\n");
+        fluidsynth
+    }
+
+    fn send(&mut self, commands: &str) {
+        use std::io::Write;
+        let shell = self.shell.as_mut().expect("fluidsynth's stdin is open");
+        shell
+            .write_all(commands.as_bytes())
+            .and_then(|()| shell.flush())
+            .expect("write to fluidsynth's shell");
+    }
+
+    /// Holds `notes` notes (at most 128), releasing those held before.
+    pub fn hold(&mut self, notes: u32) {
+        assert!(notes <= 128);
+        let key = |k: u32| format!("{} {}", k / 64, 24 + k % 64);
+        let mut commands: String = (0..self.held)
+            .map(|k| format!("noteoff {}\n", key(k)))
+            .collect();
+        commands.extend((0..notes).map(|k| format!("noteon {} 100\n", key(k))));
+        self.send(&commands);
+        self.held = notes;
+    }
+
+    /// The pid of fluidsynth itself (`timeout` runs pw-jack, which execs fluidsynth), polled for
+    /// up to 10 s.
+    pub fn pid(&self) -> u32 {
+        let parent = self.child.id();
+        let mut found = None;
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                found = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+                    .ok()
+                    .and_then(|children| children.split_whitespace().next()?.parse().ok());
+                found.is_some()
+            }),
+            "timeout started no fluidsynth"
+        );
+        found.unwrap()
+    }
+
+    /// Whether PipeWire runs its process callback: a SCHED_FIFO thread in fluidsynth, polled
+    /// for up to `timeout`.
+    pub fn wait_until_active(&self, timeout: Duration) -> bool {
+        let task = format!("/proc/{}/task", self.pid());
+        eventually(timeout, || realtime_thread_in(&task))
+    }
+
+    /// Closes its stdin and waits until it ends (it quits at the end of its input).
+    pub fn quit(mut self) {
+        self.shell = None;
+        assert!(
+            eventually(Duration::from_secs(10), || matches!(
+                self.child.try_wait(),
+                Ok(Some(_))
+            )),
+            "fluidsynth still runs 10 s after its stdin closed"
+        );
+    }
+}
+
+/// Whether a thread of the process whose task directory is `task` runs SCHED_FIFO.
+fn realtime_thread_in(task: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(task) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // Field 41 (policy) after the comm's closing parenthesis: 1 = SCHED_FIFO.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.split_whitespace().nth(38) == Some("1"))
+    })
+}
+
+impl Drop for Fluidsynth {
+    fn drop(&mut self) {
+        self.shell = None;
+        end(&mut self.child, Duration::from_secs(3));
+    }
 }
