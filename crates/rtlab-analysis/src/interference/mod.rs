@@ -14,7 +14,9 @@ mod alignment;
 mod find;
 mod sightings;
 
-pub use alignment::{alignment_rates, failures_of_burst, AlignmentRates};
+pub use alignment::{
+    alignment_rates, alignment_rates_with_rest, failures_of_burst, AlignmentRates,
+};
 pub use find::{
     find_periodic, BurstRule, CulpritName, Member, PeriodicInterferer, Sighting, MIN_BURSTS,
     STEADY_JITTER,
