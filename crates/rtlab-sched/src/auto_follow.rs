@@ -56,8 +56,8 @@ impl Default for FollowPolicy {
 pub struct FollowWindow {
     pub activations: u64,
     pub period: Option<Nanos>,
-    /// CPU per activation at the sizing percentile (p99).
-    pub cpu_per_activation_high: Nanos,
+    /// CPU per cycle at the sizing percentile (p99).
+    pub cpu_per_cycle_high: Nanos,
 }
 
 /// The size a followed reservation holds now.
@@ -193,7 +193,7 @@ impl Follower {
         if window.activations < self.policy.min_activations || period.0 == 0 {
             return FollowStep::Keep;
         }
-        let need = sized_need(window.cpu_per_activation_high);
+        let need = sized_need(window.cpu_per_cycle_high);
         let held = &self.held;
         let change = self.policy.period_change;
         let moved = period.0.abs_diff(held.period.0) as f64;
@@ -218,7 +218,7 @@ impl Follower {
             self.low_windows = 0;
             let why = format!(
                 "the period changed from {} to {} (p99 {} per activation, need {need} with the margin)",
-                held.period, period, window.cpu_per_activation_high
+                held.period, period, window.cpu_per_cycle_high
             );
             return self.change(ChangeKind::Remap, need, period, why);
         }
@@ -228,7 +228,7 @@ impl Follower {
                 Nanos((need.0 as f64 * (1.0 + self.policy.grow_headroom)).ceil() as u64);
             let why = format!(
                 "p99 {} per activation plus the margin is {need}, more than the {} held per {} period (asked {with_headroom}: {:.0} % headroom)",
-                window.cpu_per_activation_high,
+                window.cpu_per_cycle_high,
                 held.need_per_activation,
                 held.period,
                 self.policy.grow_headroom * 100.0
@@ -421,7 +421,7 @@ mod tests {
         FollowWindow {
             activations: 375,
             period: Some(period),
-            cpu_per_activation_high: Nanos(p99),
+            cpu_per_cycle_high: Nanos(p99),
         }
     }
 
@@ -644,7 +644,7 @@ mod tests {
         let idle = FollowWindow {
             activations: 2,
             period: Some(JACK_PERIOD),
-            cpu_per_activation_high: Nanos(0),
+            cpu_per_cycle_high: Nanos(0),
         };
         for _ in 0..10 {
             assert_eq!(follower.step(&idle), FollowStep::Keep);
@@ -652,7 +652,7 @@ mod tests {
         let none = FollowWindow {
             activations: 0,
             period: None,
-            cpu_per_activation_high: Nanos(0),
+            cpu_per_cycle_high: Nanos(0),
         };
         assert_eq!(follower.step(&none), FollowStep::Keep);
     }

@@ -49,8 +49,9 @@ pub struct ObservedThread {
     pub activations: u64,
     pub period: Option<Nanos>,
     pub period_jitter: Option<Nanos>,
-    /// CPU per activation at [`SIZING_PERCENTILE`].
-    pub cpu_per_activation_high: Nanos,
+    /// CPU per cycle of its period at [`SIZING_PERCENTILE`] (an activation that ran several
+    /// cycles back to back counts as those cycles: `rtlab_apptrace::analyze::cycles`).
+    pub cpu_per_cycle_high: Nanos,
     /// Its usual waker's tid, if another thread.
     pub usual_waker: Option<u32>,
 }
@@ -133,8 +134,8 @@ pub enum AutoRefused {
 }
 
 /// The need of one activation: the high percentile plus [`SIZING_MARGIN`], at least 10 µs.
-pub fn sized_need(cpu_per_activation_high: Nanos) -> Nanos {
-    let with_margin = (cpu_per_activation_high.0 as f64 * (1.0 + SIZING_MARGIN)).ceil() as u64;
+pub fn sized_need(cpu_per_cycle_high: Nanos) -> Nanos {
+    let with_margin = (cpu_per_cycle_high.0 as f64 * (1.0 + SIZING_MARGIN)).ceil() as u64;
     Nanos(with_margin.max(10_000))
 }
 
@@ -324,7 +325,7 @@ pub fn decide(threads: &[ObservedThread], machine: &AutoMachine) -> Result<AutoP
     chosen.extend(wakers);
     let mut reservations = Vec::new();
     for (thread, period, why_thread) in chosen {
-        let need = sized_need(thread.cpu_per_activation_high);
+        let need = sized_need(thread.cpu_per_cycle_high);
         if need >= period {
             return Err(AutoRefused::NeedsMoreThanACpu {
                 tid: thread.tid,
@@ -420,7 +421,7 @@ mod tests {
             activations: 900,
             period: period.map(Nanos),
             period_jitter: Some(Nanos(20_000)),
-            cpu_per_activation_high: Nanos(cpu),
+            cpu_per_cycle_high: Nanos(cpu),
             usual_waker: None,
         }
     }

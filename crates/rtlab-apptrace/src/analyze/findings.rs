@@ -109,14 +109,20 @@ impl Analyzer {
             let dominant = thread
                 .dominant_waker()
                 .map(|waker| (waker, thread.wakers[&waker]));
-            let (period, n_activations, mean, p99, max) = if overflowed {
+            let (period, n_activations, mean, p99, max, per_cycle) = if overflowed {
                 let summary = &thread.summary;
+                let cycles = summary.cycle_cpu();
                 (
                     summary.period(dominant.map(|(waker, _)| waker), thread.current.as_ref()),
                     summary.n_activations + u64::from(thread.current.is_some()),
                     summary.cpu.mean(),
                     summary.cpu.percentile(99.0),
                     summary.cpu.max(),
+                    CpuPerActivation {
+                        mean: cycles.mean(),
+                        p99: cycles.percentile(99.0),
+                        max: cycles.max(),
+                    },
                 )
             } else {
                 let all_starts: Vec<u64> = activations
@@ -148,7 +154,21 @@ impl Analyzer {
                 };
                 let p99 = percentile(&mut cpu, 99.0);
                 let max = cpu.iter().copied().max().unwrap_or(0);
-                (period, activations.len() as u64, mean, p99, max)
+                let mut cycles = super::cycles::per_cycle(
+                    &thread.activations,
+                    None,
+                    period.map(|(period, _)| period),
+                );
+                let per_cycle = CpuPerActivation {
+                    mean: if cycles.is_empty() {
+                        0
+                    } else {
+                        cycles.iter().sum::<u64>() / cycles.len() as u64
+                    },
+                    p99: percentile(&mut cycles, 99.0),
+                    max: cycles.iter().copied().max().unwrap_or(0),
+                };
+                (period, activations.len() as u64, mean, p99, max, per_cycle)
             };
             let counted = |map: &HashMap<i32, u64>| -> Vec<Counted> {
                 let mut list: Vec<Counted> = map
@@ -179,6 +199,7 @@ impl Analyzer {
                 period_ns: period.map(|(period, _)| period),
                 period_jitter_ns: period.map(|(_, jitter)| jitter),
                 cpu_per_activation_ns: CpuPerActivation { mean, p99, max },
+                cpu_per_cycle_ns: per_cycle,
                 cpu_ns: thread.cpu_ns,
                 cpu_share: thread.cpu_ns as f64 / duration as f64,
                 wakers: counted(&thread.wakers),

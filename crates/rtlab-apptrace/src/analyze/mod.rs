@@ -9,6 +9,7 @@
 //! when a timeline is asked for (`--svg`, `--perfetto`), the timeline's spans (capped).
 
 mod cycle_rule;
+pub(crate) mod cycles;
 pub use cycle_rule::CycleRule;
 mod findings;
 /// How many late activations a report lists at most (the earliest); the totals count them all.

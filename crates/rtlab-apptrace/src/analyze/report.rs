@@ -56,6 +56,11 @@ pub struct ThreadRow {
     pub period_ns: Option<u64>,
     pub period_jitter_ns: Option<u64>,
     pub cpu_per_activation_ns: CpuPerActivation,
+    /// CPU per cycle of its period: an activation that ran past its next cycle's start and on
+    /// into that cycle without sleeping (it fell behind) counts as the cycles it ran, its CPU
+    /// (less the hypervisor's time, when recorded) shared among them (`analyze::cycles`). What
+    /// `reserve --auto` sizes by; without a period, the CPU per activation.
+    pub cpu_per_cycle_ns: CpuPerActivation,
     pub cpu_ns: u64,
     pub cpu_share: f64,
     pub wakers: Vec<Counted>,
@@ -310,6 +315,8 @@ pub struct PeriodicThread {
     pub period_jitter_ns: u64,
     pub activations: u64,
     pub cpu_per_activation_ns: CpuPerActivation,
+    /// As in [`ThreadRow::cpu_per_cycle_ns`].
+    pub cpu_per_cycle_ns: CpuPerActivation,
     /// The thread that usually wakes it (the chain that drives it), when there is one.
     pub woken_by: Option<Holder>,
     /// Late activations and missed periods of this thread.
@@ -425,6 +432,7 @@ impl TraceReport {
                     period_jitter_ns: row.period_jitter_ns.unwrap_or(0),
                     activations: row.activations,
                     cpu_per_activation_ns: row.cpu_per_activation_ns,
+                    cpu_per_cycle_ns: row.cpu_per_cycle_ns,
                     woken_by,
                     late: row.late_activations,
                     missed_periods: row.missed_periods,

@@ -150,6 +150,12 @@ impl SparseHistogram {
 pub(crate) struct ActivationSummary {
     pub n_activations: u64,
     pub cpu: SparseHistogram,
+    /// CPU per cycle (`super::cycles`) once the period is learnt: the kept activations' then,
+    /// each later one as it ends (`last_end`: the end of the one before).
+    cycle_cpu: SparseHistogram,
+    last_end: Option<u64>,
+    /// The kept activations' median CPU (`cycles::usual_cpu`).
+    usual_cpu: u64,
     all_intervals: SparseHistogram,
     pub(crate) last_start: Option<u64>,
     /// waker → (its last activation's start, intervals between its activations).
@@ -191,9 +197,32 @@ impl ActivationSummary {
             self.learnt = detect_period(&starts)
                 .or_else(|| detect_period(&all))
                 .map(|(period, _)| (period, dominant));
+            if let Some((period, _)) = self.learnt {
+                for each in super::cycles::per_cycle(kept, None, Some(period)) {
+                    self.cycle_cpu.add(each);
+                }
+                self.last_end = kept.last().map(|kept| kept.end);
+                self.usual_cpu = super::cycles::usual_cpu(kept);
+            }
         }
         if let Some((period, waker)) = self.learnt {
+            let cycles =
+                super::cycles::cycles_in(activation, self.last_end, period, self.usual_cpu);
+            let each = super::cycles::cpu_of_each(activation, cycles);
+            for _ in 0..cycles {
+                self.cycle_cpu.add(each);
+            }
+            self.last_end = Some(activation.end);
             self.job_step(activation, period, waker);
+        }
+    }
+
+    /// CPU per cycle over every completed activation (per activation without a learnt period).
+    pub(crate) fn cycle_cpu(&self) -> &SparseHistogram {
+        if self.learnt.is_some() {
+            &self.cycle_cpu
+        } else {
+            &self.cpu
         }
     }
 

@@ -103,7 +103,7 @@ mod tests {
             activations: 300,
             period,
             period_jitter: Some(Nanos(50_000)),
-            cpu_per_activation_high: Nanos(500_000),
+            cpu_per_cycle_high: Nanos(500_000),
             usual_waker: Some(7),
         }
     }

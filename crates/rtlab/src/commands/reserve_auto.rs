@@ -129,7 +129,7 @@ pub(crate) fn observed_threads(report: &TraceReport) -> Vec<ObservedThread> {
             activations: row.activations,
             period: row.period_ns.map(Nanos),
             period_jitter: row.period_jitter_ns.map(Nanos),
-            cpu_per_activation_high: Nanos(row.cpu_per_activation_ns.p99),
+            cpu_per_cycle_high: Nanos(row.cpu_per_cycle_ns.p99),
             usual_waker: row
                 .wakers
                 .first()
@@ -226,8 +226,8 @@ pub(crate) fn observed_by_counters(
                 activations: estimate.map_or(0, |estimate| estimate.activations),
                 period: estimate.and_then(|estimate| estimate.period),
                 period_jitter: estimate.and_then(|estimate| estimate.period_jitter),
-                cpu_per_activation_high: estimate
-                    .map_or(Nanos(0), |estimate| estimate.cpu_per_activation_p99),
+                cpu_per_cycle_high: estimate
+                    .map_or(Nanos(0), |estimate| estimate.cpu_per_cycle_p99),
                 usual_waker: None,
             }
         })
@@ -401,7 +401,7 @@ pub fn run(args: AutoArgs) -> anyhow::Result<ExitCode> {
         target: args.target.describe(),
         observe_ns: args.observe.0,
         sizing: format!(
-            "CPU per activation at {SIZING_PERCENTILE} plus {:.0} %{}",
+            "CPU per cycle at {SIZING_PERCENTILE} plus {:.0} %{}",
             SIZING_MARGIN * 100.0,
             match args.observe_with {
                 ObserveWith::Trace => "",

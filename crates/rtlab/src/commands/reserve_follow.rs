@@ -64,7 +64,7 @@ pub fn counters_window(
     Some(FollowWindow {
         activations: estimate.activations,
         period: estimate.period,
-        cpu_per_activation_high: estimate.cpu_per_activation_p99,
+        cpu_per_cycle_high: estimate.cpu_per_cycle_p99,
     })
 }
 

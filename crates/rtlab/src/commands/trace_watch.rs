@@ -261,7 +261,7 @@ impl WatchSummary {
         for late in lates {
             let blame = blame_of(late);
             let row = report.threads.iter().find(|row| row.tid == late.thread.tid);
-            let need = row.map_or(0, |row| row.cpu_per_activation_ns.p99);
+            let need = row.map_or(0, |row| row.cpu_per_cycle_ns.p99);
             self.add(late, &blame, late.period_ns, need);
             print(late, &blame, need);
         }

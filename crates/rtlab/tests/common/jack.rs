@@ -411,6 +411,18 @@ impl HogProcess {
         )
     }
 
+    /// Stalls of every CPU at once, like the hypervisor's that CI's host gave JACK's client:
+    /// FIFO 99, 3 ms every 17 ms (not a multiple of JACK's period), aligned (`fifo_hog -A`).
+    pub fn stalls(seconds: f64) -> HogProcess {
+        Self::spawn(
+            &["-p", "99", "-b", "3000", "-P", "17000", "-A", "-d"]
+                .map(String::from)
+                .into_iter()
+                .chain([seconds.to_string()])
+                .collect::<Vec<_>>(),
+        )
+    }
+
     /// The issue's competitor on `cpus` only.
     pub fn issue_competitor_on(cpus: &str, seconds: f64) -> HogProcess {
         Self::start_on(Some(cpus), 95, 6000, 20_000, seconds)
