@@ -12,6 +12,7 @@
 # for follow its log of changes. Run as root under the measurement lock, one round per hold
 # (about 2.5 minutes):
 #   flock -o /work/measure.lock bench/jack/reserve-follow.sh [MODES...]
+# FOLLOW_WINDOW=250ms sets --follow's window (default 1 s).
 set -euo pipefail
 modes=("${@:-idle none oneshot follow}")
 # shellcheck disable=SC2206
@@ -51,7 +52,7 @@ for mode in "${modes[@]}"; do
       # A rollback (misses rose during the check) exits 1: reported below as its outcome.
       "$rtlab" reserve --auto --pid "$client" --observe 3s --json "$work/auto.json" > "$work/auto.out" || true ;;
     follow)
-      "$rtlab" reserve --auto --follow --pid "$client" --observe 3s --json "$work/auto.json" > "$work/auto.out" &
+      "$rtlab" reserve --auto "--follow${FOLLOW_WINDOW:+=$FOLLOW_WINDOW}" --pid "$client" --observe 3s --json "$work/auto.json" > "$work/auto.out" &
       follower=$!
       until grep -q "^following " "$work/auto.out" 2>/dev/null; do
         kill -0 "$follower" 2>/dev/null || { echo "reserve --auto --follow ended early:"; cat "$work/auto.out"; break; }

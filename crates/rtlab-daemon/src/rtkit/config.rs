@@ -31,7 +31,7 @@
 //! size = "auto"                  # (the default without amount and period)
 //! observe = "3s"
 //! follow = true                  # then kept sized to the thread, window after window (default)
-//! follow_window = "1s"           # ... each window this long (250ms–60s; default 1s)
+//! follow_window = "250ms"        # ... each window this long (250ms–60s; default 250ms)
 //! ```
 
 use rtlab_core::{parse_duration, Nanos};
@@ -65,7 +65,7 @@ pub enum ReserveSize {
 pub const DEFAULT_OBSERVE: Nanos = Nanos(3_000_000_000);
 /// A followed `[[rtkit.reserve]]` reservation's window by default (`follow_window`): as `rtlab
 /// reserve --auto --follow`'s.
-pub const DEFAULT_FOLLOW_WINDOW: Nanos = Nanos(1_000_000_000);
+pub const DEFAULT_FOLLOW_WINDOW: Nanos = Nanos(250_000_000);
 
 /// The RealtimeKit1 front-end's settings after defaults.
 #[derive(Clone, Debug, PartialEq)]

@@ -91,7 +91,7 @@ impl FollowedGrant<'_> {
         let mut follower = Follower::new(
             FollowedSize::from_reservation(reservation),
             machine,
-            FollowPolicy::default(),
+            FollowPolicy::for_window(self.window),
         );
         let mut io = GrantIo { grant: self };
         let mut changes = 0_u64;

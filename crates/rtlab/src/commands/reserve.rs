@@ -49,12 +49,12 @@ pub struct Args {
     #[arg(long, requires = "auto")]
     pub dry_run: bool,
     /// With --auto: stay in the foreground and keep each reservation made sized to its thread,
-    /// from the kernel's per-task counters sampled every millisecond in windows of DURATION:
-    /// grow at once when the p99 CPU per activation plus 20 % is more than it holds, shrink
-    /// after 3 windows in a row under 70 % of it (each to the need plus 10 %), map the window
-    /// anew when the period changes. Each change (or refusal) is printed. Ends when the threads
+    /// from the kernel's per-task counters sampled every millisecond in windows of DURATION
+    /// (default 250ms): grow at once when the p99 CPU per cycle plus 20 % is more than it
+    /// holds, shrink after 3 s of windows in a row under 70 % of it (each to the need plus
+    /// 10 %), map the window anew when the period changes (2 s of windows agreeing). Each change (or refusal) is printed. Ends when the threads
     /// end or on Ctrl-C/SIGTERM, and then releases what it reserved
-    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "1s",
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "250ms",
           value_parser = crate::flags::positive_duration, requires = "auto",
           conflicts_with_all = ["dry_run", "verify"])]
     pub follow: Option<Nanos>,

@@ -154,7 +154,7 @@ pub fn follow_all(
                 let mut follower = Follower::new(
                     FollowedSize::from_reservation(reservation),
                     machine.clone(),
-                    FollowPolicy::default(),
+                    FollowPolicy::for_window(window),
                 );
                 say(format!(
                     "following {name}, reservation #{}: {} of every {}, windows of {window}",
