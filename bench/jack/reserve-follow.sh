@@ -1,8 +1,9 @@
 #!/bin/bash
 # issue 37's table: JACK (dummy driver, 128 frames, 2.667 ms), a client whose work per callback
-# steps 20 % → 50 % → 30 % of the period (10 s each), beside a SCHED_FIFO 95 competitor (6 ms
-# every 20 ms on both CPUs, aligned), JACK's own xrun callback counted per step. Modes, each a
-# fresh client:
+# steps 20 % → 50 % → 30 % of the period (10 s each), then keeps its work while JACK's buffer
+# changes 128 → 256 frames (`jack_bufsize`: 30 % of the new 5.333 ms period, 10 s), beside a
+# SCHED_FIFO 95 competitor (6 ms every 20 ms on both CPUs, aligned), JACK's own xrun callback
+# counted per step. Modes, each a fresh client:
 #   idle      no competitor, no reservation
 #   none      the competitor, no reservation
 #   oneshot   `rtlab reserve --auto --pid CLIENT` made at 20 % before the competitor starts
@@ -41,7 +42,7 @@ EOF
 }
 for mode in "${modes[@]}"; do
   : > "$work/xruns.log"
-  "$work/xrun_client" -s "$server" -w -l 20 -S 20,50,30 -t 10 -W -x "$work/xruns.log" \
+  "$work/xrun_client" -s "$server" -w -l 20 -S 20,50,30,60 -t 10 -W -x "$work/xruns.log" \
     > "$work/client.json" 2> "$work/client.err" &
   client=$!
   until grep -q active "$work/client.err" 2>/dev/null; do sleep 0.1; done
@@ -61,11 +62,16 @@ for mode in "${modes[@]}"; do
   esac
   hog=
   if [ "$mode" != idle ]; then
-    "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 31 &
+    "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 41 &
     hog=$!
   fi
   kill -USR1 "$client"
+  # The fourth step: the same work (60 % of the 128-frame period) at 256 frames.
+  (sleep 30; JACK_DEFAULT_SERVER=$server jack_bufsize 256 > /dev/null) &
+  resize=$!
   wait "$client"
+  wait "$resize" || true
+  JACK_DEFAULT_SERVER=$server jack_bufsize 128 > /dev/null
   [ -n "$hog" ] && { wait "$hog" || true; }
   if [ -n "$follower" ]; then
     # jackd's thread (reserved as the client's waker) outlives the client: Ctrl-C ends the
@@ -73,7 +79,7 @@ for mode in "${modes[@]}"; do
     kill -INT "$follower" 2>/dev/null || true
     wait "$follower" || true
   fi
-  echo "$mode: xruns per step (20 % / 50 % / 30 %): $(per_step "$work/xruns.log" "$work/client.json")"
+  echo "$mode: xruns per step (20 % / 50 % / 30 % / 30 % at 256 frames): $(per_step "$work/xruns.log" "$work/client.json")"
   if [ "$mode" = oneshot ] || [ "$mode" = follow ]; then
     python3 - "$work/auto.json" <<'EOF'
 import json, sys
