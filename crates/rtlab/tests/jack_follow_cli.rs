@@ -134,3 +134,55 @@ fn sigint_ends_the_follow_and_releases_the_reservation_while_the_thread_runs() {
     // The client's thread runs on, at its own SCHED_FIFO again.
     assert_eq!(policy_of(client.pid(), tids[0]), Some(1), "{out}");
 }
+
+/// jackd restarts its real-time thread when the buffer size changes (`jack_bufsize 256`): the
+/// followed thread ends while jackd lives, and the new one, jackd's thread at the same SCHED_FIFO
+/// priority, takes over its reservation and its following. Before, the follow of jackd ended
+/// there and the new thread ran unreserved: beside the FIFO competitor of
+/// `bench/jack/reserve-follow.sh`, 251 xruns in the 256-frame step (BENCHMARKS.md). SIGINT then
+/// releases the successor's reservation too, and the new thread is back at SCHED_FIFO.
+#[test]
+#[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE"]
+fn a_thread_jackd_starts_in_place_of_a_followed_one_is_reserved_and_followed() {
+    let _turn = require_root_taking_turns();
+    let sandbox = Sandbox::new();
+    let daemon = Daemon::start(&sandbox, "");
+    let server = JackServer::start();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut follow = following(&sandbox, &daemon, server.pid());
+    let before = daemon.reservation_tids(&sandbox);
+    assert_eq!(
+        before.len(),
+        1,
+        "jackd's real-time thread: {}",
+        said(&sandbox)
+    );
+    let resized = std::process::Command::new("jack_bufsize")
+        .arg("256")
+        .env("JACK_DEFAULT_SERVER", &server.name)
+        .output()
+        .unwrap();
+    assert!(resized.status.success(), "jack_bufsize: {resized:?}");
+    wait_until(
+        Duration::from_secs(15),
+        "the follow takes jackd's new thread",
+        || said(&sandbox).contains("took its place"),
+    );
+    let out = said(&sandbox);
+    assert!(out.contains("the thread ended"), "{out}");
+    let after = daemon.reservation_tids(&sandbox);
+    assert_eq!(after.len(), 1, "{out}");
+    assert_ne!(after, before, "{out}");
+    let successor = after[0];
+    assert_eq!(policy_of(server.pid(), successor), Some(6), "{out}");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &follow.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = exit_within(&mut follow, Duration::from_secs(10));
+    let out = said(&sandbox);
+    assert_eq!(code, 0, "{out}");
+    assert!(daemon.reservation_tids(&sandbox).is_empty(), "{out}");
+    assert_eq!(policy_of(server.pid(), successor), Some(1), "{out}");
+}
