@@ -71,6 +71,19 @@ fn exit_within(child: &mut Child, limit: Duration) -> i32 {
     status.unwrap().code().unwrap_or(-1)
 }
 
+/// Sends SIGINT to the follow, which must end with exit 0 within 10 s; what it said.
+fn interrupted(sandbox: &Sandbox, follow: &mut Child) -> String {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &follow.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = exit_within(follow, Duration::from_secs(10));
+    let out = said(sandbox);
+    assert_eq!(code, 0, "{out}");
+    out
+}
+
 #[test]
 #[ignore = "needs root: jackd -R (SCHED_FIFO), SCHED_DEADLINE"]
 fn a_step_up_grows_the_followed_reservation_and_nothing_outlives_the_thread() {
@@ -121,14 +134,7 @@ fn sigint_ends_the_follow_and_releases_the_reservation_while_the_thread_runs() {
     let tids = daemon.reservation_tids(&sandbox);
     assert_eq!(tids.len(), 1, "{}", said(&sandbox));
     assert_eq!(policy_of(client.pid(), tids[0]), Some(6));
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &follow.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let code = exit_within(&mut follow, Duration::from_secs(10));
-    let out = said(&sandbox);
-    assert_eq!(code, 0, "{out}");
+    let out = interrupted(&sandbox, &mut follow);
     assert!(out.contains("stopped"), "{out}");
     assert!(daemon.reservation_tids(&sandbox).is_empty(), "{out}");
     // The client's thread runs on, at its own SCHED_FIFO again.
@@ -175,14 +181,7 @@ fn a_thread_jackd_starts_in_place_of_a_followed_one_is_reserved_and_followed() {
     assert_ne!(after, before, "{out}");
     let successor = after[0];
     assert_eq!(policy_of(server.pid(), successor), Some(6), "{out}");
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &follow.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let code = exit_within(&mut follow, Duration::from_secs(10));
-    let out = said(&sandbox);
-    assert_eq!(code, 0, "{out}");
+    let out = interrupted(&sandbox, &mut follow);
     assert!(daemon.reservation_tids(&sandbox).is_empty(), "{out}");
     assert_eq!(policy_of(server.pid(), successor), Some(1), "{out}");
 }
