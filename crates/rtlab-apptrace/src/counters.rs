@@ -89,8 +89,8 @@ const CYCLE_FIT_ROUNDS: usize = 4;
 /// period (CI's JACK client, held off by the hypervisor: 2.97 ms for JACK's 2.67 ms) and the CPU
 /// of that activation is two cycles' (p99 twice the work). Starting from that period, each
 /// interval (between the samples after two switches) holds the larger of its switches and its
-/// length in periods, rounded ([`CYCLE_SLACK`]); the period is the least-squares slope of the
-/// intervals' ends against the cycles counted, again, until it settles. More than half as many
+/// length in periods, rounded ([`CYCLE_SLACK`]); the period is the time from the first
+/// interval's end to the last's over the cycles counted, again, until it settles. More than half as many
 /// cycles again as switches, and the thread is not taken for one woken every period (the
 /// switches count). These are cycles of the clock, run or skipped: [`cycles_run`] says which
 /// ran. What it cannot tell apart: a thread that sleeps a fixed time after its work (not to an
@@ -103,20 +103,18 @@ fn cycle_counts(intervals: &[Interval], first_period: u64) -> (Vec<u64>, u64) {
         for (count, interval) in counts.iter_mut().zip(intervals) {
             *count = interval.switches.max(cycles_by_time(interval, period));
         }
-        // The first interval is the reference (its start is before the first switch seen).
-        let points: Vec<(f64, f64)> = counts
-            .iter()
-            .zip(intervals)
-            .skip(1)
-            .scan(0u64, |cycle, (count, interval)| {
-                *cycle += count;
-                Some((*cycle as f64, interval.at_ns as f64))
-            })
-            .collect();
-        let Some(slope) = least_squares_slope(&points) else {
+        // Over the intervals after the first (its start is before the first switch seen): the
+        // time from the first interval's end to the last's, per cycle counted. End to end, so a
+        // thread whose cycles were all seen keeps the period Δtime / Δswitches exactly (a least-
+        // squares slope over the sampled ends fell under a 5 ms sleeper's 5 ms on a busy CI).
+        let cycles: u64 = counts.iter().skip(1).sum();
+        let (Some(first), Some(last)) = (intervals.first(), intervals.last()) else {
             break;
         };
-        let next = slope.round().max(1.0) as u64;
+        if cycles == 0 {
+            break;
+        }
+        let next = ((last.at_ns - first.at_ns) / cycles).max(1);
         if next == period {
             break;
         }
@@ -158,22 +156,6 @@ fn cycles_run(intervals: &[Interval], period: u64) -> Vec<u64> {
                 .max(cycles_by_time(interval, period).min(by_work))
         })
         .collect()
-}
-
-/// The slope of `y` on `x` by least squares (`None` with fewer than two distinct `x`).
-fn least_squares_slope(points: &[(f64, f64)]) -> Option<f64> {
-    if points.len() < 2 {
-        return None;
-    }
-    let n = points.len() as f64;
-    let mean_x = points.iter().map(|(x, _)| x).sum::<f64>() / n;
-    let mean_y = points.iter().map(|(_, y)| y).sum::<f64>() / n;
-    let (mut covariance, mut variance) = (0.0, 0.0);
-    for (x, y) in points {
-        covariance += (x - mean_x) * (y - mean_y);
-        variance += (x - mean_x) * (x - mean_x);
-    }
-    (variance > 0.0).then(|| covariance / variance)
 }
 
 /// Estimates a thread's period and CPU per cycle from its counters sampled in time order.
