@@ -10,7 +10,9 @@
 #   follow    `rtlab reserve --auto --follow --pid CLIENT`, the same, then following
 # The client holds 20 % until the reservation is made (3 s observing, 3 s checking), then the
 # competitor starts and the steps begin (SIGUSR1). Prints one line per mode: xruns per step, and
-# for follow its log of changes. Run as root under the measurement lock, one round per hold
+# for follow its log of changes; for the reserving modes, per step, the CPU the reservations took
+# (the kernel's runtime ÷ window, summed over the client and jackd's thread) against the CPU those
+# threads used (bench/reserve-shares.py). Run as root under the measurement lock, one round per hold
 # (about 2.5 minutes):
 #   flock -o /work/measure.lock bench/jack/reserve-follow.sh [MODES...]
 # FOLLOW_WINDOW=250ms sets --follow's window (default 1 s).
@@ -60,6 +62,10 @@ for mode in "${modes[@]}"; do
         sleep 0.1
       done ;;
   esac
+  shares=
+  if [ "$mode" = oneshot ] || [ "$mode" = follow ]; then
+    python3 "$here/../reserve-shares.py" "$rtlab" "$work/shares.jsonl" & shares=$!
+  fi
   hog=
   if [ "$mode" != idle ]; then
     "$work/fifo_hog" -p 95 -b 6000 -P 20000 -A -d 41 &
@@ -73,6 +79,7 @@ for mode in "${modes[@]}"; do
   wait "$resize" || true
   JACK_DEFAULT_SERVER=$server jack_bufsize 128 > /dev/null
   [ -n "$hog" ] && { wait "$hog" || true; }
+  [ -n "$shares" ] && { kill -TERM "$shares"; wait "$shares" || true; }
   if [ -n "$follower" ]; then
     # jackd's thread (reserved as the client's waker) outlives the client: Ctrl-C ends the
     # follow, which releases what it made.
@@ -80,6 +87,15 @@ for mode in "${modes[@]}"; do
     wait "$follower" || true
   fi
   echo "$mode: xruns per step (20 % / 50 % / 30 % / 30 % at 256 frames): $(per_step "$work/xruns.log" "$work/client.json")"
+  if [ -n "$shares" ]; then
+    read -r -a spans <<< "$(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["step_starts_ns"]
+print(" ".join("%d %d" % (a, b) for a, b in zip(s, s[1:] + [s[-1] + 10_000_000_000])))' "$work/client.json")"
+    for i in 0 2 4 6; do
+      echo "  step $((i / 2 + 1)): $(python3 "$here/../reserve-shares.py" --summary "$work/shares.jsonl" "${spans[i]}" "${spans[i + 1]}")"
+    done
+  fi
   if [ "$mode" = oneshot ] || [ "$mode" = follow ]; then
     python3 - "$work/auto.json" <<'EOF'
 import json, sys
