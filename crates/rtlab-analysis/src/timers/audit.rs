@@ -8,19 +8,50 @@ use std::collections::BTreeMap;
 
 /// Judges every audited setting: its value, who set it, whether it helps or hurts RT work.
 pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
-    let mut items = Vec::new();
-    let mut push =
-        |topic: &str, setting: String, value: String, set_by: &str, effect, why: String| {
-            items.push(AuditItem {
-                topic: topic.to_owned(),
-                setting,
-                value,
-                set_by: set_by.to_owned(),
-                effect,
-                why,
-            })
-        };
-    // cpu_dma_latency
+    let mut judgements = Judgements { items: Vec::new() };
+    judge_cpu_dma_latency(facts, &mut judgements);
+    judge_timer_slack(facts, &mut judgements);
+    judge_rt_throttling(facts, &mut judgements);
+    judge_cpufreq(facts, &mut judgements);
+    judge_cpuidle(facts, &mut judgements);
+    judge_clocksource(facts, &mut judgements);
+    judge_tick(facts, &mut judgements);
+    judge_preemption(facts, &mut judgements);
+    judge_isolation(facts, &mut judgements);
+    judge_irqs(facts, &mut judgements);
+    judge_memory(facts, &mut judgements);
+    judgements.items
+}
+
+/// The items judged so far, in the order the audit lists them.
+struct Judgements {
+    items: Vec<AuditItem>,
+}
+
+impl Judgements {
+    /// Adds one judged setting.
+    fn push(
+        &mut self,
+        topic: &str,
+        setting: String,
+        value: String,
+        set_by: &str,
+        effect: Effect,
+        why: String,
+    ) {
+        self.items.push(AuditItem {
+            topic: topic.to_owned(),
+            setting,
+            value,
+            set_by: set_by.to_owned(),
+            effect,
+            why,
+        })
+    }
+}
+
+/// Judges cpu_dma_latency: the value in force, then each process that holds it.
+fn judge_cpu_dma_latency(facts: &AuditFacts, judgements: &mut Judgements) {
     const NO_LIMIT_US: i64 = 2_000_000_000;
     let in_force = facts.cpu_dma_latency_in_force_us;
     let held = in_force.is_some_and(|value| value < NO_LIMIT_US);
@@ -29,7 +60,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         Some(value) => format!("{value} µs"),
         None => "unreadable".to_owned(),
     };
-    push(
+    judgements.push(
         "cpu_dma_latency",
         "value in force (the least of every holder's)".to_owned(),
         in_force_text.clone(),
@@ -52,7 +83,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             _ if held => format!("unknown: the kernel shows only the least of all holders' values ({in_force_text}, held by at least one of them)"),
             _ => "no limit (no limit is in force, so no holder asked for one)".to_owned(),
         };
-        push(
+        judgements.push(
             "cpu_dma_latency",
             format!(
                 "held by pid {} ({})",
@@ -73,10 +104,13 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             "a global setting any root process can hold: it changes every other thread's wake-up latency while held".to_owned(),
         );
     }
-    // timer slack
+}
+
+/// Judges timer slack: each process whose slack is not the default, then the rest together.
+fn judge_timer_slack(facts: &AuditFacts, judgements: &mut Judgements) {
     for fact in &facts.unusual_timer_slack {
         let slack = fact.timer_slack_ns;
-        push(
+        judgements.push(
             "timer slack",
             format!("pid {} ({})", fact.process.pid, fact.process.comm),
             format!("{}", Nanos(slack)),
@@ -101,7 +135,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         );
     }
     if facts.timer_slack_default_count > 0 {
-        push(
+        judgements.push(
             "timer slack",
             "every other readable process".to_owned(),
             format!("default ({} processes)", facts.timer_slack_default_count),
@@ -110,7 +144,10 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             "SCHED_OTHER sleeps may end up to 50 µs late; RT threads get none".to_owned(),
         );
     }
-    // RT throttling and the fair server
+}
+
+/// Judges RT throttling and, where the kernel has it, each CPU's fair server.
+fn judge_rt_throttling(facts: &AuditFacts, judgements: &mut Judgements) {
     if let Some(runtime) = facts.sched_rt_runtime_us {
         let period = facts.sched_rt_period_us.unwrap_or(1_000_000);
         let (effect, why) = if runtime < 0 {
@@ -125,7 +162,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
                 ),
             )
         };
-        push(
+        judgements.push(
             "RT throttling",
             "sched_rt_runtime_us / sched_rt_period_us".to_owned(),
             format!("{runtime} / {period}"),
@@ -137,7 +174,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
     if let Some(servers) = &facts.fair_servers {
         for server in servers {
             let share = server.runtime_ns as f64 / server.period_ns.max(1) as f64 * 100.0;
-            push(
+            judgements.push(
                 "fair server",
                 format!("CPU {}", server.cpu),
                 format!("{} of {} ({share:.0} %)", Nanos(server.runtime_ns), Nanos(server.period_ns)),
@@ -147,14 +184,17 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             );
         }
     }
-    // cpufreq
+}
+
+/// Judges cpufreq: the governor of each group of CPUs, boost and intel_pstate's turbo switch.
+fn judge_cpufreq(facts: &AuditFacts, judgements: &mut Judgements) {
     let mut governors: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for (cpu, governor) in &facts.cpufreq_governors {
         governors.entry(governor.as_str()).or_default().push(*cpu);
     }
     for (governor, cpus) in governors {
         let performance = governor == "performance";
-        push(
+        judgements.push(
             "cpufreq",
             format!("governor of CPUs {}", compact_list(&cpus)),
             governor.to_owned(),
@@ -172,7 +212,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         );
     }
     if let Some(boost) = &facts.cpufreq_boost {
-        push(
+        judgements.push(
             "cpufreq",
             "boost".to_owned(),
             boost.clone(),
@@ -182,7 +222,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         );
     }
     if let Some(no_turbo) = &facts.intel_no_turbo {
-        push(
+        judgements.push(
             "cpufreq",
             "intel_pstate no_turbo".to_owned(),
             no_turbo.clone(),
@@ -195,9 +235,12 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             "turbo makes execution time vary with temperature and other cores' load".to_owned(),
         );
     }
-    // cpuidle
+}
+
+/// Judges cpuidle: the driver and governor, then each idle state by its exit latency.
+fn judge_cpuidle(facts: &AuditFacts, judgements: &mut Judgements) {
     if let Some(driver) = &facts.cpuidle_driver {
-        push(
+        judgements.push(
             "cpuidle",
             "driver / governor".to_owned(),
             format!(
@@ -211,7 +254,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
     }
     for state in &facts.idle_states {
         let deep = state.exit_latency_us >= 10;
-        push(
+        judgements.push(
             "cpuidle",
             format!("state {}", state.name),
             format!(
@@ -245,13 +288,16 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             ),
         );
     }
-    // clocksource
+}
+
+/// Judges the clocksource: whether a clock read stays in user space.
+fn judge_clocksource(facts: &AuditFacts, judgements: &mut Judgements) {
     if let Some(clocksource) = &facts.clocksource {
         let good = matches!(
             clocksource.as_str(),
             "tsc" | "arch_sys_counter" | "kvm-clock"
         );
-        push(
+        judgements.push(
             "clocksource",
             format!(
                 "current (also available: {})",
@@ -267,9 +313,12 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             },
         );
     }
-    // tick
+}
+
+/// Judges the tick: HZ and the NO_HZ mode the kernel was built with.
+fn judge_tick(facts: &AuditFacts, judgements: &mut Judgements) {
     if let Some(hz) = facts.config_hz {
-        push(
+        judgements.push(
             "tick",
             "HZ".to_owned(),
             format!("{hz} ({} per tick)", Nanos(1_000_000_000 / hz.max(1) as u64)),
@@ -293,7 +342,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
                 "the tick never stops: every CPU is interrupted HZ times a second",
             ),
         };
-        push(
+        judgements.push(
             "tick",
             "NO_HZ mode".to_owned(),
             no_hz.clone(),
@@ -302,6 +351,10 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             why.to_owned(),
         );
     }
+}
+
+/// Judges the preemption model, and says where the model in force was chosen.
+fn judge_preemption(facts: &AuditFacts, judgements: &mut Judgements) {
     let boot_choice = facts
         .kernel_cmdline
         .as_deref()
@@ -320,7 +373,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         (model, None, None) => (model.to_owned(), "unknown"),
     };
     let preemption = preemption.as_str();
-    push(
+    judgements.push(
         "preemption",
         "model".to_owned(),
         preemption.to_owned(),
@@ -340,7 +393,10 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         }
         .to_owned(),
     );
-    // isolation
+}
+
+/// Judges CPU isolation: each isolation or idle parameter on the kernel command line.
+fn judge_isolation(facts: &AuditFacts, judgements: &mut Judgements) {
     let cmdline = facts.kernel_cmdline.as_deref().unwrap_or("");
     for parameter in [
         "isolcpus",
@@ -356,7 +412,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
                 .and_then(|rest| rest.strip_prefix('='))
         });
         if let Some(value) = value {
-            push(
+            judgements.push(
                 "isolation",
                 parameter.to_owned(),
                 value.to_owned(),
@@ -378,7 +434,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             .iter()
             .any(|parameter| cmdline.contains(parameter))
     {
-        push(
+        judgements.push(
             "isolation",
             "isolcpus / nohz_full / rcu_nocbs".to_owned(),
             "none".to_owned(),
@@ -387,13 +443,16 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             "no CPU is set aside: RT threads share every CPU with everything else".to_owned(),
         );
     }
-    // IRQs
+}
+
+/// Judges IRQs: each one pinned away from some online CPUs, the rest together, and each IRQ thread.
+fn judge_irqs(facts: &AuditFacts, judgements: &mut Judgements) {
     let online = facts.online_cpus.as_deref().unwrap_or("");
     let mut pinned = 0;
     for irq in &facts.irqs {
         if irq.affinity != online && !online.is_empty() {
             pinned += 1;
-            push(
+            judgements.push(
                 "IRQ affinity",
                 format!("IRQ {} {}", irq.irq, irq.name),
                 format!(
@@ -411,7 +470,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         }
     }
     if !facts.irqs.is_empty() {
-        push(
+        judgements.push(
             "IRQ affinity",
             "all other IRQs".to_owned(),
             format!(
@@ -425,7 +484,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         );
     }
     for thread in &facts.irq_threads {
-        push(
+        judgements.push(
             "threaded IRQ",
             format!("pid {} {}", thread.pid, thread.comm),
             format!("{} {}", thread.policy, thread.priority),
@@ -435,10 +494,13 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
                 .to_owned(),
         );
     }
-    // memory
+}
+
+/// Judges memory settings: transparent hugepages, khugepaged, KSM and swap.
+fn judge_memory(facts: &AuditFacts, judgements: &mut Judgements) {
     if let Some(thp) = &facts.thp_enabled {
         let mode = selected(thp);
-        push(
+        judgements.push(
             "memory",
             "transparent hugepages".to_owned(),
             mode.clone(),
@@ -449,7 +511,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
     }
     if let Some(defrag) = &facts.thp_defrag {
         let mode = selected(defrag);
-        push(
+        judgements.push(
             "memory",
             "hugepage defrag".to_owned(),
             mode.clone(),
@@ -464,7 +526,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
     }
     if let (Some(defrag), Some(sleep)) = (&facts.khugepaged_defrag, facts.khugepaged_scan_sleep_ms)
     {
-        push(
+        judgements.push(
             "memory",
             "khugepaged".to_owned(),
             format!("defrag {defrag}, scans every {sleep} ms"),
@@ -476,7 +538,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
     }
     if let Some(run) = &facts.ksm_run {
         let running = run == "1";
-        push(
+        judgements.push(
             "memory",
             "KSM (same-page merging)".to_owned(),
             format!(
@@ -498,7 +560,7 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
         );
     }
     if let Some(devices) = &facts.swap_devices {
-        push(
+        judgements.push(
             "memory",
             "swap".to_owned(),
             if devices.is_empty() {
@@ -515,7 +577,6 @@ pub fn judge_audit(facts: &AuditFacts) -> Vec<AuditItem> {
             "a page of an RT program that is not mlock()ed can be swapped out, and its next touch waits for the disk".to_owned(),
         );
     }
-    items
 }
 
 /// The bracketed choice in a sysfs selector (`always [madvise] never` → `madvise`).
