@@ -177,25 +177,19 @@ fn api_label(rows: &[TimerRow], row: &TimerRow) -> String {
 pub fn findings(rows: &[TimerRow]) -> Vec<String> {
     let measured: Vec<&TimerRow> = rows.iter().filter(|row| row.count > 0).collect();
     let mut lines = Vec::new();
-    let find = |api: &str, mode: &str, class: &str, requested: u64| {
-        measured.iter().copied().find(|row| {
-            row.api == api
-                && row.mode == mode
-                && row.class == class
-                && row.requested_ns == requested
-        })
-    };
-    // Keys (api, mode) in the order the rows came.
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for row in &measured {
-        let key = (row.api.clone(), row.mode.clone());
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
+    whole_millisecond_rounding(rows, &measured, &mut lines);
+    timer_slack(rows, &measured, &mut lines);
+    no_slack_for_rt_threads(&measured, &mut lines);
+    drift_at_the_shortest_interval(rows, &measured, &mut lines);
+    catch_ups(rows, &measured, &mut lines);
+    skipped_periods(rows, &measured, &mut lines);
+    lines
+}
 
-    // 1. Whole-millisecond rounding, seen where no slack blurs it (rt-high, else slack 1 ns).
-    for row in &measured {
+/// Says which APIs round a request up to whole milliseconds, seen where no slack blurs it
+/// (rt-high, else slack 1 ns).
+fn whole_millisecond_rounding(rows: &[TimerRow], measured: &[&TimerRow], lines: &mut Vec<String>) {
+    for row in measured {
         let preferred = if measured.iter().any(|other| other.class == "rt-high") {
             "rt-high"
         } else {
@@ -221,8 +215,28 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             ));
         }
     }
+}
 
-    // 2. Timer slack: SCHED_OTHER with the default slack against 1 ns, same API and interval.
+/// Says which APIs the timer slack delays: SCHED_OTHER with the default slack against 1 ns, same
+/// API and interval.
+fn timer_slack(rows: &[TimerRow], measured: &[&TimerRow], lines: &mut Vec<String>) {
+    let find = |api: &str, mode: &str, class: &str, requested: u64| {
+        measured.iter().copied().find(|row| {
+            row.api == api
+                && row.mode == mode
+                && row.class == class
+                && row.requested_ns == requested
+        })
+    };
+    // Keys (api, mode) in the order the rows came.
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for row in measured {
+        let key = (row.api.clone(), row.mode.clone());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+
     let mut slack_apis = Vec::new();
     let mut slack_excess = Vec::new();
     let mut slack1_excess = Vec::new();
@@ -291,8 +305,10 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             ));
         }
     }
+}
 
-    // 3. RT threads get no slack.
+/// Says that RT threads get no slack, when the rows show it.
+fn no_slack_for_rt_threads(measured: &[&TimerRow], lines: &mut Vec<String>) {
     let rt_rows: Vec<&&TimerRow> = measured
         .iter()
         .filter(|row| row.class == "rt-high")
@@ -307,13 +323,19 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             "SCHED_FIFO threads get no timer slack (the kernel reports 0 for them), so rt-high shows each API's own overhead".to_owned(),
         );
     }
+}
 
-    // 4. Drift of loops that ask for one period each time, at the shortest interval (where the
-    // per-call overhead weighs most), from the median so one long delay does not decide it.
-    let drift_class = if rt_rows.is_empty() {
-        "normal-slack1ns"
-    } else {
+/// Says which loops that ask for one period each time fall behind, at the shortest interval
+/// (where the per-call overhead weighs most), from the median so one long delay does not decide it.
+fn drift_at_the_shortest_interval(
+    rows: &[TimerRow],
+    measured: &[&TimerRow],
+    lines: &mut Vec<String>,
+) {
+    let drift_class = if measured.iter().any(|row| row.class == "rt-high") {
         "rt-high"
+    } else {
+        "normal-slack1ns"
     };
     if let Some(shortest) = measured
         .iter()
@@ -342,7 +364,8 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
                 }
             }
         }
-        drifting.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+        drifting
+            .sort_by(|(_, percent_a), (_, percent_b)| percent_b.abs().total_cmp(&percent_a.abs()));
         if !drifting.is_empty() {
             let named: Vec<String> = drifting
                 .iter()
@@ -363,21 +386,45 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             ));
         }
     }
+}
 
-    // 5. Catch-ups and skipped periods.
-    let mut caught_up: Vec<(String, &str, u64, Vec<String>)> = Vec::new();
+/// One API's catch-ups over every cell that had some.
+struct CatchUps<'a> {
+    /// The API as the findings name it ([`api_label`]).
+    label: String,
+    mode: &'a str,
+    /// Catch-ups summed over its cells.
+    count: u64,
+    /// The cells that had some, as `class at interval`.
+    cells: Vec<String>,
+}
+
+/// Says which APIs returned less than a quarter period after the previous return, and why.
+fn catch_ups(rows: &[TimerRow], measured: &[&TimerRow], lines: &mut Vec<String>) {
+    let mut caught_up: Vec<CatchUps> = Vec::new();
     for row in measured.iter().filter(|row| row.catchups > 0) {
         let label = api_label(rows, row);
         let cell = format!("{} at {}", row.class, ms(row.requested_ns));
-        match caught_up.iter_mut().find(|(name, _, _, _)| *name == label) {
-            Some((_, _, count, cells)) => {
-                *count += row.catchups;
-                cells.push(cell);
+        match caught_up.iter_mut().find(|api| api.label == label) {
+            Some(api) => {
+                api.count += row.catchups;
+                api.cells.push(cell);
             }
-            None => caught_up.push((label, row.mode.as_str(), row.catchups, vec![cell])),
+            None => caught_up.push(CatchUps {
+                label,
+                mode: row.mode.as_str(),
+                count: row.catchups,
+                cells: vec![cell],
+            }),
         }
     }
-    for (label, mode, count, cells) in caught_up {
+    for CatchUps {
+        label,
+        mode,
+        count,
+        cells,
+    } in caught_up
+    {
         let why = match mode {
             "absolute" => "after a late return it returns at once for every deadline it missed, as NT's multimedia timer did",
             "periodic" => "the return after a late one comes early, on the timer's schedule (periods missed beyond that are overruns, not extra returns)",
@@ -389,6 +436,10 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             cells.join(", ")
         ));
     }
+}
+
+/// Says which APIs skipped periods: those that reported them, then those counted from gaps.
+fn skipped_periods(rows: &[TimerRow], measured: &[&TimerRow], lines: &mut Vec<String>) {
     let mut reported: BTreeMap<String, u64> = BTreeMap::new();
     let mut silent: BTreeMap<String, u64> = BTreeMap::new();
     for row in measured.iter().filter(|row| row.skipped > 0) {
@@ -406,7 +457,9 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
     }
     if !silent.is_empty() {
         let mut counted: Vec<(String, u64)> = silent.into_iter().collect();
-        counted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        counted.sort_by(|(label_a, skipped_a), (label_b, skipped_b)| {
+            skipped_b.cmp(skipped_a).then_with(|| label_a.cmp(label_b))
+        });
         let named: Vec<String> = counted
             .iter()
             .map(|(label, skipped)| format!("{label} {skipped}"))
@@ -416,7 +469,6 @@ pub fn findings(rows: &[TimerRow]) -> Vec<String> {
             named.join(", ")
         ));
     }
-    lines
 }
 
 #[cfg(test)]
