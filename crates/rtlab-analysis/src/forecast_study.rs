@@ -212,156 +212,60 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
         (Model::Response, None) => Model::PerPeriod,
         (model, _) => model,
     };
-    let evidence = LatencyEvidence {
-        histogram: &selection.histogram,
-        tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
-        probe: probe.as_ref(),
-        chain: request.chain.unwrap_or(1),
-        counting: request.counting.unwrap_or_default(),
-    };
-    let class_evidence = |class: &ApplicationClass| LatencyEvidence {
-        chain: request.chain.unwrap_or(class.chain),
-        counting: request.counting.unwrap_or(class.counting),
-        ..evidence
-    };
     let periodic = match selection.label.split_once('/') {
         Some((class, "wakeup")) => periodic_in_run(record, class),
         _ => Vec::new(),
     };
-    let periodic_of = |evidence: LatencyEvidence<'_>, config: BufferConfig, clock| {
-        let interferer = periodic.first()?;
-        let context = PeriodicContext {
-            interferer,
-            measured: &selection.cpus,
-            clock,
-            horizon_ns: record.duration_ns,
-        };
-        Some(periodic_answer(&context, evidence, config, model))
+    let context = StudyContext {
+        request,
+        model,
+        measured_cpus: &selection.cpus,
+        horizon_ns: record.duration_ns,
+        periodic: &periodic,
+        evidence: LatencyEvidence {
+            histogram: &selection.histogram,
+            tail: tail.as_ref().map(|tail| tail as &dyn TailModel),
+            probe: probe.as_ref(),
+            chain: request.chain.unwrap_or(1),
+            counting: request.counting.unwrap_or_default(),
+        },
     };
-    let class_row = |class: &ApplicationClass,
-                     evidence: LatencyEvidence<'_>,
-                     config: BufferConfig|
-     -> Result<StudyRow, StudyError> {
-        let mut row = forecast(evidence, config, model).map_err(with_field(None))?;
-        let answer = periodic_of(evidence, config, request.clock.unwrap_or(class.clock));
-        let class_verdict = match &answer {
-            Some(answer) => {
-                apply(&mut row, answer);
-                periodic_verdict(class, &row, answer, evidence.counting)
-            }
-            None => verdict(class, &row),
-        };
-        let (alignment, refused) = split(answer);
-        Ok(StudyRow {
-            class: Some(class.name.clone()),
-            forecast: row,
-            verdict: Some(class_verdict),
-            alignment,
-            refused,
-        })
-    };
-    let compute = request.compute.unwrap_or(Nanos::ZERO);
-    let mut rows = Vec::new();
-    let mut passed = true;
-    let mut table: Option<(Nanos, Nanos, u32)> = None;
-    let mut search: Option<(Rate, Vec<Nanos>, Nanos)> = None;
-    let mut chain_of_tables = evidence.chain;
-    let mut counting_of_tables = evidence.counting;
-    let class_config = |class: &ApplicationClass| {
-        let mut config = BufferConfig::of_class(class);
-        if let Some(compute) = request.compute {
-            config.compute = compute;
-        }
-        config
-    };
-    if let Some(name) = &request.class {
-        let class = request
-            .classes
-            .iter()
-            .find(|class| &class.name == name)
-            .ok_or_else(|| StudyError::UnknownClass {
-                name: name.clone(),
-                known: request
-                    .classes
-                    .iter()
-                    .map(|class| class.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        let config = class_config(class);
-        let evidence = class_evidence(class);
-        let row = class_row(class, evidence, config)?;
-        passed = row.verdict.as_ref().map(|verdict| verdict.kind) != Some(VerdictKind::NotSuitable);
-        rows.push(row);
-        table = Some((
-            config.buffer_period,
-            config.compute,
-            config.buffers.max(2) + 4,
-        ));
-        search = Some((
-            request.target.unwrap_or(class.acceptable),
-            vec![config.buffer_period],
-            config.compute,
-        ));
-        chain_of_tables = evidence.chain;
-        counting_of_tables = evidence.counting;
+    let asked = if let Some(name) = &request.class {
+        context.one_class(name)?
     } else if let Some(buffer_period) = request.buffer_period {
-        let buffers = request.buffers.unwrap_or(2);
-        if buffer_period.0 == 0 {
-            return Err(StudyError::ZeroBufferPeriod);
-        }
-        let config = BufferConfig {
-            buffers,
-            buffer_period,
-            compute,
-        };
-        let mut row =
-            forecast(evidence, config, model).map_err(with_field(Some(RequestField::Buffers)))?;
-        let answer = periodic_of(evidence, config, request.clock.unwrap_or_default());
-        if let Some(answer) = &answer {
-            apply(&mut row, answer);
-        }
-        let (alignment, refused) = split(answer);
-        rows.push(StudyRow {
-            class: None,
-            forecast: row,
-            verdict: None,
-            alignment,
-            refused,
-        });
-        table = Some((buffer_period, compute, (buffers + 4).max(8)));
-        if let Some(target) = request.target {
-            search = Some((target, vec![buffer_period], compute));
-        }
+        context.one_configuration(buffer_period)?
     } else {
-        for class in &request.classes {
-            rows.push(class_row(
-                class,
-                class_evidence(class),
-                class_config(class),
-            )?);
-        }
-        if let Some(target) = request.target {
-            search = Some((target, default_periods(), compute));
-        }
-    }
-    let evidence = LatencyEvidence {
-        chain: chain_of_tables,
-        counting: counting_of_tables,
-        ..evidence
+        context.every_class()?
     };
-    let least_buffering = match &search {
-        Some((target, periods, compute)) => Some(LeastBuffering {
-            target_mttf_s: target.mean_interval_s(),
-            found: least_buffering(evidence, *target, periods, *compute, 64, model)
-                .map_err(with_field(None))?,
+    let evidence = LatencyEvidence {
+        chain: asked.chain_of_tables,
+        counting: asked.counting_of_tables,
+        ..context.evidence
+    };
+    let least_buffering = match &asked.search {
+        Some(search) => Some(LeastBuffering {
+            target_mttf_s: search.target.mean_interval_s(),
+            found: least_buffering(
+                evidence,
+                search.target,
+                &search.periods,
+                search.compute,
+                64,
+                model,
+            )
+            .map_err(with_field(None))?,
         }),
         None => None,
     };
-    let table = match table {
-        Some((period, compute, max_buffers)) => {
-            buffer_table(evidence, period, compute, max_buffers, model).map_err(with_field(None))?
-        }
+    let table = match asked.table {
+        Some(table) => buffer_table(
+            evidence,
+            table.buffer_period,
+            table.compute,
+            table.max_buffers,
+            model,
+        )
+        .map_err(with_field(None))?,
         None => Vec::new(),
     };
     Ok(ForecastStudy {
@@ -384,10 +288,222 @@ pub fn study(record: &RunRecord, request: &ForecastRequest) -> Result<ForecastSt
                 interferer: interferer.clone(),
             })
             .collect(),
-        rows,
+        rows: asked.rows,
         least_buffering,
         table,
-        passed,
+        passed: asked.passed,
         asked_target: request.target.is_some(),
     })
+}
+
+/// What every row of one study shares: the request, the model, the series' evidence and the
+/// periodic interferers the run shows.
+struct StudyContext<'a> {
+    request: &'a ForecastRequest,
+    model: Model,
+    /// The CPUs the chosen series pooled.
+    measured_cpus: &'a [u32],
+    /// The run's length, ns: the horizon of the periodic-interference analysis.
+    horizon_ns: u64,
+    periodic: &'a [PeriodicInterferer],
+    /// The request's evidence, before a class overrides its chain or counting.
+    evidence: LatencyEvidence<'a>,
+}
+
+/// The rows a request asks for, with the buffer table and least-buffering search they call for.
+struct RowsAsked {
+    rows: Vec<StudyRow>,
+    /// False when the one class asked for is not suitable.
+    passed: bool,
+    table: Option<TableAsked>,
+    search: Option<SearchAsked>,
+    /// The chain and counting the table and the search use.
+    chain_of_tables: u32,
+    counting_of_tables: Counting,
+}
+
+/// The buffer table to compute: MTTF by number of buffers, 2 to `max_buffers`.
+struct TableAsked {
+    buffer_period: Nanos,
+    compute: Nanos,
+    max_buffers: u32,
+}
+
+/// The least-buffering search to run: the least buffers reaching `target` at each period.
+struct SearchAsked {
+    target: Rate,
+    periods: Vec<Nanos>,
+    compute: Nanos,
+}
+
+impl StudyContext<'_> {
+    /// The evidence as `class` reads it: its chain and counting unless the request overrides them.
+    fn class_evidence(&self, class: &ApplicationClass) -> LatencyEvidence<'_> {
+        LatencyEvidence {
+            chain: self.request.chain.unwrap_or(class.chain),
+            counting: self.request.counting.unwrap_or(class.counting),
+            ..self.evidence
+        }
+    }
+
+    /// The buffer configuration of `class`, with the request's compute time when it gives one.
+    fn class_config(&self, class: &ApplicationClass) -> BufferConfig {
+        let mut config = BufferConfig::of_class(class);
+        if let Some(compute) = self.request.compute {
+            config.compute = compute;
+        }
+        config
+    }
+
+    /// The periodic-interference answer for one configuration, when the run shows an interferer.
+    fn periodic_of(
+        &self,
+        evidence: LatencyEvidence<'_>,
+        config: BufferConfig,
+        clock: AppClock,
+    ) -> Option<PeriodicAnswer> {
+        let interferer = self.periodic.first()?;
+        let context = PeriodicContext {
+            interferer,
+            measured: self.measured_cpus,
+            clock,
+            horizon_ns: self.horizon_ns,
+        };
+        Some(periodic_answer(&context, evidence, config, self.model))
+    }
+
+    /// One class's row: its forecast, adjusted beside a periodic interferer, and its verdict.
+    fn class_row(
+        &self,
+        class: &ApplicationClass,
+        evidence: LatencyEvidence<'_>,
+        config: BufferConfig,
+    ) -> Result<StudyRow, StudyError> {
+        let mut row = forecast(evidence, config, self.model).map_err(with_field(None))?;
+        let answer = self.periodic_of(evidence, config, self.request.clock.unwrap_or(class.clock));
+        let class_verdict = match &answer {
+            Some(answer) => {
+                apply(&mut row, answer);
+                periodic_verdict(class, &row, answer, evidence.counting)
+            }
+            None => verdict(class, &row),
+        };
+        let (alignment, refused) = split(answer);
+        Ok(StudyRow {
+            class: Some(class.name.clone()),
+            forecast: row,
+            verdict: Some(class_verdict),
+            alignment,
+            refused,
+        })
+    }
+
+    /// The class named `name` alone: its row decides whether the study passed, and the table and
+    /// search are for its configuration.
+    fn one_class(&self, name: &str) -> Result<RowsAsked, StudyError> {
+        let request = self.request;
+        let class = request
+            .classes
+            .iter()
+            .find(|class| class.name == name)
+            .ok_or_else(|| StudyError::UnknownClass {
+                name: name.to_owned(),
+                known: request
+                    .classes
+                    .iter()
+                    .map(|class| class.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let config = self.class_config(class);
+        let evidence = self.class_evidence(class);
+        let row = self.class_row(class, evidence, config)?;
+        let passed =
+            row.verdict.as_ref().map(|verdict| verdict.kind) != Some(VerdictKind::NotSuitable);
+        Ok(RowsAsked {
+            rows: vec![row],
+            passed,
+            table: Some(TableAsked {
+                buffer_period: config.buffer_period,
+                compute: config.compute,
+                max_buffers: config.buffers.max(2) + 4,
+            }),
+            search: Some(SearchAsked {
+                target: request.target.unwrap_or(class.acceptable),
+                periods: vec![config.buffer_period],
+                compute: config.compute,
+            }),
+            chain_of_tables: evidence.chain,
+            counting_of_tables: evidence.counting,
+        })
+    }
+
+    /// One buffer configuration, `buffers × buffer_period`, with no class and so no verdict.
+    fn one_configuration(&self, buffer_period: Nanos) -> Result<RowsAsked, StudyError> {
+        let request = self.request;
+        let compute = request.compute.unwrap_or(Nanos::ZERO);
+        let buffers = request.buffers.unwrap_or(2);
+        if buffer_period.0 == 0 {
+            return Err(StudyError::ZeroBufferPeriod);
+        }
+        let config = BufferConfig {
+            buffers,
+            buffer_period,
+            compute,
+        };
+        let mut row = forecast(self.evidence, config, self.model)
+            .map_err(with_field(Some(RequestField::Buffers)))?;
+        let answer = self.periodic_of(self.evidence, config, request.clock.unwrap_or_default());
+        if let Some(answer) = &answer {
+            apply(&mut row, answer);
+        }
+        let (alignment, refused) = split(answer);
+        Ok(RowsAsked {
+            rows: vec![StudyRow {
+                class: None,
+                forecast: row,
+                verdict: None,
+                alignment,
+                refused,
+            }],
+            passed: true,
+            table: Some(TableAsked {
+                buffer_period,
+                compute,
+                max_buffers: (buffers + 4).max(8),
+            }),
+            search: request.target.map(|target| SearchAsked {
+                target,
+                periods: vec![buffer_period],
+                compute,
+            }),
+            chain_of_tables: self.evidence.chain,
+            counting_of_tables: self.evidence.counting,
+        })
+    }
+
+    /// Every known class, one row each; no table, and a search over the default periods.
+    fn every_class(&self) -> Result<RowsAsked, StudyError> {
+        let request = self.request;
+        let mut rows = Vec::new();
+        for class in &request.classes {
+            rows.push(self.class_row(
+                class,
+                self.class_evidence(class),
+                self.class_config(class),
+            )?);
+        }
+        Ok(RowsAsked {
+            rows,
+            passed: true,
+            table: None,
+            search: request.target.map(|target| SearchAsked {
+                target,
+                periods: default_periods(),
+                compute: request.compute.unwrap_or(Nanos::ZERO),
+            }),
+            chain_of_tables: self.evidence.chain,
+            counting_of_tables: self.evidence.counting,
+        })
+    }
 }
