@@ -28,7 +28,7 @@ pub use measure::Figure;
 use changes::{Changes, NotApplied};
 use journal::Journal;
 use measure::RoundConfig;
-use rtlab_core::tune_report::{AppRound, SettingResult, TuneReport};
+use rtlab_core::tune_report::{AppEffect, AppRound, SettingResult, TuneReport};
 use rtlab_core::{Nanos, RunRecord};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -276,6 +276,14 @@ fn measure_settings(
 ) -> Result<(), TuneError> {
     let per_round = round_config.round.as_u64() + round_config.warmup.as_u64();
     let per_setting = per_round * 2 * u64::from(config.rounds);
+    let measuring = Measuring {
+        config,
+        app,
+        round_config,
+        housekeeping_cpus,
+        stop,
+        per_round,
+    };
     observer.planned(per_setting * config.settings.len() as u64);
     let mut elapsed_ns = 0u64;
     let measuring_started = Instant::now();
@@ -310,38 +318,7 @@ fn measure_settings(
                 continue;
             }
         };
-        let mut state = Arm::Changed;
-        let mut rounds: [Vec<RunRecord>; 2] = [Vec::new(), Vec::new()];
-        let mut app_rounds: [Vec<AppRound>; 2] = [Vec::new(), Vec::new()];
-        for arm in arms(config.rounds) {
-            if arm != state {
-                match arm {
-                    Arm::AsItWas => changes.restore(setting)?,
-                    Arm::Changed => {
-                        if let Err(not_applied) = changes.apply(setting, housekeeping_cpus)? {
-                            return Err(TuneError::Restore(format!(
-                                "{} could not be changed again: {not_applied:?}",
-                                setting.name()
-                            )));
-                        }
-                    }
-                }
-                state = arm;
-            }
-            let (record, app_round) =
-                measure_round_with_app(round_config, app, stop, elapsed_ns, &mut |ns| {
-                    observer.elapsed(ns)
-                })?;
-            elapsed_ns += per_round;
-            let interrupted = record.interrupted;
-            rounds[(arm == Arm::Changed) as usize].push(record);
-            if let Some(app_round) = app_round {
-                app_rounds[(arm == Arm::Changed) as usize].push(app_round);
-            }
-            if interrupted || stop.load(Ordering::Relaxed) {
-                break;
-            }
-        }
+        let rounds = measuring.rounds(setting, changes, observer, &mut elapsed_ns)?;
         if stop.load(Ordering::Relaxed) {
             changes.restore(setting)?;
             report.interrupted = true;
@@ -351,7 +328,7 @@ fn measure_settings(
             report.settings.push(result);
             continue;
         }
-        let [before, after] = &rounds;
+        let [before, after] = &rounds.records;
         let (Some(pooled_before), Some(pooled_after)) = (pool::pool(before)?, pool::pool(after)?)
         else {
             changes.restore(setting)?;
@@ -362,9 +339,114 @@ fn measure_settings(
             continue;
         };
         let seed = 0x7475_6e65 ^ index as u64;
+        let judgement =
+            measuring.judge_rounds([&pooled_before, &pooled_after], before, after, seed)?;
+        let [app_before, app_after] = rounds.app_rounds;
+        let decision = measuring.decide(&judgement, app_before, app_after);
+        if decision.kept && rounds.last_arm != Arm::Changed {
+            change_again(changes, setting, housekeeping_cpus)?;
+        } else if !decision.kept {
+            changes.restore(setting)?;
+        }
+        report.settings.push(SettingResult {
+            name: setting.name().into(),
+            before: applied.before,
+            tried: applied.tried,
+            effect: judgement.effect,
+            kept: decision.kept,
+            reason: decision.reason,
+            placebo: setting == SettingName::Placebo,
+            app: decision.app_effect,
+        });
+    }
+    Ok(())
+}
+
+/// What the rounds of every setting share.
+struct Measuring<'a> {
+    config: &'a TuneConfig,
+    app: Option<&'a dyn AppWatcher>,
+    round_config: &'a RoundConfig,
+    housekeeping_cpus: &'a [usize],
+    stop: &'a Arc<AtomicBool>,
+    /// One round with its warm-up, ns.
+    per_round: u64,
+}
+
+/// One setting's rounds, sorted by arm.
+struct SettingRounds {
+    /// The probe's records: as it was, then changed.
+    records: [Vec<RunRecord>; 2],
+    /// With `--app`, the program's misses in the same rounds: as it was, then changed.
+    app_rounds: [Vec<AppRound>; 2],
+    /// The arm the setting was left in after the last round.
+    last_arm: Arm,
+}
+
+/// Whether a setting is kept, why, and what the program's misses said.
+struct Decision {
+    kept: bool,
+    reason: String,
+    app_effect: Option<AppEffect>,
+}
+
+impl Measuring<'_> {
+    /// Measures one setting's A/B rounds (it arrives changed), switching the setting between
+    /// arms; stops early when a round is interrupted or the stop flag is set.
+    fn rounds(
+        &self,
+        setting: SettingName,
+        changes: &mut Changes,
+        observer: &mut dyn TuneObserver,
+        elapsed_ns: &mut u64,
+    ) -> Result<SettingRounds, TuneError> {
+        let mut state = Arm::Changed;
+        let mut rounds: [Vec<RunRecord>; 2] = [Vec::new(), Vec::new()];
+        let mut app_rounds: [Vec<AppRound>; 2] = [Vec::new(), Vec::new()];
+        for arm in arms(self.config.rounds) {
+            if arm != state {
+                match arm {
+                    Arm::AsItWas => changes.restore(setting)?,
+                    Arm::Changed => change_again(changes, setting, self.housekeeping_cpus)?,
+                }
+                state = arm;
+            }
+            let (record, app_round) = measure_round_with_app(
+                self.round_config,
+                self.app,
+                self.stop,
+                *elapsed_ns,
+                &mut |ns| observer.elapsed(ns),
+            )?;
+            *elapsed_ns += self.per_round;
+            let interrupted = record.interrupted;
+            rounds[(arm == Arm::Changed) as usize].push(record);
+            if let Some(app_round) = app_round {
+                app_rounds[(arm == Arm::Changed) as usize].push(app_round);
+            }
+            if interrupted || self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        Ok(SettingRounds {
+            records: rounds,
+            app_rounds,
+            last_arm: state,
+        })
+    }
+
+    /// Judges the pooled rounds, then keeps "better" only if every A/B pair agrees.
+    fn judge_rounds(
+        &self,
+        [pooled_before, pooled_after]: [&RunRecord; 2],
+        before: &[RunRecord],
+        after: &[RunRecord],
+        seed: u64,
+    ) -> Result<measure::Judgement, TuneError> {
+        let config = self.config;
         let mut judgement = measure::judge(
-            &pooled_before,
-            &pooled_after,
+            pooled_before,
+            pooled_after,
             config.figure,
             config.confidence,
             seed,
@@ -401,11 +483,21 @@ fn measure_settings(
                 .reason
                 .push_str(&format!(", better in {pairs} of {pairs} pairs"));
         }
-        let [app_before, app_after] = app_rounds;
-        let (kept, reason, app_effect) = match app {
+        Ok(judgement)
+    }
+
+    /// Keeps the setting on the probe's judgement, or with `--app` on the probe's and the
+    /// program's together.
+    fn decide(
+        &self,
+        judgement: &measure::Judgement,
+        app_before: Vec<AppRound>,
+        app_after: Vec<AppRound>,
+    ) -> Decision {
+        match self.app {
             Some(app) => {
                 let (effect, change) =
-                    app::judge_app(app.comm(), app_before, app_after, config.confidence);
+                    app::judge_app(app.comm(), app_before, app_after, self.config.confidence);
                 let (kept, reason) = app::decide(
                     judgement.better,
                     judgement.worse,
@@ -413,30 +505,33 @@ fn measure_settings(
                     change,
                     &effect,
                 );
-                (kept, reason, Some(effect))
+                Decision {
+                    kept,
+                    reason,
+                    app_effect: Some(effect),
+                }
             }
-            None => (judgement.better, judgement.reason, None),
-        };
-        if kept && state != Arm::Changed {
-            if let Err(not_applied) = changes.apply(setting, housekeeping_cpus)? {
-                return Err(TuneError::Restore(format!(
-                    "{} could not be changed again: {not_applied:?}",
-                    setting.name()
-                )));
-            }
-        } else if !kept {
-            changes.restore(setting)?;
+            None => Decision {
+                kept: judgement.better,
+                reason: judgement.reason.clone(),
+                app_effect: None,
+            },
         }
-        report.settings.push(SettingResult {
-            name: setting.name().into(),
-            before: applied.before,
-            tried: applied.tried,
-            effect: judgement.effect,
-            kept,
-            reason,
-            placebo: setting == SettingName::Placebo,
-            app: app_effect,
-        });
+    }
+}
+
+/// Changes `setting` again after it was put back; that it cannot be is an error, since it could
+/// be a moment ago.
+fn change_again(
+    changes: &mut Changes,
+    setting: SettingName,
+    housekeeping_cpus: &[usize],
+) -> Result<(), TuneError> {
+    if let Err(not_applied) = changes.apply(setting, housekeeping_cpus)? {
+        return Err(TuneError::Restore(format!(
+            "{} could not be changed again: {not_applied:?}",
+            setting.name()
+        )));
     }
     Ok(())
 }
