@@ -317,100 +317,8 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         Some(value) => Some(context.duration(value, "workload", "duration", false)?),
         None => None,
     };
-    let mut rings: Vec<RingSpec> = Vec::new();
-    let mut ring_lines: Vec<(String, usize)> = Vec::new();
-    let mut add_ring = |name: &Spanned<String>, ring: RingSpec| -> Result<(), FileError> {
-        let what = format!("ring '{}'", name.get_ref());
-        if name.get_ref().trim().is_empty() {
-            return Err(context.fail(name, &what, "name", "must not be empty".into()));
-        }
-        if let Some((_, line)) = ring_lines.iter().find(|(other, _)| other == name.get_ref()) {
-            return Err(context.fail(
-                name,
-                &what,
-                "name",
-                format!("a ring or device of this name is already on line {line}"),
-            ));
-        }
-        ring_lines.push((name.get_ref().clone(), context.line(name)));
-        rings.push(ring);
-        Ok(())
-    };
-    for raw in &file.ring {
-        let raw = raw.get_ref();
-        let what = format!("ring '{}'", raw.name.get_ref());
-        let (buffers, prefill) =
-            buffers_and_prefill(&context, &raw.buffers, raw.prefill.as_ref(), &what)?;
-        let ring = RingSpec {
-            name: raw.name.get_ref().clone(),
-            buffers,
-            period: context.duration(&raw.period, &what, "period", false)?,
-            prefill,
-            device: None,
-        };
-        add_ring(&raw.name, ring)?;
-    }
-    for raw in &file.device {
-        let raw = raw.get_ref();
-        let what = format!("device '{}'", raw.name.get_ref());
-        let (buffers, prefill) =
-            buffers_and_prefill(&context, &raw.buffers, raw.prefill.as_ref(), &what)?;
-        let priority = match &raw.priority {
-            Some(value) => {
-                let number = *value.get_ref();
-                if !(1..=99).contains(&number) {
-                    return Err(context.fail(
-                        value,
-                        &what,
-                        "priority",
-                        format!("{number} is outside 1..99"),
-                    ));
-                }
-                number as u32
-            }
-            None => 99,
-        };
-        let cpus = match &raw.cpus {
-            Some(value) => context.cpus(value, &what)?,
-            None => Vec::new(),
-        };
-        let ring = RingSpec {
-            name: raw.name.get_ref().clone(),
-            buffers,
-            period: context.duration(&raw.period, &what, "period", false)?,
-            prefill,
-            device: Some(DeviceSpec { priority, cpus }),
-        };
-        add_ring(&raw.name, ring)?;
-    }
-    let mut locks: Vec<LockSpec> = Vec::new();
-    for raw in &file.lock {
-        let raw = raw.get_ref();
-        let what = format!("lock '{}'", raw.name.get_ref());
-        if locks.iter().any(|lock| &lock.name == raw.name.get_ref()) {
-            return Err(context.fail(&raw.name, &what, "name", "given twice".into()));
-        }
-        let kind = match raw
-            .kind
-            .as_ref()
-            .map(|kind| (kind, kind.get_ref().as_str()))
-        {
-            None | Some((_, "plain")) => LockKind::Plain,
-            Some((_, "pi")) => LockKind::PriorityInheritance,
-            Some((at, other)) => {
-                return Err(context.fail(
-                    at,
-                    &what,
-                    "kind",
-                    format!("unknown lock kind '{other}' (expected plain or pi)"),
-                ))
-            }
-        };
-        locks.push(LockSpec {
-            name: raw.name.get_ref().clone(),
-            kind,
-        });
-    }
+    let rings = parse_rings_and_devices(&context, &file)?;
+    let locks = parse_locks(&context, &file.lock)?;
     if file.thread.is_empty() {
         return Err(FileError::Field {
             line: 1,
@@ -424,230 +332,15 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         .iter()
         .map(|raw| raw.get_ref().name.get_ref().as_str())
         .collect();
-    let ring_index = |value: &Spanned<String>, what: &str, field: &'static str| {
-        rings
-            .iter()
-            .position(|ring| &ring.name == value.get_ref())
-            .ok_or_else(|| {
-                context.fail(
-                    value,
-                    what,
-                    field,
-                    format!("no ring or device named '{}'", value.get_ref()),
-                )
-            })
-    };
-    let thread_index = |value: &Spanned<String>, what: &str, field: &'static str| {
-        names
-            .iter()
-            .position(|name| name == value.get_ref())
-            .ok_or_else(|| {
-                context.fail(
-                    value,
-                    what,
-                    field,
-                    format!("no thread named '{}'", value.get_ref()),
-                )
-            })
+    let threads_context = ThreadContext {
+        context: &context,
+        rings: &rings,
+        locks: &locks,
+        names: &names,
     };
     let mut threads = Vec::new();
     for (index, spanned) in file.thread.iter().enumerate() {
-        let raw = spanned.get_ref();
-        let name = raw.name.get_ref();
-        let what = format!("thread '{name}'");
-        crate::model::check_name(name)
-            .map_err(|message| context.fail(&raw.name, &what, "name", message))?;
-        if names[..index].contains(&name.as_str()) {
-            return Err(context.fail(
-                &raw.name,
-                &what,
-                "name",
-                "two threads have this name".into(),
-            ));
-        }
-        let policy_name = raw
-            .policy
-            .as_ref()
-            .map_or("other", |policy| policy.get_ref().as_str());
-        let policy = policy_of(
-            policy_name,
-            raw.priority.as_ref().map(|value| *value.get_ref()),
-        )
-        .map_err(|message| match (&raw.policy, &raw.priority) {
-            (_, Some(priority)) if !message.contains("unknown policy") => {
-                context.fail(priority, &what, "priority", message)
-            }
-            (Some(policy), _) => context.fail(policy, &what, "policy", message),
-            (None, _) => context.fail(&raw.name, &what, "policy", message),
-        })?;
-        let reserve = match &raw.reserve {
-            Some(value) => {
-                let (amount, period) = parse_reservation(value.get_ref())
-                    .map_err(|message| context.fail(value, &what, "reserve", message))?;
-                if policy.is_realtime() {
-                    return Err(context.fail(
-                        value,
-                        &what,
-                        "reserve",
-                        "give a reservation or an RT policy, not both".into(),
-                    ));
-                }
-                let backend = match &raw.backend {
-                    Some(text) => Some(text.get_ref().parse().map_err(
-                        |error: rtlab_sched::enforce::UnknownBackend| {
-                            context.fail(text, &what, "backend", error.to_string())
-                        },
-                    )?),
-                    None => None,
-                };
-                Some(Reservation {
-                    amount,
-                    period,
-                    backend,
-                })
-            }
-            None => {
-                if let Some(backend) = &raw.backend {
-                    return Err(context.fail(
-                        backend,
-                        &what,
-                        "backend",
-                        "a backend needs 'reserve'".into(),
-                    ));
-                }
-                None
-            }
-        };
-        let cpus = match &raw.cpus {
-            Some(value) => context.cpus(value, &what)?,
-            None => Vec::new(),
-        };
-        let trigger = match (&raw.period, &raw.woken_by, &raw.when_free) {
-            (Some(period), None, None) => Trigger::Period {
-                period: context.duration(period, &what, "period", false)?,
-                offset: match &raw.offset {
-                    Some(offset) => context.duration(offset, &what, "offset", true)?,
-                    None => Nanos::ZERO,
-                },
-            },
-            (None, Some(waker), None) => Trigger::WokenBy(thread_index(waker, &what, "woken_by")?),
-            (None, None, Some(ring)) => Trigger::BufferFree(ring_index(ring, &what, "when_free")?),
-            (None, None, None) => {
-                return Err(context.fail(
-                    &raw.name,
-                    &what,
-                    "period",
-                    "missing: give period, woken_by or when_free".into(),
-                ))
-            }
-            _ => {
-                return Err(context.fail(
-                    &raw.name,
-                    &what,
-                    "period",
-                    "give only one of period, woken_by and when_free".into(),
-                ))
-            }
-        };
-        if let (Some(offset), false) = (&raw.offset, matches!(trigger, Trigger::Period { .. })) {
-            return Err(context.fail(offset, &what, "offset", "an offset needs 'period'".into()));
-        }
-        let work = context.duration(&raw.work, &what, "work", true)?;
-        let deadline = match &raw.deadline {
-            Some(value) => Some(context.duration(value, &what, "deadline", false)?),
-            None => None,
-        };
-        let produces = match &raw.produces {
-            Some(value) => Some(ring_index(value, &what, "produces")?),
-            None => None,
-        };
-        let consumes = match &raw.consumes {
-            Some(value) => {
-                let ring = ring_index(value, &what, "consumes")?;
-                if rings[ring].device.is_some() {
-                    return Err(context.fail(
-                        value,
-                        &what,
-                        "consumes",
-                        format!("'{}' is a device: the device consumes it", value.get_ref()),
-                    ));
-                }
-                Some(ring)
-            }
-            None => None,
-        };
-        let wakes = raw
-            .wakes
-            .iter()
-            .map(|value| thread_index(value, &what, "wakes"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let critical_section = match (&raw.lock, &raw.critical) {
-            (Some(lock), Some(critical)) => Some(CriticalSection {
-                lock: locks
-                    .iter()
-                    .position(|spec| &spec.name == lock.get_ref())
-                    .ok_or_else(|| {
-                        context.fail(
-                            lock,
-                            &what,
-                            "lock",
-                            format!("no lock named '{}'", lock.get_ref()),
-                        )
-                    })?,
-                critical: context.duration(critical, &what, "critical", false)?,
-            }),
-            (None, None) => None,
-            (Some(lock), None) => {
-                return Err(context.fail(
-                    lock,
-                    &what,
-                    "critical",
-                    "a lock needs 'critical' (its CPU time per activation)".into(),
-                ))
-            }
-            (None, Some(critical)) => {
-                return Err(context.fail(critical, &what, "lock", "'critical' needs 'lock'".into()))
-            }
-        };
-        let mut phases = Vec::new();
-        for phase in &raw.phase {
-            let phase = phase.get_ref();
-            let after = context.duration(&phase.after, &what, "phase.after", true)?;
-            if phases
-                .last()
-                .is_some_and(|last: &Phase| last.after >= after)
-            {
-                return Err(context.fail(
-                    &phase.after,
-                    &what,
-                    "phase.after",
-                    "phases must come in time order".into(),
-                ));
-            }
-            phases.push(Phase {
-                after,
-                work: match &phase.work {
-                    Some(value) => Some(context.duration(value, &what, "phase.work", true)?),
-                    None => None,
-                },
-                active: phase.active.unwrap_or(true),
-            });
-        }
-        threads.push(ThreadSpec {
-            name: name.clone(),
-            policy,
-            reserve,
-            cpus,
-            trigger,
-            work,
-            deadline,
-            consumes,
-            produces,
-            fill: raw.fill,
-            wakes,
-            critical_section,
-            phases,
-        });
+        threads.push(threads_context.thread(index, spanned.get_ref())?);
     }
     let workload = Workload {
         name: file.name.unwrap_or_else(|| default_name.to_owned()),
@@ -674,6 +367,429 @@ pub fn parse_workload_toml(text: &str, default_name: &str) -> Result<Workload, F
         }
     })?;
     Ok(workload)
+}
+
+/// A ring or device name and the line it was given on.
+struct NameOnLine {
+    name: String,
+    line: usize,
+}
+
+/// Parses the `[[ring]]`s, then the `[[device]]`s, into one list of rings whose names differ.
+fn parse_rings_and_devices(
+    context: &Context<'_>,
+    file: &RawFile,
+) -> Result<Vec<RingSpec>, FileError> {
+    let mut rings: Vec<RingSpec> = Vec::new();
+    let mut ring_lines: Vec<NameOnLine> = Vec::new();
+    let mut add_ring = |name: &Spanned<String>, ring: RingSpec| -> Result<(), FileError> {
+        let what = format!("ring '{}'", name.get_ref());
+        if name.get_ref().trim().is_empty() {
+            return Err(context.fail(name, &what, "name", "must not be empty".into()));
+        }
+        if let Some(NameOnLine { line, .. }) = ring_lines
+            .iter()
+            .find(|other| &other.name == name.get_ref())
+        {
+            return Err(context.fail(
+                name,
+                &what,
+                "name",
+                format!("a ring or device of this name is already on line {line}"),
+            ));
+        }
+        ring_lines.push(NameOnLine {
+            name: name.get_ref().clone(),
+            line: context.line(name),
+        });
+        rings.push(ring);
+        Ok(())
+    };
+    for raw in &file.ring {
+        let raw = raw.get_ref();
+        let what = format!("ring '{}'", raw.name.get_ref());
+        let (buffers, prefill) =
+            buffers_and_prefill(context, &raw.buffers, raw.prefill.as_ref(), &what)?;
+        let ring = RingSpec {
+            name: raw.name.get_ref().clone(),
+            buffers,
+            period: context.duration(&raw.period, &what, "period", false)?,
+            prefill,
+            device: None,
+        };
+        add_ring(&raw.name, ring)?;
+    }
+    for raw in &file.device {
+        let ring = parse_device(context, raw.get_ref())?;
+        add_ring(&raw.get_ref().name, ring)?;
+    }
+    Ok(rings)
+}
+
+/// Parses one `[[device]]`: a ring with the device thread's priority and CPUs.
+fn parse_device(context: &Context<'_>, raw: &RawDevice) -> Result<RingSpec, FileError> {
+    let what = format!("device '{}'", raw.name.get_ref());
+    let (buffers, prefill) =
+        buffers_and_prefill(context, &raw.buffers, raw.prefill.as_ref(), &what)?;
+    let priority = match &raw.priority {
+        Some(value) => {
+            let number = *value.get_ref();
+            if !(1..=99).contains(&number) {
+                return Err(context.fail(
+                    value,
+                    &what,
+                    "priority",
+                    format!("{number} is outside 1..99"),
+                ));
+            }
+            number as u32
+        }
+        None => 99,
+    };
+    let cpus = match &raw.cpus {
+        Some(value) => context.cpus(value, &what)?,
+        None => Vec::new(),
+    };
+    Ok(RingSpec {
+        name: raw.name.get_ref().clone(),
+        buffers,
+        period: context.duration(&raw.period, &what, "period", false)?,
+        prefill,
+        device: Some(DeviceSpec { priority, cpus }),
+    })
+}
+
+/// Parses the `[[lock]]`s; a name may be given once.
+fn parse_locks(
+    context: &Context<'_>,
+    raw_locks: &[Spanned<RawLock>],
+) -> Result<Vec<LockSpec>, FileError> {
+    let mut locks: Vec<LockSpec> = Vec::new();
+    for raw in raw_locks {
+        let raw = raw.get_ref();
+        let what = format!("lock '{}'", raw.name.get_ref());
+        if locks.iter().any(|lock| &lock.name == raw.name.get_ref()) {
+            return Err(context.fail(&raw.name, &what, "name", "given twice".into()));
+        }
+        let kind = match raw
+            .kind
+            .as_ref()
+            .map(|kind| (kind, kind.get_ref().as_str()))
+        {
+            None | Some((_, "plain")) => LockKind::Plain,
+            Some((_, "pi")) => LockKind::PriorityInheritance,
+            Some((at, other)) => {
+                return Err(context.fail(
+                    at,
+                    &what,
+                    "kind",
+                    format!("unknown lock kind '{other}' (expected plain or pi)"),
+                ))
+            }
+        };
+        locks.push(LockSpec {
+            name: raw.name.get_ref().clone(),
+            kind,
+        });
+    }
+    Ok(locks)
+}
+
+/// What a `[[thread]]` may refer to: the rings and devices, the locks and the threads' names.
+struct ThreadContext<'a> {
+    context: &'a Context<'a>,
+    rings: &'a [RingSpec],
+    locks: &'a [LockSpec],
+    /// Every thread's name, in file order.
+    names: &'a [&'a str],
+}
+
+impl ThreadContext<'_> {
+    /// Parses the thread at `index`, checking its fields in the order they are listed.
+    fn thread(&self, index: usize, raw: &RawThread) -> Result<ThreadSpec, FileError> {
+        let context = self.context;
+        let name = raw.name.get_ref();
+        let what = format!("thread '{name}'");
+        crate::model::check_name(name)
+            .map_err(|message| context.fail(&raw.name, &what, "name", message))?;
+        if self.names[..index].contains(&name.as_str()) {
+            return Err(context.fail(
+                &raw.name,
+                &what,
+                "name",
+                "two threads have this name".into(),
+            ));
+        }
+        let policy = self.policy(raw, &what)?;
+        let reserve = self.reserve(raw, &what, policy)?;
+        let cpus = match &raw.cpus {
+            Some(value) => context.cpus(value, &what)?,
+            None => Vec::new(),
+        };
+        let trigger = self.trigger(raw, &what)?;
+        if let (Some(offset), false) = (&raw.offset, matches!(trigger, Trigger::Period { .. })) {
+            return Err(context.fail(offset, &what, "offset", "an offset needs 'period'".into()));
+        }
+        let work = context.duration(&raw.work, &what, "work", true)?;
+        let deadline = match &raw.deadline {
+            Some(value) => Some(context.duration(value, &what, "deadline", false)?),
+            None => None,
+        };
+        let produces = match &raw.produces {
+            Some(value) => Some(self.ring_index(value, &what, "produces")?),
+            None => None,
+        };
+        let consumes = match &raw.consumes {
+            Some(value) => Some(self.consumed_ring(value, &what)?),
+            None => None,
+        };
+        let wakes = raw
+            .wakes
+            .iter()
+            .map(|value| self.thread_index(value, &what, "wakes"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let critical_section = self.critical_section(raw, &what)?;
+        let phases = self.phases(raw, &what)?;
+        Ok(ThreadSpec {
+            name: name.clone(),
+            policy,
+            reserve,
+            cpus,
+            trigger,
+            work,
+            deadline,
+            consumes,
+            produces,
+            fill: raw.fill,
+            wakes,
+            critical_section,
+            phases,
+        })
+    }
+
+    /// The index of the ring or device `value` names.
+    fn ring_index(
+        &self,
+        value: &Spanned<String>,
+        what: &str,
+        field: &'static str,
+    ) -> Result<usize, FileError> {
+        self.rings
+            .iter()
+            .position(|ring| &ring.name == value.get_ref())
+            .ok_or_else(|| {
+                self.context.fail(
+                    value,
+                    what,
+                    field,
+                    format!("no ring or device named '{}'", value.get_ref()),
+                )
+            })
+    }
+
+    /// The index of the thread `value` names.
+    fn thread_index(
+        &self,
+        value: &Spanned<String>,
+        what: &str,
+        field: &'static str,
+    ) -> Result<usize, FileError> {
+        self.names
+            .iter()
+            .position(|name| name == value.get_ref())
+            .ok_or_else(|| {
+                self.context.fail(
+                    value,
+                    what,
+                    field,
+                    format!("no thread named '{}'", value.get_ref()),
+                )
+            })
+    }
+
+    /// The thread's policy from `policy` and `priority`; an error names the field at fault.
+    fn policy(&self, raw: &RawThread, what: &str) -> Result<Policy, FileError> {
+        let context = self.context;
+        let policy_name = raw
+            .policy
+            .as_ref()
+            .map_or("other", |policy| policy.get_ref().as_str());
+        policy_of(
+            policy_name,
+            raw.priority.as_ref().map(|value| *value.get_ref()),
+        )
+        .map_err(|message| match (&raw.policy, &raw.priority) {
+            (_, Some(priority)) if !message.contains("unknown policy") => {
+                context.fail(priority, what, "priority", message)
+            }
+            (Some(policy), _) => context.fail(policy, what, "policy", message),
+            (None, _) => context.fail(&raw.name, what, "policy", message),
+        })
+    }
+
+    /// The thread's reservation (`reserve`, `backend`): never beside an RT policy, and no
+    /// backend without one.
+    fn reserve(
+        &self,
+        raw: &RawThread,
+        what: &str,
+        policy: Policy,
+    ) -> Result<Option<Reservation>, FileError> {
+        let context = self.context;
+        let Some(value) = &raw.reserve else {
+            if let Some(backend) = &raw.backend {
+                return Err(context.fail(
+                    backend,
+                    what,
+                    "backend",
+                    "a backend needs 'reserve'".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let (amount, period) = parse_reservation(value.get_ref())
+            .map_err(|message| context.fail(value, what, "reserve", message))?;
+        if policy.is_realtime() {
+            return Err(context.fail(
+                value,
+                what,
+                "reserve",
+                "give a reservation or an RT policy, not both".into(),
+            ));
+        }
+        let backend = match &raw.backend {
+            Some(text) => Some(text.get_ref().parse().map_err(
+                |error: rtlab_sched::enforce::UnknownBackend| {
+                    context.fail(text, what, "backend", error.to_string())
+                },
+            )?),
+            None => None,
+        };
+        Ok(Some(Reservation {
+            amount,
+            period,
+            backend,
+        }))
+    }
+
+    /// What wakes the thread: exactly one of `period` (with `offset`), `woken_by` and
+    /// `when_free`.
+    fn trigger(&self, raw: &RawThread, what: &str) -> Result<Trigger, FileError> {
+        let context = self.context;
+        Ok(match (&raw.period, &raw.woken_by, &raw.when_free) {
+            (Some(period), None, None) => Trigger::Period {
+                period: context.duration(period, what, "period", false)?,
+                offset: match &raw.offset {
+                    Some(offset) => context.duration(offset, what, "offset", true)?,
+                    None => Nanos::ZERO,
+                },
+            },
+            (None, Some(waker), None) => {
+                Trigger::WokenBy(self.thread_index(waker, what, "woken_by")?)
+            }
+            (None, None, Some(ring)) => {
+                Trigger::BufferFree(self.ring_index(ring, what, "when_free")?)
+            }
+            (None, None, None) => {
+                return Err(context.fail(
+                    &raw.name,
+                    what,
+                    "period",
+                    "missing: give period, woken_by or when_free".into(),
+                ))
+            }
+            _ => {
+                return Err(context.fail(
+                    &raw.name,
+                    what,
+                    "period",
+                    "give only one of period, woken_by and when_free".into(),
+                ))
+            }
+        })
+    }
+
+    /// The ring `consumes` names, which must not be a device's (the device consumes it).
+    fn consumed_ring(&self, value: &Spanned<String>, what: &str) -> Result<usize, FileError> {
+        let ring = self.ring_index(value, what, "consumes")?;
+        if self.rings[ring].device.is_some() {
+            return Err(self.context.fail(
+                value,
+                what,
+                "consumes",
+                format!("'{}' is a device: the device consumes it", value.get_ref()),
+            ));
+        }
+        Ok(ring)
+    }
+
+    /// The thread's critical section: `lock` and `critical` together, or neither.
+    fn critical_section(
+        &self,
+        raw: &RawThread,
+        what: &str,
+    ) -> Result<Option<CriticalSection>, FileError> {
+        let context = self.context;
+        Ok(match (&raw.lock, &raw.critical) {
+            (Some(lock), Some(critical)) => Some(CriticalSection {
+                lock: self
+                    .locks
+                    .iter()
+                    .position(|spec| &spec.name == lock.get_ref())
+                    .ok_or_else(|| {
+                        context.fail(
+                            lock,
+                            what,
+                            "lock",
+                            format!("no lock named '{}'", lock.get_ref()),
+                        )
+                    })?,
+                critical: context.duration(critical, what, "critical", false)?,
+            }),
+            (None, None) => None,
+            (Some(lock), None) => {
+                return Err(context.fail(
+                    lock,
+                    what,
+                    "critical",
+                    "a lock needs 'critical' (its CPU time per activation)".into(),
+                ))
+            }
+            (None, Some(critical)) => {
+                return Err(context.fail(critical, what, "lock", "'critical' needs 'lock'".into()))
+            }
+        })
+    }
+
+    /// The thread's `[[thread.phase]]`s, which must come in time order.
+    fn phases(&self, raw: &RawThread, what: &str) -> Result<Vec<Phase>, FileError> {
+        let context = self.context;
+        let mut phases = Vec::new();
+        for phase in &raw.phase {
+            let phase = phase.get_ref();
+            let after = context.duration(&phase.after, what, "phase.after", true)?;
+            if phases
+                .last()
+                .is_some_and(|last: &Phase| last.after >= after)
+            {
+                return Err(context.fail(
+                    &phase.after,
+                    what,
+                    "phase.after",
+                    "phases must come in time order".into(),
+                ));
+            }
+            phases.push(Phase {
+                after,
+                work: match &phase.work {
+                    Some(value) => Some(context.duration(value, what, "phase.work", true)?),
+                    None => None,
+                },
+                active: phase.active.unwrap_or(true),
+            });
+        }
+        Ok(phases)
+    }
 }
 
 #[cfg(test)]
