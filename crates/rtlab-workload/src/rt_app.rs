@@ -154,10 +154,91 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
     let file: RawFile =
         serde_json::from_str(text).map_err(|error| RtAppError::Json(error.to_string()))?;
     let _ = &file.resources;
+    let global = parse_global(file.global.unwrap_or_default())?;
+    let mut locks: Vec<LockSpec> = Vec::new();
+    let mut threads = Vec::new();
+    if file.tasks.0.is_empty() {
+        return Err(field("tasks", "no tasks"));
+    }
+    for (task_name, task) in &file.tasks.0 {
+        let path = format!("tasks.{task_name}");
+        let mut events = TaskEvents::new(&global.default_policy);
+        for (key, value) in task_entries(&path, task)? {
+            events.read(&format!("{path}.{key}"), &key, &value)?;
+        }
+        if let Some(name) = &events.held {
+            return Err(field(&path, &format!("ends holding lock '{name}'")));
+        }
+        let Some(period) = events.period else {
+            return Err(field(
+                &path,
+                "no timer: only periodic tasks (run + timer) are supported",
+            ));
+        };
+        let (policy, reserve) = policy_and_reserve(&path, &events)?;
+        let critical_section = match events.critical {
+            Some(section) => Some(critical_section(&path, section, &mut locks, global.pi)?),
+            None => None,
+        };
+        for instance in 0..events.instances {
+            let name = if events.instances == 1 {
+                task_name.clone()
+            } else {
+                format!("{task_name}-{instance}")
+            };
+            if threads
+                .iter()
+                .any(|thread: &ThreadSpec| thread.name == name)
+            {
+                return Err(field(&path, &format!("two threads named '{name}'")));
+            }
+            threads.push(ThreadSpec {
+                name,
+                policy,
+                reserve,
+                cpus: events.cpus.clone(),
+                trigger: Trigger::Period {
+                    period,
+                    offset: Nanos::ZERO,
+                },
+                work: events.work,
+                deadline: None,
+                consumes: None,
+                produces: None,
+                fill: false,
+                wakes: Vec::new(),
+                critical_section,
+                phases: Vec::new(),
+            });
+        }
+    }
+    let workload = Workload {
+        name: default_name.to_owned(),
+        duration: global.duration,
+        threads,
+        rings: Vec::new(),
+        locks,
+    };
+    workload
+        .check()
+        .map_err(|error| field(&format!("tasks.{}", error.thread), &error.message))?;
+    Ok(workload)
+}
+
+/// What the `global` object sets for the task set.
+struct Global {
+    duration: Option<Nanos>,
+    default_policy: String,
+    /// `pi_enabled`: every lock inherits priority.
+    pi: bool,
+}
+
+/// Reads `global`; settings of rt-app's own process are passed over, anything else refused.
+fn parse_global(global: Ordered) -> Result<Global, RtAppError> {
     let mut duration = None;
     let mut default_policy = "SCHED_OTHER".to_owned();
     let mut pi = false;
-    for (key, raw) in file.global.unwrap_or_default().0 {
+    for (key, raw) in global.0 {
         let path = format!("global.{key}");
         let value: Value =
             serde_json::from_str(raw.get()).map_err(|error| field(&path, &error.to_string()))?;
@@ -190,220 +271,219 @@ pub fn parse_rt_app(text: &str, default_name: &str) -> Result<Workload, RtAppErr
             other => return Err(field(&path, &format!("'{other}' is not supported"))),
         }
     }
-    let mut locks: Vec<LockSpec> = Vec::new();
-    let mut threads = Vec::new();
-    if file.tasks.0.is_empty() {
-        return Err(field("tasks", "no tasks"));
+    Ok(Global {
+        duration,
+        default_policy,
+        pi,
+    })
+}
+
+/// A task's one critical section: the lock it takes and the CPU time run while holding it.
+struct Section {
+    lock: String,
+    runs: Nanos,
+}
+
+/// What one task's settings and events say, read in file order.
+struct TaskEvents {
+    policy_name: String,
+    priority: Option<i64>,
+    cpus: Vec<usize>,
+    instances: u64,
+    dl_runtime: Option<Nanos>,
+    dl_period: Option<Nanos>,
+    /// The timer's period.
+    period: Option<Nanos>,
+    /// CPU time run outside the critical section.
+    work: Nanos,
+    critical: Option<Section>,
+    /// The lock held after the events read so far.
+    held: Option<String>,
+}
+
+impl TaskEvents {
+    fn new(default_policy: &str) -> TaskEvents {
+        TaskEvents {
+            policy_name: default_policy.to_owned(),
+            priority: None,
+            cpus: Vec::new(),
+            instances: 1,
+            dl_runtime: None,
+            dl_period: None,
+            period: None,
+            work: Nanos::ZERO,
+            critical: None,
+            held: None,
+        }
     }
-    for (task_name, task) in &file.tasks.0 {
-        let path = format!("tasks.{task_name}");
-        let mut policy_name = default_policy.clone();
-        let mut priority = None;
-        let mut cpus = Vec::new();
-        let mut instances = 1u64;
-        let (mut dl_runtime, mut dl_period) = (None, None);
-        let mut period = None;
-        let mut work = Nanos::ZERO;
-        let mut critical: Option<(String, Nanos)> = None;
-        let mut held: Option<String> = None;
-        for (key, value) in task_entries(&path, task)? {
-            let key_path = format!("{path}.{key}");
-            match (key.as_str(), event_kind(&key)) {
-                ("policy", _) => {
-                    policy_name = value
-                        .as_str()
-                        .ok_or_else(|| field(&key_path, "must be a string"))?
-                        .to_owned()
-                }
-                ("priority", _) => {
-                    priority = Some(
-                        value
-                            .as_i64()
-                            .ok_or_else(|| field(&key_path, "must be a whole number"))?,
-                    )
-                }
-                ("cpus", _) => {
-                    let list = value
-                        .as_array()
-                        .ok_or_else(|| field(&key_path, "must be an array of CPU numbers"))?;
-                    for cpu in list {
-                        let cpu = cpu
-                            .as_u64()
-                            .filter(|&cpu| cpu < 4096)
-                            .ok_or_else(|| field(&key_path, "must be an array of CPU numbers"))?;
-                        cpus.push(cpu as usize);
-                    }
-                }
-                ("instance", _) => {
-                    instances = value
+
+    /// Reads one setting or event of the task (`key_path` names it in errors).
+    fn read(&mut self, key_path: &str, key: &str, value: &Value) -> Result<(), RtAppError> {
+        match (key, event_kind(key)) {
+            ("policy", _) => {
+                self.policy_name = value
+                    .as_str()
+                    .ok_or_else(|| field(key_path, "must be a string"))?
+                    .to_owned()
+            }
+            ("priority", _) => {
+                self.priority = Some(
+                    value
+                        .as_i64()
+                        .ok_or_else(|| field(key_path, "must be a whole number"))?,
+                )
+            }
+            ("cpus", _) => {
+                let list = value
+                    .as_array()
+                    .ok_or_else(|| field(key_path, "must be an array of CPU numbers"))?;
+                for cpu in list {
+                    let cpu = cpu
                         .as_u64()
-                        .filter(|&count| (1..=64).contains(&count))
-                        .ok_or_else(|| field(&key_path, "must be 1..64"))?
-                }
-                ("loop", _) => {}
-                ("dl-runtime", _) => dl_runtime = Some(micros(&key_path, &value)?),
-                ("dl-period", _) => dl_period = Some(micros(&key_path, &value)?),
-                ("dl-deadline", _) => {}
-                (_, "run") | (_, "runtime") => {
-                    let amount = micros(&key_path, &value)?;
-                    match (&held, &mut critical) {
-                        (Some(_), Some((_, section))) => *section = Nanos(section.0 + amount.0),
-                        _ => work = Nanos(work.0 + amount.0),
-                    }
-                }
-                (_, "timer") => {
-                    if period.is_some() {
-                        return Err(field(&key_path, "only one timer per task is supported"));
-                    }
-                    let timer_period = value
-                        .get("period")
-                        .ok_or_else(|| field(&key_path, "a timer needs a period"))?;
-                    let timer_period = micros(&format!("{key_path}.period"), timer_period)?;
-                    if timer_period.0 == 0 {
-                        return Err(field(&key_path, "the period must be longer than 0"));
-                    }
-                    period = Some(timer_period);
-                }
-                (_, "lock") => {
-                    let name = value
-                        .as_str()
-                        .ok_or_else(|| field(&key_path, "must be a resource name"))?
-                        .to_owned();
-                    if critical.is_some() {
-                        return Err(field(
-                            &key_path,
-                            "only one critical section per task is supported",
-                        ));
-                    }
-                    critical = Some((name.clone(), Nanos::ZERO));
-                    held = Some(name);
-                }
-                (_, "unlock") => {
-                    let name = value
-                        .as_str()
-                        .ok_or_else(|| field(&key_path, "must be a resource name"))?;
-                    if held.as_deref() != Some(name) {
-                        return Err(field(
-                            &key_path,
-                            &format!("unlocks '{name}', which the task does not hold"),
-                        ));
-                    }
-                    held = None;
-                }
-                (_, "sleep") if value.as_u64() == Some(0) => {}
-                (other, _) => {
-                    return Err(field(
-                        &key_path,
-                        &format!("event '{other}' is not supported (run, timer, lock, unlock)"),
-                    ))
+                        .filter(|&cpu| cpu < 4096)
+                        .ok_or_else(|| field(key_path, "must be an array of CPU numbers"))?;
+                    self.cpus.push(cpu as usize);
                 }
             }
-        }
-        if let Some(name) = held {
-            return Err(field(&path, &format!("ends holding lock '{name}'")));
-        }
-        let Some(period) = period else {
-            return Err(field(
-                &path,
-                "no timer: only periodic tasks (run + timer) are supported",
-            ));
-        };
-        let (policy, reserve) = if policy_name == "SCHED_DEADLINE" {
-            let (Some(runtime), Some(dl_period)) = (dl_runtime, dl_period) else {
-                return Err(field(
-                    &path,
-                    "SCHED_DEADLINE needs dl-runtime and dl-period",
-                ));
-            };
-            if runtime.0 == 0 || runtime > dl_period {
-                return Err(field(&path, "needs 0 < dl-runtime ≤ dl-period"));
+            ("instance", _) => {
+                self.instances = value
+                    .as_u64()
+                    .filter(|&count| (1..=64).contains(&count))
+                    .ok_or_else(|| field(key_path, "must be 1..64"))?
             }
-            (
-                Policy::Other { nice: 0 },
-                Some(crate::model::Reservation {
-                    amount: runtime,
-                    period: dl_period,
-                    backend: None,
-                }),
-            )
-        } else {
-            (
-                policy_of(&format!("{path}.policy"), &policy_name, priority)?,
-                None,
-            )
-        };
-        let critical_section = match critical {
-            Some((name, section)) => {
-                if section.0 == 0 {
+            ("loop", _) => {}
+            ("dl-runtime", _) => self.dl_runtime = Some(micros(key_path, value)?),
+            ("dl-period", _) => self.dl_period = Some(micros(key_path, value)?),
+            ("dl-deadline", _) => {}
+            (_, "run") | (_, "runtime") => {
+                let amount = micros(key_path, value)?;
+                match (&self.held, &mut self.critical) {
+                    (Some(_), Some(section)) => section.runs = Nanos(section.runs.0 + amount.0),
+                    _ => self.work = Nanos(self.work.0 + amount.0),
+                }
+            }
+            (_, "timer") => self.read_timer(key_path, value)?,
+            (_, "lock") => {
+                let name = value
+                    .as_str()
+                    .ok_or_else(|| field(key_path, "must be a resource name"))?
+                    .to_owned();
+                if self.critical.is_some() {
                     return Err(field(
-                        &path,
-                        &format!("the critical section of '{name}' runs nothing"),
+                        key_path,
+                        "only one critical section per task is supported",
                     ));
                 }
-                let lock = match locks.iter().position(|lock| lock.name == name) {
-                    Some(index) => index,
-                    None => {
-                        locks.push(LockSpec {
-                            name,
-                            kind: if pi {
-                                LockKind::PriorityInheritance
-                            } else {
-                                LockKind::Plain
-                            },
-                        });
-                        locks.len() - 1
-                    }
-                };
-                Some(CriticalSection {
-                    lock,
-                    critical: section,
-                })
+                self.critical = Some(Section {
+                    lock: name.clone(),
+                    runs: Nanos::ZERO,
+                });
+                self.held = Some(name);
             }
-            None => None,
-        };
-        for instance in 0..instances {
-            let name = if instances == 1 {
-                task_name.clone()
-            } else {
-                format!("{task_name}-{instance}")
-            };
-            if threads
-                .iter()
-                .any(|thread: &ThreadSpec| thread.name == name)
-            {
-                return Err(field(&path, &format!("two threads named '{name}'")));
+            (_, "unlock") => {
+                let name = value
+                    .as_str()
+                    .ok_or_else(|| field(key_path, "must be a resource name"))?;
+                if self.held.as_deref() != Some(name) {
+                    return Err(field(
+                        key_path,
+                        &format!("unlocks '{name}', which the task does not hold"),
+                    ));
+                }
+                self.held = None;
             }
-            threads.push(ThreadSpec {
-                name,
-                policy,
-                reserve,
-                cpus: cpus.clone(),
-                trigger: Trigger::Period {
-                    period,
-                    offset: Nanos::ZERO,
-                },
-                work,
-                deadline: None,
-                consumes: None,
-                produces: None,
-                fill: false,
-                wakes: Vec::new(),
-                critical_section,
-                phases: Vec::new(),
-            });
+            (_, "sleep") if value.as_u64() == Some(0) => {}
+            (other, _) => {
+                return Err(field(
+                    key_path,
+                    &format!("event '{other}' is not supported (run, timer, lock, unlock)"),
+                ))
+            }
         }
+        Ok(())
     }
-    let workload = Workload {
-        name: default_name.to_owned(),
-        duration,
-        threads,
-        rings: Vec::new(),
-        locks,
+
+    /// Reads the task's one timer: its period, longer than 0.
+    fn read_timer(&mut self, key_path: &str, value: &Value) -> Result<(), RtAppError> {
+        if self.period.is_some() {
+            return Err(field(key_path, "only one timer per task is supported"));
+        }
+        let timer_period = value
+            .get("period")
+            .ok_or_else(|| field(key_path, "a timer needs a period"))?;
+        let timer_period = micros(&format!("{key_path}.period"), timer_period)?;
+        if timer_period.0 == 0 {
+            return Err(field(key_path, "the period must be longer than 0"));
+        }
+        self.period = Some(timer_period);
+        Ok(())
+    }
+}
+
+/// The task's policy, or for SCHED_DEADLINE SCHED_OTHER with a reservation of its runtime.
+fn policy_and_reserve(
+    path: &str,
+    events: &TaskEvents,
+) -> Result<(Policy, Option<crate::model::Reservation>), RtAppError> {
+    if events.policy_name == "SCHED_DEADLINE" {
+        let (Some(runtime), Some(dl_period)) = (events.dl_runtime, events.dl_period) else {
+            return Err(field(path, "SCHED_DEADLINE needs dl-runtime and dl-period"));
+        };
+        if runtime.0 == 0 || runtime > dl_period {
+            return Err(field(path, "needs 0 < dl-runtime ≤ dl-period"));
+        }
+        Ok((
+            Policy::Other { nice: 0 },
+            Some(crate::model::Reservation {
+                amount: runtime,
+                period: dl_period,
+                backend: None,
+            }),
+        ))
+    } else {
+        Ok((
+            policy_of(
+                &format!("{path}.policy"),
+                &events.policy_name,
+                events.priority,
+            )?,
+            None,
+        ))
+    }
+}
+
+/// The task's critical section, adding its lock to `locks` the first time a task takes it.
+fn critical_section(
+    path: &str,
+    section: Section,
+    locks: &mut Vec<LockSpec>,
+    pi: bool,
+) -> Result<CriticalSection, RtAppError> {
+    let Section { lock: name, runs } = section;
+    if runs.0 == 0 {
+        return Err(field(
+            path,
+            &format!("the critical section of '{name}' runs nothing"),
+        ));
+    }
+    let lock = match locks.iter().position(|lock| lock.name == name) {
+        Some(index) => index,
+        None => {
+            locks.push(LockSpec {
+                name,
+                kind: if pi {
+                    LockKind::PriorityInheritance
+                } else {
+                    LockKind::Plain
+                },
+            });
+            locks.len() - 1
+        }
     };
-    workload
-        .check()
-        .map_err(|error| field(&format!("tasks.{}", error.thread), &error.message))?;
-    Ok(workload)
+    Ok(CriticalSection {
+        lock,
+        critical: runs,
+    })
 }
 
 #[cfg(test)]
