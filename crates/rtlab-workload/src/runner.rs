@@ -425,20 +425,7 @@ pub fn run(
         force: settings.force,
     })?;
     let mut warnings: Vec<String> = load_plan.warnings().to_vec();
-    let needs_rt = workload
-        .threads
-        .iter()
-        .any(|thread| thread.policy.is_realtime() || thread.reserve.is_some());
-    if needs_rt && !rtlab_sys::sched::realtime_permitted() {
-        return Err(RunError::Setup {
-            thread: workload
-                .threads
-                .iter()
-                .find(|thread| thread.policy.is_realtime() || thread.reserve.is_some())
-                .map_or_else(String::new, |thread| thread.name.clone()),
-            message: "needs an RT policy or a reservation: run as root or with CAP_SYS_NICE".into(),
-        });
-    }
+    check_realtime_permitted(workload)?;
     let _memory = match rtlab_sys::memory::MemoryLock::lock_all() {
         Ok(lock) => Some(lock),
         Err(error) => {
@@ -448,40 +435,7 @@ pub fn run(
             None
         }
     };
-    let ring_producer = (0..workload.rings.len())
-        .map(|ring| {
-            workload
-                .threads
-                .iter()
-                .position(|thread| thread.produces == Some(ring))
-        })
-        .collect();
-    let shared = Arc::new(Shared {
-        workload: workload.clone(),
-        rings: workload
-            .rings
-            .iter()
-            .map(|ring| Ring::new(ring.buffers, ring.prefill))
-            .collect(),
-        locks: workload
-            .locks
-            .iter()
-            .map(|lock| match lock.kind {
-                LockKind::Plain => SharedLock::Plain(PlainMutex::new()),
-                LockKind::PriorityInheritance => SharedLock::Pi(PiMutex::new()),
-            })
-            .collect(),
-        wake_words: workload
-            .threads
-            .iter()
-            .map(|_| WakeWord::default())
-            .collect(),
-        ring_producer,
-        start_ns: AtomicU64::new(0),
-        go: AtomicU32::new(0),
-        end_ns: AtomicU64::new(0),
-        stop: Arc::clone(stop),
-    });
+    let shared = Arc::new(shared_state(workload, stop));
     // From here on every exit path must release the threads: `Started` does it on drop.
     let mut started = Started {
         shared: Arc::clone(&shared),
@@ -491,145 +445,16 @@ pub fn run(
     let seconds = (duration.0 / 1_000_000_000 + 2) as usize;
     let mut tids: Vec<u32> = Vec::new();
     for (index, spec) in workload.threads.iter().enumerate() {
-        let (ready_sender, ready_receiver) = mpsc::channel::<Result<u32, String>>();
-        let thread_shared = Arc::clone(&shared);
-        let spec_for_thread = spec.clone();
-        let mut result = ThreadResult {
-            name: spec.name.clone(),
-            tid: 0,
-            scheduling: spec.scheduling(),
-            policy: spec.policy,
-            activations: 0,
-            wakeup: LatencyHistogram::new(),
-            response: LatencyHistogram::new(),
-            wakeup_max_per_second: vec![0; seconds],
-            deadline_misses: 0,
-            deadline_miss_events: Vec::with_capacity(EVENTS_KEPT),
-            starvations: 0,
-            starvation_events: Vec::with_capacity(EVENTS_KEPT),
-            cpu_time_ns: 0,
-        };
-        let handle = std::thread::Builder::new()
-            .name(format!(
-                "wl-{}",
-                spec.name.chars().take(12).collect::<String>()
-            ))
-            .spawn(move || {
-                match set_up(&spec_for_thread.cpus, spec_for_thread.policy) {
-                    Ok(()) => {
-                        let _ = ready_sender.send(Ok(rtlab_sys::cpu::current_tid()));
-                    }
-                    Err(message) => {
-                        let _ = ready_sender.send(Err(message));
-                        return result;
-                    }
-                }
-                run_thread(&thread_shared, index, &mut result);
-                let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
-                result
-            })
-            .map_err(|source| RunError::Spawn {
-                thread: spec.name.clone(),
-                source,
-            })?;
-        started.threads.push(handle);
-        match ready_receiver.recv() {
-            Ok(Ok(tid)) => tids.push(tid),
-            Ok(Err(message)) => {
-                return Err(RunError::Setup {
-                    thread: spec.name.clone(),
-                    message,
-                })
-            }
-            Err(_) => {
-                return Err(RunError::Setup {
-                    thread: spec.name.clone(),
-                    message: "the thread ended during set-up".into(),
-                })
-            }
-        }
+        tids.push(spawn_thread(&shared, index, spec, seconds, &mut started)?);
     }
     for (ring_index, ring) in workload.rings.iter().enumerate() {
         let Some(device) = &ring.device else {
             continue;
         };
-        let device_shared = Arc::clone(&shared);
-        let periods = (duration.0 / ring.period.0 + 2) as usize;
-        let mut result = DeviceResult {
-            name: ring.name.clone(),
-            buffer_period: ring.period,
-            buffers: ring.buffers,
-            periods: 0,
-            underruns: 0,
-            underrun_events: Vec::with_capacity(EVENTS_KEPT),
-            play_log: Vec::with_capacity(if settings.keep_play_log { periods } else { 0 }),
-            realtime: false,
-            underrun_device_late_ns: Vec::with_capacity(EVENTS_KEPT),
-            tid: 0,
-        };
-        let device = device.clone();
-        let period = ring.period;
-        let handle = std::thread::Builder::new()
-            .name(format!(
-                "wl-dev-{}",
-                ring.name.chars().take(8).collect::<String>()
-            ))
-            .spawn(move || {
-                result.realtime = device_policy(&device, period);
-                run_device(&device_shared, ring_index, &mut result);
-                let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
-                result
-            })
-            .map_err(|source| RunError::Spawn {
-                thread: format!("device {}", ring.name),
-                source,
-            })?;
-        started.devices.push(handle);
+        spawn_device(&shared, ring_index, ring, device, settings, &mut started)?;
     }
-    // Reservations, on the threads' ids, before the start.
-    let mut reserver = None;
-    let mut scheduling: Vec<Option<String>> = vec![None; workload.threads.len()];
-    for (index, spec) in workload.threads.iter().enumerate() {
-        let Some(reservation) = spec.reserve else {
-            continue;
-        };
-        if reserver.is_none() {
-            reserver = Some(crate::reserve::Reserver::open()?);
-        }
-        let enforcement = reserver.as_mut().expect("opened above");
-        if reservation.backend != Some(rtlab_sched::enforce::BackendKind::Dispatch)
-            && !spec.cpus.is_empty()
-        {
-            // SCHED_DEADLINE needs every CPU of the root domain; the thread starts where its
-            // `cpus` put it and the kernel keeps it there while nothing else needs it moved.
-            let online = rtlab_sys::cpu::online_cpus().unwrap_or_default();
-            let _ = rtlab_sys::thread_control::set_thread_affinity(tids[index], &online);
-            warnings.push(format!(
-                "thread '{}': a SCHED_DEADLINE reservation needs every CPU, so its cpus = {:?} only placed it at the start",
-                spec.name, spec.cpus
-            ));
-        }
-        let granted = enforcement.reserve(&spec.name, tids[index], &reservation)?;
-        scheduling[index] = Some(format!(
-            "reserve {}/{} ({granted}, {})",
-            reservation.amount,
-            reservation.period,
-            enforcement.describe()
-        ));
-    }
-    let mut tracer = if settings.explain {
-        match crate::explain::Tracer::start(duration) {
-            Ok(tracer) => Some(tracer),
-            Err(error) => {
-                warnings.push(format!(
-                    "--explain: tracing unavailable ({error}); no causes"
-                ));
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let mut reservations = reserve_threads(workload, &tids, &mut warnings)?;
+    let mut tracer = start_tracer(settings, &mut warnings);
     // The load starts first (its threads are created and lock their stacks, which can take long
     // on a busy machine); the start is set only once it runs, so no release is in the past. The
     // load stops by itself 2 s after the end it was given, which covers a late start.
@@ -654,20 +479,7 @@ pub fn run(
     shared.go.store(1, Ordering::Release);
     rtlab_sys::futex::wake(&shared.go, u32::MAX);
     let mut running_load = running_load;
-    let mut competitors_named = false;
-    while monotonic_ns() < end_ns && !stop.load(Ordering::Relaxed) {
-        if let Some(load) = running_load.as_mut() {
-            load.poll();
-        }
-        if let Some(tracer) = tracer.as_mut() {
-            if !competitors_named && monotonic_ns() > start_ns {
-                tracer.name_competitors();
-                competitors_named = true;
-            }
-            tracer.poll();
-        }
-        sleep_until_ns(end_ns.min(monotonic_ns() + WAIT_SLICE_NS));
-    }
+    wait_for_the_end(start_ns, end_ns, stop, &mut running_load, &mut tracer);
     let interrupted = stop.load(Ordering::Relaxed) && monotonic_ns() < end_ns;
     let load = running_load.map(|running| {
         let (load, load_warnings) = running.stop(&load_plan);
@@ -675,11 +487,14 @@ pub fn run(
         load
     });
     // Reservations end while the threads still live, so they are restored, not just forgotten.
-    if let Some(mut enforcement) = reserver.take() {
+    if let Some(mut enforcement) = reservations.reserver.take() {
         enforcement.release_all();
     }
     let (mut threads, devices) = started.join();
-    for (thread, (granted, tid)) in threads.iter_mut().zip(scheduling.into_iter().zip(&tids)) {
+    for (thread, (granted, tid)) in threads
+        .iter_mut()
+        .zip(reservations.scheduling.into_iter().zip(&tids))
+    {
         thread.tid = *tid;
         if let Some(granted) = granted {
             thread.scheduling = granted;
@@ -716,6 +531,267 @@ pub fn run(
         interrupted,
         explained,
     })
+}
+
+/// Fails, naming the first such thread, when a thread needs an RT policy or a reservation and
+/// this process may not give one.
+fn check_realtime_permitted(workload: &Workload) -> Result<(), RunError> {
+    let needs_rt = workload
+        .threads
+        .iter()
+        .any(|thread| thread.policy.is_realtime() || thread.reserve.is_some());
+    if needs_rt && !rtlab_sys::sched::realtime_permitted() {
+        return Err(RunError::Setup {
+            thread: workload
+                .threads
+                .iter()
+                .find(|thread| thread.policy.is_realtime() || thread.reserve.is_some())
+                .map_or_else(String::new, |thread| thread.name.clone()),
+            message: "needs an RT policy or a reservation: run as root or with CAP_SYS_NICE".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The state every thread sees, before the start is known.
+fn shared_state(workload: &Workload, stop: &Arc<AtomicBool>) -> Shared {
+    let ring_producer = (0..workload.rings.len())
+        .map(|ring| {
+            workload
+                .threads
+                .iter()
+                .position(|thread| thread.produces == Some(ring))
+        })
+        .collect();
+    Shared {
+        workload: workload.clone(),
+        rings: workload
+            .rings
+            .iter()
+            .map(|ring| Ring::new(ring.buffers, ring.prefill))
+            .collect(),
+        locks: workload
+            .locks
+            .iter()
+            .map(|lock| match lock.kind {
+                LockKind::Plain => SharedLock::Plain(PlainMutex::new()),
+                LockKind::PriorityInheritance => SharedLock::Pi(PiMutex::new()),
+            })
+            .collect(),
+        wake_words: workload
+            .threads
+            .iter()
+            .map(|_| WakeWord::default())
+            .collect(),
+        ring_producer,
+        start_ns: AtomicU64::new(0),
+        go: AtomicU32::new(0),
+        end_ns: AtomicU64::new(0),
+        stop: Arc::clone(stop),
+    }
+}
+
+/// Starts the thread of `spec` (added to `started`) and waits until it has its CPUs and policy;
+/// returns its thread id.
+fn spawn_thread(
+    shared: &Arc<Shared>,
+    index: usize,
+    spec: &ThreadSpec,
+    seconds: usize,
+    started: &mut Started,
+) -> Result<u32, RunError> {
+    let (ready_sender, ready_receiver) = mpsc::channel::<Result<u32, String>>();
+    let thread_shared = Arc::clone(shared);
+    let spec_for_thread = spec.clone();
+    let mut result = ThreadResult {
+        name: spec.name.clone(),
+        tid: 0,
+        scheduling: spec.scheduling(),
+        policy: spec.policy,
+        activations: 0,
+        wakeup: LatencyHistogram::new(),
+        response: LatencyHistogram::new(),
+        wakeup_max_per_second: vec![0; seconds],
+        deadline_misses: 0,
+        deadline_miss_events: Vec::with_capacity(EVENTS_KEPT),
+        starvations: 0,
+        starvation_events: Vec::with_capacity(EVENTS_KEPT),
+        cpu_time_ns: 0,
+    };
+    let handle = std::thread::Builder::new()
+        .name(format!(
+            "wl-{}",
+            spec.name.chars().take(12).collect::<String>()
+        ))
+        .spawn(move || {
+            match set_up(&spec_for_thread.cpus, spec_for_thread.policy) {
+                Ok(()) => {
+                    let _ = ready_sender.send(Ok(rtlab_sys::cpu::current_tid()));
+                }
+                Err(message) => {
+                    let _ = ready_sender.send(Err(message));
+                    return result;
+                }
+            }
+            run_thread(&thread_shared, index, &mut result);
+            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+            result
+        })
+        .map_err(|source| RunError::Spawn {
+            thread: spec.name.clone(),
+            source,
+        })?;
+    started.threads.push(handle);
+    match ready_receiver.recv() {
+        Ok(Ok(tid)) => Ok(tid),
+        Ok(Err(message)) => Err(RunError::Setup {
+            thread: spec.name.clone(),
+            message,
+        }),
+        Err(_) => Err(RunError::Setup {
+            thread: spec.name.clone(),
+            message: "the thread ended during set-up".into(),
+        }),
+    }
+}
+
+/// Starts the thread of the device draining ring `ring_index` (added to `started`).
+fn spawn_device(
+    shared: &Arc<Shared>,
+    ring_index: usize,
+    ring: &crate::model::RingSpec,
+    device: &crate::model::DeviceSpec,
+    settings: &RunSettings,
+    started: &mut Started,
+) -> Result<(), RunError> {
+    let device_shared = Arc::clone(shared);
+    let periods = (settings.duration.0 / ring.period.0 + 2) as usize;
+    let mut result = DeviceResult {
+        name: ring.name.clone(),
+        buffer_period: ring.period,
+        buffers: ring.buffers,
+        periods: 0,
+        underruns: 0,
+        underrun_events: Vec::with_capacity(EVENTS_KEPT),
+        play_log: Vec::with_capacity(if settings.keep_play_log { periods } else { 0 }),
+        realtime: false,
+        underrun_device_late_ns: Vec::with_capacity(EVENTS_KEPT),
+        tid: 0,
+    };
+    let device = device.clone();
+    let period = ring.period;
+    let handle = std::thread::Builder::new()
+        .name(format!(
+            "wl-dev-{}",
+            ring.name.chars().take(8).collect::<String>()
+        ))
+        .spawn(move || {
+            result.realtime = device_policy(&device, period);
+            run_device(&device_shared, ring_index, &mut result);
+            let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
+            result
+        })
+        .map_err(|source| RunError::Spawn {
+            thread: format!("device {}", ring.name),
+            source,
+        })?;
+    started.devices.push(handle);
+    Ok(())
+}
+
+/// The reservations made for the run, and how each thread ended up scheduled.
+struct Reservations {
+    /// Open when any thread has a reservation; dropping it puts the threads back.
+    reserver: Option<crate::reserve::Reserver>,
+    /// Per thread: how its reservation was granted, `None` for a thread without one.
+    scheduling: Vec<Option<String>>,
+}
+
+/// Makes each thread's reservation, on the threads' ids, before the start.
+fn reserve_threads(
+    workload: &Workload,
+    tids: &[u32],
+    warnings: &mut Vec<String>,
+) -> Result<Reservations, RunError> {
+    let mut reserver = None;
+    let mut scheduling: Vec<Option<String>> = vec![None; workload.threads.len()];
+    for (index, spec) in workload.threads.iter().enumerate() {
+        let Some(reservation) = spec.reserve else {
+            continue;
+        };
+        if reserver.is_none() {
+            reserver = Some(crate::reserve::Reserver::open()?);
+        }
+        let enforcement = reserver.as_mut().expect("opened above");
+        if reservation.backend != Some(rtlab_sched::enforce::BackendKind::Dispatch)
+            && !spec.cpus.is_empty()
+        {
+            // SCHED_DEADLINE needs every CPU of the root domain; the thread starts where its
+            // `cpus` put it and the kernel keeps it there while nothing else needs it moved.
+            let online = rtlab_sys::cpu::online_cpus().unwrap_or_default();
+            let _ = rtlab_sys::thread_control::set_thread_affinity(tids[index], &online);
+            warnings.push(format!(
+                "thread '{}': a SCHED_DEADLINE reservation needs every CPU, so its cpus = {:?} only placed it at the start",
+                spec.name, spec.cpus
+            ));
+        }
+        let granted = enforcement.reserve(&spec.name, tids[index], &reservation)?;
+        scheduling[index] = Some(format!(
+            "reserve {}/{} ({granted}, {})",
+            reservation.amount,
+            reservation.period,
+            enforcement.describe()
+        ));
+    }
+    Ok(Reservations {
+        reserver,
+        scheduling,
+    })
+}
+
+/// With `--explain`, starts tracing; a tracer that cannot start leaves a warning instead.
+fn start_tracer(
+    settings: &RunSettings,
+    warnings: &mut Vec<String>,
+) -> Option<crate::explain::Tracer> {
+    if settings.explain {
+        match crate::explain::Tracer::start(settings.duration) {
+            Ok(tracer) => Some(tracer),
+            Err(error) => {
+                warnings.push(format!(
+                    "--explain: tracing unavailable ({error}); no causes"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    }
+}
+
+/// Waits for the end or the stop flag, polling the load and the tracer meanwhile; the tracer
+/// names the competitors once the run has started.
+fn wait_for_the_end(
+    start_ns: u64,
+    end_ns: u64,
+    stop: &AtomicBool,
+    running_load: &mut Option<rtlab_session::load::RunningLoad>,
+    tracer: &mut Option<crate::explain::Tracer>,
+) {
+    let mut competitors_named = false;
+    while monotonic_ns() < end_ns && !stop.load(Ordering::Relaxed) {
+        if let Some(load) = running_load.as_mut() {
+            load.poll();
+        }
+        if let Some(tracer) = tracer.as_mut() {
+            if !competitors_named && monotonic_ns() > start_ns {
+                tracer.name_competitors();
+                competitors_named = true;
+            }
+            tracer.poll();
+        }
+        sleep_until_ns(end_ns.min(monotonic_ns() + WAIT_SLICE_NS));
+    }
 }
 
 /// The started threads; dropping it (an error before the start) releases and joins them.
