@@ -23,7 +23,14 @@ pub const SILENCE_NS: u64 = 2 * 10_000_000;
 /// Names for tids the trace only knows by a 15-character comm (workload threads, the device,
 /// competitors), with their kernel priority when known (a thread that changed its policy after
 /// its last switch-in still shows the old one in the trace).
-pub type KnownNames = BTreeMap<u32, (String, Option<i32>)>;
+pub type KnownNames = BTreeMap<u32, KnownName>;
+
+/// A tid's name, and its kernel priority when known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnownName {
+    pub name: String,
+    pub kernel_prio: Option<i32>,
+}
 
 /// The kernel's `prio` of a policy (-1 deadline, 99 - p real-time, 120 + nice otherwise).
 pub fn kernel_prio(policy: rtlab_sys::sched::Policy) -> i32 {
@@ -46,10 +53,24 @@ enum TargetState {
 
 #[derive(Clone, Debug, Default)]
 struct CpuState {
-    /// The running task: pid, comm, kernel prio (pid 0 = idle).
-    running: Option<(i32, String, i32)>,
+    running: Option<RunningTask>,
     /// Open interrupt contexts, innermost last.
-    contexts: Vec<(LatenessKind, String)>,
+    contexts: Vec<InterruptContext>,
+}
+
+/// The task running on a CPU (pid 0 = idle).
+#[derive(Clone, Debug)]
+struct RunningTask {
+    pid: i32,
+    comm: String,
+    kernel_prio: i32,
+}
+
+/// An interrupt, vector or softirq a CPU is in.
+#[derive(Clone, Debug)]
+struct InterruptContext {
+    kind: LatenessKind,
+    name: String,
 }
 
 /// Per CPU, stretches in which it was busy but recorded no event for more than [`SILENCE_NS`],
@@ -217,38 +238,73 @@ pub fn timeline(
     end_ns: u64,
     names: &KnownNames,
 ) -> Vec<TimedPart> {
-    let tid = tid as i32;
-    let silent = silent_stretches(events);
-    let mut cpus: BTreeMap<u32, CpuState> = BTreeMap::new();
-    let mut target = TargetState::Unknown;
-    let mut target_prio: Option<i32> = None;
-    let mut tally = Tally::default();
+    let mut replay = Replay {
+        tid: tid as i32,
+        silent: silent_stretches(events),
+        names,
+        cpus: BTreeMap::new(),
+        target: TargetState::Unknown,
+        target_prio: None,
+        tally: Tally::default(),
+    };
     let mut cursor = start_ns;
-    let name_of = |pid: i32, comm: &str| -> String {
-        names
+    for event in events {
+        let time = event.timestamp_ns;
+        if time > start_ns {
+            let to = time.min(end_ns);
+            replay.settle(cursor, to);
+            cursor = cursor.max(to);
+        }
+        if time >= end_ns {
+            break;
+        }
+        replay.apply(event);
+    }
+    replay.settle(cursor, end_ns);
+    replay.tally.timeline
+}
+
+/// One thread's timeline being replayed from the trace: every CPU's state, the thread's, and
+/// the parts tallied so far.
+struct Replay<'a> {
+    /// The thread followed.
+    tid: i32,
+    /// Per CPU, the stretches it was busy but silent ([`silent_stretches`]).
+    silent: BTreeMap<u32, Vec<(u64, u64)>>,
+    names: &'a KnownNames,
+    cpus: BTreeMap<u32, CpuState>,
+    target: TargetState,
+    /// The thread's kernel priority, once an event shows it.
+    target_prio: Option<i32>,
+    tally: Tally,
+}
+
+impl Replay<'_> {
+    /// The name of `pid`: the one rtlab knows, else the traced comm.
+    fn name_of(&self, pid: i32, comm: &str) -> String {
+        self.names
             .get(&(pid as u32))
-            .map_or_else(|| comm.to_owned(), |(name, _)| name.clone())
-    };
-    let prio_of = |pid: i32, traced: i32| -> i32 {
-        names
+            .map_or_else(|| comm.to_owned(), |known| known.name.clone())
+    }
+
+    /// The kernel priority of `pid`: the one rtlab knows, else the traced one.
+    fn prio_of(&self, pid: i32, traced: i32) -> i32 {
+        self.names
             .get(&(pid as u32))
-            .and_then(|(_, prio)| *prio)
+            .and_then(|known| known.kernel_prio)
             .unwrap_or(traced)
-    };
-    let settle = |from: u64,
-                  to: u64,
-                  target: TargetState,
-                  target_prio: Option<i32>,
-                  cpus: &BTreeMap<u32, CpuState>,
-                  tally: &mut Tally| {
+    }
+
+    /// Tallies [`from`, `to`] to what the thread's state and its CPU's say it was doing.
+    fn settle(&mut self, from: u64, to: u64) {
         if to <= from {
             return;
         }
         let duration = to - from;
-        let cpu = match target {
+        let cpu = match self.target {
             TargetState::Running(cpu) | TargetState::Runnable(cpu) => cpu,
             TargetState::Blocked => {
-                tally.add(
+                self.tally.add(
                     from,
                     LatenessKind::Waiting,
                     "asleep".into(),
@@ -259,7 +315,7 @@ pub fn timeline(
                 return;
             }
             TargetState::Unknown => {
-                tally.add(
+                self.tally.add(
                     from,
                     LatenessKind::Unseen,
                     "not in the trace".into(),
@@ -270,8 +326,8 @@ pub fn timeline(
                 return;
             }
         };
-        let vanished = overlap(from, to, silent.get(&cpu)).min(duration);
-        tally.add(
+        let vanished = overlap(from, to, self.silent.get(&cpu)).min(duration);
+        self.tally.add(
             from,
             LatenessKind::Vanished,
             "vanished".into(),
@@ -284,13 +340,20 @@ pub fn timeline(
         );
         let duration = duration - vanished;
         let from = from + vanished;
-        let state = cpus.get(&cpu).cloned().unwrap_or_default();
-        if let Some((kind, name)) = state.contexts.last() {
-            tally.add(from, *kind, name.clone(), None, None, duration);
+        let state = self.cpus.get(&cpu).cloned().unwrap_or_default();
+        if let Some(context) = state.contexts.last() {
+            self.tally.add(
+                from,
+                context.kind,
+                context.name.clone(),
+                None,
+                None,
+                duration,
+            );
             return;
         }
-        if matches!(target, TargetState::Running(_)) {
-            tally.add(
+        if matches!(self.target, TargetState::Running(_)) {
+            self.tally.add(
                 from,
                 LatenessKind::Ran,
                 "own work".into(),
@@ -300,38 +363,52 @@ pub fn timeline(
             );
             return;
         }
-        match (&state.running, target_prio) {
-            (Some((pid, comm, prio)), Some(own)) if *pid != 0 && *prio <= own => tally.add(
-                from,
-                LatenessKind::Task,
-                name_of(*pid, comm),
-                Some(*pid as u32),
-                Some(format!(
-                    "{}, {}",
-                    rtlab_trace::describe_prio(*prio),
-                    if *prio < own {
-                        "outranks it"
-                    } else {
-                        "same priority"
-                    }
-                )),
-                duration,
-            ),
-            (Some((pid, comm, prio)), _) if *pid != 0 && target_prio.is_none() => tally.add(
-                from,
-                LatenessKind::Task,
-                name_of(*pid, comm),
-                Some(*pid as u32),
-                Some(rtlab_trace::describe_prio(*prio)),
-                duration,
-            ),
+        self.settle_runnable(from, duration, state.running.as_ref());
+    }
+
+    /// Tallies time the thread was runnable but not running on a CPU in no interrupt: to the
+    /// task that ran instead when it outranks the thread (or the thread's priority is unknown),
+    /// else to throttling.
+    fn settle_runnable(&mut self, from: u64, duration: u64, running: Option<&RunningTask>) {
+        let target_prio = self.target_prio;
+        match (running, target_prio) {
+            (Some(task), Some(own)) if task.pid != 0 && task.kernel_prio <= own => {
+                let name = self.name_of(task.pid, &task.comm);
+                self.tally.add(
+                    from,
+                    LatenessKind::Task,
+                    name,
+                    Some(task.pid as u32),
+                    Some(format!(
+                        "{}, {}",
+                        rtlab_trace::describe_prio(task.kernel_prio),
+                        if task.kernel_prio < own {
+                            "outranks it"
+                        } else {
+                            "same priority"
+                        }
+                    )),
+                    duration,
+                )
+            }
+            (Some(task), _) if task.pid != 0 && target_prio.is_none() => {
+                let name = self.name_of(task.pid, &task.comm);
+                self.tally.add(
+                    from,
+                    LatenessKind::Task,
+                    name,
+                    Some(task.pid as u32),
+                    Some(rtlab_trace::describe_prio(task.kernel_prio)),
+                    duration,
+                )
+            }
             (running, own) => {
                 let what = match running {
-                    Some((pid, comm, prio)) if *pid != 0 => {
+                    Some(task) if task.pid != 0 => {
                         format!(
                             "{} ({}) ran",
-                            name_of(*pid, comm),
-                            rtlab_trace::describe_prio(*prio)
+                            self.name_of(task.pid, &task.comm),
+                            rtlab_trace::describe_prio(task.kernel_prio)
                         )
                     }
                     _ => "the CPU idled".to_owned(),
@@ -341,7 +418,7 @@ pub fn timeline(
                     Some(prio) if prio < 100 => "RT throttling or the fair server",
                     _ => "throttled",
                 };
-                tally.add(
+                self.tally.add(
                     from,
                     LatenessKind::Throttled,
                     name.into(),
@@ -351,41 +428,44 @@ pub fn timeline(
                 );
             }
         }
-    };
-    for event in events {
-        let time = event.timestamp_ns;
-        if time > start_ns {
-            let to = time.min(end_ns);
-            settle(cursor, to, target, target_prio, &cpus, &mut tally);
-            cursor = cursor.max(to);
+    }
+
+    /// Updates the CPU's and the thread's state with one event.
+    fn apply(&mut self, event: &TraceEvent) {
+        let tid = self.tid;
+        if let EventKind::Switch {
+            next_pid,
+            next_comm,
+            next_prio,
+            ..
+        } = &event.kind
+        {
+            // Resolved before the CPU's state is borrowed below.
+            let kernel_prio = self.prio_of(*next_pid, *next_prio);
+            self.cpus.entry(event.cpu).or_default().running = Some(RunningTask {
+                pid: *next_pid,
+                comm: next_comm.to_string(),
+                kernel_prio,
+            });
         }
-        if time >= end_ns {
-            break;
-        }
-        let cpu = cpus.entry(event.cpu).or_default();
+        let cpu = self.cpus.entry(event.cpu).or_default();
         match &event.kind {
             EventKind::Switch {
                 prev_pid,
                 prev_state,
                 prev_prio,
                 next_pid,
-                next_comm,
                 next_prio,
                 ..
             } => {
-                cpu.running = Some((
-                    *next_pid,
-                    next_comm.to_string(),
-                    prio_of(*next_pid, *next_prio),
-                ));
                 cpu.contexts.clear();
                 if *next_pid == tid {
-                    target = TargetState::Running(event.cpu);
-                    target_prio = Some(*next_prio);
+                    self.target = TargetState::Running(event.cpu);
+                    self.target_prio = Some(*next_prio);
                 } else if *prev_pid == tid {
-                    target_prio = Some(*prev_prio);
+                    self.target_prio = Some(*prev_prio);
                     // TASK_RUNNING (0) when preempted or throttled; a sleep state otherwise.
-                    target = if *prev_state == 0 {
+                    self.target = if *prev_state == 0 {
                         TargetState::Runnable(event.cpu)
                     } else {
                         TargetState::Blocked
@@ -404,29 +484,30 @@ pub fn timeline(
                 target_cpu,
                 ..
             } if *pid == tid => {
-                target_prio = Some(*prio);
-                if !matches!(target, TargetState::Running(_)) {
-                    target = TargetState::Runnable((*target_cpu).max(0) as u32);
+                self.target_prio = Some(*prio);
+                if !matches!(self.target, TargetState::Running(_)) {
+                    self.target = TargetState::Runnable((*target_cpu).max(0) as u32);
                 }
             }
             EventKind::Migrate { pid, dest_cpu, .. } if *pid == tid => {
-                if let TargetState::Runnable(_) = target {
-                    target = TargetState::Runnable((*dest_cpu).max(0) as u32);
+                if let TargetState::Runnable(_) = self.target {
+                    self.target = TargetState::Runnable((*dest_cpu).max(0) as u32);
                 }
             }
-            EventKind::IrqEntry { name, .. } => {
-                cpu.contexts
-                    .push((LatenessKind::Irq, format!("irq {name}")));
-            }
-            EventKind::VectorEntry { name } => {
-                cpu.contexts.push((LatenessKind::Irq, (*name).to_owned()));
-            }
-            EventKind::SoftirqEntry { vector } => cpu.contexts.push((
-                LatenessKind::Softirq,
-                rtlab_trace::event::SOFTIRQ_NAMES
+            EventKind::IrqEntry { name, .. } => cpu.contexts.push(InterruptContext {
+                kind: LatenessKind::Irq,
+                name: format!("irq {name}"),
+            }),
+            EventKind::VectorEntry { name } => cpu.contexts.push(InterruptContext {
+                kind: LatenessKind::Irq,
+                name: (*name).to_owned(),
+            }),
+            EventKind::SoftirqEntry { vector } => cpu.contexts.push(InterruptContext {
+                kind: LatenessKind::Softirq,
+                name: rtlab_trace::event::SOFTIRQ_NAMES
                     .get(*vector as usize)
                     .map_or_else(|| format!("softirq {vector}"), |name| (*name).to_owned()),
-            )),
+            }),
             EventKind::IrqExit { .. }
             | EventKind::VectorExit { .. }
             | EventKind::SoftirqExit { .. } => {
@@ -435,8 +516,6 @@ pub fn timeline(
             _ => {}
         }
     }
-    settle(cursor, end_ns, target, target_prio, &cpus, &mut tally);
-    tally.timeline
 }
 
 /// The largest part that kept a thread from its work, over the accounts of an event.
@@ -498,8 +577,14 @@ pub const EXPLAINED_KEPT: usize = 200;
 /// machine's steal time sampled beside it, and the names of the tids it will meet.
 pub struct Tracer {
     recorder: rtlab_trace::Recorder,
-    steal: Vec<(u64, u64)>,
+    steal: Vec<StealSample>,
     names: KnownNames,
+}
+
+/// The machine's steal time, summed over CPUs, read at one moment.
+struct StealSample {
+    at_ns: u64,
+    steal_ns: u64,
 }
 
 impl Tracer {
@@ -526,7 +611,10 @@ impl Tracer {
     fn sample_steal(&mut self) {
         if let Ok(times) = rtlab_sys::proc_stat::cpu_times() {
             let steal = times.values().map(|cpu| cpu.steal_ns).sum();
-            self.steal.push((rtlab_sys::clock::monotonic_ns(), steal));
+            self.steal.push(StealSample {
+                at_ns: rtlab_sys::clock::monotonic_ns(),
+                steal_ns: steal,
+            });
         }
     }
 
@@ -553,10 +641,10 @@ impl Tracer {
                 });
                 self.names.insert(
                     tid,
-                    (
-                        format!("competitor[{tid}] {label}").trim().to_owned(),
-                        policy.map(kernel_prio),
-                    ),
+                    KnownName {
+                        name: format!("competitor[{tid}] {label}").trim().to_owned(),
+                        kernel_prio: policy.map(kernel_prio),
+                    },
                 );
             }
         }
@@ -568,9 +656,9 @@ impl Tracer {
             .steal
             .iter()
             .rev()
-            .find(|(time, _)| *time <= start_ns)?;
-        let after = self.steal.iter().find(|(time, _)| *time >= end_ns)?;
-        Some(after.1.saturating_sub(before.1))
+            .find(|sample| sample.at_ns <= start_ns)?;
+        let after = self.steal.iter().find(|sample| sample.at_ns >= end_ns)?;
+        Some(after.steal_ns.saturating_sub(before.steal_ns))
     }
 
     /// Every traced CPU's events over [start, end], merged in time order.
@@ -596,6 +684,49 @@ impl Tracer {
         devices: &[crate::results::DeviceResult],
         start_ns: u64,
     ) -> (Vec<rtlab_core::ExplainedEvent>, Vec<String>) {
+        self.drain_and_name(workload, threads, devices);
+        // One pass per thread over the whole recording: its state is known at every window.
+        let (events, any_lost) = self.events(0, u64::MAX);
+        let mut accounts = Accounts {
+            first_ns: events.first().map_or(start_ns, |event| event.timestamp_ns),
+            last_ns: events.last().map_or(start_ns, |event| event.timestamp_ns),
+            events: &events,
+            names: &self.names,
+            timelines: BTreeMap::new(),
+        };
+        let mut explained = Vec::new();
+        for device in devices {
+            self.explain_underruns(
+                workload,
+                threads,
+                device,
+                start_ns,
+                &mut accounts,
+                &mut explained,
+            );
+        }
+        for thread in threads {
+            self.explain_deadline_misses(workload, thread, start_ns, &mut accounts, &mut explained);
+        }
+        let mut warnings = Vec::new();
+        let stats = self.recorder.stats();
+        if any_lost || stats.lost_events > 0 {
+            warnings.push(format!(
+                "--explain: the trace lost {} events; parts of some windows are 'unseen'",
+                stats.lost_events
+            ));
+        }
+        warnings.extend(self.recorder.warnings().iter().cloned());
+        (explained, warnings)
+    }
+
+    /// Drains the rings, takes a last steal sample and names the run's threads and devices.
+    fn drain_and_name(
+        &mut self,
+        workload: &crate::Workload,
+        threads: &[crate::results::ThreadResult],
+        devices: &[crate::results::DeviceResult],
+    ) {
         for _ in 0..64 {
             match self.recorder.poll(4096) {
                 Ok(outcome) if !outcome.caught_up => continue,
@@ -608,166 +739,211 @@ impl Tracer {
                 Some(_) => None,
                 None => Some(kernel_prio(spec.policy)),
             };
-            self.names.insert(thread.tid, (spec.name.clone(), prio));
+            self.names.insert(
+                thread.tid,
+                KnownName {
+                    name: spec.name.clone(),
+                    kernel_prio: prio,
+                },
+            );
         }
         for device in devices {
-            self.names
-                .insert(device.tid, (format!("device {}", device.name), None));
+            self.names.insert(
+                device.tid,
+                KnownName {
+                    name: format!("device {}", device.name),
+                    kernel_prio: None,
+                },
+            );
         }
-        // One pass per thread over the whole recording: its state is known at every window.
-        let (events, any_lost) = self.events(0, u64::MAX);
-        let first_ns = events.first().map_or(start_ns, |event| event.timestamp_ns);
-        let last_ns = events.last().map_or(start_ns, |event| event.timestamp_ns);
-        let mut timelines: BTreeMap<u32, Vec<TimedPart>> = BTreeMap::new();
-        let names = &self.names;
-        let mut account_of = |name: &str, tid: u32, start: u64, end: u64| {
-            let timeline = timelines
-                .entry(tid)
-                .or_insert_with(|| timeline(&events, tid, first_ns, last_ns, names));
-            ThreadAccount {
-                thread: name.to_owned(),
-                tid,
-                parts: sum_window(timeline, start, end),
-            }
+    }
+
+    /// Explains the first underruns of `device` (until [`EXPLAINED_KEPT`] are explained in all).
+    fn explain_underruns(
+        &self,
+        workload: &crate::Workload,
+        threads: &[crate::results::ThreadResult],
+        device: &crate::results::DeviceResult,
+        start_ns: u64,
+        accounts: &mut Accounts<'_>,
+        explained: &mut Vec<rtlab_core::ExplainedEvent>,
+    ) {
+        let Some(ring) = workload
+            .rings
+            .iter()
+            .position(|ring| ring.name == device.name)
+        else {
+            return;
         };
-        let mut explained = Vec::new();
-        for device in devices {
-            let Some(ring) = workload
-                .rings
+        let chain = feeding_threads(workload, ring);
+        let window_ns = device.buffer_period.0 * u64::from(device.buffers.max(1));
+        for (index, event) in device.underrun_events.iter().enumerate() {
+            if explained.len() >= EXPLAINED_KEPT {
+                break;
+            }
+            let end = start_ns + event.at_ns;
+            let start = end.saturating_sub(window_ns).max(start_ns);
+            let mut chain_accounts: Vec<ThreadAccount> = chain
                 .iter()
-                .position(|ring| ring.name == device.name)
+                .filter_map(|&thread| threads.get(thread))
+                .map(|thread| accounts.account(&thread.name, thread.tid, start, end))
+                .collect();
+            chain_accounts.sort_by_key(|account| std::cmp::Reverse(held_ns(account)));
+            let device_late_ns = device.underrun_device_late_ns.get(index).copied();
+            let (cause, cause_kind) = underrun_cause(
+                device,
+                start,
+                end,
+                device_late_ns,
+                accounts,
+                &mut chain_accounts,
+            );
+            explained.push(rtlab_core::ExplainedEvent {
+                kind: "underrun".into(),
+                source: device.name.clone(),
+                at_ns: event.at_ns,
+                window_start_ns: start - start_ns,
+                window_ns: end - start,
+                accounts: chain_accounts,
+                device_late_ns,
+                steal_ns: self.steal_between(start, end),
+                cause,
+                cause_kind,
+            });
+        }
+    }
+
+    /// Explains the first deadline misses of `thread` (until [`EXPLAINED_KEPT`] are explained
+    /// in all).
+    fn explain_deadline_misses(
+        &self,
+        workload: &crate::Workload,
+        thread: &crate::results::ThreadResult,
+        start_ns: u64,
+        accounts: &mut Accounts<'_>,
+        explained: &mut Vec<rtlab_core::ExplainedEvent>,
+    ) {
+        for event in &thread.deadline_miss_events {
+            if explained.len() >= EXPLAINED_KEPT {
+                break;
+            }
+            let Some(spec) = workload
+                .threads
+                .iter()
+                .find(|spec| spec.name == thread.name)
             else {
                 continue;
             };
-            let chain = feeding_threads(workload, ring);
-            let window_ns = device.buffer_period.0 * u64::from(device.buffers.max(1));
-            for (index, event) in device.underrun_events.iter().enumerate() {
-                if explained.len() >= EXPLAINED_KEPT {
-                    break;
-                }
-                let end = start_ns + event.at_ns;
-                let start = end.saturating_sub(window_ns).max(start_ns);
-                let mut accounts: Vec<ThreadAccount> = chain
-                    .iter()
-                    .filter_map(|&thread| threads.get(thread))
-                    .map(|thread| account_of(&thread.name, thread.tid, start, end))
-                    .collect();
-                accounts.sort_by_key(|account| {
-                    std::cmp::Reverse(
-                        account
-                            .parts
-                            .iter()
-                            .filter(|part| part.kind.is_cause())
-                            .map(|part| part.ns)
-                            .sum::<u64>(),
-                    )
-                });
-                let device_late_ns = device.underrun_device_late_ns.get(index).copied();
-                let (cause, cause_kind) = match device_late_ns
-                    .filter(|late| *late >= device.buffer_period.0)
-                {
-                    // The device thread itself was held past a period (a sound card is not):
-                    // its own account says by what.
-                    Some(late) => {
-                        let account = account_of(
-                            &format!("device {}", device.name),
-                            device.tid,
-                            end,
-                            end + late,
-                        );
-                        let (cause, kind) = cause_sentence(std::slice::from_ref(&account), late);
-                        accounts.insert(0, account);
-                        (
-                            format!(
-                                "the device thread took the buffer {:.1} ms late: {cause}",
-                                late as f64 / 1e6
-                            ),
-                            if kind.is_cause() {
-                                kind
-                            } else {
-                                LatenessKind::Unseen
-                            },
-                        )
-                    }
-                    // The device thread held earlier in the window woke the producer late
-                    // (a sound card's interrupt is not held): its account stands beside the
-                    // chain's, so such a hold is named rather than "nothing".
-                    None => {
-                        let device_account = account_of(
-                            &format!("device {}", device.name),
-                            device.tid,
-                            start,
-                            end + device_late_ns.unwrap_or(0),
-                        );
-                        let held: u64 = device_account
-                            .parts
-                            .iter()
-                            .filter(|part| part.kind.is_cause())
-                            .map(|part| part.ns)
-                            .sum();
-                        if held > 0 {
-                            accounts.push(device_account);
-                        }
-                        cause_sentence(&accounts, end - start)
-                    }
-                };
-                explained.push(rtlab_core::ExplainedEvent {
-                    kind: "underrun".into(),
-                    source: device.name.clone(),
-                    at_ns: event.at_ns,
-                    window_start_ns: start - start_ns,
-                    window_ns: end - start,
-                    accounts,
-                    device_late_ns,
-                    steal_ns: self.steal_between(start, end),
-                    cause,
-                    cause_kind,
-                });
+            let Some(deadline) = spec.effective_deadline() else {
+                continue;
+            };
+            let start = start_ns + event.at_ns;
+            let end = start + deadline.0 + event.late_ns.unwrap_or(0);
+            let thread_accounts = vec![accounts.account(&thread.name, thread.tid, start, end)];
+            let (cause, cause_kind) = cause_sentence(&thread_accounts, end - start);
+            explained.push(rtlab_core::ExplainedEvent {
+                kind: "deadline_miss".into(),
+                source: thread.name.clone(),
+                at_ns: event.at_ns,
+                window_start_ns: event.at_ns,
+                window_ns: end - start,
+                accounts: thread_accounts,
+                device_late_ns: None,
+                steal_ns: self.steal_between(start, end),
+                cause,
+                cause_kind,
+            });
+        }
+    }
+}
+
+/// Each thread's timeline over the whole recording, built the first time a window of it is
+/// asked for.
+struct Accounts<'a> {
+    events: &'a [TraceEvent],
+    first_ns: u64,
+    last_ns: u64,
+    names: &'a KnownNames,
+    timelines: BTreeMap<u32, Vec<TimedPart>>,
+}
+
+impl Accounts<'_> {
+    /// Where thread `tid` (`name` in the account) spent [`start`, `end`].
+    fn account(&mut self, name: &str, tid: u32, start: u64, end: u64) -> ThreadAccount {
+        let (events, first_ns, last_ns, names) =
+            (self.events, self.first_ns, self.last_ns, self.names);
+        let timeline = self
+            .timelines
+            .entry(tid)
+            .or_insert_with(|| timeline(events, tid, first_ns, last_ns, names));
+        ThreadAccount {
+            thread: name.to_owned(),
+            tid,
+            parts: sum_window(timeline, start, end),
+        }
+    }
+}
+
+/// The time an account charges to causes (not to running or sleeping).
+fn held_ns(account: &ThreadAccount) -> u64 {
+    account
+        .parts
+        .iter()
+        .filter(|part| part.kind.is_cause())
+        .map(|part| part.ns)
+        .sum()
+}
+
+/// The cause of one underrun over [`start`, `end`], with the device thread's own account added
+/// to `chain_accounts` when it was held.
+fn underrun_cause(
+    device: &crate::results::DeviceResult,
+    start: u64,
+    end: u64,
+    device_late_ns: Option<u64>,
+    accounts: &mut Accounts<'_>,
+    chain_accounts: &mut Vec<ThreadAccount>,
+) -> (String, LatenessKind) {
+    match device_late_ns.filter(|late| *late >= device.buffer_period.0) {
+        // The device thread itself was held past a period (a sound card is not):
+        // its own account says by what.
+        Some(late) => {
+            let account = accounts.account(
+                &format!("device {}", device.name),
+                device.tid,
+                end,
+                end + late,
+            );
+            let (cause, kind) = cause_sentence(std::slice::from_ref(&account), late);
+            chain_accounts.insert(0, account);
+            (
+                format!(
+                    "the device thread took the buffer {:.1} ms late: {cause}",
+                    late as f64 / 1e6
+                ),
+                if kind.is_cause() {
+                    kind
+                } else {
+                    LatenessKind::Unseen
+                },
+            )
+        }
+        // The device thread held earlier in the window woke the producer late
+        // (a sound card's interrupt is not held): its account stands beside the
+        // chain's, so such a hold is named rather than "nothing".
+        None => {
+            let device_account = accounts.account(
+                &format!("device {}", device.name),
+                device.tid,
+                start,
+                end + device_late_ns.unwrap_or(0),
+            );
+            let held: u64 = held_ns(&device_account);
+            if held > 0 {
+                chain_accounts.push(device_account);
             }
+            cause_sentence(chain_accounts, end - start)
         }
-        for thread in threads {
-            for event in &thread.deadline_miss_events {
-                if explained.len() >= EXPLAINED_KEPT {
-                    break;
-                }
-                let Some(spec) = workload
-                    .threads
-                    .iter()
-                    .find(|spec| spec.name == thread.name)
-                else {
-                    continue;
-                };
-                let Some(deadline) = spec.effective_deadline() else {
-                    continue;
-                };
-                let start = start_ns + event.at_ns;
-                let end = start + deadline.0 + event.late_ns.unwrap_or(0);
-                let accounts = vec![account_of(&thread.name, thread.tid, start, end)];
-                let (cause, cause_kind) = cause_sentence(&accounts, end - start);
-                explained.push(rtlab_core::ExplainedEvent {
-                    kind: "deadline_miss".into(),
-                    source: thread.name.clone(),
-                    at_ns: event.at_ns,
-                    window_start_ns: event.at_ns,
-                    window_ns: end - start,
-                    accounts,
-                    device_late_ns: None,
-                    steal_ns: self.steal_between(start, end),
-                    cause,
-                    cause_kind,
-                });
-            }
-        }
-        let mut warnings = Vec::new();
-        let stats = self.recorder.stats();
-        if any_lost || stats.lost_events > 0 {
-            warnings.push(format!(
-                "--explain: the trace lost {} events; parts of some windows are 'unseen'",
-                stats.lost_events
-            ));
-        }
-        warnings.extend(self.recorder.warnings().iter().cloned());
-        (explained, warnings)
     }
 }
 
@@ -850,7 +1026,13 @@ mod tests {
             switch(8_000_000, 1, 9, 0, 7, 89, "producer"),
             switch(9_000_000, 1, 7, 1, 0, 120, "swapper/1"),
         ];
-        let names = KnownNames::from([(9, ("competitor fifo:50@1".to_owned(), Some(49)))]);
+        let names = KnownNames::from([(
+            9,
+            KnownName {
+                name: "competitor fifo:50@1".to_owned(),
+                kernel_prio: Some(49),
+            },
+        )]);
         let parts = account(&events, 7, 1_000_000, 10_000_000, &names);
         let total: u64 = parts.iter().map(|part| part.ns).sum();
         assert_eq!(total, 9_000_000);
