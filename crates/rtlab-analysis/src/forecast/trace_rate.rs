@@ -89,6 +89,14 @@ pub fn glitch_threshold_ns(responses: &TraceResponses, buffering: TraceBuffering
     (threshold >= responses.period_ns as f64).then(|| threshold.round() as u64)
 }
 
+/// A glitch rate per minute with its interval.
+#[derive(Clone, Copy)]
+struct RatePerMinute {
+    rate: f64,
+    low: f64,
+    high: f64,
+}
+
 /// The forecast for each buffering.
 pub fn trace_rates(
     responses: &TraceResponses,
@@ -121,7 +129,11 @@ pub fn trace_rates(
             });
             let rates = glitches.map(|count| {
                 let (low, high) = poisson_interval(count);
-                (count as f64 / minutes, low / minutes, high / minutes)
+                RatePerMinute {
+                    rate: count as f64 / minutes,
+                    low: low / minutes,
+                    high: high / minutes,
+                }
             });
             let per_second = |per_minute: f64| per_minute / 60.0;
             Ok(TraceRateRow {
@@ -131,16 +143,16 @@ pub fn trace_rates(
                 threshold_ns,
                 glitches,
                 lower_bound: !responses.complete,
-                per_minute: rates.map(|rate| rate.0),
-                per_minute_low: rates.map(|rate| rate.1),
-                per_minute_high: rates.map(|rate| rate.2),
+                per_minute: rates.map(|rates| rates.rate),
+                per_minute_low: rates.map(|rates| rates.low),
+                per_minute_high: rates.map(|rates| rates.high),
                 mean_time_between_s: rates
-                    .filter(|rate| rate.0 > 0.0)
-                    .map(|rate| 1.0 / per_second(rate.0)),
-                mean_time_between_low_s: rates.map(|rate| 1.0 / per_second(rate.2)),
+                    .filter(|rates| rates.rate > 0.0)
+                    .map(|rates| 1.0 / per_second(rates.rate)),
+                mean_time_between_low_s: rates.map(|rates| 1.0 / per_second(rates.high)),
                 mean_time_between_high_s: rates
-                    .filter(|rate| rate.1 > 0.0)
-                    .map(|rate| 1.0 / per_second(rate.1)),
+                    .filter(|rates| rates.low > 0.0)
+                    .map(|rates| 1.0 / per_second(rates.low)),
             })
         })
         .collect()

@@ -101,6 +101,14 @@ pub struct PeriodicInterferer {
 /// One group's culprit (none: one CPU's unnamed stalls) with its fit.
 type GroupFit = (Option<CulpritName>, Fit);
 
+/// Sightings grouped: a named culprit's wherever it ran, or one CPU's unnamed ones.
+struct SightingGroup<'a> {
+    culprit: Option<CulpritName>,
+    /// The CPU of unnamed sightings (none for a named culprit).
+    cpu: Option<u32>,
+    members: Vec<&'a Sighting>,
+}
+
 /// One group's fit.
 struct Fit {
     period_ns: f64,
@@ -111,23 +119,32 @@ struct Fit {
     cpus: Vec<u32>,
 }
 
-/// Merges a group's sightings into bursts: `(end, longest sighting)`, sorted by end, with the
-/// CPUs seen.
-fn bursts_of(sightings: &[&Sighting]) -> (Vec<(u64, u64)>, Vec<u32>) {
+/// One burst: overlapping sightings merged.
+struct Burst {
+    end_ns: u64,
+    /// The longest of its sightings.
+    length_ns: u64,
+}
+
+/// Merges a group's sightings into bursts, sorted by end, with the CPUs seen.
+fn bursts_of(sightings: &[&Sighting]) -> (Vec<Burst>, Vec<u32>) {
     let mut spans: Vec<(u64, u64)> = sightings
         .iter()
         .map(|sighting| (sighting.end_ns, sighting.length_ns))
         .collect();
     spans.sort_unstable();
-    let mut bursts: Vec<(u64, u64)> = Vec::new();
+    let mut bursts: Vec<Burst> = Vec::new();
     for (end, length) in spans {
         match bursts.last_mut() {
             // Overlapping spans (`[end − length, end]`) are one burst.
-            Some((last_end, last_length)) if end.saturating_sub(length) <= *last_end => {
-                *last_end = end.max(*last_end);
-                *last_length = length.max(*last_length);
+            Some(last) if end.saturating_sub(length) <= last.end_ns => {
+                last.end_ns = end.max(last.end_ns);
+                last.length_ns = length.max(last.length_ns);
             }
-            _ => bursts.push((end, length)),
+            _ => bursts.push(Burst {
+                end_ns: end,
+                length_ns: length,
+            }),
         }
     }
     let mut cpus: Vec<u32> = sightings
@@ -153,11 +170,11 @@ fn median(values: &mut [f64]) -> f64 {
 /// `every_burst_seen`: the sightings miss no burst (a probe's wake-ups, which a burst of at least
 /// the probe's period always covers), so a period whose burst numbers skip all but one in `m` is
 /// a fraction of the true one.
-fn fit(bursts: &[(u64, u64)], cpus: Vec<u32>, every_burst_seen: bool) -> Option<Fit> {
+fn fit(bursts: &[Burst], cpus: Vec<u32>, every_burst_seen: bool) -> Option<Fit> {
     if bursts.len() < MIN_BURSTS {
         return None;
     }
-    let ends: Vec<u64> = bursts.iter().map(|(end, _)| *end).collect();
+    let ends: Vec<u64> = bursts.iter().map(|burst| burst.end_ns).collect();
     let gaps: Vec<f64> = ends
         .windows(2)
         .map(|pair| (pair[1] - pair[0]) as f64)
@@ -199,7 +216,11 @@ fn fit(bursts: &[(u64, u64)], cpus: Vec<u32>, every_burst_seen: bool) -> Option<
     }
     let mut absolute: Vec<f64> = deviations.iter().map(|deviation| deviation.abs()).collect();
     let jitter = 1.4826 * median(&mut absolute);
-    let (period, phase, inliers) = if jitter <= STEADY_JITTER * period {
+    let PhaseFit {
+        period,
+        phase,
+        inliers,
+    } = if jitter <= STEADY_JITTER * period {
         phase_fit(&ends, period, jitter)
     } else {
         // Not steady: no phase holds over the run; the median phase says where bursts fall.
@@ -207,14 +228,21 @@ fn fit(bursts: &[(u64, u64)], cpus: Vec<u32>, every_burst_seen: bool) -> Option<
             .iter()
             .map(|end| (*end as f64).rem_euclid(period))
             .collect();
-        (period, median(&mut phases), (0..ends.len()).collect())
+        PhaseFit {
+            period,
+            phase: median(&mut phases),
+            inliers: (0..ends.len()).collect(),
+        }
     };
     Some(Fit {
         period_ns: period,
         phase_ns: phase,
         jitter_ns: jitter,
         ends: inliers.iter().map(|index| ends[*index]).collect(),
-        lengths: inliers.iter().map(|index| bursts[*index].1).collect(),
+        lengths: inliers
+            .iter()
+            .map(|index| bursts[*index].length_ns)
+            .collect(),
         cpus,
     })
 }
@@ -222,8 +250,8 @@ fn fit(bursts: &[(u64, u64)], cpus: Vec<u32>, every_burst_seen: bool) -> Option<
 /// A steady period's precise value and phase: the ends that fall at one phase of `period`
 /// (within five jitters, or 2 % of the period) against their burst numbers, least squares, twice
 /// (the first pass's period moves the phase of late ends). Other stalls on the same CPU (a
-/// hypervisor's) are left out. Returns `(period, phase, indices of the ends that fit)`.
-fn phase_fit(ends: &[u64], period: f64, jitter: f64) -> (f64, f64, Vec<usize>) {
+/// hypervisor's) are left out.
+fn phase_fit(ends: &[u64], period: f64, jitter: f64) -> PhaseFit {
     let tolerance = (5.0 * jitter).max(STEADY_JITTER * period);
     // The phase most ends share.
     let phases: Vec<f64> = ends
@@ -243,25 +271,32 @@ fn phase_fit(ends: &[u64], period: f64, jitter: f64) -> (f64, f64, Vec<usize>) {
     let (mut period, mut phase) = (period, reference);
     let mut inliers: Vec<usize> = (0..ends.len()).collect();
     for _ in 0..2 {
-        let fitting: Vec<(usize, f64, f64)> = ends
+        let fitting: Vec<FittingEnd> = ends
             .iter()
             .enumerate()
             .filter_map(|(index, end)| {
                 let number = ((*end as f64 - phase) / period).round();
                 let residual = *end as f64 - phase - number * period;
-                (residual.abs() <= tolerance).then_some((index, number, *end as f64))
+                (residual.abs() <= tolerance).then_some(FittingEnd {
+                    index,
+                    number,
+                    end: *end as f64,
+                })
             })
             .collect();
         if fitting.len() < MIN_BURSTS {
             break;
         }
         let count = fitting.len() as f64;
-        let mean_x = fitting.iter().map(|(_, x, _)| x).sum::<f64>() / count;
-        let mean_y = fitting.iter().map(|(_, _, y)| y).sum::<f64>() / count;
-        let sxx: f64 = fitting.iter().map(|(_, x, _)| (x - mean_x).powi(2)).sum();
+        let mean_x = fitting.iter().map(|point| point.number).sum::<f64>() / count;
+        let mean_y = fitting.iter().map(|point| point.end).sum::<f64>() / count;
+        let sxx: f64 = fitting
+            .iter()
+            .map(|point| (point.number - mean_x).powi(2))
+            .sum();
         let sxy: f64 = fitting
             .iter()
-            .map(|(_, x, y)| (x - mean_x) * (y - mean_y))
+            .map(|point| (point.number - mean_x) * (point.end - mean_y))
             .sum();
         if sxx > 0.0 {
             let fitted = sxy / sxx;
@@ -271,9 +306,28 @@ fn phase_fit(ends: &[u64], period: f64, jitter: f64) -> (f64, f64, Vec<usize>) {
             }
         }
         phase = (mean_y - period * mean_x).rem_euclid(period);
-        inliers = fitting.iter().map(|(index, _, _)| *index).collect();
+        inliers = fitting.iter().map(|point| point.index).collect();
     }
-    (period, phase, inliers)
+    PhaseFit {
+        period,
+        phase,
+        inliers,
+    }
+}
+
+/// A period and phase fitted to burst ends, with the ends that fit.
+struct PhaseFit {
+    period: f64,
+    phase: f64,
+    /// Indices of the ends that fall at the phase.
+    inliers: Vec<usize>,
+}
+
+/// An end that falls at the phase: its index, its burst number (x) and its time (y).
+struct FittingEnd {
+    index: usize,
+    number: f64,
+    end: f64,
 }
 
 /// The true period when the fitted one is a whole fraction of it. Other stalls between the
@@ -288,13 +342,17 @@ fn phase_fit(ends: &[u64], period: f64, jitter: f64) -> (f64, f64, Vec<usize>) {
 /// job late, which may be one in `m` because of how they meet the application's cycle.
 fn whole_period(ends: &[u64], period: f64) -> f64 {
     const WHOLE_SHARE: f64 = 0.9;
-    let (_, _, at_period) = phase_fit(ends, period, 0.0);
+    let at_period = phase_fit(ends, period, 0.0).inliers;
     // Only a period most ends keep the phase of: a jittery one's ends share no phase at any.
     if (at_period.len() as f64) < PERIODIC_SHARE * ends.len() as f64 {
         return period;
     }
     for multiple in (2..=LARGEST_MULTIPLE).rev() {
-        let (whole, _, at_whole) = phase_fit(ends, period * multiple as f64, 0.0);
+        let PhaseFit {
+            period: whole,
+            inliers: at_whole,
+            ..
+        } = phase_fit(ends, period * multiple as f64, 0.0);
         if at_whole.len() >= MIN_BURSTS
             && at_whole.len() as f64 >= WHOLE_SHARE * at_period.len() as f64
         {
@@ -348,7 +406,7 @@ fn phase_distance(first: f64, second: f64, period: f64) -> f64 {
 /// grouped by culprit, unnamed ones by CPU; groups whose periods agree within 1 % (and whose
 /// culprits share a policy) are one interferer.
 pub fn find_periodic(sightings: &[Sighting], rule: BurstRule) -> Vec<PeriodicInterferer> {
-    let mut groups: Vec<(Option<CulpritName>, Option<u32>, Vec<&Sighting>)> = Vec::new();
+    let mut groups: Vec<SightingGroup<'_>> = Vec::new();
     for sighting in sightings {
         // A named culprit is one group wherever it ran; unnamed stalls are one group per CPU.
         let key_cpu = if sighting.culprit.is_some() {
@@ -358,22 +416,26 @@ pub fn find_periodic(sightings: &[Sighting], rule: BurstRule) -> Vec<PeriodicInt
         };
         match groups
             .iter_mut()
-            .find(|(culprit, cpu, _)| *culprit == sighting.culprit && *cpu == key_cpu)
+            .find(|group| group.culprit == sighting.culprit && group.cpu == key_cpu)
         {
-            Some((_, _, members)) => members.push(sighting),
-            None => groups.push((sighting.culprit.clone(), key_cpu, vec![sighting])),
+            Some(group) => group.members.push(sighting),
+            None => groups.push(SightingGroup {
+                culprit: sighting.culprit.clone(),
+                cpu: key_cpu,
+                members: vec![sighting],
+            }),
         }
     }
     let mut fits: Vec<GroupFit> = groups
         .into_iter()
-        .filter_map(|(culprit, _, members)| {
-            let (bursts, cpus) = bursts_of(&members);
+        .filter_map(|group| {
+            let (bursts, cpus) = bursts_of(&group.members);
             let every_burst_seen = matches!(rule, BurstRule::ProbeSamples { .. });
-            fit(&bursts, cpus, every_burst_seen).map(|fit| (culprit, fit))
+            fit(&bursts, cpus, every_burst_seen).map(|fit| (group.culprit, fit))
         })
         .collect();
-    fits.sort_by(|first, second| {
-        (&first.0, first.1.ends.first()).cmp(&(&second.0, second.1.ends.first()))
+    fits.sort_by(|(first_culprit, first_fit), (second_culprit, second_fit)| {
+        (first_culprit, first_fit.ends.first()).cmp(&(second_culprit, second_fit.ends.first()))
     });
     // Each interferer's members, with the period they were joined on.
     let mut interferers: Vec<(Vec<GroupFit>, f64)> = Vec::new();

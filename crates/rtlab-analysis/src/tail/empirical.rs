@@ -34,10 +34,20 @@ pub fn binomial_half_cdf(trials: u64, successes: u64) -> f64 {
     total.min(1.0)
 }
 
+/// A median with a distribution-free interval around it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MedianInterval {
+    pub median: f64,
+    pub low: u64,
+    pub high: u64,
+    /// The coverage the interval achieves (at least the confidence asked for).
+    pub coverage: f64,
+}
+
 /// The median of `values` with the narrowest symmetric order-statistic interval whose coverage
-/// is at least `confidence`: `(median, low, high, achieved coverage)`. None below 6 values or
-/// when even [min, max] does not reach `confidence`.
-pub fn median_with_interval(values: &[u64], confidence: f64) -> Option<(f64, u64, u64, f64)> {
+/// is at least `confidence`. None below 6 values or when even [min, max] does not reach
+/// `confidence`.
+pub fn median_with_interval(values: &[u64], confidence: f64) -> Option<MedianInterval> {
     let count = values.len();
     if count < 6 {
         return None;
@@ -56,12 +66,12 @@ pub fn median_with_interval(values: &[u64], confidence: f64) -> Option<(f64, u64
         }
     }
     let (lower_rank, coverage) = best?;
-    Some((
+    Some(MedianInterval {
         median,
-        sorted[lower_rank - 1],
-        sorted[count - lower_rank],
+        low: sorted[lower_rank - 1],
+        high: sorted[count - lower_rank],
         coverage,
-    ))
+    })
 }
 
 #[cfg(test)]
@@ -87,13 +97,22 @@ mod tests {
     #[test]
     fn median_interval_needs_six_values() {
         assert!(median_with_interval(&[1, 2, 3, 4, 5], 0.95).is_none());
-        let (median, low, high, coverage) =
-            median_with_interval(&[6, 1, 5, 2, 4, 3], 0.95).unwrap();
+        let MedianInterval {
+            median,
+            low,
+            high,
+            coverage,
+        } = median_with_interval(&[6, 1, 5, 2, 4, 3], 0.95).unwrap();
         assert_eq!(median, 3.5);
         assert_eq!((low, high), (1, 6));
         assert!((coverage - (1.0 - 2.0 / 64.0)).abs() < 1e-12);
         let many: Vec<u64> = (1..=100).collect();
-        let (_, low, high, coverage) = median_with_interval(&many, 0.95).unwrap();
+        let MedianInterval {
+            low,
+            high,
+            coverage,
+            ..
+        } = median_with_interval(&many, 0.95).unwrap();
         assert!(
             coverage >= 0.95 && low > 30 && high < 70,
             "{low} {high} {coverage}"

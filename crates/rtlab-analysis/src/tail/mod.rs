@@ -462,8 +462,12 @@ fn project_window(
     let block_seconds = window_seconds.round() as usize;
     let blocks = empirical::block_maxima(data.max_per_second, block_seconds.max(1));
     if blocks.len() >= 6 {
-        if let Some((median, low, high, coverage)) =
-            empirical::median_with_interval(&blocks, config.confidence)
+        if let Some(empirical::MedianInterval {
+            median,
+            low,
+            high,
+            coverage,
+        }) = empirical::median_with_interval(&blocks, config.confidence)
         {
             return Estimate::Value {
                 estimate_ns: median,
