@@ -95,8 +95,8 @@ fn without_interferer(probe: &ProbeEvidence, interferer: &PeriodicInterferer) ->
     let mut buckets: Vec<(u64, u64)> = probe.wakeup.buckets();
     for (_, latency) in &theirs {
         let bucket = histogram.highest_equivalent(*latency);
-        if let Some(entry) = buckets.iter_mut().find(|(value, _)| *value == bucket) {
-            entry.1 = entry.1.saturating_sub(1);
+        if let Some((_, count)) = buckets.iter_mut().find(|(value, _)| *value == bucket) {
+            *count = count.saturating_sub(1);
         }
     }
     let mut wakeup = LatencyHistogram::new();
@@ -117,7 +117,8 @@ fn without_interferer(probe: &ProbeEvidence, interferer: &PeriodicInterferer) ->
                 None => buckets.iter().rposition(|(_, count)| *count > 0),
             };
             if let Some(index) = entry {
-                buckets[index].1 -= 1;
+                let (_, count) = &mut buckets[index];
+                *count -= 1;
             }
         }
         let mut kept = LatencyHistogram::new();

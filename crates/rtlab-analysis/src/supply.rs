@@ -132,14 +132,14 @@ pub fn sliding_window_supply(
     let cumulative = Cumulative::new(&clipped);
     let n_windows = (to.0 - from.0 - period.0) / step.0 + 1;
     let mut supplies = Vec::with_capacity(n_windows as usize);
-    let mut min = (u64::MAX, 0u64);
+    let (mut min_ns, mut min_window_start_ns) = (u64::MAX, 0u64);
     let mut meeting = 0u64;
     let mut sum = 0u128;
     for k in 0..n_windows {
         let start = from.0 + k * step.0;
         let supply = cumulative.at(start + period.0) - cumulative.at(start);
-        if supply < min.0 {
-            min = (supply, start);
+        if supply < min_ns {
+            (min_ns, min_window_start_ns) = (supply, start);
         }
         if supply >= amount.0 {
             meeting += 1;
@@ -156,8 +156,8 @@ pub fn sliding_window_supply(
         windows: n_windows,
         windows_meeting: meeting,
         share_meeting: meeting as f64 / n_windows as f64,
-        min_ns: min.0,
-        min_window_start_ns: min.1,
+        min_ns,
+        min_window_start_ns,
         p1_ns: *p1,
         mean_ns: sum as f64 / n_windows as f64,
         total_run_ns: cumulative.at(to.0),

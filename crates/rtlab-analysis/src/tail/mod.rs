@@ -91,7 +91,7 @@ impl std::str::FromStr for UsageModel {
             reason: reason.to_owned(),
         };
         let mut model = UsageModel::CONTINUOUS;
-        let mut seen = (false, false);
+        let (mut hours_seen, mut days_seen) = (false, false);
         for part in text.split(',') {
             let part = part.trim().to_ascii_lowercase();
             if let Some(hours) = part.strip_suffix("h/day") {
@@ -99,21 +99,21 @@ impl std::str::FromStr for UsageModel {
                     .trim()
                     .parse()
                     .map_err(|_| bad("hours per day is not a number"))?;
-                if !(hours > 0.0 && hours <= 24.0) || seen.0 {
+                if !(hours > 0.0 && hours <= 24.0) || hours_seen {
                     return Err(bad("hours per day must be given once, in (0, 24]"));
                 }
                 model.hours_per_day = hours;
-                seen.0 = true;
+                hours_seen = true;
             } else if let Some(days) = part.strip_suffix("d/week") {
                 let days: f64 = days
                     .trim()
                     .parse()
                     .map_err(|_| bad("days per week is not a number"))?;
-                if !(days > 0.0 && days <= 7.0) || seen.1 {
+                if !(days > 0.0 && days <= 7.0) || days_seen {
                     return Err(bad("days per week must be given once, in (0, 7]"));
                 }
                 model.days_per_week = days;
-                seen.1 = true;
+                days_seen = true;
             } else {
                 return Err(bad(&format!("'{part}' is neither Nh/day nor Nd/week")));
             }
