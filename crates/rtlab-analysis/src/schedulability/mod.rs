@@ -169,10 +169,21 @@ impl Default for AnalysisOptions {
     }
 }
 
-struct Interferer {
-    period: u64,
-    compute: u64,
-    jitter: u64,
+/// Something that takes the CPU from a task periodically, ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interferer {
+    pub period: u64,
+    pub compute: u64,
+    /// Release jitter: how late in its period it may start.
+    pub jitter: u64,
+}
+
+/// A constant-bandwidth server: `runtime` every `period`, by a relative `deadline`, ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub runtime: u64,
+    pub period: u64,
+    pub deadline: u64,
 }
 
 /// Analyses every task. `latency_of` gives each task's OS latency (its pseudo worst case).
@@ -198,7 +209,7 @@ pub fn analyse(
                 period,
                 deadline,
             } => {
-                let reservations: Vec<(u64, u64, u64)> = tasks
+                let reservations: Vec<Server> = tasks
                     .iter()
                     .filter(|candidate| candidate.cpu == task.cpu)
                     .filter_map(|candidate| match candidate.scheduling {
@@ -206,7 +217,11 @@ pub fn analyse(
                             runtime,
                             period,
                             deadline,
-                        } => Some((runtime.0, period.0, deadline.0)),
+                        } => Some(Server {
+                            runtime: runtime.0,
+                            period: period.0,
+                            deadline: deadline.0,
+                        }),
                         Scheduling::FixedPriority(_) => None,
                     })
                     .collect();
@@ -321,13 +336,17 @@ pub fn response_time(
     compute: u64,
     jitter: u64,
     deadline: u64,
-    interferers: &[impl InterfererLike],
+    interferers: &[Interferer],
 ) -> Option<u64> {
     let mut busy = compute;
     loop {
         let mut next = compute;
         for interferer in interferers {
-            let (period, cost, their_jitter) = interferer.parts();
+            let Interferer {
+                period,
+                compute: cost,
+                jitter: their_jitter,
+            } = *interferer;
             next = next.saturating_add(
                 busy.saturating_add(their_jitter)
                     .div_ceil(period)
@@ -344,29 +363,12 @@ pub fn response_time(
     }
 }
 
-/// Something that takes the CPU from a task periodically: `(period, compute, jitter)`.
-pub trait InterfererLike {
-    fn parts(&self) -> (u64, u64, u64);
-}
-
-impl InterfererLike for Interferer {
-    fn parts(&self) -> (u64, u64, u64) {
-        (self.period, self.compute, self.jitter)
-    }
-}
-
-impl InterfererLike for (u64, u64, u64) {
-    fn parts(&self) -> (u64, u64, u64) {
-        *self
-    }
-}
-
-/// Processor-demand test for EDF over `(runtime, period, deadline)` servers:
+/// Processor-demand test for EDF over constant-bandwidth servers:
 /// `U ≤ bound` and `dbf(L) ≤ L` at every absolute deadline up to Baruah's bound `L*`.
-pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), String> {
+pub fn edf_demand_test(servers: &[Server], bound: f64) -> Result<(), String> {
     let utilisation: f64 = servers
         .iter()
-        .map(|(runtime, period, _)| *runtime as f64 / *period as f64)
+        .map(|server| server.runtime as f64 / server.period as f64)
         .sum();
     if utilisation > bound + 1e-12 {
         return Err(format!(
@@ -377,20 +379,21 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
     }
     if servers
         .iter()
-        .all(|(_, period, deadline)| deadline == period)
+        .all(|server| server.deadline == server.period)
     {
         return Ok(());
     }
     let max_deadline = servers
         .iter()
-        .map(|(_, _, deadline)| *deadline)
+        .map(|server| server.deadline)
         .max()
         .unwrap_or(0);
     let horizon = if utilisation < 1.0 - 1e-12 {
         let numerator: f64 = servers
             .iter()
-            .map(|(runtime, period, deadline)| {
-                (*period - *deadline) as f64 * (*runtime as f64 / *period as f64)
+            .map(|server| {
+                (server.period - server.deadline) as f64
+                    * (server.runtime as f64 / server.period as f64)
             })
             .sum();
         (max_deadline as f64).max(numerator / (1.0 - utilisation)) as u64
@@ -398,19 +401,19 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
         servers
             .iter()
             // A hyperperiod beyond u64 ns leaves more points than the test takes: it gives up below.
-            .fold(1u64, |lcm, (_, period, _)| {
-                (lcm / gcd(lcm, *period)).saturating_mul(*period)
+            .fold(1u64, |lcm, server| {
+                (lcm / gcd(lcm, server.period)).saturating_mul(server.period)
             })
     };
     let mut points: Vec<u64> = Vec::new();
-    for (_, period, deadline) in servers {
-        let mut point = *deadline;
+    for server in servers {
+        let mut point = server.deadline;
         while point <= horizon {
             points.push(point);
             if points.len() > 2_000_000 {
                 return Err("the demand test needs too many points to decide".to_owned());
             }
-            match point.checked_add(*period) {
+            match point.checked_add(server.period) {
                 Some(next) => point = next,
                 None => break,
             }
@@ -421,11 +424,11 @@ pub fn edf_demand_test(servers: &[(u64, u64, u64)], bound: f64) -> Result<(), St
     for length in points {
         let demand: u64 = servers
             .iter()
-            .map(|(runtime, period, deadline)| {
-                if length < *deadline {
+            .map(|server| {
+                if length < server.deadline {
                     0
                 } else {
-                    ((length - deadline) / period + 1).saturating_mul(*runtime)
+                    ((length - server.deadline) / server.period + 1).saturating_mul(server.runtime)
                 }
             })
             .fold(0u64, u64::saturating_add);

@@ -5,6 +5,22 @@
 use super::*;
 use crate::classes::parse_rate;
 
+fn interferer(period: u64, compute: u64) -> Interferer {
+    Interferer {
+        period,
+        compute,
+        jitter: 0,
+    }
+}
+
+fn server(runtime: u64, period: u64, deadline: u64) -> Server {
+    Server {
+        runtime,
+        period,
+        deadline,
+    }
+}
+
 fn fifo(name: &str, compute: u64, period: u64, priority: i32) -> Task {
     Task {
         name: name.to_owned(),
@@ -59,7 +75,7 @@ fn burns_wellings_unschedulable_example() {
     assert!(!results[2].schedulable);
     // Raising its deadline to its period is all it can get; at D = 52 it would fit exactly.
     assert_eq!(
-        response_time(12, 0, 52, &[(30, 10, 0), (40, 10, 0)]),
+        response_time(12, 0, 52, &[interferer(30, 10), interferer(40, 10)]),
         Some(52)
     );
 }
@@ -123,8 +139,8 @@ fn edf_schedules_what_rate_monotonic_cannot() {
 fn demand_test_catches_constrained_deadlines() {
     // U = 0.6 but both need 3 units by time 3 and 4: dbf(3)=2, dbf(4)=2+2=4 ≤ 4 ok;
     // deadlines (2,2): dbf(2) = 4 > 2 fails.
-    assert!(edf_demand_test(&[(2, 10, 3), (2, 10, 4)], 1.0).is_ok());
-    assert!(edf_demand_test(&[(2, 10, 2), (2, 10, 2)], 1.0).is_err());
+    assert!(edf_demand_test(&[server(2, 10, 3), server(2, 10, 4)], 1.0).is_ok());
+    assert!(edf_demand_test(&[server(2, 10, 2), server(2, 10, 2)], 1.0).is_err());
 }
 
 #[test]
@@ -166,8 +182,8 @@ fn huge_durations_are_analysed_without_overflow() {
     assert!(results[0].slack_ns.is_some_and(|slack| slack > 0));
     // EDF at a 100 % bound: coprime periods of ~17 min have a hyperperiod beyond u64 ns.
     let servers = [
-        (500_000_000_001, 1_000_000_000_001, 999_999_999_999),
-        (500_000_000_001, 1_000_000_000_003, 1_000_000_000_003),
+        server(500_000_000_001, 1_000_000_000_001, 999_999_999_999),
+        server(500_000_000_001, 1_000_000_000_003, 1_000_000_000_003),
     ];
     assert!(edf_demand_test(&servers, 1.0).is_err());
 }
