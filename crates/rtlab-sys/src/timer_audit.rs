@@ -66,8 +66,17 @@ fn process_ids() -> Vec<u32> {
     pids
 }
 
+/// A task's scheduling policy as /proc/PID/stat shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatPolicy {
+    /// `SCHED_OTHER`, `SCHED_FIFO`, … (`unknown` for a number this does not know).
+    pub policy: String,
+    /// The RT priority for SCHED_FIFO and SCHED_RR, the nice value otherwise.
+    pub priority: i32,
+}
+
 /// Policy name and RT priority (or nice) from /proc/PID/stat.
-pub fn parse_stat_policy(stat: &str) -> Option<(String, i32)> {
+pub fn parse_stat_policy(stat: &str) -> Option<StatPolicy> {
     let after_name = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     // Fields are numbered from 1 in proc(5); `state` (3) is fields[0].
@@ -88,11 +97,22 @@ pub fn parse_stat_policy(stat: &str) -> Option<(String, i32)> {
     } else {
         nice
     };
-    Some((name.to_owned(), priority))
+    Some(StatPolicy {
+        policy: name.to_owned(),
+        priority,
+    })
 }
 
-/// The CPU columns of /proc/interrupts' first line.
-fn parse_interrupts(text: &str) -> Vec<(u32, String)> {
+/// One interrupt of /proc/interrupts: its number and the names of its handlers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct InterruptLine {
+    irq: u32,
+    name: String,
+}
+
+/// The numbered interrupts of /proc/interrupts (the first line's CPU columns say where the
+/// counts end).
+fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
     let mut lines = text.lines();
     let n_cpus = lines
         .next()
@@ -105,7 +125,7 @@ fn parse_interrupts(text: &str) -> Vec<(u32, String)> {
             let tokens: Vec<&str> = rest.split_whitespace().collect();
             // counts per CPU, then the chip, the hardware irq (and trigger), then the names
             let name = tokens.get(n_cpus + 2..).map(|names| names.join(" "))?;
-            Some((irq, name))
+            Some(InterruptLine { irq, name })
         })
         .collect()
 }
@@ -137,7 +157,32 @@ pub fn collect() -> AuditFacts {
         as_root: rtlab_sys_is_root(),
         ..AuditFacts::default()
     };
-    let own_pid = std::process::id();
+    read_dma_latency_in_force(&mut facts);
+    scan_processes(&mut facts);
+    facts.sched_rt_runtime_us = read_number("/proc/sys/kernel/sched_rt_runtime_us");
+    facts.sched_rt_period_us = read_number("/proc/sys/kernel/sched_rt_period_us");
+    read_fair_servers(&mut facts);
+    let cpu_root = Path::new("/sys/devices/system/cpu");
+    read_cpu_frequency(&mut facts, cpu_root);
+    read_idle_states(&mut facts, cpu_root);
+    let clock_root = Path::new("/sys/devices/system/clocksource/clocksource0");
+    facts.clocksource = read_trimmed(clock_root.join("current_clocksource"));
+    facts.available_clocksources = read_trimmed(clock_root.join("available_clocksource"))
+        .map(|text| text.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    read_kernel_config(&mut facts);
+    facts.preemption = crate::host::preemption_model();
+    facts.kernel_cmdline = read_trimmed("/proc/cmdline");
+    facts.isolated_cpus = read_trimmed(cpu_root.join("isolated"));
+    facts.nohz_full_cpus = read_trimmed(cpu_root.join("nohz_full"));
+    facts.online_cpus = read_trimmed(cpu_root.join("online"));
+    read_irq_affinities(&mut facts);
+    read_memory_settings(&mut facts);
+    facts
+}
+
+/// Reads the cpu_dma_latency in force (the minimum over every holder), or says why it cannot.
+fn read_dma_latency_in_force(facts: &mut AuditFacts) {
     facts.cpu_dma_latency_in_force_us = match crate::dma_latency::current() {
         Ok(value) => Some(value as i64),
         Err(error) => {
@@ -148,77 +193,21 @@ pub fn collect() -> AuditFacts {
             None
         }
     };
-    let mut slack_readable = 0u32;
+}
+
+/// Looks at every other process: whether it holds /dev/cpu_dma_latency open, its main thread's
+/// timer slack, and whether it is a threaded interrupt handler. Says how many could not be read.
+fn scan_processes(facts: &mut AuditFacts) {
+    let own_pid = std::process::id();
     for pid in process_ids() {
         if pid == own_pid {
             continue;
         }
-        // cpu_dma_latency holders
-        match std::fs::read_dir(format!("/proc/{pid}/fd")) {
-            Ok(entries) => {
-                let mut descriptors = 0u32;
-                for entry in entries.flatten() {
-                    let Ok(target) = std::fs::read_link(entry.path()) else {
-                        continue;
-                    };
-                    if target != Path::new(crate::dma_latency::PATH) {
-                        continue;
-                    }
-                    descriptors += 1;
-                }
-                if descriptors > 0 {
-                    facts.cpu_dma_latency_holders.push(LatencyHolder {
-                        process: process_name(pid),
-                        descriptors,
-                    });
-                }
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-            Err(_) => facts.processes_not_scanned += 1,
+        if note_dma_latency_holder(facts, pid) == ProcessScan::Gone {
+            continue;
         }
-        // timer slack of the main thread
-        match read_timer_slack_of(pid) {
-            Ok(slack) => {
-                slack_readable += 1;
-                let (policy, _) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .ok()
-                    .and_then(|stat| parse_stat_policy(&stat))
-                    .unwrap_or(("SCHED_OTHER".to_owned(), 0));
-                let realtime = matches!(
-                    policy.as_str(),
-                    "SCHED_FIFO" | "SCHED_RR" | "SCHED_DEADLINE"
-                );
-                let default = if realtime { 0 } else { DEFAULT_TIMER_SLACK_NS };
-                if slack == default {
-                    facts.timer_slack_default_count += 1;
-                } else {
-                    facts.unusual_timer_slack.push(SlackFact {
-                        process: process_name(pid),
-                        timer_slack_ns: slack,
-                        realtime,
-                    });
-                }
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(_) => facts.timer_slack_unreadable += 1,
-        }
-        // threaded interrupt handlers
-        if let Some(comm) = read_trimmed(format!("/proc/{pid}/comm")) {
-            if comm.starts_with("irq/") {
-                if let Some((policy, priority)) =
-                    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                        .ok()
-                        .and_then(|stat| parse_stat_policy(&stat))
-                {
-                    facts.irq_threads.push(IrqThreadFact {
-                        pid,
-                        comm,
-                        policy,
-                        priority,
-                    });
-                }
-            }
-        }
+        note_timer_slack(facts, pid);
+        note_irq_thread(facts, pid);
     }
     if facts.processes_not_scanned > 0 {
         facts.skipped.push(format!(
@@ -232,10 +221,95 @@ pub fn collect() -> AuditFacts {
             facts.timer_slack_unreadable
         ));
     }
-    let _ = slack_readable;
+}
 
-    facts.sched_rt_runtime_us = read_number("/proc/sys/kernel/sched_rt_runtime_us");
-    facts.sched_rt_period_us = read_number("/proc/sys/kernel/sched_rt_period_us");
+/// Whether a process was still there when its open files were listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProcessScan {
+    Present,
+    Gone,
+}
+
+/// Counts the descriptors `pid` holds on /dev/cpu_dma_latency and records it as a holder if
+/// there are any; a process whose descriptors cannot be read is counted as not scanned.
+fn note_dma_latency_holder(facts: &mut AuditFacts, pid: u32) -> ProcessScan {
+    match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(entries) => {
+            let mut descriptors = 0u32;
+            for entry in entries.flatten() {
+                let Ok(target) = std::fs::read_link(entry.path()) else {
+                    continue;
+                };
+                if target != Path::new(crate::dma_latency::PATH) {
+                    continue;
+                }
+                descriptors += 1;
+            }
+            if descriptors > 0 {
+                facts.cpu_dma_latency_holders.push(LatencyHolder {
+                    process: process_name(pid),
+                    descriptors,
+                });
+            }
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return ProcessScan::Gone,
+        Err(_) => facts.processes_not_scanned += 1,
+    }
+    ProcessScan::Present
+}
+
+/// Counts `pid`'s main thread's timer slack as its policy's default, or records it as unusual.
+fn note_timer_slack(facts: &mut AuditFacts, pid: u32) {
+    match read_timer_slack_of(pid) {
+        Ok(slack) => {
+            let policy = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| parse_stat_policy(&stat))
+                .map_or_else(|| "SCHED_OTHER".to_owned(), |stat| stat.policy);
+            let realtime = matches!(
+                policy.as_str(),
+                "SCHED_FIFO" | "SCHED_RR" | "SCHED_DEADLINE"
+            );
+            let default = if realtime { 0 } else { DEFAULT_TIMER_SLACK_NS };
+            if slack == default {
+                facts.timer_slack_default_count += 1;
+            } else {
+                facts.unusual_timer_slack.push(SlackFact {
+                    process: process_name(pid),
+                    timer_slack_ns: slack,
+                    realtime,
+                });
+            }
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(_) => facts.timer_slack_unreadable += 1,
+    }
+}
+
+/// Records `pid` with its policy and priority if it is a threaded interrupt handler (`irq/…`).
+fn note_irq_thread(facts: &mut AuditFacts, pid: u32) {
+    let Some(comm) = read_trimmed(format!("/proc/{pid}/comm")) else {
+        return;
+    };
+    if !comm.starts_with("irq/") {
+        return;
+    }
+    if let Some(StatPolicy { policy, priority }) =
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| parse_stat_policy(&stat))
+    {
+        facts.irq_threads.push(IrqThreadFact {
+            pid,
+            comm,
+            policy,
+            priority,
+        });
+    }
+}
+
+/// Reads each CPU's fair server (runtime per period) from debugfs, or says why it cannot.
+fn read_fair_servers(facts: &mut AuditFacts) {
     let fair_root = Path::new("/sys/kernel/debug/sched/fair_server");
     match std::fs::read_dir(fair_root) {
         Ok(entries) => {
@@ -264,8 +338,10 @@ pub fn collect() -> AuditFacts {
             }
         )),
     }
+}
 
-    let cpu_root = Path::new("/sys/devices/system/cpu");
+/// Reads each CPU's frequency governor, the cpufreq driver and the boost settings.
+fn read_cpu_frequency(facts: &mut AuditFacts, cpu_root: &Path) {
     let mut cpus: Vec<u32> = std::fs::read_dir(cpu_root)
         .map(|entries| {
             entries
@@ -298,6 +374,10 @@ pub fn collect() -> AuditFacts {
                 .to_owned(),
         );
     }
+}
+
+/// Reads the cpuidle driver and governor and CPU 0's idle states with their exit latencies.
+fn read_idle_states(facts: &mut AuditFacts, cpu_root: &Path) {
     facts.cpuidle_driver = read_trimmed(cpu_root.join("cpuidle/current_driver"));
     facts.cpuidle_governor = read_trimmed(cpu_root.join("cpuidle/current_governor"))
         .or_else(|| read_trimmed(cpu_root.join("cpuidle/current_governor_ro")));
@@ -313,13 +393,11 @@ pub fn collect() -> AuditFacts {
         });
         state_index += 1;
     }
+}
 
-    let clock_root = Path::new("/sys/devices/system/clocksource/clocksource0");
-    facts.clocksource = read_trimmed(clock_root.join("current_clocksource"));
-    facts.available_clocksources = read_trimmed(clock_root.join("available_clocksource"))
-        .map(|text| text.split_whitespace().map(str::to_owned).collect())
-        .unwrap_or_default();
-
+/// Reads HZ, the preemption model and NO_HZ from the kernel's build options, or says they are
+/// not available.
+fn read_kernel_config(facts: &mut AuditFacts) {
     match kernel_config() {
         Some(config) => {
             facts.config_hz = config_value(&config, "CONFIG_HZ").and_then(|hz| hz.parse().ok());
@@ -349,15 +427,13 @@ pub fn collect() -> AuditFacts {
                 .to_owned(),
         ),
     }
-    facts.preemption = crate::host::preemption_model();
-    facts.kernel_cmdline = read_trimmed("/proc/cmdline");
-    facts.isolated_cpus = read_trimmed(cpu_root.join("isolated"));
-    facts.nohz_full_cpus = read_trimmed(cpu_root.join("nohz_full"));
-    facts.online_cpus = read_trimmed(cpu_root.join("online"));
+}
 
+/// Reads each interrupt's name and CPU affinity (requested and effective).
+fn read_irq_affinities(facts: &mut AuditFacts) {
     match std::fs::read_to_string("/proc/interrupts") {
         Ok(text) => {
-            for (irq, name) in parse_interrupts(&text) {
+            for InterruptLine { irq, name } in parse_interrupts(&text) {
                 let base = format!("/proc/irq/{irq}");
                 let Some(affinity) = read_trimmed(format!("{base}/smp_affinity_list")) else {
                     continue;
@@ -374,7 +450,10 @@ pub fn collect() -> AuditFacts {
             .skipped
             .push(format!("IRQ affinities: /proc/interrupts: {error}")),
     }
+}
 
+/// Reads the memory settings that stall a task: transparent huge pages, KSM and swap.
+fn read_memory_settings(facts: &mut AuditFacts) {
     let mm = Path::new("/sys/kernel/mm");
     facts.thp_enabled = read_trimmed(mm.join("transparent_hugepage/enabled"));
     facts.thp_defrag = read_trimmed(mm.join("transparent_hugepage/defrag"));
@@ -387,7 +466,6 @@ pub fn collect() -> AuditFacts {
         .ok()
         .map(|text| text.lines().skip(1).map(str::to_owned).collect());
     facts.swappiness = read_number("/proc/sys/vm/swappiness");
-    facts
 }
 
 fn rtlab_sys_is_root() -> bool {
@@ -411,7 +489,13 @@ mod tests {
             };
         }
         let stat = format!("42 (irq/9-a (b)) {}", fields.join(" "));
-        assert_eq!(parse_stat_policy(&stat), Some(("SCHED_FIFO".into(), 50)));
+        assert_eq!(
+            parse_stat_policy(&stat),
+            Some(StatPolicy {
+                policy: "SCHED_FIFO".into(),
+                priority: 50
+            })
+        );
         assert_eq!(parse_stat_policy("42 (x"), None);
     }
 
@@ -420,7 +504,16 @@ mod tests {
         let text = "           CPU0       CPU1\n  0:         26          0   IO-APIC   2-edge      timer\n 24:          0       1234   PCI-MSI 49152-edge      virtio0-config\nNMI:          0          0   Non-maskable interrupts\n";
         assert_eq!(
             parse_interrupts(text),
-            vec![(0, "timer".to_owned()), (24, "virtio0-config".to_owned())]
+            vec![
+                InterruptLine {
+                    irq: 0,
+                    name: "timer".to_owned()
+                },
+                InterruptLine {
+                    irq: 24,
+                    name: "virtio0-config".to_owned()
+                }
+            ]
         );
     }
 
