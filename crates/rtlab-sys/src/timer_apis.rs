@@ -296,7 +296,14 @@ enum State {
     PosixTimer(libc::timer_t),
     Itimer,
     Condition(Box<PthreadCondition>),
-    Ring(Box<(io_uring::IoUring, io_uring::types::Timespec)>),
+    Ring(Box<RingTimeout>),
+}
+
+/// An io_uring and the timespec its timeout entry points at (boxed with it, so it never moves
+/// while the kernel may read it).
+struct RingTimeout {
+    ring: io_uring::IoUring,
+    time: io_uring::types::Timespec,
 }
 
 /// One API set up for one period, used by the thread that created it.
@@ -374,7 +381,10 @@ impl Waiter {
                         "the kernel's io_uring has no timeout opcode",
                     ));
                 }
-                State::Ring(Box::new((ring, io_uring::types::Timespec::new())))
+                State::Ring(Box::new(RingTimeout {
+                    ring,
+                    time: io_uring::types::Timespec::new(),
+                }))
             }
             _ => State::Plain,
         };
@@ -441,6 +451,9 @@ impl Waiter {
     /// (overruns; always 0 for the APIs that report none). A wait that ends with nothing
     /// delivered after two periods and 100 ms (a lost signal) is an error, so no caller
     /// blocks forever.
+    ///
+    /// The longer ways are functions of their own, each inlined here, so the wait compiles to
+    /// what one function with every way in it did.
     pub fn wait(&mut self) -> io::Result<u64> {
         let period_ns = self.period_ns;
         let patience_ns = 2 * period_ns + 100_000_000;
@@ -450,73 +463,15 @@ impl Waiter {
                 crate::clock::sleep_until_ns(self.next_deadline_ns);
                 Ok(0)
             }
-            TimerApi::ClockNanosleepRel => {
-                let mut request = timespec(period_ns);
-                loop {
-                    let mut remaining = timespec(0);
-                    // SAFETY: both timespecs are valid; relative sleep.
-                    let result = unsafe {
-                        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, &mut remaining)
-                    };
-                    if result != libc::EINTR {
-                        return if result == 0 {
-                            Ok(0)
-                        } else {
-                            Err(io::Error::from_raw_os_error(result))
-                        };
-                    }
-                    request = remaining;
-                }
-            }
-            TimerApi::Nanosleep => {
-                let mut request = timespec(period_ns);
-                loop {
-                    let mut remaining = timespec(0);
-                    // SAFETY: both timespecs are valid.
-                    if unsafe { libc::nanosleep(&request, &mut remaining) } == 0 {
-                        return Ok(0);
-                    }
-                    let error = io::Error::last_os_error();
-                    if error.raw_os_error() != Some(libc::EINTR) {
-                        return Err(error);
-                    }
-                    request = remaining;
-                }
-            }
+            TimerApi::ClockNanosleepRel => clock_nanosleep_for(period_ns),
+            TimerApi::Nanosleep => nanosleep_for(period_ns),
             TimerApi::Usleep => {
                 let micros = period_ns.div_ceil(1_000).min(u32::MAX as u64) as libc::useconds_t;
                 // SAFETY: plain syscall wrapper taking an integer.
                 check(unsafe { libc::usleep(micros) })?;
                 Ok(0)
             }
-            TimerApi::TimerfdPeriodic | TimerApi::TimerfdRearmed => {
-                let State::Descriptor(fd) = &self.state else {
-                    unreachable!("timerfd waiters hold a descriptor")
-                };
-                let raw = std::os::fd::AsRawFd::as_raw_fd(fd);
-                if self.api == TimerApi::TimerfdRearmed {
-                    let setting = libc::itimerspec {
-                        it_interval: timespec(0),
-                        it_value: timespec(period_ns),
-                    };
-                    // SAFETY: valid descriptor and itimerspec; the old value may be null.
-                    check(unsafe {
-                        libc::timerfd_settime(raw, 0, &setting, std::ptr::null_mut())
-                    })?;
-                }
-                let mut expirations = 0u64;
-                loop {
-                    // SAFETY: reads 8 bytes into a u64 we own.
-                    let read = unsafe { libc::read(raw, (&mut expirations as *mut u64).cast(), 8) };
-                    if read == 8 {
-                        return Ok(expirations.saturating_sub(1));
-                    }
-                    let error = io::Error::last_os_error();
-                    if error.raw_os_error() != Some(libc::EINTR) {
-                        return Err(error);
-                    }
-                }
-            }
+            TimerApi::TimerfdPeriodic | TimerApi::TimerfdRearmed => self.read_timerfd(),
             TimerApi::TimerCreate => {
                 let State::PosixTimer(timer) = &self.state else {
                     unreachable!("timer_create waiters hold a timer")
@@ -540,36 +495,8 @@ impl Waiter {
                 check(unsafe { libc::poll(std::ptr::null_mut(), 0, millis) })?;
                 Ok(0)
             }
-            TimerApi::EpollWait => {
-                let State::Descriptor(fd) = &self.state else {
-                    unreachable!("epoll waiters hold a descriptor")
-                };
-                let millis = (period_ns.div_ceil(1_000_000)).min(i32::MAX as u64) as libc::c_int;
-                let mut event = libc::epoll_event { events: 0, u64: 0 };
-                // SAFETY: valid epoll descriptor and room for one event.
-                check(unsafe {
-                    libc::epoll_wait(std::os::fd::AsRawFd::as_raw_fd(fd), &mut event, 1, millis)
-                })?;
-                Ok(0)
-            }
-            TimerApi::Select => {
-                let micros = period_ns.div_ceil(1_000);
-                let mut timeout = libc::timeval {
-                    tv_sec: (micros / 1_000_000) as libc::time_t,
-                    tv_usec: (micros % 1_000_000) as libc::suseconds_t,
-                };
-                // SAFETY: no descriptor sets (null) and a valid timeval.
-                check(unsafe {
-                    libc::select(
-                        0,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        &mut timeout,
-                    )
-                })?;
-                Ok(0)
-            }
+            TimerApi::EpollWait => self.wait_on_empty_epoll(),
+            TimerApi::Select => select_for(period_ns),
             TimerApi::CondTimedwait => {
                 self.next_deadline_ns += period_ns;
                 let deadline = self.next_deadline_ns;
@@ -579,39 +506,149 @@ impl Waiter {
                 condition.wait_until(deadline)?;
                 Ok(0)
             }
-            TimerApi::IoUring => {
-                let State::Ring(ring_and_time) = &mut self.state else {
-                    unreachable!("io_uring waiters hold a ring")
-                };
-                let (ring, time) = &mut **ring_and_time;
-                *time = io_uring::types::Timespec::new()
-                    .sec(period_ns / 1_000_000_000)
-                    .nsec((period_ns % 1_000_000_000) as u32);
-                let entry = io_uring::opcode::Timeout::new(time as *const _)
-                    .build()
-                    .user_data(1);
-                // SAFETY: the timespec lives in the boxed state, untouched until the completion
-                // below is reaped; the entry refers to nothing else.
-                unsafe { ring.submission().push(&entry) }
-                    .map_err(|_| io::Error::other("the io_uring submission queue is full"))?;
-                loop {
-                    match ring.submit_and_wait(1) {
-                        Ok(_) => {}
-                        Err(error) if error.raw_os_error() == Some(libc::EINTR) => continue,
-                        Err(error) => return Err(error),
-                    }
-                    if let Some(completion) = ring.completion().next() {
-                        let result = completion.result();
-                        // -ETIME is how a timeout completes.
-                        if result == -libc::ETIME || result >= 0 {
-                            return Ok(0);
-                        }
-                        return Err(io::Error::from_raw_os_error(-result));
-                    }
-                }
+            TimerApi::IoUring => self.wait_for_io_uring_timeout(),
+        }
+    }
+
+    /// Reads a timerfd's expirations (re-arming it as a one-shot first when it is the re-armed
+    /// kind); returns the expirations beyond the first.
+    #[inline(always)]
+    fn read_timerfd(&self) -> io::Result<u64> {
+        let period_ns = self.period_ns;
+        let State::Descriptor(fd) = &self.state else {
+            unreachable!("timerfd waiters hold a descriptor")
+        };
+        let raw = std::os::fd::AsRawFd::as_raw_fd(fd);
+        if self.api == TimerApi::TimerfdRearmed {
+            let setting = libc::itimerspec {
+                it_interval: timespec(0),
+                it_value: timespec(period_ns),
+            };
+            // SAFETY: valid descriptor and itimerspec; the old value may be null.
+            check(unsafe { libc::timerfd_settime(raw, 0, &setting, std::ptr::null_mut()) })?;
+        }
+        let mut expirations = 0u64;
+        loop {
+            // SAFETY: reads 8 bytes into a u64 we own.
+            let read = unsafe { libc::read(raw, (&mut expirations as *mut u64).cast(), 8) };
+            if read == 8 {
+                return Ok(expirations.saturating_sub(1));
+            }
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() != Some(libc::EINTR) {
+                return Err(error);
             }
         }
     }
+
+    /// Waits on the empty epoll set for one period in whole ms (rounded up).
+    #[inline(always)]
+    fn wait_on_empty_epoll(&self) -> io::Result<u64> {
+        let State::Descriptor(fd) = &self.state else {
+            unreachable!("epoll waiters hold a descriptor")
+        };
+        let millis = (self.period_ns.div_ceil(1_000_000)).min(i32::MAX as u64) as libc::c_int;
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: valid epoll descriptor and room for one event.
+        check(unsafe {
+            libc::epoll_wait(std::os::fd::AsRawFd::as_raw_fd(fd), &mut event, 1, millis)
+        })?;
+        Ok(0)
+    }
+
+    /// Submits an io_uring timeout of one period and waits for its completion.
+    #[inline(always)]
+    fn wait_for_io_uring_timeout(&mut self) -> io::Result<u64> {
+        let period_ns = self.period_ns;
+        let State::Ring(ring_timeout) = &mut self.state else {
+            unreachable!("io_uring waiters hold a ring")
+        };
+        let RingTimeout { ring, time } = &mut **ring_timeout;
+        *time = io_uring::types::Timespec::new()
+            .sec(period_ns / 1_000_000_000)
+            .nsec((period_ns % 1_000_000_000) as u32);
+        let entry = io_uring::opcode::Timeout::new(time as *const _)
+            .build()
+            .user_data(1);
+        // SAFETY: the timespec lives in the boxed state, untouched until the completion
+        // below is reaped; the entry refers to nothing else.
+        unsafe { ring.submission().push(&entry) }
+            .map_err(|_| io::Error::other("the io_uring submission queue is full"))?;
+        loop {
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(error) => return Err(error),
+            }
+            if let Some(completion) = ring.completion().next() {
+                let result = completion.result();
+                // -ETIME is how a timeout completes.
+                if result == -libc::ETIME || result >= 0 {
+                    return Ok(0);
+                }
+                return Err(io::Error::from_raw_os_error(-result));
+            }
+        }
+    }
+}
+
+/// Sleeps one period with a relative `clock_nanosleep`, finishing the remainder after a signal.
+#[inline(always)]
+fn clock_nanosleep_for(period_ns: u64) -> io::Result<u64> {
+    let mut request = timespec(period_ns);
+    loop {
+        let mut remaining = timespec(0);
+        // SAFETY: both timespecs are valid; relative sleep.
+        let result =
+            unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, &mut remaining) };
+        if result != libc::EINTR {
+            return if result == 0 {
+                Ok(0)
+            } else {
+                Err(io::Error::from_raw_os_error(result))
+            };
+        }
+        request = remaining;
+    }
+}
+
+/// Sleeps one period with `nanosleep`, finishing the remainder after a signal.
+#[inline(always)]
+fn nanosleep_for(period_ns: u64) -> io::Result<u64> {
+    let mut request = timespec(period_ns);
+    loop {
+        let mut remaining = timespec(0);
+        // SAFETY: both timespecs are valid.
+        if unsafe { libc::nanosleep(&request, &mut remaining) } == 0 {
+            return Ok(0);
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINTR) {
+            return Err(error);
+        }
+        request = remaining;
+    }
+}
+
+/// Waits one period (whole µs, rounded up) in a `select` with no descriptors.
+#[inline(always)]
+fn select_for(period_ns: u64) -> io::Result<u64> {
+    let micros = period_ns.div_ceil(1_000);
+    let mut timeout = libc::timeval {
+        tv_sec: (micros / 1_000_000) as libc::time_t,
+        tv_usec: (micros % 1_000_000) as libc::suseconds_t,
+    };
+    // SAFETY: no descriptor sets (null) and a valid timeval.
+    check(unsafe {
+        libc::select(
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut timeout,
+        )
+    })?;
+    Ok(0)
 }
 
 impl Drop for Waiter {
