@@ -239,78 +239,11 @@ impl Probe {
     /// Checks the configuration, sets the machine up (memory lock, cpu_dma_latency), starts every
     /// measuring thread and returns once they are all pinned and at their policy.
     pub fn start(config: &ProbeConfig, stop: Arc<AtomicBool>) -> Result<RunningProbe, ProbeError> {
-        let online = rtlab_sys::cpu::online_cpus().map_err(ProbeError::OnlineCpus)?;
-        if config.cpus.is_empty() {
-            return Err(ProbeError::NoCpus);
-        }
-        if let Some(cpu) = config.cpus.iter().find(|cpu| !online.contains(cpu)) {
-            let online_text = online
-                .iter()
-                .map(|cpu| cpu.to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            return Err(ProbeError::CpuOffline(*cpu, online_text));
-        }
-        if config.classes.is_empty() {
-            return Err(ProbeError::NoClasses);
-        }
-        if config.period < Nanos::from_micros(10) {
-            return Err(ProbeError::PeriodTooShort(config.period));
-        }
-        if config.duration == Nanos::ZERO {
-            return Err(ProbeError::ZeroDuration);
-        }
-        if let Some(compute) = config.compute {
-            if compute >= config.period {
-                return Err(ProbeError::ComputeTooLong(compute, config.period));
-            }
-        }
+        check_config(config)?;
         let mut warnings = Vec::new();
-        let mut classes: Vec<Class> = config.classes.clone();
-        classes.sort();
-        classes.dedup();
-        if classes.iter().any(|class| class.is_realtime())
-            && !rtlab_sys::sched::realtime_permitted()
-        {
-            let skipped: Vec<&str> = classes
-                .iter()
-                .filter(|class| class.is_realtime())
-                .map(|class| class.name())
-                .collect();
-            warnings.push(format!(
-                "no permission for real-time scheduling (run as root or grant CAP_SYS_NICE): skipped {}",
-                skipped.join(", ")
-            ));
-            classes.retain(|class| !class.is_realtime());
-            if classes.is_empty() {
-                return Err(ProbeError::NothingPermitted);
-            }
-        }
-        // On fault, not all at once: populating the whole binary, every thread's stack and every
-        // heap mapping cost more CPU than a 20 s run's measuring (BENCHMARKS.md "probe"). What
-        // the sample path touches is written before the first deadline instead
-        // (`Recorder::prefault`, `prefault_stack`, the late queues below), so it is resident
-        // and locked all the same.
-        let memory_lock = match rtlab_sys::memory::MemoryLock::lock_on_fault() {
-            Ok(lock) => Some(lock),
-            Err(error) => {
-                warnings.push(format!(
-                    "could not lock memory (mlockall: {error}): page faults may show up as latency"
-                ));
-                None
-            }
-        };
-        let dma_latency = match config.cpu_dma_latency_us {
-            Some(microseconds) => Some(
-                rtlab_sys::dma_latency::DmaLatencyGuard::hold(microseconds).map_err(|source| {
-                    ProbeError::DmaLatency {
-                        path: rtlab_sys::dma_latency::PATH,
-                        source,
-                    }
-                })?,
-            ),
-            None => None,
-        };
+        let classes = permitted_classes(&config.classes, &mut warnings)?;
+        let memory_lock = lock_memory(&mut warnings);
+        let dma_latency = hold_dma_latency(config.cpu_dma_latency_us)?;
 
         let start_ns = monotonic_ns() + SETUP_NS;
         let measure_start_ns = start_ns + config.warmup.as_u64();
@@ -322,10 +255,6 @@ impl Probe {
             late_dropped: AtomicU64::new(0),
             late_sink: std::sync::OnceLock::new(),
         });
-        let seconds = config.duration.as_u64().div_ceil(1_000_000_000) as usize;
-        let period_ns = config.period.as_u64();
-        let n_slots = (config.cpus.len() * classes.len()) as u64;
-
         let mut running = RunningProbe {
             shared: Arc::clone(&shared),
             start_ns,
@@ -342,138 +271,326 @@ impl Probe {
         };
         let (setup_sender, setup_receiver) =
             mpsc::channel::<Result<(Vec<SeriesKey>, u32), ProbeError>>();
-        let mut n_threads = 0usize;
-
-        let make_recorder = |running: &mut RunningProbe, key: SeriesKey, policy: Policy| {
-            let live = Arc::new(LiveCounters::default());
-            running.live.push((key, Arc::clone(&live)));
-            running.policies.push((key, policy));
-            let histogram = match key.metric {
-                Metric::Interval => SamplePathHistogram::around(period_ns),
-                _ => SamplePathHistogram::for_latencies(),
-            };
-            Recorder::new(seconds, config.peaks_per_series, histogram, live)
+        let mut plan = ThreadPlan {
+            config,
+            classes: &classes,
+            shared: &shared,
+            start_ns,
+            seconds: config.duration.as_u64().div_ceil(1_000_000_000) as usize,
+            period_ns: config.period.as_u64(),
+            n_timer_threads: (config.cpus.len() * classes.len()) as u64,
+            setup_sender,
+            n_threads: 0,
         };
-        let make_late_channel = |running: &mut RunningProbe, key: SeriesKey| {
-            let threshold_ns = Arc::new(LateThreshold(AtomicU64::new(u64::MAX)));
-            running.thresholds.push((key, Arc::clone(&threshold_ns)));
-            let (mut producer, mut consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
-            // Every slot written and read once, so a late sample's push never faults a page in.
-            let blank = LateSample {
-                metric: Metric::Wakeup,
-                class: Class::Normal,
-                cpu: 0,
-                intended_ns: 0,
-                actual_ns: 0,
-                latency_ns: 0,
-            };
-            while producer.push(blank).is_ok() {}
-            while consumer.pop().is_ok() {}
-            running
-                .late_consumers
-                .lock()
-                .expect("not poisoned")
-                .push(consumer);
-            LateChannel {
-                threshold_ns,
-                producer,
-            }
-        };
-
         for (cpu_index, &cpu) in config.cpus.iter().enumerate() {
-            // Hand-off waiters of this CPU, woken by its highest-class timer thread.
-            let mut slots: Vec<Arc<HandoffSlot>> = Vec::new();
-            if config.handoff {
-                for &class in &classes {
-                    let slot = Arc::new(HandoffSlot {
-                        sequence: AtomicU32::new(0),
-                        signal_ns: AtomicU64::new(0),
-                        signals_never_sent: AtomicU64::new(0),
-                    });
-                    slots.push(Arc::clone(&slot));
-                    let key = SeriesKey {
-                        metric: Metric::Handoff,
-                        class,
-                        cpu,
-                    };
-                    let recorder = make_recorder(&mut running, key, class.policy());
-                    let late = make_late_channel(&mut running, key);
-                    let thread = WaiterThread {
-                        key,
-                        slot,
-                        recorder,
-                        late,
-                        shared: Arc::clone(&shared),
-                    };
-                    let sender = setup_sender.clone();
-                    let handle = std::thread::Builder::new()
-                        .name(format!("rtlab-h-{}-{cpu}", short_class(class)))
-                        .spawn(move || thread.run(sender))
-                        .map_err(ProbeError::Spawn)?;
-                    running.threads.push(handle);
-                    n_threads += 1;
-                }
-            }
-            for (class_index, &class) in classes.iter().enumerate() {
-                let slot_index = (cpu_index * classes.len() + class_index) as u64;
-                let offset_ns = slot_index * period_ns / n_slots;
-                let wakeup_key = SeriesKey {
-                    metric: Metric::Wakeup,
-                    class,
-                    cpu,
-                };
-                let interval_key = SeriesKey {
-                    metric: Metric::Interval,
-                    class,
-                    cpu,
-                };
-                let wakeup = make_recorder(&mut running, wakeup_key, class.policy());
-                let interval = make_recorder(&mut running, interval_key, class.policy());
-                let late = make_late_channel(&mut running, wakeup_key);
-                let compute = match config.compute {
-                    Some(compute) if class_index == 0 && compute.as_u64() > 0 => {
-                        let response_key = SeriesKey {
-                            metric: Metric::Response,
-                            class,
-                            cpu,
-                        };
-                        let response = make_recorder(&mut running, response_key, class.policy());
-                        Some((compute.as_u64(), response))
-                    }
-                    _ => None,
-                };
-                let thread = TimerThread {
-                    class,
-                    cpu,
-                    first_deadline_ns: start_ns + offset_ns,
-                    period_ns,
-                    wakeup,
-                    interval,
-                    late,
-                    handoff_slots: if class_index == 0 {
-                        std::mem::take(&mut slots)
-                    } else {
-                        Vec::new()
-                    },
-                    compute,
-                    shared: Arc::clone(&shared),
-                };
-                let sender = setup_sender.clone();
-                let handle = std::thread::Builder::new()
-                    .name(format!("rtlab-t-{}-{cpu}", short_class(class)))
-                    .spawn(move || thread.run(sender))
-                    .map_err(ProbeError::Spawn)?;
-                running.threads.push(handle);
-                n_threads += 1;
-            }
+            plan.spawn_threads_of_cpu(&mut running, cpu_index, cpu)?;
         }
-        drop(setup_sender);
+        let n_threads = plan.n_threads;
+        // From here the threads hold the only senders, so the wait ends even if one never reports.
+        drop(plan);
+        running.wait_for_set_up(&setup_receiver, n_threads)?;
+        Ok(running)
+    }
+}
+
+/// Refuses a configuration that cannot run: no CPU, an offline CPU, no class, a period under
+/// 10 µs, no duration, or more work per wake-up than the period holds.
+fn check_config(config: &ProbeConfig) -> Result<(), ProbeError> {
+    let online = rtlab_sys::cpu::online_cpus().map_err(ProbeError::OnlineCpus)?;
+    if config.cpus.is_empty() {
+        return Err(ProbeError::NoCpus);
+    }
+    if let Some(cpu) = config.cpus.iter().find(|cpu| !online.contains(cpu)) {
+        let online_text = online
+            .iter()
+            .map(|cpu| cpu.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        return Err(ProbeError::CpuOffline(*cpu, online_text));
+    }
+    if config.classes.is_empty() {
+        return Err(ProbeError::NoClasses);
+    }
+    if config.period < Nanos::from_micros(10) {
+        return Err(ProbeError::PeriodTooShort(config.period));
+    }
+    if config.duration == Nanos::ZERO {
+        return Err(ProbeError::ZeroDuration);
+    }
+    if let Some(compute) = config.compute {
+        if compute >= config.period {
+            return Err(ProbeError::ComputeTooLong(compute, config.period));
+        }
+    }
+    Ok(())
+}
+
+/// The classes to measure, sorted and without repeats: the real-time ones are left out (with a
+/// warning) when this process may not use real-time scheduling, an error if none is left.
+fn permitted_classes(
+    asked: &[Class],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Class>, ProbeError> {
+    let mut classes: Vec<Class> = asked.to_vec();
+    classes.sort();
+    classes.dedup();
+    if classes.iter().any(|class| class.is_realtime()) && !rtlab_sys::sched::realtime_permitted() {
+        let skipped: Vec<&str> = classes
+            .iter()
+            .filter(|class| class.is_realtime())
+            .map(|class| class.name())
+            .collect();
+        warnings.push(format!(
+            "no permission for real-time scheduling (run as root or grant CAP_SYS_NICE): skipped {}",
+            skipped.join(", ")
+        ));
+        classes.retain(|class| !class.is_realtime());
+        if classes.is_empty() {
+            return Err(ProbeError::NothingPermitted);
+        }
+    }
+    Ok(classes)
+}
+
+/// Locks the process's memory as it is faulted in; a warning instead when that is not allowed.
+fn lock_memory(warnings: &mut Vec<String>) -> Option<rtlab_sys::memory::MemoryLock> {
+    // On fault, not all at once: populating the whole binary, every thread's stack and every
+    // heap mapping cost more CPU than a 20 s run's measuring (BENCHMARKS.md "probe"). What
+    // the sample path touches is written before the first deadline instead
+    // (`Recorder::prefault`, `prefault_stack`, the late queues below), so it is resident
+    // and locked all the same.
+    match rtlab_sys::memory::MemoryLock::lock_on_fault() {
+        Ok(lock) => Some(lock),
+        Err(error) => {
+            warnings.push(format!(
+                "could not lock memory (mlockall: {error}): page faults may show up as latency"
+            ));
+            None
+        }
+    }
+}
+
+/// Holds /dev/cpu_dma_latency at `microseconds` for as long as the guard lives, when asked to.
+fn hold_dma_latency(
+    microseconds: Option<i32>,
+) -> Result<Option<rtlab_sys::dma_latency::DmaLatencyGuard>, ProbeError> {
+    let Some(microseconds) = microseconds else {
+        return Ok(None);
+    };
+    rtlab_sys::dma_latency::DmaLatencyGuard::hold(microseconds)
+        .map(Some)
+        .map_err(|source| ProbeError::DmaLatency {
+            path: rtlab_sys::dma_latency::PATH,
+            source,
+        })
+}
+
+/// What the measuring threads of one run are built from, and the channel each of them reports
+/// its set-up on.
+struct ThreadPlan<'a> {
+    config: &'a ProbeConfig,
+    /// The classes measured: sorted, without repeats, permitted.
+    classes: &'a [Class],
+    shared: &'a Arc<Shared>,
+    /// CLOCK_MONOTONIC time of the run's first deadline.
+    start_ns: u64,
+    /// Whole seconds of measuring: the length of each recorder's per-second table.
+    seconds: usize,
+    period_ns: u64,
+    /// Timer threads in all: their first deadlines are spread evenly over one period.
+    n_timer_threads: u64,
+    setup_sender: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>,
+    /// Threads started so far; each reports its set-up once.
+    n_threads: usize,
+}
+
+impl ThreadPlan<'_> {
+    /// Starts one CPU's threads: its hand-off waiters (if asked for), then a timer thread per
+    /// class, the highest class's waking the waiters.
+    fn spawn_threads_of_cpu(
+        &mut self,
+        running: &mut RunningProbe,
+        cpu_index: usize,
+        cpu: usize,
+    ) -> Result<(), ProbeError> {
+        // Hand-off waiters of this CPU, woken by its highest-class timer thread.
+        let mut slots = if self.config.handoff {
+            self.spawn_handoff_waiters(running, cpu)?
+        } else {
+            Vec::new()
+        };
+        for class_index in 0..self.classes.len() {
+            let handoff_slots = if class_index == 0 {
+                std::mem::take(&mut slots)
+            } else {
+                Vec::new()
+            };
+            self.spawn_timer_thread(running, cpu_index, class_index, cpu, handoff_slots)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a hand-off waiter per class on `cpu`; returns the slots its timer thread signals.
+    fn spawn_handoff_waiters(
+        &mut self,
+        running: &mut RunningProbe,
+        cpu: usize,
+    ) -> Result<Vec<Arc<HandoffSlot>>, ProbeError> {
+        let mut slots: Vec<Arc<HandoffSlot>> = Vec::new();
+        for &class in self.classes {
+            let slot = Arc::new(HandoffSlot {
+                sequence: AtomicU32::new(0),
+                signal_ns: AtomicU64::new(0),
+                signals_never_sent: AtomicU64::new(0),
+            });
+            slots.push(Arc::clone(&slot));
+            let key = SeriesKey {
+                metric: Metric::Handoff,
+                class,
+                cpu,
+            };
+            let recorder = self.new_recorder(running, key, class.policy());
+            let late = running.new_late_channel(key);
+            let thread = WaiterThread {
+                key,
+                slot,
+                recorder,
+                late,
+                shared: Arc::clone(self.shared),
+            };
+            let name = format!("rtlab-h-{}-{cpu}", short_class(class));
+            self.spawn(running, name, move |sender| thread.run(sender))?;
+        }
+        Ok(slots)
+    }
+
+    /// Starts the timer thread of class number `class_index` on `cpu`, its first deadline offset
+    /// into the period by its place among all timer threads.
+    fn spawn_timer_thread(
+        &mut self,
+        running: &mut RunningProbe,
+        cpu_index: usize,
+        class_index: usize,
+        cpu: usize,
+        handoff_slots: Vec<Arc<HandoffSlot>>,
+    ) -> Result<(), ProbeError> {
+        let class = self.classes[class_index];
+        let slot_index = (cpu_index * self.classes.len() + class_index) as u64;
+        let offset_ns = slot_index * self.period_ns / self.n_timer_threads;
+        let wakeup_key = SeriesKey {
+            metric: Metric::Wakeup,
+            class,
+            cpu,
+        };
+        let interval_key = SeriesKey {
+            metric: Metric::Interval,
+            class,
+            cpu,
+        };
+        let wakeup = self.new_recorder(running, wakeup_key, class.policy());
+        let interval = self.new_recorder(running, interval_key, class.policy());
+        let late = running.new_late_channel(wakeup_key);
+        let compute = match self.config.compute {
+            Some(compute) if class_index == 0 && compute.as_u64() > 0 => {
+                let response_key = SeriesKey {
+                    metric: Metric::Response,
+                    class,
+                    cpu,
+                };
+                let response = self.new_recorder(running, response_key, class.policy());
+                Some((compute.as_u64(), response))
+            }
+            _ => None,
+        };
+        let thread = TimerThread {
+            class,
+            cpu,
+            first_deadline_ns: self.start_ns + offset_ns,
+            period_ns: self.period_ns,
+            wakeup,
+            interval,
+            late,
+            handoff_slots,
+            compute,
+            shared: Arc::clone(self.shared),
+        };
+        let name = format!("rtlab-t-{}-{cpu}", short_class(class));
+        self.spawn(running, name, move |sender| thread.run(sender))
+    }
+
+    /// A recorder for `key`, its live counters and policy registered with `running`.
+    fn new_recorder(&self, running: &mut RunningProbe, key: SeriesKey, policy: Policy) -> Recorder {
+        let live = Arc::new(LiveCounters::default());
+        running.live.push((key, Arc::clone(&live)));
+        running.policies.push((key, policy));
+        let histogram = match key.metric {
+            Metric::Interval => SamplePathHistogram::around(self.period_ns),
+            _ => SamplePathHistogram::for_latencies(),
+        };
+        Recorder::new(self.seconds, self.config.peaks_per_series, histogram, live)
+    }
+
+    /// Starts a measuring thread named `name` running `body`, which reports its set-up on the
+    /// sender it is given.
+    fn spawn(
+        &mut self,
+        running: &mut RunningProbe,
+        name: String,
+        body: impl FnOnce(mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>) -> ThreadOutput
+            + Send
+            + 'static,
+    ) -> Result<(), ProbeError> {
+        let sender = self.setup_sender.clone();
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || body(sender))
+            .map_err(ProbeError::Spawn)?;
+        running.threads.push(handle);
+        self.n_threads += 1;
+        Ok(())
+    }
+}
+
+impl RunningProbe {
+    /// A late threshold (off) and late-sample queue for `key`, its consumer kept here.
+    fn new_late_channel(&mut self, key: SeriesKey) -> LateChannel {
+        let threshold_ns = Arc::new(LateThreshold(AtomicU64::new(u64::MAX)));
+        self.thresholds.push((key, Arc::clone(&threshold_ns)));
+        let (mut producer, mut consumer) = rtrb::RingBuffer::new(LATE_QUEUE_CAPACITY);
+        // Every slot written and read once, so a late sample's push never faults a page in.
+        let blank = LateSample {
+            metric: Metric::Wakeup,
+            class: Class::Normal,
+            cpu: 0,
+            intended_ns: 0,
+            actual_ns: 0,
+            latency_ns: 0,
+        };
+        while producer.push(blank).is_ok() {}
+        while consumer.pop().is_ok() {}
+        self.late_consumers
+            .lock()
+            .expect("not poisoned")
+            .push(consumer);
+        LateChannel {
+            threshold_ns,
+            producer,
+        }
+    }
+
+    /// Waits until each of the `n_threads` started has reported its set-up, noting their thread
+    /// ids. If one failed, stops and joins them all and returns its error.
+    fn wait_for_set_up(
+        &mut self,
+        setup_receiver: &mpsc::Receiver<Result<(Vec<SeriesKey>, u32), ProbeError>>,
+        n_threads: usize,
+    ) -> Result<(), ProbeError> {
         let mut failure = None;
         for _ in 0..n_threads {
             match setup_receiver.recv() {
                 Ok(Ok((keys, tid))) => {
                     for key in keys {
-                        running.thread_ids.push((key, tid));
+                        self.thread_ids.push((key, tid));
                     }
                 }
                 Ok(Err(error)) => {
@@ -483,12 +600,12 @@ impl Probe {
             }
         }
         if let Some(error) = failure {
-            running.request_stop();
-            let _ = running.join_all();
+            self.request_stop();
+            let _ = self.join_all();
             return Err(error);
         }
-        running.thread_ids.sort();
-        Ok(running)
+        self.thread_ids.sort();
+        Ok(())
     }
 }
 
