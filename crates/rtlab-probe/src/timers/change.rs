@@ -155,9 +155,19 @@ impl Changer {
     }
 }
 
+/// One step's counts, taken by a measuring thread.
+struct StepCounts {
+    /// Lateness of the absolute sleeps.
+    wakeup: LatencyHistogram,
+    /// Length of the relative sleeps of one period.
+    sleep: LatencyHistogram,
+    /// The thread's timer slack while the step was counted, ns.
+    timer_slack_ns: u64,
+}
+
 /// What the measuring thread hands back.
 struct Measured {
-    steps: Vec<(LatencyHistogram, LatencyHistogram, u64)>,
+    steps: Vec<StepCounts>,
     slack_before: u64,
     slack_after: u64,
     /// It ran at the RT policy it was given.
@@ -175,50 +185,60 @@ struct Measuring {
     deadline_ns: u64,
 }
 
+/// What the measuring threads share with the thread that drives the changer.
+struct MeasuringSignals {
+    /// The step being counted; `usize::MAX` while a change settles.
+    current_step: Arc<AtomicUsize>,
+    /// Set once the changer is done: the measuring threads end.
+    finished: Arc<AtomicBool>,
+}
+
+/// What driving the changer through the settings gave.
+struct ChangerRun {
+    changer_pid: u32,
+    /// The cpu_dma_latency in force during each step that started (µs; None: unreadable).
+    in_force: Vec<Option<i64>>,
+    /// Steps that ran to their end.
+    completed: usize,
+    changer_exited: bool,
+}
+
 /// Runs the experiment. `changer` is the command that starts the changer process (stdin and
 /// stdout are set here); spawn from the thread that lives as long as the experiment, so a
 /// parent-death signal set in it fires only when rtlab dies.
 pub fn run(
     config: &ChangeConfig,
-    mut changer: Command,
+    changer: Command,
     stop: &Arc<AtomicBool>,
 ) -> Result<ChangeOutcome, ChangeError> {
     let n_steps = config.settings.len();
-    let current_step = Arc::new(AtomicUsize::new(usize::MAX));
+    let signals = MeasuringSignals {
+        current_step: Arc::new(AtomicUsize::new(usize::MAX)),
+        finished: Arc::new(AtomicBool::new(false)),
+    };
     let measurer_tid = Arc::new(AtomicU32::new(0));
-    let finished = Arc::new(AtomicBool::new(false));
     // Every measuring thread stops on its own by this time, whatever happens here.
     let deadline_ns = rtlab_sys::clock::monotonic_ns()
         + n_steps as u64 * (config.hold.as_u64() + 200_000_000)
         + 10_000_000_000;
-    let spawn = |name: &str, cpu: usize, policy: Option<Policy>, tid_out: Arc<AtomicU32>| {
-        let current_step = Arc::clone(&current_step);
-        let finished = Arc::clone(&finished);
-        let sleep_ns = config.sleep.as_u64().max(1);
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || {
-                measure(
-                    &Measuring {
-                        cpu,
-                        policy,
-                        sleep_ns,
-                        n_steps,
-                        deadline_ns,
-                    },
-                    &current_step,
-                    &tid_out,
-                    &finished,
-                )
-            })
-            .map_err(ChangeError::SpawnMeasurer)
+    let how = |cpu: usize, policy: Option<Policy>| Measuring {
+        cpu,
+        policy,
+        sleep_ns: config.sleep.as_u64().max(1),
+        n_steps,
+        deadline_ns,
     };
-    let measurer = spawn("rtlab-measure", config.cpu, None, Arc::clone(&measurer_tid))?;
+    let measurer = spawn_measurer(
+        "rtlab-measure",
+        how(config.cpu, None),
+        &signals,
+        Arc::clone(&measurer_tid),
+    )?;
     let rt_measurer = match config.rt_cpu {
-        Some(cpu) => Some(spawn(
+        Some(cpu) => Some(spawn_measurer(
             "rtlab-measure-rt",
-            cpu,
-            Some(Policy::Fifo { priority: 90 }),
+            how(cpu, Some(Policy::Fifo { priority: 90 })),
+            &signals,
             Arc::new(AtomicU32::new(0)),
         )?),
         None => None,
@@ -229,114 +249,169 @@ pub fn run(
     let tid = measurer_tid.load(Ordering::Acquire);
     let dma_before = rtlab_sys::dma_latency::current().ok().map(i64::from);
 
-    let outcome = (|| {
-        let mut child = changer
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(ChangeError::SpawnChanger)?;
-        let input = child.stdin.take().expect("stdin was piped");
-        let replies = BufReader::new(child.stdout.take().expect("stdout was piped"));
-        let changer_pid = child.id();
-        let mut changer = Changer {
-            child,
-            input,
-            replies,
-        };
-        let slack_before = rtlab_sys::timer_audit::read_timer_slack_of(tid).unwrap_or(50_000);
-        let mut in_force = Vec::with_capacity(n_steps);
-        let mut completed = 0;
-        let result = (|| {
-            for (index, setting) in config.settings.iter().enumerate() {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                match *setting {
-                    Setting::Untouched => {
-                        changer.send("dma off")?;
-                        changer.send(&format!("slack {tid} {slack_before}"))?;
-                    }
-                    Setting::DmaLatency(micros) => {
-                        changer.send(&format!("slack {tid} {slack_before}"))?;
-                        changer.send(&format!("dma {micros}"))?;
-                    }
-                    Setting::TimerSlack(ns) => {
-                        changer.send("dma off")?;
-                        changer.send(&format!("slack {tid} {ns}"))?;
-                    }
-                }
-                in_force.push(rtlab_sys::dma_latency::current().ok().map(i64::from));
-                // Let the change settle (idle governors, the thread's next sleep), then count.
-                sleep_unless_stopped(Duration::from_millis(200), stop);
-                current_step.store(index, Ordering::Release);
-                sleep_unless_stopped(config.hold.as_std(), stop);
-                current_step.store(usize::MAX, Ordering::Release);
-                completed = index + 1;
-            }
-            // Put back what the changer changed before it goes.
-            changer.send("dma off")?;
-            changer.send(&format!("slack {tid} {slack_before}"))?;
-            Ok::<(), ChangeError>(())
-        })();
-        let changer_exited = changer.end();
-        result.map(|()| (changer_pid, in_force, completed, changer_exited))
-    })();
+    let outcome = drive_changer(config, changer, tid, stop, &signals.current_step);
 
-    finished.store(true, Ordering::Release);
+    signals.finished.store(true, Ordering::Release);
     let measured = measurer.join().map_err(|_| ChangeError::Panicked)?;
     let rt_measured = match rt_measurer {
         Some(handle) => Some(handle.join().map_err(|_| ChangeError::Panicked)?),
         None => None,
     };
-    let mut rt_steps: Vec<Option<DelayStats>> = match &rt_measured {
+    let rt_steps: Vec<Option<DelayStats>> = match &rt_measured {
         Some(rt) if rt.realtime => rt
             .steps
             .iter()
-            .map(|(wakeup, _, _)| Some(delay_stats(wakeup)))
+            .map(|counts| Some(delay_stats(&counts.wakeup)))
             .collect(),
         _ => vec![None; n_steps],
     };
-    let (changer_pid, in_force, completed, changer_exited) = outcome?;
+    let changer_run = outcome?;
     let dma_after = rtlab_sys::dma_latency::current().ok().map(i64::from);
-    let steps = config
-        .settings
-        .iter()
-        .zip(measured.steps)
-        .zip(in_force)
-        .zip(rt_steps.drain(..))
-        .take(completed)
-        .map(
-            |(((setting, (wakeup, sleep, slack)), in_force), rt_wakeup)| ChangeStep {
-                setting: setting.describe(),
-                cpu_dma_latency_us: match setting {
-                    Setting::DmaLatency(micros) => Some(*micros),
-                    _ => None,
-                },
-                cpu_dma_latency_in_force_us: in_force,
-                timer_slack_ns: slack,
-                wakeup: delay_stats(&wakeup),
-                sleep: delay_stats(&sleep),
-                rt_wakeup,
-            },
-        )
-        .collect();
     Ok(ChangeOutcome {
         experiment: ChangeExperiment {
             hold_ns: config.hold.as_u64(),
             sleep_ns: config.sleep.as_u64(),
             policy: "SCHED_OTHER".to_owned(),
-            steps,
+            steps: change_steps(
+                &config.settings,
+                measured.steps,
+                changer_run.in_force,
+                rt_steps,
+                changer_run.completed,
+            ),
             restored: Restoration {
                 timer_slack_ns_before: measured.slack_before,
                 timer_slack_ns_after: measured.slack_after,
                 cpu_dma_latency_before_us: dma_before,
                 cpu_dma_latency_after_us: dma_after,
-                changer_exited,
+                changer_exited: changer_run.changer_exited,
             },
         },
         interrupted: stop.load(Ordering::Relaxed),
-        changer_pid,
+        changer_pid: changer_run.changer_pid,
     })
+}
+
+/// Starts a measuring thread named `name`; it writes its thread id into `tid_out` once set up.
+fn spawn_measurer(
+    name: &str,
+    how: Measuring,
+    signals: &MeasuringSignals,
+    tid_out: Arc<AtomicU32>,
+) -> Result<std::thread::JoinHandle<Measured>, ChangeError> {
+    let current_step = Arc::clone(&signals.current_step);
+    let finished = Arc::clone(&signals.finished);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || measure(&how, &current_step, &tid_out, &finished))
+        .map_err(ChangeError::SpawnMeasurer)
+}
+
+/// Starts the changer process and has it apply each setting in turn while the measuring
+/// thread `tid` counts; then has it put back what it changed and ends it.
+fn drive_changer(
+    config: &ChangeConfig,
+    mut command: Command,
+    tid: u32,
+    stop: &AtomicBool,
+    current_step: &AtomicUsize,
+) -> Result<ChangerRun, ChangeError> {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(ChangeError::SpawnChanger)?;
+    let input = child.stdin.take().expect("stdin was piped");
+    let replies = BufReader::new(child.stdout.take().expect("stdout was piped"));
+    let changer_pid = child.id();
+    let mut changer = Changer {
+        child,
+        input,
+        replies,
+    };
+    let slack_before = rtlab_sys::timer_audit::read_timer_slack_of(tid).unwrap_or(50_000);
+    let mut in_force = Vec::with_capacity(config.settings.len());
+    let mut completed = 0;
+    let result = (|| {
+        for (index, setting) in config.settings.iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            apply_setting(&mut changer, *setting, tid, slack_before)?;
+            in_force.push(rtlab_sys::dma_latency::current().ok().map(i64::from));
+            // Let the change settle (idle governors, the thread's next sleep), then count.
+            sleep_unless_stopped(Duration::from_millis(200), stop);
+            current_step.store(index, Ordering::Release);
+            sleep_unless_stopped(config.hold.as_std(), stop);
+            current_step.store(usize::MAX, Ordering::Release);
+            completed = index + 1;
+        }
+        // Put back what the changer changed before it goes.
+        changer.send("dma off")?;
+        changer.send(&format!("slack {tid} {slack_before}"))?;
+        Ok::<(), ChangeError>(())
+    })();
+    let changer_exited = changer.end();
+    result.map(|()| ChangerRun {
+        changer_pid,
+        in_force,
+        completed,
+        changer_exited,
+    })
+}
+
+/// Has the changer put `setting` in force for the measuring thread `tid` (and undo the other
+/// kind of setting).
+fn apply_setting(
+    changer: &mut Changer,
+    setting: Setting,
+    tid: u32,
+    slack_before: u64,
+) -> Result<(), ChangeError> {
+    match setting {
+        Setting::Untouched => {
+            changer.send("dma off")?;
+            changer.send(&format!("slack {tid} {slack_before}"))?;
+        }
+        Setting::DmaLatency(micros) => {
+            changer.send(&format!("slack {tid} {slack_before}"))?;
+            changer.send(&format!("dma {micros}"))?;
+        }
+        Setting::TimerSlack(ns) => {
+            changer.send("dma off")?;
+            changer.send(&format!("slack {tid} {ns}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The experiment's steps that ran to their end, each with its counts and what was in force.
+fn change_steps(
+    settings: &[Setting],
+    counts: Vec<StepCounts>,
+    in_force: Vec<Option<i64>>,
+    rt_steps: Vec<Option<DelayStats>>,
+    completed: usize,
+) -> Vec<ChangeStep> {
+    settings
+        .iter()
+        .zip(counts)
+        .zip(in_force)
+        .zip(rt_steps)
+        .take(completed)
+        .map(|(((setting, counts), in_force), rt_wakeup)| ChangeStep {
+            setting: setting.describe(),
+            cpu_dma_latency_us: match setting {
+                Setting::DmaLatency(micros) => Some(*micros),
+                _ => None,
+            },
+            cpu_dma_latency_in_force_us: in_force,
+            timer_slack_ns: counts.timer_slack_ns,
+            wakeup: delay_stats(&counts.wakeup),
+            sleep: delay_stats(&counts.sleep),
+            rt_wakeup,
+        })
+        .collect()
 }
 
 fn sleep_unless_stopped(duration: Duration, stop: &AtomicBool) {
@@ -376,8 +451,12 @@ fn measure(
         .is_some_and(|policy| rtlab_sys::sched::set_current_thread_policy(policy).is_ok());
     let slack_before = rtlab_sys::clock::timer_slack_ns();
     // Allocated before measuring; recording into an HdrHistogram does not allocate.
-    let mut steps: Vec<(LatencyHistogram, LatencyHistogram, u64)> = (0..how.n_steps)
-        .map(|_| (LatencyHistogram::new(), LatencyHistogram::new(), 0))
+    let mut steps: Vec<StepCounts> = (0..how.n_steps)
+        .map(|_| StepCounts {
+            wakeup: LatencyHistogram::new(),
+            sleep: LatencyHistogram::new(),
+            timer_slack_ns: 0,
+        })
         .collect();
     tid_out.store(rtlab_sys::cpu::current_tid(), Ordering::Release);
     let mut last_step = usize::MAX;
@@ -386,7 +465,7 @@ fn measure(
         let step = current_step.load(Ordering::Acquire);
         if step != last_step && step < how.n_steps {
             // Once per step: the slack the other process gave this thread.
-            steps[step].2 = rtlab_sys::clock::timer_slack_ns();
+            steps[step].timer_slack_ns = rtlab_sys::clock::timer_slack_ns();
         }
         last_step = step;
         let before = rtlab_sys::clock::monotonic_ns();
@@ -395,10 +474,10 @@ fn measure(
         let deadline = after + sleep_ns;
         rtlab_sys::clock::sleep_until_ns(deadline);
         let woke = rtlab_sys::clock::monotonic_ns();
-        if let Some((wakeup, sleep, _)) = steps.get_mut(step) {
+        if let Some(counts) = steps.get_mut(step) {
             if current_step.load(Ordering::Acquire) == step {
-                sleep.record(after - before);
-                wakeup.record(woke.saturating_sub(deadline));
+                counts.sleep.record(after - before);
+                counts.wakeup.record(woke.saturating_sub(deadline));
             }
         }
     }
