@@ -19,7 +19,14 @@ fn millis(nanos: u64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
-fn mttf_cells(row: &Forecast) -> (String, String) {
+/// A row's MTTF as the buffer table shows it: the estimate and its confidence interval.
+struct MttfCells {
+    estimate: String,
+    interval: String,
+}
+
+/// The MTTF cells of `row`: `-` where there is no estimate or no interval.
+fn mttf_cells(row: &Forecast) -> MttfCells {
     let estimate = row
         .mttf_s
         .map(describe_seconds)
@@ -34,19 +41,30 @@ fn mttf_cells(row: &Forecast) -> (String, String) {
         [Some(low), None] => format!("> {}", describe_seconds(low)),
         _ => "-".to_owned(),
     };
-    (estimate, interval)
+    MttfCells { estimate, interval }
 }
 
-/// The forecast report: the series, the model, a line per class (or configuration), the buffer
-/// table and the least buffering.
 /// The forecast as text: [`write_report`].
 pub fn report(output: &ForecastStudy) -> String {
     crate::to_text(|out| write_report(out, output))
 }
 
+/// Writes the forecast report: the series, the model, a line per class (or configuration), the
+/// buffer table and the least buffering.
 pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> std::fmt::Result {
-    let table = &output.table;
-    let asked_target = output.asked_target;
+    write_header(out, output)?;
+    write_response_stalls(out, output)?;
+    for found in &output.periodic {
+        writeln!(out, "periodic: {}", found.text)?;
+    }
+    writeln!(out)?;
+    write_rows(out, output)?;
+    write_buffer_table(out, output)?;
+    write_least_buffering(out, output)
+}
+
+/// Writes the series, the model, the missed periods counted and what lies beyond the data.
+fn write_header(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> std::fmt::Result {
     writeln!(
         out,
         "run {}  series {} pooled over CPU {}  {} wake-ups, worst {} µs",
@@ -89,32 +107,40 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
             output.tail_refused.as_deref().unwrap_or("not fitted")
         )?,
     }
-    if let Some(rtlab_analysis::forecast::Basis::Response {
+    Ok(())
+}
+
+/// Writes the stalls the response model counted, when the first row is on that model.
+fn write_response_stalls(
+    out: &mut impl std::fmt::Write,
+    output: &ForecastStudy,
+) -> std::fmt::Result {
+    let Some(rtlab_analysis::forecast::Basis::Response {
         terms,
         probe_compute_ns,
         ..
     }) = output.rows.first().map(|row| &row.forecast.basis)
-    {
-        let compute = match (terms.compute_per_s, probe_compute_ns) {
-            (Some(rate), Some(probe_compute)) => format!(
-                "{} stalls longer than the slack during the probe's {} µs of work after each wake-up ({:.3}/s for this compute)",
-                terms.late_computes.unwrap_or(0),
-                micros(*probe_compute),
-                rate
-            ),
-            _ => "stalls during the compute not measured (measure with `rtlab run --compute TIME`)".to_owned(),
-        };
-        writeln!(
-            out,
-            "stalls: {} late wake-ups counted on {} CPU(s) of the chain ({:.3}/s); {compute}",
-            terms.late_wakeups, terms.chain_cpus, terms.wakeup_per_s
-        )?;
-    }
-    for found in &output.periodic {
-        writeln!(out, "periodic: {}", found.text)?;
-    }
-    let confidence = (CONFIDENCE * 100.0).round();
-    writeln!(out)?;
+    else {
+        return Ok(());
+    };
+    let compute = match (terms.compute_per_s, probe_compute_ns) {
+        (Some(rate), Some(probe_compute)) => format!(
+            "{} stalls longer than the slack during the probe's {} µs of work after each wake-up ({:.3}/s for this compute)",
+            terms.late_computes.unwrap_or(0),
+            micros(*probe_compute),
+            rate
+        ),
+        _ => "stalls during the compute not measured (measure with `rtlab run --compute TIME`)".to_owned(),
+    };
+    writeln!(
+        out,
+        "stalls: {} late wake-ups counted on {} CPU(s) of the chain ({:.3}/s); {compute}",
+        terms.late_wakeups, terms.chain_cpus, terms.wakeup_per_s
+    )
+}
+
+/// Writes one line per class (its verdict) or per configuration (its slack and MTTF).
+fn write_rows(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> std::fmt::Result {
     for row in &output.rows {
         match (&row.class, &row.verdict) {
             (Some(class), Some(verdict)) => {
@@ -150,71 +176,88 @@ pub fn write_report(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> s
             }
         }
     }
-    if let Some(first) = table.first() {
-        writeln!(out)?;
-        writeln!(
-            out,
-            "mean time to underrun by number of buffers (t = {} ms, c = {} ms; paper 002 Figures 6-7)",
-            millis(first.buffer_period_ns),
-            millis(first.compute_ns)
-        )?;
+    Ok(())
+}
+
+/// Writes the mean time to underrun by number of buffers (paper 002's Figures 6-7).
+fn write_buffer_table(out: &mut impl std::fmt::Write, output: &ForecastStudy) -> std::fmt::Result {
+    let table = &output.table;
+    let Some(first) = table.first() else {
+        return Ok(());
+    };
+    let confidence = (CONFIDENCE * 100.0).round();
+    writeln!(out)?;
+    writeln!(
+        out,
+        "mean time to underrun by number of buffers (t = {} ms, c = {} ms; paper 002 Figures 6-7)",
+        millis(first.buffer_period_ns),
+        millis(first.compute_ns)
+    )?;
+    writeln!(
+        out,
+        "{:>3} {:>11} {:>10} {:>9} {:>12} {:>24}",
+        "n",
+        "(n−1)·t ms",
+        "slack ms",
+        "late",
+        "MTTF",
+        format!("{confidence} % CI")
+    )?;
+    for row in table.iter() {
+        let MttfCells { estimate, interval } = mttf_cells(row);
+        let late = match &row.basis {
+            rtlab_analysis::forecast::Basis::Observed { late, .. } => late.to_string(),
+            rtlab_analysis::forecast::Basis::BeyondData { .. } => "0".to_owned(),
+            rtlab_analysis::forecast::Basis::TailProjection { .. } => "tail".to_owned(),
+            rtlab_analysis::forecast::Basis::NoSlack => "all".to_owned(),
+            rtlab_analysis::forecast::Basis::Response { terms, .. } => {
+                (terms.late_wakeups + terms.late_computes.unwrap_or(0)).to_string()
+            }
+        };
         writeln!(
             out,
             "{:>3} {:>11} {:>10} {:>9} {:>12} {:>24}",
-            "n",
-            "(n−1)·t ms",
-            "slack ms",
-            "late",
-            "MTTF",
-            format!("{confidence} % CI")
+            row.buffers,
+            millis(row.config().buffering().0),
+            millis(row.slack_ns.max(0) as u64),
+            late,
+            estimate,
+            interval
         )?;
-        for row in table.iter() {
-            let (estimate, interval) = mttf_cells(row);
-            let late = match &row.basis {
-                rtlab_analysis::forecast::Basis::Observed { late, .. } => late.to_string(),
-                rtlab_analysis::forecast::Basis::BeyondData { .. } => "0".to_owned(),
-                rtlab_analysis::forecast::Basis::TailProjection { .. } => "tail".to_owned(),
-                rtlab_analysis::forecast::Basis::NoSlack => "all".to_owned(),
-                rtlab_analysis::forecast::Basis::Response { terms, .. } => {
-                    (terms.late_wakeups + terms.late_computes.unwrap_or(0)).to_string()
-                }
-            };
+    }
+    Ok(())
+}
+
+/// Writes the least buffering that reaches the target MTTF, or why none is known to.
+fn write_least_buffering(
+    out: &mut impl std::fmt::Write,
+    output: &ForecastStudy,
+) -> std::fmt::Result {
+    let Some(least) = &output.least_buffering else {
+        return Ok(());
+    };
+    writeln!(out)?;
+    let target = describe_seconds(least.target_mttf_s);
+    match &least.found {
+        Some(found) => {
+            let estimate = mttf_cells(found).estimate;
             writeln!(
                 out,
-                "{:>3} {:>11} {:>10} {:>9} {:>12} {:>24}",
-                row.buffers,
-                millis(row.config().buffering().0),
-                millis(row.slack_ns.max(0) as u64),
-                late,
-                estimate,
-                interval
+                "least buffering for one underrun per {target} or fewer: {} buffers × {} ms ((n−1)·t = {} ms), MTTF {estimate}",
+                found.buffers,
+                millis(found.buffer_period_ns),
+                millis(found.config().buffering().0)
             )?;
         }
-    }
-    if let Some(least) = &output.least_buffering {
-        writeln!(out)?;
-        let target = describe_seconds(least.target_mttf_s);
-        match &least.found {
-            Some(found) => {
-                let (estimate, _) = mttf_cells(found);
-                writeln!(
-                    out,
-                    "least buffering for one underrun per {target} or fewer: {} buffers × {} ms ((n−1)·t = {} ms), MTTF {estimate}",
-                    found.buffers,
-                    millis(found.buffer_period_ns),
-                    millis(found.config().buffering().0)
-                )?;
+        None => writeln!(
+            out,
+            "no configuration searched is known to reach one underrun per {target}: {}",
+            if output.asked_target {
+                "the data supports no MTTF that long (measure longer or under the real load)"
+            } else {
+                "measure longer or under the real load"
             }
-            None => writeln!(
-                out,
-                "no configuration searched is known to reach one underrun per {target}: {}",
-                if asked_target {
-                    "the data supports no MTTF that long (measure longer or under the real load)"
-                } else {
-                    "measure longer or under the real load"
-                }
-            )?,
-        }
+        )?,
     }
     Ok(())
 }
