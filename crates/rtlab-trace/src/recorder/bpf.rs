@@ -477,9 +477,15 @@ fn rolling_p999(counts: &[u64]) -> Option<u64> {
     None
 }
 
+/// One slot's kernel histogram counts as read at one time.
+struct HistogramSnapshot {
+    taken_ns: u64,
+    counts: Vec<u64>,
+}
+
 /// Per slot, the histogram snapshots of the last rolling window.
 struct Rolling {
-    snapshots: Vec<VecDeque<(u64, Vec<u64>)>>,
+    snapshots: Vec<VecDeque<HistogramSnapshot>>,
     next_ns: u64,
 }
 
@@ -504,14 +510,20 @@ impl Rolling {
         self.next_ns = now_ns + ROLLING_STEP_NS;
         for (slot, snapshots) in self.snapshots.iter_mut().enumerate() {
             let histogram = recorder.histogram(slot as u32)?;
-            snapshots.push_back((now_ns, histogram));
+            snapshots.push_back(HistogramSnapshot {
+                taken_ns: now_ns,
+                counts: histogram,
+            });
             while snapshots
                 .front()
-                .is_some_and(|(time, _)| now_ns - time > ROLLING_WINDOW_NS)
+                .is_some_and(|snapshot| now_ns - snapshot.taken_ns > ROLLING_WINDOW_NS)
             {
                 snapshots.pop_front();
             }
-            let (Some((_, oldest)), Some((_, newest))) = (snapshots.front(), snapshots.back())
+            let (
+                Some(HistogramSnapshot { counts: oldest, .. }),
+                Some(HistogramSnapshot { counts: newest, .. }),
+            ) = (snapshots.front(), snapshots.back())
             else {
                 continue;
             };
@@ -532,6 +544,259 @@ impl Rolling {
     }
 }
 
+/// A kernel episode no probe sample has claimed yet, with the time it was read.
+struct WaitingEpisode {
+    arrived_ns: u64,
+    episode: Box<EpisodeRecord>,
+}
+
+/// A probe sample and the kernel episode it claimed.
+struct MatchedEpisode {
+    late: LateWakeup,
+    episode: Box<EpisodeRecord>,
+}
+
+/// What one read of the ring buffer found.
+struct RingRead {
+    /// Episodes read (matched or left waiting).
+    episodes_read: usize,
+    /// Those a waiting probe sample claimed at once.
+    matched: Vec<MatchedEpisode>,
+}
+
+/// The explainer thread's state between two reads: the probe samples and kernel episodes still
+/// waiting for each other, and the report so far.
+struct BpfMatcher {
+    /// Start of measurement, CLOCK_MONOTONIC ns.
+    origin_ns: u64,
+    max_episodes: usize,
+    symbols: KernelSymbols,
+    report: ExplainerReport,
+    timerlat: Vec<TimerlatSplit>,
+    kernel_episodes: VecDeque<WaitingEpisode>,
+    probe_samples: VecDeque<LateWakeup>,
+    steal: StealHistory,
+    /// Kernel episodes given up: no probe sample claimed them in time.
+    unmatched_kernel: u64,
+    undecodable: u64,
+}
+
+impl BpfMatcher {
+    fn new(recorder: &BpfRecorder, config: &BpfExplainerConfig) -> BpfMatcher {
+        let mut symbols = KernelSymbols::default();
+        if let Ok(text) = rtlab_sys::tracefs::read_kallsyms() {
+            symbols = KernelSymbols::parse(&text);
+        }
+        let report = ExplainerReport {
+            enabled_events: recorder
+                .attached()
+                .iter()
+                .map(|name| format!("bpf:{name}"))
+                .collect(),
+            event_set: config.events,
+            ..ExplainerReport::default()
+        };
+        let timerlat = (0..config.threads.len())
+            .map(|slot| TimerlatSplit {
+                slot,
+                ..TimerlatSplit::default()
+            })
+            .collect();
+        BpfMatcher {
+            origin_ns: config.origin_ns,
+            max_episodes: config.max_episodes,
+            symbols,
+            report,
+            timerlat,
+            kernel_episodes: VecDeque::new(),
+            probe_samples: VecDeque::new(),
+            steal: StealHistory::default(),
+            unmatched_kernel: 0,
+            undecodable: 0,
+        }
+    }
+
+    /// Takes the probe's late samples that came since the last call; beyond `max_episodes`
+    /// waiting, they are counted as not kept.
+    fn take_probe_samples(&mut self, source: &mut LateSource, drained: &mut Vec<LateWakeup>) {
+        drained.clear();
+        source(drained);
+        for late in drained.drain(..) {
+            self.report.late_samples += 1;
+            // Waiting samples are bounded; kept episodes are bounded in `keep_episode`.
+            if self.probe_samples.len() < self.max_episodes {
+                self.probe_samples.push_back(late);
+            } else {
+                self.report.episodes_not_kept += 1;
+            }
+        }
+    }
+
+    /// Reads the ring: each timer sample into its thread's timerlat split, each episode matched
+    /// with the waiting probe sample that claims it or left waiting. Unless `stopping`, stops
+    /// after [`DRAIN_EPISODES`] episodes so the probe's samples are read in between.
+    fn read_ring(&mut self, recorder: &mut BpfRecorder, now: u64, stopping: bool) -> RingRead {
+        let origin_ns = self.origin_ns;
+        let timerlat = &mut self.timerlat;
+        let probe_samples = &mut self.probe_samples;
+        let kernel_episodes = &mut self.kernel_episodes;
+        let unmatched_kernel = &mut self.unmatched_kernel;
+        let mut episodes_read = 0;
+        let mut matched: Vec<MatchedEpisode> = Vec::new();
+        let (_, bad) = recorder.drain_while(|record| {
+            if let Record::Sample(sample) = &record {
+                // Timer threads' wake-ups during the measurement (not the warm-up).
+                if let (Some(irq), Some(thread), Some(split)) = (
+                    sample.irq_latency_ns(),
+                    sample.thread_latency_ns(),
+                    timerlat.get_mut(sample.slot as usize),
+                ) {
+                    if sample.intended_ns >= origin_ns {
+                        let second = ((sample.intended_ns - origin_ns) / 1_000_000_000) as usize;
+                        split.record(second, irq, thread);
+                    }
+                }
+            }
+            if let Record::Episode(episode) = record {
+                episodes_read += 1;
+                if let Some(index) = probe_samples.iter().position(|late| claims(late, &episode)) {
+                    let late = probe_samples.remove(index).expect("found");
+                    matched.push(MatchedEpisode { late, episode });
+                } else {
+                    if kernel_episodes.len() >= MAX_WAITING_EPISODES {
+                        kernel_episodes.pop_front();
+                        *unmatched_kernel += 1;
+                    }
+                    kernel_episodes.push_back(WaitingEpisode {
+                        arrived_ns: now,
+                        episode,
+                    });
+                }
+            }
+            // The last round reads everything; the others stop to read the probe's samples.
+            stopping || episodes_read < DRAIN_EPISODES
+        });
+        self.undecodable += bad;
+        RingRead {
+            episodes_read,
+            matched,
+        }
+    }
+
+    /// Reads the steal time again when the last reading is a poll interval old.
+    fn sample_steal_if_due(&mut self, now: u64) {
+        if now
+            >= self
+                .steal
+                .latest_ns()
+                .saturating_add(POLL_INTERVAL.as_nanos() as u64)
+        {
+            self.steal.sample(now);
+        }
+    }
+
+    /// Explains each probe sample matched during the read and keeps the episode.
+    fn explain_matched(&mut self, matched: Vec<MatchedEpisode>) {
+        for MatchedEpisode { late, episode } in matched {
+            let mut explained = explain(&late, &episode, self.origin_ns, &self.symbols);
+            explained.steal_ns =
+                self.steal
+                    .delta(late.cpu as usize, late.intended_ns, late.actual_ns);
+            keep_episode(&mut self.report, explained, self.max_episodes);
+        }
+    }
+
+    /// Matches each waiting probe sample with a waiting kernel episode; a sample none claims is
+    /// given up as unexplained once `finishing`, or once it waited [`MATCH_WAIT_NS`] with the
+    /// ring read to its end.
+    fn match_waiting(&mut self, now: u64, finishing: bool, more_waiting: bool) {
+        let mut still_waiting = VecDeque::with_capacity(self.probe_samples.len());
+        let probe_samples = std::mem::take(&mut self.probe_samples);
+        for late in probe_samples {
+            let found = self
+                .kernel_episodes
+                .iter()
+                .position(|waiting| claims(&late, &waiting.episode));
+            match found {
+                Some(index) => {
+                    let waiting = self.kernel_episodes.remove(index).expect("found");
+                    let mut explained =
+                        explain(&late, &waiting.episode, self.origin_ns, &self.symbols);
+                    if self.steal.latest_ns() < late.actual_ns {
+                        self.steal.sample(rtlab_sys::clock::monotonic_ns());
+                    }
+                    explained.steal_ns =
+                        self.steal
+                            .delta(late.cpu as usize, late.intended_ns, late.actual_ns);
+                    keep_episode(&mut self.report, explained, self.max_episodes);
+                }
+                // Not given up while the ring still holds unread episodes.
+                None if finishing
+                    || (!more_waiting && now >= late.actual_ns.saturating_add(MATCH_WAIT_NS)) =>
+                {
+                    if self.report.unexplained.len() < self.max_episodes {
+                        self.report
+                            .unexplained
+                            .push((late.series.clone(), late.latency_ns));
+                    }
+                }
+                None => still_waiting.push_back(late),
+            }
+        }
+        self.probe_samples = still_waiting;
+    }
+
+    /// Gives up the kernel episodes no probe sample claimed within [`MATCH_WAIT_NS`] (all of
+    /// them once `finishing`).
+    fn expire_kernel_episodes(&mut self, now: u64, finishing: bool) {
+        while self
+            .kernel_episodes
+            .front()
+            .is_some_and(|waiting| finishing || now >= waiting.arrived_ns + MATCH_WAIT_NS)
+        {
+            self.kernel_episodes.pop_front();
+            self.unmatched_kernel += 1;
+        }
+    }
+
+    /// The report, with the recorder's counters, the timerlat splits that saw wake-ups and a
+    /// warning if the ring buffer lost episodes.
+    fn finish(self, recorder: &BpfRecorder, catch_ups: u64) -> Result<ExplainerReport, TraceError> {
+        let mut report = self.report;
+        report.catch_ups = catch_ups;
+        let counters = recorder.counters()?;
+        report.stats = RecorderStats {
+            events: counters.events,
+            lost_events: counters.episodes_lost + counters.samples_lost,
+            undecodable_events: self.undecodable,
+            ..RecorderStats::default()
+        };
+        if counters.episodes_lost > 0 {
+            report.warnings.push(format!(
+                "explain: the BPF ring buffer was full for {} late wake-ups; they were not explained",
+                counters.episodes_lost
+            ));
+        }
+        report.timerlat = self
+            .timerlat
+            .into_iter()
+            .filter(|split| split.irq.count() > 0)
+            .collect();
+        report.bpf = Some(super::BpfSummary {
+            episodes_unclaimed: self.unmatched_kernel,
+            samples: counters.samples,
+            clock_reads: counters.clock_reads,
+            untimed_events: counters.untimed_events,
+            tail_episodes: counters.tail_episodes,
+            episodes_lost: counters.episodes_lost,
+        });
+        Ok(report)
+    }
+}
+
+/// The explainer thread: reads the ring buffer (woken by it, or every [`POLL_INTERVAL`]) and the
+/// probe's late samples, matches them, moves the rolling thresholds, and after a stop (or the
+/// deadline) reads and matches once more to the end.
 fn run_bpf_explainer(
     mut recorder: BpfRecorder,
     config: BpfExplainerConfig,
@@ -540,32 +805,9 @@ fn run_bpf_explainer(
     thresholds: &[AtomicU64],
 ) -> Result<ExplainerReport, TraceError> {
     let mut policy = PolicyKeeper::start();
-    let mut symbols = KernelSymbols::default();
-    if let Ok(text) = rtlab_sys::tracefs::read_kallsyms() {
-        symbols = KernelSymbols::parse(&text);
-    }
-    let mut report = ExplainerReport {
-        enabled_events: recorder
-            .attached()
-            .iter()
-            .map(|name| format!("bpf:{name}"))
-            .collect(),
-        event_set: config.events,
-        ..ExplainerReport::default()
-    };
+    let mut matcher = BpfMatcher::new(&recorder, &config);
     let mut rolling = Rolling::new(config.threads.len());
-    let mut timerlat: Vec<TimerlatSplit> = (0..config.threads.len())
-        .map(|slot| TimerlatSplit {
-            slot,
-            ..TimerlatSplit::default()
-        })
-        .collect();
-    let mut kernel_episodes: VecDeque<(u64, Box<EpisodeRecord>)> = VecDeque::new();
-    let mut probe_samples: VecDeque<LateWakeup> = VecDeque::new();
     let mut drained = Vec::with_capacity(1024);
-    let mut steal = StealHistory::default();
-    let mut unmatched_kernel = 0u64;
-    let mut undecodable = 0u64;
     let mut stopping = false;
     // The last drain stopped at DRAIN_EPISODES with more in the ring: read on without polling.
     let mut more_waiting = false;
@@ -578,53 +820,10 @@ fn run_bpf_explainer(
         let now = rtlab_sys::clock::monotonic_ns();
         // The probe's late samples first, so each kernel episode read below can be matched at
         // once instead of waiting in a bounded queue.
-        drained.clear();
-        source(&mut drained);
-        for late in drained.drain(..) {
-            report.late_samples += 1;
-            // Waiting samples are bounded; kept episodes are bounded in `keep_episode`.
-            if probe_samples.len() < config.max_episodes {
-                probe_samples.push_back(late);
-            } else {
-                report.episodes_not_kept += 1;
-            }
-        }
-        let mut episodes_read = 0;
-        let mut matched: Vec<(LateWakeup, Box<EpisodeRecord>)> = Vec::new();
-        let (_, bad) = recorder.drain_while(|record| {
-            if let Record::Sample(sample) = &record {
-                // Timer threads' wake-ups during the measurement (not the warm-up).
-                if let (Some(irq), Some(thread), Some(split)) = (
-                    sample.irq_latency_ns(),
-                    sample.thread_latency_ns(),
-                    timerlat.get_mut(sample.slot as usize),
-                ) {
-                    if sample.intended_ns >= config.origin_ns {
-                        let second =
-                            ((sample.intended_ns - config.origin_ns) / 1_000_000_000) as usize;
-                        split.record(second, irq, thread);
-                    }
-                }
-            }
-            if let Record::Episode(episode) = record {
-                episodes_read += 1;
-                if let Some(index) = probe_samples.iter().position(|late| claims(late, &episode)) {
-                    let late = probe_samples.remove(index).expect("found");
-                    matched.push((late, episode));
-                } else {
-                    if kernel_episodes.len() >= MAX_WAITING_EPISODES {
-                        kernel_episodes.pop_front();
-                        unmatched_kernel += 1;
-                    }
-                    kernel_episodes.push_back((now, episode));
-                }
-            }
-            // The last round reads everything; the others stop to read the probe's samples.
-            stopping || episodes_read < DRAIN_EPISODES
-        });
-        undecodable += bad;
-        more_waiting = !stopping && episodes_read >= DRAIN_EPISODES;
-        episodes_since_poll += episodes_read;
+        matcher.take_probe_samples(&mut source, &mut drained);
+        let read = matcher.read_ring(&mut recorder, now, stopping);
+        more_waiting = !stopping && read.episodes_read >= DRAIN_EPISODES;
+        episodes_since_poll += read.episodes_read;
         // SCHED_IDLE while episodes come slowly; a fair share while they come fast, so the ring
         // (about 500 episodes) does not overflow under load.
         let wanted = if episodes_since_poll > BUSY_EPISODES_PER_READ {
@@ -642,56 +841,11 @@ fn run_bpf_explainer(
         if config.fixed_threshold_ns.is_none() {
             rolling.step(now, &mut recorder, thresholds)?;
         }
-        if now
-            >= steal
-                .latest_ns()
-                .saturating_add(POLL_INTERVAL.as_nanos() as u64)
-        {
-            steal.sample(now);
-        }
-        for (late, episode) in matched {
-            let mut explained = explain(&late, &episode, config.origin_ns, &symbols);
-            explained.steal_ns = steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
-            keep_episode(&mut report, explained, config.max_episodes);
-        }
+        matcher.sample_steal_if_due(now);
+        matcher.explain_matched(read.matched);
         let finishing = stopping;
-        let mut still_waiting = VecDeque::with_capacity(probe_samples.len());
-        for late in probe_samples.drain(..) {
-            let found = kernel_episodes
-                .iter()
-                .position(|(_, episode)| claims(&late, episode));
-            match found {
-                Some(index) => {
-                    let (_, episode) = kernel_episodes.remove(index).expect("found");
-                    let mut explained = explain(&late, &episode, config.origin_ns, &symbols);
-                    if steal.latest_ns() < late.actual_ns {
-                        steal.sample(rtlab_sys::clock::monotonic_ns());
-                    }
-                    explained.steal_ns =
-                        steal.delta(late.cpu as usize, late.intended_ns, late.actual_ns);
-                    keep_episode(&mut report, explained, config.max_episodes);
-                }
-                // Not given up while the ring still holds unread episodes.
-                None if finishing
-                    || (!more_waiting && now >= late.actual_ns.saturating_add(MATCH_WAIT_NS)) =>
-                {
-                    if report.unexplained.len() < config.max_episodes {
-                        report
-                            .unexplained
-                            .push((late.series.clone(), late.latency_ns));
-                    }
-                }
-                None => still_waiting.push_back(late),
-            }
-        }
-        probe_samples = still_waiting;
-        while kernel_episodes
-            .front()
-            .is_some_and(|(arrived, _)| finishing || now >= arrived + MATCH_WAIT_NS)
-        {
-            kernel_episodes.pop_front();
-            unmatched_kernel += 1;
-        }
+        matcher.match_waiting(now, finishing, more_waiting);
+        matcher.expire_kernel_episodes(now, finishing);
         if finishing {
             break;
         }
@@ -702,33 +856,7 @@ fn run_bpf_explainer(
             policy.finishing();
         }
     }
-    report.catch_ups = policy.catch_ups;
-    let counters = recorder.counters()?;
-    report.stats = RecorderStats {
-        events: counters.events,
-        lost_events: counters.episodes_lost + counters.samples_lost,
-        undecodable_events: undecodable,
-        ..RecorderStats::default()
-    };
-    if counters.episodes_lost > 0 {
-        report.warnings.push(format!(
-            "explain: the BPF ring buffer was full for {} late wake-ups; they were not explained",
-            counters.episodes_lost
-        ));
-    }
-    report.timerlat = timerlat
-        .into_iter()
-        .filter(|split| split.irq.count() > 0)
-        .collect();
-    report.bpf = Some(super::BpfSummary {
-        episodes_unclaimed: unmatched_kernel,
-        samples: counters.samples,
-        clock_reads: counters.clock_reads,
-        untimed_events: counters.untimed_events,
-        tail_episodes: counters.tail_episodes,
-        episodes_lost: counters.episodes_lost,
-    });
-    Ok(report)
+    matcher.finish(&recorder, policy.catch_ups)
 }
 
 #[cfg(test)]
