@@ -6,7 +6,7 @@
 //! up to it exactly whatever the trace missed.
 
 use super::key_moments::KeyMoments;
-use super::replay::{ContextKind, Replayed, Running};
+use super::replay::{ContextKind, OpenContext, Replayed, Running, Slice};
 use super::totals::{sort_largest_first, CauseTotals};
 use super::{symbol, AttributionContext, LateWakeup, Window, UNACCOUNTED_NAME};
 use crate::event::Comm;
@@ -59,14 +59,7 @@ pub(super) fn classify(
     replayed: &Replayed,
     context: AttributionContext<'_>,
 ) -> (Vec<Cause>, Vec<Segment>) {
-    let tid = late.tid as i32;
-    let comms = &moments.comms;
     let mut tally = Tally::default();
-    let wake_kind = if late.metric == Metric::Wakeup {
-        CauseKind::Timer
-    } else {
-        CauseKind::Switch
-    };
     if !replayed.saw_any_event {
         let detail = format!(
             "no trace events on CPU {} during the window{}",
@@ -85,56 +78,103 @@ pub(super) fn classify(
             window.end - window.start,
         );
     }
+    let classifier = SliceClassifier {
+        late,
+        moments,
+        replayed,
+        context,
+    };
     for slice in replayed.slices.iter().filter(|_| replayed.saw_any_event) {
+        classifier.add_slice(&mut tally, slice);
+    }
+
+    let Tally {
+        totals,
+        mut timeline,
+    } = tally;
+    let mut causes = totals.into_causes();
+    reconcile(&mut causes, late.latency_ns, context.events_lost);
+    sort_largest_first(&mut causes);
+    reconcile_timeline(&mut timeline, late.latency_ns);
+    (causes, timeline)
+}
+
+/// What naming a slice's cause needs to know about the late wake-up and the replay.
+struct SliceClassifier<'a> {
+    late: &'a LateWakeup,
+    moments: &'a KeyMoments,
+    replayed: &'a Replayed,
+    context: AttributionContext<'a>,
+}
+
+impl SliceClassifier<'_> {
+    /// Adds `slice` to the tally under its cause: the interrupt context open in it if any,
+    /// otherwise what the CPU was doing (see the module's rules).
+    fn add_slice(&self, tally: &mut Tally, slice: &Slice) {
         let duration = slice.end - slice.start;
-        let before_fire = moments.fired_ns.is_some_and(|fired| slice.start < fired);
-        if let Some(top) = &slice.top {
-            if replayed.wake_path.contains(&top.id) {
-                let name = if late.metric == Metric::Wakeup {
-                    "wake-up interrupt"
-                } else {
-                    "wake-up IPI"
-                };
-                tally.add(
-                    wake_kind,
-                    name.to_owned(),
-                    None,
-                    Some(format!("delivering the wake-up ({})", top.name)),
-                    duration,
-                );
-                continue;
-            }
-            match top.kind {
-                ContextKind::Irq => tally.add(
-                    CauseKind::Irq,
-                    top.name.clone(),
-                    None,
-                    Some("hard IRQ handler".into()),
-                    duration,
-                ),
-                ContextKind::Vector => tally.add(
-                    CauseKind::Irq,
-                    top.name.clone(),
-                    None,
-                    Some("interrupt vector".into()),
-                    duration,
-                ),
-                ContextKind::Softirq => {
-                    tally.add(CauseKind::Softirq, top.name.clone(), None, None, duration)
-                }
-                ContextKind::Hrtimer => tally.add(
-                    CauseKind::Timer,
-                    top.name.clone(),
-                    None,
-                    Some("hrtimer callback".into()),
-                    duration,
-                ),
-            }
-            continue;
+        match &slice.top {
+            Some(top) => self.add_interrupt(tally, top, duration),
+            None => self.add_outside_interrupts(tally, slice, duration),
         }
+    }
+
+    /// Adds a slice spent in interrupt context `top`: delivering the wake-up itself, or another
+    /// interrupt, vector, softirq or timer callback.
+    fn add_interrupt(&self, tally: &mut Tally, top: &OpenContext, duration: u64) {
+        if self.replayed.wake_path.contains(&top.id) {
+            let (wake_kind, name) = if self.late.metric == Metric::Wakeup {
+                (CauseKind::Timer, "wake-up interrupt")
+            } else {
+                (CauseKind::Switch, "wake-up IPI")
+            };
+            tally.add(
+                wake_kind,
+                name.to_owned(),
+                None,
+                Some(format!("delivering the wake-up ({})", top.name)),
+                duration,
+            );
+            return;
+        }
+        match top.kind {
+            ContextKind::Irq => tally.add(
+                CauseKind::Irq,
+                top.name.clone(),
+                None,
+                Some("hard IRQ handler".into()),
+                duration,
+            ),
+            ContextKind::Vector => tally.add(
+                CauseKind::Irq,
+                top.name.clone(),
+                None,
+                Some("interrupt vector".into()),
+                duration,
+            ),
+            ContextKind::Softirq => {
+                tally.add(CauseKind::Softirq, top.name.clone(), None, None, duration)
+            }
+            ContextKind::Hrtimer => tally.add(
+                CauseKind::Timer,
+                top.name.clone(),
+                None,
+                Some("hrtimer callback".into()),
+                duration,
+            ),
+        }
+    }
+
+    /// Adds a slice with no interrupt context open: the switch to the probe, the timer firing
+    /// late, the wake-up in flight, scheduling out of idle, or the task that ran.
+    fn add_outside_interrupts(&self, tally: &mut Tally, slice: &Slice, duration: u64) {
+        let late = self.late;
+        let before_fire = self
+            .moments
+            .fired_ns
+            .is_some_and(|fired| slice.start < fired);
         let running = slice.running.as_ref();
         let idle = running.is_none_or(|task| task.pid == 0);
-        if running.is_some_and(|task| task.pid == tid) {
+        if running.is_some_and(|task| task.pid == late.tid as i32) {
             tally.add(
                 CauseKind::Switch,
                 "switch to the probe".into(),
@@ -159,7 +199,7 @@ pub(super) fn classify(
                     None,
                     Some(format!(
                         "while {} ran (interrupts off, another timer callback, or the hypervisor)",
-                        task_label(task, comms)
+                        task_label(task, &self.moments.comms)
                     )),
                     duration,
                 );
@@ -182,45 +222,44 @@ pub(super) fn classify(
             );
         } else {
             let task = running.expect("not idle means a task");
-            let name = task
-                .comm
-                .or_else(|| comms.get(&task.pid).copied())
-                .map(|comm| comm.to_string())
-                .unwrap_or_else(|| format!("pid {}", task.pid));
-            let mut detail = match task.prio {
-                Some(prio) => {
-                    let rank = match moments.probe_prio {
-                        Some(probe) if prio < probe => ", outranks the probe",
-                        Some(probe) if prio == probe => ", same priority as the probe",
-                        Some(_) => ", below the probe's priority",
-                        None => "",
-                    };
-                    format!("{}{rank}", describe_prio(prio))
-                }
-                None => "priority unknown".to_owned(),
-            };
-            if let Some(function) = task.work_function {
-                detail.push_str(&format!(", work {}", symbol(context.symbols, function)));
-            }
-            tally.add(
-                CauseKind::Task,
-                name,
-                u32::try_from(task.pid).ok(),
-                Some(detail),
-                duration,
-            );
+            self.add_task(tally, task, duration);
         }
     }
 
-    let Tally {
-        totals,
-        mut timeline,
-    } = tally;
-    let mut causes = totals.into_causes();
-    reconcile(&mut causes, late.latency_ns, context.events_lost);
-    sort_largest_first(&mut causes);
-    reconcile_timeline(&mut timeline, late.latency_ns);
-    (causes, timeline)
+    /// Adds a slice in which `task` ran after the wake-up, named by its command and described by
+    /// its priority against the probe's (and its work item, for a kernel worker).
+    fn add_task(&self, tally: &mut Tally, task: &Running, duration: u64) {
+        let name = task
+            .comm
+            .or_else(|| self.moments.comms.get(&task.pid).copied())
+            .map(|comm| comm.to_string())
+            .unwrap_or_else(|| format!("pid {}", task.pid));
+        let mut detail = match task.prio {
+            Some(prio) => {
+                let rank = match self.moments.probe_prio {
+                    Some(probe) if prio < probe => ", outranks the probe",
+                    Some(probe) if prio == probe => ", same priority as the probe",
+                    Some(_) => ", below the probe's priority",
+                    None => "",
+                };
+                format!("{}{rank}", describe_prio(prio))
+            }
+            None => "priority unknown".to_owned(),
+        };
+        if let Some(function) = task.work_function {
+            detail.push_str(&format!(
+                ", work {}",
+                symbol(self.context.symbols, function)
+            ));
+        }
+        tally.add(
+            CauseKind::Task,
+            name,
+            u32::try_from(task.pid).ok(),
+            Some(detail),
+            duration,
+        );
+    }
 }
 
 /// A kernel priority (`prio`: -1 deadline, 0-99 real-time, 100-139 nice) as a user reads it.
