@@ -362,6 +362,27 @@ struct Tally {
     rtkit_granted: u64,
 }
 
+impl Tally {
+    /// Counts one log line: its requests, whether it was granted, its outcome, and (the first 20)
+    /// an odd answer.
+    fn count(&mut self, entry: &LogLine) {
+        self.requests += u64::from(entry.n);
+        self.actions += 1;
+        self.granted += u64::from(entry.g);
+        if let Action::Rtkit { .. } = entry.a {
+            self.rtkit_calls += 1;
+            self.rtkit_granted += u64::from(entry.g);
+        }
+        *self.outcomes.entry(entry.o.clone()).or_default() += 1;
+        let odd = ["system", "closed", "unreadable"].contains(&entry.o.as_str())
+            || entry.o.starts_with("no_answer")
+            || (entry.o.starts_with("io_") && entry.o != "io_brokenpipe");
+        if odd && self.oddities.len() < 20 {
+            self.oddities.push(entry.clone());
+        }
+    }
+}
+
 /// Runs the attack and, on a violation, the replay. Needs root.
 pub fn run(config: &RunConfig) -> anyhow::Result<Report> {
     let (mut report, log) = attack(config)?;
@@ -452,7 +473,62 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     let log_file = Arc::new(Mutex::new(BufWriter::new(std::fs::File::create(
         &log_path,
     )?)));
-    let mut stage = Stage::start(
+    let mut stage = start_attack_stage(config)?;
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let readers = spawn_log_readers(&mut stage, &tally, &log_file);
+    // Root's own socket, as `rtlab` run as root uses it (`rtlab_client::Client::connect`).
+    let pinger = RootPinger::start(
+        rtlab_core::rpc::root_socket_path(&stage.daemon.socket),
+        config.answer_bound,
+    );
+    let mut watch = Watch::new(config.answer_bound);
+    check_until_over(config, &mut stage, &pinger, &mut watch)?;
+    let seconds_run = started.elapsed().as_secs_f64();
+    let pings = end_attack(config, &mut stage, readers, pinger, &mut watch);
+    let stage_record = StageRecord::put_away(stage);
+    log_file
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .flush()
+        .context("the action log")?;
+    // For a violation replay does not bring back: the whole action log and the daemon's log
+    // kept in `RTLAB_HOSTILE_KEEP` (a directory), to follow the threads it names through the run.
+    if let (Some(keep), false) = (
+        std::env::var_os("RTLAB_HOSTILE_KEEP"),
+        watch.violations.is_empty(),
+    ) {
+        let keep = std::path::PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).context("RTLAB_HOSTILE_KEEP")?;
+        let name = |what: &str| keep.join(format!("hostile-{}.{what}", config.seed));
+        std::fs::copy(&log_path, name("actions.jsonl")).context("keeping the action log")?;
+        std::fs::write(name("daemon.log"), &stage_record.daemon_log)
+            .context("keeping the daemon's log")?;
+    }
+    let granted_before_violation = match watch.violations.first() {
+        Some(first) => sequence_before(config, first, &log_path)?
+            .into_iter()
+            .filter(|step| step.answer == "ok" && step.action.may_change_state())
+            .filter(|step| step.sent_at_ns + 3_000_000_000 >= first.seen_at_ns)
+            .collect(),
+        None => Vec::new(),
+    };
+    let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
+    let report = AttackFindings {
+        seconds_run,
+        tally,
+        watch,
+        pings,
+        stage_record,
+        granted_before_violation,
+    }
+    .into_report(config);
+    Ok((report, log))
+}
+
+/// Starts the stage with each attacker told the run's seed, its index, its senders, how long to
+/// attack and its longest pause.
+fn start_attack_stage(config: &RunConfig) -> anyhow::Result<Stage> {
+    Stage::start(
         &config.cast,
         &config.attackers,
         |index, identity, uid_index, socket, tag| {
@@ -471,83 +547,151 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             ]);
             arguments
         },
-    )?;
-    let tally = Arc::new(Mutex::new(Tally::default()));
-    let readers: Vec<_> = stage
+    )
+}
+
+/// Starts a thread per attacker that reads its log lines, counts them into `tally` and writes
+/// those a replay needs to `log_file`.
+fn spawn_log_readers(
+    stage: &mut Stage,
+    tally: &Arc<Mutex<Tally>>,
+    log_file: &Arc<Mutex<BufWriter<std::fs::File>>>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    stage
         .attackers
         .iter_mut()
         .filter_map(|attacker| attacker.take_stdout())
         .map(|stdout| {
-            let tally = Arc::clone(&tally);
-            let log_file = Arc::clone(&log_file);
-            std::thread::spawn(move || {
-                for line in stdout.lines() {
-                    let Ok(line) = line else { break };
-                    let Ok(entry) = serde_json::from_str::<LogLine>(&line) else {
-                        continue;
-                    };
-                    {
-                        let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
-                        tally.requests += u64::from(entry.n);
-                        tally.actions += 1;
-                        tally.granted += u64::from(entry.g);
-                        if let Action::Rtkit { .. } = entry.a {
-                            tally.rtkit_calls += 1;
-                            tally.rtkit_granted += u64::from(entry.g);
-                        }
-                        *tally.outcomes.entry(entry.o.clone()).or_default() += 1;
-                        let odd = ["system", "closed", "unreadable"].contains(&entry.o.as_str())
-                            || entry.o.starts_with("no_answer")
-                            || (entry.o.starts_with("io_") && entry.o != "io_brokenpipe");
-                        if odd && tally.oddities.len() < 20 {
-                            tally.oddities.push(entry.clone());
-                        }
-                    }
-                    // Refused before the registry sees it: cannot have changed anything.
-                    let kept = entry.o != "rate_limited"
-                        && (entry.a.may_change_state()
-                            || matches!(entry.a, Action::Malformed { .. }));
-                    if kept {
-                        let mut file = log_file.lock().unwrap_or_else(|e| e.into_inner());
-                        let _ = writeln!(file, "{line}");
-                    }
-                }
-            })
+            let tally = Arc::clone(tally);
+            let log_file = Arc::clone(log_file);
+            std::thread::spawn(move || read_attacker_log(stdout, &tally, &log_file))
         })
-        .collect();
-    // Root's own socket, as `rtlab` run as root uses it (`rtlab_client::Client::connect`).
-    let pinger = RootPinger::start(
-        rtlab_core::rpc::root_socket_path(&stage.daemon.socket),
-        config.answer_bound,
-    );
-    let mut late_answers = 0;
-    let mut late_in_hypervisor_stalls = 0;
-    let mut late_answer_samples = Vec::new();
-    let mut note_late = |late: Vec<LateAnswer>, seen: &mut Vec<Violation>, now: u64| {
-        late_answers += late.len();
+        .collect()
+}
+
+/// Reads one attacker's log lines until its stdout closes: each counted, the odd ones kept as
+/// examples, and those that may have changed the daemon's state written to the action log.
+fn read_attacker_log(
+    stdout: impl BufRead,
+    tally: &Mutex<Tally>,
+    log_file: &Mutex<BufWriter<std::fs::File>>,
+) {
+    for line in stdout.lines() {
+        let Ok(line) = line else { break };
+        let Ok(entry) = serde_json::from_str::<LogLine>(&line) else {
+            continue;
+        };
+        tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .count(&entry);
+        // Refused before the registry sees it: cannot have changed anything.
+        let kept = entry.o != "rate_limited"
+            && (entry.a.may_change_state() || matches!(entry.a, Action::Malformed { .. }));
+        if kept {
+            let mut file = log_file.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
+/// What the checks and root's pings found during an attack, counted as they come.
+struct Watch {
+    answer_bound: Duration,
+    /// The first violations (at most 20).
+    violations: Vec<Violation>,
+    /// Violations seen: one per subject (a victim thread, a uid, the daemon) at each check.
+    violations_seen: usize,
+    /// Subjects seen in violation at a check after one where they were not.
+    episodes: usize,
+    /// The subjects in violation at the last check.
+    open_episodes: BTreeSet<String>,
+    daemon_restarts: usize,
+    /// Each attacking uid's largest share seen.
+    largest: BTreeMap<u32, UidShare>,
+    largest_rtkit_ran: f64,
+    checks: u64,
+    late_answers: usize,
+    late_in_hypervisor_stalls: usize,
+    late_answer_samples: Vec<LateAnswer>,
+}
+
+impl Watch {
+    fn new(answer_bound: Duration) -> Watch {
+        Watch {
+            answer_bound,
+            violations: Vec::new(),
+            violations_seen: 0,
+            episodes: 0,
+            open_episodes: BTreeSet::new(),
+            daemon_restarts: 0,
+            largest: BTreeMap::new(),
+            largest_rtkit_ran: 0.0,
+            checks: 0,
+            late_answers: 0,
+            late_in_hypervisor_stalls: 0,
+            late_answer_samples: Vec::new(),
+        }
+    }
+
+    /// Keeps each uid's largest share and the most RealtimeKit1's threads ran.
+    fn note_shares(&mut self, shares: Vec<UidShare>) {
+        for share in shares {
+            self.largest_rtkit_ran = self.largest_rtkit_ran.max(share.rtkit_ran);
+            let entry = self.largest.entry(share.uid).or_insert(share);
+            if share.held + share.rtkit_ran > entry.held + entry.rtkit_ran {
+                *entry = share;
+            }
+        }
+    }
+
+    /// Counts late answers: those a hypervisor stall covers apart, the others added to `seen` as
+    /// violations; the first ones kept as samples.
+    fn note_late(&mut self, late: Vec<LateAnswer>, seen: &mut Vec<Violation>, now: u64) {
+        self.late_answers += late.len();
         for answer in &late {
             match answer.lateness {
-                Lateness::Hypervisor => late_in_hypervisor_stalls += 1,
+                Lateness::Hypervisor => self.late_in_hypervisor_stalls += 1,
                 Lateness::Daemon => seen.push(Violation {
                     kind: ViolationKind::Unanswered,
-                    detail: answer.describe(config.answer_bound),
+                    detail: answer.describe(self.answer_bound),
                     seen_at_ns: now,
                 }),
             }
         }
-        keep_first(&mut late_answer_samples, late);
-    };
+        keep_first(&mut self.late_answer_samples, late);
+    }
+
+    /// Counts one check's violations, and the subjects newly in violation as episodes.
+    fn count_check(&mut self, seen: Vec<Violation>) {
+        let keys: BTreeSet<String> = seen.iter().map(Violation::subject).collect();
+        self.episodes += keys.difference(&self.open_episodes).count();
+        self.open_episodes = keys;
+        self.violations_seen += seen.len();
+        self.violations.extend(seen);
+        self.violations.truncate(20);
+    }
+
+    /// Counts the violations found after the last check (one episode, if any).
+    fn count_after_last_check(&mut self, last: Vec<Violation>) {
+        if !last.is_empty() {
+            self.violations_seen += last.len();
+            self.episodes += 1;
+            self.violations.extend(last);
+            self.violations.truncate(20);
+        }
+    }
+}
+
+/// Checks every [`CHECK_INTERVAL`] until the attack's time is up, a stop is asked for, or (unless
+/// `keep_going`) a violation is seen; a daemon that exited is started again.
+fn check_until_over(
+    config: &RunConfig,
+    stage: &mut Stage,
+    pinger: &RootPinger,
+    watch: &mut Watch,
+) -> anyhow::Result<()> {
     let attack_until = Instant::now() + Duration::from_secs_f64(config.seconds);
-    let mut violations: Vec<Violation> = Vec::new();
-    // Violations seen (one per subject per check), and episodes: a subject (a victim thread, a
-    // uid, the daemon) seen in violation at a check after one where it was not.
-    let mut violations_seen = 0;
-    let mut episodes = 0;
-    let mut open_episodes: BTreeSet<String> = BTreeSet::new();
-    let mut daemon_restarts = 0;
-    let mut largest: BTreeMap<u32, UidShare> = BTreeMap::new();
-    let mut largest_rtkit_ran: f64 = 0.0;
-    let mut checks = 0;
     // The checks run above every priority RealtimeKit1 grants: at SCHED_OTHER, the attackers'
     // SCHED_RR spinners starved them, and a thread granted, spinning and demoted between two
     // late checks was SCHED_RR at neither, so nothing it ran was metered.
@@ -555,75 +699,27 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     while Instant::now() < attack_until && !config.stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
         let (mut seen, shares) = stage.checker.check();
-        checks += 1;
-        for share in shares {
-            largest_rtkit_ran = largest_rtkit_ran.max(share.rtkit_ran);
-            let entry = largest.entry(share.uid).or_insert(share);
-            if share.held + share.rtkit_ran > entry.held + entry.rtkit_ran {
-                *entry = share;
-            }
-        }
+        watch.checks += 1;
+        watch.note_shares(shares);
         let now = rtlab_sys::clock::monotonic_ns();
-        // A late answer is judged when it comes (with the steal time meanwhile); one that has
-        // not come for seconds is a hung daemon.
-        if let Some(waited) = pinger
-            .outstanding_for(now)
-            .filter(|waited| *waited > HUNG_AFTER)
-        {
-            seen.push(Violation {
-                kind: ViolationKind::Unanswered,
-                detail: format!(
-                    "root's ping unanswered for {} ms (bound {} ms)",
-                    waited.as_millis(),
-                    config.answer_bound.as_millis()
-                ),
-                seen_at_ns: now,
-            });
-        }
-        note_late(pinger.take_late(), &mut seen, now);
-        for failure in pinger.take_failures() {
-            seen.push(Violation {
-                kind: ViolationKind::Unanswered,
-                detail: failure,
-                seen_at_ns: now,
-            });
-        }
+        note_ping_trouble(pinger, watch, &mut seen, now);
         // First: a daemon that is gone (or going: a refused ping comes first) also leaves
         // root's ping unanswered.
         if !seen.is_empty() {
             std::thread::sleep(Duration::from_secs(1));
         }
         if stage.daemon.failed() {
-            let status = stage
-                .daemon
-                .exited()
-                .map_or("still reverting".to_owned(), |status| status.to_string());
-            seen.insert(
-                0,
-                Violation {
-                    kind: ViolationKind::DaemonExited,
-                    detail: format!(
-                        "the daemon failed ({status}): {}",
-                        panic_lines(&stage.daemon.log_text())
-                    ),
-                    seen_at_ns: now,
-                },
-            );
+            seen.insert(0, daemon_failed(stage, now));
         }
         let daemon_gone = seen
             .iter()
             .any(|violation| violation.kind == ViolationKind::DaemonExited);
-        let keys: BTreeSet<String> = seen.iter().map(Violation::subject).collect();
-        episodes += keys.difference(&open_episodes).count();
-        open_episodes = keys;
-        violations_seen += seen.len();
-        violations.extend(seen);
-        violations.truncate(20);
-        if violations_seen > 0 && !config.keep_going {
+        watch.count_check(seen);
+        if watch.violations_seen > 0 && !config.keep_going {
             break;
         }
         if daemon_gone {
-            daemon_restarts += 1;
+            watch.daemon_restarts += 1;
             // A new daemon must not inherit the checks' SCHED_FIFO.
             above_rtkit
                 .aside(|| stage.restart_daemon(&config.cast.daemon))
@@ -631,17 +727,75 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
         }
         std::thread::sleep(CHECK_INTERVAL.saturating_sub(tick.elapsed()));
     }
-    drop(above_rtkit);
-    let seconds_run = started.elapsed().as_secs_f64();
+    Ok(())
+}
+
+/// Adds to `seen` what root's pings show since the last check: one unanswered for
+/// [`HUNG_AFTER`] (a hung daemon), late answers, and pings refused or broken.
+fn note_ping_trouble(pinger: &RootPinger, watch: &mut Watch, seen: &mut Vec<Violation>, now: u64) {
+    // A late answer is judged when it comes (with the steal time meanwhile); one that has
+    // not come for seconds is a hung daemon.
+    if let Some(waited) = pinger
+        .outstanding_for(now)
+        .filter(|waited| *waited > HUNG_AFTER)
+    {
+        seen.push(Violation {
+            kind: ViolationKind::Unanswered,
+            detail: format!(
+                "root's ping unanswered for {} ms (bound {} ms)",
+                waited.as_millis(),
+                watch.answer_bound.as_millis()
+            ),
+            seen_at_ns: now,
+        });
+    }
+    watch.note_late(pinger.take_late(), seen, now);
+    for failure in pinger.take_failures() {
+        seen.push(Violation {
+            kind: ViolationKind::Unanswered,
+            detail: failure,
+            seen_at_ns: now,
+        });
+    }
+}
+
+/// The violation of a daemon that failed: its exit status (or that it is still reverting) and
+/// the lines of its log that say why.
+fn daemon_failed(stage: &mut Stage, now: u64) -> Violation {
+    let status = stage
+        .daemon
+        .exited()
+        .map_or("still reverting".to_owned(), |status| status.to_string());
+    Violation {
+        kind: ViolationKind::DaemonExited,
+        detail: format!(
+            "the daemon failed ({status}): {}",
+            panic_lines(&stage.daemon.log_text())
+        ),
+        seen_at_ns: now,
+    }
+}
+
+/// Ends the attack: stops root's pings, lets the attackers end (or kills them), waits for their
+/// log readers, and counts the pings answered or refused after the last check. Returns the
+/// pings' figures.
+fn end_attack(
+    config: &RunConfig,
+    stage: &mut Stage,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    pinger: RootPinger,
+    watch: &mut Watch,
+) -> crate::root_ping::PingFigures {
     pinger.stop();
     // The attackers stop on their own at `seconds`; at a violation, or if one hangs, they are
     // killed (dropping them closes their stdout, which ends the readers).
-    let grace =
-        if (violations_seen == 0 || config.keep_going) && !config.stop.load(Ordering::Relaxed) {
-            Duration::from_secs(15)
-        } else {
-            Duration::ZERO
-        };
+    let grace = if (watch.violations_seen == 0 || config.keep_going)
+        && !config.stop.load(Ordering::Relaxed)
+    {
+        Duration::from_secs(15)
+    } else {
+        Duration::ZERO
+    };
     if grace.is_zero() {
         // The request that did it may still be waiting for its answer (or learning that its
         // connection died): a moment for its log line.
@@ -658,68 +812,87 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
     let (pings, late, failures) = pinger.join();
     let mut last: Vec<Violation> = Vec::new();
     let now = rtlab_sys::clock::monotonic_ns();
-    note_late(late, &mut last, now);
+    watch.note_late(late, &mut last, now);
     last.extend(failures.into_iter().map(|failure| Violation {
         kind: ViolationKind::Unanswered,
         detail: failure,
         seen_at_ns: now,
     }));
-    if !last.is_empty() {
-        violations_seen += last.len();
-        episodes += 1;
-        violations.extend(last);
-        violations.truncate(20);
-    }
-    let overrun_us = stage.checker.overrun_ns() / 1_000;
-    let attacker_threads = stage
-        .world
-        .attackers
-        .iter()
-        .map(|attacker| attacker.process.clone())
-        .collect();
-    let victim_threads = stage.checker.victim_threads();
-    let daemon_log = stage.daemon.log_text();
-    let daemon_log_tail: Vec<String> = {
-        let lines: Vec<&str> = daemon_log.lines().collect();
-        lines[lines.len().saturating_sub(20)..]
+    watch.count_after_last_check(last);
+    pings
+}
+
+/// What the stage showed at the end of an attack, read before it is stopped.
+struct StageRecord {
+    overrun_us: u64,
+    attacker_threads: Vec<crate::world::ProcessInfo>,
+    victim_threads: usize,
+    daemon_log: String,
+    daemon_log_tail: Vec<String>,
+    daemon_demotions: Vec<String>,
+    daemon_stopped_by_sigterm: bool,
+}
+
+impl StageRecord {
+    /// Reads the checker's figures, the attackers' threads and the daemon's log, then stops the
+    /// stage.
+    fn put_away(stage: Stage) -> StageRecord {
+        let overrun_us = stage.checker.overrun_ns() / 1_000;
+        let attacker_threads = stage
+            .world
+            .attackers
             .iter()
-            .map(|line| line.to_string())
-            .collect()
-    };
-    let daemon_demotions: Vec<String> = daemon_log
-        .lines()
-        .filter(|line| line.contains("demoted"))
-        .take(20)
-        .map(str::to_owned)
-        .collect();
-    let daemon_stopped_by_sigterm = stage.stop();
-    log_file
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .flush()
-        .context("the action log")?;
-    // For a violation replay does not bring back: the whole action log and the daemon's log
-    // kept in `RTLAB_HOSTILE_KEEP` (a directory), to follow the threads it names through the run.
-    if let (Some(keep), false) = (
-        std::env::var_os("RTLAB_HOSTILE_KEEP"),
-        violations.is_empty(),
-    ) {
-        let keep = std::path::PathBuf::from(keep);
-        std::fs::create_dir_all(&keep).context("RTLAB_HOSTILE_KEEP")?;
-        let name = |what: &str| keep.join(format!("hostile-{}.{what}", config.seed));
-        std::fs::copy(&log_path, name("actions.jsonl")).context("keeping the action log")?;
-        std::fs::write(name("daemon.log"), &daemon_log).context("keeping the daemon's log")?;
+            .map(|attacker| attacker.process.clone())
+            .collect();
+        let victim_threads = stage.checker.victim_threads();
+        let daemon_log = stage.daemon.log_text();
+        let daemon_log_tail: Vec<String> = {
+            let lines: Vec<&str> = daemon_log.lines().collect();
+            lines[lines.len().saturating_sub(20)..]
+                .iter()
+                .map(|line| line.to_string())
+                .collect()
+        };
+        let daemon_demotions: Vec<String> = daemon_log
+            .lines()
+            .filter(|line| line.contains("demoted"))
+            .take(20)
+            .map(str::to_owned)
+            .collect();
+        let daemon_stopped_by_sigterm = stage.stop();
+        StageRecord {
+            overrun_us,
+            attacker_threads,
+            victim_threads,
+            daemon_log,
+            daemon_log_tail,
+            daemon_demotions,
+            daemon_stopped_by_sigterm,
+        }
     }
-    let granted_before_violation = match violations.first() {
-        Some(first) => sequence_before(config, first, &log_path)?
-            .into_iter()
-            .filter(|step| step.answer == "ok" && step.action.may_change_state())
-            .filter(|step| step.sent_at_ns + 3_000_000_000 >= first.seen_at_ns)
-            .collect(),
-        None => Vec::new(),
-    };
-    let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok((
+}
+
+/// Everything an attack found, before it is a [`Report`].
+struct AttackFindings {
+    seconds_run: f64,
+    tally: Tally,
+    watch: Watch,
+    pings: crate::root_ping::PingFigures,
+    stage_record: StageRecord,
+    granted_before_violation: Vec<Step>,
+}
+
+impl AttackFindings {
+    /// The report of the attack run with `config` (no replay yet).
+    fn into_report(self, config: &RunConfig) -> Report {
+        let AttackFindings {
+            seconds_run,
+            tally,
+            watch,
+            pings,
+            stage_record,
+            granted_before_violation,
+        } = self;
         Report {
             seed: config.seed,
             seconds_planned: config.seconds,
@@ -728,8 +901,8 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             daemon_user_limit: config.cast.daemon.user_limit,
             checked_limit: config.cast.limit,
             slack: crate::checker::SLACK,
-            overrun_us,
-            victim_threads,
+            overrun_us: stage_record.overrun_us,
+            victim_threads: stage_record.victim_threads,
             requests_tried: tally.requests,
             actions: tally.actions,
             granted: tally.granted,
@@ -737,31 +910,30 @@ pub fn attack(config: &RunConfig) -> anyhow::Result<(Report, ActionLog)> {
             rtkit_granted: tally.rtkit_granted,
             outcomes: tally.outcomes,
             oddities: tally.oddities,
-            attacker_threads,
+            attacker_threads: stage_record.attacker_threads,
             granted_before_violation,
-            daemon_log_tail,
-            daemon_demotions,
-            checks,
-            largest_shares: largest.into_values().collect(),
-            largest_rtkit_ran,
+            daemon_log_tail: stage_record.daemon_log_tail,
+            daemon_demotions: stage_record.daemon_demotions,
+            checks: watch.checks,
+            largest_shares: watch.largest.into_values().collect(),
+            largest_rtkit_ran: watch.largest_rtkit_ran,
             pings_asked: pings.asked,
             pings_answered: pings.answered,
             worst_answer_ms: pings.worst_ms,
             p99_answer_ms: pings.p99_ms,
             median_answer_ms: pings.median_ms,
             answer_bound_ms: config.answer_bound.as_millis() as u64,
-            late_answers,
-            late_in_hypervisor_stalls,
-            late_answer_samples,
-            violations_total: violations_seen,
-            violation_episodes: episodes,
-            daemon_restarts,
-            violations,
+            late_answers: watch.late_answers,
+            late_in_hypervisor_stalls: watch.late_in_hypervisor_stalls,
+            late_answer_samples: watch.late_answer_samples,
+            violations_total: watch.violations_seen,
+            violation_episodes: watch.episodes,
+            daemon_restarts: watch.daemon_restarts,
+            violations: watch.violations,
             replay: None,
-            daemon_stopped_by_sigterm,
-        },
-        log,
-    ))
+            daemon_stopped_by_sigterm: stage_record.daemon_stopped_by_sigterm,
+        }
+    }
 }
 
 /// The lines of a daemon's log that say why it stopped: a panic's message and where.
