@@ -101,9 +101,7 @@ impl Stage {
             bus_address.as_deref(),
         )?;
         let tag = format!("{:04x}", rand::random::<u16>());
-        let lifetime = cast.lifetime.as_secs().to_string();
-        let mut victims = Vec::new();
-        let mut watched = Vec::new();
+        let mut victims = Victims::default();
         let mut world = World {
             tag: tag.clone(),
             binary_comm: cast
@@ -117,108 +115,28 @@ impl Stage {
             attackers: Vec::new(),
             bus_address: bus_address.clone(),
         };
-        let victim_command = |identity: Identity, prefix: String, rtkit: bool| {
-            let rttime = rtkit.then_some(ATTACKER_RTTIME_US);
-            let mut command = command_as(&cast.binary, identity, rttime);
-            command.args([
-                "victim",
-                "--prefix",
-                &prefix,
-                "--lifetime-seconds",
-                &lifetime,
-            ]);
-            if let (true, Some(address)) = (rtkit, &bus_address) {
-                command.args(["--rtkit-bus", address, "--uid", &identity.uid.to_string()]);
-            }
-            Spawned::start(command, identity)
+        let launcher = VictimLauncher {
+            binary: &cast.binary,
+            lifetime: cast.lifetime.as_secs().to_string(),
+            bus_address: bus_address.as_deref(),
         };
-        for v in 0..cast.root_victims {
-            let root = Identity {
-                uid: 0,
-                user_namespace: false,
-            };
-            let mut victim = victim_command(root, root_victim_prefix(&tag, v), false)?;
-            let info = victim.ready()?;
-            watched.push(Watched {
-                role: format!("root's victim {v}"),
-                pid: info.pid,
-            });
-            world.root_victims.push(info);
-            victims.push(victim);
-        }
-        for (u, &uid) in cast.attacking_uids.iter().enumerate() {
-            let identity = Identity {
-                uid,
-                user_namespace: false,
-            };
-            let mut bystander = victim_command(identity, bystander_prefix(&tag, u), false)?;
-            let info = bystander.ready()?;
-            // What it may not do itself; a ResetAll of anyone but root must leave it.
-            rtlab_sys::thread_control::set_thread_policy_with_flags(
-                info.tids[0],
-                rtlab_sys::sched::Policy::Fifo { priority: 3 },
-                0,
-            )
-            .context("making a bystander's thread 0 SCHED_FIFO 3")?;
-            watched.push(Watched {
-                role: format!("{}'s bystander", identity.describe()),
-                pid: info.pid,
-            });
-            world.bystanders.push(info);
-            victims.push(bystander);
-        }
+        victims.start_root_victims(&launcher, cast.root_victims, &mut world)?;
+        victims.start_bystanders(&launcher, &cast.attacking_uids, &mut world)?;
         if bus_address.is_some() {
-            let quiet = Identity {
-                uid: QUIET_UID,
-                user_namespace: false,
-            };
-            let mut victim = victim_command(quiet, quiet_prefix(&tag), true)
-                .context("starting the quiet user's process")?;
-            let info = victim
-                .ready()
-                .context("the quiet user's RealtimeKit1 grant")?;
-            watched.push(Watched {
-                role: format!("the quiet user's (uid {QUIET_UID})"),
-                pid: info.pid,
-            });
-            victims.push(victim);
+            victims.start_quiet_user(&launcher, &tag)?;
         }
-        let mut attackers = Vec::new();
-        for (index, &identity) in identities.iter().enumerate() {
-            let rttime = attacker_rttime_us(index, identities.len());
-            let mut command = command_as(&cast.binary, identity, Some(rttime));
-            command.arg("attacker").args(attacker_arguments(
-                index,
-                identity,
-                world.uid_index(identity.uid),
-                &daemon.socket,
-                &tag,
-            ));
-            let mut attacker = Spawned::start(command, identity)?;
-            let process = attacker.ready()?;
-            world.attackers.push(AttackerInfo { identity, process });
-            attackers.push(attacker);
-        }
-        let uids = cast
-            .attacking_uids
-            .iter()
-            .enumerate()
-            .map(|(u, &uid)| {
-                let mut pids: Vec<u32> = world
-                    .attackers
-                    .iter()
-                    .filter(|attacker| attacker.identity.uid == uid)
-                    .map(|attacker| attacker.process.pid)
-                    .collect();
-                pids.push(world.bystanders[u].pid);
-                (uid, pids)
-            })
-            .collect();
+        let mut attackers =
+            start_attackers(cast, identities, attacker_arguments, &mut world, &daemon)?;
         let share = bus_address
             .as_ref()
             .map(|_| ShareRule::of(&cast.daemon, cast.limit));
-        let checker = Checker::new(&watched, uids, cast.limit, share)
-            .context("reading the victims' policies")?;
+        let checker = Checker::new(
+            &victims.watched,
+            attacking_uid_pids(cast, &world),
+            cast.limit,
+            share,
+        )
+        .context("reading the victims' policies")?;
         let line = serde_json::to_string(&world)?;
         for attacker in &mut attackers {
             attacker.write_line(&line)?;
@@ -226,7 +144,7 @@ impl Stage {
         Ok(Stage {
             attackers,
             daemon,
-            victims,
+            victims: victims.processes,
             bus,
             world,
             checker,
@@ -254,4 +172,164 @@ impl Stage {
         }
         stopped
     }
+}
+
+/// How a stage starts its victims: the binary, how long they may live, and the bus (for the
+/// one RealtimeKit1 makes real-time).
+struct VictimLauncher<'a> {
+    binary: &'a std::path::Path,
+    /// The longest a victim lives, whole seconds.
+    lifetime: String,
+    bus_address: Option<&'a str>,
+}
+
+impl VictimLauncher<'_> {
+    /// Starts a victim as `identity` whose threads are named with `prefix`; with `rtkit`, it
+    /// asks RealtimeKit1 on the bus to make a thread real-time.
+    fn start(&self, identity: Identity, prefix: String, rtkit: bool) -> anyhow::Result<Spawned> {
+        let rttime = rtkit.then_some(ATTACKER_RTTIME_US);
+        let mut command = command_as(self.binary, identity, rttime);
+        command.args([
+            "victim",
+            "--prefix",
+            &prefix,
+            "--lifetime-seconds",
+            &self.lifetime,
+        ]);
+        if let (true, Some(address)) = (rtkit, self.bus_address) {
+            command.args(["--rtkit-bus", address, "--uid", &identity.uid.to_string()]);
+        }
+        Spawned::start(command, identity)
+    }
+}
+
+/// The victim processes started so far, and what the checker watches of them.
+#[derive(Default)]
+struct Victims {
+    processes: Vec<Spawned>,
+    watched: Vec<Watched>,
+}
+
+impl Victims {
+    /// Starts `count` of root's victims.
+    fn start_root_victims(
+        &mut self,
+        launcher: &VictimLauncher<'_>,
+        count: usize,
+        world: &mut World,
+    ) -> anyhow::Result<()> {
+        for v in 0..count {
+            let root = Identity {
+                uid: 0,
+                user_namespace: false,
+            };
+            let mut victim = launcher.start(root, root_victim_prefix(&world.tag, v), false)?;
+            let info = victim.ready()?;
+            self.watched.push(Watched {
+                role: format!("root's victim {v}"),
+                pid: info.pid,
+            });
+            world.root_victims.push(info);
+            self.processes.push(victim);
+        }
+        Ok(())
+    }
+
+    /// Starts a bystander for each attacking uid, as that uid, its thread 0 made SCHED_FIFO 3 by
+    /// root.
+    fn start_bystanders(
+        &mut self,
+        launcher: &VictimLauncher<'_>,
+        attacking_uids: &[u32],
+        world: &mut World,
+    ) -> anyhow::Result<()> {
+        for (u, &uid) in attacking_uids.iter().enumerate() {
+            let identity = Identity {
+                uid,
+                user_namespace: false,
+            };
+            let mut bystander = launcher.start(identity, bystander_prefix(&world.tag, u), false)?;
+            let info = bystander.ready()?;
+            // What it may not do itself; a ResetAll of anyone but root must leave it.
+            rtlab_sys::thread_control::set_thread_policy_with_flags(
+                info.tids[0],
+                rtlab_sys::sched::Policy::Fifo { priority: 3 },
+                0,
+            )
+            .context("making a bystander's thread 0 SCHED_FIFO 3")?;
+            self.watched.push(Watched {
+                role: format!("{}'s bystander", identity.describe()),
+                pid: info.pid,
+            });
+            world.bystanders.push(info);
+            self.processes.push(bystander);
+        }
+        Ok(())
+    }
+
+    /// Starts the quiet user's process, which RealtimeKit1 gives a SCHED_RR thread.
+    fn start_quiet_user(&mut self, launcher: &VictimLauncher<'_>, tag: &str) -> anyhow::Result<()> {
+        let quiet = Identity {
+            uid: QUIET_UID,
+            user_namespace: false,
+        };
+        let mut victim = launcher
+            .start(quiet, quiet_prefix(tag), true)
+            .context("starting the quiet user's process")?;
+        let info = victim
+            .ready()
+            .context("the quiet user's RealtimeKit1 grant")?;
+        self.watched.push(Watched {
+            role: format!("the quiet user's (uid {QUIET_UID})"),
+            pid: info.pid,
+        });
+        self.processes.push(victim);
+        Ok(())
+    }
+}
+
+/// Starts the attackers in order, each at its RLIMIT_RTTIME, and records them in `world`.
+fn start_attackers(
+    cast: &Cast,
+    identities: &[Identity],
+    attacker_arguments: impl Fn(usize, Identity, usize, &std::path::Path, &str) -> Vec<String>,
+    world: &mut World,
+    daemon: &Daemon,
+) -> anyhow::Result<Vec<Spawned>> {
+    let mut attackers = Vec::new();
+    for (index, &identity) in identities.iter().enumerate() {
+        let rttime = attacker_rttime_us(index, identities.len());
+        let mut command = command_as(&cast.binary, identity, Some(rttime));
+        command.arg("attacker").args(attacker_arguments(
+            index,
+            identity,
+            world.uid_index(identity.uid),
+            &daemon.socket,
+            &world.tag,
+        ));
+        let mut attacker = Spawned::start(command, identity)?;
+        let process = attacker.ready()?;
+        world.attackers.push(AttackerInfo { identity, process });
+        attackers.push(attacker);
+    }
+    Ok(attackers)
+}
+
+/// Each attacking uid with the processes whose threads count towards its share: its attackers
+/// and its bystander.
+fn attacking_uid_pids(cast: &Cast, world: &World) -> Vec<(u32, Vec<u32>)> {
+    cast.attacking_uids
+        .iter()
+        .enumerate()
+        .map(|(u, &uid)| {
+            let mut pids: Vec<u32> = world
+                .attackers
+                .iter()
+                .filter(|attacker| attacker.identity.uid == uid)
+                .map(|attacker| attacker.process.pid)
+                .collect();
+            pids.push(world.bystanders[u].pid);
+            (uid, pids)
+        })
+        .collect()
 }
