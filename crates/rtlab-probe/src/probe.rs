@@ -159,6 +159,15 @@ pub struct ProbeResult {
     pub period: Nanos,
 }
 
+/// One series' counters while it runs ([`RunningProbe::live_counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveSnapshot {
+    /// Samples recorded so far.
+    pub samples: u64,
+    /// The largest so far, ns.
+    pub max_ns: u64,
+}
+
 /// A snapshot for the progress display.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Progress {
@@ -195,6 +204,17 @@ struct LateChannel {
     threshold_ns: Arc<LateThreshold>,
     producer: rtrb::Producer<LateSample>,
 }
+
+/// What a measuring thread reports once it is pinned and at its policy.
+struct ThreadReady {
+    /// The series it feeds.
+    keys: Vec<SeriesKey>,
+    /// Its kernel thread id.
+    tid: u32,
+}
+
+/// The channel each measuring thread reports its set-up on (or why it failed).
+type SetupSender = mpsc::Sender<Result<ThreadReady, ProbeError>>;
 
 struct ThreadOutput {
     recorders: Vec<(SeriesKey, Recorder)>,
@@ -269,8 +289,7 @@ impl Probe {
             _memory_lock: memory_lock,
             _dma_latency: dma_latency,
         };
-        let (setup_sender, setup_receiver) =
-            mpsc::channel::<Result<(Vec<SeriesKey>, u32), ProbeError>>();
+        let (setup_sender, setup_receiver) = mpsc::channel::<Result<ThreadReady, ProbeError>>();
         let mut plan = ThreadPlan {
             config,
             classes: &classes,
@@ -399,7 +418,7 @@ struct ThreadPlan<'a> {
     period_ns: u64,
     /// Timer threads in all: their first deadlines are spread evenly over one period.
     n_timer_threads: u64,
-    setup_sender: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>,
+    setup_sender: SetupSender,
     /// Threads started so far; each reports its set-up once.
     n_threads: usize,
 }
@@ -498,7 +517,10 @@ impl ThreadPlan<'_> {
                     cpu,
                 };
                 let response = self.new_recorder(running, response_key, class.policy());
-                Some((compute.as_u64(), response))
+                Some(ComputeWork {
+                    compute_ns: compute.as_u64(),
+                    response,
+                })
             }
             _ => None,
         };
@@ -536,9 +558,7 @@ impl ThreadPlan<'_> {
         &mut self,
         running: &mut RunningProbe,
         name: String,
-        body: impl FnOnce(mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>) -> ThreadOutput
-            + Send
-            + 'static,
+        body: impl FnOnce(SetupSender) -> ThreadOutput + Send + 'static,
     ) -> Result<(), ProbeError> {
         let sender = self.setup_sender.clone();
         let handle = std::thread::Builder::new()
@@ -582,13 +602,13 @@ impl RunningProbe {
     /// ids. If one failed, stops and joins them all and returns its error.
     fn wait_for_set_up(
         &mut self,
-        setup_receiver: &mpsc::Receiver<Result<(Vec<SeriesKey>, u32), ProbeError>>,
+        setup_receiver: &mpsc::Receiver<Result<ThreadReady, ProbeError>>,
         n_threads: usize,
     ) -> Result<(), ProbeError> {
         let mut failure = None;
         for _ in 0..n_threads {
             match setup_receiver.recv() {
-                Ok(Ok((keys, tid))) => {
+                Ok(Ok(ThreadReady { keys, tid })) => {
                     for key in keys {
                         self.thread_ids.push((key, tid));
                     }
@@ -667,9 +687,17 @@ struct TimerThread {
     interval: Recorder,
     late: LateChannel,
     handoff_slots: Vec<Arc<HandoffSlot>>,
-    /// `(work per wake-up in ns, the response series)` when this thread computes.
-    compute: Option<(u64, Recorder)>,
+    /// The work after each wake-up and its series, when this thread computes.
+    compute: Option<ComputeWork>,
     shared: Arc<Shared>,
+}
+
+/// The work a computing timer thread does after each wake-up, and the series that times it.
+struct ComputeWork {
+    /// Busy work per wake-up, ns.
+    compute_ns: u64,
+    /// The response series: deadline → end of the work.
+    response: Recorder,
 }
 
 /// Busy work until `compute_ns` of wall time has passed since `from_ns`; returns when it ended.
@@ -690,10 +718,7 @@ fn work_until(from_ns: u64, compute_ns: u64) -> u64 {
 }
 
 impl TimerThread {
-    fn run(
-        mut self,
-        setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>,
-    ) -> ThreadOutput {
+    fn run(mut self, setup: SetupSender) -> ThreadOutput {
         let wakeup_key = SeriesKey {
             metric: Metric::Wakeup,
             class: self.class,
@@ -712,14 +737,14 @@ impl TimerThread {
                 self.wakeup.prefault();
                 self.interval.prefault();
                 let mut keys = vec![wakeup_key, interval_key];
-                if let Some((_, response)) = self.compute.as_mut() {
-                    response.prefault();
+                if let Some(work) = self.compute.as_mut() {
+                    work.response.prefault();
                     keys.push(SeriesKey {
                         metric: Metric::Response,
                         ..wakeup_key
                     });
                 }
-                let _ = setup.send(Ok((keys, tid)));
+                let _ = setup.send(Ok(ThreadReady { keys, tid }));
             }
             Err(error) => {
                 let _ = setup.send(Err(error));
@@ -744,11 +769,11 @@ impl TimerThread {
             // otherwise meet it at one phase all run long, and its stalls would be measured
             // at that phase only (issue 27: a 50 ms FIFO burst seen 1.9 ms late 600 times of 600).
             let deadline_ns = match &self.compute {
-                Some((compute_ns, _)) => {
+                Some(work) => {
                     phase_state ^= phase_state << 13;
                     phase_state ^= phase_state >> 7;
                     phase_state ^= phase_state << 17;
-                    let spread_ns = self.period_ns.saturating_sub(*compute_ns).max(1);
+                    let spread_ns = self.period_ns.saturating_sub(work.compute_ns).max(1);
                     period_start_ns + phase_state % spread_ns
                 }
                 None => period_start_ns,
@@ -766,15 +791,13 @@ impl TimerThread {
             let finished_ns = self
                 .compute
                 .as_ref()
-                .map(|(compute_ns, _)| work_until(now_ns, *compute_ns));
+                .map(|work| work_until(now_ns, work.compute_ns));
             let skipped = schedule.advance(finished_ns.unwrap_or(now_ns));
             if period_start_ns >= shared.measure_start_ns {
                 let at_ns = deadline_ns - shared.measure_start_ns;
-                if let (Some((_, response)), Some(finished_ns)) =
-                    (self.compute.as_mut(), finished_ns)
-                {
-                    response.record(finished_ns - deadline_ns, at_ns);
-                    response.missed += skipped;
+                if let (Some(work), Some(finished_ns)) = (self.compute.as_mut(), finished_ns) {
+                    work.response.record(finished_ns - deadline_ns, at_ns);
+                    work.response.missed += skipped;
                 }
                 self.wakeup.record(latency_ns, at_ns);
                 self.wakeup.missed += skipped;
@@ -811,7 +834,7 @@ impl TimerThread {
 
     fn output(self, wakeup_key: SeriesKey, interval_key: SeriesKey) -> ThreadOutput {
         let mut recorders = vec![(wakeup_key, self.wakeup), (interval_key, self.interval)];
-        if let Some((_, response)) = self.compute {
+        if let Some(ComputeWork { response, .. }) = self.compute {
             let response_key = SeriesKey {
                 metric: Metric::Response,
                 ..wakeup_key
@@ -831,10 +854,7 @@ struct WaiterThread {
 }
 
 impl WaiterThread {
-    fn run(
-        mut self,
-        setup: mpsc::Sender<Result<(Vec<SeriesKey>, u32), ProbeError>>,
-    ) -> ThreadOutput {
+    fn run(mut self, setup: SetupSender) -> ThreadOutput {
         let name = std::thread::current()
             .name()
             .unwrap_or("rtlab-handoff")
@@ -842,7 +862,10 @@ impl WaiterThread {
         match set_up_thread(self.key.cpu, self.key.class.policy(), &name) {
             Ok(tid) => {
                 self.recorder.prefault();
-                let _ = setup.send(Ok((vec![self.key], tid)));
+                let _ = setup.send(Ok(ThreadReady {
+                    keys: vec![self.key],
+                    tid,
+                }));
             }
             Err(error) => {
                 let _ = setup.send(Err(error));
@@ -960,15 +983,13 @@ impl RunningProbe {
 
     /// The live histogram of one series so far is not readable without locking; instead the
     /// controller can read each series' sample count and running maximum.
-    pub fn live_counters(&self, key: SeriesKey) -> Option<(u64, u64)> {
+    pub fn live_counters(&self, key: SeriesKey) -> Option<LiveSnapshot> {
         self.live
             .iter()
             .find(|(series, _)| *series == key)
-            .map(|(_, live)| {
-                (
-                    live.samples.load(Ordering::Relaxed),
-                    live.max_ns.load(Ordering::Relaxed),
-                )
+            .map(|(_, live)| LiveSnapshot {
+                samples: live.samples.load(Ordering::Relaxed),
+                max_ns: live.max_ns.load(Ordering::Relaxed),
             })
     }
 
