@@ -263,11 +263,28 @@ pub struct Watched {
     pub pid: u32,
 }
 
+/// An attacking uid and the processes whose threads count towards its share (its attackers and
+/// its bystander).
+#[derive(Clone, Debug)]
+pub struct UidProcesses {
+    pub uid: u32,
+    pub pids: Vec<u32>,
+}
+
+/// What one check saw.
+#[derive(Clone, Debug, Default)]
+pub struct CheckFindings {
+    /// Every violation seen now.
+    pub violations: Vec<Violation>,
+    /// Each attacking uid's share now.
+    pub shares: Vec<UidShare>,
+}
+
 /// The baseline of the victims and what to sum for each attacking uid.
 pub struct Checker {
     victims: Vec<VictimThread>,
     /// Each attacking uid and its processes (attackers and bystander).
-    uids: Vec<(u32, Vec<u32>)>,
+    uids: Vec<UidProcesses>,
     limit: f64,
     overrun_ns: u64,
     /// With RealtimeKit1: the share, and each uid's meter.
@@ -279,7 +296,7 @@ impl Checker {
     /// Reads the victims' policies now, before any attack.
     pub fn new(
         victims: &[Watched],
-        uids: Vec<(u32, Vec<u32>)>,
+        uids: Vec<UidProcesses>,
         limit: f64,
         share: Option<ShareRule>,
     ) -> std::io::Result<Checker> {
@@ -318,7 +335,7 @@ impl Checker {
     }
 
     /// One check: every violation seen now, and each uid's share.
-    pub fn check(&mut self) -> (Vec<Violation>, Vec<UidShare>) {
+    pub fn check(&mut self) -> CheckFindings {
         let now = rtlab_sys::clock::monotonic_ns();
         let mut violations = Vec::new();
         for victim in &self.victims {
@@ -340,7 +357,7 @@ impl Checker {
             }
         }
         let mut shares = Vec::new();
-        for (uid, pids) in &self.uids {
+        for UidProcesses { uid, pids } in &self.uids {
             let mut share = UidShare {
                 uid: *uid,
                 ..UidShare::default()
@@ -425,6 +442,6 @@ impl Checker {
             }
             shares.push(share);
         }
-        (violations, shares)
+        CheckFindings { violations, shares }
     }
 }

@@ -4,9 +4,9 @@
 //! shrunk (ddmin) to the few that cause it.
 
 use crate::action::Action;
-use crate::checker::{UidShare, Violation, ViolationKind};
+use crate::checker::{CheckFindings, UidShare, Violation, ViolationKind};
 use crate::roles::LogLine;
-use crate::root_ping::{keep_first, LateAnswer, Lateness, RootPinger};
+use crate::root_ping::{keep_first, LateAnswer, Lateness, PingerEnd, RootPinger};
 use crate::shrink::ddmin;
 use crate::stage::{Cast, Stage};
 use crate::world::Identity;
@@ -698,7 +698,10 @@ fn check_until_over(
     let above_rtkit = AboveRealtimeKit::enter();
     while Instant::now() < attack_until && !config.stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
-        let (mut seen, shares) = stage.checker.check();
+        let CheckFindings {
+            violations: mut seen,
+            shares,
+        } = stage.checker.check();
         watch.checks += 1;
         watch.note_shares(shares);
         let now = rtlab_sys::clock::monotonic_ns();
@@ -809,7 +812,11 @@ fn end_attack(
         let _ = reader.join();
     }
     // The pings answered (or refused) after the last check count too.
-    let (pings, late, failures) = pinger.join();
+    let PingerEnd {
+        figures: pings,
+        late,
+        failures,
+    } = pinger.join();
     let mut last: Vec<Violation> = Vec::new();
     let now = rtlab_sys::clock::monotonic_ns();
     watch.note_late(late, &mut last, now);
@@ -972,6 +979,12 @@ fn sequence_before(
         .collect())
 }
 
+/// One replay a shrinking search tries: a sequence of requests and the pace to send them at.
+struct ReplayAttempt {
+    steps: Vec<Step>,
+    pace: Pace,
+}
+
 fn replay_and_shrink(
     config: &RunConfig,
     violation: &Violation,
@@ -1000,22 +1013,25 @@ fn replay_and_shrink(
     // that need the time between requests). Replays take seconds each, and a benchmark's
     // violation may follow many minutes of requests.
     let all_changing = changing_within(u64::MAX);
-    let mut attempts: Vec<(Vec<Step>, Pace)> = vec![
-        (changing_within(10), Pace::Sequential),
-        (changing_within(60), Pace::Sequential),
+    let attempt = |steps: Vec<Step>, pace: Pace| ReplayAttempt { steps, pace };
+    let mut attempts: Vec<ReplayAttempt> = vec![
+        attempt(changing_within(10), Pace::Sequential),
+        attempt(changing_within(60), Pace::Sequential),
     ];
     if all_changing.len() <= 20_000 {
-        attempts.push((all_changing.clone(), Pace::Sequential));
+        attempts.push(attempt(all_changing.clone(), Pace::Sequential));
         if everything.len() <= 20_000 && everything.len() > all_changing.len() {
-            attempts.push((everything.clone(), Pace::Sequential));
+            attempts.push(attempt(everything.clone(), Pace::Sequential));
         }
     }
-    attempts.push((changing_within(10), Pace::AsSent));
-    attempts.dedup_by(|later, earlier| later.0.len() == earlier.0.len() && later.1 == earlier.1);
+    attempts.push(attempt(changing_within(10), Pace::AsSent));
+    attempts.dedup_by(|later, earlier| {
+        later.steps.len() == earlier.steps.len() && later.pace == earlier.pace
+    });
     let deadline = Instant::now() + config.shrink_time;
     let mut tries = 0;
     let mut found = None;
-    for (steps, pace) in attempts {
+    for ReplayAttempt { steps, pace } in attempts {
         if tries >= config.shrink_tries || Instant::now() > deadline || config.stopped() {
             break;
         }
@@ -1124,7 +1140,7 @@ fn replay(
                 std::thread::sleep(
                     CHECK_INTERVAL.min(due.saturating_duration_since(Instant::now())),
                 );
-                reproduced = matches(&stage.checker.check().0);
+                reproduced = matches(&stage.checker.check().violations);
             }
         }
         if reproduced || (*kind == ViolationKind::DaemonExited && stage.daemon.failed()) {
@@ -1134,7 +1150,7 @@ fn replay(
         let attacker = &mut stage.attackers[step.attacker];
         attacker.write_line(&serde_json::to_string(&step.action)?)?;
         attacker.read_line()?;
-        if matches(&stage.checker.check().0) {
+        if matches(&stage.checker.check().violations) {
             reproduced = true;
             break;
         }
@@ -1149,7 +1165,7 @@ fn replay(
                 _ => stage
                     .checker
                     .check()
-                    .0
+                    .violations
                     .iter()
                     .any(|seen| &seen.kind == kind),
             };

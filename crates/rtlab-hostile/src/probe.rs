@@ -87,7 +87,7 @@ pub fn directed(config: &RunConfig, steps: &[Action]) -> anyhow::Result<Probed> 
     let mut seen = Vec::new();
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(500));
-        seen.extend(stage.checker.check().0);
+        seen.extend(stage.checker.check().violations);
     }
     stage.stop();
     Ok(Probed {

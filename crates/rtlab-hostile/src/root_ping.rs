@@ -145,6 +145,16 @@ pub struct PingFigures {
     pub median_ms: f64,
 }
 
+/// What [`RootPinger::join`] hands back.
+#[derive(Debug)]
+pub struct PingerEnd {
+    pub figures: PingFigures,
+    /// The late answers not taken yet.
+    pub late: Vec<LateAnswer>,
+    /// The pings refused or broken, not taken yet.
+    pub failures: Vec<String>,
+}
+
 impl RootPinger {
     /// Starts pinging every [`PING_INTERVAL`]; an answer later than `bound` is late.
     pub fn start(socket: PathBuf, bound: Duration) -> RootPinger {
@@ -199,7 +209,7 @@ impl RootPinger {
 
     /// Stops pinging and waits for the ping under way: the figures, and the late answers and
     /// failures not taken yet.
-    pub fn join(self) -> (PingFigures, Vec<LateAnswer>, Vec<String>) {
+    pub fn join(self) -> PingerEnd {
         self.stop();
         let _ = self.thread.join();
         let mut times = std::mem::take(&mut *locked(&self.pings.answer_times_ns));
@@ -218,11 +228,11 @@ impl RootPinger {
             p99_ms: at(0.99),
             median_ms: at(0.5),
         };
-        (
+        PingerEnd {
             figures,
-            std::mem::take(&mut *locked(&self.pings.late)),
-            std::mem::take(&mut *locked(&self.pings.failures)),
-        )
+            late: std::mem::take(&mut *locked(&self.pings.late)),
+            failures: std::mem::take(&mut *locked(&self.pings.failures)),
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 //! over its share, shows too.
 
 use crate::bus::Bus;
-use crate::checker::{Checker, ShareRule, Watched};
+use crate::checker::{Checker, ShareRule, UidProcesses, Watched};
 use crate::daemon::{Daemon, DaemonSettings};
 use crate::process::{command_as, Spawned};
 use crate::world::{
@@ -317,7 +317,7 @@ fn start_attackers(
 
 /// Each attacking uid with the processes whose threads count towards its share: its attackers
 /// and its bystander.
-fn attacking_uid_pids(cast: &Cast, world: &World) -> Vec<(u32, Vec<u32>)> {
+fn attacking_uid_pids(cast: &Cast, world: &World) -> Vec<UidProcesses> {
     cast.attacking_uids
         .iter()
         .enumerate()
@@ -329,7 +329,7 @@ fn attacking_uid_pids(cast: &Cast, world: &World) -> Vec<(u32, Vec<u32>)> {
                 .map(|attacker| attacker.process.pid)
                 .collect();
             pids.push(world.bystanders[u].pid);
-            (uid, pids)
+            UidProcesses { uid, pids }
         })
         .collect()
 }
