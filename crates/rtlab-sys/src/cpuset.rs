@@ -29,9 +29,18 @@ impl CpusetHierarchy {
     }
 }
 
+/// The mounts that may hold the cpuset controller.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpusetMounts {
+    /// The cgroup v1 hierarchy mounted with the `cpuset` option, if any.
+    pub v1: Option<PathBuf>,
+    /// Every cgroup2 mount (whose controllers must still be checked).
+    pub v2: Vec<PathBuf>,
+}
+
 /// The cpuset mounts in a /proc/self/mounts text: the v1 hierarchy with the `cpuset` option, and
 /// every cgroup2 mount (whose controllers must still be checked).
-pub fn parse_mounts(text: &str) -> (Option<PathBuf>, Vec<PathBuf>) {
+pub fn parse_mounts(text: &str) -> CpusetMounts {
     let mut v1 = None;
     let mut v2 = Vec::new();
     for line in text.lines() {
@@ -49,14 +58,14 @@ pub fn parse_mounts(text: &str) -> (Option<PathBuf>, Vec<PathBuf>) {
             _ => {}
         }
     }
-    (v1, v2)
+    CpusetMounts { v1, v2 }
 }
 
 /// Finds the hierarchy that holds the cpuset controller: v1 if mounted, else a v2 mount whose
 /// root offers `cpuset`. `Ok(None)`: neither.
 pub fn find_hierarchy() -> io::Result<Option<CpusetHierarchy>> {
     let mounts = std::fs::read_to_string("/proc/self/mounts")?;
-    let (v1, v2) = parse_mounts(&mounts);
+    let CpusetMounts { v1, v2 } = parse_mounts(&mounts);
     if let Some(root) = v1 {
         return Ok(Some(CpusetHierarchy::V1(root)));
     }
@@ -195,16 +204,17 @@ cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0
 cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0
 cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
 ";
-        let (v1, v2) = parse_mounts(text);
+        let CpusetMounts { v1, v2 } = parse_mounts(text);
         assert_eq!(v1, Some(PathBuf::from("/sys/fs/cgroup/cpuset")));
         assert_eq!(v2, vec![PathBuf::from("/sys/fs/cgroup/unified")]);
-        let (v1, v2) = parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
+        let CpusetMounts { v1, v2 } =
+            parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
         assert_eq!(v1, None);
         assert_eq!(v2, vec![PathBuf::from("/sys/fs/cgroup")]);
         // "cpuset" must be an option of its own, not part of another word.
         assert_eq!(
             parse_mounts("cgroup /x cgroup rw,cpusetx 0 0\n"),
-            (None, vec![])
+            CpusetMounts::default()
         );
     }
 

@@ -69,13 +69,21 @@ pub fn remove(tracefs_root: &Path, group: &str, event: &str) -> io::Result<()> {
     append(tracefs_root, &format!("-:{group}/{event}"))
 }
 
+/// An rtlab probe of `uprobe_events` and the process that added it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeOwner<'a> {
+    pub pid: u32,
+    /// The probe's `group/event`.
+    pub name: &'a str,
+}
+
 /// The owning pid of an rtlab probe line of `uprobe_events` (`p:rtlab_123/cycle /lib…:0x…`),
 /// with its `group/event`.
-pub fn probe_owner(line: &str) -> Option<(u32, &str)> {
+pub fn probe_owner(line: &str) -> Option<ProbeOwner<'_>> {
     let name = line.split_whitespace().next()?.split_once(':')?.1;
     let (group, _) = name.split_once('/')?;
     let pid = group.strip_prefix(GROUP_PREFIX)?.parse().ok()?;
-    Some((pid, name))
+    Some(ProbeOwner { pid, name })
 }
 
 /// Removes rtlab's probes whose owning process no longer exists (a killed rtlab's); returns
@@ -90,7 +98,7 @@ pub fn remove_stale(tracefs_root: &Path) -> io::Result<Vec<String>> {
     };
     let mut removed = Vec::new();
     for line in listing.lines() {
-        let Some((pid, name)) = probe_owner(line) else {
+        let Some(ProbeOwner { pid, name }) = probe_owner(line) else {
             continue;
         };
         if pid == std::process::id() || process_alive(pid) {
@@ -111,11 +119,17 @@ mod tests {
     fn probe_lines_name_their_owner() {
         assert_eq!(
             probe_owner("p:rtlab_123/cycle /usr/lib/libjackserver.so.0:0x0000000000058340"),
-            Some((123, "rtlab_123/cycle"))
+            Some(ProbeOwner {
+                pid: 123,
+                name: "rtlab_123/cycle"
+            })
         );
         assert_eq!(
             probe_owner("r:rtlab_9/done0 /bin/client:0x1860"),
-            Some((9, "rtlab_9/done0"))
+            Some(ProbeOwner {
+                pid: 9,
+                name: "rtlab_9/done0"
+            })
         );
         assert_eq!(probe_owner("p:uprobes/p_bash_0x4 /bin/bash:0x4"), None);
         assert_eq!(probe_owner("p:rtlab_x/cycle /bin/a:0x4"), None);
