@@ -150,21 +150,31 @@ pub fn run(
     };
     let produced = producer.join().map_err(|_| ExperimentError::Panicked);
     let drained = device.join().map_err(|_| ExperimentError::Panicked);
-    let (wakeup, max_per_second, produced_periods, producer_policy) = produced??;
-    let (underruns, unchecked, device_realtime) = drained??;
+    let produced = produced??;
+    let drained = drained??;
     Ok(ExperimentResult {
-        wakeup,
-        max_per_second,
-        periods: produced_periods,
-        underruns,
-        unchecked,
-        producer_policy,
-        device_realtime,
+        wakeup: produced.wakeup,
+        max_per_second: produced.max_per_second,
+        periods: produced.periods,
+        underruns: drained.underruns,
+        unchecked: drained.unchecked,
+        producer_policy: produced.policy,
+        device_realtime: drained.realtime,
         interrupted: stop.load(Ordering::Relaxed),
     })
 }
 
-type Produced = (LatencyHistogram, Vec<u64>, u64, Policy);
+/// What the producer thread hands back.
+struct Produced {
+    /// Its wake-up latencies.
+    wakeup: LatencyHistogram,
+    /// The largest wake-up latency of each second.
+    max_per_second: Vec<u64>,
+    /// The periods it produced.
+    periods: u64,
+    /// The policy it ran at.
+    policy: Policy,
+}
 
 fn produce(
     config: &ExperimentConfig,
@@ -213,10 +223,24 @@ fn produce(
     let used_seconds =
         ((produced * period).div_ceil(1_000_000_000) as usize).min(max_per_second.len());
     max_per_second.truncate(used_seconds);
-    Ok((histogram, max_per_second, produced, config.producer_policy))
+    Ok(Produced {
+        wakeup: histogram,
+        max_per_second,
+        periods: produced,
+        policy: config.producer_policy,
+    })
 }
 
-type Drained = (Vec<(u32, u64, u64)>, u64, bool);
+/// What the device thread hands back.
+struct Drained {
+    /// Per buffer count `n`: `(n, buffers checked, underruns)`, as [`ExperimentResult`] keeps
+    /// them.
+    underruns: Vec<(u32, u64, u64)>,
+    /// Checks it could not make because it fell more than the ring behind.
+    unchecked: u64,
+    /// It ran at its SCHED_FIFO priority.
+    realtime: bool,
+}
 
 fn drain(
     config: &ExperimentConfig,
@@ -279,7 +303,11 @@ fn drain(
     if realtime {
         let _ = rtlab_sys::sched::set_current_thread_policy(Policy::Other { nice: 0 });
     }
-    Ok((counts, unchecked, realtime))
+    Ok(Drained {
+        underruns: counts,
+        unchecked,
+        realtime,
+    })
 }
 
 #[cfg(test)]

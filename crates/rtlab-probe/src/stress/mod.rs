@@ -155,13 +155,21 @@ fn build_stressor(
     })
 }
 
+/// What a stressor did under its duty cycle.
+struct DutyCycleWork {
+    operations: u64,
+    bytes: u64,
+    /// The error that ended it early, if one did.
+    error: Option<String>,
+}
+
 /// Runs `stressor` under the duty cycle until `stop` is set or `deadline` passes.
 fn run_duty_cycle(
     stressor: &mut dyn Stressor,
     duty_percent: u8,
     stop: &AtomicBool,
     deadline: Instant,
-) -> (u64, u64, Option<String>) {
+) -> DutyCycleWork {
     let busy = DUTY_SLICE * u32::from(duty_percent) / 100;
     let (mut operations, mut bytes) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
@@ -172,7 +180,13 @@ fn run_duty_cycle(
                     operations += outcome.operations;
                     bytes += outcome.bytes;
                 }
-                Err(error) => return (operations, bytes, Some(error.to_string())),
+                Err(error) => {
+                    return DutyCycleWork {
+                        operations,
+                        bytes,
+                        error: Some(error.to_string()),
+                    }
+                }
             }
             if stop.load(Ordering::Relaxed) || slice_start.elapsed() >= busy {
                 break;
@@ -187,7 +201,11 @@ fn run_duty_cycle(
             }
         }
     }
-    (operations, bytes, None)
+    DutyCycleWork {
+        operations,
+        bytes,
+        error: None,
+    }
 }
 
 /// Starts every stressor of `specs`; returns once all workers are set up (or the first error,
@@ -239,7 +257,11 @@ pub fn start(specs: &[StressSpec], options: &StressOptions) -> Result<RunningStr
                         }
                     };
                     drop(ready);
-                    let (operations, bytes, error) = run_duty_cycle(
+                    let DutyCycleWork {
+                        operations,
+                        bytes,
+                        error,
+                    } = run_duty_cycle(
                         stressor.as_mut(),
                         spec.duty_percent,
                         &stop,
