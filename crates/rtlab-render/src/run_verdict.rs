@@ -268,9 +268,21 @@ fn shape(text: &str) -> String {
     shaped
 }
 
-/// Warnings that say the same thing: (shape, the first one's text, [(series label, its leading
-/// number)]).
-type WarningGroup = (String, String, Vec<(String, Option<u64>)>);
+/// Warnings that say the same thing.
+struct WarningGroup {
+    /// The text with its numbers blanked out ([`shape`]).
+    shape: String,
+    /// The first warning's text, without its series.
+    first: String,
+    members: Vec<WarningMember>,
+}
+
+/// One warning of a group: its series and its leading number.
+struct WarningMember {
+    /// The series' label, empty for a warning about no series.
+    label: String,
+    leading: Option<u64>,
+}
 
 /// Warnings, each kind once: warnings that differ only in their series and numbers become one
 /// line with the series counted ("… in 8 series: rt-high/wakeup@1 (4), …").
@@ -289,33 +301,38 @@ pub fn write_collapsed_warnings(out: &mut impl Write, warnings: &[String]) -> st
             .split_whitespace()
             .next()
             .and_then(|word| word.parse::<u64>().ok());
-        match groups.iter_mut().find(|(known, _, _)| *known == key) {
-            Some((_, _, members)) => members.push((label, leading)),
-            None => groups.push((key, rest.to_owned(), vec![(label, leading)])),
+        let member = WarningMember { label, leading };
+        match groups.iter_mut().find(|group| group.shape == key) {
+            Some(group) => group.members.push(member),
+            None => groups.push(WarningGroup {
+                shape: key,
+                first: rest.to_owned(),
+                members: vec![member],
+            }),
         }
     }
     writeln!(out)?;
-    for (_, first, members) in groups {
+    for WarningGroup { first, members, .. } in groups {
         let text = if members.len() == 1 {
-            match &members[0].0 {
+            match &members[0].label {
                 label if label.is_empty() => first,
                 label => format!("{label}: {first}"),
             }
-        } else if members.iter().all(|(label, _)| !label.is_empty()) {
-            let total: Option<u64> = members.iter().map(|(_, number)| *number).sum();
+        } else if members.iter().all(|member| !member.label.is_empty()) {
+            let total: Option<u64> = members.iter().map(|member| member.leading).sum();
             let (message, shown) = match total {
                 Some(total) => {
                     // "4 periods had …" → "38 periods had …", with each series' count.
                     let tail = first.split_once(' ').map_or("", |(_, tail)| tail);
                     let shown: Vec<String> = members
                         .iter()
-                        .map(|(label, number)| format!("{label} ({})", number.unwrap_or(0)))
+                        .map(|member| format!("{} ({})", member.label, member.leading.unwrap_or(0)))
                         .collect();
                     (format!("{total} {tail}"), shown)
                 }
                 None => (
                     first.clone(),
-                    members.iter().map(|(label, _)| label.clone()).collect(),
+                    members.iter().map(|member| member.label.clone()).collect(),
                 ),
             };
             let listed: Vec<String> = shown.iter().take(3).cloned().collect();

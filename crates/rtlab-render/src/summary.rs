@@ -206,23 +206,33 @@ pub fn write_interval_table(out: &mut impl Write, record: &RunRecord) -> std::fm
     Ok(())
 }
 
+/// A tail cell's text, and why there is no estimate when there is not enough data.
+struct TailCell {
+    text: String,
+    insufficient: Option<String>,
+}
+
 /// One tail cell: `38.2 [31.0-52.3] gpd`, or `insufficient*` (reasons listed under the table).
-fn tail_cell(window: Option<&WindowEstimate>) -> (String, Option<String>) {
+fn tail_cell(window: Option<&WindowEstimate>) -> TailCell {
     match window {
-        None => ("-".to_owned(), None),
-        Some(WindowEstimate::Insufficient { insufficient }) => {
-            ("insufficient*".to_owned(), Some(insufficient.clone()))
-        }
-        Some(WindowEstimate::Value(value)) => (
-            format!(
+        None => TailCell {
+            text: "-".to_owned(),
+            insufficient: None,
+        },
+        Some(WindowEstimate::Insufficient { insufficient }) => TailCell {
+            text: "insufficient*".to_owned(),
+            insufficient: Some(insufficient.clone()),
+        },
+        Some(WindowEstimate::Value(value)) => TailCell {
+            text: format!(
                 "{} [{}-{}] {}",
                 micros(value.estimate_ns),
                 micros(value.ci_low_ns),
                 micros(value.ci_high_ns),
                 value.method
             ),
-            None,
-        ),
+            insufficient: None,
+        },
     }
 }
 
@@ -308,7 +318,10 @@ pub fn write_tail_summary(out: &mut impl Write, record: &RunRecord) -> std::fmt:
         let tail = series.tail.as_ref().expect("filtered on tail");
         let mut cells = Vec::new();
         for window in ["per_hour", "per_day", "per_week"] {
-            let (cell, reason) = tail_cell(tail.window(window));
+            let TailCell {
+                text: cell,
+                insufficient: reason,
+            } = tail_cell(tail.window(window));
             if let Some(reason) = reason {
                 let place = format!("{} {window}", series.label());
                 match reasons.iter_mut().find(|(known, _)| *known == reason) {

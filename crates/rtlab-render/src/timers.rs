@@ -179,22 +179,34 @@ fn write_bins(out: &mut impl Write, study: &TimerStudy) -> std::fmt::Result {
     Ok(())
 }
 
+/// The APIs not measured in one class for one reason.
+struct UnavailableGroup<'a> {
+    class: &'a str,
+    reason: &'a str,
+    /// Each API as `api (mode)`.
+    names: Vec<String>,
+}
+
 /// One line per class and reason (without root, rt-high fails the same way for all).
 fn write_unavailable(out: &mut impl Write, study: &TimerStudy) -> std::fmt::Result {
     if study.unavailable.is_empty() {
         return Ok(());
     }
     writeln!(out, "\nnot measured:")?;
-    let mut groups: Vec<(&str, &str, Vec<String>)> = Vec::new();
+    let mut groups: Vec<UnavailableGroup> = Vec::new();
     for cell in &study.unavailable {
         let class = cell.class.as_deref().unwrap_or("any class");
         let name = format!("{} ({})", cell.api, cell.mode);
         match groups
             .iter_mut()
-            .find(|(other, reason, _)| *other == class && *reason == cell.reason)
+            .find(|group| group.class == class && group.reason == cell.reason)
         {
-            Some((_, _, names)) => names.push(name),
-            None => groups.push((class, &cell.reason, vec![name])),
+            Some(group) => group.names.push(name),
+            None => groups.push(UnavailableGroup {
+                class,
+                reason: &cell.reason,
+                names: vec![name],
+            }),
         }
     }
     let mut every_api: Vec<(&str, &str)> = study
@@ -210,7 +222,12 @@ fn write_unavailable(out: &mut impl Write, study: &TimerStudy) -> std::fmt::Resu
         .collect();
     every_api.sort_unstable();
     every_api.dedup();
-    for (class, reason, names) in groups {
+    for UnavailableGroup {
+        class,
+        reason,
+        names,
+    } in groups
+    {
         let which = if names.len() == every_api.len() && names.len() > 1 {
             "every API".to_owned()
         } else {
