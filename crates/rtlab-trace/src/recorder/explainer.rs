@@ -133,7 +133,15 @@ impl std::fmt::Debug for Explainer {
 /// Per-CPU steal samples, to report the steal delta around each episode.
 #[derive(Debug, Default)]
 pub(super) struct StealHistory {
-    samples: VecDeque<(u64, BTreeMap<usize, u64>)>,
+    samples: VecDeque<StealSample>,
+}
+
+/// Every CPU's steal time so far, as read at one time.
+#[derive(Debug)]
+struct StealSample {
+    taken_ns: u64,
+    /// Per CPU, ns.
+    steal_ns: BTreeMap<usize, u64>,
 }
 
 impl StealHistory {
@@ -143,20 +151,23 @@ impl StealHistory {
                 .into_iter()
                 .map(|(cpu, times)| (cpu, times.steal_ns))
                 .collect();
-            self.samples.push_back((now_ns, steal));
+            self.samples.push_back(StealSample {
+                taken_ns: now_ns,
+                steal_ns: steal,
+            });
         }
         while self.samples.len() > 1
             && self
                 .samples
                 .front()
-                .is_some_and(|(time, _)| now_ns - time > 5_000_000_000)
+                .is_some_and(|sample| now_ns - sample.taken_ns > 5_000_000_000)
         {
             self.samples.pop_front();
         }
     }
 
     pub(super) fn latest_ns(&self) -> u64 {
-        self.samples.back().map_or(0, |(time, _)| *time)
+        self.samples.back().map_or(0, |sample| sample.taken_ns)
     }
 
     /// Steal on `cpu` between the last sample before `start_ns` and the first after `end_ns`.
@@ -165,9 +176,17 @@ impl StealHistory {
             .samples
             .iter()
             .rev()
-            .find(|(time, _)| *time <= start_ns)?;
-        let after = self.samples.iter().find(|(time, _)| *time >= end_ns)?;
-        Some(after.1.get(&cpu)?.saturating_sub(*before.1.get(&cpu)?))
+            .find(|sample| sample.taken_ns <= start_ns)?;
+        let after = self
+            .samples
+            .iter()
+            .find(|sample| sample.taken_ns >= end_ns)?;
+        Some(
+            after
+                .steal_ns
+                .get(&cpu)?
+                .saturating_sub(*before.steal_ns.get(&cpu)?),
+        )
     }
 }
 
