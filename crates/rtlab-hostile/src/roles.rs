@@ -22,12 +22,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How attacker thread `k` spins while it is SCHED_RR: (spin, nap). About 99.9 %, 80 % and
-/// 30 % of a CPU.
-pub const SPIN_CYCLES: [(Duration, Duration); NAMED_THREADS] = [
-    (Duration::from_millis(90), Duration::from_micros(100)),
-    (Duration::from_millis(20), Duration::from_millis(5)),
-    (Duration::from_millis(3), Duration::from_millis(7)),
+/// A duty cycle: spin this long, then nap this long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinCycle {
+    pub spin: Duration,
+    pub nap: Duration,
+}
+
+/// How attacker thread `k` spins while it is SCHED_RR. About 99.9 %, 80 % and 30 % of a CPU.
+pub const SPIN_CYCLES: [SpinCycle; NAMED_THREADS] = [
+    SpinCycle {
+        spin: Duration::from_millis(90),
+        nap: Duration::from_micros(100),
+    },
+    SpinCycle {
+        spin: Duration::from_millis(20),
+        nap: Duration::from_millis(5),
+    },
+    SpinCycle {
+        spin: Duration::from_millis(3),
+        nap: Duration::from_millis(7),
+    },
 ];
 
 fn is_round_robin(tid: u32) -> bool {
@@ -37,12 +52,15 @@ fn is_round_robin(tid: u32) -> bool {
     )
 }
 
-/// A named thread's life until `stop`: sleeping, or, with `spin` and while SCHED_RR, spinning
-/// `spin.0` and napping `spin.1` in turn.
-fn idle_or_spin(tid: u32, spin: Option<(Duration, Duration)>, stop: &AtomicBool) {
+/// A named thread's life until `stop`: sleeping, or, with a `cycle` and while SCHED_RR, spinning
+/// and napping in turn.
+fn idle_or_spin(tid: u32, cycle: Option<SpinCycle>, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        match spin {
-            Some((spinning, nap)) if is_round_robin(tid) => {
+        match cycle {
+            Some(SpinCycle {
+                spin: spinning,
+                nap,
+            }) if is_round_robin(tid) => {
                 let began = Instant::now();
                 let mut looked = began;
                 while began.elapsed() < spinning && !stop.load(Ordering::Relaxed) {
