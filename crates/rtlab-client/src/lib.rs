@@ -319,12 +319,18 @@ impl Client {
         period: Nanos,
         backend: Option<Backend>,
     ) -> Result<GrantInfo, ClientError> {
-        self.call(Call::Reserve(ReserveParams {
+        self.reserve_with(ReserveParams {
             target,
             amount_ns: amount.0,
             period_ns: period.0,
             backend,
-        }))
+            reclaim: false,
+        })
+    }
+
+    /// Reserves as `params` say (with [`ReserveParams::reclaim`], for one).
+    pub fn reserve_with(&mut self, params: ReserveParams) -> Result<GrantInfo, ClientError> {
+        self.call(Call::Reserve(params))
     }
 
     /// Reserves `amount` of every `period` for the calling thread.

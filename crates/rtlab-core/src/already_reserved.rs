@@ -183,6 +183,7 @@ mod tests {
                 cpu: None,
                 slots_per_window: None,
                 policy: None,
+                reclaim: false,
             }),
         }
     }
@@ -289,6 +290,7 @@ mod tests {
             cpu: None,
             slots_per_window: None,
             policy: Some("SCHED_OTHER".to_owned()),
+            reclaim: false,
         });
         let same = Wish::Exactly {
             amount_ns: 1_100_000,

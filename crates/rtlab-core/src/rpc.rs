@@ -140,6 +140,11 @@ pub struct ReserveParams {
     pub period_ns: u64,
     /// `None`: the daemon's default backend.
     pub backend: Option<Backend>,
+    /// Ask that a `deadline` reservation may also run on the deadline bandwidth no reservation
+    /// uses (SCHED_FLAG_RECLAIM): at least the amount in every window, more when there is room.
+    /// Granted to a privileged caller only; another's reservation is made without it, and its
+    /// `kernel_held` says so.
+    pub reclaim: bool,
 }
 
 /// `begin_constraint`'s parameters: `estimate_ns` of CPU for `tid` between the absolute
@@ -338,6 +343,10 @@ pub struct WireKernelHeld {
     /// The policy `sched_getattr` found instead of SCHED_DEADLINE (`not_deadline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// `sched_getattr` found SCHED_FLAG_RECLAIM: the thread may also run on the deadline
+    /// bandwidth no reservation uses.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reclaim: bool,
 }
 
 /// A reservation in force (`reserve`'s result, and one entry of `list`).
@@ -500,6 +509,8 @@ struct WireReserveParams {
     period_ns: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     backend: Option<Backend>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    reclaim: bool,
 }
 
 #[derive(Deserialize, Serialize, Default)]
@@ -640,6 +651,7 @@ fn reserve_params(id: u64, wire: WireReserveParams) -> Result<ReserveParams, Dec
         amount_ns: wire.amount_ns,
         period_ns: wire.period_ns,
         backend: wire.backend,
+        reclaim: wire.reclaim,
     })
 }
 
@@ -782,6 +794,7 @@ pub fn encode_request(request: &Request) -> String {
                 amount_ns: params.amount_ns,
                 period_ns: params.period_ns,
                 backend: params.backend,
+                reclaim: params.reclaim,
                 ..Default::default()
             };
             match &params.target {
@@ -967,6 +980,7 @@ mod tests {
                 amount_ns: 2_000_000,
                 period_ns: 10_000_000,
                 backend: Some(Backend::Dispatch),
+                reclaim: false,
             }));
         }
         for target in [

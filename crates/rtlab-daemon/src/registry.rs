@@ -321,12 +321,18 @@ fn wire_held(held: KernelHeld) -> WireKernelHeld {
         cpu: None,
         slots_per_window: None,
         policy: None,
+        reclaim: false,
     };
     match held.source {
-        HeldSource::SchedGetattr { tid, deadline } => {
+        HeldSource::SchedGetattr {
+            tid,
+            deadline,
+            reclaim,
+        } => {
             wire.read_from = "sched_getattr".to_owned();
             wire.tid = Some(tid);
             wire.deadline_ns = Some(deadline.0);
+            wire.reclaim = reclaim;
         }
         HeldSource::NotDeadline { tid, policy } => {
             wire.read_from = "not_deadline".to_owned();
@@ -622,6 +628,9 @@ impl Registry {
             amount: Nanos(params.amount_ns),
             period: Nanos(params.period_ns),
             backend: params.backend.map(backend_kind),
+            // Reclaiming runs a thread past what its share counts: only a privileged caller's,
+            // whose share is not limited, may (a user's would escape its limit).
+            reclaim: params.reclaim && caller.privileged,
         };
         self.check_limit(caller, self.share_to_hold(&request))?;
         // RealtimeKit1 threads rest at their own policy under a reservation, not at SCHED_RR.
@@ -908,6 +917,7 @@ impl Registry {
             amount: Nanos(params.amount_ns),
             period: Nanos(params.period_ns),
             backend: Some(record.enforced.backend),
+            reclaim: record.enforced.reclaim,
         });
         self.check_resize_limit(caller, id, &owner, old_held, new_fraction)?;
         let enforced = self
@@ -1400,6 +1410,7 @@ mod tests {
             amount_ns: amount_ms * 1_000_000,
             period_ns: period_ms * 1_000_000,
             backend: None,
+            reclaim: false,
         }
     }
 
@@ -1417,6 +1428,40 @@ mod tests {
             vec![thread(tid, uid)],
             Vec::new(),
         )
+    }
+
+    #[test]
+    fn only_a_privileged_callers_reservation_reclaims_unused_bandwidth() {
+        // SCHED_FLAG_RECLAIM runs a thread past the share its limit counts: a user asking for it
+        // is given the reservation without it; root's has it.
+        let (mut registry, _log) = registry(Duration::from_secs(2));
+        let root = Caller {
+            pid: 1,
+            uid: 0,
+            privileged: true,
+        };
+        let reclaiming = ReserveParams {
+            reclaim: true,
+            ..params(1, 10)
+        };
+        for (caller, tid, reclaims) in [(&USER, 7, false), (&root, 8, true)] {
+            registry
+                .reserve(
+                    caller,
+                    &reclaiming,
+                    Owner::Thread(tid),
+                    vec![thread(tid, caller.uid)],
+                    Vec::new(),
+                )
+                .unwrap();
+            let enforced = registry
+                .enforcement
+                .grants()
+                .into_iter()
+                .find(|grant| grant.threads == [tid])
+                .unwrap();
+            assert_eq!(enforced.reclaim, reclaims, "uid {}", caller.uid);
+        }
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub fn kernel_held(held: &WireKernelHeld) -> String {
     );
     match held.read_from.as_str() {
         "not_deadline" => format!("nothing: {}", held_source(held)),
+        _ if held.reclaim => format!(
+            "{rate}, and more when no reservation uses it (SCHED_FLAG_RECLAIM): {}",
+            held_source(held)
+        ),
         _ => format!("{rate}: {}", held_source(held)),
     }
 }
@@ -82,8 +86,13 @@ pub fn asked_and_held(grant: &GrantInfo) -> String {
                 of_every(held.runtime_ns, held.window_ns)
             ),
             _ => format!(
-                "the kernel holds {}",
-                of_every(held.runtime_ns, held.window_ns)
+                "the kernel holds {}{}",
+                of_every(held.runtime_ns, held.window_ns),
+                if held.reclaim {
+                    ", and more when no reservation uses it (SCHED_FLAG_RECLAIM)"
+                } else {
+                    ""
+                }
             ),
         },
         None => "what is held was not read back".to_owned(),
@@ -575,6 +584,7 @@ mod tests {
                     cpu: None,
                     slots_per_window: None,
                     policy: None,
+                    reclaim: false,
                 },
                 Backend::Dispatch => WireKernelHeld {
                     read_from: "dispatcher".to_owned(),
@@ -586,6 +596,7 @@ mod tests {
                     cpu: Some(3),
                     slots_per_window: Some(2),
                     policy: None,
+                    reclaim: false,
                 },
             }),
         }
@@ -615,6 +626,7 @@ mod tests {
             cpu: None,
             slots_per_window: None,
             policy: Some("SCHED_OTHER".to_owned()),
+            reclaim: false,
         });
         insta::assert_snapshot!(grant(&deadline) + &grant(&dispatched) + &grant(&demoted));
     }
@@ -627,6 +639,27 @@ mod tests {
             auto_reserved("jackd", 4242, &deadline)
                 + "\n"
                 + &auto_reserved("jackstep", 4243, &dispatched)
+        );
+    }
+
+    #[test]
+    fn a_reclaiming_reservation_says_it_may_run_on_unreserved_bandwidth() {
+        let mut reclaiming = grant_of(9, vec![thread(4244, "jackstep")], Backend::Deadline);
+        if let Some(held) = reclaiming.kernel_held.as_mut() {
+            held.reclaim = true;
+        }
+        let line = auto_reserved("jackstep", 4244, &reclaiming);
+        assert!(
+            line.contains(
+                "the kernel holds 6ms of every 10ms (60.0 % of a CPU), and more when no \
+                 reservation uses it (SCHED_FLAG_RECLAIM)"
+            ),
+            "{line}"
+        );
+        let held = kernel_held(reclaiming.kernel_held.as_ref().unwrap());
+        assert!(
+            held.contains("(SCHED_FLAG_RECLAIM): SCHED_DEADLINE read back"),
+            "{held}"
         );
     }
 
@@ -714,6 +747,7 @@ mod tests {
             cpu: None,
             slots_per_window: None,
             policy: Some("SCHED_OTHER".to_owned()),
+            reclaim: false,
         });
         let nothing = already_reserved(
             "jackd",

@@ -372,6 +372,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
                     amount: args.amount,
                     period: args.period,
                     backend,
+                    reclaim: false,
                 })
                 .map_err(|e| format!("reserve: {e}"))?;
             grant_json = serde_json::json!({

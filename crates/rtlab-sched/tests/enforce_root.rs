@@ -110,6 +110,7 @@ fn request(tid: u32, amount_ms: u64, period_ms: u64, backend: BackendKind) -> Re
         amount: Nanos::from_millis(amount_ms),
         period: Nanos::from_millis(period_ms),
         backend: Some(backend),
+        reclaim: false,
     }
 }
 
@@ -571,6 +572,7 @@ fn an_activity_of_several_threads_shares_one_dispatch_reservation() {
         amount: Nanos::from_millis(1),
         period: Nanos::from_millis(10),
         backend: None,
+        reclaim: false,
     };
     // Several threads under one budget: only the dispatcher can, so the default picks it.
     let mut two = activity.clone();
@@ -654,4 +656,66 @@ fn a_deadline_thread_reserved_again_soon_after_its_release_still_gets_its_cpu() 
         starved.is_empty(),
         "cycles where the thread got under 20 ms of CPU in 400 ms (cycle, ns): {starved:?}"
     );
+}
+
+/// Run time of thread `tid` so far (/proc/TID/schedstat's first field).
+fn run_time(tid: u32) -> Duration {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).unwrap();
+    Duration::from_nanos(text.split_whitespace().next().unwrap().parse().unwrap())
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_reclaiming_deadline_reservation_runs_past_its_budget_when_nothing_else_is_reserved() {
+    require_root();
+    let _turn = serial();
+    let directory = state_dir("reclaim");
+    let mut enforcer = Enforcer::open(&directory, None).unwrap();
+    // Two CPU-bound threads, one reserved without reclaiming and one with: the first gets its
+    // budget (2 ms and the tick's overrun in every 20 ms, 30 % of a CPU) and no more; the second
+    // runs on the deadline bandwidth no reservation uses too.
+    let mut shares = Vec::new();
+    for reclaim in [false, true] {
+        let spinner = spin_for(Duration::from_secs(20));
+        let grant = enforcer
+            .reserve(ReserveRequest {
+                reclaim,
+                ..request(spinner.tid, 2, 20, BackendKind::Deadline)
+            })
+            .unwrap();
+        assert_eq!(grant.reclaim, reclaim);
+        let flags = rtlab_sys::sched::thread_sched_flags(spinner.tid).unwrap();
+        assert_eq!(
+            flags & rtlab_sys::thread_control::SCHED_FLAG_RECLAIM != 0,
+            reclaim,
+            "flags {flags:#x}"
+        );
+        let held = enforcer.held_by_kernel(grant.grant.id).unwrap();
+        assert!(
+            matches!(held.source, rtlab_sched::enforce::HeldSource::SchedGetattr { reclaim: r, .. } if r == reclaim),
+            "{held:?}"
+        );
+        let params = grant.deadline_params.unwrap();
+        let held_share = params.runtime.0 as f64 / params.period.0 as f64;
+        let (start, run_before) = (Instant::now(), run_time(spinner.tid));
+        std::thread::sleep(Duration::from_secs(1));
+        let share =
+            (run_time(spinner.tid) - run_before).as_secs_f64() / start.elapsed().as_secs_f64();
+        enforcer.release(grant.grant.id).unwrap();
+        shares.push((held_share, share));
+    }
+    let (held, without) = shares[0];
+    let (_, with) = shares[1];
+    // Throttled at its budget (a tick of slack: the kernel notices at the next tick).
+    assert!(
+        without < held + 0.15,
+        "without reclaiming {without:.2} of a CPU, {held:.2} held"
+    );
+    // A host's stolen time takes from both; twice the budget is far from either.
+    assert!(
+        with > 2.0 * without,
+        "reclaiming {with:.2}, without {without:.2}"
+    );
+    drop(enforcer);
+    let _ = std::fs::remove_dir_all(&directory);
 }

@@ -38,6 +38,7 @@ fn supply_beside_spinners(backend: Option<BackendKind>) -> SupplyReport {
                 amount: Nanos::from_millis(2),
                 period: Nanos::from_millis(10),
                 backend: Some(backend),
+                reclaim: false,
             })
             .unwrap();
     }

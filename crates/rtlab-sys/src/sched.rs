@@ -87,6 +87,26 @@ pub fn set_current_thread_policy(policy: Policy) -> io::Result<()> {
     set_thread_policy(0, policy)
 }
 
+/// The `sched_flags` the kernel holds for thread `tid` (0 = the calling thread), such as
+/// SCHED_FLAG_RECLAIM.
+pub fn thread_sched_flags(tid: u32) -> io::Result<u64> {
+    let mut attr = SchedAttr::default();
+    // SAFETY: `attr` is writable and SCHED_ATTR_SIZE_VER0 bytes long, the size we pass; flags 0.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid as libc::pid_t,
+            &mut attr as *mut SchedAttr,
+            SCHED_ATTR_SIZE_VER0,
+            0u32,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(attr.sched_flags)
+}
+
 /// Reads the policy of thread `tid` (0 = the calling thread).
 ///
 /// The kernel reads a thread's policy and priority without a lock, so a read racing a change can

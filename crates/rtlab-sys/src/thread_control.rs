@@ -11,6 +11,9 @@ use crate::sched::Policy;
 
 /// SCHED_FLAG_RESET_ON_FORK: children of the thread start at SCHED_OTHER, not with its budget.
 pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+/// SCHED_FLAG_RECLAIM: a SCHED_DEADLINE thread may run past its runtime on the deadline bandwidth
+/// no reservation uses (the kernel's GRUB reclaiming, Documentation/scheduler/sched-deadline.rst).
+pub const SCHED_FLAG_RECLAIM: u64 = 0x02;
 
 /// Whether thread `tid` (0: the calling one) has SCHED_RESET_ON_FORK set: the threads it starts
 /// are born at SCHED_OTHER, whatever its own policy (sched_getscheduler's flag bit).

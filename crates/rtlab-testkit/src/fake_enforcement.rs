@@ -84,6 +84,7 @@ impl Enforcement for FakeEnforcement {
                 BackendKind::Dispatch => KernelAdmission::NotApplicable,
             },
             threads: request.threads.clone(),
+            reclaim: request.reclaim && backend == BackendKind::Deadline,
             grant,
         };
         for tid in &request.threads {

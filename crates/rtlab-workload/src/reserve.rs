@@ -148,6 +148,7 @@ impl Reserver {
                         amount: reservation.amount,
                         period: reservation.period,
                         backend: reservation.backend,
+                        reclaim: false,
                     })
                     .map_err(|error| refused(error.to_string()))?;
                 grants.push(grant.grant.id);

@@ -537,6 +537,7 @@ impl Shared {
             amount_ns: amount.0,
             period_ns: period.0,
             backend,
+            reclaim: false,
         };
         let caller = Caller {
             pid: target.caller_pid,

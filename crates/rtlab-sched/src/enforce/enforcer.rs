@@ -568,13 +568,14 @@ impl Enforcer {
             })
     }
 
-    /// Gives `tid` SCHED_DEADLINE `params`, first in the partition of `cpu` when one is asked for
-    /// and possible. Returns the CPU it was placed on.
+    /// Gives `tid` SCHED_DEADLINE `params` (with SCHED_FLAG_RECLAIM when `reclaim`), first in the
+    /// partition of `cpu` when one is asked for and possible. Returns the CPU it was placed on.
     fn set_deadline(
         &mut self,
         tid: u32,
         params: DeadlineParams,
         cpu: Option<usize>,
+        reclaim: bool,
     ) -> Result<Option<usize>, EnforceError> {
         let saved = self.save(tid)?;
         let all_cpus = &self.facts.cpus;
@@ -599,7 +600,7 @@ impl Enforcer {
                 deadline_ns: params.deadline.0,
                 period_ns: params.period.0,
             },
-            SCHED_FLAG_RESET_ON_FORK,
+            deadline_flags(reclaim),
         )
         .map_err(|source| {
             let context = match source.raw_os_error() {
@@ -963,7 +964,9 @@ impl Enforcer {
             BackendKind::Dispatch => self.reserve_with_edge_allowance(&request)?,
         };
         let outcome = match backend {
-            BackendKind::Deadline => self.enforce_deadline(&grant, &request.threads),
+            BackendKind::Deadline => {
+                self.enforce_deadline(&grant, &request.threads, request.reclaim)
+            }
             BackendKind::Dispatch => {
                 self.enforce_dispatch(&grant, &request.threads, &grants_before)
             }
@@ -1004,7 +1007,9 @@ impl Enforcer {
                             reason: "grant has no deadline parameters".into(),
                         })?;
                 for &tid in threads {
-                    if let Err(error) = self.set_deadline(tid, params, enforced.cpu) {
+                    if let Err(error) =
+                        self.set_deadline(tid, params, enforced.cpu, enforced.reclaim)
+                    {
                         self.undo_threads(threads);
                         return Err(error);
                     }
@@ -1171,6 +1176,8 @@ impl Enforcement for Enforcer {
                         source: HeldSource::SchedGetattr {
                             tid,
                             deadline: Nanos(deadline_ns),
+                            reclaim: rtlab_sys::sched::thread_sched_flags(tid)
+                                .is_ok_and(|flags| flags & thread_control::SCHED_FLAG_RECLAIM != 0),
                         },
                     },
                     other => KernelHeld {
@@ -1412,6 +1419,7 @@ impl Enforcer {
         &mut self,
         grant: &rtlab_plan::Grant,
         threads: &[u32],
+        reclaim: bool,
     ) -> Result<EnforcedGrant, EnforceError> {
         let params = deadline_params(
             grant.requested.amount,
@@ -1430,7 +1438,7 @@ impl Enforcer {
         let wanted = self.deadline_cpu(preferred);
         let mut cpu = None;
         for &tid in threads {
-            cpu = match self.set_deadline(tid, params, wanted) {
+            cpu = match self.set_deadline(tid, params, wanted, reclaim) {
                 Ok(cpu) => cpu,
                 // The thread moved to another run queue between the look and the move: it keeps
                 // its reservation under global EDF instead.
@@ -1438,7 +1446,7 @@ impl Enforcer {
                     if wanted.is_some() && source.raw_os_error() == Some(1) =>
                 {
                     self.restore(tid)?;
-                    self.set_deadline(tid, params, None)?
+                    self.set_deadline(tid, params, None, reclaim)?
                 }
                 Err(error) => return Err(error),
             };
@@ -1453,6 +1461,7 @@ impl Enforcer {
             deadline_params: Some(params),
             kernel_admission: KernelAdmission::Accepted,
             threads: threads.to_vec(),
+            reclaim,
         };
         self.grants.insert(grant.id, enforced.clone());
         Ok(enforced)
@@ -1496,7 +1505,7 @@ impl Enforcer {
             if let Err(source) = thread_control::set_thread_policy_with_flags(
                 tid,
                 policy(params),
-                SCHED_FLAG_RESET_ON_FORK,
+                deadline_flags(enforced.reclaim),
             ) {
                 // Those already changed go back to the old parameters.
                 if let Some(old) = enforced.deadline_params {
@@ -1504,7 +1513,7 @@ impl Enforcer {
                         let _ = thread_control::set_thread_policy_with_flags(
                             done,
                             policy(old),
-                            SCHED_FLAG_RESET_ON_FORK,
+                            deadline_flags(enforced.reclaim),
                         );
                     }
                 }
@@ -1628,6 +1637,7 @@ impl Enforcer {
             deadline_params: None,
             kernel_admission: KernelAdmission::NotApplicable,
             threads: threads.to_vec(),
+            reclaim: false,
         };
         self.grants.insert(grant.id, enforced.clone());
         self.sync_dispatch(grants_before)?;
@@ -1668,7 +1678,7 @@ impl Enforcer {
             return Err(EnforceError::OverShare { share, allowed });
         }
         self.admit_deadline(params)?;
-        let _ = self.set_deadline(thread, params, None)?;
+        let _ = self.set_deadline(thread, params, None, false)?;
         if let Some(managed) = self.threads.get_mut(&thread) {
             managed.constraint = Some(id);
         }
@@ -1690,6 +1700,16 @@ pub fn thread_cpu_time(tid: u32) -> std::io::Result<u64> {
         }
     }
     thread_control::thread_cpu_time_ns(tid)
+}
+
+/// The `sched_setattr` flags of a reserved SCHED_DEADLINE thread: its children start at
+/// SCHED_OTHER, and with `reclaim` it may run on the deadline bandwidth no reservation uses.
+fn deadline_flags(reclaim: bool) -> u64 {
+    if reclaim {
+        SCHED_FLAG_RESET_ON_FORK | thread_control::SCHED_FLAG_RECLAIM
+    } else {
+        SCHED_FLAG_RESET_ON_FORK
+    }
 }
 
 #[cfg(test)]
@@ -1717,6 +1737,7 @@ mod tests {
             amount,
             period,
             backend: None,
+            reclaim: false,
         }
     }
 

@@ -83,6 +83,10 @@ pub struct ReserveRequest {
     pub period: Nanos,
     /// `None`: the enforcement's default for this machine.
     pub backend: Option<BackendKind>,
+    /// A `deadline` thread may also run on the deadline bandwidth no reservation uses
+    /// (SCHED_FLAG_RECLAIM): "at least `amount` in every window", not at most. The daemon grants
+    /// it to privileged callers only.
+    pub reclaim: bool,
 }
 
 /// A request for `estimate` of CPU for `thread` between `start` and `deadline` (absolute
@@ -138,7 +142,12 @@ impl KernelHeld {
 pub enum HeldSource {
     /// `sched_getattr` of thread `tid` (the first of the reservation's threads) found
     /// SCHED_DEADLINE with this relative deadline.
-    SchedGetattr { tid: u32, deadline: Nanos },
+    SchedGetattr {
+        tid: u32,
+        deadline: Nanos,
+        /// SCHED_FLAG_RECLAIM is set.
+        reclaim: bool,
+    },
     /// `sched_getattr` of thread `tid` found another policy (named here): the kernel holds
     /// nothing for it, runtime and window are 0.
     NotDeadline { tid: u32, policy: String },
@@ -170,6 +179,8 @@ pub struct EnforcedGrant {
     pub kernel_admission: KernelAdmission,
     /// The threads under the reservation.
     pub threads: Vec<u32>,
+    /// Its `deadline` threads have SCHED_FLAG_RECLAIM (see [`ReserveRequest::reclaim`]).
+    pub reclaim: bool,
 }
 
 /// The result of ending a time constraint.

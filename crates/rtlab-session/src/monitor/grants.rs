@@ -503,6 +503,7 @@ mod tests {
                 cpu: None,
                 slots_per_window: None,
                 policy: None,
+                reclaim: false,
             }),
         }];
         let mut registry = Registry::with_prefix("rtlab");

@@ -15,7 +15,7 @@ use rtlab_apptrace::analyze::report::TraceReport;
 use rtlab_apptrace::record::Target;
 use rtlab_core::already_reserved;
 use rtlab_core::rpc::{
-    Backend, ErrorCode, GrantInfo, ReleaseTarget, Target as RpcTarget, WireRate,
+    Backend, ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target as RpcTarget, WireRate,
 };
 use rtlab_core::Nanos;
 use rtlab_sched::auto_reserve::{
@@ -303,14 +303,18 @@ fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Aske
             reservation.name, reservation.tid
         ))
     };
-    match client.reserve(
-        RpcTarget::Thread {
+    // Reclaiming: "at least this much in every window", so a thread whose work grows beyond
+    // its size runs on the bandwidth no reservation uses rather than being throttled (a root
+    // request; the daemon makes another user's without it).
+    match client.reserve_with(ReserveParams {
+        target: RpcTarget::Thread {
             tid: reservation.tid,
         },
-        reservation.amount,
-        reservation.window,
-        Some(backend),
-    ) {
+        amount_ns: reservation.amount.0,
+        period_ns: reservation.window.0,
+        backend: Some(backend),
+        reclaim: true,
+    }) {
         Ok(grant) => Asked::Granted(grant),
         Err(error) if error.code() == Some(ErrorCode::AlreadyReserved) => {
             let Some(grant) = client

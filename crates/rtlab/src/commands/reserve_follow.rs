@@ -5,7 +5,7 @@
 //! the daemon's `resize`, and prints each change.
 
 use super::daemon_client::SocketArgs;
-use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, ReleaseTarget, Target};
+use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target};
 use rtlab_core::Nanos;
 use rtlab_sched::auto_follow::{
     follow, FollowEnd, FollowIo, FollowPolicy, FollowWindow, FollowedSize, Follower,
@@ -192,12 +192,13 @@ fn reserve_successor(
     let mut tries = 0;
     loop {
         tries += 1;
-        match client.reserve(
-            Target::Thread { tid },
-            held.size.amount,
-            held.size.window,
-            Some(backend),
-        ) {
+        match client.reserve_with(ReserveParams {
+            target: Target::Thread { tid },
+            amount_ns: held.size.amount.0,
+            period_ns: held.size.window.0,
+            backend: Some(backend),
+            reclaim: true,
+        }) {
             Ok(grant) => return Ok(grant),
             Err(error) if tries >= SUCCESSOR_TRIES || stop.load(Ordering::SeqCst) => {
                 return Err(format!("{error} ({tries} tries)"))
