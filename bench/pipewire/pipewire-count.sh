@@ -15,12 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/pipewire/server.sh
 source "$here/server.sh"
 pipewire_bench_setup
-export RTLAB_SOCKET=$work/rtlabd.sock
-printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
-"$rtlab" daemon --config "$work/rtlabd.toml" --socket "$RTLAB_SOCKET" 2> "$work/daemon.log" &
-pipewire_server "$work" &
-sleep 1
-for _ in 1 2 3; do pipewire_force_quantum && break; sleep 1; done
+pipewire_bench_daemon_and_server
 client() { pw-jack "$work/xrun_client" -n jackload -w -l 30 -d "$1" > /dev/null 2>&1 & }
 watch() {
   "$rtlab" trace watch --comm xrun_client -D 20s --summary-json "$work/$1.json" > /dev/null 2> "$work/$1.err" || { echo "watch failed: $(tail -3 "$work/$1.err")"; return; }

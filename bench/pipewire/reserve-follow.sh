@@ -26,12 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/pipewire/server.sh
 source "$here/server.sh"
 pipewire_bench_setup
-export RTLAB_SOCKET=$work/rtlabd.sock
-printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
-"$rtlab" daemon --config "$work/rtlabd.toml" --socket "$RTLAB_SOCKET" 2> "$work/daemon.log" &
-pipewire_server "$work" &
-sleep 1
-for _ in 1 2 3; do pipewire_force_quantum && break; sleep 1; done
+pipewire_bench_daemon_and_server
 mkfifo "$work/profile.fifo"
 python3 "$here/profile-steps.py" record "$work/profile.fifo" "$work/profile.tsv" &
 (mkdir "$work/profiler" && cd "$work/profiler" && exec pw-profiler -o "$work/profile.fifo" > /dev/null 2>&1) &

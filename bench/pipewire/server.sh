@@ -46,6 +46,17 @@ pipewire_force_quantum() {
   timeout 10 pw-metadata -n settings 0 clock.force-quantum 128 > /dev/null
 }
 
+# An rtlab daemon of the bench's own (state and socket in `work`, RTLAB_SOCKET exported) and the
+# private server, its quantum forced (3 tries): what the benches that reserve start with.
+pipewire_bench_daemon_and_server() {
+  export RTLAB_SOCKET=$work/rtlabd.sock
+  printf 'state_dir = "%s/state"\n' "$work" > "$work/rtlabd.toml"
+  "$rtlab" daemon --config "$work/rtlabd.toml" --socket "$RTLAB_SOCKET" 2> "$work/daemon.log" &
+  pipewire_server "$work" &
+  sleep 1
+  for _ in 1 2 3; do pipewire_force_quantum && break; sleep 1; done
+}
+
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -euo pipefail
   pipewire_server "$1"

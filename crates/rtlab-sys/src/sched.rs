@@ -90,6 +90,11 @@ pub fn set_current_thread_policy(policy: Policy) -> io::Result<()> {
 /// The `sched_flags` the kernel holds for thread `tid` (0 = the calling thread), such as
 /// SCHED_FLAG_RECLAIM.
 pub fn thread_sched_flags(tid: u32) -> io::Result<u64> {
+    Ok(sched_getattr(tid)?.sched_flags)
+}
+
+/// `sched_getattr` of thread `tid` (0 = the calling thread), version 0 of the struct.
+fn sched_getattr(tid: u32) -> io::Result<SchedAttr> {
     let mut attr = SchedAttr::default();
     // SAFETY: `attr` is writable and SCHED_ATTR_SIZE_VER0 bytes long, the size we pass; flags 0.
     let result = unsafe {
@@ -104,7 +109,7 @@ pub fn thread_sched_flags(tid: u32) -> io::Result<u64> {
     if result != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(attr.sched_flags)
+    Ok(attr)
 }
 
 /// Reads the policy of thread `tid` (0 = the calling thread).
@@ -128,20 +133,7 @@ pub fn thread_policy(tid: u32) -> io::Result<Policy> {
 }
 
 fn read_thread_policy(tid: u32) -> io::Result<Policy> {
-    let mut attr = SchedAttr::default();
-    // SAFETY: `attr` is writable and SCHED_ATTR_SIZE_VER0 bytes long, the size we pass; flags 0.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_sched_getattr,
-            tid as libc::pid_t,
-            &mut attr as *mut SchedAttr,
-            SCHED_ATTR_SIZE_VER0,
-            0u32,
-        )
-    };
-    if result != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let attr = sched_getattr(tid)?;
     let policy_number = attr.sched_policy as i32;
     Ok(match policy_number {
         libc::SCHED_FIFO => Policy::Fifo {
