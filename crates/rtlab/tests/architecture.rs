@@ -712,3 +712,135 @@ fn module_references_name_crate_super_and_grouped_paths() {
         ]
     );
 }
+
+/// The most lines a function may have outside tests, examples and generated code (issue 36: "a
+/// function a reader can hold").
+const LONGEST_FUNCTION: usize = 150;
+
+/// The functions still longer, by file and name: each is to be split, and this list only shrinks
+/// (a function split, or one that grew past the limit, fails the test until the list says so).
+const STILL_TOO_LONG: &[&str] = &[
+    "crates/rtlab-apptrace/src/analyze/findings.rs finish",
+    "crates/rtlab-apptrace/src/analyze/mod.rs push",
+    "crates/rtlab-apptrace/src/decode.rs decode",
+    "crates/rtlab-apptrace/src/record.rs record",
+    "crates/rtlab-apptrace/src/svg.rs render",
+    "crates/rtlab-apptrace/src/text.rs render",
+    "crates/rtlab/src/commands/reserve_auto.rs run",
+    "crates/rtlab/src/commands/trace_watch.rs run",
+];
+
+/// Collects every function (free, in an impl or a trait with a body) longer than
+/// [`LONGEST_FUNCTION`], outside `#[cfg(test)]` modules.
+struct LongFunctions<'a> {
+    file: &'a str,
+    found: Vec<(String, usize)>,
+}
+
+impl LongFunctions<'_> {
+    fn measure(&mut self, name: &syn::Ident, span: proc_macro2::Span) {
+        let lines = span.end().line - span.start().line + 1;
+        if lines > LONGEST_FUNCTION {
+            self.found.push((format!("{} {name}", self.file), lines));
+        }
+    }
+}
+
+fn is_cfg_test(attributes: &[syn::Attribute]) -> bool {
+    attributes.iter().any(|attribute| {
+        attribute.path().is_ident("cfg")
+            && attribute
+                .parse_args::<syn::Meta>()
+                .is_ok_and(|meta| meta.path().is_ident("test"))
+    })
+}
+
+impl<'ast> syn::visit::Visit<'ast> for LongFunctions<'_> {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+
+    fn visit_item_fn(&mut self, function: &'ast syn::ItemFn) {
+        use syn::spanned::Spanned;
+        self.measure(&function.sig.ident, function.span());
+        syn::visit::visit_item_fn(self, function);
+    }
+
+    fn visit_impl_item_fn(&mut self, function: &'ast syn::ImplItemFn) {
+        use syn::spanned::Spanned;
+        self.measure(&function.sig.ident, function.span());
+        syn::visit::visit_impl_item_fn(self, function);
+    }
+
+    fn visit_trait_item_fn(&mut self, function: &'ast syn::TraitItemFn) {
+        use syn::spanned::Spanned;
+        if function.default.is_some() {
+            self.measure(&function.sig.ident, function.span());
+        }
+        syn::visit::visit_trait_item_fn(self, function);
+    }
+}
+
+/// The functions over the limit in `text` (the file `file`, as the list names it).
+fn long_functions(file: &str, text: &str) -> Vec<(String, usize)> {
+    let syntax = syn::parse_file(text).unwrap_or_else(|error| panic!("{file}: {error}"));
+    let mut visitor = LongFunctions {
+        file,
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut visitor, &syntax);
+    visitor.found
+}
+
+#[test]
+fn no_function_is_longer_than_a_reader_can_hold() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        rust_files(&entry.expect("entry").path().join("src"), &mut files);
+    }
+    files.sort();
+    let mut long = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(&root).expect("under the root");
+        let file = relative.to_string_lossy().replace('\\', "/");
+        if file.ends_with("/tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("readable");
+        long.extend(long_functions(&file, &text));
+    }
+    let over: Vec<String> = long
+        .iter()
+        .filter(|(name, _)| !STILL_TOO_LONG.contains(&name.as_str()))
+        .map(|(name, lines)| format!("{name}: {lines} lines"))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "functions over {LONGEST_FUNCTION} lines (split them): {over:#?}"
+    );
+    let split: Vec<&&str> = STILL_TOO_LONG
+        .iter()
+        .filter(|listed| !long.iter().any(|(name, _)| name == *listed))
+        .collect();
+    assert!(
+        split.is_empty(),
+        "no longer over {LONGEST_FUNCTION} lines: take them off STILL_TOO_LONG: {split:?}"
+    );
+}
+
+#[test]
+fn the_length_check_sees_functions_in_impls_and_not_in_tests() {
+    let body = "    let x = 1;\n".repeat(LONGEST_FUNCTION);
+    let text = format!(
+        "fn free() {{\n{body}}}\nstruct S;\nimpl S {{\n    fn method(&self) {{\n{body}    }}\n}}\n\
+         #[cfg(test)]\nmod tests {{\n    fn helper() {{\n{body}    }}\n}}\nfn short() {{}}\n"
+    );
+    let found: Vec<String> = long_functions("x.rs", &text)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(found, ["x.rs free", "x.rs method"]);
+}
