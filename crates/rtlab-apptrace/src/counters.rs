@@ -95,7 +95,10 @@ const CYCLE_FIT_ROUNDS: usize = 4;
 /// switches count). These are cycles of the clock, run or skipped: [`cycles_run`] says which
 /// ran. What it cannot tell apart: a thread that sleeps a fixed time after its work (not to an
 /// absolute time) and was held off past its period; its next activation comes late and the
-/// cycles between count as its own.
+/// cycles between count as its own. Nor a sampler late by half a period or more: the interval it
+/// ends is long by its lateness and may count a cycle the thread did not run (a 5 ms sleeper
+/// sampled by a SCHED_OTHER thread on a busy machine: 59 cycles for 57 switches, 4.93 ms); a
+/// sampler at SCHED_FIFO above the program, as `reserve --auto` runs it, is rarely that late.
 fn cycle_counts(intervals: &[Interval], first_period: u64) -> (Vec<u64>, u64) {
     let mut period = first_period.max(1);
     let mut counts: Vec<u64> = intervals.iter().map(|interval| interval.switches).collect();
@@ -522,9 +525,13 @@ mod tests {
         assert_eq!(estimates.len(), 1);
         let estimate = &estimates[0];
         assert!(estimate.activations >= 20, "{estimate:?}");
-        // Asleep 5 ms at a time (plus timer slack and wake-up): a period of 5 ms or a little more.
+        // Asleep 5 ms at a time (plus timer slack and wake-up): a period of 5 ms or a little
+        // more, less what a late sampler costs. This sampler is SCHED_OTHER (the test runs
+        // unprivileged): late by half a period, it ends an interval that holds one switch 1.5
+        // periods after the last, which the cycle fit counts as two cycles (see `CYCLE_SLACK`).
+        // Two CI rehearsals of a busy machine read 4.93 ms this way (59 cycles for 57 switches).
         let period = estimate.period.unwrap();
-        assert!(period >= Nanos(5_000_000), "{estimate:?}");
+        assert!(period >= Nanos(4_750_000), "{estimate:?}");
         assert!(estimate.samples >= 100, "{estimate:?}");
     }
 }
