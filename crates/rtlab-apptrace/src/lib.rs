@@ -10,8 +10,10 @@
 //! `rtlab-trace`'s tracefs recorder (`recorders`).
 
 pub mod analyze;
+pub mod app_recorder;
 #[cfg(target_os = "linux")]
 pub mod counters;
+pub mod cycle_marker;
 pub mod decode;
 pub mod file;
 pub mod live;

@@ -52,9 +52,9 @@ pub struct RecordConfig {
     /// `--recorder`.
     pub recorder: RecorderChoice,
     /// `--cycle-marker`: the program's own cycle start, probed.
-    pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
+    pub cycle_marker: Option<crate::cycle_marker::CycleMarker>,
     /// `--work-done-marker`: where a thread's cycle work ends, probed at the function's return.
-    pub work_done_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
+    pub work_done_marker: Option<crate::cycle_marker::CycleMarker>,
 }
 
 impl Default for RecordConfig {

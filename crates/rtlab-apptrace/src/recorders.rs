@@ -4,12 +4,12 @@
 //! interrupt events, the futex calls filtered to the target's threads, raw payloads decoded
 //! here). `Auto` takes BPF when it loads and says why when it does not.
 
+use crate::app_recorder::AppRecorder;
+use crate::cycle_marker::{CycleMarker, CYCLE_MARKER_EVENT, WORK_DONE_EVENT};
 use crate::decode::PayloadDecoder;
 use crate::model::Event;
 use crate::record_error::RecordError;
 use rtlab_bpf::AppBpfRecorder;
-use rtlab_trace::app_recorder::AppRecorder;
-use rtlab_trace::cycle_marker::{CycleMarker, CYCLE_MARKER_EVENT, WORK_DONE_EVENT};
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! rtlab-trace: tracefs recording, trace parsing and cause attribution of late wake-ups
-//! (`rtlab run --explain`), and the tracefs recorder and cycle markers of `rtlab trace record`.
+//! (`rtlab run --explain`). `rtlab trace record`'s tracefs recorder and cycle markers are
+//! rtlab-apptrace's, over this crate's `InstanceBuilder`.
 //!
 //! The probe says *that* a wake-up was late; this crate says *why*. It records the kernel's
 //! scheduling, interrupt and timer events through a private tracefs instance (binary ring-buffer
@@ -8,9 +9,7 @@
 //! named causes that add up to the measured latency (paper 002's latency cause tool, with names
 //! and durations).
 
-pub mod app_recorder;
 pub mod attribution;
-pub mod cycle_marker;
 pub mod error;
 pub mod event;
 pub mod fields;

@@ -45,7 +45,7 @@ pub struct AutoArgs {
     pub observe: Nanos,
     pub observe_with: ObserveWith,
     /// `--cycle-marker`: the program's own cycle starts, to judge misses by.
-    pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
+    pub cycle_marker: Option<rtlab_apptrace::cycle_marker::CycleMarker>,
     pub dry_run: bool,
     pub verify: Option<Nanos>,
     /// `--follow`: after reserving, follow each reservation made with windows this long.

@@ -455,15 +455,15 @@ pub(crate) fn watch_windows(
 
 /// The cycle marker and the work-done marker to record, if any.
 pub(crate) type Markers<'a> = (
-    Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
-    Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
+    Option<&'a rtlab_apptrace::cycle_marker::CycleMarker>,
+    Option<&'a rtlab_apptrace::cycle_marker::CycleMarker>,
 );
 
 /// Records `target` for `duration` and analyses it whole: `reserve --auto`'s observation.
 pub(crate) fn observe(
     target: &Target,
     duration: Duration,
-    cycle_marker: Option<&rtlab_trace::cycle_marker::CycleMarker>,
+    cycle_marker: Option<&rtlab_apptrace::cycle_marker::CycleMarker>,
     stop: &AtomicBool,
 ) -> anyhow::Result<TraceReport> {
     let mut whole = None;
@@ -557,7 +557,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     // told otherwise.
     let cycle_marker = match (cycle_marker, &pipewire) {
         (None, Some(_)) if !args.no_pipewire_marker => {
-            match rtlab_trace::cycle_marker::resolve(rtlab_trace::cycle_marker::PIPEWIRE_PRESET) {
+            match rtlab_apptrace::cycle_marker::resolve(
+                rtlab_apptrace::cycle_marker::PIPEWIRE_PRESET,
+            ) {
                 Ok(marker) => {
                     eprintln!(
                         "rtlab: a PipeWire client: judged by PipeWire's cycle (--cycle-marker \

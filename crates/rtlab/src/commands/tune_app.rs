@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 /// The program `--app` names, with the cycle rule `--cycle-marker` chose (inferred without it).
 pub struct WatchedApp {
     comm: String,
-    cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
+    cycle_marker: Option<rtlab_apptrace::cycle_marker::CycleMarker>,
 }
 
 impl WatchedApp {
