@@ -15,7 +15,7 @@ seconds=${1:-10}
 policies=${POLICIES:-pending reuse every}
 bench_start explain-kernel-cost
 cost=${COST:-target/release/examples/bpf_program_cost}
-[ -x "$cost" ] || cargo build --release -p rtlab-trace --example bpf_program_cost
+[ -x "$cost" ] || cargo build --release -p rtlab-explain --example bpf_program_cost
 for policy in $policies; do
     RTLAB_BPF_CLOCK=$policy "$rtlab" run --explain --explain-recorder bpf --duration "${seconds}s" \
         --warmup 1s --no-store ${RUN_FLAGS:-} --json "$out/$policy.json" > "$out/$policy.txt" &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How often a root test of rtlab-trace's known_causes fails, and how many of the probe's late
+# How often a root test of rtlab-explain's known_causes fails, and how many of the probe's late
 # samples the BPF recorder left without a kernel episode, run after run under a load (the numbers
 # in CHANGELOG's entry on the BPF recorder's wake-ups whose target had passed).
 # Each run takes the measurement lock for itself (the load, then one run of the test, ~10 s), so a
@@ -14,7 +14,7 @@ load=${2:-idle}
 test=${3:-a_fifo_95_spinner_is_named_with_the_full_event_set_too}
 lock=${LOCK:-/work/measure.lock}
 cd "$(dirname "$0")/.."
-build() { realpath "$(nice -n 19 cargo test -p rtlab-trace --test "$1" --no-run 2>&1 |
+build() { realpath "$(nice -n 19 cargo test -p rtlab-explain --test "$1" --no-run 2>&1 |
     sed -n 's/.*Executable tests\/'"$1"'\.rs (\(.*\))/\1/p' | tail -1)"; }
 binary=$(build known_causes)
 fixtures=$(build fixtures)
@@ -35,7 +35,7 @@ for run in $(seq 1 "$runs"); do
         pid=$!
         trap "[ $load = idle ] || kill $pid 2>/dev/null" EXIT
         sleep 1
-        cd crates/rtlab-trace && "$binary" --ignored --exact "$test" --nocapture >"$log" 2>&1
+        cd crates/rtlab-explain && "$binary" --ignored --exact "$test" --nocapture >"$log" 2>&1
         ' _ "$load" "$fixtures" "$binary" "$test" "$log" || status=$?
     missing=$(sed -n 's/.*without a kernel episode \([0-9]*\).*/\1/p' "$log" | tail -1)
     [ "$status" = 0 ] || failed=$((failed + 1))

@@ -10,9 +10,9 @@
 //! are filtered in the kernel to the target's threads. (`rtlab trace record` prefers the eBPF
 //! recorder of `rtlab-bpf`, `apptrace.bpf.c`, where it loads; this one needs only tracefs.)
 
-use rtlab_trace::error::TraceError;
-use rtlab_trace::format::EventFormat;
-use rtlab_trace::instance::{InstanceBuilder, RingsRead, TraceInstance};
+use rtlab_explain::error::TraceError;
+use rtlab_explain::format::EventFormat;
+use rtlab_explain::instance::{InstanceBuilder, RingsRead, TraceInstance};
 
 /// The events recorded, as (system, event, required).
 pub const APP_EVENTS: &[(&str, &str, bool)] = &[

@@ -6,8 +6,8 @@
 //! outside the payload is an error, never a panic.
 
 use crate::model::{Comm, Event, EventKind};
-use rtlab_trace::fields::{FieldSlot, Tracepoint, TracepointLayout};
-use rtlab_trace::format::{EventFormat, FieldLayout};
+use rtlab_explain::fields::{FieldSlot, Tracepoint, TracepointLayout};
+use rtlab_explain::format::{EventFormat, FieldLayout};
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
@@ -53,7 +53,7 @@ pub const USED_EVENTS: &[(&str, &str)] = &[
 /// The `irq` number given to x86 vector events (they have none).
 pub const VECTOR_IRQ: i32 = -1;
 
-/// The tracepoints the analyses decode: the field table's (`rtlab-trace`'s `fields.rs`) but for
+/// The tracepoints the analyses decode: the field table's (`rtlab-explain`'s `fields.rs`) but for
 /// the timer, workqueue, IPI and marker events attribution reads.
 fn decoded(tracepoint: Tracepoint) -> bool {
     use Tracepoint::*;

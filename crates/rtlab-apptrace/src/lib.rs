@@ -7,7 +7,7 @@
 //! starvation, and late activations with what they waited for. It owns the rtlab trace file
 //! format (`file`), the trace.dat reader (`tracedat`), the analyses (`analyze`) and the
 //! timelines (`svg`, `perfetto`). Recording goes through `rtlab-bpf`'s application-trace programs where they load, else
-//! `rtlab-trace`'s tracefs recorder (`recorders`).
+//! `rtlab-explain`'s tracefs recorder (`recorders`).
 
 pub mod analyze;
 pub mod app_recorder;

@@ -5,7 +5,7 @@
 //! is more urgent; RT priority p is 99 − p), 100..=139 normal (120 = nice 0), −1 deadline.
 
 /// A task's command name (16 NUL-padded bytes), as the scheduler tracepoints carry it.
-pub use rtlab_trace::event::Comm;
+pub use rtlab_explain::event::Comm;
 
 /// Scheduling policy as recorded (`sched_getattr` while recording).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

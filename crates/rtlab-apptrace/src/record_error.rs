@@ -2,7 +2,7 @@
 //! recorders under it (`recorders.rs`), in a module below both so neither imports the other's.
 
 use crate::file::FileError;
-use rtlab_trace::recorder::TraceError;
+use rtlab_explain::recorder::TraceError;
 use thiserror::Error;
 
 /// Why a recording could not start or stopped early.

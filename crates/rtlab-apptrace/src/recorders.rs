@@ -1,6 +1,6 @@
 //! The two recorders behind `rtlab trace record`, one interface: the eBPF recorder
 //! (`rtlab-bpf`'s `apptrace.bpf.o`: filtered in the kernel, records already in the trace file's
-//! layout) and the tracefs recorder (`rtlab-trace`'s private instance: every task's scheduler and
+//! layout) and the tracefs recorder (`rtlab-explain`'s private instance: every task's scheduler and
 //! interrupt events, the futex calls filtered to the target's threads, raw payloads decoded
 //! here). `Auto` takes BPF when it loads and says why when it does not.
 

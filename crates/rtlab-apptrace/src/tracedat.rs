@@ -10,8 +10,8 @@
 
 use crate::decode::{PayloadDecoder, USED_EVENTS};
 use crate::model::{Comm, Event, EventKind};
-use rtlab_trace::format::{parse_event_format, parse_header_event, parse_header_page};
-use rtlab_trace::page::{LostEvents, PageDecoder};
+use rtlab_explain::format::{parse_event_format, parse_header_event, parse_header_page};
+use rtlab_explain::page::{LostEvents, PageDecoder};
 use std::collections::VecDeque;
 use std::io::Read;
 use thiserror::Error;
@@ -257,8 +257,8 @@ fn is_used_format(system: &str, text: &str) -> bool {
 
 #[derive(Default)]
 struct Header {
-    page: Option<rtlab_trace::format::PageHeader>,
-    event: Option<rtlab_trace::format::EventHeader>,
+    page: Option<rtlab_explain::format::PageHeader>,
+    event: Option<rtlab_explain::format::EventHeader>,
     decoder: PayloadDecoder,
     names: Vec<(i32, Comm)>,
 }

@@ -1,5 +1,5 @@
 //! rtlab-render: what rtlab shows, as text (all of it but `rtlab trace`'s outputs, still written
-//! by rtlab-apptrace, and `explain --perfetto`, by rtlab-trace). Terminal tables of a run, the
+//! by rtlab-apptrace, and `explain --perfetto`, by rtlab-explain). Terminal tables of a run, the
 //! verdict block, the explain report, forecasts, checks, plans, comparisons and timer studies; the
 //! HTML report and its hand-built SVG plots. Every renderer returns a `String` (or writes into any
 //! `std::fmt::Write`), so a test or another program uses the same text the CLI prints; the CLI

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use rtlab_analysis::supply::{sliding_window_supply, DEFAULT_STEP};
 use rtlab_core::{parse_duration, Nanos};
+use rtlab_explain::supply::RunRecorder;
 use rtlab_plan::Owner;
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
 use rtlab_sys::sched::Policy;
-use rtlab_trace::supply::RunRecorder;
 
 #[path = "../tests/support/spinner.rs"]
 mod spinner;

@@ -1,6 +1,6 @@
 //! The explain side of a run: records kernel events and explains every late wake-up.
 //!
-//! The glue between the probe (which knows *that* a sample was late) and rtlab-trace (which knows
+//! The glue between the probe (which knows *that* a sample was late) and rtlab-explain (which knows
 //! what the CPU did meanwhile): it picks each series' threshold, hands the late samples over with
 //! the measuring thread's id, marks each late sample in the trace the moment it is taken (the
 //! probe's late-sample sink), and puts the episodes in the Run record. By default the threshold is
@@ -11,13 +11,13 @@
 use rtlab_core::{
     ExplainRecorder, ExplainSettings, ExplainTrace, Metric, Nanos, RunRecord, ThresholdKind,
 };
-use rtlab_probe::{LateSample, LateSampleSink, RunningProbe, SeriesKey};
-use rtlab_sys::tracefs::Marker;
-use rtlab_trace::recorder::LateSource;
-use rtlab_trace::{
+use rtlab_explain::recorder::LateSource;
+use rtlab_explain::{
     BpfExplainer, BpfExplainerConfig, EventSet, Explainer, ExplainerConfig, ExplainerReport,
     LateWakeup, RecorderConfig, TraceError,
 };
+use rtlab_probe::{LateSample, LateSampleSink, RunningProbe, SeriesKey};
+use rtlab_sys::tracefs::Marker;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -89,7 +89,7 @@ fn micros(nanos: u64) -> String {
 /// Episodes kept per run; late wake-ups beyond are counted, not attributed (bounded memory for
 /// hours-long runs: an episode with its timeline is a few KiB).
 const MAX_EPISODES: usize = 10_000;
-/// The BPF recorder keeps the latest 4000 episodes, within `rtlab_trace`'s 24 MiB byte cap
+/// The BPF recorder keeps the latest 4000 episodes, within `rtlab_explain`'s 24 MiB byte cap
 /// (`EPISODE_BYTES_CAP`), and summarises the rest, so kept episodes stay bounded over any run
 /// length (BENCHMARKS.md "Long runs: memory").
 const MAX_EPISODES_BPF: usize = 4_000;
@@ -263,7 +263,7 @@ pub(crate) fn start(args: &ExplainConfig, probe: &RunningProbe, cpus: &[usize]) 
             probe.set_late_threshold(None, threshold.as_u64());
             Threshold::Fixed
         }
-        // The BPF recorder calibrates from its kernel histograms, rolling (rtlab_trace::recorder
+        // The BPF recorder calibrates from its kernel histograms, rolling (rtlab_explain::recorder
         // ::bpf); `poll` hands its thresholds to the probe.
         None if bpf => Threshold::Rolling,
         None => Threshold::Calibrating {
@@ -563,7 +563,7 @@ impl ExplainSession {
 fn add_timerlat_series(
     record: &mut RunRecord,
     slot_keys: &[Vec<SeriesKey>],
-    splits: Vec<rtlab_trace::TimerlatSplit>,
+    splits: Vec<rtlab_explain::TimerlatSplit>,
 ) {
     for split in splits {
         let Some(key) = slot_keys

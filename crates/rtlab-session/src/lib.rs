@@ -48,9 +48,9 @@ pub use tails::{attach_tails, usage_of_record};
 #[cfg(target_os = "linux")]
 use rtlab_core::{HistogramError, RecordError, RunRecord};
 #[cfg(target_os = "linux")]
-use rtlab_probe::{Probe, ProbeConfig, ProbeError};
+use rtlab_explain::TraceError;
 #[cfg(target_os = "linux")]
-use rtlab_trace::TraceError;
+use rtlab_probe::{Probe, ProbeConfig, ProbeError};
 #[cfg(target_os = "linux")]
 use std::sync::atomic::AtomicBool;
 #[cfg(target_os = "linux")]

@@ -1,12 +1,12 @@
 //! `rtlab reserve --verify`: what a reserved thread really received. Records when the thread ran
-//! (`sched_switch` through `rtlab-trace`) for a while and measures the CPU time it got in every
+//! (`sched_switch` through `rtlab-explain`) for a while and measures the CPU time it got in every
 //! sliding window of its period (`rtlab-analysis::supply`).
 
 pub use rtlab_analysis::supply::VerifiedSupply;
 use rtlab_analysis::supply::{sliding_window_supply, SupplyError, DEFAULT_STEP};
 use rtlab_core::Nanos;
+use rtlab_explain::TraceError;
 use rtlab_sys::sched::{set_current_thread_policy, thread_policy, Policy};
-use rtlab_trace::TraceError;
 use serde::Serialize;
 
 /// A grant and, when it was verified, what the thread received (`rtlab reserve --json`).
@@ -56,7 +56,7 @@ pub fn verify_supply(
     let previous = thread_policy(own).ok();
     let raised = rtlab_sys::sched::realtime_permitted()
         && set_current_thread_policy(Policy::Fifo { priority: 97 }).is_ok();
-    let runs = rtlab_trace::supply::record_thread_runs(
+    let runs = rtlab_explain::supply::record_thread_runs(
         tid,
         std::time::Duration::from_nanos(duration.as_u64()),
     );

@@ -3,7 +3,7 @@
 //! `rtlab run --explain --stacks` attaches to each late wake-up the call stack of what was running
 //! (paper 002 wished for exactly this). The software cpu-clock event works in every VM (no PMU
 //! needed); time stamps use CLOCK_MONOTONIC so they line up with the probe and the trace. This
-//! module only opens, maps and drains the ring; parsing the records is done by rtlab-trace.
+//! module only opens, maps and drains the ring; parsing the records is done by rtlab-explain.
 
 use std::io;
 use std::sync::atomic::{fence, Ordering};

@@ -3,7 +3,7 @@
 //! `rtlab run --explain` asks why one wake-up was late; a workload asks why a thread did not get
 //! its work done over a stretch of time — the device's producer in the `n·t` before an underrun,
 //! a thread between its release and its missed deadline. The runner records the scheduler and
-//! interrupt events of every CPU for the whole run through `rtlab_trace::Recorder` (the tracefs
+//! interrupt events of every CPU for the whole run through `rtlab_explain::Recorder` (the tracefs
 //! recorder of `rtlab run --explain`, its private instance, decoder and per-CPU windows); after
 //! the run [`account`] replays them over each window and says where the thread's time went —
 //! ran, waited, what ran instead on its CPU (task, IRQ, softirq), throttled (runnable but a
@@ -12,8 +12,8 @@
 //! add up to the window. [`account`] is pure, so it is tested on synthetic event streams.
 
 use rtlab_core::{LatenessKind, LatenessPart, ThreadAccount};
-use rtlab_trace::attribution::{sort_largest_first, CauseTotals};
-use rtlab_trace::{EventKind, TraceEvent};
+use rtlab_explain::attribution::{sort_largest_first, CauseTotals};
+use rtlab_explain::{EventKind, TraceEvent};
 use std::collections::BTreeMap;
 
 /// A busy CPU takes a scheduler tick at least this often (HZ=100 is the slowest common rate);
@@ -381,7 +381,7 @@ impl Replay<'_> {
                     Some(task.pid as u32),
                     Some(format!(
                         "{}, {}",
-                        rtlab_trace::describe_prio(task.kernel_prio),
+                        rtlab_explain::describe_prio(task.kernel_prio),
                         if task.kernel_prio < own {
                             "outranks it"
                         } else {
@@ -398,7 +398,7 @@ impl Replay<'_> {
                     LatenessKind::Task,
                     name,
                     Some(task.pid as u32),
-                    Some(rtlab_trace::describe_prio(task.kernel_prio)),
+                    Some(rtlab_explain::describe_prio(task.kernel_prio)),
                     duration,
                 )
             }
@@ -408,7 +408,7 @@ impl Replay<'_> {
                         format!(
                             "{} ({}) ran",
                             self.name_of(task.pid, &task.comm),
-                            rtlab_trace::describe_prio(task.kernel_prio)
+                            rtlab_explain::describe_prio(task.kernel_prio)
                         )
                     }
                     _ => "the CPU idled".to_owned(),
@@ -504,7 +504,7 @@ impl Replay<'_> {
             }),
             EventKind::SoftirqEntry { vector } => cpu.contexts.push(InterruptContext {
                 kind: LatenessKind::Softirq,
-                name: rtlab_trace::event::SOFTIRQ_NAMES
+                name: rtlab_explain::event::SOFTIRQ_NAMES
                     .get(*vector as usize)
                     .map_or_else(|| format!("softirq {vector}"), |name| (*name).to_owned()),
             }),
@@ -576,7 +576,7 @@ pub const EXPLAINED_KEPT: usize = 200;
 /// The run's recording: the tracefs recorder over every online CPU for the whole run, the
 /// machine's steal time sampled beside it, and the names of the tids it will meet.
 pub struct Tracer {
-    recorder: rtlab_trace::Recorder,
+    recorder: rtlab_explain::Recorder,
     steal: Vec<StealSample>,
     names: KnownNames,
 }
@@ -589,15 +589,15 @@ struct StealSample {
 
 impl Tracer {
     /// Starts recording (root and tracefs needed). Events are kept for the whole run.
-    pub fn start(duration: rtlab_core::Nanos) -> Result<Tracer, rtlab_trace::TraceError> {
+    pub fn start(duration: rtlab_core::Nanos) -> Result<Tracer, rtlab_explain::TraceError> {
         let cpus = rtlab_sys::cpu::online_cpus()?;
-        let recorder = rtlab_trace::Recorder::start(&rtlab_trace::RecorderConfig {
+        let recorder = rtlab_explain::Recorder::start(&rtlab_explain::RecorderConfig {
             cpus,
             buffer_size_kb: 8192,
             retention: std::time::Duration::from_nanos(duration.0 + 10_000_000_000),
             max_events_per_cpu: 4_000_000,
             stack_period_ns: None,
-            events: rtlab_trace::EventSet::Full,
+            events: rtlab_explain::EventSet::Full,
         })?;
         let mut tracer = Tracer {
             recorder,
@@ -989,7 +989,7 @@ pub fn underruns_only(explained: &[rtlab_core::ExplainedEvent]) -> Vec<rtlab_cor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtlab_trace::Comm;
+    use rtlab_explain::Comm;
 
     fn switch(
         time: u64,

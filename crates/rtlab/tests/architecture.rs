@@ -16,10 +16,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     // helpers (error_chain).
     ("rtlab-bpf", &["rtlab-core"]),
     ("rtlab-probe", &["rtlab-core", "rtlab-sys"]),
-    ("rtlab-trace", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
+    ("rtlab-explain", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
     (
         "rtlab-apptrace",
-        &["rtlab-core", "rtlab-sys", "rtlab-bpf", "rtlab-trace"],
+        &["rtlab-core", "rtlab-sys", "rtlab-bpf", "rtlab-explain"],
     ),
     ("rtlab-analysis", &["rtlab-core"]),
     // The planner, pure: no Linux code, builds for every target (see `the_planner_is_pure`).
@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-core",
             "rtlab-sys",
             "rtlab-probe",
-            "rtlab-trace",
+            "rtlab-explain",
             "rtlab-analysis",
             "rtlab-sched",
         ],
@@ -54,7 +54,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-core",
             "rtlab-sys",
             "rtlab-probe",
-            "rtlab-trace",
+            "rtlab-explain",
             "rtlab-plan",
             "rtlab-sched",
             "rtlab-client",
@@ -98,7 +98,7 @@ const CLI: &str = "rtlab";
 const DEV_SIBLINGS: &[(&str, &str, &str)] = &[
     (
         "rtlab-sched",
-        "rtlab-trace",
+        "rtlab-explain",
         "the root supply tests and examples/supply.rs measure what a reserved thread received from sched_switch",
     ),
     (
@@ -399,7 +399,10 @@ fn the_checks_catch_what_they_guard() {
     let graph: Graph = [
         (
             "rtlab-probe",
-            vec![edge("rtlab-core", "normal"), edge("rtlab-trace", "normal")],
+            vec![
+                edge("rtlab-core", "normal"),
+                edge("rtlab-explain", "normal"),
+            ],
         ),
         (
             "rtlab-analysis",
@@ -421,7 +424,7 @@ fn the_checks_catch_what_they_guard() {
     .collect();
     let problems = upward_edges(&graph);
     assert_eq!(problems.len(), 2, "{problems:#?}");
-    assert!(problems[0].contains("rtlab-probe depends on rtlab-trace"));
+    assert!(problems[0].contains("rtlab-probe depends on rtlab-explain"));
     assert!(problems[1].contains("rtlab-widget is not in the layer table"));
     assert_eq!(
         libc_users(&graph),
@@ -677,7 +680,7 @@ fn the_cycle_check_catches_cycles_of_any_length() {
         edge("rtlab-sys", "windows::host", "hypervisor"),
         edge("rtlab-sys", "host", "windows::host"),
         // Two modules in the same crate's name in another crate are no cycle.
-        edge("rtlab-trace", "packed", "record"),
+        edge("rtlab-explain", "packed", "record"),
     ]
     .into_iter()
     .collect();

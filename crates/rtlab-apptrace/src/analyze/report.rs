@@ -327,7 +327,7 @@ pub struct PeriodicThread {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SourceInfo {
     pub path: String,
-    /// `rtlab-trace v1`, `trace.dat v7 zstd`, …
+    /// `rtlab-explain v1`, `trace.dat v7 zstd`, …
     pub format: String,
     pub clock: Option<String>,
 }

@@ -7,11 +7,11 @@ use crate::output::{PendingOutput, RecordOutputs};
 use anyhow::Context as _;
 use rtlab_analysis::tail::UsageModel;
 use rtlab_core::Nanos;
+use rtlab_explain::EventSet;
 use rtlab_probe::{Class, ProbeConfig};
 use rtlab_session::{
     ExplainConfig, LoadRequest, RunConfig, Session, SessionError, SessionProgress,
 };
-use rtlab_trace::EventSet;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;

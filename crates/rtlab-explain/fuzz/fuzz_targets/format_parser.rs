@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rtlab_trace::event::EventDecoder;
-use rtlab_trace::format::{parse_event_format, parse_header_event, parse_header_page};
+use rtlab_explain::event::EventDecoder;
+use rtlab_explain::format::{parse_event_format, parse_header_event, parse_header_page};
 
 fuzz_target!(|bytes: &[u8]| {
     let text = String::from_utf8_lossy(bytes);

@@ -8,13 +8,13 @@
 //! tracefs they fail saying what is missing.
 
 use rtlab_core::{CauseKind, Episode, Metric};
-use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
-use rtlab_sys::sched::{set_current_thread_policy, Policy};
-use rtlab_testkit::require_root_and_tracefs;
-use rtlab_trace::{
+use rtlab_explain::{
     BpfExplainer, BpfExplainerConfig, EventSet, Explainer, ExplainerConfig, LateWakeup,
     RecorderConfig,
 };
+use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
+use rtlab_sys::sched::{set_current_thread_policy, Policy};
+use rtlab_testkit::require_root_and_tracefs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -49,7 +49,10 @@ enum Recording {
 }
 
 /// A late-sample source for an explainer, fed by the returned sender.
-fn late_channel() -> (mpsc::Sender<LateWakeup>, rtlab_trace::recorder::LateSource) {
+fn late_channel() -> (
+    mpsc::Sender<LateWakeup>,
+    rtlab_explain::recorder::LateSource,
+) {
     let (sender, receiver) = mpsc::channel::<LateWakeup>();
     let receiver = Mutex::new(receiver);
     let source = Box::new(move |out: &mut Vec<LateWakeup>| {

@@ -1,6 +1,6 @@
 //! [`TraceError`]: what recording or decoding the kernel's trace can fail with, for every recorder
 //! of this crate (`recorder/`, `supply.rs`), rtlab-apptrace's `app_recorder.rs`, and the instance they share
-//! (`instance.rs`). Re-exported as `rtlab_trace::recorder::TraceError`, where it always was.
+//! (`instance.rs`). Re-exported as `rtlab_explain::recorder::TraceError`, where it always was.
 
 use crate::event::EventError;
 use crate::format::FormatError;

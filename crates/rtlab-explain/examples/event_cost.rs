@@ -13,11 +13,11 @@
 //!    run_time_ns / run_cnt. That excludes the tracepoint's dispatch and includes the statistics'
 //!    own clock reads, so it is a close figure, not the wall clock's.
 //!
-//! usage: cargo run --release -p rtlab-trace --example event_cost -- [ROUNDS=200000] [REPEATS=15]
+//! usage: cargo run --release -p rtlab-explain --example event_cost -- [ROUNDS=200000] [REPEATS=15]
 //! (needs root; run under `flock /work/measure.lock`)
 
 use rtlab_bpf::{BpfConfig, BpfRecorder, ClockPolicy, RunTimeStats};
-use rtlab_trace::{EventSet, Recorder, RecorderConfig};
+use rtlab_explain::{EventSet, Recorder, RecorderConfig};
 use std::io::{Read, Write};
 use std::time::Instant;
 

@@ -3,9 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rtlab_trace::event::EventDecoder;
-use rtlab_trace::format::parse_event_format;
-use rtlab_trace::page::PageDecoder;
+use rtlab_explain::event::EventDecoder;
+use rtlab_explain::format::parse_event_format;
+use rtlab_explain::page::PageDecoder;
 use std::sync::OnceLock;
 
 const SCHED_SWITCH: &str = include_str!("../../test_data/format/ok/sched__sched_switch.format");

@@ -1,4 +1,4 @@
-//! rtlab-trace: tracefs recording, trace parsing and cause attribution of late wake-ups
+//! rtlab-explain: tracefs recording, trace parsing and cause attribution of late wake-ups
 //! (`rtlab run --explain`). `rtlab trace record`'s tracefs recorder and cycle markers are
 //! rtlab-apptrace's, over this crate's `InstanceBuilder`.
 //!

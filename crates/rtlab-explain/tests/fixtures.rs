@@ -3,9 +3,9 @@
 //! into the events it holds, and random or mutated input never panics.
 
 use proptest::prelude::*;
-use rtlab_trace::event::{EventDecoder, EventKind};
-use rtlab_trace::format::{parse_event_format, parse_header_event, parse_header_page};
-use rtlab_trace::page::PageDecoder;
+use rtlab_explain::event::{EventDecoder, EventKind};
+use rtlab_explain::format::{parse_event_format, parse_header_event, parse_header_page};
+use rtlab_explain::page::PageDecoder;
 use std::path::{Path, PathBuf};
 
 fn test_data(relative: &str) -> PathBuf {
@@ -194,6 +194,6 @@ proptest! {
 
     #[test]
     fn random_perf_records_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = rtlab_trace::stacks::parse_record(&bytes);
+        let _ = rtlab_explain::stacks::parse_record(&bytes);
     }
 }
