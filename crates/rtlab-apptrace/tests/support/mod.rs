@@ -1,4 +1,4 @@
-//! Shared by the apptrace tests: the test program `trace_demo` (built on demand), root checks,
+//! Shared by the apptrace tests: the test program `trace_demo` (a binary of this crate), root checks,
 //! lookups in an analysis, and the output header an analysis is given.
 
 #![allow(dead_code)]
@@ -20,36 +20,12 @@ pub fn require_root_and_tracefs() -> std::sync::MutexGuard<'static, ()> {
     rtlab_testkit::take_turns(&ONE_DEMO_AT_A_TIME)
 }
 
-/// Builds `examples/trace_demo.rs` and returns its path.
+/// The test program `src/bin/trace_demo.rs`. A binary of this crate, so cargo builds it with the
+/// tests, with their features, and says where (`CARGO_BIN_EXE_trace_demo`). As an example it was
+/// built here by `cargo build --example`, whose features differ from the workspace's test build:
+/// that rebuilt most of the tree inside the first test that ran it (44 s of a CI run's tests).
 pub fn demo_binary() -> PathBuf {
-    let output = std::process::Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "--example",
-            "trace_demo",
-            "-p",
-            "rtlab-apptrace",
-            "--message-format=json",
-        ])
-        .output()
-        .expect("cargo runs");
-    assert!(
-        output.status.success(),
-        "building trace_demo: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if message["target"]["name"] == "trace_demo" {
-            if let Some(path) = message["executable"].as_str() {
-                return PathBuf::from(path);
-            }
-        }
-    }
-    panic!("cargo did not name the trace_demo executable");
+    PathBuf::from(env!("CARGO_BIN_EXE_trace_demo"))
 }
 
 pub fn thread<'a>(report: &'a TraceReport, name: &str) -> &'a ThreadRow {
