@@ -5,8 +5,9 @@
 //! thread's period, CPU per activation and who wakes it (003's Table 3-1) — and finds what the
 //! paper's authors found by hand with Perl scripts: priority inversions, hangs and deadlocks,
 //! starvation, and late activations with what they waited for. It owns the rtlab trace file
-//! format (`file`), the trace.dat reader (`tracedat`), the analyses (`analyze`) and the
-//! timelines (`svg`, `perfetto`). Recording goes through `rtlab-bpf`'s application-trace programs where they load, else
+//! format (`file`), the trace.dat reader (`tracedat`) and the analyses (`analyze`), whose report
+//! (plain data in `rtlab_core::apptrace_report`) rtlab-render writes as text, SVG and Perfetto.
+//! Recording goes through `rtlab-bpf`'s application-trace programs where they load, else
 //! `rtlab-explain`'s tracefs recorder (`recorders`).
 
 pub mod analyze;
@@ -17,16 +18,12 @@ pub mod cycle_marker;
 pub mod decode;
 pub mod file;
 pub mod live;
-pub mod misses_svg;
 pub mod model;
-pub mod perfetto;
 pub mod pipewire;
 pub mod record;
 mod record_error;
 mod recorders;
 pub mod source;
-pub mod svg;
-pub mod text;
 pub mod tracedat;
 
 pub use model::{Comm, Event, EventKind};

@@ -6,6 +6,8 @@
 //! independently.
 
 pub mod already_reserved;
+pub mod apptrace_report;
+pub mod apptrace_timeline;
 pub mod buffer_experiment;
 pub mod cause;
 pub mod cpuidle;

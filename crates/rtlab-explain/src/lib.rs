@@ -16,7 +16,6 @@ pub mod fields;
 pub mod format;
 pub mod instance;
 pub mod page;
-pub mod perfetto;
 pub mod recorder;
 pub mod stacks;
 pub mod supply;
@@ -27,7 +26,6 @@ pub use attribution::{
     attribute, attribute_with_timeline, describe_prio, AttributionContext, LateWakeup,
 };
 pub use event::{Comm, EventDecoder, EventKind, EventSet, TraceEvent};
-pub use perfetto::chrome_trace;
 pub use recorder::{
     BpfExplainer, BpfExplainerConfig, BpfSummary, Explainer, ExplainerConfig, ExplainerReport,
     PollOutcome, Recorder, RecorderConfig, TimerlatSplit, TraceError,

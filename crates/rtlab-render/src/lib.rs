@@ -1,19 +1,24 @@
-//! rtlab-render: what rtlab shows, as text (all of it but `rtlab trace`'s outputs, still written
-//! by rtlab-apptrace, and `explain --perfetto`, by rtlab-explain). Terminal tables of a run, the
-//! verdict block, the explain report, forecasts, checks, plans, comparisons and timer studies; the
-//! HTML report and its hand-built SVG plots. Every renderer returns a `String` (or writes into any
+//! rtlab-render: everything rtlab shows, as text. Terminal tables of a run, the verdict block, the
+//! explain report and its Perfetto trace, forecasts, checks, plans, comparisons and timer studies;
+//! `rtlab trace`'s text report, SVG and Perfetto timelines and misses timeline; the HTML report and
+//! its hand-built SVG plots. Every renderer returns a `String` (or writes into any
 //! `std::fmt::Write`), so a test or another program uses the same text the CLI prints; the CLI
 //! only decides where it goes. Output is deterministic, so it is snapshot-tested (insta).
 //!
 //! Numbers are stored in ns and printed in µs with one decimal (the unit cyclictest users read);
 //! terminal text fits 80 columns.
 
+pub mod apptrace_perfetto;
+pub mod apptrace_svg;
+pub mod apptrace_text;
 pub mod buffer;
 pub mod check;
 pub mod compare;
 pub mod explain;
+pub mod explain_perfetto;
 pub mod forecast;
 pub mod history;
+pub mod misses_svg;
 pub mod pipewire;
 pub mod plan;
 pub mod report_html;

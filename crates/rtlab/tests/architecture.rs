@@ -2,7 +2,8 @@
 //! only on the crates below it in the layer table, every `rtlab-*` crate is in that table (a new
 //! crate must be placed there, here and in DESIGN.md), the test kit is a dev-dependency only, and
 //! only `rtlab-sys` (plus the siblings listed with their reason) depends on `libc`. Inside a crate, from the sources: no modules use
-//! each other, directly or around a longer loop.
+//! each other, directly or around a longer loop. Across the sources: only rtlab-render writes SVG,
+//! HTML and Perfetto documents; no function is longer than a reader can hold.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -110,6 +111,11 @@ const DEV_SIBLINGS: &[(&str, &str, &str)] = &[
         "rtlab-bpf",
         "rtlab-sys",
         "the root attach tests pin their thread to a CPU and check the kernel's BPF statistics switch",
+    ),
+    (
+        "rtlab-apptrace",
+        "rtlab-render",
+        "the analysis snapshot tests pin the text, SVG and Perfetto that rtlab-render writes from a report",
     ),
     (
         "rtlab-daemon",
@@ -389,6 +395,90 @@ fn rtlab_render_depends_on_core_and_analysis_only() {
         workspace_dependencies_beyond(&graph, "rtlab-render", RENDER_READS),
         vec!["rtlab-sched (dev)".to_owned()]
     );
+}
+
+/// What marks a document in one of the formats rtlab shows besides plain text: SVG and HTML
+/// elements, and the keys of a Chrome trace-event (Perfetto) document.
+const OUTPUT_FORMAT_MARKS: &[&str] = &[
+    "<svg",
+    "<rect",
+    "<html",
+    "<table",
+    "<!DOCTYPE html",
+    "\"traceEvents\"",
+    "\"ph\"",
+];
+
+/// Source directories besides rtlab-render's that may write those formats, and why.
+const FORMAT_WRITERS_ALLOWED: &[(&str, &str)] = &[
+    (
+        "crates/rtlab-session/src/monitor/",
+        "the monitor's live HTML page, served over HTTP as the book changes (issue 36 moves the monitor to its own crate)",
+    ),
+    (
+        "crates/rtlab-monitor/src/",
+        "the same monitor, once in its own crate",
+    ),
+];
+
+/// The marks of [`OUTPUT_FORMAT_MARKS`] in `text` (the file `file`) outside rtlab-render and the
+/// allowed directories, as `file: mark`.
+fn output_format_writes(file: &str, text: &str) -> Vec<String> {
+    if file.starts_with("crates/rtlab-render/")
+        || FORMAT_WRITERS_ALLOWED
+            .iter()
+            .any(|(directory, _)| file.starts_with(directory))
+    {
+        return Vec::new();
+    }
+    OUTPUT_FORMAT_MARKS
+        .iter()
+        .filter(|mark| text.contains(*mark))
+        .map(|mark| format!("{file}: {mark}"))
+        .collect()
+}
+
+/// Only rtlab-render writes what a command shows as SVG, HTML or Perfetto (issue 36, item 1):
+/// no other crate's `src/` (tests included) holds SVG or HTML markup or a Chrome trace-event
+/// document's keys, but for the directories [`FORMAT_WRITERS_ALLOWED`] names with their reason.
+/// Engines return structures, rtlab-render turns them into documents, so what a command shows
+/// lives in one crate, builds for Windows and is snapshot-tested there.
+#[test]
+fn only_rtlab_render_writes_svg_html_and_perfetto() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        rust_files(&entry.expect("entry").path().join("src"), &mut files);
+    }
+    files.sort();
+    assert!(
+        files
+            .iter()
+            .any(|path| path.ends_with("rtlab-render/src/apptrace_svg.rs")),
+        "the check reads rtlab-render's sources too"
+    );
+    let offences: Vec<String> = files
+        .iter()
+        .flat_map(|path| {
+            let relative = path.strip_prefix(&root).expect("under the root");
+            let file = relative.to_string_lossy().replace('\\', "/");
+            output_format_writes(&file, &std::fs::read_to_string(path).expect("readable"))
+        })
+        .collect();
+    assert!(
+        offences.is_empty(),
+        "only rtlab-render writes SVG, HTML and Perfetto (move the writer there, the data it reads into rtlab-core): {offences:#?}"
+    );
+    // The check catches a writer elsewhere and lets rtlab-render's own through.
+    let writer = "let _ = write!(svg, r#\"<svg xmlns=\"…\">\"#); json!({\"ph\": \"X\"});";
+    assert_eq!(
+        output_format_writes("crates/rtlab-apptrace/src/svg.rs", writer),
+        [
+            "crates/rtlab-apptrace/src/svg.rs: <svg",
+            "crates/rtlab-apptrace/src/svg.rs: \"ph\""
+        ]
+    );
+    assert!(output_format_writes("crates/rtlab-render/src/apptrace_svg.rs", writer).is_empty());
 }
 
 /// The checks themselves: a graph with an upward edge, an unknown crate, a stray libc or the test
@@ -727,8 +817,8 @@ const STILL_TOO_LONG: &[&str] = &[
     "crates/rtlab-apptrace/src/analyze/mod.rs push",
     "crates/rtlab-apptrace/src/decode.rs decode",
     "crates/rtlab-apptrace/src/record.rs record",
-    "crates/rtlab-apptrace/src/svg.rs render",
-    "crates/rtlab-apptrace/src/text.rs render",
+    "crates/rtlab-render/src/apptrace_svg.rs render",
+    "crates/rtlab-render/src/apptrace_text.rs render",
     "crates/rtlab/src/commands/reserve_auto.rs run",
     "crates/rtlab/src/commands/trace_watch.rs run",
 ];

@@ -15,9 +15,11 @@ mod findings;
 /// How many late activations a report lists at most (the earliest); the totals count them all.
 pub use findings::MAX_LISTED as LATE_ACTIVATIONS_LISTED;
 pub mod period;
-pub mod report;
+/// The analysis result's types, plain data in rtlab-core so rtlab-render can write them.
+pub use rtlab_core::apptrace_report as report;
 mod streaming;
-pub mod timeline;
+/// The timeline's spans, plain data in rtlab-core so rtlab-render can draw them.
+pub use rtlab_core::apptrace_timeline as timeline;
 mod xrun_rule;
 
 use crate::model::{futex_op, Comm, Event, EventKind, Policy};

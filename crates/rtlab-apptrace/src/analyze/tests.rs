@@ -183,10 +183,16 @@ fn inversion_script() -> Script {
 #[test]
 fn the_text_report_svg_and_perfetto_json_of_an_inversion() {
     let (report, spans) = inversion_script().analyse_with_timeline();
-    insta::assert_snapshot!("inversion_text", crate::text::render(&report, true));
-    insta::assert_snapshot!("inversion_svg", crate::svg::render(&report, &spans));
+    insta::assert_snapshot!(
+        "inversion_text",
+        rtlab_render::apptrace_text::render(&report, true)
+    );
+    insta::assert_snapshot!(
+        "inversion_svg",
+        rtlab_render::apptrace_svg::render(&report, &spans)
+    );
     let perfetto: serde_json::Value =
-        serde_json::from_str(&crate::perfetto::render(&report, &spans)).unwrap();
+        serde_json::from_str(&rtlab_render::apptrace_perfetto::render(&report, &spans)).unwrap();
     insta::assert_json_snapshot!("inversion_perfetto", perfetto);
 }
 

@@ -6,8 +6,8 @@
 use crate::output::PendingOutput;
 use rtlab_analysis::offenders::{top_offenders, Offender};
 use rtlab_core::{Episode, ExplainSettings};
-use rtlab_explain::chrome_trace;
 use rtlab_render::explain::{report, short_id};
+use rtlab_render::explain_perfetto::chrome_trace;
 use serde::Serialize;
 use std::process::ExitCode;
 

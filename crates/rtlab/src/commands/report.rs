@@ -33,11 +33,11 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
             header,
         )
         .map_err(|error| crate::exit::input(format!("--trace {}: {error}", path.display())))?;
-        let misses: u64 = rtlab_apptrace::misses_svg::watched_misses(&report)
+        let misses: u64 = rtlab_render::misses_svg::watched_misses(&report)
             .iter()
             .map(|late| late.deadlines_missed.max(1))
             .sum();
-        let ranked = rtlab_apptrace::misses_svg::ranked_culprits(&report);
+        let ranked = rtlab_render::misses_svg::ranked_culprits(&report);
         let summary = match ranked.first() {
             Some((label, count, ns)) => format!(
                 "{misses} deadline misses in {:.1} s; {count} of them to {label} ({:.1} ms in all)",
@@ -53,7 +53,7 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
             "<section><h2>Application trace: {}</h2><p>{}</p>{}</section>\n",
             rtlab_core::text::escape_markup(&path.display().to_string()),
             rtlab_core::text::escape_markup(&summary),
-            rtlab_apptrace::misses_svg::render(&report)
+            rtlab_render::misses_svg::render(&report)
         ));
     }
     Ok(html)

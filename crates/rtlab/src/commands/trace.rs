@@ -278,17 +278,17 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .as_ref()
             .map(|timeline| &timeline.spans[..])
             .unwrap_or(&[]);
-        svg.commit(&rtlab_apptrace::svg::render(&report, spans))?;
+        svg.commit(&rtlab_render::apptrace_svg::render(&report, spans))?;
     }
     if let Some(perfetto) = perfetto {
         let spans = timeline
             .as_ref()
             .map(|timeline| &timeline.spans[..])
             .unwrap_or(&[]);
-        perfetto.commit(&rtlab_apptrace::perfetto::render(&report, spans))?;
+        perfetto.commit(&rtlab_render::apptrace_perfetto::render(&report, spans))?;
     }
     if !json_to_stdout {
-        let text = rtlab_apptrace::text::render(&report, args.all_threads);
+        let text = rtlab_render::apptrace_text::render(&report, args.all_threads);
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(text.as_bytes())?;
         stdout.flush()?;

@@ -251,7 +251,7 @@ impl WatchSummary {
         mut print: impl FnMut(&LateActivation, &Blame, u64),
     ) {
         self.see(report);
-        let watched = rtlab_apptrace::misses_svg::watched_threads(report);
+        let watched = rtlab_render::misses_svg::watched_threads(report);
         let mut lates: Vec<&LateActivation> = report
             .late_activations
             .iter()

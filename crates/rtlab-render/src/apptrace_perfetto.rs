@@ -2,8 +2,8 @@
 //! same content as the SVG — every thread's running / runnable / blocked spans, and the findings
 //! (inversions, hangs, starvation) as spans on the threads they concern. Times in µs.
 
-use crate::analyze::report::TraceReport;
-use crate::analyze::timeline::Span;
+use rtlab_core::apptrace_report::TraceReport;
+use rtlab_core::apptrace_timeline::Span;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! The analysis result, schema `rtlab.trace/1`: what `--json` writes and the text report, SVG and
 //! Perfetto writers read.
 
-use rtlab_core::header::OutputHeader;
+use crate::header::OutputHeader;
 use serde::Serialize;
 
 pub const SCHEMA: &str = "rtlab.trace/1";

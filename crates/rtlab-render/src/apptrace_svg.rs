@@ -6,8 +6,8 @@
 //! most one rectangle per column and row however many events it has. Hand-built and
 //! deterministic (same input, same bytes).
 
-use crate::analyze::report::TraceReport;
-use crate::analyze::timeline::{Span, SpanState};
+use rtlab_core::apptrace_report::TraceReport;
+use rtlab_core::apptrace_timeline::{Span, SpanState};
 use rtlab_core::text::escape_markup;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -67,7 +67,7 @@ fn time_label(ns: u64, step: u64) -> String {
 /// The threads to draw: the recorded application's (or those in findings and the busiest).
 fn rows(report: &TraceReport) -> Vec<(i32, String)> {
     let any_target = report.threads.iter().any(|row| row.target);
-    let mut chosen: Vec<&crate::analyze::report::ThreadRow> = if any_target {
+    let mut chosen: Vec<&rtlab_core::apptrace_report::ThreadRow> = if any_target {
         report.threads.iter().filter(|row| row.target).collect()
     } else {
         let mut named: Vec<i32> = Vec::new();

@@ -4,7 +4,7 @@
 //! Only the recorded program's periodic threads count ([`watched_threads`]). Deterministic
 //! (sorted input, fixed palette), so it can be snapshotted.
 
-use crate::analyze::report::{LateActivation, TraceReport};
+use rtlab_core::apptrace_report::{LateActivation, TraceReport};
 use rtlab_core::text::escape_markup;
 use std::fmt::Write as _;
 
@@ -33,7 +33,7 @@ fn is_real_time(policy: &str) -> bool {
 /// least [`SHORTEST_WATCHED_PERIOD_NS`] (shorter "periods" of normal threads are bursts of short
 /// sleeps, not deadlines). Other programs' threads appear only as culprits.
 pub fn watched_threads(report: &TraceReport) -> Vec<i32> {
-    let periodic = |row: &&crate::analyze::report::ThreadRow| {
+    let periodic = |row: &&rtlab_core::apptrace_report::ThreadRow| {
         row.target
             && row
                 .period_ns

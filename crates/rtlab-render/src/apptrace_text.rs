@@ -1,7 +1,7 @@
 //! The text report of `rtlab trace analyze`: the thread table (003's Table 3-1), wake-up chains,
 //! then each kind of finding, worst first. Times in ms / µs.
 
-use crate::analyze::report::{Counted, DeadlineSource, TraceReport};
+use rtlab_core::apptrace_report::{Counted, DeadlineSource, TraceReport};
 use std::fmt::Write as _;
 
 fn ms(ns: u64) -> String {
@@ -314,12 +314,12 @@ fn write_late_list(out: &mut String, report: &TraceReport) {
             })
             .collect();
         let what = match late.kind {
-            crate::analyze::report::LateKind::Late => format!(
+            rtlab_core::apptrace_report::LateKind::Late => format!(
                 "took {} ms of its {} ms period",
                 ms(late.response_ns),
                 ms(late.period_ns)
             ),
-            crate::analyze::report::LateKind::Missed => {
+            rtlab_core::apptrace_report::LateKind::Missed => {
                 format!("missed its {} ms period", ms(late.period_ns))
             }
         };
@@ -336,8 +336,8 @@ fn write_late_list(out: &mut String, report: &TraceReport) {
 }
 
 /// A culprit in a few words, for a critical path.
-fn culprit_short(culprit: &crate::analyze::report::Culprit) -> String {
-    use crate::analyze::report::Culprit;
+fn culprit_short(culprit: &rtlab_core::apptrace_report::Culprit) -> String {
+    use rtlab_core::apptrace_report::Culprit;
     match culprit {
         Culprit::Thread { name, .. } => name.clone(),
         Culprit::Irq { name, .. } => name.clone(),
