@@ -64,8 +64,14 @@ fn time_label(ns: u64, step: u64) -> String {
     }
 }
 
+/// One thread's row: its tid and its label (`name tid · policy priority period`).
+struct Row {
+    tid: i32,
+    label: String,
+}
+
 /// The threads to draw: the recorded application's (or those in findings and the busiest).
-fn rows(report: &TraceReport) -> Vec<(i32, String)> {
+fn rows(report: &TraceReport) -> Vec<Row> {
     let any_target = report.threads.iter().any(|row| row.target);
     let mut chosen: Vec<&rtlab_core::apptrace_report::ThreadRow> = if any_target {
         report.threads.iter().filter(|row| row.target).collect()
@@ -107,56 +113,105 @@ fn rows(report: &TraceReport) -> Vec<(i32, String)> {
                 .period_ns
                 .map(|period| format!(" {:.1} ms", period as f64 / 1e6))
                 .unwrap_or_default();
-            (
-                row.tid,
-                format!(
+            Row {
+                tid: row.tid,
+                label: format!(
                     "{} {} · {} {}{}",
                     row.name, row.tid, policy, row.priority, period
                 ),
-            )
+            }
         })
         .collect()
 }
 
-/// Renders the timeline of `report` from its `spans`.
-pub fn render(report: &TraceReport, spans: &[Span]) -> String {
-    let rows = rows(report);
-    let index: HashMap<i32, usize> = rows
-        .iter()
-        .enumerate()
-        .map(|(row, (tid, _))| (*tid, row))
-        .collect();
-    let first = report.first_ns;
-    let duration = report.duration_ns.max(1);
-    let columns = PLOT_WIDTH as usize;
-    let column_ns = (duration as f64 / columns as f64).max(1.0);
-    // Per row and column, the time in each state.
-    let mut bins = vec![[0u64; 5]; rows.len() * columns];
-    for span in spans {
-        let Some(&row) = index.get(&span.tid) else {
-            continue;
-        };
-        let state = STATES
+/// The plot's geometry: the rows drawn, where each thread's row is, and the time scale.
+struct Plot {
+    rows: Vec<Row>,
+    /// Row index by tid.
+    index: HashMap<i32, usize>,
+    first_ns: u64,
+    duration_ns: u64,
+    columns: usize,
+    column_ns: f64,
+}
+
+impl Plot {
+    fn new(report: &TraceReport) -> Plot {
+        let rows = rows(report);
+        let index = rows
             .iter()
-            .position(|(state, _)| *state == span.state)
-            .unwrap_or(0);
-        let start = span.start_ns.saturating_sub(first) as f64;
-        let end = span.end_ns.saturating_sub(first) as f64;
-        let mut column = (start / column_ns) as usize;
-        while column < columns {
-            let column_start = column as f64 * column_ns;
-            let column_end = column_start + column_ns;
-            if column_start >= end {
-                break;
-            }
-            let overlap = end.min(column_end) - start.max(column_start);
-            if overlap > 0.0 {
-                bins[row * columns + column][state] += overlap as u64;
-            }
-            column += 1;
+            .enumerate()
+            .map(|(position, row)| (row.tid, position))
+            .collect();
+        let duration_ns = report.duration_ns.max(1);
+        let columns = PLOT_WIDTH as usize;
+        Plot {
+            rows,
+            index,
+            first_ns: report.first_ns,
+            duration_ns,
+            columns,
+            column_ns: (duration_ns as f64 / columns as f64).max(1.0),
         }
     }
-    let height = TOP + rows.len() as f64 * (ROW_HEIGHT + ROW_GAP) + 44.0;
+
+    fn x_of(&self, ns: u64) -> f64 {
+        LABEL_WIDTH + ns.saturating_sub(self.first_ns) as f64 / self.duration_ns as f64 * PLOT_WIDTH
+    }
+
+    fn y_of(row: usize) -> f64 {
+        TOP + row as f64 * (ROW_HEIGHT + ROW_GAP)
+    }
+
+    fn bottom(&self) -> f64 {
+        TOP + self.rows.len() as f64 * (ROW_HEIGHT + ROW_GAP)
+    }
+
+    /// Per row and column, the time in each state (indexed as [`STATES`]).
+    fn bins(&self, spans: &[Span]) -> Vec<[u64; 5]> {
+        let (columns, column_ns) = (self.columns, self.column_ns);
+        let mut bins = vec![[0u64; 5]; self.rows.len() * columns];
+        for span in spans {
+            let Some(&row) = self.index.get(&span.tid) else {
+                continue;
+            };
+            let state = STATES
+                .iter()
+                .position(|(state, _)| *state == span.state)
+                .unwrap_or(0);
+            let start = span.start_ns.saturating_sub(self.first_ns) as f64;
+            let end = span.end_ns.saturating_sub(self.first_ns) as f64;
+            let mut column = (start / column_ns) as usize;
+            while column < columns {
+                let column_start = column as f64 * column_ns;
+                let column_end = column_start + column_ns;
+                if column_start >= end {
+                    break;
+                }
+                let overlap = end.min(column_end) - start.max(column_start);
+                if overlap > 0.0 {
+                    bins[row * columns + column][state] += overlap as u64;
+                }
+                column += 1;
+            }
+        }
+        bins
+    }
+}
+
+/// A run of columns of one state, drawn as one rectangle.
+#[derive(Clone, Copy)]
+struct Bar {
+    start_column: usize,
+    /// Index into [`STATES`].
+    state: usize,
+}
+
+/// Renders the timeline of `report` from its `spans`.
+pub fn render(report: &TraceReport, spans: &[Span]) -> String {
+    let plot = Plot::new(report);
+    let bins = plot.bins(spans);
+    let height = TOP + plot.rows.len() as f64 * (ROW_HEIGHT + ROW_GAP) + 44.0;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -170,12 +225,24 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         svg,
         r#"<text x="10" y="20" font-size="15" font-weight="bold">{} — {} threads, {:.3} s, {} inversions, {} hangs</text>"#,
         escape_markup(&report.source.path),
-        rows.len(),
-        duration as f64 / 1e9,
+        plot.rows.len(),
+        plot.duration_ns as f64 / 1e9,
         report.inversions.len(),
         report.hangs.len()
     );
-    // Legend.
+    write_legend(&mut svg);
+    write_axis(&mut svg, &plot);
+    for (row, thread) in plot.rows.iter().enumerate() {
+        write_row(&mut svg, &plot, row, &thread.label, &bins);
+    }
+    write_hangs(&mut svg, &plot, report);
+    write_inversions(&mut svg, &plot, report);
+    let _ = writeln!(svg, "</svg>");
+    svg
+}
+
+/// The legend: each state's colour, then the inversion and hang marks.
+fn write_legend(svg: &mut String) {
     let mut x = 10.0;
     for (state, fill) in STATES {
         let _ = writeln!(
@@ -197,8 +264,12 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         r##"<rect x="{x}" y="32" width="14" height="12" fill="#6a1b9a" fill-opacity="0.35"/><text x="{}" y="43">hang / deadlock</text>"##,
         x + 18.0
     );
-    let plot_bottom = TOP + rows.len() as f64 * (ROW_HEIGHT + ROW_GAP);
-    // Axis with grid lines.
+}
+
+/// The time axis with grid lines.
+fn write_axis(svg: &mut String, plot: &Plot) {
+    let plot_bottom = plot.bottom();
+    let duration = plot.duration_ns;
     let step = tick_step(duration);
     let mut tick = 0u64;
     while tick <= duration {
@@ -222,76 +293,89 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
         LABEL_WIDTH + PLOT_WIDTH / 2.0,
         plot_bottom + 34.0
     );
-    // Rows.
-    for (row, (_, label)) in rows.iter().enumerate() {
-        let y = TOP + row as f64 * (ROW_HEIGHT + ROW_GAP);
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            LABEL_WIDTH - 8.0,
-            y + ROW_HEIGHT - 4.0,
-            escape_markup(label)
-        );
-        let _ = writeln!(
-            svg,
-            r##"<rect x="{LABEL_WIDTH}" y="{y:.1}" width="{PLOT_WIDTH}" height="{ROW_HEIGHT}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/>"##
-        );
-        let mut run: Option<(usize, usize)> = None;
-        let flush = |svg: &mut String, run: Option<(usize, usize)>, end: usize| {
-            if let Some((start, state)) = run {
-                let fill = color(STATES[state].0);
-                let bar_height = if state == 0 {
-                    ROW_HEIGHT
-                } else {
-                    ROW_HEIGHT * 0.6
-                };
-                let _ = writeln!(
-                    svg,
-                    r#"<rect x="{:.1}" y="{:.1}" width="{}" height="{bar_height:.1}" fill="{fill}"/>"#,
-                    LABEL_WIDTH + start as f64,
-                    y + (ROW_HEIGHT - bar_height) / 2.0,
-                    end - start
-                );
-            }
-        };
-        for column in 0..columns {
-            let bin = bins[row * columns + column];
-            let total: u64 = bin.iter().sum();
-            // Short runs must stay visible: running wins when it took as long as waiting for a
-            // CPU, and waiting wins over being blocked when it took a tenth of the column.
-            let state = if total == 0 {
-                None
-            } else if bin[0] > 0 && bin[0] >= bin[1] {
-                Some(0)
-            } else if bin[1] * 10 >= column_ns as u64 {
-                Some(1)
+}
+
+/// One thread's row: its label, its background and a rectangle per run of columns in one state.
+fn write_row(svg: &mut String, plot: &Plot, row: usize, label: &str, bins: &[[u64; 5]]) {
+    let y = Plot::y_of(row);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+        LABEL_WIDTH - 8.0,
+        y + ROW_HEIGHT - 4.0,
+        escape_markup(label)
+    );
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{LABEL_WIDTH}" y="{y:.1}" width="{PLOT_WIDTH}" height="{ROW_HEIGHT}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/>"##
+    );
+    let flush = |svg: &mut String, run: Option<Bar>, end: usize| {
+        if let Some(Bar {
+            start_column: start,
+            state,
+        }) = run
+        {
+            let fill = color(STATES[state].0);
+            let bar_height = if state == 0 {
+                ROW_HEIGHT
             } else {
-                (0..5).max_by_key(|state| (bin[*state], 5 - state))
+                ROW_HEIGHT * 0.6
             };
-            match (run, state) {
-                (Some((_, current)), Some(state)) if current == state => {}
-                _ => {
-                    flush(&mut svg, run, column);
-                    run = state.map(|state| (column, state));
-                }
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{:.1}" y="{:.1}" width="{}" height="{bar_height:.1}" fill="{fill}"/>"#,
+                LABEL_WIDTH + start as f64,
+                y + (ROW_HEIGHT - bar_height) / 2.0,
+                end - start
+            );
+        }
+    };
+    let columns = plot.columns;
+    let mut run: Option<Bar> = None;
+    for column in 0..columns {
+        let state = column_state(bins[row * columns + column], plot.column_ns);
+        match (run, state) {
+            (Some(current), Some(state)) if current.state == state => {}
+            _ => {
+                flush(svg, run, column);
+                run = state.map(|state| Bar {
+                    start_column: column,
+                    state,
+                });
             }
         }
-        flush(&mut svg, run, columns);
     }
-    let x_of =
-        |ns: u64| LABEL_WIDTH + ns.saturating_sub(first) as f64 / duration as f64 * PLOT_WIDTH;
-    let y_of = |row: usize| TOP + row as f64 * (ROW_HEIGHT + ROW_GAP);
-    // Hangs: a band over each hung thread's row from its start to its end (or the trace's end).
+    flush(svg, run, columns);
+}
+
+/// The state a column shows (an index into [`STATES`]), from the time it spent in each.
+fn column_state(bin: [u64; 5], column_ns: f64) -> Option<usize> {
+    let total: u64 = bin.iter().sum();
+    // Short runs must stay visible: running wins when it took as long as waiting for a
+    // CPU, and waiting wins over being blocked when it took a tenth of the column.
+    if total == 0 {
+        None
+    } else if bin[0] > 0 && bin[0] >= bin[1] {
+        Some(0)
+    } else if bin[1] * 10 >= column_ns as u64 {
+        Some(1)
+    } else {
+        (0..5).max_by_key(|state| (bin[*state], 5 - state))
+    }
+}
+
+/// Hangs: a band over each hung thread's row from its start to its end (or the trace's end).
+fn write_hangs(svg: &mut String, plot: &Plot, report: &TraceReport) {
     for hang in &report.hangs {
         let end = hang.ended_ns.unwrap_or(report.last_ns);
         for thread in &hang.threads {
-            if let Some(&row) = index.get(&thread.tid) {
-                let x = x_of(hang.since_ns.min(end));
+            if let Some(&row) = plot.index.get(&thread.tid) {
+                let x = plot.x_of(hang.since_ns.min(end));
                 let _ = writeln!(
                     svg,
                     r##"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{ROW_HEIGHT}" fill="#6a1b9a" fill-opacity="0.35"><title>{}</title></rect>"##,
-                    y_of(row),
-                    (x_of(end) - x).max(2.0),
+                    Plot::y_of(row),
+                    (plot.x_of(end) - x).max(2.0),
                     if hang.cycle {
                         "deadlock (wait-for cycle)"
                     } else {
@@ -302,25 +386,28 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
                     svg,
                     r##"<text x="{:.1}" y="{:.1}" fill="#4a148c" font-weight="bold">{}</text>"##,
                     x + 4.0,
-                    y_of(row) + ROW_HEIGHT - 4.0,
+                    Plot::y_of(row) + ROW_HEIGHT - 4.0,
                     if hang.cycle { "DEADLOCK" } else { "HANG" }
                 );
             }
         }
     }
-    // Inversions: a red frame on the high thread's row while it was blocked, joined to the low one.
+}
+
+/// Inversions: a red frame on the high thread's row while it was blocked, joined to the low one.
+fn write_inversions(svg: &mut String, plot: &Plot, report: &TraceReport) {
     for inversion in &report.inversions {
-        let x = x_of(inversion.at_ns);
-        let width = (x_of(inversion.at_ns + inversion.duration_ns) - x).max(3.0);
+        let x = plot.x_of(inversion.at_ns);
+        let width = (plot.x_of(inversion.at_ns + inversion.duration_ns) - x).max(3.0);
         for (tid, dash) in [
             (inversion.high.tid, ""),
             (inversion.low.tid, r#" stroke-dasharray="3,2""#),
         ] {
-            if let Some(&row) = index.get(&tid) {
+            if let Some(&row) = plot.index.get(&tid) {
                 let _ = writeln!(
                     svg,
                     r##"<rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{}" fill="none" stroke="#b71c1c" stroke-width="2"{dash}><title>priority inversion: {} blocked {:.1} ms behind {}</title></rect>"##,
-                    y_of(row) - 1.0,
+                    Plot::y_of(row) - 1.0,
                     ROW_HEIGHT + 2.0,
                     escape_markup(&inversion.high.name),
                     inversion.duration_ns as f64 / 1e6,
@@ -329,6 +416,4 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
             }
         }
     }
-    let _ = writeln!(svg, "</svg>");
-    svg
 }

@@ -1,7 +1,7 @@
 //! The text report of `rtlab trace analyze`: the thread table (003's Table 3-1), wake-up chains,
 //! then each kind of finding, worst first. Times in ms / µs.
 
-use rtlab_core::apptrace_report::{Counted, DeadlineSource, TraceReport};
+use rtlab_core::apptrace_report::{Counted, DeadlineSource, ThreadRow, TraceReport};
 use std::fmt::Write as _;
 
 fn ms(ns: u64) -> String {
@@ -37,7 +37,27 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
             String::new()
         }
     );
-    let any_target = report.threads.iter().any(|row| row.target);
+    let rows = shown_rows(report, all_threads);
+    write_thread_table(&mut out, report, &rows, all_threads);
+    write_wakeup_chains(&mut out, report, &rows);
+    write_inversions(&mut out, report);
+    write_hangs(&mut out, report);
+    write_starvation(&mut out, report);
+    write_late_activations(&mut out, report);
+    for warning in &report.warnings {
+        let _ = writeln!(out, "\nwarning: {warning}");
+    }
+    out
+}
+
+/// True when the recording said which threads are the target's.
+fn any_target(report: &TraceReport) -> bool {
+    report.threads.iter().any(|row| row.target)
+}
+
+/// The rows the thread table shows: the target's threads, every thread, or the busiest.
+fn shown_rows(report: &TraceReport, all_threads: bool) -> Vec<&ThreadRow> {
+    let any_target = any_target(report);
     let mut rows: Vec<_> = report
         .threads
         .iter()
@@ -48,6 +68,17 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         rows.truncate(DEFAULT_ROWS);
         rows.sort_by(|a, b| a.kernel_prio.cmp(&b.kernel_prio).then(a.tid.cmp(&b.tid)));
     }
+    rows
+}
+
+/// The thread table (003's Table 3-1).
+fn write_thread_table(
+    out: &mut String,
+    report: &TraceReport,
+    rows: &[&ThreadRow],
+    all_threads: bool,
+) {
+    let any_target = any_target(report);
     let _ = writeln!(
         out,
         "\nThreads{}:",
@@ -71,7 +102,7 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         "p99 µs",
         "cpu %",
     );
-    for row in &rows {
+    for row in rows {
         let policy = row.policy.replace("SCHED_", "");
         let _ = writeln!(
             out,
@@ -89,7 +120,10 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
             top(&row.wakers),
         );
     }
-    // Wake-up chains: follow each thread's usual waker back to an interrupt or a thread outside.
+}
+
+/// Wake-up chains: follow each thread's usual waker back to an interrupt or a thread outside.
+fn write_wakeup_chains(out: &mut String, report: &TraceReport, rows: &[&ThreadRow]) {
     let shown: std::collections::HashMap<i32, &str> = rows
         .iter()
         .map(|row| (row.tid, row.name.as_str()))
@@ -100,7 +134,7 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
         .filter_map(|row| row.wakers.first().map(|waker| (row.tid, waker.tid)))
         .collect();
     let mut chains: Vec<Vec<i32>> = Vec::new();
-    for row in &rows {
+    for row in rows {
         // Chains end at threads that wake nobody shown.
         if row.wakes.iter().any(|woken| {
             shown.contains_key(&woken.tid) && usual_waker.get(&woken.tid) == Some(&row.tid)
@@ -128,6 +162,10 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
             let _ = writeln!(out, "  {}", names.join(" → "));
         }
     }
+}
+
+/// Priority inversions (the first ten) and priority-inheritance boosts (the first five).
+fn write_inversions(out: &mut String, report: &TraceReport) {
     let _ = writeln!(out, "\nPriority inversions: {}", report.inversions.len());
     for inversion in report.inversions.iter().take(10) {
         let middle: Vec<String> = inversion
@@ -174,6 +212,10 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
             );
         }
     }
+}
+
+/// Hangs and deadlocks.
+fn write_hangs(out: &mut String, report: &TraceReport) {
     let _ = writeln!(
         out,
         "\nHangs (blocked on a futex longer than {} ms): {}",
@@ -210,6 +252,10 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
             threads.join("; ")
         );
     }
+}
+
+/// Starvation (the first ten), with who ran meanwhile.
+fn write_starvation(out: &mut String, report: &TraceReport) {
     let _ = writeln!(
         out,
         "\nStarvation (runnable longer than {} ms): {}",
@@ -233,11 +279,6 @@ pub fn render(report: &TraceReport, all_threads: bool) -> String {
             ran.join(", ")
         );
     }
-    write_late_activations(&mut out, report);
-    for warning in &report.warnings {
-        let _ = writeln!(out, "\nwarning: {warning}");
-    }
-    out
 }
 
 /// The late activations part of the text report: how many, then the first ten, each with its

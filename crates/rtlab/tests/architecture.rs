@@ -817,8 +817,6 @@ const STILL_TOO_LONG: &[&str] = &[
     "crates/rtlab-apptrace/src/analyze/mod.rs push",
     "crates/rtlab-apptrace/src/decode.rs decode",
     "crates/rtlab-apptrace/src/record.rs record",
-    "crates/rtlab-render/src/apptrace_svg.rs render",
-    "crates/rtlab-render/src/apptrace_text.rs render",
     "crates/rtlab/src/commands/reserve_auto.rs run",
     "crates/rtlab/src/commands/trace_watch.rs run",
 ];
