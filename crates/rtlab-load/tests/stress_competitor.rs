@@ -1,7 +1,7 @@
 //! Competitor threads spin at their policy, stop when asked or at their deadline, and the
 //! watchdog demotes an RT thread that would outlive the run.
 
-use rtlab_probe::competitor::{self, CompetitorSpec, Guarded, StopReason, Watchdog};
+use rtlab_load::competitor::{self, CompetitorSpec, Guarded, StopReason, Watchdog};
 use rtlab_sys::sched::{thread_policy, Policy};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;

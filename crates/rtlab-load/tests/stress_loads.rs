@@ -7,7 +7,7 @@
 
 use rtlab_testkit::wait;
 
-use rtlab_probe::stress::{self, StressOptions, StressSpec, StressorReport};
+use rtlab_load::stress::{self, StressOptions, StressSpec, StressorReport};
 use rtlab_sys::load_syscalls::{forks_since_boot, process_io, ProcessIo};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

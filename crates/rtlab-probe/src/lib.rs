@@ -1,4 +1,5 @@
-//! rtlab-probe: the measuring threads, hand-off chains, stress loads and competitor threads.
+//! rtlab-probe: the measuring threads and hand-off chains (the load they measure under is
+//! rtlab-load's).
 //!
 //! The probe is what turns "how late does this machine run my thread?" into numbers: pinned
 //! periodic timer threads per CPU and priority class, and waiter threads woken by them, each
@@ -11,15 +12,12 @@ pub mod schedule;
 #[cfg(windows)]
 pub mod windows;
 
-// Linux only: the measuring threads, loads and competitors (Windows has its own in `windows`).
+// Linux only: the measuring threads (Windows has its own in `windows`).
 cfg_if::cfg_if! {
     if #[cfg(target_os = "linux")] {
         pub mod buffer_experiment;
         pub mod class;
-        pub mod competitor;
         pub mod probe;
-        pub mod profile;
-        pub mod stress;
         pub mod timers;
     }
 }

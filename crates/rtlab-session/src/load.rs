@@ -12,9 +12,9 @@ use rtlab_analysis::tail::UsageModel;
 use rtlab_core::{
     CommandRun, CompetitorEntry, CompetitorRun, Load, LoadProfile, LoadUsage, StressorRun,
 };
-use rtlab_probe::competitor::{self, CompetitorSpec, RunningCompetitors};
-use rtlab_probe::profile::{find_profile, profile_names, Profile};
-use rtlab_probe::stress::{self, RunningStress, StressOptions, StressSpec};
+use rtlab_load::competitor::{self, CompetitorSpec, RunningCompetitors};
+use rtlab_load::profile::{find_profile, profile_names, Profile};
+use rtlab_load::stress::{self, RunningStress, StressOptions, StressSpec};
 use rtlab_sys::load_supervisor::SupervisedLoad;
 use rtlab_sys::load_syscalls::{signal_process_group, GroupSignal};
 use std::collections::BTreeMap;

@@ -17,6 +17,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     // helpers (error_chain).
     ("rtlab-bpf", &["rtlab-core"]),
     ("rtlab-probe", &["rtlab-core", "rtlab-sys"]),
+    // The load a run measures under: stressors, profiles, competitors. A sibling of the probe, not
+    // above it: neither knows the other, the session joins them.
+    ("rtlab-load", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-explain", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
     (
         "rtlab-apptrace",
@@ -44,6 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-core",
             "rtlab-sys",
             "rtlab-probe",
+            "rtlab-load",
             "rtlab-explain",
             "rtlab-analysis",
             "rtlab-sched",
