@@ -1,6 +1,6 @@
-//! A long-running, low-overhead measurement for fleets (`rtlab monitor`), exported on `/metrics`
-//! in the Prometheus text format (prometheus-client), served by [`http`] (bounded, with
-//! timeouts: no client can stall a scrape).
+//! rtlab-monitor: a long-running, low-overhead measurement for fleets (`rtlab monitor`), exported
+//! on `/metrics` in the Prometheus text format (prometheus-client), served by [`http`] (bounded,
+//! with timeouts: no client can stall a scrape).
 //!
 //! The probe is used as a library, one window at a time: each window starts the measuring threads
 //! (no warm-up after the first), measures for one window, joins them and folds the window's
@@ -13,11 +13,16 @@
 //! Given a [`grants::GrantSource`], the monitor also lists the reservation daemon's grants —
 //! its reservations and the threads programs made real-time through RealtimeKit1 — every
 //! [`grants::REFRESH`] on a thread of its own, and exports them beside the latency.
+//!
+//! Each window is one run as a library call (`rtlab_session::Session`); this crate only repeats
+//! it, exports and serves. Linux only, like the session's runs: on other targets the crate is
+//! empty.
+
+#![cfg(target_os = "linux")]
 
 pub mod grants;
 pub mod http;
 
-use crate::{ExplainConfig, LoadRequest, Observer, RunConfig, Session, SessionError};
 use grants::{GrantMetrics, GrantSource, ListingState};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,6 +32,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use rtlab_core::{Metric, Nanos, RunRecord};
 use rtlab_probe::{Class, ProbeConfig};
+use rtlab_session::{ExplainConfig, LoadRequest, Observer, RunConfig, Session, SessionError};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,8 +4,8 @@
 
 #![cfg(target_os = "linux")]
 
-use rtlab_session::monitor::grants::ListingState;
-use rtlab_session::monitor::http::{MetricsServer, MAX_CONNECTIONS, REQUEST_TIMEOUT};
+use rtlab_monitor::grants::ListingState;
+use rtlab_monitor::http::{MetricsServer, MAX_CONNECTIONS, REQUEST_TIMEOUT};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};

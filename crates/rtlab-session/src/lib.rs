@@ -4,7 +4,8 @@
 //! anything starts, the probe starts, the load starts when warm-up is over, the explain session
 //! calibrates its thresholds and routes late samples to the tracer, and at the end the loads stop,
 //! steal time is accounted, the record is built with its warnings and each series gets its tail
-//! projection. `rtlab run`, `rtlab tune`'s rounds and the monitor all start a run the same way:
+//! projection. `rtlab run`, `rtlab tune`'s rounds and the monitor (rtlab-monitor) all start a run
+//! the same way:
 //!
 //! ```no_run
 //! # use rtlab_session::{RunConfig, Session, NoObserver};
@@ -24,13 +25,12 @@ pub mod tails;
 #[cfg(windows)]
 pub mod windows;
 
-// Linux only: runs, explain, loads, the monitor and timer studies (Windows: `windows`).
+// Linux only: runs, explain, loads and timer studies (Windows: `windows`).
 cfg_if::cfg_if! {
     if #[cfg(target_os = "linux")] {
         pub mod buffer;
         pub mod explain;
         pub mod load;
-        pub mod monitor;
         mod record;
         pub mod supply;
         pub mod timers;

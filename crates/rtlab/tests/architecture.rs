@@ -53,6 +53,12 @@ const LAYERS: &[(&str, &[&str])] = &[
             "rtlab-sched",
         ],
     ),
+    // `rtlab monitor`: sessions window after window, exported; the daemon's grants reach it
+    // through a trait the CLI implements, not through rtlab-client.
+    (
+        "rtlab-monitor",
+        &["rtlab-core", "rtlab-sys", "rtlab-probe", "rtlab-session"],
+    ),
     (
         "rtlab-workload",
         &[

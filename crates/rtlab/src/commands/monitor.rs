@@ -1,13 +1,13 @@
 //! `rtlab monitor`: flags, the start line and exit codes; the measuring windows and the
-//! Prometheus exporter are `rtlab_session::monitor`. The daemon's grants reach the exporter
+//! Prometheus exporter are `rtlab_monitor`. The daemon's grants reach the exporter
 //! through [`DaemonGrants`], which lists the daemon as `rtlab reservations --json` does.
 
 use anyhow::Context as _;
 use rtlab_core::rpc::RESERVATIONS_SCHEMA;
 use rtlab_core::Nanos;
+use rtlab_monitor::grants::{GrantListing, GrantSource};
+use rtlab_monitor::{Monitor, MonitorConfig};
 use rtlab_probe::Class;
-use rtlab_session::monitor::grants::{GrantListing, GrantSource};
-use rtlab_session::monitor::{Monitor, MonitorConfig};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
