@@ -1,4 +1,4 @@
-//! The Done-when of `rtlab trace`: a program with a known structure (`src/bin/trace_demo.rs`:
+//! The Done-when of `rtlab trace`: a program with a known structure (`tests/programs/trace_demo.rs`:
 //! a periodic pipeline, a priority inversion with three priorities, a two-thread deadlock, a
 //! starved thread), recorded live through both recorders (BPF and tracefs) and through trace-cmd,
 //! analysed.

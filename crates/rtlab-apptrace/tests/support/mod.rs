@@ -20,7 +20,7 @@ pub fn require_root_and_tracefs() -> std::sync::MutexGuard<'static, ()> {
     rtlab_testkit::take_turns(&ONE_DEMO_AT_A_TIME)
 }
 
-/// The test program `src/bin/trace_demo.rs`. A binary of this crate, so cargo builds it with the
+/// The test program `tests/programs/trace_demo.rs`. A binary of this crate, so cargo builds it with the
 /// tests, with their features, and says where (`CARGO_BIN_EXE_trace_demo`). As an example it was
 /// built here by `cargo build --example`, whose features differ from the workspace's test build:
 /// that rebuilt most of the tree inside the first test that ran it (44 s of a CI run's tests).
