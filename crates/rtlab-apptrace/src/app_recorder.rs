@@ -14,26 +14,20 @@ use rtlab_explain::error::TraceError;
 use rtlab_explain::format::EventFormat;
 use rtlab_explain::instance::{InstanceBuilder, RingsRead, TraceInstance};
 
-/// The events recorded, as (system, event, required).
-pub const APP_EVENTS: &[(&str, &str, bool)] = &[
-    ("sched", "sched_switch", true),
-    ("sched", "sched_waking", true),
-    ("sched", "sched_wakeup_new", false),
-    ("sched", "sched_process_fork", false),
-    ("sched", "sched_process_exit", false),
-    ("sched", "sched_migrate_task", false),
-    ("sched", "sched_pi_setprio", false),
-    ("syscalls", "sys_enter_futex", false),
-    ("syscalls", "sys_exit_futex", false),
-    ("irq", "irq_handler_entry", false),
-    ("irq", "irq_handler_exit", false),
-    ("irq", "softirq_entry", false),
-    ("irq", "softirq_exit", false),
-    ("irq_vectors", "local_timer_entry", false),
-    ("irq_vectors", "local_timer_exit", false),
-    ("irq_vectors", "reschedule_entry", false),
-    ("irq_vectors", "reschedule_exit", false),
-];
+/// The events recorded, as (system, event, required): the rows of rtlab-core's table this
+/// recorder enables (`rtlab_core::tracepoints::app_tracefs_events`).
+pub fn app_events() -> Vec<(&'static str, &'static str, bool)> {
+    rtlab_core::tracepoints::app_tracefs_events()
+        .into_iter()
+        .map(|(row, need)| {
+            (
+                row.system,
+                row.name,
+                need == rtlab_core::tracepoints::Need::Required,
+            )
+        })
+        .collect()
+}
 
 /// The futex events, whose filter follows the target's threads.
 const FUTEX_EVENTS: [&str; 2] = [
@@ -67,7 +61,7 @@ impl std::fmt::Debug for AppRecorder {
 }
 
 impl AppRecorder {
-    /// Creates the instance with a ring of `buffer_kb` KiB per CPU, enables [`APP_EVENTS`] (the
+    /// Creates the instance with a ring of `buffer_kb` KiB per CPU, enables [`app_events`] (the
     /// futex syscalls filtered to `futex_threads` when given) and starts tracing on the
     /// CLOCK_MONOTONIC clock.
     /// With `markers` (cycle starts, work done), their user-space probes are recorded too:
@@ -78,8 +72,8 @@ impl AppRecorder {
         markers: &[&crate::cycle_marker::CycleMarker],
     ) -> Result<AppRecorder, TraceError> {
         let mut builder = InstanceBuilder::new(buffer_kb as usize).name_suffix("apptrace");
-        for (system, event, required) in APP_EVENTS {
-            builder = builder.event(system, event, *required);
+        for (system, event, required) in app_events() {
+            builder = builder.event(system, event, required);
         }
         for marker in markers {
             let prefix = if marker.at_return {

@@ -23,54 +23,23 @@ pub enum DecodeError {
     },
 }
 
-/// The events the analyses use, as (system, event). Enabling them is the recorder's business.
-pub const USED_EVENTS: &[(&str, &str)] = &[
-    ("sched", "sched_switch"),
-    ("sched", "sched_waking"),
-    ("sched", "sched_wakeup"),
-    ("sched", "sched_wakeup_new"),
-    ("sched", "sched_process_fork"),
-    ("sched", "sched_process_exit"),
-    ("sched", "sched_migrate_task"),
-    ("sched", "sched_pi_setprio"),
-    ("syscalls", "sys_enter_futex"),
-    ("syscalls", "sys_exit_futex"),
-    ("irq", "irq_handler_entry"),
-    ("irq", "irq_handler_exit"),
-    ("irq", "softirq_entry"),
-    ("irq", "softirq_exit"),
-    // x86 interrupt vectors: a timer's wake-up runs in `local_timer`, which the irq events miss.
-    ("irq_vectors", "local_timer_entry"),
-    ("irq_vectors", "local_timer_exit"),
-    ("irq_vectors", "reschedule_entry"),
-    ("irq_vectors", "reschedule_exit"),
-    ("irq_vectors", "call_function_single_entry"),
-    ("irq_vectors", "call_function_single_exit"),
-    ("irq_vectors", "irq_work_entry"),
-    ("irq_vectors", "irq_work_exit"),
-];
-
 /// The `irq` number given to x86 vector events (they have none).
 pub const VECTOR_IRQ: i32 = -1;
 
-/// The tracepoints the analyses decode: the field table's (`rtlab-explain`'s `fields.rs`) but for
-/// the timer, workqueue, IPI and marker events attribution reads.
+/// The tracepoints the analyses decode: those rtlab-core's table (`rtlab_core::tracepoints`)
+/// marks `decoded_by.app` (not the timer, workqueue, IPI and marker events attribution reads),
+/// and every x86 vector, known by name or not (an interrupt all the same).
 fn decoded(tracepoint: Tracepoint) -> bool {
-    use Tracepoint::*;
-    !matches!(
-        tracepoint,
-        HrtimerStart
-            | HrtimerExpireEntry
-            | HrtimerExpireExit
-            | WorkqueueExecuteStart
-            | WorkqueueExecuteEnd
-            | IpiSendCpu
-            | IpiSendCpumask
-            | Print
-    )
+    match tracepoint.row() {
+        Some(row) => row.decoded_by.app,
+        None => matches!(
+            tracepoint,
+            Tracepoint::VectorEntry(None) | Tracepoint::VectorExit(None)
+        ),
+    }
 }
 
-/// Decodes payloads of the [`USED_EVENTS`] it was given formats for.
+/// Decodes payloads of the tracepoints it decodes (`decoded`) it was given formats for.
 #[derive(Clone, Debug, Default)]
 pub struct PayloadDecoder {
     readers: Vec<Option<TracepointLayout>>,
@@ -321,5 +290,28 @@ impl PayloadDecoder {
         }
         emit(event(kind));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_every_tracepoint_the_table_gives_it_and_no_other() {
+        for row in rtlab_core::tracepoints::TRACEPOINTS {
+            let (format, payload) = rtlab_trace::fields::example_event(row.tracepoint, 9).unwrap();
+            let mut decoder = PayloadDecoder::default();
+            let added = decoder.add(&format).unwrap();
+            assert_eq!(added, row.decoded_by.app, "{}", row.full_name());
+            let mut events = Vec::new();
+            decoder
+                .decode(0, 1, &payload, &mut |event| events.push(event))
+                .unwrap();
+            let decoded = events
+                .iter()
+                .any(|event| !matches!(event.kind, EventKind::Name { .. }));
+            assert_eq!(decoded, added, "{}", row.full_name());
+        }
     }
 }

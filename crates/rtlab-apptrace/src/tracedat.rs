@@ -2,13 +2,13 @@
 //! trace-cmd.dat.v6(5) and trace-cmd.dat.v7(5) describe them.
 //!
 //! Only what the analyses need is kept: the ring-buffer page layout (`header_page`,
-//! `header_event`), the formats of the [`crate::decode::USED_EVENTS`], the saved command lines,
+//! `header_event`), the formats of the events `rtlab trace` reads (rtlab-core's table, `app_reads`), the saved command lines,
 //! and where each CPU's pages are. The per-CPU page streams are then decoded a page (or, when
 //! compressed, a chunk) at a time and merged by time, so memory stays at a page or chunk per CPU
 //! however long the trace is. The file is untrusted input: every length and count is checked
 //! against the file, and an error names the byte offset and the section it was reading.
 
-use crate::decode::{PayloadDecoder, USED_EVENTS};
+use crate::decode::PayloadDecoder;
 use crate::model::{Comm, Event, EventKind};
 use rtlab_explain::format::{parse_event_format, parse_header_event, parse_header_page};
 use rtlab_explain::page::{LostEvents, PageDecoder};
@@ -250,9 +250,7 @@ fn is_used_format(system: &str, text: &str) -> bool {
         .and_then(|line| line.strip_prefix("name:"))
         .map(str::trim)
         .unwrap_or("");
-    USED_EVENTS
-        .iter()
-        .any(|(used_system, used_name)| *used_system == system && *used_name == name)
+    rtlab_core::tracepoints::row_named(system, name).is_some_and(|row| row.app_reads)
 }
 
 #[derive(Default)]

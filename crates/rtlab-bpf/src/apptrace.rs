@@ -24,115 +24,23 @@ const FUTEX_NR: Option<u32> = Some(202);
 #[cfg(not(target_arch = "x86_64"))]
 const FUTEX_NR: Option<u32> = None;
 
-/// (program, tracepoint, the tracefs name of what it records), in attach order.
-const PROGRAMS: &[(&str, &str, Option<&str>)] = &[
-    (
-        "apptrace_switch",
-        "sched_switch",
-        Some("sched:sched_switch"),
-    ),
-    (
-        "apptrace_waking",
-        "sched_waking",
-        Some("sched:sched_waking"),
-    ),
-    ("apptrace_wakeup", "sched_wakeup", None),
-    (
-        "apptrace_wakeup_new",
-        "sched_wakeup_new",
-        Some("sched:sched_wakeup_new"),
-    ),
-    (
-        "apptrace_fork",
-        "sched_process_fork",
-        Some("sched:sched_process_fork"),
-    ),
-    (
-        "apptrace_exit",
-        "sched_process_exit",
-        Some("sched:sched_process_exit"),
-    ),
-    (
-        "apptrace_migrate",
-        "sched_migrate_task",
-        Some("sched:sched_migrate_task"),
-    ),
-    (
-        "apptrace_pi_setprio",
-        "sched_pi_setprio",
-        Some("sched:sched_pi_setprio"),
-    ),
-    (
-        "apptrace_sys_enter",
-        "sys_enter",
-        Some("syscalls:sys_enter_futex"),
-    ),
-    (
-        "apptrace_sys_exit",
-        "sys_exit",
-        Some("syscalls:sys_exit_futex"),
-    ),
-    // Exits before entries: an entry seen before its exit's program is attached would leave
-    // the kernel's interrupt depth one too high (until the CPU's next switch).
-    (
-        "apptrace_irq_exit",
-        "irq_handler_exit",
-        Some("irq:irq_handler_exit"),
-    ),
-    (
-        "apptrace_softirq_exit",
-        "softirq_exit",
-        Some("irq:softirq_exit"),
-    ),
-    (
-        "apptrace_timer_exit",
-        "local_timer_exit",
-        Some("irq_vectors:local_timer_exit"),
-    ),
-    (
-        "apptrace_resched_exit",
-        "reschedule_exit",
-        Some("irq_vectors:reschedule_exit"),
-    ),
-    (
-        "apptrace_irq_entry",
-        "irq_handler_entry",
-        Some("irq:irq_handler_entry"),
-    ),
-    (
-        "apptrace_softirq_entry",
-        "softirq_entry",
-        Some("irq:softirq_entry"),
-    ),
-    (
-        "apptrace_timer_entry",
-        "local_timer_entry",
-        Some("irq_vectors:local_timer_entry"),
-    ),
-    (
-        "apptrace_resched_entry",
-        "reschedule_entry",
-        Some("irq_vectors:reschedule_entry"),
-    ),
-];
-
-/// Tracepoints whose absence fails the start; the x86 vectors are attached where they exist.
-const REQUIRED: &[&str] = &[
-    "sched_switch",
-    "sched_waking",
-    "sched_wakeup",
-    "sched_wakeup_new",
-    "sched_process_fork",
-    "sched_process_exit",
-    "sched_migrate_task",
-    "sched_pi_setprio",
-    "sys_enter",
-    "sys_exit",
-    "irq_handler_entry",
-    "irq_handler_exit",
-    "softirq_entry",
-    "softirq_exit",
-];
+/// The programs in attach order, as (program, tracepoint, the tracefs name of what it records,
+/// required): the rows of rtlab-core's table this recorder attaches
+/// (`rtlab_core::tracepoints::app_bpf_programs`). A required tracepoint's absence fails the
+/// start; the x86 vectors are attached where they exist.
+fn programs() -> Vec<(&'static str, &'static str, Option<String>, bool)> {
+    rtlab_core::tracepoints::app_bpf_programs()
+        .into_iter()
+        .map(|(row, program)| {
+            (
+                program.program,
+                program.attach_to,
+                program.records.then(|| row.full_name()),
+                program.need == rtlab_core::tracepoints::Need::Required,
+            )
+        })
+        .collect()
+}
 
 /// The counters the programs keep, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -227,11 +135,11 @@ impl AppBpfRecorder {
             .load(OBJECT)
             .map_err(|error| BpfError::Load(chain(&error)))?;
         let mut enabled = Vec::new();
-        for (program, tracepoint, records) in PROGRAMS {
+        for (program, tracepoint, records, required) in programs() {
             let result = crate::loader::attach_btf_tracepoint(&mut ebpf, program, tracepoint, &btf);
             match result {
-                Ok(()) => enabled.extend(records.map(str::to_owned)),
-                Err(reason) if REQUIRED.contains(tracepoint) => {
+                Ok(()) => enabled.extend(records),
+                Err(reason) if required => {
                     return Err(BpfError::Program {
                         program,
                         tracepoint,

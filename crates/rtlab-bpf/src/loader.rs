@@ -63,57 +63,24 @@ fn place_tid(table: &mut [u8; TID_TABLE_SIZE], tid: u32, slot: u32) -> bool {
     }
 }
 
-/// (program, tracepoint, in the standard event set). The full set attaches all.
-const PROGRAMS: &[(&str, &str, bool)] = &[
-    ("rtlab_sched_switch", "sched_switch", true),
-    ("rtlab_sched_waking", "sched_waking", true),
-    ("rtlab_irq_handler_entry", "irq_handler_entry", true),
-    ("rtlab_irq_handler_exit", "irq_handler_exit", true),
-    ("rtlab_softirq_entry", "softirq_entry", true),
-    ("rtlab_softirq_exit", "softirq_exit", true),
-    // The measuring threads' timers are found here (the tracepoint carries their expiry): the
-    // recorder needs these in both sets.
-    ("rtlab_hrtimer_expire_entry", "hrtimer_expire_entry", true),
-    ("rtlab_hrtimer_expire_exit", "hrtimer_expire_exit", true),
-    (
-        "rtlab_workqueue_execute_start",
-        "workqueue_execute_start",
-        true,
-    ),
-    ("rtlab_workqueue_execute_end", "workqueue_execute_end", true),
-    ("rtlab_reschedule_entry", "reschedule_entry", true),
-    ("rtlab_reschedule_exit", "reschedule_exit", true),
-    ("rtlab_call_function_entry", "call_function_entry", true),
-    ("rtlab_call_function_exit", "call_function_exit", true),
-    (
-        "rtlab_call_function_single_entry",
-        "call_function_single_entry",
-        true,
-    ),
-    (
-        "rtlab_call_function_single_exit",
-        "call_function_single_exit",
-        true,
-    ),
-    ("rtlab_irq_work_entry", "irq_work_entry", true),
-    ("rtlab_irq_work_exit", "irq_work_exit", true),
-    ("rtlab_local_timer_entry", "local_timer_entry", false),
-    ("rtlab_local_timer_exit", "local_timer_exit", false),
-    ("rtlab_sched_wakeup", "sched_wakeup", false),
-    ("rtlab_sched_migrate_task", "sched_migrate_task", false),
-];
-
-/// Tracepoints whose absence fails the start; the others are attached where the kernel has them.
-const REQUIRED: &[&str] = &[
-    "sched_switch",
-    "sched_waking",
-    "irq_handler_entry",
-    "irq_handler_exit",
-    "softirq_entry",
-    "softirq_exit",
-    "hrtimer_expire_entry",
-    "hrtimer_expire_exit",
-];
+/// The programs in attach order, as (program, tracepoint, in the standard event set, required):
+/// the rows of rtlab-core's table this recorder attaches
+/// (`rtlab_core::tracepoints::explain_bpf_programs`). The full set attaches all; a required
+/// tracepoint's absence fails the start, the others are attached where the kernel has them.
+fn programs() -> Vec<(&'static str, &'static str, bool, bool)> {
+    use rtlab_core::tracepoints::{ExplainSet, Need};
+    rtlab_core::tracepoints::explain_bpf_programs()
+        .into_iter()
+        .map(|(row, program)| {
+            (
+                program.program,
+                row.name,
+                program.set == ExplainSet::Standard,
+                program.need == Need::Required,
+            )
+        })
+        .collect()
+}
 
 #[derive(Debug, Error)]
 pub enum BpfError {
@@ -369,14 +336,13 @@ impl BpfRecorder {
                 .map_err(map_error("thresholds"))?;
         }
         let mut attached = Vec::new();
-        for (program, tracepoint, standard) in PROGRAMS {
+        for (program, tracepoint, standard, required) in programs() {
             if !standard && !config.full_events {
                 continue;
             }
-            let required = REQUIRED.contains(tracepoint);
             let result = attach_btf_tracepoint(&mut ebpf, program, tracepoint, &btf);
             match result {
-                Ok(()) => attached.push(*tracepoint),
+                Ok(()) => attached.push(tracepoint),
                 Err(reason) if required => {
                     return Err(BpfError::Program {
                         program,
@@ -539,8 +505,8 @@ impl BpfRecorder {
     /// Each attached program's kernel-side cost so far (zero unless [`RunTimeStats`] is on).
     pub fn program_costs(&self) -> Result<Vec<ProgramCost>, BpfError> {
         let mut costs = Vec::new();
-        for (program, tracepoint, _) in PROGRAMS {
-            if !self.attached.contains(tracepoint) {
+        for (program, tracepoint, _, _) in programs() {
+            if !self.attached.contains(&tracepoint) {
                 continue;
             }
             let info = self

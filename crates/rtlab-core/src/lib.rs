@@ -38,6 +38,7 @@ pub mod time_value;
 pub mod timer_audit;
 pub mod timer_change;
 pub mod timer_study;
+pub mod tracepoints;
 pub mod tune_report;
 pub mod units;
 

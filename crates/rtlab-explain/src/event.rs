@@ -178,36 +178,6 @@ pub enum EventSet {
     Full,
 }
 
-/// Events of both sets, as (system, event, required). Optional ones are used when present.
-const STANDARD_EVENTS: &[(&str, &str, bool)] = &[
-    ("sched", "sched_switch", true),
-    ("sched", "sched_waking", true),
-    ("irq", "irq_handler_entry", true),
-    ("irq", "irq_handler_exit", true),
-    ("irq", "softirq_entry", true),
-    ("irq", "softirq_exit", true),
-    ("workqueue", "workqueue_execute_start", false),
-    ("workqueue", "workqueue_execute_end", false),
-    ("ipi", "ipi_send_cpu", false),
-    ("ipi", "ipi_send_cpumask", false),
-];
-
-/// What the full set adds.
-const FULL_ONLY_EVENTS: &[(&str, &str, bool)] = &[
-    ("timer", "hrtimer_expire_entry", false),
-    ("timer", "hrtimer_expire_exit", false),
-    ("timer", "hrtimer_start", false),
-    ("sched", "sched_wakeup", false),
-    ("sched", "sched_migrate_task", false),
-];
-
-/// x86 interrupt vectors traced as enter/exit pairs when the `irq_vectors` system exists: every
-/// vector the field table knows by name.
-pub const RECORDED_VECTORS: &[&str] = crate::fields::NAMED_VECTORS;
-
-/// The vector that fires on every timer expiry, the probe's included: in the full set only.
-const FULL_ONLY_VECTOR: &str = "local_timer";
-
 impl EventSet {
     pub fn name(self) -> &'static str {
         match self {
@@ -216,23 +186,19 @@ impl EventSet {
         }
     }
 
-    /// The events to enable, as (system, event, required).
+    /// The events to enable, as (system, event, required): the set's rows of rtlab-core's
+    /// table (`rtlab_core::tracepoints::explain_tracefs_events`).
     pub fn events(self) -> Vec<(String, String, bool)> {
-        let full = self == EventSet::Full;
-        let mut events: Vec<(String, String, bool)> = STANDARD_EVENTS
-            .iter()
-            .chain(FULL_ONLY_EVENTS.iter().filter(|_| full))
-            .map(|(system, event, required)| (system.to_string(), event.to_string(), *required))
-            .collect();
-        for vector in RECORDED_VECTORS
-            .iter()
-            .filter(|vector| full || **vector != FULL_ONLY_VECTOR)
-        {
-            for suffix in ["entry", "exit"] {
-                events.push(("irq_vectors".into(), format!("{vector}_{suffix}"), false));
-            }
-        }
-        events
+        rtlab_core::tracepoints::explain_tracefs_events(self == EventSet::Full)
+            .into_iter()
+            .map(|(row, need)| {
+                (
+                    row.system.to_owned(),
+                    row.name.to_owned(),
+                    need == rtlab_core::tracepoints::Need::Required,
+                )
+            })
+            .collect()
     }
 }
 
@@ -312,21 +278,11 @@ pub struct EventDecoder {
     type_field: Option<(usize, usize)>,
 }
 
-/// The tracepoints attribution decodes: the field table's (`crate::fields`) but for the process,
-/// futex and priority-inheritance events `rtlab trace` reads, and vectors without a known name.
+/// The tracepoints attribution decodes: those the table (`rtlab_core::tracepoints`) marks
+/// `decoded_by.explain` (not the process, futex and priority-inheritance events `rtlab trace`
+/// reads, nor vectors without a known name).
 fn decoded(tracepoint: Tracepoint) -> bool {
-    use Tracepoint::*;
-    !matches!(
-        tracepoint,
-        SchedWakeupNew
-            | SchedProcessFork
-            | SchedProcessExit
-            | SchedPiSetprio
-            | SysEnterFutex
-            | SysExitFutex
-            | VectorEntry(None)
-            | VectorExit(None)
-    )
+    tracepoint.row().is_some_and(|row| row.decoded_by.explain)
 }
 
 /// The tracepoint of `format` when attribution decodes it.
@@ -510,6 +466,18 @@ pub(crate) mod tests {
                 decoded_tracepoint(&format).is_some(),
                 "{event} has no decoder"
             );
+        }
+    }
+
+    #[test]
+    fn decodes_every_tracepoint_the_table_gives_it_and_no_other() {
+        for row in rtlab_core::tracepoints::TRACEPOINTS {
+            let (format, payload) = crate::fields::example_event(row.tracepoint, 9).unwrap();
+            let mut decoder = EventDecoder::default();
+            let added = decoder.add(&format).unwrap();
+            assert_eq!(added, row.decoded_by.explain, "{}", row.full_name());
+            let event = decoder.decode(0, 1, &payload).unwrap();
+            assert_eq!(event.is_some(), added, "{}", row.full_name());
         }
     }
 

@@ -1,5 +1,6 @@
-//! The one table of the tracepoints rtlab decodes and the fields it reads from each, resolved
-//! against the kernel's `format` files into offsets, sizes and layouts.
+//! The fields rtlab reads from each tracepoint (named in rtlab-core's table,
+//! `rtlab_core::tracepoints`), resolved against the kernel's `format` files into offsets, sizes
+//! and layouts.
 //!
 //! Both payload decoders use it: the explain recorder's (`event.rs`, [`crate::EventDecoder`]) and
 //! `rtlab trace`'s (`rtlab-apptrace`'s `decode.rs`, over live rings and trace.dat files). Each
@@ -10,125 +11,9 @@
 
 use crate::format::{EventFormat, FieldLayout};
 
-/// The x86 interrupt vectors known by name (`irq_vectors:<name>_entry` / `_exit`).
-pub const NAMED_VECTORS: &[&str] = &[
-    "local_timer",
-    "reschedule",
-    "call_function",
-    "call_function_single",
-    "irq_work",
-    "x86_platform_ipi",
-    "thermal_apic",
-    "error_apic",
-    "spurious_apic",
-];
-
-/// A tracepoint rtlab decodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tracepoint {
-    SchedSwitch,
-    SchedWaking,
-    SchedWakeup,
-    SchedWakeupNew,
-    SchedProcessFork,
-    SchedProcessExit,
-    SchedMigrateTask,
-    SchedPiSetprio,
-    SysEnterFutex,
-    SysExitFutex,
-    IrqHandlerEntry,
-    IrqHandlerExit,
-    SoftirqEntry,
-    SoftirqExit,
-    HrtimerStart,
-    HrtimerExpireEntry,
-    HrtimerExpireExit,
-    WorkqueueExecuteStart,
-    WorkqueueExecuteEnd,
-    IpiSendCpu,
-    IpiSendCpumask,
-    /// `ftrace:print`, a `trace_marker` write.
-    Print,
-    /// `irq_vectors:<name>_entry`; the name when it is one of [`NAMED_VECTORS`].
-    VectorEntry(Option<&'static str>),
-    VectorExit(Option<&'static str>),
-}
-
-impl Tracepoint {
-    /// The tracepoint `system:name` is, if rtlab decodes it.
-    pub fn of(system: &str, name: &str) -> Option<Tracepoint> {
-        use Tracepoint::*;
-        Some(match (system, name) {
-            ("sched", "sched_switch") => SchedSwitch,
-            ("sched", "sched_waking") => SchedWaking,
-            ("sched", "sched_wakeup") => SchedWakeup,
-            ("sched", "sched_wakeup_new") => SchedWakeupNew,
-            ("sched", "sched_process_fork") => SchedProcessFork,
-            ("sched", "sched_process_exit") => SchedProcessExit,
-            ("sched", "sched_migrate_task") => SchedMigrateTask,
-            ("sched", "sched_pi_setprio") => SchedPiSetprio,
-            ("syscalls", "sys_enter_futex") => SysEnterFutex,
-            ("syscalls", "sys_exit_futex") => SysExitFutex,
-            ("irq", "irq_handler_entry") => IrqHandlerEntry,
-            ("irq", "irq_handler_exit") => IrqHandlerExit,
-            ("irq", "softirq_entry") => SoftirqEntry,
-            ("irq", "softirq_exit") => SoftirqExit,
-            ("timer", "hrtimer_start") => HrtimerStart,
-            ("timer", "hrtimer_expire_entry") => HrtimerExpireEntry,
-            ("timer", "hrtimer_expire_exit") => HrtimerExpireExit,
-            ("workqueue", "workqueue_execute_start") => WorkqueueExecuteStart,
-            ("workqueue", "workqueue_execute_end") => WorkqueueExecuteEnd,
-            ("ipi", "ipi_send_cpu") => IpiSendCpu,
-            ("ipi", "ipi_send_cpumask") => IpiSendCpumask,
-            ("ftrace", "print") => Print,
-            ("irq_vectors", name) => {
-                let named = |vector: &str| NAMED_VECTORS.iter().copied().find(|n| *n == vector);
-                if let Some(vector) = name.strip_suffix("_entry") {
-                    VectorEntry(named(vector))
-                } else if let Some(vector) = name.strip_suffix("_exit") {
-                    VectorExit(named(vector))
-                } else {
-                    return None;
-                }
-            }
-            _ => return None,
-        })
-    }
-
-    /// The fields read, in the order a decoder indexes them (common fields apart).
-    pub fn fields(self) -> &'static [&'static str] {
-        use Tracepoint::*;
-        match self {
-            SchedSwitch => &[
-                "prev_comm",
-                "prev_pid",
-                "prev_prio",
-                "prev_state",
-                "next_comm",
-                "next_pid",
-                "next_prio",
-            ],
-            SchedWaking | SchedWakeup => &["comm", "pid", "prio", "target_cpu"],
-            SchedWakeupNew => &["comm", "pid", "prio"],
-            SchedProcessFork => &["parent_pid", "child_comm", "child_pid"],
-            SchedProcessExit => &["comm", "pid"],
-            SchedMigrateTask => &["pid", "prio", "orig_cpu", "dest_cpu"],
-            SchedPiSetprio => &["comm", "pid", "oldprio", "newprio"],
-            SysEnterFutex => &["uaddr", "op", "val"],
-            SysExitFutex => &["ret"],
-            IrqHandlerEntry => &["irq", "name"],
-            IrqHandlerExit => &["irq"],
-            SoftirqEntry | SoftirqExit => &["vec"],
-            HrtimerStart => &["hrtimer", "function", "expires"],
-            HrtimerExpireEntry => &["hrtimer", "now", "function"],
-            HrtimerExpireExit => &["hrtimer"],
-            WorkqueueExecuteStart | WorkqueueExecuteEnd => &["function"],
-            IpiSendCpu => &["cpu"],
-            Print => &["buf"],
-            IpiSendCpumask | VectorEntry(_) | VectorExit(_) => &[],
-        }
-    }
-}
+/// The tracepoints and their fields are rtlab-core's table (`rtlab_core::tracepoints`), here
+/// under the names the decoders have always used.
+pub use rtlab_core::tracepoints::{Tracepoint, NAMED_VECTORS};
 
 /// Where one field is in a payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,26 +124,54 @@ impl TracepointLayout {
     }
 }
 
+/// A `format` with `tracepoint`'s fields (names: 16-byte arrays; `name` and `buf`: dynamic
+/// strings; the rest 8-byte integers) and a payload that fills them: for the decoders' tests
+/// that each decodes every tracepoint the table says it does.
+pub fn example_event(tracepoint: Tracepoint, id: u16) -> Option<(EventFormat, Vec<u8>)> {
+    let row = tracepoint.row()?;
+    let mut text = format!("name: {}\nID: {id}\nformat:\n", row.name);
+    text.push_str("\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n");
+    text.push_str("\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n");
+    let mut payload = id.to_ne_bytes().to_vec();
+    payload.extend_from_slice(&[0, 0]);
+    payload.extend_from_slice(&7i32.to_ne_bytes());
+    let mut strings = Vec::new();
+    for field in row.fields {
+        let offset = payload.len();
+        if field.ends_with("comm") {
+            text.push_str(&format!(
+                "\tfield:char {field}[16];\toffset:{offset};\tsize:16;\tsigned:0;\n"
+            ));
+            payload.extend_from_slice(b"task\0\0\0\0\0\0\0\0\0\0\0\0");
+        } else if matches!(*field, "name" | "buf") {
+            text.push_str(&format!(
+                "\tfield:__data_loc char[] {field};\toffset:{offset};\tsize:4;\tsigned:0;\n"
+            ));
+            strings.push(offset);
+            payload.extend_from_slice(&[0; 4]);
+        } else {
+            text.push_str(&format!(
+                "\tfield:u64 {field};\toffset:{offset};\tsize:8;\tsigned:0;\n"
+            ));
+            payload.extend_from_slice(&3u64.to_ne_bytes());
+        }
+    }
+    for offset in strings {
+        let location = (2u32 << 16) | payload.len() as u32;
+        payload[offset..offset + 4].copy_from_slice(&location.to_ne_bytes());
+        payload.extend_from_slice(b"x\0");
+    }
+    text.push_str("\nprint fmt: \"x\"\n");
+    let format = crate::format::parse_event_format(row.system, &text).ok()?;
+    Some((format, payload))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::parse_event_format;
 
     const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
-
-    #[test]
-    fn vectors_are_known_by_name_or_not_at_all() {
-        assert_eq!(
-            Tracepoint::of("irq_vectors", "local_timer_entry"),
-            Some(Tracepoint::VectorEntry(Some("local_timer")))
-        );
-        assert_eq!(
-            Tracepoint::of("irq_vectors", "brand_new_exit"),
-            Some(Tracepoint::VectorExit(None))
-        );
-        assert_eq!(Tracepoint::of("irq_vectors", "local_timer"), None);
-        assert_eq!(Tracepoint::of("sched", "sched_stat_runtime"), None);
-    }
 
     #[test]
     fn a_layout_names_the_missing_field_and_reads_untrusted_payloads_safely() {
