@@ -144,21 +144,7 @@ impl PayloadDecoder {
                 field: "common_type",
                 length: payload.len(),
             })? as u16;
-        if let Some(&(_, pid_slot, work_done)) = self
-            .markers
-            .iter()
-            .find(|(marker_id, _, _)| *marker_id == id)
-        {
-            let tid = pid_slot.integer(payload).ok_or(DecodeError::ShortPayload {
-                id,
-                field: "common_pid",
-                length: payload.len(),
-            })? as i32;
-            let kind = if work_done {
-                EventKind::WorkDone { tid }
-            } else {
-                EventKind::CycleMarker { tid }
-            };
+        if let Some(kind) = self.marker_kind(id, payload)? {
             emit(Event {
                 timestamp_ns,
                 cpu,
@@ -169,128 +155,209 @@ impl PayloadDecoder {
         let Some(Some(reader)) = self.readers.get(usize::from(id)) else {
             return Ok(());
         };
-        let short = |field: &'static str| DecodeError::ShortPayload {
-            id,
-            field,
-            length: payload.len(),
-        };
-        let int = |index: usize| -> Result<i64, DecodeError> {
-            let slot = reader.fields[index];
-            slot.integer(payload).ok_or_else(|| short(slot.name))
-        };
-        let comm = |index: usize| -> Result<Comm, DecodeError> {
-            let slot = reader.fields[index];
-            slot.bytes(payload)
-                .map(Comm::from_bytes)
-                .ok_or_else(|| short(slot.name))
-        };
-        let current = reader
-            .common_pid
-            .integer(payload)
-            .ok_or_else(|| short("common_pid"))? as i32;
-        let tracepoint = reader.tracepoint;
-        let event = |kind: EventKind| Event {
-            timestamp_ns,
-            cpu,
-            kind,
-        };
-        let mut names: [Option<(i32, Comm)>; 2] = [None, None];
-        let kind = match tracepoint {
-            Tracepoint::SchedSwitch => {
-                let prev_tid = int(1)? as i32;
-                let next_tid = int(5)? as i32;
-                names = [Some((prev_tid, comm(0)?)), Some((next_tid, comm(4)?))];
-                EventKind::Switch {
-                    prev_tid,
-                    prev_prio: int(2)? as i32,
-                    prev_state: int(3)? as u32,
-                    next_tid,
-                    next_prio: int(6)? as i32,
-                }
-            }
-            Tracepoint::SchedWaking | Tracepoint::SchedWakeup => {
-                if tracepoint == Tracepoint::SchedWakeup && self.has_waking {
-                    return Ok(());
-                }
-                let tid = int(1)? as i32;
-                names[0] = Some((tid, comm(0)?));
-                EventKind::Waking {
-                    tid,
-                    prio: int(2)? as i32,
-                    waker: current,
-                    target_cpu: int(3)? as i32,
-                }
-            }
-            Tracepoint::SchedWakeupNew => {
-                let tid = int(1)? as i32;
-                names[0] = Some((tid, comm(0)?));
-                EventKind::WakeupNew {
-                    tid,
-                    prio: int(2)? as i32,
-                    waker: current,
-                }
-            }
-            Tracepoint::SchedProcessFork => {
-                let child = int(2)? as i32;
-                names[0] = Some((child, comm(1)?));
-                EventKind::Fork {
-                    parent: int(0)? as i32,
-                    child,
-                }
-            }
-            Tracepoint::SchedProcessExit => EventKind::Exit {
-                tid: int(1)? as i32,
-            },
-            Tracepoint::SchedMigrateTask => EventKind::Migrate {
-                tid: int(0)? as i32,
-                orig_cpu: int(2)? as i32,
-                dest_cpu: int(3)? as i32,
-            },
-            Tracepoint::SchedPiSetprio => {
-                let tid = int(1)? as i32;
-                names[0] = Some((tid, comm(0)?));
-                EventKind::PiSetprio {
-                    tid,
-                    old_prio: int(2)? as i32,
-                    new_prio: int(3)? as i32,
-                    by: current,
-                }
-            }
-            Tracepoint::SysEnterFutex => EventKind::FutexEnter {
-                tid: current,
-                uaddr: int(0)? as u64,
-                op: int(1)? as u32,
-                value: int(2)? as u32,
-            },
-            Tracepoint::SysExitFutex => EventKind::FutexExit {
-                tid: current,
-                result: int(0)?,
-            },
-            Tracepoint::IrqHandlerEntry => EventKind::IrqEntry {
-                irq: int(0)? as i32,
-            },
-            Tracepoint::IrqHandlerExit => EventKind::IrqExit {
-                irq: int(0)? as i32,
-            },
-            Tracepoint::SoftirqEntry => EventKind::SoftirqEntry {
-                vector: int(0)? as u32,
-            },
-            Tracepoint::SoftirqExit => EventKind::SoftirqExit {
-                vector: int(0)? as u32,
-            },
-            Tracepoint::VectorEntry(_) => EventKind::IrqEntry { irq: VECTOR_IRQ },
-            Tracepoint::VectorExit(_) => EventKind::IrqExit { irq: VECTOR_IRQ },
-            // `add` takes no other tracepoint.
-            _ => return Ok(()),
+        let Some((kind, names)) = decode_kind(reader, id, payload, self.has_waking)? else {
+            return Ok(());
         };
         for (tid, comm) in names.into_iter().flatten() {
             if let Some(name_event) = self.note_name(tid, comm, timestamp_ns, cpu) {
                 emit(name_event);
             }
         }
-        emit(event(kind));
+        emit(Event {
+            timestamp_ns,
+            cpu,
+            kind,
+        });
         Ok(())
     }
+
+    /// The event of a marker's user-space probe, when `id` is one.
+    fn marker_kind(&self, id: u16, payload: &[u8]) -> Result<Option<EventKind>, DecodeError> {
+        let Some(&(_, pid_slot, work_done)) = self
+            .markers
+            .iter()
+            .find(|(marker_id, _, _)| *marker_id == id)
+        else {
+            return Ok(None);
+        };
+        let tid = pid_slot.integer(payload).ok_or(DecodeError::ShortPayload {
+            id,
+            field: "common_pid",
+            length: payload.len(),
+        })? as i32;
+        Ok(Some(if work_done {
+            EventKind::WorkDone { tid }
+        } else {
+            EventKind::CycleMarker { tid }
+        }))
+    }
+}
+
+/// The tasks a payload names, (tid, command name): a switch names two.
+type NamedTasks = [Option<(i32, Comm)>; 2];
+
+/// Reads a payload's fields by their position in the table's `fields`, each error naming the
+/// field.
+struct Reader<'payload> {
+    layout: &'payload TracepointLayout,
+    payload: &'payload [u8],
+    id: u16,
+}
+
+impl Reader<'_> {
+    fn short(&self, field: &'static str) -> DecodeError {
+        DecodeError::ShortPayload {
+            id: self.id,
+            field,
+            length: self.payload.len(),
+        }
+    }
+
+    fn int(&self, index: usize) -> Result<i64, DecodeError> {
+        let slot = self.layout.fields[index];
+        slot.integer(self.payload)
+            .ok_or_else(|| self.short(slot.name))
+    }
+
+    fn int32(&self, index: usize) -> Result<i32, DecodeError> {
+        Ok(self.int(index)? as i32)
+    }
+
+    fn comm(&self, index: usize) -> Result<Comm, DecodeError> {
+        let slot = self.layout.fields[index];
+        slot.bytes(self.payload)
+            .map(Comm::from_bytes)
+            .ok_or_else(|| self.short(slot.name))
+    }
+
+    /// The task that was current (`common_pid`).
+    fn current(&self) -> Result<i32, DecodeError> {
+        Ok(self
+            .layout
+            .common_pid
+            .integer(self.payload)
+            .ok_or_else(|| self.short("common_pid"))? as i32)
+    }
+}
+
+/// A payload's event and the tasks it names; None for a `sched_wakeup` when `has_waking`
+/// (`sched_waking` already told it) and for tracepoints `add` does not take.
+fn decode_kind(
+    layout: &TracepointLayout,
+    id: u16,
+    payload: &[u8],
+    has_waking: bool,
+) -> Result<Option<(EventKind, NamedTasks)>, DecodeError> {
+    let read = Reader {
+        layout,
+        payload,
+        id,
+    };
+    let current = read.current()?;
+    let tracepoint = layout.tracepoint;
+    let mut names: NamedTasks = [None, None];
+    let kind = match tracepoint {
+        Tracepoint::SchedSwitch => {
+            let prev_tid = read.int32(1)?;
+            let next_tid = read.int32(5)?;
+            names = [
+                Some((prev_tid, read.comm(0)?)),
+                Some((next_tid, read.comm(4)?)),
+            ];
+            EventKind::Switch {
+                prev_tid,
+                prev_prio: read.int32(2)?,
+                prev_state: read.int(3)? as u32,
+                next_tid,
+                next_prio: read.int32(6)?,
+            }
+        }
+        Tracepoint::SchedWaking | Tracepoint::SchedWakeup => {
+            if tracepoint == Tracepoint::SchedWakeup && has_waking {
+                return Ok(None);
+            }
+            let tid = read.int32(1)?;
+            names[0] = Some((tid, read.comm(0)?));
+            EventKind::Waking {
+                tid,
+                prio: read.int32(2)?,
+                waker: current,
+                target_cpu: read.int32(3)?,
+            }
+        }
+        Tracepoint::SchedWakeupNew => {
+            let tid = read.int32(1)?;
+            names[0] = Some((tid, read.comm(0)?));
+            EventKind::WakeupNew {
+                tid,
+                prio: read.int32(2)?,
+                waker: current,
+            }
+        }
+        Tracepoint::SchedProcessFork => {
+            let child = read.int32(2)?;
+            names[0] = Some((child, read.comm(1)?));
+            EventKind::Fork {
+                parent: read.int32(0)?,
+                child,
+            }
+        }
+        Tracepoint::SchedPiSetprio => {
+            let tid = read.int32(1)?;
+            names[0] = Some((tid, read.comm(0)?));
+            EventKind::PiSetprio {
+                tid,
+                old_prio: read.int32(2)?,
+                new_prio: read.int32(3)?,
+                by: current,
+            }
+        }
+        _ => match decode_unnamed(&read, current)? {
+            Some(kind) => kind,
+            None => return Ok(None),
+        },
+    };
+    Ok(Some((kind, names)))
+}
+
+/// The events that name no task.
+fn decode_unnamed(read: &Reader<'_>, current: i32) -> Result<Option<EventKind>, DecodeError> {
+    Ok(Some(match read.layout.tracepoint {
+        Tracepoint::SchedProcessExit => EventKind::Exit {
+            tid: read.int32(1)?,
+        },
+        Tracepoint::SchedMigrateTask => EventKind::Migrate {
+            tid: read.int32(0)?,
+            orig_cpu: read.int32(2)?,
+            dest_cpu: read.int32(3)?,
+        },
+        Tracepoint::SysEnterFutex => EventKind::FutexEnter {
+            tid: current,
+            uaddr: read.int(0)? as u64,
+            op: read.int(1)? as u32,
+            value: read.int(2)? as u32,
+        },
+        Tracepoint::SysExitFutex => EventKind::FutexExit {
+            tid: current,
+            result: read.int(0)?,
+        },
+        Tracepoint::IrqHandlerEntry => EventKind::IrqEntry {
+            irq: read.int32(0)?,
+        },
+        Tracepoint::IrqHandlerExit => EventKind::IrqExit {
+            irq: read.int32(0)?,
+        },
+        Tracepoint::SoftirqEntry => EventKind::SoftirqEntry {
+            vector: read.int(0)? as u32,
+        },
+        Tracepoint::SoftirqExit => EventKind::SoftirqExit {
+            vector: read.int(0)? as u32,
+        },
+        Tracepoint::VectorEntry(_) => EventKind::IrqEntry { irq: VECTOR_IRQ },
+        Tracepoint::VectorExit(_) => EventKind::IrqExit { irq: VECTOR_IRQ },
+        // `add` takes no other tracepoint.
+        _ => return Ok(None),
+    }))
 }
 
 #[cfg(test)]
