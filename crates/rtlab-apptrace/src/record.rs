@@ -196,29 +196,8 @@ pub fn record<W: Write>(
     stop: &AtomicBool,
     mut progress: impl FnMut(&RecordProgress),
 ) -> Result<(W, RecordSummary), RecordError> {
-    let mut targets = Targets {
-        target: config.target.clone(),
-        child: None,
-        threads: HashMap::new(),
-        policies: HashMap::new(),
-        pids: HashSet::new(),
-    };
-    if let Target::Pid(pid) = config.target {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(RecordError::NoTarget(format!(
-                "process {pid} does not exist"
-            )));
-        }
-    }
     let start_ns = rtlab_sys::clock::monotonic_ns();
-    let mut info_events = targets.refresh(start_ns);
-    if let Target::Comm(name) = &config.target {
-        if targets.pids.is_empty() {
-            return Err(RecordError::NoTarget(format!(
-                "no process is named {name:?}"
-            )));
-        }
-    }
+    let (mut targets, mut pending) = find_targets(&config.target, start_ns)?;
     let processes: Vec<u32> = targets.pids.iter().copied().collect();
     let (mut recorder, bpf_unavailable) = Backend::start(
         config.recorder,
@@ -235,27 +214,9 @@ pub fn record<W: Write>(
     header.recorder = Some(recorder.name().to_owned());
     let mut writer = TraceFileWriter::new(output, &header)?;
     if let Target::Command(command) = &config.target {
-        let (program, arguments) = command
-            .split_first()
-            .ok_or_else(|| RecordError::NoTarget("the command is empty".into()))?;
-        let child = recorder
-            .spawn(std::process::Command::new(program).args(arguments))
-            .map_err(|error| match error {
-                RecordError::SpawnIo(source) => RecordError::Spawn {
-                    command: command.join(" "),
-                    source,
-                },
-                other => other,
-            })?;
-        targets.pids.insert(child.id());
-        targets.child = Some(child);
-        info_events.extend(targets.refresh(rtlab_sys::clock::monotonic_ns()));
-        let processes: Vec<u32> = targets.pids.iter().copied().collect();
-        recorder.set_targets(&targets.threads, &processes)?;
+        pending.extend(start_command(command, &mut recorder, &mut targets)?);
     }
-    let mut pending: Vec<Event> = info_events;
-    let mut waits: HashMap<i32, FutexWait> = HashMap::new();
-    let mut other_policies_read: HashSet<i32> = HashSet::new();
+    let mut watch = Watch::default();
     let mut summary = RecordSummary {
         enabled_events: recorder.enabled_events(),
         removed_stale_instances: recorder.removed_stale_instances(),
@@ -275,111 +236,26 @@ pub fn record<W: Write>(
         }
         let (lost, read_up_to) = recorder.poll(&mut pending, poll_start)?;
         lost_events += lost;
-        // Futex waits of the target's threads; probe the owners of long ones.
-        for event in &pending {
-            match event.kind {
-                EventKind::FutexEnter { tid, uaddr, op, .. } if futex_op::waits(op) => {
-                    waits.insert(
-                        tid,
-                        FutexWait {
-                            uaddr,
-                            since: event.timestamp_ns,
-                            probed: false,
-                        },
-                    );
-                }
-                EventKind::FutexExit { tid, .. } => {
-                    waits.remove(&tid);
-                }
-                _ => {}
-            }
-        }
-        // The policy of the real-time threads that are not the target's, read once each: a
-        // culprit is then named "qhog0 (SCHED_FIFO 95)", not by the classes its priority implies.
-        let mut others = Vec::new();
-        for event in &pending {
-            if let EventKind::Switch {
-                prev_tid,
-                prev_prio,
-                next_tid,
-                next_prio,
-                ..
-            } = event.kind
-            {
-                for (tid, prio) in [(prev_tid, prev_prio), (next_tid, next_prio)] {
-                    if tid > 0
-                        && prio < 100
-                        && !targets.threads.contains_key(&(tid as u32))
-                        && other_policies_read.insert(tid)
-                    {
-                        if let Ok(policy) = rtlab_sys::sched::thread_policy(tid as u32) {
-                            others.push(Event {
-                                timestamp_ns: event.timestamp_ns,
-                                cpu: event.cpu,
-                                kind: EventKind::OtherPolicy {
-                                    tid,
-                                    policy: convert_policy(&policy),
-                                    priority: policy.priority_or_nice(),
-                                },
-                            });
-                        }
-                    }
-                }
-            }
-        }
+        watch.follow_futex_waits(&pending);
+        let others = watch.other_policies(&pending, &targets);
         pending.extend(others);
         let probe_before = poll_start.saturating_sub(config.owner_probe_after.as_nanos() as u64);
-        for (&tid, wait) in waits.iter_mut() {
-            if wait.probed || wait.since > probe_before {
-                continue;
-            }
-            wait.probed = true;
-            let Some(&tgid) = targets.threads.get(&(tid as u32)) else {
-                continue;
-            };
-            let Ok(words) = rtlab_sys::process_locks::read_lock_words(tgid, wait.uaddr) else {
-                continue;
-            };
-            let siblings: Vec<u32> = targets
-                .threads
-                .iter()
-                .filter(|(_, pid)| **pid == tgid)
-                .map(|(tid, _)| *tid)
-                .collect();
-            if let Some(owner) = rtlab_sys::process_locks::lock_owner(words, &siblings) {
-                summary.owners_found += 1;
-                pending.push(Event {
-                    timestamp_ns: poll_start,
-                    cpu: 0,
-                    kind: EventKind::Owner {
-                        waiter: tid,
-                        uaddr: wait.uaddr,
-                        owner: owner as i32,
-                    },
-                });
-            }
-        }
+        let owners = watch.probe_owners(&targets, probe_before, poll_start);
+        summary.owners_found += owners.len() as u64;
+        pending.extend(owners);
         let changed = targets.refresh(poll_start);
         if !changed.is_empty() {
             pending.extend(changed);
             let processes: Vec<u32> = targets.pids.iter().copied().collect();
             recorder.set_targets(&targets.threads, &processes)?;
         }
-        // Everything stamped before `read_up_to` has been read from every ring.
-        pending.sort_by_key(|event| event.timestamp_ns);
-        let ready = if last_round {
-            pending.len()
-        } else {
-            pending.partition_point(|event| event.timestamp_ns < read_up_to)
-        };
-        for event in pending.drain(..ready) {
-            match event.kind {
-                EventKind::CycleMarker { .. } => summary.cycle_markers += 1,
-                EventKind::WorkDone { .. } => summary.work_done_markers += 1,
-                _ => {}
-            }
-            writer.push(&event)?;
-        }
+        write_ready(
+            &mut pending,
+            read_up_to,
+            last_round,
+            &mut writer,
+            &mut summary,
+        )?;
         summary.progress = RecordProgress {
             elapsed_ns: poll_start.saturating_sub(start_ns),
             n_events: writer.n_events(),
@@ -404,17 +280,7 @@ pub fn record<W: Write>(
         }
         recorder.wait(sleep);
     }
-    if let Some(mut child) = targets.child.take() {
-        if matches!(child.try_wait(), Ok(None)) {
-            let _ = child.kill();
-        }
-        let _ = child.wait();
-    }
-    summary.target_pids = {
-        let mut pids: Vec<u32> = targets.pids.iter().copied().collect();
-        pids.sort_unstable();
-        pids
-    };
+    summary.target_pids = end_targets(&mut targets);
     drop(recorder);
     let output = writer.finish(FileTrailer {
         n_events: 0,
@@ -423,4 +289,209 @@ pub fn record<W: Write>(
         interrupted: summary.interrupted,
     })?;
     Ok((output, summary))
+}
+
+/// The target's processes and threads at the start, with their info events; an error when a
+/// pid or a name names no process (a command is started later, by the recorder).
+fn find_targets(target: &Target, start_ns: u64) -> Result<(Targets, Vec<Event>), RecordError> {
+    let mut targets = Targets {
+        target: target.clone(),
+        child: None,
+        threads: HashMap::new(),
+        policies: HashMap::new(),
+        pids: HashSet::new(),
+    };
+    if let Target::Pid(pid) = target {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(RecordError::NoTarget(format!(
+                "process {pid} does not exist"
+            )));
+        }
+    }
+    let info_events = targets.refresh(start_ns);
+    if let Target::Comm(name) = target {
+        if targets.pids.is_empty() {
+            return Err(RecordError::NoTarget(format!(
+                "no process is named {name:?}"
+            )));
+        }
+    }
+    Ok((targets, info_events))
+}
+
+/// Starts the target command through the recorder (which follows it from its first
+/// instruction) and returns its threads' info events.
+fn start_command(
+    command: &[String],
+    recorder: &mut Backend,
+    targets: &mut Targets,
+) -> Result<Vec<Event>, RecordError> {
+    let (program, arguments) = command
+        .split_first()
+        .ok_or_else(|| RecordError::NoTarget("the command is empty".into()))?;
+    let child = recorder
+        .spawn(std::process::Command::new(program).args(arguments))
+        .map_err(|error| match error {
+            RecordError::SpawnIo(source) => RecordError::Spawn {
+                command: command.join(" "),
+                source,
+            },
+            other => other,
+        })?;
+    targets.pids.insert(child.id());
+    targets.child = Some(child);
+    let info_events = targets.refresh(rtlab_sys::clock::monotonic_ns());
+    let processes: Vec<u32> = targets.pids.iter().copied().collect();
+    recorder.set_targets(&targets.threads, &processes)?;
+    Ok(info_events)
+}
+
+/// What the recording watches in the events as they come: the target's futex waits (to read
+/// the owners of long ones) and the other real-time threads whose policy was read.
+#[derive(Default)]
+struct Watch {
+    waits: HashMap<i32, FutexWait>,
+    other_policies_read: HashSet<i32>,
+}
+
+impl Watch {
+    /// Futex waits of the target's threads: begun by a waiting futex call, ended by its return.
+    fn follow_futex_waits(&mut self, pending: &[Event]) {
+        for event in pending {
+            match event.kind {
+                EventKind::FutexEnter { tid, uaddr, op, .. } if futex_op::waits(op) => {
+                    self.waits.insert(
+                        tid,
+                        FutexWait {
+                            uaddr,
+                            since: event.timestamp_ns,
+                            probed: false,
+                        },
+                    );
+                }
+                EventKind::FutexExit { tid, .. } => {
+                    self.waits.remove(&tid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The policy of the real-time threads that are not the target's, read once each: a
+    /// culprit is then named "qhog0 (SCHED_FIFO 95)", not by the classes its priority implies.
+    fn other_policies(&mut self, pending: &[Event], targets: &Targets) -> Vec<Event> {
+        let mut others = Vec::new();
+        for event in pending {
+            let EventKind::Switch {
+                prev_tid,
+                prev_prio,
+                next_tid,
+                next_prio,
+                ..
+            } = event.kind
+            else {
+                continue;
+            };
+            for (tid, prio) in [(prev_tid, prev_prio), (next_tid, next_prio)] {
+                if tid > 0
+                    && prio < 100
+                    && !targets.threads.contains_key(&(tid as u32))
+                    && self.other_policies_read.insert(tid)
+                {
+                    if let Ok(policy) = rtlab_sys::sched::thread_policy(tid as u32) {
+                        others.push(Event {
+                            timestamp_ns: event.timestamp_ns,
+                            cpu: event.cpu,
+                            kind: EventKind::OtherPolicy {
+                                tid,
+                                policy: convert_policy(&policy),
+                                priority: policy.priority_or_nice(),
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        others
+    }
+
+    /// The owners of the futexes target threads have waited on since before `probe_before`,
+    /// read once per wait from the process's memory, as events stamped `poll_start`.
+    fn probe_owners(
+        &mut self,
+        targets: &Targets,
+        probe_before: u64,
+        poll_start: u64,
+    ) -> Vec<Event> {
+        let mut owners = Vec::new();
+        for (&tid, wait) in self.waits.iter_mut() {
+            if wait.probed || wait.since > probe_before {
+                continue;
+            }
+            wait.probed = true;
+            let Some(&tgid) = targets.threads.get(&(tid as u32)) else {
+                continue;
+            };
+            let Ok(words) = rtlab_sys::process_locks::read_lock_words(tgid, wait.uaddr) else {
+                continue;
+            };
+            let siblings: Vec<u32> = targets
+                .threads
+                .iter()
+                .filter(|(_, pid)| **pid == tgid)
+                .map(|(tid, _)| *tid)
+                .collect();
+            if let Some(owner) = rtlab_sys::process_locks::lock_owner(words, &siblings) {
+                owners.push(Event {
+                    timestamp_ns: poll_start,
+                    cpu: 0,
+                    kind: EventKind::Owner {
+                        waiter: tid,
+                        uaddr: wait.uaddr,
+                        owner: owner as i32,
+                    },
+                });
+            }
+        }
+        owners
+    }
+}
+
+/// Writes the pending events stamped before `read_up_to` (everything there has been read from
+/// every ring), or all of them in the last round, in time order; counts the markers.
+fn write_ready<W: Write>(
+    pending: &mut Vec<Event>,
+    read_up_to: u64,
+    last_round: bool,
+    writer: &mut TraceFileWriter<W>,
+    summary: &mut RecordSummary,
+) -> Result<(), RecordError> {
+    pending.sort_by_key(|event| event.timestamp_ns);
+    let ready = if last_round {
+        pending.len()
+    } else {
+        pending.partition_point(|event| event.timestamp_ns < read_up_to)
+    };
+    for event in pending.drain(..ready) {
+        match event.kind {
+            EventKind::CycleMarker { .. } => summary.cycle_markers += 1,
+            EventKind::WorkDone { .. } => summary.work_done_markers += 1,
+            _ => {}
+        }
+        writer.push(&event)?;
+    }
+    Ok(())
+}
+
+/// Ends a command the recording started, if still running, and returns the target's pids.
+fn end_targets(targets: &mut Targets) -> Vec<u32> {
+    if let Some(mut child) = targets.child.take() {
+        if matches!(child.try_wait(), Ok(None)) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+    let mut pids: Vec<u32> = targets.pids.iter().copied().collect();
+    pids.sort_unstable();
+    pids
 }

@@ -825,7 +825,6 @@ const LONGEST_FUNCTION: usize = 150;
 const STILL_TOO_LONG: &[&str] = &[
     "crates/rtlab-apptrace/src/analyze/findings.rs finish",
     "crates/rtlab-apptrace/src/analyze/mod.rs push",
-    "crates/rtlab-apptrace/src/record.rs record",
     "crates/rtlab/src/commands/reserve_auto.rs run",
     "crates/rtlab/src/commands/trace_watch.rs run",
 ];
