@@ -1,7 +1,8 @@
 //! The crate graph DESIGN.md draws, checked on every test run (`cargo metadata`): a crate depends
 //! only on the crates below it in the layer table, every `rtlab-*` crate is in that table (a new
 //! crate must be placed there, here and in DESIGN.md), the test kit is a dev-dependency only, and
-//! only `rtlab-sys` (plus the siblings listed with their reason) depends on `libc`. Inside a crate, from the sources: no modules use
+//! only `rtlab-sys` (plus the siblings listed with their reason) depends on `libc`. Only rtlab-core's
+//! tracepoint table lists tracepoints by name. Inside a crate, from the sources: no modules use
 //! each other, directly or around a longer loop. Across the sources: only rtlab-render writes SVG,
 //! HTML and Perfetto documents; no function is longer than a reader can hold.
 
@@ -942,4 +943,117 @@ fn the_length_check_sees_functions_in_impls_and_not_in_tests() {
         .map(|(name, _)| name)
         .collect();
     assert_eq!(found, ["x.rs free", "x.rs method"]);
+}
+
+/// The one file that may list tracepoints by name (issue 36, item 3: one table per concept).
+const TRACEPOINT_TABLE: &str = "crates/rtlab-core/src/tracepoints.rs";
+
+/// Collects the `const` and `static` items, outside `#[cfg(test)]` modules, whose value names
+/// two or more of the table's tracepoints (`sched_switch` or `sched:sched_switch`): a list of
+/// tracepoints kept apart from the table.
+struct TracepointLists<'a> {
+    file: &'a str,
+    names: &'a std::collections::BTreeSet<String>,
+    found: Vec<String>,
+}
+
+/// The string literals inside one item.
+struct Literals(Vec<String>);
+
+impl<'ast> syn::visit::Visit<'ast> for Literals {
+    fn visit_lit_str(&mut self, literal: &'ast syn::LitStr) {
+        self.0.push(literal.value());
+    }
+}
+
+impl TracepointLists<'_> {
+    fn check(&mut self, name: &syn::Ident, value: &syn::Expr) {
+        let mut literals = Literals(Vec::new());
+        syn::visit::Visit::visit_expr(&mut literals, value);
+        let named: std::collections::BTreeSet<&String> = literals
+            .0
+            .iter()
+            .filter(|literal| self.names.contains(*literal))
+            .collect();
+        if named.len() >= 2 {
+            self.found
+                .push(format!("{} {name} lists tracepoints {named:?}", self.file));
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for TracepointLists<'_> {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+
+    fn visit_item_const(&mut self, item: &'ast syn::ItemConst) {
+        self.check(&item.ident, &item.expr);
+    }
+
+    fn visit_item_static(&mut self, item: &'ast syn::ItemStatic) {
+        self.check(&item.ident, &item.expr);
+    }
+}
+
+/// The tracepoint lists in `text` (the file `file`), given the table's names.
+fn tracepoint_lists(
+    file: &str,
+    text: &str,
+    names: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    let syntax = syn::parse_file(text).unwrap_or_else(|error| panic!("{file}: {error}"));
+    let mut visitor = TracepointLists {
+        file,
+        names,
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut visitor, &syntax);
+    visitor.found
+}
+
+fn tracepoint_names() -> std::collections::BTreeSet<String> {
+    rtlab_core::tracepoints::TRACEPOINTS
+        .iter()
+        .flat_map(|row| [row.name.to_owned(), row.full_name()])
+        .collect()
+}
+
+#[test]
+fn only_the_tracepoint_table_lists_tracepoints() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        rust_files(&entry.expect("entry").path().join("src"), &mut files);
+    }
+    files.sort();
+    let names = tracepoint_names();
+    let mut lists = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(&root).expect("under the root");
+        let file = relative.to_string_lossy().replace('\\', "/");
+        if file == TRACEPOINT_TABLE || file.ends_with("/tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("readable");
+        lists.extend(tracepoint_lists(&file, &text, &names));
+    }
+    assert!(
+        lists.is_empty(),
+        "tracepoints listed outside {TRACEPOINT_TABLE} (derive the list from its table): {lists:#?}"
+    );
+}
+
+#[test]
+fn the_tracepoint_list_check_sees_consts_and_statics_and_not_tests() {
+    let text = "const EVENTS: &[(&str, &str)] = &[(\"sched\", \"sched_switch\"), (\"irq\", \"softirq_entry\")];\n\
+                static NAMES: [&str; 2] = [\"sched:sched_waking\", \"irq:irq_handler_exit\"];\n\
+                const ONE: &str = \"sched_switch\";\n\
+                #[cfg(test)]\nmod tests {\n    const BEFORE: [&str; 2] = [\"sched_switch\", \"sched_waking\"];\n}\n";
+    let found = tracepoint_lists("x.rs", text, &tracepoint_names());
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].starts_with("x.rs EVENTS"));
+    assert!(found[1].starts_with("x.rs NAMES"));
 }
