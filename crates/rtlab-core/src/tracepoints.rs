@@ -7,7 +7,7 @@
 //! programs ([`explain_bpf_programs`], `rtlab-bpf/bpf/rtlab.bpf.c`), `rtlab trace record`'s
 //! tracefs events ([`app_tracefs_events`]) and BPF programs ([`app_bpf_programs`],
 //! `apptrace.bpf.c`), and the formats `rtlab trace` reads from a trace.dat
-//! ([`app_read_events`]). The decoded representations stay where they are used (rtlab-trace's
+//! ([`app_read_events`]). The decoded representations stay where they are used (rtlab-explain's
 //! `EventKind`, rtlab-bpf's `RawKind`, rtlab-apptrace's `EventKind`); tests beside each decoder
 //! check that it decodes every tracepoint this table says it does and nothing else, and
 //! rtlab-bpf's tests check the C sources' programs against this table. Adding a tracepoint
@@ -143,7 +143,7 @@ pub struct AppBpf {
 /// Which payload decoders read a tracepoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decoders {
-    /// rtlab-trace's `EventDecoder` (attribution, `--explain`).
+    /// rtlab-explain's `EventDecoder` (attribution, `--explain`).
     pub explain: bool,
     /// rtlab-apptrace's `PayloadDecoder` (`rtlab trace`).
     pub app: bool,
@@ -157,11 +157,11 @@ pub struct TracepointRow {
     pub name: &'static str,
     /// The fields the decoders read, in the order they index them (common fields apart).
     pub fields: &'static [&'static str],
-    /// `--explain`'s tracefs recorder (rtlab-trace's `recorder/`).
+    /// `--explain`'s tracefs recorder (rtlab-explain's `recorder/`).
     pub explain: Option<ExplainUse>,
     /// `--explain`'s BPF recorder.
     pub explain_bpf: Option<ExplainBpf>,
-    /// `rtlab trace record`'s tracefs recorder (rtlab-trace's `app_recorder.rs`).
+    /// `rtlab trace record`'s tracefs recorder (rtlab-explain's `app_recorder.rs`).
     pub app: Option<Need>,
     /// `rtlab trace record`'s BPF recorder.
     pub app_bpf: Option<AppBpf>,
