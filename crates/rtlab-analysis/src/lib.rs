@@ -19,3 +19,4 @@ pub mod student_t;
 pub mod supply;
 pub mod tail;
 pub mod timers;
+pub mod trace_forecast;

@@ -367,7 +367,8 @@ mod tests {
     #[test]
     fn decodes_every_tracepoint_the_table_gives_it_and_no_other() {
         for row in rtlab_core::tracepoints::TRACEPOINTS {
-            let (format, payload) = rtlab_explain::fields::example_event(row.tracepoint, 9).unwrap();
+            let (format, payload) =
+                rtlab_explain::fields::example_event(row.tracepoint, 9).unwrap();
             let mut decoder = PayloadDecoder::default();
             let added = decoder.add(&format).unwrap();
             assert_eq!(added, row.decoded_by.app, "{}", row.full_name());

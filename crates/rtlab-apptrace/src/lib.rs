@@ -13,10 +13,13 @@
 pub mod analyze;
 pub mod app_recorder;
 #[cfg(target_os = "linux")]
+pub mod auto_observe;
+#[cfg(target_os = "linux")]
 pub mod counters;
 pub mod cycle_marker;
 pub mod decode;
 pub mod file;
+pub mod forecast;
 pub mod live;
 pub mod model;
 pub mod pipewire;
@@ -25,5 +28,7 @@ mod record_error;
 mod recorders;
 pub mod source;
 pub mod tracedat;
+pub mod watch;
+pub mod watch_pipewire;
 
 pub use model::{Comm, Event, EventKind};

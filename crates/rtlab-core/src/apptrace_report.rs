@@ -480,3 +480,55 @@ impl TraceReport {
         }
     }
 }
+
+// Which threads' misses count: the selection `trace watch` counts and `report --trace` draws.
+
+/// The shortest period a thread's misses are reported for.
+pub const SHORTEST_WATCHED_PERIOD_NS: u64 = 100_000;
+
+fn is_real_time(policy: &str) -> bool {
+    ["FIFO", "RR", "DEADLINE"]
+        .iter()
+        .any(|name| policy.contains(name))
+}
+
+/// The threads whose misses are shown (`trace watch`, `report --trace`): the recorded program's
+/// periodic real-time threads, or, in a program without any, its threads with a period of at
+/// least [`SHORTEST_WATCHED_PERIOD_NS`] (shorter "periods" of normal threads are bursts of short
+/// sleeps, not deadlines). Other programs' threads appear only as culprits.
+pub fn watched_threads(report: &TraceReport) -> Vec<i32> {
+    let periodic = |row: &&ThreadRow| {
+        row.target
+            && row
+                .period_ns
+                .is_some_and(|period| period >= SHORTEST_WATCHED_PERIOD_NS)
+    };
+    let real_time: Vec<i32> = report
+        .threads
+        .iter()
+        .filter(periodic)
+        .filter(|row| is_real_time(&row.policy))
+        .map(|row| row.tid)
+        .collect();
+    if !real_time.is_empty() {
+        return real_time;
+    }
+    report
+        .threads
+        .iter()
+        .filter(periodic)
+        .map(|row| row.tid)
+        .collect()
+}
+
+/// The misses of the watched threads, in time order.
+pub fn watched_misses(report: &TraceReport) -> Vec<&LateActivation> {
+    let watched = watched_threads(report);
+    let mut misses: Vec<&LateActivation> = report
+        .late_activations
+        .iter()
+        .filter(|late| watched.contains(&late.thread.tid))
+        .collect();
+    misses.sort_by_key(|late| (late.at_ns, late.thread.tid));
+    misses
+}

@@ -39,8 +39,10 @@ pub mod timer_audit;
 pub mod timer_change;
 pub mod timer_study;
 pub mod tracepoints;
+pub mod tune_profile;
 pub mod tune_report;
 pub mod units;
+pub mod watch_summary;
 
 pub use header::OutputHeader;
 pub use histogram::{HistogramError, LatencyHistogram, Summary, PERCENTILE_KEYS};

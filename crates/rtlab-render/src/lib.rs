@@ -29,7 +29,10 @@ pub mod svg_plots;
 pub mod svg_timers;
 pub mod text;
 pub mod timers;
+pub mod trace_forecast;
 pub mod tune;
+pub mod tune_profile;
+pub mod watch;
 pub mod windows_absent;
 pub mod workload;
 

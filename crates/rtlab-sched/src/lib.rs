@@ -8,7 +8,16 @@
 //! changes it as the thread's need changes ([`auto_follow`]).
 
 pub mod auto_follow;
+// `--follow` for every reservation `--auto` made, over the caller's daemon: Linux only.
+#[cfg(target_os = "linux")]
+pub mod auto_follow_all;
+// This machine as `auto_reserve` reads it, from what the kernel enforces: Linux only.
+#[cfg(target_os = "linux")]
+pub mod auto_machine;
 pub mod auto_reserve;
+// `reserve --auto`'s loop over the caller's observation and daemon: Linux only.
+#[cfg(target_os = "linux")]
+pub mod auto_reserve_run;
 // Grants on real threads (SCHED_DEADLINE, the plan dispatcher): Linux only.
 #[cfg(target_os = "linux")]
 pub mod enforce;

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod measure;
 pub mod pool;
 pub mod profile;
+pub mod profile_apply;
 pub mod tuned;
 
 pub use app::AppWatcher;

@@ -22,15 +22,25 @@ const LAYERS: &[(&str, &[&str])] = &[
     // above it: neither knows the other, the session joins them.
     ("rtlab-load", &["rtlab-core", "rtlab-sys"]),
     ("rtlab-explain", &["rtlab-core", "rtlab-sys", "rtlab-bpf"]),
-    (
-        "rtlab-apptrace",
-        &["rtlab-core", "rtlab-sys", "rtlab-bpf", "rtlab-explain"],
-    ),
     ("rtlab-analysis", &["rtlab-core"]),
     // The planner, pure: no Linux code, builds for every target (see `the_planner_is_pure`).
     ("rtlab-plan", &["rtlab-core"]),
     // The planner's enforcement on Linux threads.
     ("rtlab-sched", &["rtlab-core", "rtlab-plan", "rtlab-sys"]),
+    // `rtlab trace`, the observation `reserve --auto` decides by (`auto_observe.rs`: a trace's
+    // threads as rtlab-sched's `auto_reserve` reads them) and `forecast --trace`'s computation
+    // (`forecast.rs`, over rtlab-analysis's rates).
+    (
+        "rtlab-apptrace",
+        &[
+            "rtlab-core",
+            "rtlab-sys",
+            "rtlab-bpf",
+            "rtlab-explain",
+            "rtlab-analysis",
+            "rtlab-sched",
+        ],
+    ),
     (
         "rtlab-daemon",
         &["rtlab-core", "rtlab-sys", "rtlab-plan", "rtlab-sched"],
@@ -826,8 +836,6 @@ const LONGEST_FUNCTION: usize = 150;
 const STILL_TOO_LONG: &[&str] = &[
     "crates/rtlab-apptrace/src/analyze/findings.rs finish",
     "crates/rtlab-apptrace/src/analyze/mod.rs push",
-    "crates/rtlab/src/commands/reserve_auto.rs run",
-    "crates/rtlab/src/commands/trace_watch.rs run",
 ];
 
 /// Collects every function (free, in an impl or a trait with a body) longer than
@@ -1056,4 +1064,78 @@ fn the_tracepoint_list_check_sees_consts_and_statics_and_not_tests() {
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(found[0].starts_with("x.rs EVENTS"));
     assert!(found[1].starts_with("x.rs NAMES"));
+}
+
+/// The most lines of `crates/rtlab/src` a command may have on average (issue 36, item 5: "a thin
+/// CLI again: flags, progress and printing only"): the binary's every Rust line (its commands,
+/// flags, outputs, exit codes, tests beside them) over the commands clap defines.
+const CLI_LINES_PER_COMMAND: usize = 200;
+
+/// The most lines one file of the binary may have: past it, what the file holds belongs in a
+/// library (`reserve_auto.rs` is the largest: its JSON, its printing and the daemon's side of
+/// `rtlab_sched::auto_reserve_run`).
+const CLI_FILE_LINES: usize = 650;
+
+/// The commands clap defines: the variants of every `#[derive(Subcommand)]` enum in `src`
+/// (top-level commands, hidden ones, and the subcommands of `trace` and `study`, each counted).
+fn clap_commands(text: &str) -> usize {
+    let syntax = syn::parse_file(text).expect("parses");
+    let mut commands = 0;
+    for item in syntax.items {
+        let syn::Item::Enum(item) = item else {
+            continue;
+        };
+        let derives_subcommand = item.attrs.iter().any(|attribute| {
+            attribute.path().is_ident("derive")
+                && attribute
+                    .meta
+                    .require_list()
+                    .is_ok_and(|list| list.tokens.to_string().contains("Subcommand"))
+        });
+        if derives_subcommand {
+            commands += item.variants.len();
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_cli_stays_thin() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut lines = 0;
+    let mut commands = 0;
+    let mut large = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable");
+        let file_lines = text.lines().count();
+        lines += file_lines;
+        commands += clap_commands(&text);
+        if file_lines > CLI_FILE_LINES {
+            large.push(format!("{}: {file_lines} lines", path.display()));
+        }
+    }
+    assert!(
+        commands >= 20,
+        "{commands} commands found: the count is broken"
+    );
+    assert!(
+        lines <= CLI_LINES_PER_COMMAND * commands,
+        "crates/rtlab/src is {lines} lines for {commands} commands ({} a command, at most \
+         {CLI_LINES_PER_COMMAND}): move what is not flags, progress or printing into a library",
+        lines / commands
+    );
+    assert!(
+        large.is_empty(),
+        "files of the binary over {CLI_FILE_LINES} lines (move their logic into a library): {large:?}"
+    );
+}
+
+#[test]
+fn the_command_count_sees_every_subcommand_enum() {
+    let text = "#[derive(Debug, Subcommand)]\nenum A { X(u8), Y }\n\
+                #[derive(Debug, clap::Subcommand)]\nenum B { Z }\n\
+                #[derive(Debug)]\nenum C { W }\n";
+    assert_eq!(clap_commands(text), 3);
 }

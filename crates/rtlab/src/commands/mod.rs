@@ -48,8 +48,6 @@ pub mod trace;
 pub mod trace_markers;
 #[cfg(not(windows))]
 pub mod trace_watch;
-#[cfg(not(windows))]
-pub mod trace_watch_pipewire;
 #[cfg_attr(windows, path = "windows/absent.rs")]
 pub mod tune;
 #[cfg(not(windows))]

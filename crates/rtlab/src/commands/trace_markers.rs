@@ -1,5 +1,6 @@
 //! `--cycle-marker` and `--work-done-marker`, resolved once for `trace record`, `trace watch`
-//! and `reserve --auto` (a module of its own, so those commands do not use each other).
+//! and `reserve --auto`, and the recording's errors as exit codes (a module of its own, so those
+//! commands do not use each other).
 
 /// `--cycle-marker SPEC` resolved to its probe (exit 2 naming what is wrong).
 pub(crate) fn cycle_marker_flag(
@@ -25,14 +26,29 @@ pub(crate) fn work_done_marker_flag(
         .map_err(|error| crate::exit::input(format!("--work-done-marker: {error}")))
 }
 
-/// The counting rule a cycle marker's threads are judged by: PipeWire's for its preset.
-pub(crate) fn cycle_rule(
-    marker: Option<&rtlab_apptrace::cycle_marker::CycleMarker>,
-) -> rtlab_apptrace::analyze::CycleRule {
-    match marker {
-        Some(marker) if marker.spec == rtlab_apptrace::cycle_marker::PIPEWIRE_PRESET => {
-            rtlab_apptrace::analyze::CycleRule::Pipewire
-        }
-        _ => rtlab_apptrace::analyze::CycleRule::Jack,
+/// A recording's error as an exit code: no such program, or a command that cannot start, is
+/// the user's (2); the rest the system's (3).
+pub(crate) fn record_error(error: rtlab_apptrace::record::RecordError) -> anyhow::Error {
+    use rtlab_apptrace::record::RecordError;
+    match error {
+        RecordError::NoTarget(_) | RecordError::Spawn { .. } => crate::exit::input(error),
+        other => anyhow::Error::new(other),
     }
+}
+
+/// `reserve --auto`'s observation (and the daemon's observer's): the target recorded for
+/// `duration` and analysed whole (`rtlab_apptrace::watch::observe`), its errors as exit codes.
+pub(crate) fn observe(
+    target: &rtlab_apptrace::record::Target,
+    duration: std::time::Duration,
+    cycle_marker: Option<&rtlab_apptrace::cycle_marker::CycleMarker>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<rtlab_apptrace::analyze::report::TraceReport> {
+    use rtlab_apptrace::watch::ObserveError;
+    rtlab_apptrace::watch::observe(target, duration, cycle_marker, stop).map_err(
+        |error| match error {
+            ObserveError::Record(error) => record_error(error),
+            other => anyhow::Error::new(other),
+        },
+    )
 }

@@ -1,12 +1,13 @@
 //! `rtlab tune --app COMM`: the program's own deadline misses in each round, counted as `rtlab
 //! trace watch --comm COMM` counts them (its recording, windowed analysis and counting rule:
-//! `trace_watch::WatchSummary::count_window`). rtlab-tune runs one [`AppWatcher::watch`] beside
+//! `rtlab_apptrace::watch::count_window`). rtlab-tune runs one [`AppWatcher::watch`] beside
 //! each probe round and judges the counts.
 
-use super::trace_watch::{self, WatchSummary};
 use rtlab_apptrace::live::DEFAULT_WINDOW_NS;
-use rtlab_apptrace::record::Target;
+use rtlab_apptrace::record::{RecorderChoice, Target};
+use rtlab_apptrace::watch::{self, Markers, WatchConfig};
 use rtlab_core::tune_report::AppRound;
+use rtlab_core::watch_summary::WatchSummary;
 use rtlab_tune::AppWatcher;
 use std::sync::atomic::AtomicBool;
 
@@ -42,16 +43,21 @@ impl AppWatcher for WatchedApp {
 
     fn watch(&self, round_over: &AtomicBool) -> Result<AppRound, String> {
         let mut summary = WatchSummary::default();
-        trace_watch::watch_windows(
-            &Target::Comm(self.comm.clone()),
-            None,
-            DEFAULT_WINDOW_NS,
-            "auto",
-            (self.cycle_marker.as_ref(), None),
-            round_over,
-            |report| summary.count_window(&report, |_, _, _| {}),
-        )
-        .map_err(|error| format!("{error:#}"))?;
+        let target = Target::Comm(self.comm.clone());
+        let config = WatchConfig {
+            target: &target,
+            duration: None,
+            window_ns: DEFAULT_WINDOW_NS,
+            recorder: RecorderChoice::Auto,
+            markers: Markers {
+                cycle: self.cycle_marker.as_ref(),
+                work_done: None,
+            },
+        };
+        watch::watch_windows(&config, round_over, |report| {
+            watch::count_window(&mut summary, &report, |_, _, _| {})
+        })
+        .map_err(|error| format!("{:#}", super::trace_markers::record_error(error)))?;
         Ok(AppRound {
             misses: summary.misses,
             seconds: summary.seconds(),

@@ -1,14 +1,14 @@
 //! `trace watch`'s comparison with PipeWire's own count: which PipeWire server the watched
-//! program talks to, `pw-profiler` run for the watch's window (`rtlab_apptrace::pipewire`), and
-//! the comparison of its count with rtlab's that rtlab-render writes out.
+//! program talks to, `pw-profiler` run for the watch's window (`crate::pipewire`), and the
+//! comparison of its count with rtlab's that rtlab-render writes out.
 
-use rtlab_apptrace::pipewire::{PipewireServer, ProfilerSession};
-use rtlab_apptrace::record::Target;
+use crate::pipewire::{PipewireError, PipewireServer, ProfilerSession};
+use crate::record::Target;
 use rtlab_core::pipewire_count::{CompetitorShare, PipewireComparison};
 
 /// Whether to compare with PipeWire (`--pipewire`, `--no-pipewire`, neither).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PipewireWish {
+pub enum PipewireWish {
     /// When the program has libpipewire mapped; a failure is a line in the summary.
     Auto,
     /// Always (the server from the program's environment, else rtlab's); a failure to start
@@ -18,7 +18,7 @@ pub(crate) enum PipewireWish {
 }
 
 /// The profiler running for a watch, or why it is not.
-pub(crate) struct PipewireWatch {
+pub struct PipewireWatch {
     session: Result<ProfilerSession, String>,
     watched_pids: Vec<u32>,
 }
@@ -42,9 +42,9 @@ fn target_pids(target: &Target) -> Vec<u32> {
 }
 
 /// Starts `pw-profiler` for the watch of `target` when `wish` asks for it: `Ok(None)` when
-/// there is nothing to compare with, an error only when `--pipewire` was given and the
-/// profiler cannot start.
-pub(crate) fn start(target: &Target, wish: PipewireWish) -> anyhow::Result<Option<PipewireWatch>> {
+/// there is nothing to compare with, an error only when `--pipewire` was given
+/// ([`PipewireWish::Required`]) and the profiler cannot start.
+pub fn start(target: &Target, wish: PipewireWish) -> Result<Option<PipewireWatch>, PipewireError> {
     if wish == PipewireWish::Never {
         return Ok(None);
     }
@@ -59,9 +59,7 @@ pub(crate) fn start(target: &Target, wish: PipewireWish) -> anyhow::Result<Optio
     };
     let session = match ProfilerSession::start(&server) {
         Ok(session) => Ok(session),
-        Err(error) if wish == PipewireWish::Required => {
-            return Err(anyhow::Error::new(error).context("--pipewire: PipeWire's count"))
-        }
+        Err(error) if wish == PipewireWish::Required => return Err(error),
         Err(error) => Err(error.to_string()),
     };
     Ok(Some(PipewireWatch {
@@ -74,7 +72,7 @@ impl PipewireWatch {
     /// Stops the profiler and compares its count over `window` (rtlab's first and last event,
     /// CLOCK_MONOTONIC ns) with rtlab's `misses`, `top_competitor` the reservable culprit with
     /// the most of them.
-    pub(crate) fn finish(
+    pub fn finish(
         self,
         window: Option<(u64, u64)>,
         misses: u64,
