@@ -43,8 +43,7 @@ pub fn applied(applied: &ProfileApplied) -> String {
     }
     if let Some(tuned) = &written.tuned_profile {
         text.push_str(&format!(
-            "tuned is installed: the same settings are its profile {0} (tuned-adm profile {0} selects it; the files above hold them at boot without tuned)\n",
-            tuned
+            "tuned is installed: the same settings are its profile {tuned} (tuned-adm profile {tuned} selects it; the files above hold them at boot without tuned)\n"
         ));
     }
     if written.systemd_manages {
@@ -100,8 +99,7 @@ pub fn reverted(reverted: &ProfileReverted) -> String {
     }
     if let Some(tuned) = &removed.tuned_was_selected {
         text.push_str(&format!(
-            "warning: tuned's active profile was {0}, now removed: select another (tuned-adm profile NAME, or tuned-adm off)\n",
-            tuned
+            "warning: tuned's active profile was {tuned}, now removed: select another (tuned-adm profile NAME, or tuned-adm off)\n"
         ));
     }
     text
