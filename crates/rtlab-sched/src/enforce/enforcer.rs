@@ -3,6 +3,12 @@
 //! Order of every change: planner admission → backend's own admission → journal line (written, see `journal`) →
 //! the kernel change. On any failure the steps already taken are undone, so an error leaves the
 //! machine and the planner as they were.
+//!
+//! This file holds that order (reserve, add, remove, release, resize, revert); the parts it calls
+//! are in `enforcer/`, one job each: `machine` (what the machine offers), `save_restore` (a
+//! thread's policy saved, put back, and the next start's repair), `deadline` and `dispatching`
+//! (each backend's side), `partitions` (which CPU, when a partition goes), `constraints` (Time
+//! Constraints).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +27,7 @@ use super::{
     BackendKind, ConstraintEnd, ConstraintRequest, EnforceError, EnforcedGrant, Enforcement,
     HeldSource, KernelHeld, ReserveRequest,
 };
-use rtlab_plan::{ConstraintId, GrantId, Owner, Planner, DEFAULT_CAP};
+use rtlab_plan::{ConstraintId, GrantId, Planner, DEFAULT_CAP};
 
 mod constraints;
 mod deadline;
@@ -31,6 +37,7 @@ mod partitions;
 mod save_restore;
 
 pub use constraints::thread_cpu_time;
+use constraints::ConstraintState;
 pub use machine::MachineFacts;
 
 /// The planner's quantum under enforcement: periods are power-of-two multiples of it.
@@ -55,16 +62,6 @@ struct ManagedThread {
     grant: Option<GrantId>,
     /// A constraint changed it (one-shot budget or pinning) and restores it at its end.
     constraint: Option<ConstraintId>,
-}
-
-#[derive(Clone, Debug)]
-struct ConstraintState {
-    thread: u32,
-    cpu_time_at_begin: u64,
-    deadline: u64,
-    /// The share of a CPU a SCHED_DEADLINE one-shot budget holds (runtime / period, the tick's
-    /// overrun included); `None` when the constraint is served otherwise.
-    held_fraction: Option<f64>,
 }
 
 /// The real enforcement: planner + journal + SCHED_DEADLINE and dispatch backends.
@@ -554,114 +551,7 @@ impl Enforcement for Enforcer {
         &mut self,
         request: ConstraintRequest,
     ) -> Result<ConstraintId, EnforceError> {
-        let ConstraintRequest {
-            thread,
-            start,
-            estimate,
-            deadline,
-            share_at_most,
-        } = request;
-        let managed = self.threads.get(&thread).cloned();
-        if managed
-            .as_ref()
-            .is_some_and(|managed| managed.constraint.is_some())
-        {
-            return Err(EnforceError::ThreadAlreadyManaged(thread));
-        }
-        thread_control::thread_start_time(thread)
-            .map_err(|_| EnforceError::NoSuchThread(thread))?;
-        let reservation = managed
-            .as_ref()
-            .and_then(|managed| managed.grant)
-            .and_then(|grant| self.grants.get(&grant).cloned());
-        let owner = reservation
-            .as_ref()
-            .map_or(Owner::Thread(thread), |grant| grant.grant.owner.clone());
-        let backend = reservation
-            .as_ref()
-            .map_or(self.default_backend, |grant| grant.backend);
-        let id = self.planner.begin_constraint(
-            owner,
-            Nanos(self.plan_time(start.0)),
-            estimate,
-            Nanos(self.plan_time(deadline.0)),
-        )?;
-        let info = self
-            .planner
-            .constraints()
-            .into_iter()
-            .find(|info| info.id == id);
-        let needs_free_time = info.as_ref().is_some_and(|info| !info.held.is_empty());
-        let cpu = info.as_ref().map_or(0, |info| info.cpu);
-        let cpu_time_at_begin = thread_cpu_time(thread).unwrap_or(0);
-        // The share of a CPU a one-shot budget holds, when the constraint is served by one.
-        let outcome: Result<Option<f64>, EnforceError> = match (backend, reservation.is_some()) {
-            // Its reservation covers it, nothing to add.
-            (_, true) if !needs_free_time => Ok(None),
-            (BackendKind::Deadline, true) => Err(EnforceError::Unenforceable {
-                backend,
-                reason: format!(
-                    "thread {thread}'s deadline reservation does not cover {estimate} by the \
-                     deadline, and free time cannot be added to a SCHED_DEADLINE budget"
-                ),
-            }),
-            (BackendKind::Deadline, false) => self
-                .one_shot_budget(thread, id, estimate, deadline, share_at_most)
-                .map(Some),
-            (BackendKind::Dispatch, _) => {
-                let result = if reservation.is_none() {
-                    self.pin_for_dispatch(thread, cpu)
-                } else {
-                    Ok(())
-                };
-                result
-                    .and_then(|()| {
-                        if let Some(managed) = self.threads.get_mut(&thread) {
-                            managed.constraint = Some(id);
-                        }
-                        self.constraints.insert(
-                            id,
-                            ConstraintState {
-                                thread,
-                                cpu_time_at_begin,
-                                deadline: deadline.0,
-                                held_fraction: None,
-                            },
-                        );
-                        self.sync_dispatch(&[])
-                    })
-                    .map(|()| None)
-            }
-        };
-        let held_fraction = match outcome {
-            Ok(held_fraction) => held_fraction,
-            Err(error) => {
-                let _ = self
-                    .planner
-                    .end_constraint(id, Nanos(self.plan_time(start.0)));
-                self.constraints.remove(&id);
-                if let Some(managed) = self.threads.get_mut(&thread) {
-                    if managed.constraint == Some(id) {
-                        managed.constraint = None;
-                    }
-                }
-                if reservation.is_none() {
-                    let _ = self.restore(thread);
-                }
-                self.stop_dispatcher_if_idle();
-                return Err(error);
-            }
-        };
-        if let Some(managed) = self.threads.get_mut(&thread) {
-            managed.constraint = Some(id);
-        }
-        self.constraints.entry(id).or_insert(ConstraintState {
-            thread,
-            cpu_time_at_begin,
-            deadline: deadline.0,
-            held_fraction,
-        });
-        Ok(id)
+        self.begin_time_constraint(request)
     }
 
     fn constraint_held_fraction(&self, id: ConstraintId) -> Option<f64> {
@@ -669,48 +559,7 @@ impl Enforcement for Enforcer {
     }
 
     fn end_constraint(&mut self, id: ConstraintId) -> Result<ConstraintEnd, EnforceError> {
-        let state = self
-            .constraints
-            .get(&id)
-            .cloned()
-            .ok_or(EnforceError::Planner(
-                rtlab_plan::PlannerError::UnknownConstraint(id.0),
-            ))?;
-        let now = rtlab_sys::clock::monotonic_ns();
-        let used = thread_cpu_time(state.thread)
-            .unwrap_or(state.cpu_time_at_begin)
-            .saturating_sub(state.cpu_time_at_begin);
-        // The thread gets its own policy back whatever else fails here: the caller (the daemon's
-        // registry) stops counting a constraint once it is ended, so a budget left in the kernel
-        // after an error would be held by nobody's count (rtlab-hostile saw a one-shot budget
-        // outlive its constraint by 22 s).
-        let planned = self.planner.end_constraint(id, Nanos(self.plan_time(now)));
-        self.constraints.remove(&id);
-        let only_constraint = match self.threads.get_mut(&state.thread) {
-            Some(managed) => {
-                managed.constraint = None;
-                managed.grant.is_none()
-            }
-            None => false,
-        };
-        let synced = if self.dispatcher.is_some() {
-            self.sync_dispatch(&[])
-        } else {
-            Ok(())
-        };
-        let restored = if only_constraint {
-            self.restore(state.thread)
-        } else {
-            Ok(())
-        };
-        self.stop_dispatcher_if_idle();
-        restored?;
-        synced?;
-        planned?;
-        Ok(ConstraintEnd {
-            used: Nanos(used),
-            met_deadline: now <= state.deadline,
-        })
+        self.end_time_constraint(id)
     }
 
     fn revert_all(&mut self) {
@@ -785,6 +634,7 @@ impl Drop for Enforcer {
 mod tests {
     use super::super::deadline_map::Granularity;
     use super::*;
+    use rtlab_plan::Owner;
 
     fn facts(fair_server: bool) -> MachineFacts {
         MachineFacts {
