@@ -10,16 +10,22 @@ use crate::watch::{WatchHandle, WatchedThreads, Watcher};
 use rtlab_core::rpc::{
     self, BeginConstraintParams, BeginConstraintResult, CpuShare, EndConstraintResult, ErrorCode,
     GrantInfo, ListResult, ReleaseResult, ReleaseTarget, ReserveParams, ResizeParams, RpcError,
-    Target, WireDeadlineParams, WireKernelHeld, WireRate, WireThread,
+    WireThread,
 };
 use rtlab_core::Nanos;
-use rtlab_plan::{ConstraintId, GrantId, Owner, PlannerError};
+use rtlab_plan::{ConstraintId, GrantId, Owner};
 use rtlab_sched::enforce::{
-    BackendKind, ConstraintRequest, EnforceError, EnforcedGrant, Enforcement, HeldSource,
-    KernelAdmission, KernelHeld, ReserveRequest,
+    BackendKind, ConstraintRequest, EnforceError, EnforcedGrant, Enforcement, ReserveRequest,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
+
+mod target;
+mod wire;
+
+pub use target::{resolve_target, Resolved, TargetThread};
+use wire::{backend_kind, error};
+pub use wire::{enforce_error, wire_backend};
 
 /// Who is asking: uid and pid from SO_PEERCRED, privilege from the peer's /proc status read
 /// under its pidfd (see `crate::peer`).
@@ -29,16 +35,6 @@ pub struct Caller {
     pub uid: u32,
     /// Root, or CAP_SYS_NICE in the peer's effective set: may act on any thread, no limit.
     pub privileged: bool,
-}
-
-/// A thread a request names, as /proc describes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetThread {
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    pub real_uid: u32,
-    pub effective_uid: u32,
 }
 
 /// Whether `caller` may act on a thread owned by `thread_uids` (real, effective): privileged callers
@@ -55,154 +51,6 @@ pub struct Limits {
     pub hysteresis: Duration,
     /// Threads each unprivileged uid may have managed (reserved or constrained) at once.
     pub max_threads_per_user: usize,
-}
-
-fn error(code: ErrorCode, message: impl Into<String>) -> RpcError {
-    RpcError::new(code, message)
-}
-
-/// Maps an enforcement error to its wire error.
-pub fn enforce_error(failure: EnforceError) -> RpcError {
-    let code = match &failure {
-        EnforceError::Denied(_) => ErrorCode::Denied,
-        EnforceError::Infeasible(_) => ErrorCode::Infeasible,
-        EnforceError::Planner(PlannerError::UnknownGrant(_))
-        | EnforceError::Planner(PlannerError::UnknownConstraint(_))
-        | EnforceError::ThreadNotManaged(_) => ErrorCode::NotFound,
-        EnforceError::Planner(_) => ErrorCode::Denied,
-        EnforceError::Unenforceable { .. } => ErrorCode::Unenforceable,
-        EnforceError::NoSuchThread(_) => ErrorCode::NoSuchThread,
-        EnforceError::ThreadAlreadyManaged(_) => ErrorCode::AlreadyReserved,
-        EnforceError::System { .. } => ErrorCode::System,
-        EnforceError::OverShare { .. } => ErrorCode::Limit,
-    };
-    let message = match &failure {
-        EnforceError::System { .. } => rtlab_core::error_chain::error_chain(&failure),
-        _ => failure.to_string(),
-    };
-    error(code, message)
-}
-
-/// A request's target resolved: its owner, its threads, and a watch handle for each thread (in the
-/// same order), whose pidfd also told who owns the thread.
-#[derive(Debug)]
-pub struct Resolved {
-    pub owner: Owner,
-    pub threads: Vec<TargetThread>,
-    pub handles: Vec<WatchHandle>,
-}
-
-/// Resolves a request's target to its owner and threads (no lock held), opening each thread's
-/// watch handle on the way: the owner comes from that pidfd (`PIDFD_GET_INFO`), so one pidfd per
-/// thread serves both the authorisation and the exit watch.
-pub fn resolve_target(target: &Target) -> Result<Resolved, RpcError> {
-    let describe = |tid: u32| -> Result<(TargetThread, WatchHandle), RpcError> {
-        let (handle, (tgid, real_uid, effective_uid)) =
-            WatchHandle::open_with_owner(tid).map_err(|failure| {
-                if failure.kind() == std::io::ErrorKind::NotFound {
-                    error(ErrorCode::NoSuchThread, format!("no thread {tid}"))
-                } else {
-                    error(
-                        ErrorCode::System,
-                        format!(
-                            "reading who owns thread {tid} (pidfd, /proc/{tid}/status): {failure}"
-                        ),
-                    )
-                }
-            })?;
-        let comm = rtlab_sys::proc_thread::thread_comm(tid).unwrap_or_default();
-        Ok((
-            TargetThread {
-                pid: tgid,
-                tid,
-                comm,
-                real_uid,
-                effective_uid,
-            },
-            handle,
-        ))
-    };
-    let resolved = |owner: Owner, described: Vec<(TargetThread, WatchHandle)>| {
-        let (threads, handles) = described.into_iter().unzip();
-        Resolved {
-            owner,
-            threads,
-            handles,
-        }
-    };
-    match target {
-        Target::Thread { tid } => Ok(resolved(Owner::Thread(*tid), vec![describe(*tid)?])),
-        Target::Process {
-            pid,
-            all_threads: false,
-        } => {
-            let main = describe(*pid)?;
-            if main.0.pid != *pid {
-                return Err(error(
-                    ErrorCode::NoSuchThread,
-                    format!(
-                        "{pid} is a thread of process {}, not a process (use tid {pid})",
-                        main.0.pid
-                    ),
-                ));
-            }
-            Ok(resolved(Owner::Thread(*pid), vec![main]))
-        }
-        Target::Process {
-            pid,
-            all_threads: true,
-        } => {
-            let tids = rtlab_sys::sched::process_thread_ids(*pid)
-                .map_err(|_| error(ErrorCode::NoSuchThread, format!("no process {pid}")))?;
-            let threads = tids
-                .into_iter()
-                .filter_map(|tid| describe(tid).ok())
-                .collect::<Vec<_>>();
-            if threads.is_empty() {
-                return Err(error(ErrorCode::NoSuchThread, format!("no process {pid}")));
-            }
-            Ok(resolved(Owner::Activity(format!("pid:{pid}")), threads))
-        }
-        Target::Comm { name } => {
-            let found = rtlab_sys::proc_thread::threads_named(name)
-                .map_err(|failure| error(ErrorCode::System, format!("reading /proc: {failure}")))?;
-            let threads = found
-                .into_iter()
-                .filter_map(|(_, tid)| describe(tid).ok())
-                .filter(|(thread, _)| thread.comm == *name)
-                .collect::<Vec<_>>();
-            match threads.len() {
-                0 => Err(error(
-                    ErrorCode::NoSuchThread,
-                    format!("no thread is named '{name}'"),
-                )),
-                1 => Ok(resolved(Owner::Thread(threads[0].0.tid), threads)),
-                _ => Ok(resolved(Owner::Activity(format!("comm:{name}")), threads)),
-            }
-        }
-        Target::Activity { name, tids } => {
-            if Owner::parse(name) != Ok(Owner::Activity(name.clone())) {
-                return Err(error(
-                    ErrorCode::BadRequest,
-                    format!("reserve: params.activity: '{name}' is not an activity name (no whitespace, not tid:N)"),
-                ));
-            }
-            if tids.is_empty() {
-                return Err(error(
-                    ErrorCode::BadRequest,
-                    "reserve: params.tids: an activity needs at least one thread",
-                ));
-            }
-            let mut tids = tids.clone();
-            tids.sort_unstable();
-            tids.dedup();
-            let threads = tids
-                .iter()
-                .map(|tid| describe(*tid))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(resolved(Owner::Activity(name.clone()), threads))
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -293,68 +141,6 @@ pub struct Registry {
     realtimekit: Option<std::sync::Arc<crate::precedence::PiLock<crate::rtkit::book::Book>>>,
 }
 
-fn backend_kind(backend: rpc::Backend) -> BackendKind {
-    match backend {
-        rpc::Backend::Deadline => BackendKind::Deadline,
-        rpc::Backend::Dispatch => BackendKind::Dispatch,
-    }
-}
-
-/// A wire backend from an enforcement backend.
-pub fn wire_backend(backend: BackendKind) -> rpc::Backend {
-    match backend {
-        BackendKind::Deadline => rpc::Backend::Deadline,
-        BackendKind::Dispatch => rpc::Backend::Dispatch,
-    }
-}
-
-/// What a reservation really holds, on the wire.
-fn wire_held(held: KernelHeld) -> WireKernelHeld {
-    let share = held.share();
-    let mut wire = WireKernelHeld {
-        read_from: String::new(),
-        runtime_ns: held.runtime.0,
-        window_ns: held.window.0,
-        share,
-        tid: None,
-        deadline_ns: None,
-        cpu: None,
-        slots_per_window: None,
-        policy: None,
-        reclaim: false,
-    };
-    match held.source {
-        HeldSource::SchedGetattr {
-            tid,
-            deadline,
-            reclaim,
-        } => {
-            wire.read_from = "sched_getattr".to_owned();
-            wire.tid = Some(tid);
-            wire.deadline_ns = Some(deadline.0);
-            wire.reclaim = reclaim;
-        }
-        HeldSource::NotDeadline { tid, policy } => {
-            wire.read_from = "not_deadline".to_owned();
-            wire.tid = Some(tid);
-            wire.policy = Some(policy);
-        }
-        HeldSource::DispatcherSlots {
-            cpu,
-            slots_per_window,
-        } => {
-            wire.read_from = "dispatcher".to_owned();
-            wire.cpu = Some(cpu);
-            wire.slots_per_window = Some(slots_per_window);
-        }
-    }
-    wire
-}
-
-fn rfc3339(time: SystemTime) -> String {
-    humantime::format_rfc3339_millis(time).to_string()
-}
-
 impl Registry {
     pub fn new(enforcement: Box<dyn Enforcement>, limits: Limits, watcher: Watcher) -> Registry {
         Registry {
@@ -378,39 +164,6 @@ impl Registry {
             Err(error(ErrorCode::System, "the daemon is shutting down"))
         } else {
             Ok(())
-        }
-    }
-
-    fn info(&self, id: GrantId, record: &GrantRecord) -> GrantInfo {
-        let enforced = &record.enforced;
-        GrantInfo {
-            grant_id: id.0,
-            owner_uid: record.owner_uid,
-            owner: enforced.grant.owner.to_string(),
-            threads: record.threads.values().cloned().collect(),
-            requested: WireRate {
-                amount_ns: enforced.grant.requested.amount.0,
-                period_ns: enforced.grant.requested.period.0,
-            },
-            granted: WireRate {
-                amount_ns: enforced.grant.granted.amount.0,
-                period_ns: enforced.grant.granted.period.0,
-            },
-            backend: wire_backend(enforced.backend),
-            cpu: enforced.cpu,
-            planner_cpu: enforced.grant.cpu,
-            kernel_admission: match enforced.kernel_admission {
-                KernelAdmission::Accepted => "accepted".to_owned(),
-                KernelAdmission::NotApplicable => "not_applicable".to_owned(),
-            },
-            deadline_params: enforced.deadline_params.map(|params| WireDeadlineParams {
-                runtime_ns: params.runtime.0,
-                deadline_ns: params.deadline.0,
-                period_ns: params.period.0,
-            }),
-            since: rfc3339(record.since),
-            lingering_until: record.lingering_until.map(|(_, wall)| rfc3339(wall)),
-            kernel_held: self.enforcement.held_by_kernel(id).map(wire_held),
         }
     }
 
@@ -1363,6 +1116,7 @@ impl WatchedThreads for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtlab_core::rpc::Target;
     use rtlab_testkit::fake_enforcement::FakeEnforcement;
 
     const USER: Caller = Caller {
@@ -2027,47 +1781,5 @@ mod tests {
             privileged: true,
         };
         assert!(may_act_on(&nice, 0, 0));
-    }
-
-    #[test]
-    fn targets_resolve_to_owners_and_threads() {
-        let tid = rtlab_sys::cpu::current_tid();
-        let resolved = resolve_target(&Target::Thread { tid }).unwrap();
-        assert_eq!(resolved.owner, Owner::Thread(tid));
-        assert_eq!(resolved.threads[0].pid, std::process::id());
-        assert_eq!(
-            resolved.threads[0].real_uid,
-            rtlab_sys::proc_thread::current_uid()
-        );
-        assert_eq!(resolved.handles.len(), 1);
-        assert_eq!(resolved.handles[0].tid(), tid);
-        let pid = std::process::id();
-        let resolved = resolve_target(&Target::Process {
-            pid,
-            all_threads: true,
-        })
-        .unwrap();
-        assert_eq!(resolved.owner, Owner::Activity(format!("pid:{pid}")));
-        assert!(resolved.threads.iter().any(|thread| thread.tid == tid));
-        assert_eq!(resolved.threads.len(), resolved.handles.len());
-        for (thread, handle) in resolved.threads.iter().zip(&resolved.handles) {
-            assert_eq!(thread.tid, handle.tid());
-        }
-        let missing = resolve_target(&Target::Thread {
-            tid: i32::MAX as u32,
-        })
-        .unwrap_err();
-        assert_eq!(missing.code, ErrorCode::NoSuchThread);
-        let nobody = resolve_target(&Target::Comm {
-            name: "no-such-thread-name".into(),
-        })
-        .unwrap_err();
-        assert_eq!(nobody.code, ErrorCode::NoSuchThread);
-        let bad = resolve_target(&Target::Activity {
-            name: "tid:5".into(),
-            tids: vec![tid],
-        })
-        .unwrap_err();
-        assert_eq!(bad.code, ErrorCode::BadRequest);
     }
 }
