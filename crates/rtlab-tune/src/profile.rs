@@ -645,5 +645,4 @@ pub fn revert_profile(
 }
 
 #[cfg(test)]
-#[path = "profile_tests.rs"]
 mod tests;

@@ -774,6 +774,41 @@ fn no_import_cycle_inside_a_crate() {
     assert!(modules.len() > 100, "{} modules read", modules.len());
 }
 
+/// A module is where its name says: no `src` file mounts another by `#[path]` (issue 36, item 4),
+/// but rtlab-store's per-platform `sudo_none.rs`, and no test pulls in a file by `#[path]` (shared
+/// helpers are in rtlab-testkit, issue 36, item 6).
+#[test]
+fn no_module_is_mounted_by_path() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&crates).expect("read crates") {
+        let crate_dir = entry.expect("entry").path();
+        rust_files(&crate_dir.join("src"), &mut files);
+        rust_files(&crate_dir.join("tests"), &mut files);
+    }
+    let mounted: Vec<String> = files
+        .iter()
+        .filter(|file| !file.ends_with("rtlab-store/src/lib.rs"))
+        .filter(|file| {
+            std::fs::read_to_string(file)
+                .expect("read source")
+                .lines()
+                .any(|line| line.trim_start().starts_with("#[path"))
+        })
+        .map(|file| {
+            file.strip_prefix(&crates)
+                .unwrap_or(file)
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        mounted.is_empty(),
+        "modules mounted by #[path] (make them ordinary modules, or use rtlab-testkit): {mounted:#?}"
+    );
+    assert!(files.len() > 100, "{} files read", files.len());
+}
+
 /// The cycle check itself: a two-file and a three-file cycle are caught, a chain is not.
 #[test]
 fn the_cycle_check_catches_cycles_of_any_length() {
