@@ -16,7 +16,8 @@ use std::time::Duration;
 
 /// Records the test program live through `recorder` and checks the Done-when answers.
 fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
-    let _one_at_a_time = support::require_root_and_tracefs();
+    // The test program pins RT threads to CPUs 0 and 1: two at once would disturb each other.
+    let _one_at_a_time = rtlab_testkit::require_root_and_tracefs_taking_turns();
     let demo = support::demo_binary();
     let config = RecordConfig {
         target: Target::Command(vec![
@@ -89,7 +90,8 @@ fn a_live_bpf_recording_recovers_periods_wakers_the_inversion_and_the_deadlock_c
 #[test]
 #[ignore = "needs root and tracefs"]
 fn a_trace_cmd_trace_dat_of_the_same_program_gives_the_same_analysis() {
-    let _one_at_a_time = support::require_root_and_tracefs();
+    // The test program pins RT threads to CPUs 0 and 1: two at once would disturb each other.
+    let _one_at_a_time = rtlab_testkit::require_root_and_tracefs_taking_turns();
     assert!(
         std::process::Command::new("trace-cmd")
             .arg("--version")

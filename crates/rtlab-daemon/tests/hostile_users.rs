@@ -8,21 +8,17 @@ mod support;
 
 use rtlab_core::rpc::{ErrorCode, Target};
 use rtlab_core::Nanos;
-use rtlab_testkit::c_example;
+use rtlab_testkit::{c_example, require_root_for_turns, KillOnDrop};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::TestDaemon;
 
-/// One at a time: the flood test counts the process's connection threads.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn require_root() -> std::sync::MutexGuard<'static, ()> {
-    rtlab_testkit::require_root("setpriv, other users' /proc");
-    rtlab_testkit::take_turns(&SERIAL)
-}
+/// What the tests need root for; they take turns (the flood test counts the process's connection
+/// threads).
+const NEEDS_ROOT: &str = "setpriv, other users' /proc";
 
 /// A daemon whose socket nobody can reach (its directory opened to all).
 fn daemon_for_everyone(configure: impl FnOnce(&mut rtlab_daemon::DaemonConfig)) -> TestDaemon {
@@ -88,19 +84,10 @@ impl HostileClient {
     }
 }
 
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 #[ignore = "needs root: runs a client as nobody (setpriv)"]
 fn nobody_cannot_exceed_its_limit_with_time_constraints() {
-    let _turn = require_root();
+    let _turn = require_root_for_turns(NEEDS_ROOT);
     let daemon = daemon_for_everyone(|config| config.user_limit = 0.2);
     let client = HostileClient::compile();
     // The attack: 29 back-to-back constraints of 60 ms in 100 ms (60 % of a CPU each),
@@ -127,7 +114,7 @@ fn nobody_cannot_exceed_its_limit_with_time_constraints() {
 #[test]
 #[ignore = "needs root: runs a client as nobody (setpriv)"]
 fn nobody_flooding_requests_is_rate_limited_and_others_are_not() {
-    let _turn = require_root();
+    let _turn = require_root_for_turns(NEEDS_ROOT);
     let daemon = daemon_for_everyone(|config| {
         config.requests_per_burst = 50;
         config.burst_interval = Duration::from_secs(600);
@@ -152,7 +139,7 @@ fn nobody_flooding_requests_is_rate_limited_and_others_are_not() {
 #[test]
 #[ignore = "needs root: runs a client as nobody (setpriv)"]
 fn nobody_lists_other_users_grants_without_their_names() {
-    let _turn = require_root();
+    let _turn = require_root_for_turns(NEEDS_ROOT);
     let daemon = daemon_for_everyone(|_| {});
     let (tid_sender, tid_receiver) = std::sync::mpsc::channel();
     let (exit, exit_receiver) = std::sync::mpsc::channel::<()>();
@@ -217,7 +204,7 @@ fn spawn_root_process_with_pid(pid: u32) -> KillOnDrop {
 #[test]
 #[ignore = "needs root: runs a client as nobody and reuses its pid (ns_last_pid)"]
 fn a_peer_that_exits_is_refused_even_when_a_root_process_has_its_pid() {
-    let _turn = require_root();
+    let _turn = require_root_for_turns(NEEDS_ROOT);
     let daemon = daemon_for_everyone(|_| {});
     let client = HostileClient::compile();
     // Reserving for pid 1 (root's) needs privilege.
@@ -275,7 +262,7 @@ fn connection_threads() -> usize {
 #[test]
 #[ignore = "needs root: runs a client as nobody (setpriv)"]
 fn a_flood_of_connections_from_nobody_is_bounded_and_others_are_served() {
-    let _turn = require_root();
+    let _turn = require_root_for_turns(NEEDS_ROOT);
     let daemon = daemon_for_everyone(|_| {});
     let client = HostileClient::compile();
     let mut flood = KillOnDrop(

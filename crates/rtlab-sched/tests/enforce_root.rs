@@ -10,6 +10,7 @@ use rtlab_sched::enforce::{
     BackendKind, ConstraintRequest, EnforceError, Enforcement, Enforcer, ReserveRequest,
 };
 use rtlab_sys::sched::{thread_policy, Policy};
+use rtlab_testkit::require_realtime;
 
 mod support;
 use support::spinner::Spinner;
@@ -27,9 +28,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     rtlab_testkit::take_turns(&SERIAL)
 }
 
-fn require_root() {
-    rtlab_testkit::require_realtime("real-time policies and SCHED_DEADLINE");
-}
+/// What the tests need root (or CAP_SYS_NICE) for.
+const NEEDS_REALTIME: &str = "real-time policies and SCHED_DEADLINE";
 
 fn state_dir(name: &str) -> PathBuf {
     let directory =
@@ -117,7 +117,7 @@ fn request(tid: u32, amount_ms: u64, period_ms: u64, backend: BackendKind) -> Re
 #[test]
 #[ignore = "needs root"]
 fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let spinner = spin_for(Duration::from_secs(20));
     let before = thread_policy(spinner.tid).unwrap();
@@ -170,7 +170,7 @@ fn deadline_reservation_sets_the_policy_and_release_and_drop_restore_it() {
 #[test]
 #[ignore = "needs root"]
 fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let spinner = spin_for(Duration::from_secs(20));
     let before = thread_policy(spinner.tid).unwrap();
@@ -194,7 +194,7 @@ fn deadline_refuses_what_the_tick_cannot_hold_and_changes_nothing() {
 #[test]
 #[ignore = "needs root"]
 fn dispatch_reservation_raises_in_slots_and_restores_policy_and_affinity() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let spinner = spin_for(Duration::from_secs(20));
     let before = thread_policy(spinner.tid).unwrap();
@@ -303,7 +303,7 @@ fn child_reserves_and_waits_for_sigkill() {
 #[test]
 #[ignore = "needs root"]
 fn sigkill_leaves_a_journal_the_next_open_repairs() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let cpusets = cpuset_root();
     let balance_before = cpusets.as_deref().map(top_load_balance);
@@ -379,7 +379,7 @@ fn child_holding_a_reservation(
 #[test]
 #[ignore = "needs root"]
 fn a_compacted_journal_stays_bounded_and_still_repairs_after_sigkill() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let cpusets = cpuset_root();
     let balance_before = cpusets.as_deref().map(top_load_balance);
@@ -412,7 +412,7 @@ fn a_compacted_journal_stays_bounded_and_still_repairs_after_sigkill() {
 #[test]
 #[ignore = "needs root"]
 fn a_lingering_partition_is_reused_expired_and_never_left_behind() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let Some(root) = cpuset_root() else {
         panic!("needs a cgroup v1 cpuset hierarchy (this test is about its partitions)");
@@ -460,7 +460,7 @@ fn a_lingering_partition_is_reused_expired_and_never_left_behind() {
 #[test]
 #[ignore = "needs root"]
 fn a_repaired_journal_never_touches_a_thread_that_reused_the_id() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let spinner = spin_for(Duration::from_secs(20));
     let directory = state_dir("reused");
@@ -487,7 +487,7 @@ fn a_repaired_journal_never_touches_a_thread_that_reused_the_id() {
 #[test]
 #[ignore = "needs root"]
 fn constraints_answer_at_once_and_report_cpu_time_used() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     for backend in BackendKind::ALL {
         let directory = state_dir(&format!("constraint-{backend}"));
@@ -559,7 +559,7 @@ fn constraints_answer_at_once_and_report_cpu_time_used() {
 #[test]
 #[ignore = "needs root"]
 fn an_activity_of_several_threads_shares_one_dispatch_reservation() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let first = spin_for(Duration::from_secs(20));
     let second = spin_for(Duration::from_secs(20));
@@ -612,7 +612,7 @@ fn an_activity_of_several_threads_shares_one_dispatch_reservation() {
 #[test]
 #[ignore = "needs root"]
 fn a_deadline_thread_reserved_again_soon_after_its_release_still_gets_its_cpu() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let spinner = spin_for(Duration::from_secs(60));
     let directory = state_dir("restart");
@@ -667,7 +667,7 @@ fn run_time(tid: u32) -> Duration {
 #[test]
 #[ignore = "needs root"]
 fn a_reclaiming_deadline_reservation_runs_past_its_budget_when_nothing_else_is_reserved() {
-    require_root();
+    require_realtime(NEEDS_REALTIME);
     let _turn = serial();
     let directory = state_dir("reclaim");
     let mut enforcer = Enforcer::open(&directory, None).unwrap();

@@ -36,6 +36,8 @@ pub use priority::start_at_the_default_priority;
 pub use process::{end, KillOnDrop};
 #[cfg(target_os = "linux")]
 pub use root::{
-    require_realtime, require_root, require_root_and_tracefs, require_root_taking_turns, take_turns,
+    require_realtime, require_root, require_root_and_tracefs,
+    require_root_and_tracefs_taking_turns, require_root_for_turns, require_root_taking_turns,
+    require_writable, take_turns,
 };
 pub use wait::{eventually, poll, wait_for, wait_until};

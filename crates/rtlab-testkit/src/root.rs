@@ -40,6 +40,17 @@ pub fn require_root_and_tracefs() {
     require_tracefs();
 }
 
+/// Fails the test unless `path` opens for writing (a device such as `/dev/cpu_dma_latency`, which
+/// only root may write).
+#[track_caller]
+pub fn require_writable(path: &str) {
+    if let Err(error) = std::fs::OpenOptions::new().write(true).open(path) {
+        panic!(
+            "this test needs {path}, writable ({error}): run it as root (CI does, with --run-ignored all)"
+        );
+    }
+}
+
 /// Waits for `turns`, the lock through which some of a test binary's tests run one at a time, and
 /// holds it as long as the guard; a test that failed holding it does not stop the others.
 ///
@@ -60,7 +71,21 @@ static ROOT_TURNS: Mutex<()> = Mutex::new(());
 /// (see [`ROOT_TURNS`]); the turn lasts as long as the guard.
 #[track_caller]
 pub fn require_root_taking_turns() -> MutexGuard<'static, ()> {
-    require_root("it changes scheduling");
+    require_root_for_turns("it changes scheduling")
+}
+
+/// [`require_root_taking_turns`] saying what the test needs root for.
+#[track_caller]
+pub fn require_root_for_turns(needs: &str) -> MutexGuard<'static, ()> {
+    require_root(needs);
+    take_turns(&ROOT_TURNS)
+}
+
+/// Fails the test unless it runs as root with tracefs ([`require_root_and_tracefs`]), then waits
+/// for its turn among the binary's root tests; the turn lasts as long as the guard.
+#[track_caller]
+pub fn require_root_and_tracefs_taking_turns() -> MutexGuard<'static, ()> {
+    require_root_and_tracefs();
     take_turns(&ROOT_TURNS)
 }
 

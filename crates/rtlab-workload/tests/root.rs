@@ -4,6 +4,7 @@
 //! protected thread's deadline is many times what it needs.
 
 use rtlab_core::Nanos;
+use rtlab_testkit::{require_realtime, take_turns};
 use rtlab_workload::runner::{run, RunResult, RunSettings};
 use rtlab_workload::toml_file::parse_workload_toml;
 use std::sync::atomic::AtomicBool;
@@ -12,9 +13,11 @@ use std::sync::Arc;
 /// The tests share one CPU and spinners: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Fails the test without root; the CPU the test measures on (the last online one).
-fn require_root() -> usize {
-    rtlab_testkit::require_realtime("RT priorities and SCHED_DEADLINE");
+/// What the tests need root (or CAP_SYS_NICE) for.
+const NEEDS_REALTIME: &str = "RT priorities and SCHED_DEADLINE";
+
+/// The CPU the tests measure on (the last online one).
+fn measured_cpu() -> usize {
     *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap()
 }
 
@@ -65,10 +68,9 @@ period = "10ms"
 #[test]
 #[ignore = "needs root"]
 fn a_starved_producer_underruns_and_the_wav_silences_match() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let cpu = require_root();
+    let _turn = take_turns(&ONE_AT_A_TIME);
+    require_realtime(NEEDS_REALTIME);
+    let cpu = measured_cpu();
     let text = producer_and_device(cpu, "policy = \"fifo\"\npriority = 10");
     let result = run_text(&text, 3, vec![format!("fifo:50@{cpu}")], true);
     let device = &result.devices[0];
@@ -93,10 +95,9 @@ fn a_starved_producer_underruns_and_the_wav_silences_match() {
 #[test]
 #[ignore = "needs root and tracefs"]
 fn a_starved_producers_underruns_are_attributed_to_the_competitor() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let cpu = require_root();
+    let _turn = take_turns(&ONE_AT_A_TIME);
+    require_realtime(NEEDS_REALTIME);
+    let cpu = measured_cpu();
     let text = producer_and_device(cpu, "policy = \"fifo\"\npriority = 10");
     let result = run_explained(&text, 2, vec![format!("fifo:50@{cpu}")], false, true);
     let device = &result.devices[0];
@@ -135,10 +136,9 @@ fn a_starved_producers_underruns_are_attributed_to_the_competitor() {
 #[test]
 #[ignore = "needs root and tracefs"]
 fn a_reserved_producer_does_not_underrun() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let cpu = require_root();
+    let _turn = take_turns(&ONE_AT_A_TIME);
+    require_realtime(NEEDS_REALTIME);
+    let cpu = measured_cpu();
     let text = producer_and_device(cpu, "reserve = \"2ms/10ms\"");
     let result = run_explained(&text, 3, vec![format!("fifo:50@{cpu}")], false, true);
     let device = &result.devices[0];
@@ -223,10 +223,9 @@ kind = "{kind}"
 #[test]
 #[ignore = "needs root"]
 fn a_pi_lock_removes_the_inversion_a_plain_lock_shows() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let cpu = require_root();
+    let _turn = take_turns(&ONE_AT_A_TIME);
+    require_realtime(NEEDS_REALTIME);
+    let cpu = measured_cpu();
     let run = |kind: &str, explain: bool| {
         let result = run_explained(&inversion(cpu, kind), 3, Vec::new(), false, explain);
         let high = result
@@ -277,10 +276,9 @@ fn a_pi_lock_removes_the_inversion_a_plain_lock_shows() {
 #[test]
 #[ignore = "needs root"]
 fn the_study_glitches_without_reservations_and_not_with_them() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let cpu = require_root();
+    let _turn = take_turns(&ONE_AT_A_TIME);
+    require_realtime(NEEDS_REALTIME);
+    let cpu = measured_cpu();
     let stop = Arc::new(AtomicBool::new(false));
     let experiment = |number: u32, explain: bool| {
         let experiment = rtlab_workload::study::EXPERIMENTS
@@ -342,10 +340,8 @@ fn the_study_glitches_without_reservations_and_not_with_them() {
 #[test]
 #[ignore = "needs root"]
 fn the_journal_directory_of_a_killed_workload_is_repaired_and_removed() {
-    require_root();
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    require_realtime(NEEDS_REALTIME);
+    let _turn = take_turns(&ONE_AT_A_TIME);
     // A process that has exited stands for a workload killed with SIGKILL.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = child.id();

@@ -809,6 +809,43 @@ fn no_module_is_mounted_by_path() {
     assert!(files.len() > 100, "{} files read", files.len());
 }
 
+/// The checks a root-only test starts with are rtlab-testkit's (`root.rs`), written once: no test
+/// file of another crate defines its own `require_…` or `is_root` (issue 36, item 6; there were
+/// six copies of `require_root`).
+#[test]
+fn root_checks_are_the_test_kits() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&crates).expect("read crates") {
+        let crate_dir = entry.expect("entry").path();
+        if !crate_dir.ends_with("rtlab-testkit") {
+            rust_files(&crate_dir.join("tests"), &mut files);
+        }
+    }
+    let copies: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(file).expect("read test");
+            let name = file
+                .strip_prefix(&crates)
+                .unwrap_or(file)
+                .display()
+                .to_string();
+            text.lines()
+                .map(str::trim_start)
+                .map(|line| line.strip_prefix("pub ").unwrap_or(line))
+                .filter(|line| line.starts_with("fn require_") || line.starts_with("fn is_root("))
+                .map(|line| format!("{name}: {line}"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        copies.is_empty(),
+        "root checks written outside rtlab-testkit (use or extend crates/rtlab-testkit/src/root.rs): {copies:#?}"
+    );
+    assert!(files.len() > 50, "{} test files read", files.len());
+}
+
 /// The cycle check itself: a two-file and a three-file cycle are caught, a chain is not.
 #[test]
 fn the_cycle_check_catches_cycles_of_any_length() {

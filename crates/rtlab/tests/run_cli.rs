@@ -11,10 +11,6 @@ use rtlab_core::Metric;
 use std::process::Command;
 use std::time::Duration;
 
-fn is_root() -> bool {
-    rtlab_sys::sched::realtime_permitted()
-}
-
 /// A tag put in the environment of one test's rtlab, inherited by anything it starts, so the scan
 /// below finds that run's leftovers and not those of tests running in parallel.
 fn unique_tag() -> String {
@@ -96,7 +92,7 @@ fn run_writes_a_complete_valid_record() {
     assert!(stdout.contains("times between wake-ups"), "{stdout}");
     let record = read_record(&json);
     let cpus = rtlab_sys::cpu::online_cpus().unwrap();
-    let classes: Vec<&str> = if is_root() {
+    let classes: Vec<&str> = if rtlab_sys::sched::realtime_permitted() {
         vec!["rt-high", "rt-mid", "normal"]
     } else {
         eprintln!("note: not root, only the normal class is expected");
@@ -166,7 +162,7 @@ fn run_writes_a_complete_valid_record() {
 #[ignore = "needs root and setpriv (util-linux)"]
 fn without_realtime_permission_warns_once_and_still_records() {
     assert!(
-        is_root(),
+        rtlab_sys::sched::realtime_permitted(),
         "this test needs root, to drop to an unprivileged user with setpriv"
     );
     assert!(
@@ -251,7 +247,7 @@ impl TaggedRun {
     /// need it).
     fn start_as_root(extra_args: &[&str]) -> TaggedRun {
         assert!(
-            is_root(),
+            rtlab_sys::sched::realtime_permitted(),
             "this test needs root, for real-time classes and /dev/cpu_dma_latency"
         );
         let dma_before = rtlab_sys::dma_latency::current().ok();

@@ -12,16 +12,8 @@ use rtlab_core::timer_study::{TimerRow, TIMER_APIS};
 use std::process::Stdio;
 use std::time::Duration;
 
-fn require_root() {
-    rtlab_testkit::require_realtime("SCHED_FIFO and /dev/cpu_dma_latency");
-    assert!(
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/cpu_dma_latency")
-            .is_ok(),
-        "this test needs /dev/cpu_dma_latency, writable: run it as root or leave it ignored"
-    );
-}
+/// What the root tests need root (or CAP_SYS_NICE) for.
+const NEEDS_REALTIME: &str = "SCHED_FIFO and /dev/cpu_dma_latency";
 
 /// Measuring tests take this lock so they never run at once: two studies pinned to the same CPU
 /// disturb each other (another process's timers expire a slack timer early, for one).
@@ -131,7 +123,8 @@ fn row<'a>(rows: &'a [TimerRow], api: &str, mode: Option<&str>, class: &str) -> 
 #[test]
 #[ignore = "needs root"]
 fn each_api_delivers_what_its_documentation_promises_for_1ms() {
-    require_root();
+    rtlab_testkit::require_realtime(NEEDS_REALTIME);
+    rtlab_testkit::require_writable("/dev/cpu_dma_latency");
     let _measuring = measuring();
     let sandbox = Sandbox::new();
     let json = sandbox.file("study.json");
@@ -274,7 +267,8 @@ fn holders_of_dma_latency() -> Vec<u32> {
 #[test]
 #[ignore = "needs root"]
 fn the_audit_names_a_cpu_dma_latency_holder_and_its_value() {
-    require_root();
+    rtlab_testkit::require_realtime(NEEDS_REALTIME);
+    rtlab_testkit::require_writable("/dev/cpu_dma_latency");
     let _measuring = measuring();
     let holder = hold_dma_latency(42);
     let pid = holder.id();
@@ -370,7 +364,8 @@ fn start_experiment(sandbox: &Sandbox, json: &std::path::Path) -> (KillOnDrop, u
 #[test]
 #[ignore = "needs root"]
 fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_latency() {
-    require_root();
+    rtlab_testkit::require_realtime(NEEDS_REALTIME);
+    rtlab_testkit::require_writable("/dev/cpu_dma_latency");
     let _measuring = measuring();
     let sandbox = Sandbox::new();
     let json = sandbox.file("change.json");
@@ -419,7 +414,8 @@ fn sigint_during_the_change_experiment_restores_the_slack_and_releases_the_laten
 #[test]
 #[ignore = "needs root"]
 fn sigkill_of_rtlab_during_the_change_experiment_releases_everything() {
-    require_root();
+    rtlab_testkit::require_realtime(NEEDS_REALTIME);
+    rtlab_testkit::require_writable("/dev/cpu_dma_latency");
     let _measuring = measuring();
     let sandbox = Sandbox::new();
     let json = sandbox.file("change.json");

@@ -1,4 +1,4 @@
-//! Shared by the apptrace tests: the test program `trace_demo` (a binary of this crate), root checks,
+//! Shared by the apptrace tests: the test program `trace_demo` (a binary of this crate),
 //! lookups in an analysis, and the output header an analysis is given.
 
 #![allow(dead_code)]
@@ -6,19 +6,6 @@
 use rtlab_apptrace::analyze::report::{ThreadRow, TraceReport};
 use rtlab_core::header::OutputHeader;
 use std::path::PathBuf;
-
-/// The test program pins RT threads to CPUs 0 and 1: two at once would disturb each other.
-static ONE_DEMO_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Fails (never skips) without root or tracefs: CI runs these as root. Holds the demo lock.
-pub fn require_root_and_tracefs() -> std::sync::MutexGuard<'static, ()> {
-    rtlab_testkit::require_root("SCHED_FIFO threads, tracefs");
-    assert!(
-        std::path::Path::new("/sys/kernel/tracing/instances").is_dir(),
-        "this test needs tracefs at /sys/kernel/tracing"
-    );
-    rtlab_testkit::take_turns(&ONE_DEMO_AT_A_TIME)
-}
 
 /// The test program `tests/programs/trace_demo.rs`. A binary of this crate, so cargo builds it with the
 /// tests, with their features, and says where (`CARGO_BIN_EXE_trace_demo`). As an example it was
