@@ -6,7 +6,7 @@ use super::report::*;
 use super::streaming::{ActivationSummary, ACTIVATIONS_KEPT};
 use super::timeline::{SpanState, Timeline};
 use super::xrun_rule::{held_through_its_wakers_cycle, missed_periods, restarted_at_once};
-use super::{Activation, Analyzer, BlockReason, State};
+use super::{Activation, Analyzer, BlockReason, State, Thread};
 use rtlab_core::header::OutputHeader;
 use std::collections::HashMap;
 
@@ -21,6 +21,51 @@ const HYPERVISOR_MIN_NS: u64 = 100_000;
 /// Most starvation entries kept (worst first): a loaded machine starves many threads at once.
 const MAX_STARVATION_LISTED: usize = 2000;
 
+/// A thread still blocked on a futex at the end of the trace, long enough to be a hang.
+pub(super) struct OngoingHang {
+    pub tid: i32,
+    pub since: u64,
+    pub uaddr: u64,
+}
+
+/// The late activations found so far, and the counts of late jobs and missed periods (more
+/// than the entries kept).
+#[derive(Default)]
+struct LateFound {
+    entries: Vec<LateActivation>,
+    total: u64,
+    missed: u64,
+}
+
+impl LateFound {
+    fn keep(&mut self, entry: LateActivation) {
+        if self.entries.len() < MAX_KEPT {
+            self.entries.push(entry);
+        }
+    }
+}
+
+/// What judging a thread's lateness needs to know of it.
+struct JudgedThread<'a> {
+    tid: i32,
+    /// The end of the trace (where the open activation stops).
+    end: u64,
+    /// The completed activations kept.
+    activations: &'a [Activation],
+    period: Option<(u64, u64)>,
+    dominant: Option<i32>,
+    /// More activations than are kept: the bounded summaries judge.
+    overflowed: bool,
+}
+
+/// A thread's period and CPU time per activation and per cycle.
+struct ActivationStats {
+    period: Option<(u64, u64)>,
+    n_activations: u64,
+    cpu: CpuPerActivation,
+    per_cycle: CpuPerActivation,
+}
+
 impl Analyzer {
     /// Ends the pass: closes what is still open at the last event and builds the report.
     pub fn finish(
@@ -32,11 +77,82 @@ impl Analyzer {
         let end = self.last_ns;
         let first = self.first_ns.unwrap_or(end);
         let duration = end.saturating_sub(first).max(1);
-        // Close the open states.
         let mut tids: Vec<i32> = self.threads.keys().copied().collect();
         tids.sort_unstable();
-        let mut ongoing_hangs: Vec<(i32, u64, u64)> = Vec::new();
+        let ongoing_hangs = self.close_open_states(&tids, end);
+        let mut rows = Vec::new();
+        let mut late = LateFound::default();
         for &tid in &tids {
+            if tid <= 0 {
+                continue;
+            }
+            if let Some(row) = self.thread_row(tid, end, duration, &mut late) {
+                rows.push(row);
+            }
+        }
+        rows.sort_by(|a, b| {
+            b.target
+                .cmp(&a.target)
+                .then(a.kernel_prio.cmp(&b.kernel_prio))
+                .then(a.tid.cmp(&b.tid))
+        });
+        // The first ones in time (each thread's were found in two passes).
+        // The recorded program's threads first (a tracefs recording has every task's).
+        let is_target = |tid: i32| {
+            self.threads
+                .get(&tid)
+                .is_some_and(|thread| thread.tgid.is_some())
+        };
+        let LateFound {
+            entries: mut late_activations,
+            total: late_total,
+            missed: missed_total,
+        } = late;
+        late_activations.sort_by(|a, b| {
+            is_target(b.thread.tid)
+                .cmp(&is_target(a.thread.tid))
+                .then(a.at_ns.cmp(&b.at_ns))
+                .then(a.thread.tid.cmp(&b.thread.tid))
+        });
+        late_activations.truncate(MAX_LISTED);
+        let hangs = self.hangs(&ongoing_hangs);
+        let starvation = self.starvation_list();
+        let pi_boosts = self.pi_boost_list();
+        let warnings = self.warnings(lost_events);
+        let report = TraceReport {
+            header,
+            source,
+            first_ns: first,
+            last_ns: end,
+            duration_ns: end - first,
+            n_events: self.n_events,
+            lost_events,
+            hang_threshold_ns: self.config.hang_ns,
+            starve_threshold_ns: self.config.starve_ns,
+            threads: rows,
+            inversions: std::mem::take(&mut self.inversions),
+            pi_boosts,
+            hangs,
+            starvation,
+            late_activations,
+            late_activations_total: late_total,
+            missed_periods_total: missed_total,
+            deadline_source: if self.cycles.is_empty() {
+                DeadlineSource::Inferred
+            } else {
+                DeadlineSource::CycleMarker
+            },
+            cycle_markers: self.main_cycle_markers(),
+            warnings,
+        };
+        (report, self.timeline.take())
+    }
+
+    /// Closes each thread's open state at `end`: its run counted, its wait judged as
+    /// starvation, its futex wait returned as a hang still going on; and their spans drawn.
+    fn close_open_states(&mut self, tids: &[i32], end: u64) -> Vec<OngoingHang> {
+        let mut ongoing_hangs = Vec::new();
+        for &tid in tids {
             let state = self.threads[&tid].state;
             match state {
                 State::Running { since, .. } => {
@@ -71,7 +187,7 @@ impl Analyzer {
                         && end - since >= self.config.hang_ns
                         && was_active
                     {
-                        ongoing_hangs.push((tid, since, uaddr));
+                        ongoing_hangs.push(OngoingHang { tid, since, uaddr });
                     }
                     if let Some(timeline) = &mut self.timeline {
                         let state = match reason {
@@ -85,285 +201,314 @@ impl Analyzer {
                 State::Unknown | State::Dead => {}
             }
         }
-        let mut rows = Vec::new();
-        let mut late = Vec::new();
-        let mut late_total = 0u64;
-        let mut missed_total = 0u64;
-        let mut sorted_tids = tids.clone();
-        sorted_tids.sort_unstable();
-        for &tid in &sorted_tids {
-            if tid <= 0 {
-                continue;
-            }
-            let thread = &self.threads[&tid];
-            // Beyond the kept activations, the bounded summaries answer (streaming.rs).
-            let overflowed = thread.summary.n_activations as usize > ACTIVATIONS_KEPT;
-            let mut activations = thread.activations.clone();
-            let completed = activations.len();
-            if let Some(current) = thread.current {
-                activations.push(Activation { end, ..current });
-            }
-            if activations.is_empty() && thread.cpu_ns == 0 {
-                continue;
-            }
-            let dominant = thread
-                .dominant_waker()
-                .map(|waker| (waker, thread.wakers[&waker]));
-            let (period, n_activations, mean, p99, max, per_cycle) = if overflowed {
-                let summary = &thread.summary;
-                let cycles = summary.cycle_cpu();
-                (
-                    summary.period(dominant.map(|(waker, _)| waker), thread.current.as_ref()),
-                    summary.n_activations + u64::from(thread.current.is_some()),
-                    summary.cpu.mean(),
-                    summary.cpu.percentile(99.0),
-                    summary.cpu.max(),
-                    CpuPerActivation {
-                        mean: cycles.mean(),
-                        p99: cycles.percentile(99.0),
-                        max: cycles.max(),
-                    },
-                )
+        ongoing_hangs
+    }
+
+    /// `tid`'s row of the thread table (None for a thread that never ran), its late jobs and
+    /// missed periods added to `late`.
+    fn thread_row(
+        &self,
+        tid: i32,
+        end: u64,
+        duration: u64,
+        late: &mut LateFound,
+    ) -> Option<ThreadRow> {
+        let thread = &self.threads[&tid];
+        // Beyond the kept activations, the bounded summaries answer (streaming.rs).
+        let overflowed = thread.summary.n_activations as usize > ACTIVATIONS_KEPT;
+        let mut activations = thread.activations.clone();
+        let completed = activations.len();
+        if let Some(current) = thread.current {
+            activations.push(Activation { end, ..current });
+        }
+        if activations.is_empty() && thread.cpu_ns == 0 {
+            return None;
+        }
+        let dominant = thread.dominant_waker();
+        let stats = if overflowed {
+            Self::summary_stats(thread, dominant)
+        } else {
+            self.activation_stats(thread, &activations, dominant)
+        };
+        let counted = |map: &HashMap<i32, u64>| -> Vec<Counted> {
+            let mut list: Vec<Counted> = map
+                .iter()
+                .map(|(tid, count)| Counted {
+                    tid: *tid,
+                    name: self.name_of(*tid),
+                    count: *count,
+                })
+                .collect();
+            list.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
+            list.truncate(5);
+            list
+        };
+        let policy = match thread.policy {
+            Some((policy, _)) => policy.name().to_owned(),
+            None => crate::model::policy_class_of(thread.prio).to_owned(),
+        };
+        let (late_before, missed_before) = (late.total, late.missed);
+        let judged = JudgedThread {
+            tid,
+            end,
+            activations: &activations[..completed],
+            period: stats.period,
+            dominant,
+            overflowed,
+        };
+        let deadline_source = self.judge_late(&judged, late);
+        Some(ThreadRow {
+            tid,
+            name: self.name_of(tid),
+            tgid: thread.tgid,
+            policy,
+            priority: self.user_priority_of(tid),
+            kernel_prio: thread.prio,
+            target: thread.tgid.is_some(),
+            activations: stats.n_activations,
+            period_ns: stats.period.map(|(period, _)| period),
+            period_jitter_ns: stats.period.map(|(_, jitter)| jitter),
+            cpu_per_activation_ns: stats.cpu,
+            cpu_per_cycle_ns: stats.per_cycle,
+            cpu_ns: thread.cpu_ns,
+            cpu_share: thread.cpu_ns as f64 / duration as f64,
+            wakers: counted(&thread.wakers),
+            wakes: counted(&thread.wakes),
+            blocked_ns: BlockedNs {
+                futex: thread.blocked_ns[BlockReason::Futex as usize],
+                io: thread.blocked_ns[BlockReason::Io as usize],
+                sleep: thread.blocked_ns[BlockReason::Sleep as usize],
+            },
+            late_activations: late.total - late_before,
+            missed_periods: late.missed - missed_before,
+            deadline_source,
+        })
+    }
+
+    /// The period and CPU times of a thread with more activations than are kept, from its
+    /// bounded summaries.
+    fn summary_stats(thread: &Thread, dominant: Option<i32>) -> ActivationStats {
+        let summary = &thread.summary;
+        let cycles = summary.cycle_cpu();
+        ActivationStats {
+            period: summary.period(dominant, thread.current.as_ref()),
+            n_activations: summary.n_activations + u64::from(thread.current.is_some()),
+            cpu: CpuPerActivation {
+                mean: summary.cpu.mean(),
+                p99: summary.cpu.percentile(99.0),
+                max: summary.cpu.max(),
+            },
+            per_cycle: CpuPerActivation {
+                mean: cycles.mean(),
+                p99: cycles.percentile(99.0),
+                max: cycles.max(),
+            },
+        }
+    }
+
+    /// The period and CPU times of a thread from its kept activations (the open one last).
+    fn activation_stats(
+        &self,
+        thread: &Thread,
+        activations: &[Activation],
+        dominant: Option<i32>,
+    ) -> ActivationStats {
+        let all_starts: Vec<u64> = activations
+            .iter()
+            .map(|activation| activation.start)
+            .collect();
+        let dominant_starts: Vec<u64> = match dominant {
+            Some(waker) => activations
+                .iter()
+                .filter(|activation| activation.waker == waker)
+                .map(|activation| activation.start)
+                .collect(),
+            _ => all_starts.clone(),
+        };
+        let period = detect_period(&dominant_starts)
+            .or_else(|| detect_period(&all_starts))
+            .or_else(|| dominant.and_then(|waker| self.wakers_cycle(waker, &dominant_starts)));
+        let mut cpu: Vec<u64> = thread
+            .activations
+            .iter()
+            .map(|activation| activation.cpu_ns)
+            .collect();
+        let mean = if cpu.is_empty() {
+            0
+        } else {
+            cpu.iter().sum::<u64>() / cpu.len() as u64
+        };
+        let p99 = percentile(&mut cpu, 99.0);
+        let max = cpu.iter().copied().max().unwrap_or(0);
+        let mut cycles =
+            super::cycles::per_cycle(&thread.activations, None, period.map(|(period, _)| period));
+        let per_cycle = CpuPerActivation {
+            mean: if cycles.is_empty() {
+                0
             } else {
-                let all_starts: Vec<u64> = activations
-                    .iter()
-                    .map(|activation| activation.start)
-                    .collect();
-                let dominant_starts: Vec<u64> = match dominant {
-                    Some((waker, _)) => activations
-                        .iter()
-                        .filter(|activation| activation.waker == waker)
-                        .map(|activation| activation.start)
-                        .collect(),
-                    _ => all_starts.clone(),
-                };
-                let period = detect_period(&dominant_starts)
-                    .or_else(|| detect_period(&all_starts))
-                    .or_else(|| {
-                        dominant.and_then(|(waker, _)| self.wakers_cycle(waker, &dominant_starts))
-                    });
-                let mut cpu: Vec<u64> = thread
-                    .activations
-                    .iter()
-                    .map(|activation| activation.cpu_ns)
-                    .collect();
-                let mean = if cpu.is_empty() {
-                    0
-                } else {
-                    cpu.iter().sum::<u64>() / cpu.len() as u64
-                };
-                let p99 = percentile(&mut cpu, 99.0);
-                let max = cpu.iter().copied().max().unwrap_or(0);
-                let mut cycles = super::cycles::per_cycle(
-                    &thread.activations,
-                    None,
-                    period.map(|(period, _)| period),
+                cycles.iter().sum::<u64>() / cycles.len() as u64
+            },
+            p99: percentile(&mut cycles, 99.0),
+            max: cycles.iter().copied().max().unwrap_or(0),
+        };
+        ActivationStats {
+            period,
+            n_activations: activations.len() as u64,
+            cpu: CpuPerActivation { mean, p99, max },
+            per_cycle,
+        }
+    }
+
+    /// Finds a thread's late jobs and missed periods, and says by what deadline it was
+    /// judged (None: not judged).
+    fn judge_late(&self, judged: &JudgedThread, late: &mut LateFound) -> Option<DeadlineSource> {
+        let thread = &self.threads[&judged.tid];
+        // A thread the program's cycle drives (its usual waker hits the cycle markers) is
+        // judged by the markers: the program's own deadline (cycle_rule.rs).
+        let by_markers = self.cycles.iter().find(|clock| {
+            clock.period_ns > 0
+                && clock.driven.contains(&judged.tid)
+                && judged.dominant == Some(clock.tid)
+        });
+        if let Some(clock) = by_markers {
+            self.judge_by_markers(judged, clock.period_ns, late);
+            return Some(DeadlineSource::CycleMarker);
+        }
+        // Late jobs: among the kept activations (judged by the period learnt from them when
+        // the thread overflowed), then those found on the way beyond them.
+        let mut summary = thread.summary.clone();
+        let judged_by = if judged.overflowed {
+            summary
+                .finish_jobs()
+                .map(|period| (period, summary_waker(&summary)))
+        } else {
+            judged
+                .period
+                .zip(judged.dominant)
+                .map(|((period, _), waker)| (period, waker))
+        };
+        // A "period" of microseconds is a busy loop's rhythm, not a deadline.
+        let (period, waker) = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS)?;
+        self.judge_jobs(judged, period, waker, late);
+        self.judge_beyond_kept(judged.tid, &summary, period, late);
+        Some(DeadlineSource::Inferred)
+    }
+
+    /// A thread judged by the program's cycle markers: the late activations its cycle judge
+    /// found, and the open one if it already missed a deadline.
+    fn judge_by_markers(&self, judged: &JudgedThread, period_ns: u64, late: &mut LateFound) {
+        let thread = &self.threads[&judged.tid];
+        let judge = &thread.cycle_judge;
+        late.total += judge.deadlines_missed;
+        late.missed += judge.missed_periods;
+        let open = thread
+            .current
+            .filter(|current| current.cycle_deadlines > 0)
+            .map(|current| Activation {
+                end: judged.end,
+                ..current
+            });
+        for activation in judge.late.iter().chain(open.iter()) {
+            if late.entries.len() < MAX_KEPT {
+                let mut entry = self.late_entry(
+                    judged.tid,
+                    activation.start,
+                    period_ns,
+                    activation.end.saturating_sub(activation.start),
+                    std::slice::from_ref(activation),
+                    // Woken after a gap in its waker's rhythm (the cycle itself came
+                    // late): the gap, and who held the cycle's thread, come first.
+                    activation.gap_ns > 0,
                 );
-                let per_cycle = CpuPerActivation {
-                    mean: if cycles.is_empty() {
-                        0
-                    } else {
-                        cycles.iter().sum::<u64>() / cycles.len() as u64
-                    },
-                    p99: percentile(&mut cycles, 99.0),
-                    max: cycles.iter().copied().max().unwrap_or(0),
-                };
-                (period, activations.len() as u64, mean, p99, max, per_cycle)
-            };
-            let counted = |map: &HashMap<i32, u64>| -> Vec<Counted> {
-                let mut list: Vec<Counted> = map
-                    .iter()
-                    .map(|(tid, count)| Counted {
-                        tid: *tid,
-                        name: self.name_of(*tid),
-                        count: *count,
-                    })
-                    .collect();
-                list.sort_by(|a, b| b.count.cmp(&a.count).then(a.tid.cmp(&b.tid)));
-                list.truncate(5);
-                list
-            };
-            let policy = match thread.policy {
-                Some((policy, _)) => policy.name().to_owned(),
-                None => crate::model::policy_class_of(thread.prio).to_owned(),
-            };
-            rows.push(ThreadRow {
-                tid,
-                name: self.name_of(tid),
-                tgid: thread.tgid,
-                policy,
-                priority: self.user_priority_of(tid),
-                kernel_prio: thread.prio,
-                target: thread.tgid.is_some(),
-                activations: n_activations,
-                period_ns: period.map(|(period, _)| period),
-                period_jitter_ns: period.map(|(_, jitter)| jitter),
-                cpu_per_activation_ns: CpuPerActivation { mean, p99, max },
-                cpu_per_cycle_ns: per_cycle,
-                cpu_ns: thread.cpu_ns,
-                cpu_share: thread.cpu_ns as f64 / duration as f64,
-                wakers: counted(&thread.wakers),
-                wakes: counted(&thread.wakes),
-                blocked_ns: BlockedNs {
-                    futex: thread.blocked_ns[BlockReason::Futex as usize],
-                    io: thread.blocked_ns[BlockReason::Io as usize],
-                    sleep: thread.blocked_ns[BlockReason::Sleep as usize],
-                },
-                late_activations: 0,
-                missed_periods: 0,
-                deadline_source: None,
-            });
-            let (late_before, missed_before) = (late_total, missed_total);
-            // Late jobs: among the kept activations (judged by the period learnt from them when
-            // the thread overflowed), then those found on the way beyond them.
-            let mut summary = thread.summary.clone();
-            let judged_by = if overflowed {
-                summary
-                    .finish_jobs()
-                    .map(|period| (period, summary_waker(&summary)))
-            } else {
-                period
-                    .zip(dominant)
-                    .map(|((period, _), (waker, _))| (period, waker))
-            };
-            // A "period" of microseconds is a busy loop's rhythm, not a deadline.
-            let judged_by = judged_by.filter(|(period, _)| *period >= MIN_JUDGED_PERIOD_NS);
-            // A thread the program's cycle drives (its usual waker hits the cycle markers) is
-            // judged by the markers: the program's own deadline (cycle_rule.rs).
-            let by_markers = self.cycles.iter().find(|clock| {
-                clock.period_ns > 0
-                    && clock.driven.contains(&tid)
-                    && dominant.map(|(waker, _)| waker) == Some(clock.tid)
-            });
-            if let Some(clock) = by_markers {
-                let judge = &thread.cycle_judge;
-                late_total += judge.deadlines_missed;
-                missed_total += judge.missed_periods;
-                let open = thread
-                    .current
-                    .filter(|current| current.cycle_deadlines > 0)
-                    .map(|current| Activation { end, ..current });
-                for activation in judge.late.iter().chain(open.iter()) {
-                    if late.len() < MAX_KEPT {
-                        let mut entry = self.late_entry(
-                            tid,
-                            activation.start,
-                            clock.period_ns,
-                            activation.end.saturating_sub(activation.start),
-                            std::slice::from_ref(activation),
-                            // Woken after a gap in its waker's rhythm (the cycle itself came
-                            // late): the gap, and who held the cycle's thread, come first.
-                            activation.gap_ns > 0,
-                        );
-                        entry.deadlines_missed = u64::from(activation.cycle_deadlines);
-                        late.push(entry);
-                    }
-                }
-                if let Some(row) = rows.last_mut() {
-                    row.late_activations = late_total - late_before;
-                    row.missed_periods = missed_total - missed_before;
-                    row.deadline_source = Some(DeadlineSource::CycleMarker);
-                }
-                continue;
-            }
-            if let Some(row) = rows.last_mut() {
-                row.deadline_source = judged_by.map(|_| DeadlineSource::Inferred);
-            }
-            if let Some((period, waker)) = judged_by {
-                let mut previous: Option<(u64, bool, u64)> = None;
-                for job in jobs(&activations[..completed], waker, period) {
-                    let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
-                    let mut is_late = response > period;
-                    let mut due = job[0].start;
-                    if restarted_at_once(previous, &job[0], period) {
-                        late_total += 1;
-                    }
-                    if let Some((periods, late_start)) = missed_periods(previous, &job[0], period) {
-                        late_total += 1;
-                        missed_total += 1;
-                        if late.len() < MAX_KEPT {
-                            late.push(self.missed_entry(tid, &job[0], period, periods));
-                        }
-                        if late_start {
-                            is_late = true;
-                            due = previous.map_or(due, |(start, _, _)| start + period);
-                        }
-                    }
-                    let end = job.last().map_or(job[0].end, |last| last.end);
-                    previous = Some((job[0].start, response > period, end));
-                    if !is_late {
-                        continue;
-                    }
-                    let response = job
-                        .last()
-                        .map(|last| last.end)
-                        .unwrap_or(0)
-                        .saturating_sub(due);
-                    late_total += 1 + u64::from(held_through_its_wakers_cycle(&job));
-                    if late.len() < MAX_KEPT {
-                        let started_late = due != job[0].start;
-                        late.push(self.late_entry(
-                            tid,
-                            job[0].start,
-                            period,
-                            response,
-                            &job,
-                            started_late,
-                        ));
-                    }
-                }
-                late_total += summary.late_total + summary.missed_total;
-                missed_total += summary.missed_total;
-                for (job, &(at_ns, response_ns)) in summary.late.iter().zip(&summary.late_responses)
-                {
-                    if late.len() < MAX_KEPT {
-                        late.push(self.late_entry(tid, at_ns, period, response_ns, job, false));
-                    }
-                }
-                for (first, periods, due) in &summary.missed {
-                    if late.len() < MAX_KEPT {
-                        late.push(self.missed_entry(tid, first, period, *periods));
-                        if let Some(due) = due {
-                            let response = first.end.saturating_sub(*due);
-                            let job = std::slice::from_ref(first);
-                            late.push(self.late_entry(
-                                tid,
-                                first.start,
-                                period,
-                                response,
-                                job,
-                                true,
-                            ));
-                        }
-                    }
-                }
-            }
-            if let Some(row) = rows.last_mut() {
-                row.late_activations = late_total - late_before;
-                row.missed_periods = missed_total - missed_before;
+                entry.deadlines_missed = u64::from(activation.cycle_deadlines);
+                late.entries.push(entry);
             }
         }
-        rows.sort_by(|a, b| {
-            b.target
-                .cmp(&a.target)
-                .then(a.kernel_prio.cmp(&b.kernel_prio))
-                .then(a.tid.cmp(&b.tid))
-        });
-        // The first ones in time (each thread's were found in two passes).
-        // The recorded program's threads first (a tracefs recording has every task's).
-        let is_target = |tid: i32| {
-            self.threads
-                .get(&tid)
-                .is_some_and(|thread| thread.tgid.is_some())
-        };
-        late.sort_by(|a, b| {
-            is_target(b.thread.tid)
-                .cmp(&is_target(a.thread.tid))
-                .then(a.at_ns.cmp(&b.at_ns))
-                .then(a.thread.tid.cmp(&b.thread.tid))
-        });
-        late.truncate(MAX_LISTED);
-        let hangs = self.hangs(&ongoing_hangs);
+    }
+
+    /// The kept activations' jobs (from one wake-up by `waker` to the next) judged by `period`.
+    fn judge_jobs(&self, judged: &JudgedThread, period: u64, waker: i32, late: &mut LateFound) {
+        let tid = judged.tid;
+        let mut previous: Option<(u64, bool, u64)> = None;
+        for job in jobs(judged.activations, waker, period) {
+            let response = job.last().map(|last| last.end).unwrap_or(0) - job[0].start;
+            let mut is_late = response > period;
+            let mut due = job[0].start;
+            if restarted_at_once(previous, &job[0], period) {
+                late.total += 1;
+            }
+            if let Some((periods, late_start)) = missed_periods(previous, &job[0], period) {
+                late.total += 1;
+                late.missed += 1;
+                if late.entries.len() < MAX_KEPT {
+                    late.entries
+                        .push(self.missed_entry(tid, &job[0], period, periods));
+                }
+                if late_start {
+                    is_late = true;
+                    due = previous.map_or(due, |(start, _, _)| start + period);
+                }
+            }
+            let end = job.last().map_or(job[0].end, |last| last.end);
+            previous = Some((job[0].start, response > period, end));
+            if !is_late {
+                continue;
+            }
+            let response = job
+                .last()
+                .map(|last| last.end)
+                .unwrap_or(0)
+                .saturating_sub(due);
+            late.total += 1 + u64::from(held_through_its_wakers_cycle(&job));
+            if late.entries.len() < MAX_KEPT {
+                let started_late = due != job[0].start;
+                late.entries.push(self.late_entry(
+                    tid,
+                    job[0].start,
+                    period,
+                    response,
+                    &job,
+                    started_late,
+                ));
+            }
+        }
+    }
+
+    /// The late jobs and missed periods the bounded summary found beyond the kept activations.
+    fn judge_beyond_kept(
+        &self,
+        tid: i32,
+        summary: &ActivationSummary,
+        period: u64,
+        late: &mut LateFound,
+    ) {
+        late.total += summary.late_total + summary.missed_total;
+        late.missed += summary.missed_total;
+        for (job, &(at_ns, response_ns)) in summary.late.iter().zip(&summary.late_responses) {
+            late.keep(self.late_entry(tid, at_ns, period, response_ns, job, false));
+        }
+        for (first, periods, due) in &summary.missed {
+            if late.entries.len() < MAX_KEPT {
+                late.entries
+                    .push(self.missed_entry(tid, first, period, *periods));
+                if let Some(due) = due {
+                    let response = first.end.saturating_sub(*due);
+                    let job = std::slice::from_ref(first);
+                    late.entries.push(self.late_entry(
+                        tid,
+                        first.start,
+                        period,
+                        response,
+                        job,
+                        true,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The starvation entries, worst first.
+    fn starvation_list(&self) -> Vec<Starvation> {
         let mut starvation: Vec<Starvation> = self
             .starvation
             .iter()
@@ -392,8 +537,12 @@ impl Analyzer {
                 .then(a.since_ns.cmp(&b.since_ns))
         });
         starvation.truncate(MAX_STARVATION_LISTED);
-        let pi_boosts = self
-            .pi_boosts
+        starvation
+    }
+
+    /// The first [`MAX_LISTED`] priority-inheritance boosts.
+    fn pi_boost_list(&self) -> Vec<PiBoost> {
+        self.pi_boosts
             .iter()
             .take(MAX_LISTED)
             .map(|&(at, owner, by, from, to)| PiBoost {
@@ -403,7 +552,11 @@ impl Analyzer {
                 from_priority: crate::model::user_priority(from),
                 to_priority: crate::model::user_priority(to),
             })
-            .collect();
+            .collect()
+    }
+
+    /// What the trace lacks for the findings to be whole.
+    fn warnings(&self, lost_events: u64) -> Vec<String> {
         let mut warnings = Vec::new();
         if !self.saw_futex && !self.futex_recorded {
             warnings.push("the trace has no futex syscall events (syscalls:sys_enter_futex/sys_exit_futex): blocked time is not split into futex and sleep, and neither inversions nor hangs can be found".to_owned());
@@ -432,50 +585,27 @@ impl Analyzer {
                 ));
             }
         }
-        let report = TraceReport {
-            header,
-            source,
-            first_ns: first,
-            last_ns: end,
-            duration_ns: end - first,
-            n_events: self.n_events,
-            lost_events,
-            hang_threshold_ns: self.config.hang_ns,
-            starve_threshold_ns: self.config.starve_ns,
-            threads: rows,
-            inversions: std::mem::take(&mut self.inversions),
-            pi_boosts,
-            hangs,
-            starvation,
-            late_activations: late,
-            late_activations_total: late_total,
-            missed_periods_total: missed_total,
-            deadline_source: if self.cycles.is_empty() {
-                DeadlineSource::Inferred
-            } else {
-                DeadlineSource::CycleMarker
-            },
-            // The clock that drives the recorded program's threads, else the busiest.
-            cycle_markers: self
-                .cycles
-                .iter()
-                .max_by_key(|clock| {
-                    let drives_target = clock.driven.iter().any(|tid| {
-                        self.threads
-                            .get(tid)
-                            .is_some_and(|thread| thread.tgid.is_some())
-                    });
-                    (drives_target, clock.n_markers)
-                })
-                .map(|clock| CycleMarkers {
-                    n_markers: clock.n_markers,
-                    thread: self.thread_ref(clock.tid),
-                    period_ns: (clock.period_ns > 0).then_some(clock.period_ns),
-                    overruns: clock.overruns,
-                }),
-            warnings,
-        };
-        (report, self.timeline.take())
+        warnings
+    }
+
+    /// The clock that drives the recorded program's threads, else the busiest.
+    fn main_cycle_markers(&self) -> Option<CycleMarkers> {
+        self.cycles
+            .iter()
+            .max_by_key(|clock| {
+                let drives_target = clock.driven.iter().any(|tid| {
+                    self.threads
+                        .get(tid)
+                        .is_some_and(|thread| thread.tgid.is_some())
+                });
+                (drives_target, clock.n_markers)
+            })
+            .map(|clock| CycleMarkers {
+                n_markers: clock.n_markers,
+                thread: self.thread_ref(clock.tid),
+                period_ns: (clock.period_ns > 0).then_some(clock.period_ns),
+                overruns: clock.overruns,
+            })
     }
 
     /// The process of `tid` when the recording read it; otherwise the oldest ancestor the
@@ -699,11 +829,11 @@ impl Analyzer {
     /// Hangs: futex waits longer than the threshold (still going at the end, or ended). Waits
     /// that overlap and whose owners (read while recording, or from PI boosts) wait for each
     /// other in a circle are a deadlock; the other waits are grouped by process and overlap.
-    fn hangs(&self, ongoing: &[(i32, u64, u64)]) -> Vec<Hang> {
+    fn hangs(&self, ongoing: &[OngoingHang]) -> Vec<Hang> {
         // (tid, since, until, uaddr)
         let mut waits: Vec<(i32, u64, Option<u64>, u64)> = ongoing
             .iter()
-            .map(|&(tid, since, uaddr)| (tid, since, None, uaddr))
+            .map(|hang| (hang.tid, hang.since, None, hang.uaddr))
             .collect();
         for (tid, thread) in &self.threads {
             for &(since, until, uaddr) in &thread.long_waits {

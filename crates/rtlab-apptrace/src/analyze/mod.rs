@@ -510,41 +510,10 @@ impl Analyzer {
 
     /// Feeds one event (events must come in time order; small disorder is clamped).
     pub fn push(&mut self, event: &Event) {
+        if self.note_thread_facts(event) {
+            return;
+        }
         let mut time = event.timestamp_ns;
-        if let EventKind::Name { tid, comm } = event.kind {
-            self.thread(tid).name = comm;
-            return;
-        }
-        if let EventKind::ThreadInfo {
-            tid,
-            tgid,
-            policy,
-            priority,
-        } = event.kind
-        {
-            let thread = self.thread(tid);
-            thread.tgid = Some(tgid);
-            thread.policy = Some((policy, priority));
-            return;
-        }
-        if let EventKind::OtherPolicy {
-            tid,
-            policy,
-            priority,
-        } = event.kind
-        {
-            self.thread(tid).policy = Some((policy, priority));
-            return;
-        }
-        if let EventKind::Runtime { tid, runtime_ns } = event.kind {
-            self.runtime(
-                event.timestamp_ns.max(self.last_ns),
-                event.cpu,
-                tid,
-                runtime_ns,
-            );
-            return;
-        }
         let first = *self.first_ns.get_or_insert(time);
         // Time only moves forward, and at most MAX_SPAN_NS past the first event: a trace is
         // untrusted input, and the sums of durations below then cannot overflow (a corrupt
@@ -577,18 +546,7 @@ impl Analyzer {
                 )
             }
             EventKind::CycleMarker { tid } => self.cycle_marker(time, tid),
-            EventKind::WorkDone { tid } => {
-                let pipewire = self.config.cycle_rule == CycleRule::Pipewire;
-                let Thread {
-                    cycle_judge,
-                    current,
-                    ..
-                } = self.thread(tid);
-                cycle_judge.work_done();
-                if pipewire {
-                    cycle_judge.pipewire_signalled(true, current.as_mut());
-                }
-            }
+            EventKind::WorkDone { tid } => self.work_done(tid),
             EventKind::Waking {
                 tid,
                 waker,
@@ -603,20 +561,7 @@ impl Analyzer {
             EventKind::WakeupNew { tid, prio, waker } => {
                 self.waking(time, tid, prio, waker.max(0), true, cpu)
             }
-            EventKind::Migrate { tid, dest_cpu, .. } => {
-                let dest = dest_cpu.max(0) as u32;
-                if matches!(self.thread(tid).state, State::Runnable { .. }) {
-                    let broken = self.wait_broken(tid);
-                    self.start_waiting(tid, dest);
-                    let thread = self.thread(tid);
-                    thread.wait_broken = broken;
-                    if let Some(activation) = &mut thread.current {
-                        activation.migrated = true;
-                    }
-                } else {
-                    self.thread(tid).queue_cpu = dest;
-                }
-            }
+            EventKind::Migrate { tid, dest_cpu, .. } => self.migrate(tid, dest_cpu.max(0) as u32),
             EventKind::Exit { tid } => self.thread(tid).exiting = true,
             EventKind::Fork { parent, child } => {
                 self.parent_of.insert(child, parent);
@@ -626,59 +571,15 @@ impl Analyzer {
                 old_prio,
                 new_prio,
                 by,
-            } => {
-                let base = self.prio_of(tid);
-                let thread = self.thread(tid);
-                if new_prio < base {
-                    thread.boosted = true;
-                    if new_prio < old_prio {
-                        self.pi_boosts.push((time, tid, by, old_prio, new_prio));
-                        if by > 0 && by != tid {
-                            let futex = self
-                                .threads
-                                .get(&by)
-                                .and_then(|waiter| waiter.futex)
-                                .map(|(uaddr, _)| uaddr)
-                                .unwrap_or(0);
-                            self.owners.insert(by, (futex, tid));
-                        }
-                    }
-                } else {
-                    thread.boosted = false;
-                }
-            }
+            } => self.pi_setprio(time, tid, old_prio, new_prio, by),
             EventKind::FutexEnter { tid, uaddr, op, .. } => {
                 self.saw_futex = true;
                 self.thread(tid).futex = Some((uaddr, op & futex_op::CMD_MASK));
             }
             EventKind::FutexExit { tid, .. } => self.thread(tid).futex = None,
-            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => {
-                let source = match event.kind {
-                    EventKind::IrqEntry { irq } => irq.max(-1),
-                    EventKind::SoftirqEntry { vector } => softirq_source(vector),
-                    _ => -1,
-                };
-                let state = self.cpu(cpu);
-                if state.irq_depth == 0 {
-                    state.irq_since = time;
-                    state.irq_source = source;
-                }
-                state.irq_depth += 1;
-            }
-            EventKind::IrqExit { .. } | EventKind::SoftirqExit { .. } => {
-                let state = self.cpu(cpu);
-                if state.irq_depth > 0 {
-                    state.irq_depth -= 1;
-                    if state.irq_depth == 0 {
-                        state.irq_total += time.saturating_sub(state.irq_since);
-                        if state.irqs.len() == IRQS_KEPT {
-                            state.irqs.pop_front();
-                        }
-                        let span = (state.irq_source, state.irq_since, time);
-                        state.irqs.push_back(span);
-                    }
-                }
-            }
+            EventKind::IrqEntry { irq } => self.irq_entry(time, cpu, irq.max(-1)),
+            EventKind::SoftirqEntry { vector } => self.irq_entry(time, cpu, softirq_source(vector)),
+            EventKind::IrqExit { .. } | EventKind::SoftirqExit { .. } => self.irq_exit(time, cpu),
             EventKind::Owner {
                 waiter,
                 uaddr,
@@ -690,6 +591,115 @@ impl Analyzer {
             | EventKind::Runtime { .. }
             | EventKind::ThreadInfo { .. }
             | EventKind::OtherPolicy { .. } => {}
+        }
+    }
+
+    /// What an event tells about a thread, not about time (its name, process, policy, or
+    /// runtime counter): noted, and true; false for any other event.
+    fn note_thread_facts(&mut self, event: &Event) -> bool {
+        match event.kind {
+            EventKind::Name { tid, comm } => self.thread(tid).name = comm,
+            EventKind::ThreadInfo {
+                tid,
+                tgid,
+                policy,
+                priority,
+            } => {
+                let thread = self.thread(tid);
+                thread.tgid = Some(tgid);
+                thread.policy = Some((policy, priority));
+            }
+            EventKind::OtherPolicy {
+                tid,
+                policy,
+                priority,
+            } => self.thread(tid).policy = Some((policy, priority)),
+            EventKind::Runtime { tid, runtime_ns } => self.runtime(
+                event.timestamp_ns.max(self.last_ns),
+                event.cpu,
+                tid,
+                runtime_ns,
+            ),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The program marked its cycle's work done on `tid`.
+    fn work_done(&mut self, tid: i32) {
+        let pipewire = self.config.cycle_rule == CycleRule::Pipewire;
+        let Thread {
+            cycle_judge,
+            current,
+            ..
+        } = self.thread(tid);
+        cycle_judge.work_done();
+        if pipewire {
+            cycle_judge.pipewire_signalled(true, current.as_mut());
+        }
+    }
+
+    /// `tid` moves to `dest`: a runnable thread now waits on that CPU's run queue.
+    fn migrate(&mut self, tid: i32, dest: u32) {
+        if matches!(self.thread(tid).state, State::Runnable { .. }) {
+            let broken = self.wait_broken(tid);
+            self.start_waiting(tid, dest);
+            let thread = self.thread(tid);
+            thread.wait_broken = broken;
+            if let Some(activation) = &mut thread.current {
+                activation.migrated = true;
+            }
+        } else {
+            self.thread(tid).queue_cpu = dest;
+        }
+    }
+
+    /// A priority-inheritance change of `tid`'s priority, caused by `by`'s wait.
+    fn pi_setprio(&mut self, time: u64, tid: i32, old_prio: i32, new_prio: i32, by: i32) {
+        let base = self.prio_of(tid);
+        let thread = self.thread(tid);
+        if new_prio < base {
+            thread.boosted = true;
+            if new_prio < old_prio {
+                self.pi_boosts.push((time, tid, by, old_prio, new_prio));
+                if by > 0 && by != tid {
+                    let futex = self
+                        .threads
+                        .get(&by)
+                        .and_then(|waiter| waiter.futex)
+                        .map(|(uaddr, _)| uaddr)
+                        .unwrap_or(0);
+                    self.owners.insert(by, (futex, tid));
+                }
+            }
+        } else {
+            thread.boosted = false;
+        }
+    }
+
+    /// An interrupt (hard or soft, from `source`) begins on `cpu`.
+    fn irq_entry(&mut self, time: u64, cpu: u32, source: i32) {
+        let state = self.cpu(cpu);
+        if state.irq_depth == 0 {
+            state.irq_since = time;
+            state.irq_source = source;
+        }
+        state.irq_depth += 1;
+    }
+
+    /// An interrupt ends on `cpu`; the outermost one's span is kept.
+    fn irq_exit(&mut self, time: u64, cpu: u32) {
+        let state = self.cpu(cpu);
+        if state.irq_depth > 0 {
+            state.irq_depth -= 1;
+            if state.irq_depth == 0 {
+                state.irq_total += time.saturating_sub(state.irq_since);
+                if state.irqs.len() == IRQS_KEPT {
+                    state.irqs.pop_front();
+                }
+                let span = (state.irq_source, state.irq_since, time);
+                state.irqs.push_back(span);
+            }
         }
     }
 
