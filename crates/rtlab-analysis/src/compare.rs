@@ -198,9 +198,50 @@ pub struct Comparison {
     pub only_in_b: Vec<String>,
     /// `None` unless both runs have explained episodes.
     pub causes: Option<CauseChanges>,
-    /// What else the machine did during each run; `None` unless both records say.
+    /// What else the machine did during each run; `None` unless both records say. In
+    /// `compare --json` after the fields above, with its note in words (rtlab-render's
+    /// `compare::ComparisonJson`).
+    #[serde(skip)]
     pub conditions: Option<ConditionsChange>,
-    pub verdict: String,
+    /// The plain answer; in words by rtlab-render's `compare::verdict`, last in `--json`.
+    #[serde(skip)]
+    pub verdict: Verdict,
+}
+
+/// The one-line answer of a comparison, before it is put in words (rtlab-render's
+/// `compare::verdict`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// One answer for every wake-up and hand-off series.
+    All(Answer),
+    /// Real-time series and SCHED_OTHER series side by side: an answer for each.
+    Split { realtime: Answer, other: Answer },
+}
+
+/// The answer for a group of wake-up and hand-off series.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// B is worse: `at` is the largest judged worsening (by the interval's lower end); worse at
+    /// `worse` of `judged` percentiles (those with enough samples), better at `better`.
+    Worse {
+        at: SeriesDifference,
+        worse: usize,
+        better: usize,
+        judged: usize,
+    },
+    /// B is better at `at` (the largest judged improvement), and worse nowhere.
+    Better { at: SeriesDifference },
+    /// No percentile has enough samples beyond it.
+    TooShort,
+    /// Every judged percentile is within [`NEGLIGIBLE_RELATIVE`] or its interval holds 0.
+    NoDifference,
+}
+
+/// One percentile's difference, and the label of its series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesDifference {
+    pub series: String,
+    pub difference: PercentileDifference,
 }
 
 /// The machine's other work and the hypervisor's steal during A and B.
@@ -215,8 +256,12 @@ pub struct ConditionsChange {
     /// False when the runs differ by more than [`OTHER_WORK_TOLERANCE`] in other work or by more
     /// than [`STEAL_TOLERANCE`] in steal: a difference between them may come from that.
     pub comparable: bool,
-    /// The difference in words, when not comparable.
-    pub note: Option<String>,
+    /// The runs differ by more than [`OTHER_WORK_TOLERANCE`] in other work.
+    #[serde(skip)]
+    pub other_work_differs: bool,
+    /// The runs differ by more than [`STEAL_TOLERANCE`] in steal.
+    #[serde(skip)]
+    pub steal_differs: bool,
 }
 
 /// Other work (share of the CPU time rtlab left free) two runs may differ by and still be called
@@ -229,34 +274,16 @@ fn conditions_change(a: &RunRecord, b: &RunRecord) -> Option<ConditionsChange> {
     let (a, b) = (a.conditions.as_ref()?, b.conditions.as_ref()?);
     let (other_work_a, other_work_b) = (a.other_work_fraction(), b.other_work_fraction());
     let (steal_a, steal_b) = (a.steal_fraction(), b.steal_fraction());
-    let mut differences = Vec::new();
-    if (other_work_b - other_work_a).abs() > OTHER_WORK_TOLERANCE {
-        differences.push(format!(
-            "other programs used {:.0} % of the CPU time rtlab left free during A and {:.0} % during B",
-            other_work_a * 100.0,
-            other_work_b * 100.0
-        ));
-    }
-    if (steal_b - steal_a).abs() > STEAL_TOLERANCE {
-        differences.push(format!(
-            "the hypervisor took {:.1} % of the CPU time during A and {:.1} % during B",
-            steal_a * 100.0,
-            steal_b * 100.0
-        ));
-    }
-    let comparable = differences.is_empty();
+    let other_work_differs = (other_work_b - other_work_a).abs() > OTHER_WORK_TOLERANCE;
+    let steal_differs = (steal_b - steal_a).abs() > STEAL_TOLERANCE;
     Some(ConditionsChange {
         other_work_a,
         other_work_b,
         steal_a,
         steal_b,
-        comparable,
-        note: (!comparable).then(|| {
-            format!(
-                "the runs were not made under the same conditions: {}; a difference between them may come from that, not from what you changed",
-                differences.join(", and ")
-            )
-        }),
+        comparable: !other_work_differs && !steal_differs,
+        other_work_differs,
+        steal_differs,
     })
 }
 
@@ -845,7 +872,8 @@ pub fn compare(
             b: labels(b),
         });
     }
-    let mut comparison = Comparison {
+    let verdict = plain_verdict(&series);
+    Ok(Comparison {
         confidence: options.confidence,
         resamples: options.resamples,
         series,
@@ -854,45 +882,8 @@ pub fn compare(
         only_in_b,
         causes: cause_changes(a, b),
         conditions: conditions_change(a, b),
-        verdict: String::new(),
-    };
-    comparison.verdict = plain_verdict(&comparison);
-    if let Some(note) = comparison
-        .conditions
-        .as_ref()
-        .and_then(|conditions| conditions.note.as_ref())
-    {
-        comparison.verdict = format!("{} — but {note}", comparison.verdict);
-    }
-    Ok(comparison)
-}
-
-/// `+35.0 µs`, `−1.2 ms`.
-pub fn signed_latency(nanos: i64) -> String {
-    let sign = if nanos < 0 { "−" } else { "+" };
-    let magnitude = nanos.unsigned_abs() as f64;
-    let text = if magnitude < 1e6 {
-        format!("{:.1} µs", magnitude / 1e3)
-    } else if magnitude < 1e9 {
-        format!("{:.2} ms", magnitude / 1e6)
-    } else {
-        format!("{:.2} s", magnitude / 1e9)
-    };
-    format!("{sign}{text}")
-}
-
-fn describe_difference(series: &SeriesComparison, item: &PercentileDifference) -> String {
-    let ci = item
-        .difference_ci_ns
-        .map(|[low, high]| format!(" [{}, {}]", signed_latency(low), signed_latency(high)))
-        .unwrap_or_default();
-    format!(
-        "p{} of {}: {}{ci} ({:+.0} %)",
-        item.percentile,
-        series.label(),
-        signed_latency(item.difference_ns),
-        item.relative * 100.0
-    )
+        verdict,
+    })
 }
 
 /// The one-line answer: where B is worse (the largest judged worsening of a wake-up or hand-off
@@ -901,29 +892,26 @@ fn describe_difference(series: &SeriesComparison, item: &PercentileDifference) -
 /// With real-time and SCHED_OTHER series side by side, each group gets its own answer, the
 /// real-time one first: a SCHED_OTHER tail moves with whatever else runs, and its swings would
 /// otherwise hide what happened to the threads that have deadlines.
-fn plain_verdict(comparison: &Comparison) -> String {
+fn plain_verdict(series: &[SeriesComparison]) -> Verdict {
     let compared = || {
-        comparison
-            .series
+        series
             .iter()
             .filter(|series| series.metric != Metric::Interval)
     };
     let realtime = compared().filter(|series| series.realtime).count();
     if realtime == 0 || realtime == compared().count() {
-        return verdict_of(comparison, |_| true);
+        return Verdict::All(answer_of(series, |_| true));
     }
-    format!(
-        "real-time series: {}. SCHED_OTHER series: {}",
-        verdict_of(comparison, |series| series.realtime),
-        verdict_of(comparison, |series| !series.realtime)
-    )
+    Verdict::Split {
+        realtime: answer_of(series, |series| series.realtime),
+        other: answer_of(series, |series| !series.realtime),
+    }
 }
 
-/// The plain verdict over the wake-up and hand-off series `include` accepts.
-fn verdict_of(comparison: &Comparison, include: impl Fn(&SeriesComparison) -> bool) -> String {
+/// The plain answer over the wake-up and hand-off series `include` accepts.
+fn answer_of(series: &[SeriesComparison], include: impl Fn(&SeriesComparison) -> bool) -> Answer {
     let judged = || {
-        comparison
-            .series
+        series
             .iter()
             .filter(|series| series.metric != Metric::Interval && include(series))
             .flat_map(|series| series.percentiles.iter().map(move |item| (series, item)))
@@ -942,37 +930,29 @@ fn verdict_of(comparison: &Comparison, include: impl Fn(&SeriesComparison) -> bo
                 };
                 key(left).total_cmp(&key(right))
             })
+            .map(|(series, item)| SeriesDifference {
+                series: series.label(),
+                difference: item.clone(),
+            })
     };
     let count = |change: Change| judged().filter(|(_, item)| item.change == change).count();
-    let confidence = (comparison.confidence * 100.0).round();
-    if let Some((series, item)) = by_relative_low(Change::Worse) {
-        let better = count(Change::Better);
-        let also = if better > 0 {
-            format!("; better at {better}")
-        } else {
-            String::new()
+    if let Some(at) = by_relative_low(Change::Worse) {
+        return Answer::Worse {
+            at,
+            worse: count(Change::Worse),
+            better: count(Change::Better),
+            judged: judged()
+                .filter(|(_, item)| item.change != Change::TooFewSamples)
+                .count(),
         };
-        return format!(
-            "B is worse at {} — worse at {} of {} judged percentiles{also} ({confidence} % intervals)",
-            describe_difference(series, item),
-            count(Change::Worse),
-            judged().filter(|(_, item)| item.change != Change::TooFewSamples).count()
-        );
     }
-    if let Some((series, item)) = by_relative_low(Change::Better) {
-        return format!(
-            "B is better at {}, and worse nowhere ({confidence} % intervals)",
-            describe_difference(series, item)
-        );
+    if let Some(at) = by_relative_low(Change::Better) {
+        return Answer::Better { at };
     }
     if count(Change::Same) == 0 {
-        return "the runs are too short to tell apart: no percentile has enough samples beyond it"
-            .to_owned();
+        return Answer::TooShort;
     }
-    format!(
-        "no difference the data can tell: every judged percentile of B is within {:.0} % of A or its {confidence} % interval holds 0",
-        NEGLIGIBLE_RELATIVE * 100.0
-    )
+    Answer::NoDifference
 }
 
 #[cfg(test)]
@@ -1045,11 +1025,7 @@ mod tests {
             assert_ne!(item.change, Change::Worse, "{item:?}");
             assert_ne!(item.change, Change::Better, "{item:?}");
         }
-        assert!(
-            comparison.verdict.starts_with("no difference"),
-            "{}",
-            comparison.verdict
-        );
+        assert_eq!(comparison.verdict, Verdict::All(Answer::NoDifference));
         let gate = comparison.gate(&parse_threshold("p99:10%").unwrap(), &GateScope::default());
         assert!(gate.breaches.is_empty());
         assert_eq!(gate.judged, 1);
@@ -1078,8 +1054,8 @@ mod tests {
             "interval {low}..{high} misses the true +50 %"
         );
         assert!(
-            comparison.verdict.starts_with("B is worse at p"),
-            "{}",
+            matches!(&comparison.verdict, Verdict::All(Answer::Worse { .. })),
+            "{:?}",
             comparison.verdict
         );
         let gate = comparison.gate(&parse_threshold("p99:20%").unwrap(), &GateScope::default());
@@ -1098,8 +1074,8 @@ mod tests {
         // Reversed, B is better and no gate trips.
         let reversed = compare(&b, &a, &CompareOptions::default()).unwrap();
         assert!(
-            reversed.verdict.starts_with("B is better"),
-            "{}",
+            matches!(&reversed.verdict, Verdict::All(Answer::Better { .. })),
+            "{:?}",
             reversed.verdict
         );
         assert!(reversed
@@ -1396,13 +1372,14 @@ mod tests {
         ]);
         let comparison = compare(&a, &b, &CompareOptions::default()).unwrap();
         assert!(
-            comparison
-                .verdict
-                .starts_with("real-time series: no difference the data can tell")
-                && comparison
-                    .verdict
-                    .contains("SCHED_OTHER series: B is worse at p"),
-            "{}",
+            matches!(
+                &comparison.verdict,
+                Verdict::Split {
+                    realtime: Answer::NoDifference,
+                    other: Answer::Worse { at, .. },
+                } if at.series == "normal/wakeup@0"
+            ),
+            "{:?}",
             comparison.verdict
         );
         let threshold = parse_threshold("p99:10%").unwrap();
@@ -1461,21 +1438,14 @@ mod tests {
         a.conditions = Some(conditions(1_500_000_000, 0));
         b.conditions = Some(conditions(2_000_000_000, 100_000_000));
         let close = compare(&a, &b, &options).unwrap().conditions.unwrap();
-        assert!(close.comparable && close.note.is_none(), "{close:?}");
+        assert!(close.comparable, "{close:?}");
         b.conditions = Some(conditions(13_000_000_000, 0));
         let apart = compare(&a, &b, &options).unwrap().conditions.unwrap();
-        assert!(!apart.comparable);
+        assert!(!apart.comparable && apart.other_work_differs && !apart.steal_differs);
         assert!((apart.other_work_b - 12.5 / 19.5).abs() < 1e-9, "{apart:?}");
-        let note = apart.note.unwrap();
-        assert!(
-            note.contains("5 % of the CPU time rtlab left free during A and 64 % during B"),
-            "{note}"
-        );
         b.conditions = Some(conditions(1_500_000_000, 400_000_000));
         let stolen = compare(&a, &b, &options).unwrap().conditions.unwrap();
-        assert!(stolen
-            .note
-            .unwrap()
-            .contains("hypervisor took 0.0 % of the CPU time during A and 2.0 %"));
+        assert!(!stolen.comparable && stolen.steal_differs && !stolen.other_work_differs);
+        assert!((stolen.steal_b - 0.02).abs() < 1e-9, "{stolen:?}");
     }
 }

@@ -1,7 +1,12 @@
 //! The terminal form of `rtlab compare`: two run headers, one table per metric (percentiles of A
 //! and B, the difference with its interval), missed periods, causes, the verdict. 80 columns.
+//! Also the words of the verdict and of the conditions note, for the text and for
+//! `compare --json` ([`ComparisonJson`]).
 
-use rtlab_analysis::compare::{signed_latency, Change, Comparison, Gate};
+use rtlab_analysis::compare::{
+    Answer, Change, Comparison, ConditionsChange, Gate, SeriesDifference, Verdict,
+    NEGLIGIBLE_RELATIVE,
+};
 use rtlab_core::{Metric, RunRecord};
 use serde::Serialize;
 use std::fmt::Write;
@@ -97,7 +102,7 @@ pub fn write_comparison(
     write_causes(out, comparison)?;
     write_conditions(out, comparison)?;
     writeln!(out)?;
-    writeln!(out, "{}", wrapped("verdict: ", &comparison.verdict, 9))?;
+    writeln!(out, "{}", wrapped("verdict: ", &verdict(comparison), 9))?;
     if let Some(gate) = gate {
         write_gate(out, gate)?;
     }
@@ -311,6 +316,147 @@ fn write_gate(out: &mut impl Write, gate: &Gate) -> std::fmt::Result {
     Ok(())
 }
 
+/// A comparison as `compare --json` writes it: its fields, then the conditions with their note
+/// and the verdict in words.
+#[derive(Serialize)]
+pub struct ComparisonJson<'a> {
+    #[serde(flatten)]
+    comparison: &'a Comparison,
+    conditions: Option<ConditionsJson<'a>>,
+    verdict: String,
+}
+
+/// The conditions of both runs, and their difference in words when not comparable.
+#[derive(Serialize)]
+struct ConditionsJson<'a> {
+    #[serde(flatten)]
+    conditions: &'a ConditionsChange,
+    note: Option<String>,
+}
+
+impl<'a> ComparisonJson<'a> {
+    pub fn of(comparison: &'a Comparison) -> ComparisonJson<'a> {
+        ComparisonJson {
+            comparison,
+            conditions: comparison
+                .conditions
+                .as_ref()
+                .map(|conditions| ConditionsJson {
+                    conditions,
+                    note: conditions_note(conditions),
+                }),
+            verdict: verdict(comparison),
+        }
+    }
+}
+
+/// The runs' difference in other work and steal in words, when they are not comparable.
+pub fn conditions_note(conditions: &ConditionsChange) -> Option<String> {
+    let mut differences = Vec::new();
+    if conditions.other_work_differs {
+        differences.push(format!(
+            "other programs used {:.0} % of the CPU time rtlab left free during A and {:.0} % during B",
+            conditions.other_work_a * 100.0,
+            conditions.other_work_b * 100.0
+        ));
+    }
+    if conditions.steal_differs {
+        differences.push(format!(
+            "the hypervisor took {:.1} % of the CPU time during A and {:.1} % during B",
+            conditions.steal_a * 100.0,
+            conditions.steal_b * 100.0
+        ));
+    }
+    (!differences.is_empty()).then(|| {
+        format!(
+            "the runs were not made under the same conditions: {}; a difference between them may come from that, not from what you changed",
+            differences.join(", and ")
+        )
+    })
+}
+
+/// The one-line verdict in words, with the conditions note when the runs were not made under
+/// the same conditions.
+pub fn verdict(comparison: &Comparison) -> String {
+    let confidence = (comparison.confidence * 100.0).round();
+    let text = match &comparison.verdict {
+        Verdict::All(answer) => answer_words(answer, confidence),
+        Verdict::Split { realtime, other } => format!(
+            "real-time series: {}. SCHED_OTHER series: {}",
+            answer_words(realtime, confidence),
+            answer_words(other, confidence)
+        ),
+    };
+    match comparison.conditions.as_ref().and_then(conditions_note) {
+        Some(note) => format!("{text} — but {note}"),
+        None => text,
+    }
+}
+
+/// One group's answer in words.
+fn answer_words(answer: &Answer, confidence: f64) -> String {
+    match answer {
+        Answer::Worse {
+            at,
+            worse,
+            better,
+            judged,
+        } => {
+            let also = if *better > 0 {
+                format!("; better at {better}")
+            } else {
+                String::new()
+            };
+            format!(
+                "B is worse at {} — worse at {worse} of {judged} judged percentiles{also} ({confidence} % intervals)",
+                describe_difference(at),
+            )
+        }
+        Answer::Better { at } => format!(
+            "B is better at {}, and worse nowhere ({confidence} % intervals)",
+            describe_difference(at)
+        ),
+        Answer::TooShort => {
+            "the runs are too short to tell apart: no percentile has enough samples beyond it"
+                .to_owned()
+        }
+        Answer::NoDifference => format!(
+            "no difference the data can tell: every judged percentile of B is within {:.0} % of A or its {confidence} % interval holds 0",
+            NEGLIGIBLE_RELATIVE * 100.0
+        ),
+    }
+}
+
+/// `p99 of rt-high/wakeup@0: +35.0 µs [+20.1 µs, +50.2 µs] (+40 %)`.
+fn describe_difference(at: &SeriesDifference) -> String {
+    let item = &at.difference;
+    let ci = item
+        .difference_ci_ns
+        .map(|[low, high]| format!(" [{}, {}]", signed_latency(low), signed_latency(high)))
+        .unwrap_or_default();
+    format!(
+        "p{} of {}: {}{ci} ({:+.0} %)",
+        item.percentile,
+        at.series,
+        signed_latency(item.difference_ns),
+        item.relative * 100.0
+    )
+}
+
+/// `+35.0 µs`, `−1.2 ms`.
+pub fn signed_latency(nanos: i64) -> String {
+    let sign = if nanos < 0 { "−" } else { "+" };
+    let magnitude = nanos.unsigned_abs() as f64;
+    let text = if magnitude < 1e6 {
+        format!("{:.1} µs", magnitude / 1e3)
+    } else if magnitude < 1e9 {
+        format!("{:.2} ms", magnitude / 1e6)
+    } else {
+        format!("{:.2} s", magnitude / 1e9)
+    };
+    format!("{sign}{text}")
+}
+
 fn signed_micros(nanos: i64) -> String {
     let sign = if nanos < 0 { "-" } else { "+" };
     format!("{sign}{}", micros(nanos.unsigned_abs()))
@@ -327,4 +473,45 @@ fn list_with_more(labels: &[String], shown: usize) -> String {
         text.push_str(&format!(" and {} more", labels.len() - shown));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conditions(other_work_b: f64, steal_b: f64) -> ConditionsChange {
+        let (other_work_a, steal_a) = (1.0 / 19.5, 0.0);
+        let other_work_differs = (other_work_b - other_work_a).abs() > 0.10;
+        let steal_differs = (steal_b - steal_a).abs() > 0.01;
+        ConditionsChange {
+            other_work_a,
+            other_work_b,
+            steal_a,
+            steal_b,
+            comparable: !other_work_differs && !steal_differs,
+            other_work_differs,
+            steal_differs,
+        }
+    }
+
+    #[test]
+    fn the_conditions_note_names_what_differs() {
+        assert_eq!(conditions_note(&conditions(0.06, 0.005)), None);
+        let note = conditions_note(&conditions(12.5 / 19.5, 0.0)).unwrap();
+        assert!(
+            note.contains("5 % of the CPU time rtlab left free during A and 64 % during B"),
+            "{note}"
+        );
+        let stolen = conditions_note(&conditions(0.06, 0.02)).unwrap();
+        assert!(
+            stolen.contains("hypervisor took 0.0 % of the CPU time during A and 2.0 %"),
+            "{stolen}"
+        );
+    }
+
+    #[test]
+    fn a_signed_latency_picks_its_unit() {
+        assert_eq!(signed_latency(35_000), "+35.0 µs");
+        assert_eq!(signed_latency(-1_200_000), "−1.20 ms");
+    }
 }

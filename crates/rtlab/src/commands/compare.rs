@@ -5,9 +5,9 @@
 
 use crate::output::PendingOutput;
 use rtlab_analysis::compare::{
-    compare, parse_threshold, CompareOptions, Comparison, Gate, GateScope, Threshold,
+    compare, parse_threshold, CompareOptions, Gate, GateScope, Threshold,
 };
-use rtlab_render::compare::RunSummary;
+use rtlab_render::compare::{ComparisonJson, RunSummary};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -56,7 +56,7 @@ struct Output<'a> {
     a: RunSummary,
     b: RunSummary,
     #[serde(flatten)]
-    comparison: &'a Comparison,
+    comparison: ComparisonJson<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gate: Option<Gate>,
 }
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let output = Output {
         a: RunSummary::of(&args.a, &record_a),
         b: RunSummary::of(&args.b, &record_b),
-        comparison: &comparison,
+        comparison: ComparisonJson::of(&comparison),
         gate: gate.clone(),
     };
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
