@@ -2,7 +2,7 @@
 # `rtlab trace analyze` against `trace-cmd report` on the same trace.dat, alternated, same run:
 # wall time and peak memory of each, best of N. Run under the shared lock:
 #   flock /work/measure.lock bench/trace-analyze.sh FILE.dat [N]
-# FILE.dat: e.g. BUFFER_KB=196608 crates/rtlab-apptrace/test_data/capture.sh FILE.dat \
+# FILE.dat: e.g. BUFFER_KB=196608 crates/rtlab-trace/test_data/capture.sh FILE.dat \
 #   hackbench -g 2 -l 12500 -T   (about 1.2 million events)
 set -euo pipefail
 file=$1

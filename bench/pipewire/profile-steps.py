@@ -7,7 +7,7 @@
 `record` reads pw-profiler's log from FIFO (`pw-profiler -o FIFO`) and writes each cycle's line to
 OUT prefixed with the CLOCK_MONOTONIC time it arrived less the quanta of the lines after it in the
 same read (the profiler module sends its lines in batches, about every 0.1 s; rtlab's own reader,
-crates/rtlab-apptrace/src/pipewire.rs, stamps them the same way). `count` prints, per span, the
+crates/rtlab-trace/src/pipewire.rs, stamps them the same way). `count` prints, per span, the
 cycles and the unfinished ones: a line where a follower's status (pw-profiler 0.3.65's layout: 4
 driver columns, then 8 per follower, the status 7th) is not 3 (finished: 1 is triggered, 2
 awake), as pw-top's ERR column and rtlab count.

@@ -1,6 +1,6 @@
 //! `rtlab forecast --trace`'s answer as plain data: the thread forecast for, one row per
 //! buffering (`forecast::trace_rates` with its words), the periodic interferers among its
-//! culprits, the warnings. rtlab-apptrace's `forecast` fills it from a trace's analysis,
+//! culprits, the warnings. rtlab-trace's `forecast` fills it from a trace's analysis,
 //! rtlab-render's `trace_forecast` writes it out, `--json` serialises it.
 
 use crate::forecast::TraceRateRow;

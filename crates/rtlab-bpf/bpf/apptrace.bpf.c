@@ -3,7 +3,7 @@
  * stream of an application's threads and of whatever preempts or wakes them, filtered in the
  * kernel, as 32-byte records in one ring buffer.
  *
- * The records have the layout of the rtlab trace file's records (crates/rtlab-apptrace/src/
+ * The records have the layout of the rtlab trace file's records (crates/rtlab-trace/src/
  * file.rs: u64 time, u16 CPU, u8 kind, u8 0, i32 tid, 16 bytes of body), so user space writes
  * them as they come. The target threads are in `targets` (tid → their process and the CPU they
  * are running or queued on), their processes in `target_processes`; user space puts the threads

@@ -1,6 +1,6 @@
 //! PipeWire's own verdict on a watched program, beside rtlab's: what PipeWire's profiler
 //! counted (each cycle, each follower node's status when the driver began the next cycle) and
-//! what rtlab counted for the same window. rtlab-apptrace fills it from `pw-profiler`'s log,
+//! what rtlab counted for the same window. rtlab-trace fills it from `pw-profiler`'s log,
 //! the CLI adds rtlab's figures, rtlab-render writes it out; it lives here so the renderer can
 //! read it without the crates that trace.
 

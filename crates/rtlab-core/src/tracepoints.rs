@@ -8,7 +8,7 @@
 //! tracefs events ([`app_tracefs_events`]) and BPF programs ([`app_bpf_programs`],
 //! `apptrace.bpf.c`), and the formats `rtlab trace` reads from a trace.dat
 //! ([`app_read_events`]). The decoded representations stay where they are used (rtlab-explain's
-//! `EventKind`, rtlab-bpf's `RawKind`, rtlab-apptrace's `EventKind`); tests beside each decoder
+//! `EventKind`, rtlab-bpf's `RawKind`, rtlab-trace's `EventKind`); tests beside each decoder
 //! check that it decodes every tracepoint this table says it does and nothing else, and
 //! rtlab-bpf's tests check the C sources' programs against this table. Adding a tracepoint
 //! starts here (ARCHITECTURE.md, "Five ordinary changes").
@@ -145,7 +145,7 @@ pub struct AppBpf {
 pub struct Decoders {
     /// rtlab-explain's `EventDecoder` (attribution, `--explain`).
     pub explain: bool,
-    /// rtlab-apptrace's `PayloadDecoder` (`rtlab trace`).
+    /// rtlab-trace's `PayloadDecoder` (`rtlab trace`).
     pub app: bool,
 }
 

@@ -1,6 +1,6 @@
 //! What `rtlab trace watch` counts while it watches a program (and `rtlab tune --app` per round):
 //! the deadline misses, who they are blamed on and which threads missed, bounded however long it
-//! runs. rtlab-apptrace's `watch` fills it from each window's analysis; rtlab-render's `watch`
+//! runs. rtlab-trace's `watch` fills it from each window's analysis; rtlab-render's `watch`
 //! writes it out; `--summary-json` serialises [`SummaryJson`].
 
 use std::collections::HashMap;

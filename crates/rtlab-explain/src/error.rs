@@ -1,5 +1,5 @@
 //! [`TraceError`]: what recording or decoding the kernel's trace can fail with, for every recorder
-//! of this crate (`recorder/`, `supply.rs`), rtlab-apptrace's `app_recorder.rs`, and the instance they share
+//! of this crate (`recorder/`, `supply.rs`), rtlab-trace's `app_recorder.rs`, and the instance they share
 //! (`instance.rs`). Re-exported as `rtlab_explain::recorder::TraceError`, where it always was.
 
 use crate::event::EventError;

@@ -3,7 +3,7 @@
 //! and layouts.
 //!
 //! Both payload decoders use it: the explain recorder's (`event.rs`, [`crate::EventDecoder`]) and
-//! `rtlab trace`'s (`rtlab-apptrace`'s `decode.rs`, over live rings and trace.dat files). Each
+//! `rtlab trace`'s (`rtlab-trace`'s `decode.rs`, over live rings and trace.dat files). Each
 //! decodes the tracepoints its analysis needs and reads a field by its position in
 //! [`Tracepoint::fields`]. Payloads are untrusted: every read is bounds-checked and returns `None`
 //! rather than panic. Values are in the byte order of the machine that recorded them, which is

@@ -1,6 +1,6 @@
 //! rtlab-explain: tracefs recording, trace parsing and cause attribution of late wake-ups
 //! (`rtlab run --explain`). `rtlab trace record`'s tracefs recorder and cycle markers are
-//! rtlab-apptrace's, over this crate's `InstanceBuilder`.
+//! rtlab-trace's, over this crate's `InstanceBuilder`.
 //!
 //! The probe says *that* a wake-up was late; this crate says *why*. It records the kernel's
 //! scheduling, interrupt and timer events through a private tracefs instance (binary ring-buffer

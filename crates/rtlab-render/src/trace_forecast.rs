@@ -1,5 +1,5 @@
 //! `rtlab forecast --trace`'s words: the forecast from an application's own trace
-//! (`rtlab_analysis::trace_forecast::TraceForecast`, computed by rtlab-apptrace's `forecast`).
+//! (`rtlab_analysis::trace_forecast::TraceForecast`, computed by rtlab-trace's `forecast`).
 
 use rtlab_analysis::trace_forecast::TraceForecast;
 

@@ -1,5 +1,5 @@
 //! `rtlab trace watch`'s words: a miss's line as it happens, the verdict and the summary at the
-//! end (`rtlab_core::watch_summary`, counted by rtlab-apptrace's `watch`); [`human`] is also
+//! end (`rtlab_core::watch_summary`, counted by rtlab-trace's `watch`); [`human`] is also
 //! `reserve --auto`'s unit.
 
 use rtlab_core::watch_summary::{WatchSummary, WatchedMiss};

@@ -1,5 +1,5 @@
 //! `reserve --auto --follow`'s decisions: a reservation that follows its thread. Each window of
-//! observation (the kernel's per-task counters, `rtlab_apptrace::counters`, sampled all along)
+//! observation (the kernel's per-task counters, `rtlab_trace::counters`, sampled all along)
 //! says the thread's period and its CPU per activation at a high percentile; the reservation
 //! grows at once when that need is more than it holds per activation, shrinks only after
 //! [`FollowPolicy::shrink_after`] windows in a row below [`FollowPolicy::shrink_below`] of it (a

@@ -56,7 +56,7 @@ pub struct ObservedThread {
     pub period: Option<Nanos>,
     pub period_jitter: Option<Nanos>,
     /// CPU per cycle of its period at [`SIZING_PERCENTILE`] (an activation that ran several
-    /// cycles back to back counts as those cycles: `rtlab_apptrace::analyze::cycles`).
+    /// cycles back to back counts as those cycles: `rtlab_trace::analyze::cycles`).
     pub cpu_per_cycle_high: Nanos,
     /// Its usual waker's tid, if another thread.
     pub usual_waker: Option<u32>,

@@ -4,7 +4,7 @@
 //! was refused, the check failed or was interrupted, or the misses rose.
 //!
 //! What observes and what reserves is the caller's, through an [`AutoReserveIo`]: the binary
-//! observes with a trace or the kernel's per-task counters (rtlab-apptrace's `auto_observe`) and
+//! observes with a trace or the kernel's per-task counters (rtlab-trace's `auto_observe`) and
 //! asks the daemon (rtlab-client), so this crate needs neither. What happens is told through
 //! [`AutoStep`]s as it happens and returned whole ([`AutoRun`]); the words are the caller's.
 

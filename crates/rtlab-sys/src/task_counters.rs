@@ -2,7 +2,7 @@
 //! a run queue and timeslices (`/proc/TID/schedstat`), and voluntary and involuntary context
 //! switches (`/proc/TID/status`). Readable by the task's owner, or root, with no tracefs, BPF or
 //! capability beyond that: what observation can use where tracing is not allowed
-//! (`rtlab_apptrace::counters`). The files stay open between samples (a sample is two `pread`s).
+//! (`rtlab_trace::counters`). The files stay open between samples (a sample is two `pread`s).
 
 use std::fs::File;
 use std::io;

@@ -15,7 +15,7 @@
 //! Helpers tied to one crate's own types stay in that crate's tests: the CLI tests' `Sandbox`
 //! (`crates/rtlab/tests/common`, it runs `CARGO_BIN_EXE_rtlab`), the daemon's in-process
 //! `TestDaemon` (`crates/rtlab-daemon/tests/support`), the apptrace test
-//! program (`crates/rtlab-apptrace/tests/support`). No library or binary depends on this crate
+//! program (`crates/rtlab-trace/tests/support`). No library or binary depends on this crate
 //! (the architecture test, `crates/rtlab/tests/architecture.rs`, holds every edge to it `dev`).
 //!
 //! A test crate uses only some of these helpers; they are `pub`, so the rest is not dead code.

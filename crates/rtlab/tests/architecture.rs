@@ -31,7 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // threads as rtlab-sched's `auto_reserve` reads them) and `forecast --trace`'s computation
     // (`forecast.rs`, over rtlab-analysis's rates).
     (
-        "rtlab-apptrace",
+        "rtlab-trace",
         &[
             "rtlab-core",
             "rtlab-sys",
@@ -134,7 +134,7 @@ const DEV_SIBLINGS: &[(&str, &str, &str)] = &[
         "the root attach tests pin their thread to a CPU and check the kernel's BPF statistics switch",
     ),
     (
-        "rtlab-apptrace",
+        "rtlab-trace",
         "rtlab-render",
         "the analysis snapshot tests pin the text, SVG and Perfetto that rtlab-render writes from a report",
     ),
@@ -493,10 +493,10 @@ fn only_rtlab_render_writes_svg_html_and_perfetto() {
     // The check catches a writer elsewhere and lets rtlab-render's own through.
     let writer = "let _ = write!(svg, r#\"<svg xmlns=\"…\">\"#); json!({\"ph\": \"X\"});";
     assert_eq!(
-        output_format_writes("crates/rtlab-apptrace/src/svg.rs", writer),
+        output_format_writes("crates/rtlab-trace/src/svg.rs", writer),
         [
-            "crates/rtlab-apptrace/src/svg.rs: <svg",
-            "crates/rtlab-apptrace/src/svg.rs: \"ph\""
+            "crates/rtlab-trace/src/svg.rs: <svg",
+            "crates/rtlab-trace/src/svg.rs: \"ph\""
         ]
     );
     assert!(output_format_writes("crates/rtlab-render/src/apptrace_svg.rs", writer).is_empty());
@@ -905,8 +905,7 @@ const LONGEST_FUNCTION: usize = 150;
 
 /// The functions still longer, by file and name: each is to be split, and this list only shrinks
 /// (a function split, or one that grew past the limit, fails the test until the list says so).
-const STILL_TOO_LONG: &[&str] = &[
-];
+const STILL_TOO_LONG: &[&str] = &[];
 
 /// Collects every function (free, in an impl or a trait with a body) longer than
 /// [`LONGEST_FUNCTION`], outside `#[cfg(test)]` modules.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 fn fixture(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../rtlab-apptrace/test_data")
+        .join("../rtlab-trace/test_data")
         .join(path)
 }
 

@@ -437,8 +437,7 @@ fn bad_cycle_markers_are_input_errors_naming_them() {
 fn a_trace_cmd_trace_dat_of_jack_names_the_fifo_competitor() {
     let sandbox = Sandbox::new();
     let dat = sandbox.file("jack.dat");
-    let capture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-apptrace/test_data/capture.sh");
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rtlab-trace/test_data/capture.sh");
     let (client, bursts) = with_jack_under_the_competitor(|_| {
         let status = std::process::Command::new(&capture)
             .arg(&dat)

@@ -19,7 +19,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 fn fixture(kind: &str, name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../rtlab-apptrace/test_data/tracedat")
+        .join("../rtlab-trace/test_data/tracedat")
         .join(kind)
         .join(name)
 }

@@ -5,7 +5,7 @@
 //! enforce), which then replaces the SCHED_RR.
 //!
 //! Where tracing is not allowed (the hardened `rtlabd.service` keeps neither tracefs nor BPF), the
-//! binary's observer falls back to the kernel's per-task counters (`rtlab_apptrace::counters`).
+//! binary's observer falls back to the kernel's per-task counters (`rtlab_trace::counters`).
 //!
 //! The trace is not the daemon's to take: recording a program's scheduling needs the trace
 //! crates, which sit beside the daemon, not below it. The binary that runs the daemon registers a

@@ -42,7 +42,7 @@ pub struct Args {
 }
 
 /// Observes a `[[rtkit.reserve]]` program for the daemon as `rtlab reserve --auto` does: the
-/// same trace of the process (`rtlab_apptrace::watch::observe`), the same reading of its threads and of
+/// same trace of the process (`rtlab_trace::watch::observe`), the same reading of its threads and of
 /// what the machine enforces; where tracing fails, the kernel's per-task counters
 /// (`--observe-with schedstat`). A followed reservation's windows are the counters' alone, as
 /// `reserve --auto --follow`'s.
@@ -57,17 +57,17 @@ impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
     ) -> Result<rtlab_daemon::rtkit::observe::Observation, String> {
         let machine = rtlab_sched::auto_machine::detect()
             .map_err(|error| format!("{:#}", super::reserve_auto::machine_error(error)))?;
-        let target = rtlab_apptrace::record::Target::Pid(pid);
+        let target = rtlab_trace::record::Target::Pid(pid);
         match super::trace_markers::observe(&target, duration.as_std(), None, stop) {
             Ok(report) => Ok(rtlab_daemon::rtkit::observe::Observation {
-                threads: rtlab_apptrace::auto_observe::observed_threads(&report),
+                threads: rtlab_trace::auto_observe::observed_threads(&report),
                 machine,
                 how: "a trace".to_owned(),
             }),
             // Where tracing is not allowed (the hardened unit), the kernel's per-task counters.
             Err(trace_error) => {
                 let threads =
-                    rtlab_apptrace::auto_observe::observed_by_counters(&target, duration.as_std(), stop)
+                    rtlab_trace::auto_observe::observed_by_counters(&target, duration.as_std(), stop)
                         .map_err(|error| {
                             let error = super::reserve_auto::counters_error(error);
                             format!(
@@ -93,12 +93,7 @@ impl rtlab_daemon::rtkit::observe::ThreadObserver for AutoObserver {
         sampler_priority: u32,
         stop: &AtomicBool,
     ) -> Option<rtlab_sched::auto_follow::FollowWindow> {
-        rtlab_apptrace::auto_observe::counters_window(
-            tid,
-            duration.as_std(),
-            sampler_priority,
-            stop,
-        )
+        rtlab_trace::auto_observe::counters_window(tid, duration.as_std(), sampler_priority, stop)
     }
 }
 

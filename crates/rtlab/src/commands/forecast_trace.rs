@@ -1,12 +1,12 @@
 //! `rtlab forecast --trace FILE`: the forecast from an application's own trace (an `rtlab trace`
-//! recording or a trace-cmd trace.dat). The trace is analysed (`rtlab_apptrace::source`), the
-//! forecast computed by `rtlab_apptrace::forecast` and written by `rtlab_render::trace_forecast`;
+//! recording or a trace-cmd trace.dat). The trace is analysed (`rtlab_trace::source`), the
+//! forecast computed by `rtlab_trace::forecast` and written by `rtlab_render::trace_forecast`;
 //! this module reads the flags and prints.
 
 use crate::output::PendingOutput;
 use rtlab_analysis::trace_forecast::FORECAST_TRACE_SCHEMA;
-use rtlab_apptrace::analyze::AnalysisConfig;
-use rtlab_apptrace::source::SourceError;
+use rtlab_trace::analyze::AnalysisConfig;
+use rtlab_trace::source::SourceError;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -18,13 +18,13 @@ pub struct TraceRequest<'a> {
 }
 
 pub fn run(request: TraceRequest, json: Option<PendingOutput>) -> anyhow::Result<ExitCode> {
-    let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);
+    let header = crate::output::header(rtlab_trace::analyze::report::SCHEMA, None);
     let (report, _) =
-        rtlab_apptrace::source::analyze_path(request.file, AnalysisConfig::default(), header)
+        rtlab_trace::source::analyze_path(request.file, AnalysisConfig::default(), header)
             // Unreadable or malformed: the user's input either way (the message names the file).
             .map_err(|error: SourceError| crate::exit::input(error))?;
     let name = request.file.display();
-    let output = rtlab_apptrace::forecast::forecast(&report, request.tid, request.sample_rate)
+    let output = rtlab_trace::forecast::forecast(&report, request.tid, request.sample_rate)
         .map_err(|error| crate::exit::input(format!("{name}: {error}")))?;
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {

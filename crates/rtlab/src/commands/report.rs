@@ -26,10 +26,10 @@ pub struct Args {
 fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
     let mut html = String::new();
     for path in traces {
-        let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);
-        let (report, _) = rtlab_apptrace::source::analyze_path(
+        let header = crate::output::header(rtlab_trace::analyze::report::SCHEMA, None);
+        let (report, _) = rtlab_trace::source::analyze_path(
             path,
-            rtlab_apptrace::analyze::AnalysisConfig::default(),
+            rtlab_trace::analyze::AnalysisConfig::default(),
             header,
         )
         .map_err(|error| crate::exit::input(format!("--trace {}: {error}", path.display())))?;
@@ -59,7 +59,7 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
     Ok(html)
 }
 
-/// Windows has no application trace analysis (rtlab-apptrace reads Linux kernel events): a
+/// Windows has no application trace analysis (rtlab-trace reads Linux kernel events): a
 /// `--trace` is refused, plainly, before anything is written.
 #[cfg(not(target_os = "linux"))]
 fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {

@@ -102,8 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.output.prepare()?;
     if args.auto {
         let target = match (&args.pid, &args.comm) {
-            (Some(pid), _) => rtlab_apptrace::record::Target::Pid(*pid),
-            (None, Some(name)) => rtlab_apptrace::record::Target::Comm(name.clone()),
+            (Some(pid), _) => rtlab_trace::record::Target::Pid(*pid),
+            (None, Some(name)) => rtlab_trace::record::Target::Comm(name.clone()),
             (None, None) => {
                 return Err(crate::exit::input("--auto needs --comm NAME or --pid PID"))
             }

@@ -2,7 +2,7 @@
 //! and keep the reservation only if the program misses no more deadlines than before.
 //!
 //! The loop (observe, decide, reserve, check, roll back) is `rtlab_sched::auto_reserve_run`'s,
-//! the decisions `rtlab_sched::auto_reserve`'s, the observation rtlab-apptrace's
+//! the decisions `rtlab_sched::auto_reserve`'s, the observation rtlab-trace's
 //! (`watch::observe`, a trace; `auto_observe`, its threads as the decisions read them, or the
 //! kernel's counters). This module holds the flags, the printing, the JSON, and the loop's
 //! [`AutoReserveIo`]: the observation chosen by `--observe-with` and the daemon asked for each
@@ -11,9 +11,6 @@
 
 use super::daemon_client::SocketArgs;
 use anyhow::Context as _;
-use rtlab_apptrace::analyze::report::TraceReport;
-use rtlab_apptrace::auto_observe::{self, CountersError};
-use rtlab_apptrace::record::Target;
 use rtlab_core::already_reserved;
 use rtlab_core::rpc::{
     Backend, ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target as RpcTarget, WireRate,
@@ -25,6 +22,9 @@ use rtlab_sched::auto_reserve::{
     SIZING_PERCENTILE,
 };
 use rtlab_sched::auto_reserve_run::{self, Asked, AutoEnd, AutoReserveIo, AutoRun, AutoStep};
+use rtlab_trace::analyze::report::TraceReport;
+use rtlab_trace::auto_observe::{self, CountersError};
+use rtlab_trace::record::Target;
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -38,7 +38,7 @@ pub const AUTO_SCHEMA: &str = "rtlab.reserve-auto/1";
 pub enum ObserveWith {
     /// The scheduler's events (BPF or tracefs).
     Trace,
-    /// The kernel's per-task counters (`rtlab_apptrace::counters`), no tracing.
+    /// The kernel's per-task counters (`rtlab_trace::counters`), no tracing.
     Schedstat,
 }
 
@@ -48,7 +48,7 @@ pub struct AutoArgs {
     pub observe: Nanos,
     pub observe_with: ObserveWith,
     /// `--cycle-marker`: the program's own cycle starts, to judge misses by.
-    pub cycle_marker: Option<rtlab_apptrace::cycle_marker::CycleMarker>,
+    pub cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
     pub dry_run: bool,
     pub verify: Option<Nanos>,
     /// `--follow`: after reserving, follow each reservation made with windows this long.
@@ -232,7 +232,7 @@ struct ProgramAndDaemon<'a> {
     target: &'a Target,
     observe: Duration,
     observe_with: ObserveWith,
-    cycle_marker: Option<&'a rtlab_apptrace::cycle_marker::CycleMarker>,
+    cycle_marker: Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
     client: Option<rtlab_client::Client>,
     /// The last trace (none with the counters, which count no misses).
     last: Option<TraceReport>,

@@ -2,7 +2,7 @@
 //! to its thread until the thread ends or SIGINT/SIGTERM, then release what it made. The
 //! decisions are `rtlab_sched::auto_follow`'s and the loop over every reservation
 //! `rtlab_sched::auto_follow_all`'s; this module only wires them to the kernel's per-task
-//! counters (`rtlab_apptrace::auto_observe::counters_window`) and to the daemon, and prints each
+//! counters (`rtlab_trace::auto_observe::counters_window`) and to the daemon, and prints each
 //! change.
 
 use super::daemon_client::SocketArgs;
@@ -80,7 +80,7 @@ impl FollowDaemon for CountersAndDaemon<'_> {
         sampler_priority: u32,
         stop: &AtomicBool,
     ) -> Option<FollowWindow> {
-        rtlab_apptrace::auto_observe::counters_window(tid, window, sampler_priority, stop)
+        rtlab_trace::auto_observe::counters_window(tid, window, sampler_priority, stop)
     }
 }
 

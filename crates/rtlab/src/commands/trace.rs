@@ -1,13 +1,13 @@
 //! `rtlab trace record` / `rtlab trace analyze`: what an application's threads really do (paper
-//! 003, section 3). Flags, the progress bar and printing only; the work is `rtlab-apptrace`'s.
+//! 003, section 3). Flags, the progress bar and printing only; the work is `rtlab-trace`'s.
 
 use crate::output::PendingOutput;
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
-use rtlab_apptrace::analyze::AnalysisConfig;
-use rtlab_apptrace::file::FileHeader;
-use rtlab_apptrace::record::{RecordConfig, RecordError, RecorderChoice, Target};
-use rtlab_apptrace::source::SourceError;
+use rtlab_trace::analyze::AnalysisConfig;
+use rtlab_trace::file::FileHeader;
+use rtlab_trace::record::{RecordConfig, RecordError, RecorderChoice, Target};
+use rtlab_trace::source::SourceError;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -142,7 +142,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ..RecordConfig::default()
     };
     let header = FileHeader {
-        header: crate::output::header(rtlab_apptrace::file::SCHEMA, None),
+        header: crate::output::header(rtlab_trace::file::SCHEMA, None),
         target: target.describe(),
         clock: "mono".into(),
         events: Vec::new(),
@@ -154,7 +154,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .expect("valid template"),
     );
     let started = std::time::Instant::now();
-    let result = rtlab_apptrace::record::record(
+    let result = rtlab_trace::record::record(
         &config,
         std::io::BufWriter::with_capacity(1 << 20, pending),
         header,
@@ -258,12 +258,12 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             0
         },
         cycle_rule: match args.cycle_rule.as_str() {
-            "pipewire" => rtlab_apptrace::analyze::CycleRule::Pipewire,
-            _ => rtlab_apptrace::analyze::CycleRule::Jack,
+            "pipewire" => rtlab_trace::analyze::CycleRule::Pipewire,
+            _ => rtlab_trace::analyze::CycleRule::Jack,
         },
     };
-    let header = crate::output::header(rtlab_apptrace::analyze::report::SCHEMA, None);
-    let (report, timeline) = rtlab_apptrace::source::analyze_path(&args.file, config, header)
+    let header = crate::output::header(rtlab_trace::analyze::report::SCHEMA, None);
+    let (report, timeline) = rtlab_trace::source::analyze_path(&args.file, config, header)
         .map_err(|error| match error {
             SourceError::Open { .. } => anyhow::Error::new(error),
             other => crate::exit::input(other),

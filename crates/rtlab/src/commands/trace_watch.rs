@@ -1,19 +1,19 @@
 //! `rtlab trace watch`: a program's deadline misses (late activations) live, one line each with
 //! its culprit, the thread's period and CPU need; at the end (duration, the program's exit or
 //! Ctrl-C) the misses per minute, the culprits ranked by the time they took, and a one-line
-//! verdict. The work is `rtlab_apptrace::watch`'s (a recording analysed window by window, the
+//! verdict. The work is `rtlab_trace::watch`'s (a recording analysed window by window, the
 //! misses counted into a `rtlab_core::watch_summary`), the words `rtlab_render::watch`'s; this
 //! module holds the flags and the printing.
 
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
-use rtlab_apptrace::analyze::report::TraceReport;
-use rtlab_apptrace::cycle_marker::CycleMarker;
-use rtlab_apptrace::live::DEFAULT_WINDOW_NS;
-use rtlab_apptrace::record::{RecorderChoice, Target};
-use rtlab_apptrace::watch::{self, EndWatcher, Markers, WatchConfig};
-use rtlab_apptrace::watch_pipewire::{PipewireWatch, PipewireWish};
 use rtlab_core::watch_summary::{WatchSummary, SUMMARY_SCHEMA};
+use rtlab_trace::analyze::report::TraceReport;
+use rtlab_trace::cycle_marker::CycleMarker;
+use rtlab_trace::live::DEFAULT_WINDOW_NS;
+use rtlab_trace::record::{RecorderChoice, Target};
+use rtlab_trace::watch::{self, EndWatcher, Markers, WatchConfig};
+use rtlab_trace::watch_pipewire::{PipewireWatch, PipewireWish};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -152,9 +152,7 @@ fn judged_by(
 ) -> Option<CycleMarker> {
     match (cycle_marker, pipewire) {
         (None, Some(_)) if !no_pipewire_marker => {
-            match rtlab_apptrace::cycle_marker::resolve(
-                rtlab_apptrace::cycle_marker::PIPEWIRE_PRESET,
-            ) {
+            match rtlab_trace::cycle_marker::resolve(rtlab_trace::cycle_marker::PIPEWIRE_PRESET) {
                 Ok(marker) => {
                     eprintln!(
                         "rtlab: a PipeWire client: judged by PipeWire's cycle (--cycle-marker \
@@ -204,7 +202,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
         _ => PipewireWish::Auto,
     };
     // Before the recording starts, so PipeWire's window holds rtlab's.
-    let pipewire = rtlab_apptrace::watch_pipewire::start(&target, wish)
+    let pipewire = rtlab_trace::watch_pipewire::start(&target, wish)
         .map_err(|error| anyhow::Error::new(error).context("--pipewire: PipeWire's count"))?;
     let cycle_marker = judged_by(cycle_marker, pipewire.as_ref(), args.no_pipewire_marker);
     if !outputs.json_to_stdout {

@@ -1,20 +1,20 @@
 //! `rtlab tune --app COMM`: the program's own deadline misses in each round, counted as `rtlab
 //! trace watch --comm COMM` counts them (its recording, windowed analysis and counting rule:
-//! `rtlab_apptrace::watch::count_window`). rtlab-tune runs one [`AppWatcher::watch`] beside
+//! `rtlab_trace::watch::count_window`). rtlab-tune runs one [`AppWatcher::watch`] beside
 //! each probe round and judges the counts.
 
-use rtlab_apptrace::live::DEFAULT_WINDOW_NS;
-use rtlab_apptrace::record::{RecorderChoice, Target};
-use rtlab_apptrace::watch::{self, Markers, WatchConfig};
 use rtlab_core::tune_report::AppRound;
 use rtlab_core::watch_summary::WatchSummary;
+use rtlab_trace::live::DEFAULT_WINDOW_NS;
+use rtlab_trace::record::{RecorderChoice, Target};
+use rtlab_trace::watch::{self, Markers, WatchConfig};
 use rtlab_tune::AppWatcher;
 use std::sync::atomic::AtomicBool;
 
 /// The program `--app` names, with the cycle rule `--cycle-marker` chose (inferred without it).
 pub struct WatchedApp {
     comm: String,
-    cycle_marker: Option<rtlab_apptrace::cycle_marker::CycleMarker>,
+    cycle_marker: Option<rtlab_trace::cycle_marker::CycleMarker>,
 }
 
 impl WatchedApp {

@@ -274,7 +274,7 @@ impl Profiler {
 }
 
 fn read_profile(log: &Path, stdout: &Path) -> PipewireProfile {
-    rtlab_apptrace::pipewire::parse_profile(
+    rtlab_trace::pipewire::parse_profile(
         &std::fs::read_to_string(log).unwrap_or_default(),
         &std::fs::read_to_string(stdout).unwrap_or_default(),
     )
@@ -295,7 +295,7 @@ pub fn rtlab_profiler_left() -> Vec<String> {
         .map(|entries| {
             entries
                 .flatten()
-                .filter(|entry| rtlab_apptrace::pipewire::is_profiler_directory(&entry.path()))
+                .filter(|entry| rtlab_trace::pipewire::is_profiler_directory(&entry.path()))
                 .map(|entry| entry.path().display().to_string())
                 .collect()
         })

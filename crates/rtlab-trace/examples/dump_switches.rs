@@ -1,8 +1,8 @@
 //! Diagnostic: prints every switch in and out of the given threads, and their wake-ups, as
 //! `ns in|out|wake tid state-or-waker` (used to compare JACK's xruns with late activations
-//! burst by burst: `cargo run -p rtlab-apptrace --example dump_switches -- TRACE TID...`).
-use rtlab_apptrace::source::TraceSource;
-use rtlab_apptrace::EventKind;
+//! burst by burst: `cargo run -p rtlab-trace --example dump_switches -- TRACE TID...`).
+use rtlab_trace::source::TraceSource;
+use rtlab_trace::EventKind;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -7,8 +7,8 @@ mod support;
 
 use rtlab_testkit::fixture_files;
 
-use rtlab_apptrace::analyze::AnalysisConfig;
-use rtlab_apptrace::tracedat::TraceDat;
+use rtlab_trace::analyze::AnalysisConfig;
+use rtlab_trace::tracedat::TraceDat;
 use std::path::Path;
 
 fn fixtures(kind: &str) -> Vec<std::path::PathBuf> {
@@ -24,7 +24,7 @@ fn every_ok_fixture_reads_whole_and_shows_the_inversion() {
     for path in fixtures("ok") {
         let header = support::test_header("rtlab.trace/1");
         let (report, _) =
-            rtlab_apptrace::source::analyze_path(&path, AnalysisConfig::default(), header)
+            rtlab_trace::source::analyze_path(&path, AnalysisConfig::default(), header)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         assert!(
             report.n_events > 1000,

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rtlab_apptrace::analyze::{AnalysisConfig, Analyzer};
-use rtlab_apptrace::file::TraceFile;
+use rtlab_trace::analyze::{AnalysisConfig, Analyzer};
+use rtlab_trace::file::TraceFile;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(mut file) = TraceFile::open(data) {

@@ -3,8 +3,8 @@
 
 #![allow(dead_code)]
 
-use rtlab_apptrace::analyze::report::{ThreadRow, TraceReport};
 use rtlab_core::header::OutputHeader;
+use rtlab_trace::analyze::report::{ThreadRow, TraceReport};
 use std::path::PathBuf;
 
 /// The test program `tests/programs/trace_demo.rs`. A binary of this crate, so cargo builds it with the

@@ -10,10 +10,10 @@
 
 mod support;
 
-use rtlab_apptrace::analyze::report::DeadlineSource;
-use rtlab_apptrace::analyze::AnalysisConfig;
-use rtlab_apptrace::file::{FileError, TraceFile};
-use rtlab_apptrace::EventKind;
+use rtlab_trace::analyze::report::DeadlineSource;
+use rtlab_trace::analyze::AnalysisConfig;
+use rtlab_trace::file::{FileError, TraceFile};
+use rtlab_trace::EventKind;
 use std::path::Path;
 
 fn fixture(kind: &str, name: &str) -> Vec<u8> {
@@ -42,7 +42,7 @@ fn the_recordings_of_both_recorders_read_whole() {
         let mut sleep_named = false;
         let read = file
             .for_each_event(|event| {
-                if let rtlab_apptrace::EventKind::Name { comm, .. } = event.kind {
+                if let rtlab_trace::EventKind::Name { comm, .. } = event.kind {
                     sleep_named |= comm.to_string() == "sleep";
                 }
             })
@@ -78,7 +78,7 @@ fn recordings_with_cycle_markers_judge_the_client_by_jacks_cycle() {
         std::fs::write(&path, &bytes).unwrap();
         let header = support::test_header("rtlab.trace/1");
         let (report, _) =
-            rtlab_apptrace::source::analyze_path(&path, AnalysisConfig::default(), header).unwrap();
+            rtlab_trace::source::analyze_path(&path, AnalysisConfig::default(), header).unwrap();
         assert_eq!(
             report.deadline_source,
             DeadlineSource::CycleMarker,

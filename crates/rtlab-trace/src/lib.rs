@@ -1,4 +1,4 @@
-//! rtlab-apptrace: what an application's threads really do (paper 003, section 3).
+//! rtlab-trace: what an application's threads really do (paper 003, section 3).
 //!
 //! From a recording of the scheduler's events (`rtlab trace record`, or a trace-cmd `trace.dat`
 //! someone already has) this crate recovers the thread structure of an application — each

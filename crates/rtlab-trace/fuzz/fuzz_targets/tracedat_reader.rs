@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rtlab_apptrace::analyze::{AnalysisConfig, Analyzer};
-use rtlab_apptrace::tracedat::TraceDat;
+use rtlab_trace::analyze::{AnalysisConfig, Analyzer};
+use rtlab_trace::tracedat::TraceDat;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(mut dat) = TraceDat::open(data.to_vec()) {

@@ -8,9 +8,9 @@
 
 mod support;
 
-use rtlab_apptrace::analyze::AnalysisConfig;
-use rtlab_apptrace::file::{FileHeader, TraceFile};
-use rtlab_apptrace::record::{record, RecordConfig, RecorderChoice, Target};
+use rtlab_trace::analyze::AnalysisConfig;
+use rtlab_trace::file::{FileHeader, TraceFile};
+use rtlab_trace::record::{record, RecordConfig, RecorderChoice, Target};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
         ..RecordConfig::default()
     };
     let file_header = FileHeader {
-        header: support::test_header(rtlab_apptrace::file::SCHEMA),
+        header: support::test_header(rtlab_trace::file::SCHEMA),
         target: config.target.describe(),
         clock: "mono".into(),
         events: vec![],
@@ -55,7 +55,7 @@ fn live_recording_recovers_the_known_structure(recorder: RecorderChoice) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("demo.rtrace");
     std::fs::write(&path, &bytes).unwrap();
-    let (report, _) = rtlab_apptrace::source::analyze_path(
+    let (report, _) = rtlab_trace::source::analyze_path(
         &path,
         AnalysisConfig::default(),
         support::test_header("rtlab.trace/1"),
@@ -115,7 +115,7 @@ fn a_trace_cmd_trace_dat_of_the_same_program_gives_the_same_analysis() {
             .status()
             .unwrap();
     assert!(status.success());
-    let (report, _) = rtlab_apptrace::source::analyze_path(
+    let (report, _) = rtlab_trace::source::analyze_path(
         &dat,
         AnalysisConfig::default(),
         support::test_header("rtlab.trace/1"),
