@@ -1,5 +1,6 @@
-//! The analysis result, schema `rtlab.trace/1`: what `--json` writes and the text report, SVG and
-//! Perfetto writers read.
+//! The analysis result, schema `rtlab.trace/1`: what the text report, SVG and Perfetto writers
+//! read, and what `--json` writes through rtlab-render's `apptrace_json::TraceReportJson` (which
+//! words [`Explanation`]). Plain data: the words are rtlab-render's.
 
 use crate::header::OutputHeader;
 use serde::Serialize;
@@ -212,27 +213,6 @@ impl Culprit {
         }
     }
 
-    /// In words: `qhog0 (SCHED_FIFO 95)`, `the hypervisor`, `irq 11`, …
-    pub fn describe(&self) -> String {
-        match self {
-            Culprit::Thread {
-                name,
-                policy,
-                priority,
-                ..
-            } => format!("{name} ({policy} {priority})"),
-            Culprit::Irq { name, .. } => format!("interrupt {name}"),
-            Culprit::Softirq { name, .. } => format!("softirq {name}"),
-            Culprit::Hypervisor { .. } => "the hypervisor (the virtual CPU was not running)".into(),
-            Culprit::Throttled { .. } => "throttling (its class's CPU budget was used up)".into(),
-            Culprit::Lock { holder, .. } => {
-                format!("a lock held by {} ({})", holder.name, holder.tid)
-            }
-            Culprit::Waker { waker, .. } => format!("{} ({}) to wake it", waker.name, waker.tid),
-            Culprit::Migration { .. } => "a migration to another CPU".into(),
-        }
-    }
-
     /// Two culprits are the same one (what `ns` adds up for).
     pub fn same_as(&self, other: &Culprit) -> bool {
         match (self, other) {
@@ -290,9 +270,51 @@ pub struct LateActivation {
     pub deadlines_missed: u64,
     /// The culprit that took the most time over the whole path (null: its own work).
     pub culprit: Option<Culprit>,
-    /// The culprit in words: "waited 5.9 ms for CPU 0: qhog0 (SCHED_FIFO 95) ran".
-    pub explanation: String,
+    /// What the analysis found, as numbers and culprits; rtlab-render words it (the JSON's
+    /// `explanation`: "waited 5.9 ms for CPU 0: qhog0 (SCHED_FIFO 95) ran", written through
+    /// `rtlab_render::apptrace_json::TraceReportJson`).
+    pub explanation: Explanation,
     pub critical_path: Vec<PathStep>,
+}
+
+/// Why an activation was late, as the analysis chose to say it: which reading of its critical
+/// path applies, with exactly the numbers and the culprit that reading names. The choice is the
+/// analysis's (`analyze::findings`); the words are rtlab-render's (`apptrace_words::explanation`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Explanation {
+    /// Nothing else in the trace took time from it: `own_ns` of CPU in a `response_ns` response.
+    OwnWork { own_ns: u64, response_ns: u64 },
+    /// Its own work took longer than any culprit; `then` the largest one, `then_ns` its time
+    /// summed over the path.
+    OwnWorkThen {
+        own_ns: u64,
+        response_ns: u64,
+        then: Culprit,
+        then_ns: u64,
+    },
+    /// It waited `ns` for a CPU (`cpu` when known; a `cpu` or `missed` step) that `by` had: a
+    /// thread, an interrupt, the hypervisor (nothing of this machine ran), throttling, ….
+    WaitedForCpu {
+        ns: u64,
+        cpu: Option<u32>,
+        by: Culprit,
+    },
+    /// Interrupts took `ns` while it ran (an `irq` step), `by` the main one.
+    Interrupts { ns: u64, by: Culprit },
+    /// It was on a CPU `on_cpu_ns` but the hypervisor took `hypervisor_ns` of it (a `run` step).
+    HypervisorTook { on_cpu_ns: u64, hypervisor_ns: u64 },
+    /// Blocked `ns` on a futex (a `futex` step) `by` its holder or waker.
+    BlockedOnFutex { ns: u64, by: Culprit },
+    /// Blocked `ns` in a step of kind `step` (`sleep`, `io`, …, as [`PathStep::kind`]) until `by`.
+    BlockedUntil { ns: u64, step: String, by: Culprit },
+    /// No activation for `gap_ns` (`periods` periods); `by` who had the CPU meanwhile, when the
+    /// trace says.
+    Missed {
+        gap_ns: u64,
+        periods: u64,
+        by: Option<Culprit>,
+    },
 }
 
 /// The answer to "is there a periodic real-time thread here" (`rtlab reserve --auto`, `trace
@@ -340,16 +362,6 @@ pub enum DeadlineSource {
     CycleMarker,
     /// The period inferred from the scheduler's events.
     Inferred,
-}
-
-impl DeadlineSource {
-    /// In words, for the text report.
-    pub fn describe(self) -> &'static str {
-        match self {
-            DeadlineSource::CycleMarker => "the program's own cycle starts (cycle markers)",
-            DeadlineSource::Inferred => "periods inferred from the scheduler's events",
-        }
-    }
 }
 
 /// The program's cycle markers in a trace.

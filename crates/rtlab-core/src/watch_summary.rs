@@ -225,7 +225,7 @@ pub struct WatchedMiss<'a> {
     pub response_ns: u64,
     pub period_ns: u64,
     pub need_ns: u64,
-    pub explanation: &'a str,
+    pub explanation: &'a crate::apptrace_report::Explanation,
 }
 
 #[cfg(test)]

@@ -288,7 +288,7 @@ pub fn write_late_activations(out: &mut String, report: &TraceReport) {
         let _ = writeln!(
             out,
             "\nDeadlines judged by {}: {} cycle starts by {} ({}){}; a thread the cycle drives is late when a cycle starts while it is still unfinished, or right after a cycle that overran ({} overruns). Cycles without an activation of a thread they drive: {}",
-            report.deadline_source.describe(),
+            crate::apptrace_words::deadline_source(report.deadline_source),
             markers.n_markers,
             markers.thread.name,
             markers.thread.tid,
@@ -325,7 +325,7 @@ pub fn write_late_activations(out: &mut String, report: &TraceReport) {
     let _ = writeln!(
         out,
         "\nDeadlines judged by {} (record with --cycle-marker to judge by the program's own cycle)",
-        report.deadline_source.describe()
+        crate::apptrace_words::deadline_source(report.deadline_source)
     );
     let _ = writeln!(
         out,
@@ -370,7 +370,7 @@ fn write_late_list(out: &mut String, report: &TraceReport) {
             late.thread.name,
             late.thread.tid,
             ms(late.at_ns.saturating_sub(report.first_ns) / 1000),
-            late.explanation,
+            crate::apptrace_words::explanation(&late.explanation),
             path.join(" → ")
         );
     }

@@ -8,9 +8,11 @@
 //! Numbers are stored in ns and printed in µs with one decimal (the unit cyclictest users read);
 //! terminal text fits 80 columns.
 
+pub mod apptrace_json;
 pub mod apptrace_perfetto;
 pub mod apptrace_svg;
 pub mod apptrace_text;
+pub mod apptrace_words;
 pub mod buffer;
 pub mod check;
 pub mod compare;

@@ -4,7 +4,7 @@
 //! Only the recorded program's periodic threads count (rtlab-core's [`watched_threads`]). Deterministic
 //! (sorted input, fixed palette), so it can be snapshotted.
 
-use rtlab_core::apptrace_report::{LateActivation, TraceReport};
+use rtlab_core::apptrace_report::TraceReport;
 use rtlab_core::text::escape_markup;
 use std::fmt::Write as _;
 
@@ -21,12 +21,7 @@ const MOST_PERIODS_DRAWN: f64 = 5.0;
 
 pub use rtlab_core::apptrace_report::{watched_misses, watched_threads};
 
-/// The culprit of a miss in words ("(its own work)" when the analysis names none).
-pub fn culprit_label(late: &LateActivation) -> String {
-    late.culprit
-        .as_ref()
-        .map_or_else(|| "(its own work)".to_owned(), |culprit| culprit.describe())
-}
+pub use crate::apptrace_words::culprit_label;
 
 /// Culprits ranked by the time they took: (label, misses, ns).
 pub fn ranked_culprits(report: &TraceReport) -> Vec<(String, u64, u64)> {
@@ -97,7 +92,7 @@ pub fn render(report: &TraceReport) -> String {
                 late.at_ns.saturating_sub(report.first_ns) as f64 / 1e9,
                 late.thread.name,
                 late.thread.tid,
-                late.explanation
+                crate::apptrace_words::explanation(&late.explanation)
             ))
         );
     }

@@ -26,7 +26,7 @@ pub fn miss_line(miss: &WatchedMiss<'_>) -> String {
         miss.tid,
         human(miss.period_ns),
         human(miss.need_ns),
-        miss.explanation
+        crate::apptrace_words::explanation(miss.explanation)
     )
 }
 

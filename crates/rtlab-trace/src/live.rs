@@ -429,8 +429,14 @@ mod tests {
         let mut culprits = Vec::new();
         let mut see = |report: TraceReport| {
             for late in &report.late_activations {
-                if let Some(culprit @ Culprit::Thread { tid: 200, .. }) = &late.culprit {
-                    culprits.push(culprit.describe());
+                if let Some(Culprit::Thread {
+                    tid: 200,
+                    policy,
+                    priority,
+                    ..
+                }) = &late.culprit
+                {
+                    culprits.push((policy.clone(), *priority));
                 }
             }
         };
@@ -458,7 +464,9 @@ mod tests {
         assert!(live.n_windows() >= 5, "{}", live.n_windows());
         assert!(culprits.len() >= 10, "{culprits:?}");
         assert!(
-            culprits.iter().all(|label| label.contains("SCHED_FIFO 95")),
+            culprits
+                .iter()
+                .all(|(policy, priority)| policy == "SCHED_FIFO" && *priority == 95),
             "{culprits:?}"
         );
     }

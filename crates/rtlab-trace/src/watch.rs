@@ -18,11 +18,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The culprit the analysis names for the whole miss (`culprit`: the one that took the most
-/// time over its critical path).
-pub fn blame_of(late: &LateActivation) -> Blame {
+/// time over its critical path), counted under `label` (the caller's words for it:
+/// `rtlab_render::apptrace_words::culprit_label`).
+pub fn blame_of(late: &LateActivation, label: String) -> Blame {
     match &late.culprit {
         Some(culprit) => Blame {
-            label: culprit.describe(),
+            label,
             reservable: matches!(
                 culprit,
                 Culprit::Thread { .. } | Culprit::Throttled { .. } | Culprit::Migration { .. }
@@ -30,7 +31,7 @@ pub fn blame_of(late: &LateActivation) -> Blame {
             ns: culprit.ns(),
         },
         None => Blame {
-            label: "(its own work)".into(),
+            label,
             reservable: false,
             ns: late.response_ns,
         },
@@ -38,10 +39,13 @@ pub fn blame_of(late: &LateActivation) -> Blame {
 }
 
 /// Counts one window's misses as `trace watch` does (the watched threads' late activations, in
-/// time order; `seen` sees each with its blame and the thread's need).
+/// time order, each counted under its culprit's `label`, the words rtlab-render gives it:
+/// `rtlab_render::apptrace_words::culprit_label`; `seen` sees each with its blame and the
+/// thread's need).
 pub fn count_window(
     summary: &mut WatchSummary,
     report: &TraceReport,
+    label: impl Fn(&LateActivation) -> String,
     mut seen: impl FnMut(&LateActivation, &Blame, u64),
 ) {
     if report.n_events > 0 {
@@ -55,7 +59,7 @@ pub fn count_window(
         .collect();
     lates.sort_by_key(|late| late.at_ns);
     for late in lates {
-        let blame = blame_of(late);
+        let blame = blame_of(late, label(late));
         let row = report.threads.iter().find(|row| row.tid == late.thread.tid);
         let need = row.map_or(0, |row| row.cpu_per_cycle_ns.p99);
         let miss = CountedMiss {
@@ -301,7 +305,7 @@ impl EndWatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::report::ThreadRef;
+    use crate::analyze::report::{Explanation, ThreadRef};
 
     fn late(culprit: Option<Culprit>) -> LateActivation {
         LateActivation {
@@ -317,7 +321,10 @@ mod tests {
             periods: 1,
             deadlines_missed: 1,
             culprit,
-            explanation: String::new(),
+            explanation: Explanation::OwnWork {
+                own_ns: 6_000_000,
+                response_ns: 6_000_000,
+            },
             critical_path: Vec::new(),
         }
     }
@@ -332,16 +339,21 @@ mod tests {
         }
     }
 
+    fn blame(late: &LateActivation) -> Blame {
+        blame_of(late, rtlab_render::apptrace_words::culprit_label(late))
+    }
+
     #[test]
     fn the_blame_is_the_culprit_in_words() {
-        let blame = blame_of(&late(Some(hog(5_900_000))));
-        assert_eq!(blame.label, "qhog7 (SCHED_FIFO 95)");
-        assert!(blame.reservable);
-        assert_eq!(blame.ns, 5_900_000);
-        let own = blame_of(&late(None));
+        let blamed = blame(&late(Some(hog(5_900_000))));
+        assert_eq!(blamed.label, "qhog7 (SCHED_FIFO 95)");
+        assert!(blamed.reservable);
+        assert_eq!(blamed.ns, 5_900_000);
+        let own = blame(&late(None));
         assert_eq!(own.label, "(its own work)");
         assert!(!own.reservable);
-        assert!(!blame_of(&late(Some(Culprit::Hypervisor { ns: 1 }))).reservable);
+        assert_eq!(own.ns, 6_000_000);
+        assert!(!blame(&late(Some(Culprit::Hypervisor { ns: 1 }))).reservable);
     }
 
     #[test]

@@ -800,18 +800,18 @@ impl Analyzer {
     ) -> LateActivation {
         let critical_path = self.gap_step(next, period_ns);
         let gap = critical_path[0].ns;
+        // A gap's path is one `missed` step: the analysis names who had the CPU meanwhile, if
+        // anyone (a wait for the CPU), else nothing.
         let (culprit, explanation) = explain(&critical_path, gap);
-        let explanation = format!(
-            "no activation for {} ms ({periods} period{}){}",
-            ms(gap),
-            if periods == 1 { "" } else { "s" },
-            explanation
-                .strip_prefix("waited")
-                .map(|rest| rest
-                    .split_once(':')
-                    .map_or(String::new(), |(_, who)| format!(":{who}")))
-                .unwrap_or_default()
-        );
+        let by = match explanation {
+            Explanation::WaitedForCpu { by, .. } => Some(by),
+            _ => None,
+        };
+        let explanation = Explanation::Missed {
+            gap_ns: gap,
+            periods,
+            by,
+        };
         LateActivation {
             kind: LateKind::Missed,
             deadlines_missed: 1,
@@ -950,16 +950,9 @@ fn irq_culprit(source: i32, ns: u64) -> Culprit {
     }
 }
 
-/// Milliseconds with up to 3 decimals, for the explanation.
-fn ms(ns: u64) -> String {
-    let text = format!("{:.3}", ns as f64 / 1e6);
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    text.to_owned()
-}
-
 /// The culprit that took the most time over a path (the same one in several steps summed), and
-/// the path said in words around it.
-pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, String) {
+/// which reading of the path tells it (rtlab-render words it).
+pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, Explanation) {
     let mut totals: Vec<(Culprit, u64, usize)> = Vec::new();
     for (index, step) in path.iter().enumerate() {
         for culprit in &step.culprits {
@@ -987,52 +980,42 @@ pub(crate) fn explain(path: &[PathStep], response_ns: u64) -> (Option<Culprit>, 
     let Some((culprit, total, index)) = best else {
         return (
             None,
-            format!(
-                "its own work: {} ms of CPU in a {} ms response (nothing else in the trace)",
-                ms(own),
-                ms(response_ns)
-            ),
+            Explanation::OwnWork {
+                own_ns: own,
+                response_ns,
+            },
         );
     };
     if own > total {
-        let text = format!(
-            "its own work: {} ms of CPU in a {} ms response; then {} ({} ms)",
-            ms(own),
-            ms(response_ns),
-            culprit.describe(),
-            ms(total)
-        );
-        return (Some(culprit), text);
+        let explanation = Explanation::OwnWorkThen {
+            own_ns: own,
+            response_ns,
+            then: culprit.clone(),
+            then_ns: total,
+        };
+        return (Some(culprit), explanation);
     }
     let step = &path[index];
-    let who = culprit.describe();
-    let text = match (step.kind.as_str(), &culprit) {
-        ("cpu" | "missed", Culprit::Hypervisor { .. }) => format!(
-            "waited {} ms for CPU{}: nothing of this machine ran, the hypervisor had the virtual CPU",
-            ms(step.ns),
-            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
-        ),
-        ("cpu" | "missed", Culprit::Throttled { .. }) => format!(
-            "waited {} ms for CPU{}: throttled (its class's CPU budget was used up)",
-            ms(step.ns),
-            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
-        ),
-        ("cpu" | "missed", _) => format!(
-            "waited {} ms for CPU{}: {who} ran",
-            ms(step.ns),
-            step.cpu.map(|cpu| format!(" {cpu}")).unwrap_or_default()
-        ),
-        ("irq", _) => format!("interrupts took {} ms while it ran: {who}", ms(step.ns)),
-        ("run", Culprit::Hypervisor { ns }) => format!(
-            "was on a CPU {} ms but got {} ms of it: the hypervisor took {} ms",
-            ms(step.ns),
-            ms(step.ns.saturating_sub(*ns)),
-            ms(*ns)
-        ),
-        ("futex", _) => format!("blocked {} ms on {who}", ms(step.ns)),
-        _ => format!("blocked {} ms ({}) until {who}", ms(step.ns), step.kind),
+    let by = culprit.clone();
+    let explanation = match (step.kind.as_str(), &culprit) {
+        ("cpu" | "missed", _) => Explanation::WaitedForCpu {
+            ns: step.ns,
+            cpu: step.cpu,
+            by,
+        },
+        ("irq", _) => Explanation::Interrupts { ns: step.ns, by },
+        ("run", Culprit::Hypervisor { ns }) => Explanation::HypervisorTook {
+            on_cpu_ns: step.ns,
+            hypervisor_ns: *ns,
+        },
+        ("futex", _) => Explanation::BlockedOnFutex { ns: step.ns, by },
+        _ => Explanation::BlockedUntil {
+            ns: step.ns,
+            step: step.kind.clone(),
+            by,
+        },
     };
-    (Some(culprit), text)
+    (Some(culprit), explanation)
 }
 
 impl Analyzer {

@@ -270,7 +270,10 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         })?;
     let json_to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if let Some(json) = json {
-        let text = serde_json::to_string_pretty(&report).context("serialising the analysis")?;
+        let text = serde_json::to_string_pretty(&rtlab_render::apptrace_json::TraceReportJson::of(
+            &report,
+        ))
+        .context("serialising the analysis")?;
         json.commit(&(text + "\n"))?;
     }
     if let Some(svg) = svg {

@@ -119,13 +119,15 @@ impl Outputs {
     /// Counts one window's misses and prints each: a line, or a JSON object on `--json`.
     fn window(&mut self, summary: &mut WatchSummary, report: &TraceReport) {
         let start = summary.first_ns.unwrap_or(report.first_ns);
-        watch::count_window(summary, report, |late, _, need| {
+        let label = rtlab_render::apptrace_words::culprit_label;
+        watch::count_window(summary, report, label, |late, _, need| {
             if !self.json_to_stdout {
                 let shown = watch::watched_miss(late, need, start);
                 println!("{}", rtlab_render::watch::miss_line(&shown));
             }
             if let Some(json) = &mut self.json {
-                let line = serde_json::to_string(late).expect("a late activation serialises");
+                let late = rtlab_render::apptrace_json::LateActivationJson::of(late);
+                let line = serde_json::to_string(&late).expect("a late activation serialises");
                 if let Err(error) = writeln!(json, "{line}") {
                     self.write_error.get_or_insert(error);
                 }

@@ -55,7 +55,8 @@ impl AppWatcher for WatchedApp {
             },
         };
         watch::watch_windows(&config, round_over, |report| {
-            watch::count_window(&mut summary, &report, |_, _, _| {})
+            let label = rtlab_render::apptrace_words::culprit_label;
+            watch::count_window(&mut summary, &report, label, |_, _, _| {})
         })
         .map_err(|error| format!("{:#}", super::trace_markers::record_error(error)))?;
         Ok(AppRound {
