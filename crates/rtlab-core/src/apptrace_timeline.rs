@@ -2,6 +2,7 @@
 //! what). Kept only when a picture is asked for, and capped: past the cap the newest spans are
 //! dropped and the timeline says so.
 
+/// What a thread did in a span (rtlab-render's `apptrace_words::span_state` names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpanState {
     Running,
@@ -9,18 +10,6 @@ pub enum SpanState {
     BlockedFutex,
     BlockedIo,
     BlockedSleep,
-}
-
-impl SpanState {
-    pub fn name(self) -> &'static str {
-        match self {
-            SpanState::Running => "running",
-            SpanState::Runnable => "runnable",
-            SpanState::BlockedFutex => "blocked (futex)",
-            SpanState::BlockedIo => "blocked (I/O)",
-            SpanState::BlockedSleep => "sleeping",
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

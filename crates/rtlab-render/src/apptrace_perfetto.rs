@@ -31,7 +31,7 @@ pub fn render(report: &TraceReport, spans: &[Span]) -> String {
     }
     for span in spans {
         events.push(json!({
-            "ph": "X", "cat": "sched", "name": span.state.name(),
+            "ph": "X", "cat": "sched", "name": crate::apptrace_words::span_state(span.state),
             "pid": pid(span.tid), "tid": span.tid,
             "ts": micros(span.start_ns, first),
             "dur": span.end_ns.saturating_sub(span.start_ns) as f64 / 1000.0,

@@ -249,9 +249,9 @@ fn write_legend(svg: &mut String) {
             svg,
             r##"<rect x="{x}" y="32" width="14" height="12" fill="{fill}" stroke="#555" stroke-width="0.5"/><text x="{}" y="43">{}</text>"##,
             x + 18.0,
-            state.name()
+            crate::apptrace_words::span_state(state)
         );
-        x += 30.0 + state.name().len() as f64 * 7.0;
+        x += 30.0 + crate::apptrace_words::span_state(state).len() as f64 * 7.0;
     }
     let _ = writeln!(
         svg,

@@ -1,10 +1,11 @@
 //! `rtlab trace`'s findings in words: a culprit (`qhog0 (SCHED_FIFO 95)`), a late activation's
 //! explanation (`waited 5.9 ms for CPU 0: qhog0 (SCHED_FIFO 95) ran`) and what deadlines were
-//! judged by. The analysis (rtlab-trace's `analyze::findings`) chooses which
+//! judged by, and a timeline span's state. The analysis (rtlab-trace's `analyze::findings`) chooses which
 //! [`Explanation`] applies and with which numbers; these are its words, shared by the text
 //! report, the JSON (`apptrace_json`), the misses timeline and `trace watch`'s lines.
 
 use rtlab_core::apptrace_report::{Culprit, DeadlineSource, Explanation, LateActivation};
+use rtlab_core::apptrace_timeline::SpanState;
 
 /// Milliseconds with up to 3 decimals, trailing zeros dropped (`5.9`, `11`).
 fn ms(ns: u64) -> String {
@@ -114,6 +115,17 @@ pub fn explanation(explanation: &Explanation) -> String {
                 .map(|by| format!(": {}", cpu_taken_by(by)))
                 .unwrap_or_default()
         ),
+    }
+}
+
+/// What a thread did in a timeline's span, as the SVG's legend and the Perfetto slices name it.
+pub fn span_state(state: SpanState) -> &'static str {
+    match state {
+        SpanState::Running => "running",
+        SpanState::Runnable => "runnable",
+        SpanState::BlockedFutex => "blocked (futex)",
+        SpanState::BlockedIo => "blocked (I/O)",
+        SpanState::BlockedSleep => "sleeping",
     }
 }
 
