@@ -322,8 +322,24 @@ pub enum Explanation {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PeriodicThreads {
     pub threads: Vec<PeriodicThread>,
-    /// Set when `threads` is empty: "no periodic real-time thread found: …" with the reason.
-    pub none_because: Option<String>,
+    /// Set when `threads` is empty: why there is none (worded "no periodic real-time thread
+    /// found: …" where it is shown).
+    pub none_because: Option<NoPeriodicThread>,
+}
+
+/// Why a trace has no periodic real-time thread of the recorded program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NoPeriodicThread {
+    /// The trace has no thread of the recorded program.
+    NoThreadOfTheProgram,
+    /// `recorded` threads of the program, `real_time` of them real-time (none activated at a
+    /// regular period when there are some), `periodic_normal` periodic at normal priority.
+    NonePeriodicAndRealTime {
+        recorded: usize,
+        real_time: usize,
+        periodic_normal: usize,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -415,8 +431,7 @@ pub struct TraceReport {
 
 impl TraceReport {
     /// The recorded application's periodic real-time threads (SCHED_FIFO/RR/DEADLINE, with a
-    /// detected period), most urgent first; when there is none, `none_because` says why, in
-    /// words that start with "no periodic real-time thread found". What `rtlab reserve --auto`
+    /// detected period), most urgent first; when there is none, `none_because` says why. What `rtlab reserve --auto`
     /// and `rtlab trace watch` build on: they never guess a period the trace does not show.
     pub fn periodic_threads(&self) -> PeriodicThreads {
         let targets: Vec<&ThreadRow> = self.threads.iter().filter(|row| row.target).collect();
@@ -463,28 +478,16 @@ impl TraceReport {
         let none_because = if !threads.is_empty() {
             None
         } else if targets.is_empty() {
-            Some("no periodic real-time thread found: the trace has no thread of the recorded program".to_owned())
+            Some(NoPeriodicThread::NoThreadOfTheProgram)
         } else {
-            let n_real_time = targets.iter().filter(real_time).count();
-            let periodic_other = targets
-                .iter()
-                .filter(|row| row.period_ns.is_some() && row.kernel_prio >= 100)
-                .count();
-            Some(format!(
-                "no periodic real-time thread found: {} thread{} recorded, {n_real_time} of them real-time{}{}",
-                targets.len(),
-                if targets.len() == 1 { "" } else { "s" },
-                if n_real_time > 0 {
-                    ", none activated at a regular period"
-                } else {
-                    " (SCHED_FIFO, SCHED_RR or SCHED_DEADLINE)"
-                },
-                if periodic_other > 0 {
-                    format!("; {periodic_other} periodic thread(s) run at normal priority")
-                } else {
-                    String::new()
-                }
-            ))
+            Some(NoPeriodicThread::NonePeriodicAndRealTime {
+                recorded: targets.len(),
+                real_time: targets.iter().filter(real_time).count(),
+                periodic_normal: targets
+                    .iter()
+                    .filter(|row| row.period_ns.is_some() && row.kernel_prio >= 100)
+                    .count(),
+            })
         };
         PeriodicThreads {
             threads,

@@ -5,7 +5,7 @@
 //! the culprits (`rtlab_analysis::interference`). The answer is rtlab-analysis's
 //! `trace_forecast::TraceForecast`, its words rtlab-render's.
 
-use crate::analyze::report::{Culprit, PeriodicThread, ThreadRow, TraceReport};
+use crate::analyze::report::{Culprit, NoPeriodicThread, PeriodicThread, ThreadRow, TraceReport};
 use crate::analyze::LATE_ACTIVATIONS_LISTED;
 use rtlab_analysis::forecast::{describe_trace_rate, trace_rates, TraceBuffering, TraceResponses};
 use rtlab_analysis::interference::{describe, find_periodic, BurstRule, CulpritName, Sighting};
@@ -16,9 +16,27 @@ use rtlab_analysis::trace_forecast::{
 /// Why there is no forecast: the trace's fault (the words name what is missing).
 #[derive(Debug, thiserror::Error)]
 pub enum ForecastError {
-    /// No thread to forecast for (or not the one `tid` names).
+    /// Not the thread `tid` names.
     #[error("{0}")]
     Thread(String),
+    /// The recorded program has no periodic real-time thread (`reason`, None when the analysis
+    /// gives none); `others` names those of other processes, for `--tid`.
+    #[error(
+        "{}{}",
+        no_periodic_thread(reason.as_ref()),
+        if others.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (periodic real-time threads of other processes, for --tid: {})",
+                others.join(", ")
+            )
+        }
+    )]
+    NoPeriodicThread {
+        reason: Option<NoPeriodicThread>,
+        others: Vec<String>,
+    },
     /// The responses do not make a forecast.
     #[error("{0}")]
     Rates(String),
@@ -31,7 +49,7 @@ pub fn forecast(
     tid: Option<i32>,
     sample_rate: Option<u32>,
 ) -> Result<TraceForecast, ForecastError> {
-    let thread = choose_thread(report, tid).map_err(ForecastError::Thread)?;
+    let thread = choose_thread(report, tid)?;
     let thread = &thread;
     let (responses, listed) = responses_of(report, thread);
     let period = thread.period_ns;
@@ -148,9 +166,38 @@ fn periodic_culprits(report: &TraceReport, tid: i32) -> Vec<PeriodicFound> {
         .collect()
 }
 
+/// Why the recorded program has no periodic real-time thread, in the error's words.
+fn no_periodic_thread(reason: Option<&NoPeriodicThread>) -> String {
+    let found = "no periodic real-time thread found";
+    match reason {
+        None => found.to_owned(),
+        Some(NoPeriodicThread::NoThreadOfTheProgram) => {
+            format!("{found}: the trace has no thread of the recorded program")
+        }
+        Some(&NoPeriodicThread::NonePeriodicAndRealTime {
+            recorded,
+            real_time,
+            periodic_normal,
+        }) => format!(
+            "{found}: {recorded} thread{} recorded, {real_time} of them real-time{}{}",
+            if recorded == 1 { "" } else { "s" },
+            if real_time > 0 {
+                ", none activated at a regular period"
+            } else {
+                " (SCHED_FIFO, SCHED_RR or SCHED_DEADLINE)"
+            },
+            if periodic_normal > 0 {
+                format!("; {periodic_normal} periodic thread(s) run at normal priority")
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
 /// The thread to forecast for: `--tid`'s (a periodic real-time thread of the recorded program, or
 /// of any process in a whole-system trace.dat), else the recorded program's most urgent one.
-fn choose_thread(report: &TraceReport, tid: Option<i32>) -> Result<ForecastThread, String> {
+fn choose_thread(report: &TraceReport, tid: Option<i32>) -> Result<ForecastThread, ForecastError> {
     let periodic = report.periodic_threads();
     // Any thread of the trace with a period and a real-time priority (a trace.dat records the
     // whole system; its recorded program may be another).
@@ -173,28 +220,18 @@ fn choose_thread(report: &TraceReport, tid: Option<i32>) -> Result<ForecastThrea
                 .find(|row| row.tid == tid && row.kernel_prio < 100 && row.period_ns.is_some())
                 .map(of_row)
                 .ok_or_else(|| {
-                    format!(
+                    ForecastError::Thread(format!(
                         "thread {tid} is not a periodic real-time thread of the trace (those are: {})",
                         others().join(", ")
-                    )
+                    ))
                 })
         }
         None => match periodic.threads.first() {
             Some(thread) => Ok(of_periodic(thread)),
-            None => {
-                let reason = periodic
-                    .none_because
-                    .unwrap_or_else(|| "no periodic real-time thread found".to_owned());
-                let others = others();
-                Err(if others.is_empty() {
-                    reason
-                } else {
-                    format!(
-                        "{reason} (periodic real-time threads of other processes, for --tid: {})",
-                        others.join(", ")
-                    )
-                })
-            }
+            None => Err(ForecastError::NoPeriodicThread {
+                reason: periodic.none_because,
+                others: others(),
+            }),
         },
     }
 }
