@@ -4,7 +4,8 @@
 //! only `rtlab-sys` (plus the siblings listed with their reason) depends on `libc`. Only rtlab-core's
 //! tracepoint table lists tracepoints by name. Inside a crate, from the sources: no modules use
 //! each other, directly or around a longer loop. Across the sources: only rtlab-render writes SVG,
-//! HTML and Perfetto documents; no function is longer than a reader can hold.
+//! HTML and Perfetto documents; `rtlab trace`'s report types and analysis write no words; no
+//! function is longer than a reader can hold.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -1207,4 +1208,266 @@ fn the_command_count_sees_every_subcommand_enum() {
                 #[derive(Debug, clap::Subcommand)]\nenum B { Z }\n\
                 #[derive(Debug)]\nenum C { W }\n";
     assert_eq!(clap_commands(text), 3);
+}
+
+/// Where the words of `rtlab trace`'s findings may not be written (issue 36, item 1), with the
+/// fewest words a string literal there may have before it counts as prose: the report's types
+/// (rtlab-core's `apptrace_report.rs`, `apptrace_timeline.rs`: plain data, no literal of two
+/// words or more, no function returning a `String`) and the analysis that fills them
+/// (rtlab-trace's `analyze/`: no literal of three words or more, which a name such as `irq 11`
+/// stays under and any sentence passes).
+const NO_PROSE: &[(&str, usize)] = &[
+    ("crates/rtlab-core/src/apptrace_report.rs", 2),
+    ("crates/rtlab-core/src/apptrace_timeline.rs", 2),
+    ("crates/rtlab-trace/src/analyze/", 3),
+];
+
+/// Literals in [`NO_PROSE`]'s places that are data, not words about it, each with its reason.
+const NOT_PROSE: &[(&str, &str)] = &[(
+    "local timer or reschedule vector",
+    "the name of an interrupt vector (a `Culprit::Irq`'s `name`), as the kernel's vector table calls it",
+)];
+
+/// The words of a string literal: what remains once the `{…}` placeholders of a format string
+/// are taken out, split on whitespace, the pieces that hold a letter.
+fn words(literal: &str) -> usize {
+    let mut text = String::new();
+    let mut depth = 0usize;
+    for character in literal.chars() {
+        match character {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => text.push(character),
+            _ => {}
+        }
+    }
+    text.split_whitespace()
+        .filter(|piece| piece.chars().any(char::is_alphabetic))
+        .count()
+}
+
+/// Collects the string literals of `min_words` words or more (in code and inside macros such as
+/// `format!`), and the functions returning a `String` when `no_string_functions`, outside
+/// `#[cfg(test)]` modules, attributes (doc comments, serde's), the report's `warnings.push(…)`
+/// (diagnostics of the input, like an error's message), panics' messages (`expect`, `panic!`,
+/// `assert!`, `unreachable!`) and logging macros.
+struct Prose<'a> {
+    file: &'a str,
+    min_words: usize,
+    no_string_functions: bool,
+    found: Vec<String>,
+}
+
+/// Macros whose words are a panic's, a log's or a test's, not an output's.
+const NOT_OUTPUT_MACROS: &[&str] = &[
+    "panic",
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "unreachable",
+    "todo",
+    "unimplemented",
+    "trace",
+    "debug",
+    "info",
+    "warn",
+    "error",
+    "eprintln",
+];
+
+impl Prose<'_> {
+    fn literal(&mut self, text: &str) {
+        if words(text) >= self.min_words && !NOT_PROSE.iter().any(|(data, _)| *data == text) {
+            self.found.push(format!("{}: {text:?}", self.file));
+        }
+    }
+
+    fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        for token in tokens {
+            match token {
+                proc_macro2::TokenTree::Literal(literal) => {
+                    if let Ok(syn::Lit::Str(text)) =
+                        syn::parse2::<syn::Lit>(proc_macro2::TokenTree::Literal(literal).into())
+                    {
+                        self.literal(&text.value());
+                    }
+                }
+                proc_macro2::TokenTree::Group(group) => self.tokens(group.stream()),
+                _ => {}
+            }
+        }
+    }
+
+    fn returns(&mut self, signature: &syn::Signature) {
+        if let syn::ReturnType::Type(_, returned) = &signature.output {
+            let mut names = NamesString(false);
+            syn::visit::Visit::visit_type(&mut names, returned);
+            if self.no_string_functions && names.0 {
+                self.found.push(format!(
+                    "{}: fn {} returns a String",
+                    self.file, signature.ident
+                ));
+            }
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for Prose<'_> {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_cfg_test(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+
+    fn visit_attribute(&mut self, _: &'ast syn::Attribute) {}
+
+    fn visit_lit_str(&mut self, literal: &'ast syn::LitStr) {
+        self.literal(&literal.value());
+    }
+
+    fn visit_macro(&mut self, invocation: &'ast syn::Macro) {
+        let name = invocation
+            .path
+            .segments
+            .last()
+            .map(|segment| segment.ident.to_string())
+            .unwrap_or_default();
+        if !NOT_OUTPUT_MACROS.contains(&name.as_str()) {
+            self.tokens(invocation.tokens.clone());
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        let receiver = match &*call.receiver {
+            syn::Expr::Path(path) => path.path.segments.last().map(|last| last.ident.to_string()),
+            syn::Expr::Field(field) => match &field.member {
+                syn::Member::Named(name) => Some(name.to_string()),
+                syn::Member::Unnamed(_) => None,
+            },
+            _ => None,
+        };
+        let warning = call.method == "push" && receiver.as_deref() == Some("warnings");
+        if !warning && call.method != "expect" {
+            syn::visit::visit_expr_method_call(self, call);
+        } else {
+            self.visit_expr(&call.receiver);
+        }
+    }
+
+    fn visit_item_fn(&mut self, function: &'ast syn::ItemFn) {
+        if !is_cfg_test(&function.attrs) {
+            self.returns(&function.sig);
+            syn::visit::visit_item_fn(self, function);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, function: &'ast syn::ImplItemFn) {
+        if !is_cfg_test(&function.attrs) {
+            self.returns(&function.sig);
+            syn::visit::visit_impl_item_fn(self, function);
+        }
+    }
+}
+
+/// Whether a type names `String` anywhere (`String`, `Option<String>`, `(u64, String)`).
+struct NamesString(bool);
+
+impl<'ast> syn::visit::Visit<'ast> for NamesString {
+    fn visit_path_segment(&mut self, segment: &'ast syn::PathSegment) {
+        self.0 |= segment.ident == "String";
+        syn::visit::visit_path_segment(self, segment);
+    }
+}
+
+/// The prose in `text` (the file `file`) by [`Prose`]'s rules.
+fn prose(file: &str, text: &str, min_words: usize, no_string_functions: bool) -> Vec<String> {
+    let syntax = syn::parse_file(text).unwrap_or_else(|error| panic!("{file}: {error}"));
+    let mut visitor = Prose {
+        file,
+        min_words,
+        no_string_functions,
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut visitor, &syntax);
+    visitor.found
+}
+
+/// `rtlab trace`'s report holds no words and its analysis writes none (issue 36, item 1): the
+/// analysis chooses what it found (a `Culprit`, an `Explanation`, a `NoPeriodicThread`) with
+/// its numbers, rtlab-core's report types carry it as plain data, and rtlab-render words it
+/// (`apptrace_words.rs`; the JSON through `apptrace_json.rs`). A sentence written in the
+/// analysis, or a `describe`-style method in the report's types, fails here (see [`Prose`] for
+/// what is not looked at, and [`NOT_PROSE`] for the names let through).
+#[test]
+fn the_trace_report_and_its_analysis_write_no_words() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut found = Vec::new();
+    for (place, min_words) in NO_PROSE {
+        let mut files = Vec::new();
+        if place.ends_with('/') {
+            rust_files(&root.join(place), &mut files);
+        } else {
+            files.push(root.join(place));
+        }
+        assert!(!files.is_empty(), "{place} has no Rust file");
+        files.sort();
+        for path in files {
+            let file = path
+                .strip_prefix(&root)
+                .expect("under the root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if file.ends_with("/tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            found.extend(prose(&file, &text, *min_words, *min_words == 2));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "words in the trace report's types or its analysis (make them a structure rtlab-render words): {found:#?}"
+    );
+}
+
+/// The prose check itself: a sentence built with `format!` or from a literal, and a
+/// `describe` returning a `String`, are caught; a name, a tag, a warning, a doc comment, a
+/// panic's message and a test are not.
+#[test]
+fn the_prose_check_catches_sentences_and_not_names() {
+    let analysis = r#"
+        /// A doc comment of many words is not looked at.
+        fn explain(ns: u64) -> (u64, String) {
+            let name = format!("irq {ns}");
+            warnings.push(format!("{ns} events were lost: findings may be wrong"));
+            let checked = value.expect("a value we always have here");
+            (ns, format!("waited {} ms for CPU {name}", ns))
+        }
+        fn other() -> String { "its own work".to_owned() }
+        #[cfg(test)]
+        mod tests { fn words() -> String { format!("many words in a test") } }
+    "#;
+    assert_eq!(
+        prose("analysis.rs", analysis, 3, false),
+        [
+            r#"analysis.rs: "waited {} ms for CPU {name}""#,
+            r#"analysis.rs: "its own work""#
+        ]
+    );
+    let report = r#"
+        pub enum Source { Markers }
+        impl Source {
+            pub fn kind(self) -> &'static str { "markers" }
+            pub fn describe(self) -> String { "cycle markers".into() }
+        }
+    "#;
+    assert_eq!(
+        prose("report.rs", report, 2, true),
+        [
+            "report.rs: fn describe returns a String",
+            r#"report.rs: "cycle markers""#
+        ]
+    );
 }
