@@ -1,3 +1,0 @@
-//! Helpers shared by the enforcement test binaries.
-
-pub mod spinner;
