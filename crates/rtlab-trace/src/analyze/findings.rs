@@ -545,12 +545,12 @@ impl Analyzer {
         self.pi_boosts
             .iter()
             .take(MAX_LISTED)
-            .map(|&(at, owner, by, from, to)| PiBoost {
-                at_ns: at,
-                owner: self.thread_ref(owner),
-                by: self.thread_ref(by),
-                from_priority: crate::model::user_priority(from),
-                to_priority: crate::model::user_priority(to),
+            .map(|boost| PiBoost {
+                at_ns: boost.at,
+                owner: self.thread_ref(boost.owner),
+                by: self.thread_ref(boost.by),
+                from_priority: crate::model::user_priority(boost.from_prio),
+                to_priority: crate::model::user_priority(boost.to_prio),
             })
             .collect()
     }
@@ -830,35 +830,44 @@ impl Analyzer {
     /// that overlap and whose owners (read while recording, or from PI boosts) wait for each
     /// other in a circle are a deadlock; the other waits are grouped by process and overlap.
     fn hangs(&self, ongoing: &[OngoingHang]) -> Vec<Hang> {
-        // (tid, since, until, uaddr)
-        let mut waits: Vec<(i32, u64, Option<u64>, u64)> = ongoing
+        let mut waits: Vec<Wait> = ongoing
             .iter()
-            .map(|hang| (hang.tid, hang.since, None, hang.uaddr))
+            .map(|hang| Wait {
+                tid: hang.tid,
+                since: hang.since,
+                until: None,
+                uaddr: hang.uaddr,
+            })
             .collect();
         for (tid, thread) in &self.threads {
-            for &(since, until, uaddr) in &thread.long_waits {
-                waits.push((*tid, since, Some(until), uaddr));
+            for wait in &thread.long_waits {
+                waits.push(Wait {
+                    tid: *tid,
+                    since: wait.since,
+                    until: Some(wait.until),
+                    uaddr: wait.uaddr,
+                });
             }
         }
-        waits.sort_by_key(|wait| (wait.1, wait.0));
-        let owner_of = |wait: &(i32, u64, Option<u64>, u64)| -> Option<i32> {
-            let (futex, owner) = *self.owners.get(&wait.0)?;
-            (futex == 0 || futex == wait.3).then_some(owner)
+        waits.sort_by_key(|wait| (wait.since, wait.tid));
+        let owner_of = |wait: &Wait| -> Option<i32> {
+            let (futex, owner) = *self.owners.get(&wait.tid)?;
+            (futex == 0 || futex == wait.uaddr).then_some(owner)
         };
-        let overlaps = |a: &(i32, u64, Option<u64>, u64), b: &(i32, u64, Option<u64>, u64)| {
-            a.1 < b.2.unwrap_or(u64::MAX) && b.1 < a.2.unwrap_or(u64::MAX)
+        let overlaps = |a: &Wait, b: &Wait| {
+            a.since < b.until.unwrap_or(u64::MAX) && b.since < a.until.unwrap_or(u64::MAX)
         };
-        let hung_thread = |wait: &(i32, u64, Option<u64>, u64)| HungThread {
-            tid: wait.0,
-            name: self.name_of(wait.0),
-            futex: format!("{:#x}", wait.3),
+        let hung_thread = |wait: &Wait| HungThread {
+            tid: wait.tid,
+            name: self.name_of(wait.tid),
+            futex: format!("{:#x}", wait.uaddr),
             owner: owner_of(wait),
         };
-        let make_hang = |members: &[(i32, u64, Option<u64>, u64)], cycle: bool| Hang {
-            since_ns: members.iter().map(|wait| wait.1).max().unwrap_or(0),
+        let make_hang = |members: &[Wait], cycle: bool| Hang {
+            since_ns: members.iter().map(|wait| wait.since).max().unwrap_or(0),
             ended_ns: members
                 .iter()
-                .map(|wait| wait.2)
+                .map(|wait| wait.until)
                 .collect::<Option<Vec<u64>>>()
                 .and_then(|ends| ends.into_iter().max()),
             cycle,
@@ -876,7 +885,7 @@ impl Analyzer {
             while let Some(owner) = owner_of(&waits[current]) {
                 let next = (0..waits.len()).find(|&index| {
                     !placed[index]
-                        && waits[index].0 == owner
+                        && waits[index].tid == owner
                         && overlaps(&waits[index], &waits[current])
                 });
                 let Some(next) = next else {
@@ -900,10 +909,10 @@ impl Analyzer {
             .iter()
             .enumerate()
             .filter(|(index, _)| !placed[*index])
-            .map(|(_, wait)| (self.family_of(wait.0), *wait))
+            .map(|(_, wait)| (self.family_of(wait.tid), *wait))
             .collect();
-        rest.sort_by_key(|(tgid, wait)| (*tgid, wait.1, wait.0));
-        let mut group: Vec<(i32, u64, Option<u64>, u64)> = Vec::new();
+        rest.sort_by_key(|(tgid, wait)| (*tgid, wait.since, wait.tid));
+        let mut group: Vec<Wait> = Vec::new();
         let mut group_process = None;
         for (tgid, wait) in rest {
             let joins =
@@ -1048,8 +1057,15 @@ fn summary_waker(summary: &ActivationSummary) -> i32 {
     summary.learnt_waker().unwrap_or(0)
 }
 
-/// A long futex wait: (tid, since, until, futex address).
-type Wait = (i32, u64, Option<u64>, u64);
+/// A long futex wait of thread `tid` on the futex at `uaddr`, from `since` until `until` (none:
+/// still waiting when the trace ended).
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    tid: i32,
+    since: u64,
+    until: Option<u64>,
+    uaddr: u64,
+}
 
 /// Groups activations into jobs: a job starts with an activation by the thread's usual waker
 /// and takes the activations that follow until the next one.

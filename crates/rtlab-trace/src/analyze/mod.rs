@@ -188,8 +188,8 @@ pub(crate) struct Thread {
     pub rhythms: Vec<Rhythm>,
     /// Its CPU time (`Runtime` records) when it last went on a CPU.
     pub runtime_in: Option<u64>,
-    /// Long futex waits that ended: (since, until, uaddr).
-    pub long_waits: Vec<(u64, u64, u64)>,
+    /// Long futex waits that ended.
+    pub long_waits: Vec<LongWait>,
     /// Its deadlines judged by the program's cycle markers (when the trace has them).
     pub cycle_judge: cycle_rule::CycleJudge,
 }
@@ -382,6 +382,25 @@ const MAX_CPUS: usize = 8192;
 /// The longest span of time one analysis covers: 2^50 ns, 13 days.
 const MAX_SPAN_NS: u64 = 1 << 50;
 
+/// A priority-inheritance boost as the trace showed it: `owner`'s kernel priority went from
+/// `from_prio` to `to_prio` at `at` because `by` waited for it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PiBoostSeen {
+    pub at: u64,
+    pub owner: i32,
+    pub by: i32,
+    pub from_prio: i32,
+    pub to_prio: i32,
+}
+
+/// A long futex wait of a thread that ended: from `since` to `until`, on the futex at `uaddr`.
+#[derive(Clone, Copy, Debug)]
+pub struct LongWait {
+    pub since: u64,
+    pub until: u64,
+    pub uaddr: u64,
+}
+
 /// The analysis in progress: feed it events in time order, then [`Analyzer::finish`].
 #[derive(Debug)]
 pub struct Analyzer {
@@ -393,7 +412,7 @@ pub struct Analyzer {
     pub(crate) last_ns: u64,
     pub(crate) n_events: u64,
     pub(crate) inversions: Vec<Inversion>,
-    pub(crate) pi_boosts: Vec<(u64, i32, i32, i32, i32)>,
+    pub(crate) pi_boosts: Vec<PiBoostSeen>,
     /// (tid, since, waited, who ran meanwhile)
     pub(crate) starvation: Vec<Starved>,
     /// waiter → (futex, owner), from memory reads while recording and from PI boosts.
@@ -661,7 +680,13 @@ impl Analyzer {
         if new_prio < base {
             thread.boosted = true;
             if new_prio < old_prio {
-                self.pi_boosts.push((time, tid, by, old_prio, new_prio));
+                self.pi_boosts.push(PiBoostSeen {
+                    at: time,
+                    owner: tid,
+                    by,
+                    from_prio: old_prio,
+                    to_prio: new_prio,
+                });
                 if by > 0 && by != tid {
                     let futex = self
                         .threads
@@ -1154,7 +1179,11 @@ impl Analyzer {
         let blocked = time.saturating_sub(since);
         thread.blocked_ns[reason as usize] += blocked;
         if reason == BlockReason::Futex && blocked >= hang_ns {
-            thread.long_waits.push((since, time, uaddr));
+            thread.long_waits.push(LongWait {
+                since,
+                until: time,
+                uaddr,
+            });
         }
         let state = match reason {
             BlockReason::Futex => SpanState::BlockedFutex,
