@@ -14,18 +14,13 @@ use rtlab_explain::{
 };
 use rtlab_sys::clock::{monotonic_ns, sleep_until_ns};
 use rtlab_sys::sched::{set_current_thread_policy, Policy};
-use rtlab_testkit::require_root_and_tracefs;
+use rtlab_testkit::{measured_cpu, require_root_and_tracefs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// The tests pin threads to the same CPU; running them one at a time keeps them independent.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// The CPU the tests measure on: the last online one (CPU 0 carries most housekeeping).
-fn measured_cpu() -> usize {
-    *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap()
-}
 
 /// What both recorders explained of the same late samples.
 struct Explained {

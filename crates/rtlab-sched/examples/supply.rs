@@ -28,9 +28,7 @@ use rtlab_plan::Owner;
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
 use rtlab_sys::sched::Policy;
 
-#[path = "../tests/support/spinner.rs"]
-mod spinner;
-use spinner::Spinner;
+use rtlab_testkit::spinner::{self, Spinner};
 
 struct Args {
     mode: String,

@@ -12,8 +12,7 @@ use rtlab_sched::enforce::{
 use rtlab_sys::sched::{thread_policy, Policy};
 use rtlab_testkit::require_realtime;
 
-mod support;
-use support::spinner::Spinner;
+use rtlab_testkit::spinner::Spinner;
 
 /// A SCHED_OTHER CPU-bound thread that stops on its own after `limit` (or when dropped).
 fn spin_for(limit: Duration) -> Spinner {

@@ -14,8 +14,7 @@ use rtlab_plan::Owner;
 use rtlab_sched::enforce::{BackendKind, Enforcement, Enforcer, ReserveRequest};
 use rtlab_sys::sched::Policy;
 
-mod support;
-use support::spinner::Spinner;
+use rtlab_testkit::spinner::{self, Spinner};
 
 /// Share of 10 ms windows in which the measured thread got 2 ms, over `record` with FIFO 95
 /// spinners on every CPU.
@@ -63,7 +62,7 @@ fn supply_beside_spinners(backend: Option<BackendKind>) -> SupplyReport {
         std::thread::sleep(Duration::from_millis(100));
     }
     let stalls = measured.finish();
-    let runs = support::spinner::runs_between_stalls(&stalls, from.0, to.0);
+    let runs = spinner::runs_between_stalls(&stalls, from.0, to.0);
     drop(spinners);
     drop(enforcer);
     let _ = std::fs::remove_dir_all(&directory);

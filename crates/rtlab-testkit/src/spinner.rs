@@ -1,5 +1,5 @@
-//! A CPU-bound thread for the enforcement tests and the supply benchmark
-//! (`examples/supply.rs` includes this file by path): optionally pinned, at a policy, spinning all
+//! A CPU-bound thread for rtlab-sched's enforcement tests and its supply benchmark
+//! (`crates/rtlab-sched/examples/supply.rs`): optionally pinned, at a policy, spinning all
 //! the time or a duty cycle, and stopping on its own at `until` (or when dropped) at SCHED_OTHER,
 //! so no real-time spinner outlives a failed test.
 //!

@@ -4,7 +4,7 @@
 //! protected thread's deadline is many times what it needs.
 
 use rtlab_core::Nanos;
-use rtlab_testkit::{require_realtime, take_turns};
+use rtlab_testkit::{measured_cpu, require_realtime, take_turns};
 use rtlab_workload::runner::{run, RunResult, RunSettings};
 use rtlab_workload::toml_file::parse_workload_toml;
 use std::sync::atomic::AtomicBool;
@@ -15,11 +15,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// What the tests need root (or CAP_SYS_NICE) for.
 const NEEDS_REALTIME: &str = "RT priorities and SCHED_DEADLINE";
-
-/// The CPU the tests measure on (the last online one).
-fn measured_cpu() -> usize {
-    *rtlab_sys::cpu::online_cpus().unwrap().last().unwrap()
-}
 
 fn run_text(text: &str, seconds: u64, competitors: Vec<String>, play_log: bool) -> RunResult {
     run_explained(text, seconds, competitors, play_log, false)

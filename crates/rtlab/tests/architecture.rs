@@ -776,8 +776,8 @@ fn no_import_cycle_inside_a_crate() {
 }
 
 /// A module is where its name says: no `src` file mounts another by `#[path]` (issue 36, item 4),
-/// but rtlab-store's per-platform `sudo_none.rs`, and no test pulls in a file by `#[path]` (shared
-/// helpers are in rtlab-testkit, issue 36, item 6).
+/// but rtlab-store's per-platform `sudo_none.rs`, and no test, example or benchmark pulls in a file
+/// by `#[path]` (shared helpers are in rtlab-testkit, issue 36, item 6).
 #[test]
 fn no_module_is_mounted_by_path() {
     let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -786,6 +786,8 @@ fn no_module_is_mounted_by_path() {
         let crate_dir = entry.expect("entry").path();
         rust_files(&crate_dir.join("src"), &mut files);
         rust_files(&crate_dir.join("tests"), &mut files);
+        rust_files(&crate_dir.join("examples"), &mut files);
+        rust_files(&crate_dir.join("benches"), &mut files);
     }
     let mounted: Vec<String> = files
         .iter()

@@ -13,16 +13,9 @@ mod common;
 use common::daemon::Daemon;
 use common::jack::{ClientProcess, JackServer};
 use common::{require_root_taking_turns, wait_until, Sandbox};
+use rtlab_testkit::thread_policy;
 use std::process::Child;
 use std::time::Duration;
-
-/// The scheduling policy of a thread (`/proc/PID/task/TID/stat` field 41: 0 normal, 1 FIFO,
-/// 6 DEADLINE).
-fn policy_of(pid: u32, tid: u64) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(38)?.parse().ok()
-}
 
 /// `rtlab reserve --auto --follow 500ms --observe 2s --observe-with schedstat --pid PID`, its
 /// output in the sandbox's `follow.out`/`follow.err` and its JSON in `follow.json`; returned once
@@ -133,12 +126,12 @@ fn sigint_ends_the_follow_and_releases_the_reservation_while_the_thread_runs() {
     let mut follow = following(&sandbox, &daemon, client.pid());
     let tids = daemon.reservation_tids(&sandbox);
     assert_eq!(tids.len(), 1, "{}", said(&sandbox));
-    assert_eq!(policy_of(client.pid(), tids[0]), Some(6));
+    assert_eq!(thread_policy(client.pid(), tids[0]), Some(6));
     let out = interrupted(&sandbox, &mut follow);
     assert!(out.contains("stopped"), "{out}");
     assert!(daemon.reservation_tids(&sandbox).is_empty(), "{out}");
     // The client's thread runs on, at its own SCHED_FIFO again.
-    assert_eq!(policy_of(client.pid(), tids[0]), Some(1), "{out}");
+    assert_eq!(thread_policy(client.pid(), tids[0]), Some(1), "{out}");
 }
 
 /// jackd restarts its real-time thread when the buffer size changes (`jack_bufsize 256`): the
@@ -180,8 +173,8 @@ fn a_thread_jackd_starts_in_place_of_a_followed_one_is_reserved_and_followed() {
     assert_eq!(after.len(), 1, "{out}");
     assert_ne!(after, before, "{out}");
     let successor = after[0];
-    assert_eq!(policy_of(server.pid(), successor), Some(6), "{out}");
+    assert_eq!(thread_policy(server.pid(), successor), Some(6), "{out}");
     let out = interrupted(&sandbox, &mut follow);
     assert!(daemon.reservation_tids(&sandbox).is_empty(), "{out}");
-    assert_eq!(policy_of(server.pid(), successor), Some(1), "{out}");
+    assert_eq!(thread_policy(server.pid(), successor), Some(1), "{out}");
 }

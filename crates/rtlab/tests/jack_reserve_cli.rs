@@ -18,16 +18,9 @@ use common::jack::{
     StallWatch,
 };
 use common::{assert_exit_code, stderr_text, stdout_json, stdout_text, wait_until, Sandbox};
+use rtlab_testkit::thread_policy;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// The scheduling policy of a thread (`/proc/PID/task/TID/stat` field 41: 0 normal, 1 FIFO,
-/// 6 DEADLINE).
-fn policy_of(pid: u32, tid: u64) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(38)?.parse().ok()
-}
 
 /// `rtlab reserve --auto --pid PID --observe OBSERVE` against `daemon`, spawned with its stdout
 /// and stderr in the sandbox's `auto.out` and `auto.err`; returned once it has reserved (while it
@@ -451,7 +444,7 @@ fn reserve_auto_keeps_jack_at_its_idle_xruns_under_a_fifo_competitor() {
         || !daemon.reservation_tids(&sandbox).contains(&client_tid),
     );
     assert_eq!(
-        policy_of(server.pid(), server_tid),
+        thread_policy(server.pid(), server_tid),
         Some(6),
         "jackd's thread reserved"
     );
