@@ -23,6 +23,7 @@ pub mod peak;
 pub mod pipewire_count;
 pub mod plan_report;
 pub mod record;
+pub mod recorder;
 pub mod rpc;
 pub mod rt_high_series;
 pub mod run_conditions;

@@ -36,15 +36,9 @@ pub struct ExplainConfig {
     pub recorder: RecorderChoice,
 }
 
-/// Which recorder `--explain` uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RecorderChoice {
-    /// BPF when it loads (and no call stacks are wanted), else tracefs, saying why.
-    #[default]
-    Auto,
-    Bpf,
-    Tracefs,
-}
+/// Which recorder `--explain` uses: `auto` takes BPF when it loads and no call stacks are wanted,
+/// else tracefs, saying why.
+pub use rtlab_core::recorder::RecorderChoice;
 
 /// The recorder that runs.
 enum Backend {

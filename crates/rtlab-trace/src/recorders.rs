@@ -13,25 +13,9 @@ use rtlab_bpf::AppBpfRecorder;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Which recorder `rtlab trace record` uses (`--recorder`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RecorderChoice {
-    /// BPF when it loads, else tracefs (the reason is in the summary).
-    #[default]
-    Auto,
-    Bpf,
-    Tracefs,
-}
-
-impl RecorderChoice {
-    pub fn name(self) -> &'static str {
-        match self {
-            RecorderChoice::Auto => "auto",
-            RecorderChoice::Bpf => "bpf",
-            RecorderChoice::Tracefs => "tracefs",
-        }
-    }
-}
+/// Which recorder `rtlab trace record` uses (`--recorder`); the reason `auto` took tracefs is in
+/// the summary.
+pub use rtlab_core::recorder::RecorderChoice;
 
 /// Why `auto` records cycle markers through tracefs (the summary's "BPF not used" reason).
 pub const MARKERS_TAKE_TRACEFS: &str = "with cycle markers the tracefs recorder is used: removing the BPF recorder's user-space probes at the end cost the probed program (JACK) an xrun or more in every recording measured; --recorder bpf to use it anyway";

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
 use rtlab_trace::analyze::AnalysisConfig;
 use rtlab_trace::file::FileHeader;
-use rtlab_trace::record::{RecordConfig, RecordError, RecorderChoice, Target};
+use rtlab_trace::record::{RecordConfig, RecordError, Target};
 use rtlab_trace::source::SourceError;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -132,11 +132,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .duration
             .map(|duration| Duration::from_nanos(duration.0)),
         buffer_kb: args.buffer_kb,
-        recorder: match args.recorder.as_str() {
-            "bpf" => RecorderChoice::Bpf,
-            "tracefs" => RecorderChoice::Tracefs,
-            _ => RecorderChoice::Auto,
-        },
+        recorder: super::trace_watch::recorder_choice(&args.recorder),
         cycle_marker: cycle_marker.clone(),
         work_done_marker: work_done_marker.clone(),
         ..RecordConfig::default()
