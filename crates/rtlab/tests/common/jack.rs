@@ -281,8 +281,26 @@ impl ClientProcess {
     }
 
     /// Waits for the client to end by itself and returns what it reported.
-    pub fn wait(mut self) -> ClientReport {
+    pub fn wait(self) -> ClientReport {
+        self.report(false)
+    }
+
+    /// Ends the client now (SIGTERM: it ends its run early and reports as at its end) and
+    /// returns what it reported: for a test whose checks are done before `-d` runs out.
+    pub fn stop(self) -> ClientReport {
+        self.report(true)
+    }
+
+    fn report(mut self, stop: bool) -> ClientReport {
         let child = self.child.take().expect("running");
+        if stop {
+            // Not yet reaped (it is waited for below), so the pid is still the client's.
+            let killed = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("run kill");
+            assert!(killed.success(), "kill -TERM xrun_client: {killed}");
+        }
         let output = child.wait_with_output().expect("wait for xrun_client");
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
