@@ -562,25 +562,44 @@ fn reserve_auto_on_threads_already_reserved_says_so_and_succeeds() {
     let client = ClientProcess::start(&server, "already", 30, 30.0);
     assert!(client.wait_until_active(Duration::from_secs(15)));
     // Every thread `--auto` would take for the client (its thread and jackd's waker) and for the
-    // server, reserved by hand at the sizes it chose.
-    let mut chosen = chosen_by_auto(&sandbox, &daemon, client.pid());
-    chosen.extend(chosen_by_auto(&sandbox, &daemon, server.pid()));
-    chosen.sort();
-    chosen.dedup_by_key(|(tid, ..)| *tid);
-    assert!(!chosen.is_empty());
-    for (tid, rate, backend) in &chosen {
-        let output = daemon.rtlab(
-            &sandbox,
-            &[
-                "reserve",
-                rate,
-                "--tid",
-                &tid.to_string(),
-                "--backend",
-                backend,
-            ],
+    // server, reserved by hand at the sizes it chose. Sized again, up to three times, when the
+    // daemon refuses one: the sizing reads the CPU a thread held, which counts the time a
+    // hypervisor held the vCPU under it, and a stall while it observed sizes a thread at most of
+    // its period. (A local run of the whole binary failed once at a hand reservation, 1 run of 11; its
+    // message was not kept: a refusal is printed now, with what was chosen.)
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut chosen = chosen_by_auto(&sandbox, &daemon, client.pid());
+        chosen.extend(chosen_by_auto(&sandbox, &daemon, server.pid()));
+        chosen.sort();
+        chosen.dedup_by_key(|(tid, ..)| *tid);
+        assert!(!chosen.is_empty());
+        let refused = chosen.iter().find_map(|(tid, rate, backend)| {
+            let output = daemon.rtlab(
+                &sandbox,
+                &[
+                    "reserve",
+                    rate,
+                    "--tid",
+                    &tid.to_string(),
+                    "--backend",
+                    backend,
+                ],
+            );
+            (!output.status.success()).then_some(output)
+        });
+        let Some(output) = refused else { break };
+        if tries == 3 {
+            assert_exit_code(&output, 0);
+        }
+        eprintln!(
+            "a reservation at the size `--auto --dry-run` chose was refused ({}: {}); sizing \
+             again: {chosen:?}",
+            output.status,
+            stderr_text(&output).trim()
         );
-        assert_exit_code(&output, 0);
+        assert_exit_code(&daemon.rtlab(&sandbox, &["release", "--all-mine"]), 0);
     }
     let before = daemon.reservation_rows(&sandbox);
     let output = daemon.rtlab(
