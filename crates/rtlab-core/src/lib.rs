@@ -39,6 +39,7 @@ pub mod time_value;
 pub mod timer_audit;
 pub mod timer_change;
 pub mod timer_study;
+pub mod trace_record;
 pub mod tracepoints;
 pub mod tune_profile;
 pub mod tune_report;

@@ -146,3 +146,14 @@ mod tests {
         assert_eq!(text, r#"{"status":"unavailable","reason":"no profiler"}"#);
     }
 }
+
+/// Why a watched PipeWire client is judged by PipeWire's cycle or not (`trace watch` without
+/// `--cycle-marker`, chosen by rtlab-trace's `watch_pipewire::judged_by`, worded by
+/// rtlab-render's `pipewire::cycle_note`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PipewireCycle {
+    /// Judged by PipeWire's cycle: its marker, described.
+    Taken { marker: String },
+    /// PipeWire's marker could not be had: the cycle is inferred.
+    Unavailable { error: String },
+}

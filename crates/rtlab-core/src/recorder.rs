@@ -21,4 +21,15 @@ impl RecorderChoice {
             RecorderChoice::Tracefs => "tracefs",
         }
     }
+
+    /// The flag's word read back (`auto`, `bpf`, `tracefs`).
+    pub fn from_name(word: &str) -> Option<RecorderChoice> {
+        [
+            RecorderChoice::Auto,
+            RecorderChoice::Bpf,
+            RecorderChoice::Tracefs,
+        ]
+        .into_iter()
+        .find(|choice| choice.name() == word)
+    }
 }

@@ -32,6 +32,7 @@ pub mod svg_timers;
 pub mod text;
 pub mod timers;
 pub mod trace_forecast;
+pub mod trace_record;
 pub mod tune;
 pub mod tune_profile;
 pub mod watch;

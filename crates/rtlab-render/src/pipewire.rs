@@ -2,7 +2,21 @@
 //! "PipeWire counted 2,730 unfinished cycles of jackload; rtlab 2,690 (0.99 of PipeWire's),
 //! 2,671 of them while qhog7 (SCHED_FIFO 95) held the CPU".
 
-use rtlab_core::pipewire_count::PipewireComparison;
+use rtlab_core::pipewire_count::{PipewireComparison, PipewireCycle};
+
+/// The line (ending in a newline) saying that a watched PipeWire client is judged by
+/// PipeWire's cycle, or that its cycle is inferred because PipeWire's marker could not be had.
+pub fn cycle_note(cycle: &PipewireCycle) -> String {
+    match cycle {
+        PipewireCycle::Taken { marker } => format!(
+            "rtlab: a PipeWire client: judged by PipeWire's cycle (--cycle-marker pipewire, \
+             {marker}); --no-pipewire-marker to infer it\n"
+        ),
+        PipewireCycle::Unavailable { error } => {
+            format!("rtlab: PipeWire's cycle marker: {error}; inferring the cycle\n")
+        }
+    }
+}
 
 /// `n` with a comma every three digits.
 fn grouped(n: u64) -> String {
@@ -83,6 +97,25 @@ pub fn comparison(comparison: &PipewireComparison) -> String {
 mod tests {
     use super::*;
     use rtlab_core::pipewire_count::{CompetitorShare, PipewireFollower, PipewireProfile};
+
+    #[test]
+    fn the_cycle_note_says_whose_cycle_judges() {
+        let taken = PipewireCycle::Taken {
+            marker: "impl_node_process in /usr/lib/libpipewire-0.3.so".into(),
+        };
+        assert_eq!(
+            super::cycle_note(&taken),
+            "rtlab: a PipeWire client: judged by PipeWire's cycle (--cycle-marker pipewire, \
+             impl_node_process in /usr/lib/libpipewire-0.3.so); --no-pipewire-marker to infer it\n"
+        );
+        let unavailable = PipewireCycle::Unavailable {
+            error: "no libpipewire".into(),
+        };
+        assert_eq!(
+            super::cycle_note(&unavailable),
+            "rtlab: PipeWire's cycle marker: no libpipewire; inferring the cycle\n"
+        );
+    }
 
     fn profile(unfinished: u64) -> PipewireProfile {
         PipewireProfile {

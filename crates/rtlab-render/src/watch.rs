@@ -67,6 +67,30 @@ pub fn verdict(summary: &WatchSummary, reserve_flag: Option<&str>) -> String {
     line
 }
 
+/// `trace watch --wait`'s line while no process of the name runs yet.
+pub fn waiting_for(name: &str) -> String {
+    format!("rtlab: waiting for a process named {name:?} …\n")
+}
+
+/// `trace watch`'s line when it starts watching `target`.
+pub fn watching(target: &str) -> String {
+    format!("rtlab: watching {target} for deadline misses (Ctrl-C for the summary) …\n")
+}
+
+/// The [`summary`], then PipeWire's count beside rtlab's when it was compared.
+pub fn summary_with(
+    watched: &WatchSummary,
+    target: &str,
+    reserve_flag: Option<&str>,
+    pipewire: Option<&rtlab_core::pipewire_count::PipewireComparison>,
+) -> String {
+    let mut text = summary(watched, target, reserve_flag);
+    if let Some(comparison) = pipewire {
+        text.push_str(&crate::pipewire::comparison(comparison));
+    }
+    text
+}
+
 /// The summary printed at the end: `target` as `trace watch` names it, `reserve_flag` as for
 /// [`verdict`].
 pub fn summary(summary: &WatchSummary, target: &str, reserve_flag: Option<&str>) -> String {

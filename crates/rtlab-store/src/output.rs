@@ -146,6 +146,52 @@ impl PendingOutput {
     }
 }
 
+/// A JSON-lines output written as it goes (`trace watch --json`): standard output for `-`, else
+/// a file created at once (each line written whole), so a bad path fails before the work. The
+/// first error writing is kept for the caller to take; a closed pipe ends the lines quietly.
+pub struct JsonLines {
+    writer: Box<dyn std::io::Write>,
+    to_stdout: bool,
+    error: Option<std::io::Error>,
+}
+
+impl JsonLines {
+    pub fn open(target: &Path) -> std::io::Result<JsonLines> {
+        let to_stdout = target == Path::new("-");
+        let writer: Box<dyn std::io::Write> = if to_stdout {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(std::io::LineWriter::new(std::fs::File::create(target)?))
+        };
+        Ok(JsonLines {
+            writer,
+            to_stdout,
+            error: None,
+        })
+    }
+
+    pub fn is_stdout(&self) -> bool {
+        self.to_stdout
+    }
+
+    /// Writes `line` and a newline; an error is kept (the first) for [`JsonLines::take_error`].
+    pub fn line(&mut self, line: &str) {
+        if let Err(error) = writeln!(self.writer, "{line}") {
+            self.error.get_or_insert(error);
+        }
+    }
+
+    /// The first error writing a line, unless it was a closed pipe.
+    pub fn take_error(&mut self) -> Option<std::io::Error> {
+        let error = self.error.take()?;
+        (error.kind() != std::io::ErrorKind::BrokenPipe).then_some(error)
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.writer.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

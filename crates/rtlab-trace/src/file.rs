@@ -72,6 +72,20 @@ pub struct FileHeader {
     pub recorder: Option<String>,
 }
 
+impl FileHeader {
+    /// The header a recording of `target` (described) starts with: CLOCK_MONOTONIC, the events
+    /// and the recorder left for `record::record` to fill in.
+    pub fn for_recording(header: OutputHeader, target: String) -> FileHeader {
+        FileHeader {
+            header,
+            target,
+            clock: "mono".into(),
+            events: Vec::new(),
+            recorder: None,
+        }
+    }
+}
+
 /// The trailer, written when a recording ends (also on SIGINT).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileTrailer {

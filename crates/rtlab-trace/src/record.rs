@@ -29,6 +29,16 @@ pub enum Target {
 }
 
 impl Target {
+    /// The target `--pid`, `--comm` or the command after `--` names (`--pid` first, then
+    /// `--comm`, else the command).
+    pub fn from_flags(pid: Option<u32>, comm: Option<&str>, command: &[String]) -> Target {
+        match (pid, comm) {
+            (Some(pid), _) => Target::Pid(pid),
+            (None, Some(name)) => Target::Comm(name.to_owned()),
+            (None, None) => Target::Command(command.to_vec()),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Target::Pid(pid) => format!("pid {pid}"),
@@ -72,33 +82,7 @@ impl Default for RecordConfig {
     }
 }
 
-/// Progress, after each poll.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecordProgress {
-    pub elapsed_ns: u64,
-    pub n_events: u64,
-    pub bytes_written: u64,
-    pub lost_events: u64,
-    pub n_threads: usize,
-}
-
-/// What the recording did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecordSummary {
-    pub progress: RecordProgress,
-    pub interrupted: bool,
-    pub enabled_events: Vec<String>,
-    pub removed_stale_instances: Vec<String>,
-    pub target_pids: Vec<u32>,
-    pub owners_found: u64,
-    /// `bpf` or `tracefs`.
-    pub recorder: String,
-    /// Why `auto` did not use the BPF recorder (it did not load, or cycle markers were asked for).
-    pub bpf_unavailable: Option<String>,
-    /// Cycle markers and work-done markers recorded.
-    pub cycle_markers: u64,
-    pub work_done_markers: u64,
-}
+pub use rtlab_core::trace_record::{RecordProgress, RecordSummary};
 
 /// A target thread waiting in a futex call.
 #[derive(Clone, Copy, Debug)]

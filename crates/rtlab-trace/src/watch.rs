@@ -145,13 +145,7 @@ pub fn watch_windows(
         ..RecordConfig::default()
     };
     let header = OutputHeader::now(crate::analyze::report::SCHEMA, None);
-    let file_header = FileHeader {
-        header: header.clone(),
-        target: target.describe(),
-        clock: "mono".into(),
-        events: Vec::new(),
-        recorder: None,
-    };
+    let file_header = FileHeader::for_recording(header.clone(), target.describe());
     let source = SourceInfo {
         path: target.describe(),
         format: "live".into(),

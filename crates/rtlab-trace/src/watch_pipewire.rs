@@ -2,9 +2,10 @@
 //! program talks to, `pw-profiler` run for the watch's window (`crate::pipewire`), and the
 //! comparison of its count with rtlab's that rtlab-render writes out.
 
+use crate::cycle_marker::CycleMarker;
 use crate::pipewire::{PipewireError, PipewireServer, ProfilerSession};
 use crate::record::Target;
-use rtlab_core::pipewire_count::{CompetitorShare, PipewireComparison};
+use rtlab_core::pipewire_count::{CompetitorShare, PipewireComparison, PipewireCycle};
 
 /// Whether to compare with PipeWire (`--pipewire`, `--no-pipewire`, neither).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +16,45 @@ pub enum PipewireWish {
     /// the profiler is an error (exit 3).
     Required,
     Never,
+}
+
+impl PipewireWish {
+    /// `--pipewire` (required) wins over `--no-pipewire` (never); neither is `Auto`.
+    pub fn from_flags(pipewire: bool, no_pipewire: bool) -> PipewireWish {
+        match (pipewire, no_pipewire) {
+            (true, _) => PipewireWish::Required,
+            (_, true) => PipewireWish::Never,
+            _ => PipewireWish::Auto,
+        }
+    }
+}
+
+/// The cycle a watch judges by: a PipeWire client compared with PipeWire's count
+/// (`compared`) is judged by PipeWire's cycle, unless told otherwise (`no_pipewire_marker`) or
+/// given a marker; with the choice to tell the user when PipeWire's cycle was taken or could
+/// not be.
+pub fn judged_by(
+    cycle_marker: Option<CycleMarker>,
+    compared: bool,
+    no_pipewire_marker: bool,
+) -> (Option<CycleMarker>, Option<PipewireCycle>) {
+    if cycle_marker.is_some() || !compared || no_pipewire_marker {
+        return (cycle_marker, None);
+    }
+    match crate::cycle_marker::resolve(crate::cycle_marker::PIPEWIRE_PRESET) {
+        Ok(marker) => {
+            let taken = PipewireCycle::Taken {
+                marker: marker.describe(),
+            };
+            (Some(marker), Some(taken))
+        }
+        Err(error) => (
+            None,
+            Some(PipewireCycle::Unavailable {
+                error: error.to_string(),
+            }),
+        ),
+    }
 }
 
 /// The profiler running for a watch, or why it is not.
@@ -92,5 +132,22 @@ impl PipewireWatch {
                 reason: error.to_string(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_choose_the_wish_and_pipewire_s_cycle_is_asked_for_only_without_a_marker() {
+        assert_eq!(
+            PipewireWish::from_flags(true, false),
+            PipewireWish::Required
+        );
+        assert_eq!(PipewireWish::from_flags(false, true), PipewireWish::Never);
+        assert_eq!(PipewireWish::from_flags(false, false), PipewireWish::Auto);
+        assert!(matches!(judged_by(None, false, false), (None, None)));
+        assert!(matches!(judged_by(None, true, true), (None, None)));
     }
 }

@@ -32,6 +32,15 @@ where
     }
 }
 
+/// `--recorder` and `--explain-recorder`: `auto`, `bpf` or `tracefs` (listed in the help).
+#[cfg(not(windows))]
+pub fn recorder(
+) -> impl clap::builder::TypedValueParser<Value = rtlab_core::recorder::RecorderChoice> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["auto", "bpf", "tracefs"])
+        .map(|word| rtlab_core::recorder::RecorderChoice::from_name(&word).unwrap_or_default())
+}
+
 /// A duration with its unit (`10s`, `250us`).
 pub fn duration(text: &str) -> Result<Nanos, String> {
     parse_duration(text).map_err(|error| error.to_string())

@@ -60,6 +60,15 @@ impl CycleRule {
             CycleRule::Pipewire => "pipewire",
         }
     }
+
+    /// `--cycle-rule`'s word read back: `pipewire`, else JACK's rule.
+    pub fn from_name(word: &str) -> CycleRule {
+        if word == CycleRule::Pipewire.name() {
+            CycleRule::Pipewire
+        } else {
+            CycleRule::Jack
+        }
+    }
 }
 
 /// Intervals between markers kept for the period.

@@ -1,14 +1,15 @@
 //! `rtlab trace record` / `rtlab trace analyze`: what an application's threads really do (paper
-//! 003, section 3). Flags, the progress bar and printing only; the work is `rtlab-trace`'s.
+//! 003, section 3). Flags, the progress bar and printing only; the work is `rtlab-trace`'s, the
+//! words `rtlab_render`'s (`trace_record` for what a recording did, `apptrace_*` for the analysis).
 
 use crate::output::PendingOutput;
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
+use rtlab_render::trace_record;
 use rtlab_trace::analyze::AnalysisConfig;
 use rtlab_trace::file::FileHeader;
-use rtlab_trace::record::{RecordConfig, RecordError, Target};
+use rtlab_trace::record::{RecordConfig, RecorderChoice, Target};
 use rtlab_trace::source::SourceError;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -49,8 +50,8 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
     /// bpf (filtered in the kernel), tracefs, or auto: bpf when it loads, else tracefs
-    #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
-    pub recorder: String,
+    #[arg(long, default_value = "auto", value_parser = crate::flags::recorder())]
+    pub recorder: RecorderChoice,
     /// Also record the program's own cycle starts: `jack` (libjackserver's
     /// JackEngine::ProcessNext and ProcessCurrent, where the engine judges each cycle), or
     /// PATH:SYMBOL[,SYMBOL…] (ELF functions, mangled or not); `trace analyze` then judges
@@ -111,11 +112,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
     let work_done_marker =
         super::trace_markers::work_done_marker_flag(args.work_done_marker.as_deref())?;
-    let target = match (&args.pid, &args.comm) {
-        (Some(pid), _) => Target::Pid(*pid),
-        (None, Some(name)) => Target::Comm(name.clone()),
-        (None, None) => Target::Command(args.command.clone()),
-    };
+    let target = Target::from_flags(args.pid, args.comm.as_deref(), &args.command);
     let pending = match PendingOutput::prepare(&args.output, "--output")? {
         PendingOutput::File(file) => file,
         PendingOutput::Stdout => {
@@ -132,18 +129,14 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .duration
             .map(|duration| Duration::from_nanos(duration.0)),
         buffer_kb: args.buffer_kb,
-        recorder: super::trace_watch::recorder_choice(&args.recorder),
+        recorder: args.recorder,
         cycle_marker: cycle_marker.clone(),
         work_done_marker: work_done_marker.clone(),
         ..RecordConfig::default()
     };
-    let header = FileHeader {
-        header: crate::output::header(rtlab_trace::file::SCHEMA, None),
-        target: target.describe(),
-        clock: "mono".into(),
-        events: Vec::new(),
-        recorder: None,
-    };
+    let described = target.describe();
+    let header = crate::output::header(rtlab_trace::file::SCHEMA, None);
+    let header = FileHeader::for_recording(header, described.clone());
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} recording {msg}")
@@ -156,27 +149,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         header,
         &stop,
         |progress| {
-            bar.set_message(format!(
-                "{}: {:.1} s, {} threads, {} events, {:.1} MB{}",
-                target.describe(),
-                started.elapsed().as_secs_f64(),
-                progress.n_threads,
-                progress.n_events,
-                progress.bytes_written as f64 / 1e6,
-                if progress.lost_events > 0 {
-                    format!(", {} LOST", progress.lost_events)
-                } else {
-                    String::new()
-                }
-            ));
+            let elapsed_s = started.elapsed().as_secs_f64();
+            bar.set_message(trace_record::progress(&described, elapsed_s, progress));
             bar.tick();
         },
     );
     bar.finish_and_clear();
-    let (output, summary) = result.map_err(|error| match error {
-        RecordError::NoTarget(_) | RecordError::Spawn { .. } => crate::exit::input(error),
-        other => anyhow::Error::new(other),
-    })?;
+    let (output, summary) = result.map_err(super::trace_markers::record_error)?;
     let pending = output
         .into_inner()
         .map_err(|error| error.into_error())
@@ -184,50 +163,18 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     pending
         .commit(&[])
         .with_context(|| format!("writing {}", args.output.display()))?;
-    if let Some(reason) = &summary.bpf_unavailable {
-        eprintln!("rtlab: recorded through tracefs: {reason}");
-    }
-    if let Some(marker) = &cycle_marker {
-        eprintln!(
-            "rtlab: {} cycle markers at {}",
-            summary.cycle_markers,
-            marker.describe()
-        );
-    }
-    if let Some(marker) = &work_done_marker {
-        eprintln!(
-            "rtlab: {} work-done markers at the return of {}",
-            summary.work_done_markers,
-            marker.describe()
-        );
-    }
-    let progress = summary.progress;
     let file_bytes = std::fs::metadata(&args.output)
         .map(|metadata| metadata.len())
-        .unwrap_or(progress.bytes_written);
-    eprintln!(
-        "rtlab: recorded {} events of {} ({} threads, {}) in {:.1} s to {} ({:.1} MB, {:.1} bytes/event){}{}",
-        progress.n_events,
-        target.describe(),
-        progress.n_threads,
-        summary.recorder,
-        progress.elapsed_ns as f64 / 1e9,
-        args.output.display(),
-        file_bytes as f64 / 1e6,
-        file_bytes as f64 / progress.n_events.max(1) as f64,
-        if progress.lost_events > 0 {
-            format!("; {} events LOST (a full ring: try --buffer-kb)", progress.lost_events)
-        } else {
-            String::new()
-        },
-        if summary.removed_stale_instances.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; removed tracing instances and probes of killed rtlab runs: {}",
-                summary.removed_stale_instances.join(", ")
-            )
-        }
+        .unwrap_or(summary.progress.bytes_written);
+    let cycle = cycle_marker.map(|marker| marker.describe());
+    let work_done = work_done_marker.map(|marker| marker.describe());
+    let markers = trace_record::MarkersAsked {
+        cycle: cycle.as_deref(),
+        work_done: work_done.as_deref(),
+    };
+    eprint!(
+        "{}",
+        trace_record::recorded(&summary, &described, markers, &args.output, file_bytes)
     );
     Ok(crate::exit::finished(summary.interrupted))
 }
@@ -253,10 +200,7 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         } else {
             0
         },
-        cycle_rule: match args.cycle_rule.as_str() {
-            "pipewire" => rtlab_trace::analyze::CycleRule::Pipewire,
-            _ => rtlab_trace::analyze::CycleRule::Jack,
-        },
+        cycle_rule: rtlab_trace::analyze::CycleRule::from_name(&args.cycle_rule),
     };
     let header = crate::output::header(rtlab_trace::analyze::report::SCHEMA, None);
     let (report, timeline) = rtlab_trace::source::analyze_path(&args.file, config, header)
@@ -272,25 +216,18 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         .context("serialising the analysis")?;
         json.commit(&(text + "\n"))?;
     }
+    let spans = timeline.map(|timeline| timeline.spans).unwrap_or_default();
     if let Some(svg) = svg {
-        let spans = timeline
-            .as_ref()
-            .map(|timeline| &timeline.spans[..])
-            .unwrap_or(&[]);
-        svg.commit(&rtlab_render::apptrace_svg::render(&report, spans))?;
+        svg.commit(&rtlab_render::apptrace_svg::render(&report, &spans))?;
     }
     if let Some(perfetto) = perfetto {
-        let spans = timeline
-            .as_ref()
-            .map(|timeline| &timeline.spans[..])
-            .unwrap_or(&[]);
-        perfetto.commit(&rtlab_render::apptrace_perfetto::render(&report, spans))?;
+        perfetto.commit(&rtlab_render::apptrace_perfetto::render(&report, &spans))?;
     }
     if !json_to_stdout {
-        let text = rtlab_render::apptrace_text::render(&report, args.all_threads);
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(text.as_bytes())?;
-        stdout.flush()?;
+        crate::output::print(&rtlab_render::apptrace_text::render(
+            &report,
+            args.all_threads,
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,19 +2,19 @@
 //! its culprit, the thread's period and CPU need; at the end (duration, the program's exit or
 //! Ctrl-C) the misses per minute, the culprits ranked by the time they took, and a one-line
 //! verdict. The work is `rtlab_trace::watch`'s (a recording analysed window by window, the
-//! misses counted into a `rtlab_core::watch_summary`), the words `rtlab_render::watch`'s; this
-//! module holds the flags and the printing.
+//! misses counted into a `rtlab_core::watch_summary`; whose cycle a PipeWire client is judged by,
+//! `rtlab_trace::watch_pipewire::judged_by`), the words `rtlab_render::watch`'s, `--json`'s lines
+//! `rtlab_store::output::JsonLines`; this module holds the flags and the printing.
 
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
 use rtlab_core::watch_summary::{WatchSummary, SUMMARY_SCHEMA};
+use rtlab_store::output::{JsonLines, PendingOutput};
 use rtlab_trace::analyze::report::TraceReport;
-use rtlab_trace::cycle_marker::CycleMarker;
 use rtlab_trace::live::DEFAULT_WINDOW_NS;
 use rtlab_trace::record::{RecorderChoice, Target};
 use rtlab_trace::watch::{self, EndWatcher, Markers, WatchConfig};
-use rtlab_trace::watch_pipewire::{PipewireWatch, PipewireWish};
-use std::io::Write as _;
+use rtlab_trace::watch_pipewire::{self, PipewireWish};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,8 +50,8 @@ pub struct WatchArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// bpf (filtered in the kernel), tracefs, or auto: bpf when it loads, else tracefs
-    #[arg(long, default_value = "auto", value_parser = ["auto", "bpf", "tracefs"])]
-    pub recorder: String,
+    #[arg(long, default_value = "auto", value_parser = crate::flags::recorder())]
+    pub recorder: RecorderChoice,
     /// Judge deadlines by the program's own cycle starts: `jack` or PATH:SYMBOL (see `trace
     /// record --cycle-marker`)
     #[arg(long, value_name = "SPEC")]
@@ -84,35 +84,31 @@ pub struct WatchArgs {
 /// Where the misses go as they happen (`--json`) and the summary at the end
 /// (`--summary-json`), both opened before watching, so a bad path fails at once.
 struct Outputs {
-    json: Option<Box<dyn std::io::Write>>,
+    json: Option<JsonLines>,
     json_to_stdout: bool,
-    summary_json: Option<rtlab_store::output::PendingOutput>,
-    /// The first error writing `--json` (a closed pipe ends the lines quietly).
-    write_error: Option<std::io::Error>,
+    summary_json: Option<PendingOutput>,
 }
 
 impl Outputs {
     fn open(args: &WatchArgs) -> anyhow::Result<Outputs> {
-        let json_to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
-        let json: Option<Box<dyn std::io::Write>> = match &args.json {
-            None => None,
-            Some(_) if json_to_stdout => Some(Box::new(std::io::stdout())),
-            Some(path) => Some(Box::new(std::io::LineWriter::new(
-                std::fs::File::create(path).map_err(|error| {
+        let json = args
+            .json
+            .as_deref()
+            .map(|path| {
+                JsonLines::open(path).map_err(|error| {
                     crate::exit::input(format!("--json {}: {error}", path.display()))
-                })?,
-            ))),
-        };
+                })
+            })
+            .transpose()?;
         let summary_json = args
             .summary_json
             .as_deref()
-            .map(|path| rtlab_store::output::PendingOutput::prepare(path, "--summary-json"))
+            .map(|path| PendingOutput::prepare(path, "--summary-json"))
             .transpose()?;
         Ok(Outputs {
+            json_to_stdout: json.as_ref().is_some_and(JsonLines::is_stdout),
             json,
-            json_to_stdout,
             summary_json,
-            write_error: None,
         })
     }
 
@@ -127,58 +123,9 @@ impl Outputs {
             }
             if let Some(json) = &mut self.json {
                 let late = rtlab_render::apptrace_json::LateActivationJson::of(late);
-                let line = serde_json::to_string(&late).expect("a late activation serialises");
-                if let Err(error) = writeln!(json, "{line}") {
-                    self.write_error.get_or_insert(error);
-                }
+                json.line(&serde_json::to_string(&late).expect("a late activation serialises"));
             }
         });
-    }
-}
-
-/// The target the flags name.
-fn target_of(args: &WatchArgs) -> Target {
-    match (&args.pid, &args.comm) {
-        (Some(pid), _) => Target::Pid(*pid),
-        (None, Some(name)) => Target::Comm(name.clone()),
-        (None, None) => Target::Command(args.command.clone()),
-    }
-}
-
-/// A PipeWire client compared with PipeWire's count is judged by PipeWire's cycle, unless told
-/// otherwise (`--no-pipewire-marker`) or given a marker.
-fn judged_by(
-    cycle_marker: Option<CycleMarker>,
-    pipewire: Option<&PipewireWatch>,
-    no_pipewire_marker: bool,
-) -> Option<CycleMarker> {
-    match (cycle_marker, pipewire) {
-        (None, Some(_)) if !no_pipewire_marker => {
-            match rtlab_trace::cycle_marker::resolve(rtlab_trace::cycle_marker::PIPEWIRE_PRESET) {
-                Ok(marker) => {
-                    eprintln!(
-                        "rtlab: a PipeWire client: judged by PipeWire's cycle (--cycle-marker \
-                         pipewire, {}); --no-pipewire-marker to infer it",
-                        marker.describe()
-                    );
-                    Some(marker)
-                }
-                Err(error) => {
-                    eprintln!("rtlab: PipeWire's cycle marker: {error}; inferring the cycle");
-                    None
-                }
-            }
-        }
-        (marker, _) => marker,
-    }
-}
-
-/// `--recorder`'s word as the recording's choice.
-pub(crate) fn recorder_choice(recorder: &str) -> RecorderChoice {
-    match recorder {
-        "bpf" => RecorderChoice::Bpf,
-        "tracefs" => RecorderChoice::Tracefs,
-        _ => RecorderChoice::Auto,
     }
 }
 
@@ -186,32 +133,29 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let cycle_marker = super::trace_markers::cycle_marker_flag(args.cycle_marker.as_deref())?;
     let work_done_marker =
         super::trace_markers::work_done_marker_flag(args.work_done_marker.as_deref())?;
-    let target = target_of(&args);
+    let target = Target::from_flags(args.pid, args.comm.as_deref(), &args.command);
     let mut outputs = Outputs::open(&args)?;
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop).context("installing the SIGINT handler")?;
     if let (Target::Comm(name), true) = (&target, args.wait) {
         if !watch::comm_running(name) {
-            eprintln!("rtlab: waiting for a process named {name:?} …");
+            eprint!("{}", rtlab_render::watch::waiting_for(name));
         }
         if !watch::wait_for_comm(name, &stop) {
             return Ok(crate::exit::finished(true));
         }
     }
-    let wish = match (args.pipewire, args.no_pipewire) {
-        (true, _) => PipewireWish::Required,
-        (_, true) => PipewireWish::Never,
-        _ => PipewireWish::Auto,
-    };
+    let wish = PipewireWish::from_flags(args.pipewire, args.no_pipewire);
     // Before the recording starts, so PipeWire's window holds rtlab's.
-    let pipewire = rtlab_trace::watch_pipewire::start(&target, wish)
+    let pipewire = watch_pipewire::start(&target, wish)
         .map_err(|error| anyhow::Error::new(error).context("--pipewire: PipeWire's count"))?;
-    let cycle_marker = judged_by(cycle_marker, pipewire.as_ref(), args.no_pipewire_marker);
+    let (cycle_marker, judged) =
+        watch_pipewire::judged_by(cycle_marker, pipewire.is_some(), args.no_pipewire_marker);
+    if let Some(judged) = &judged {
+        eprint!("{}", rtlab_render::pipewire::cycle_note(judged));
+    }
     if !outputs.json_to_stdout {
-        eprintln!(
-            "rtlab: watching {} for deadline misses (Ctrl-C for the summary) …",
-            target.describe()
-        );
+        eprint!("{}", rtlab_render::watch::watching(&target.describe()));
     }
     let end = EndWatcher::start(&target, Arc::clone(&stop));
     let config = WatchConfig {
@@ -220,7 +164,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
             .duration
             .map(|duration| Duration::from_nanos(duration.0)),
         window_ns: DEFAULT_WINDOW_NS,
-        recorder: recorder_choice(&args.recorder),
+        recorder: args.recorder,
         markers: Markers {
             cycle: cycle_marker.as_ref(),
             work_done: work_done_marker.as_ref(),
@@ -230,10 +174,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<ExitCode> {
     let recorded = watch::watch_windows(&config, end.record_stop(), |report| {
         outputs.window(&mut summary, &report)
     });
-    if let Some(error) = outputs.write_error.take() {
-        if error.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(anyhow::Error::new(error).context("writing --json"));
-        }
+    if let Some(error) = outputs.json.as_mut().and_then(JsonLines::take_error) {
+        return Err(anyhow::Error::new(error).context("writing --json"));
     }
     end.finish();
     let window = summary.first_ns.map(|first| (first, summary.last_ns));
@@ -256,11 +198,12 @@ fn finish(
         json.flush().context("writing --json")?;
     }
     let reserve_flag = watch::reserve_flag(target);
-    let mut text =
-        rtlab_render::watch::summary(summary, &target.describe(), reserve_flag.as_deref());
-    if let Some(comparison) = &pipewire {
-        text.push_str(&rtlab_render::pipewire::comparison(comparison));
-    }
+    let text = rtlab_render::watch::summary_with(
+        summary,
+        &target.describe(),
+        reserve_flag.as_deref(),
+        pipewire.as_ref(),
+    );
     if let Some(output) = outputs.summary_json {
         let to_stdout = output.is_stdout();
         let verdict = rtlab_render::watch::verdict(summary, reserve_flag.as_deref());
