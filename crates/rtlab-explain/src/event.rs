@@ -186,6 +186,13 @@ impl EventSet {
         }
     }
 
+    /// The flag's word read back (`standard`, `full`).
+    pub fn from_name(word: &str) -> Option<EventSet> {
+        [EventSet::Standard, EventSet::Full]
+            .into_iter()
+            .find(|set| set.name() == word)
+    }
+
     /// The events to enable, as (system, event, required): the set's rows of rtlab-core's
     /// table (`rtlab_core::tracepoints::explain_tracefs_events`).
     pub fn events(self) -> Vec<(String, String, bool)> {

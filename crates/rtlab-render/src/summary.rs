@@ -10,6 +10,14 @@ pub fn micros(nanos: u64) -> String {
     format!("{:.1}", nanos as f64 / 1_000.0)
 }
 
+/// `rtlab run`'s progress bar message while measuring: samples so far, the worst wake-up.
+pub fn progress(samples: u64, max_wakeup_ns: u64) -> String {
+    format!(
+        "{samples} samples  worst wake-up {} us",
+        micros(max_wakeup_ns)
+    )
+}
+
 fn micros_f64(nanos: f64) -> String {
     format!("{:.1}", nanos / 1_000.0)
 }

@@ -17,6 +17,30 @@ fn when_text(when: WhenChangeable) -> &'static str {
     }
 }
 
+/// What `rtlab tune` prints after measuring: the inventory, the line saying nothing was changed
+/// when not root (unless only the inventory was asked for, `inventory_only`), then the results.
+pub fn report(report: &TuneReport, inventory_only: bool) -> String {
+    let mut text = inventory(report);
+    if !report.as_root && !inventory_only {
+        text.push_str("\nnot root: nothing was changed or measured (rtlab tune changes kernel settings; run it as root)\n");
+    }
+    let results = results(report);
+    if !results.is_empty() {
+        text.push('\n');
+        text.push_str(&results);
+    }
+    text
+}
+
+/// `rtlab tune --revert`'s first line: the settings a killed rtlab tune left changed, put back.
+pub fn put_back(repaired: &[String]) -> String {
+    if repaired.is_empty() {
+        "nothing to put back: no rtlab tune left a setting changed\n".to_owned()
+    } else {
+        format!("put back: {}\n", repaired.join(", "))
+    }
+}
+
 /// The inventory: each setting, its value, why it matters and what can be done.
 pub fn inventory(report: &TuneReport) -> String {
     let mut text = String::new();

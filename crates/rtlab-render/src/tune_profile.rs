@@ -3,6 +3,31 @@
 
 use rtlab_core::tune_profile::{ProfileApplied, ProfileReverted};
 
+/// `--apply-profile` (at boot) without a profile: `state_file` does not exist.
+pub fn nothing_at_boot(state_file: &std::path::Path) -> String {
+    format!(
+        "no tune profile ({} does not exist): nothing to apply\n",
+        state_file.display()
+    )
+}
+
+/// What `--apply-profile` (at boot) wrote of the profile's values sysctl cannot hold, and what
+/// the kernel refused.
+pub fn applied_at_boot(applied: &[String], refused: &[String]) -> String {
+    let mut text = format!(
+        "applied: {}\n",
+        if applied.is_empty() {
+            "nothing (sysctl holds the rest)".to_owned()
+        } else {
+            applied.join(", ")
+        }
+    );
+    if !refused.is_empty() {
+        text.push_str(&format!("refused: {}\n", refused.join(", ")));
+    }
+    text
+}
+
 /// What `--apply` did, starting with an empty line.
 pub fn applied(applied: &ProfileApplied) -> String {
     let mut text = String::from("\n");

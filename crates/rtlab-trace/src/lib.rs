@@ -29,6 +29,7 @@ mod recorders;
 pub mod source;
 pub mod tracedat;
 pub mod watch;
+pub mod watch_app;
 pub mod watch_pipewire;
 
 pub use model::{Comm, Event, EventKind};

@@ -1,8 +1,8 @@
 //! `rtlab tune --app COMM`: beside the probe, each round counts a running program's own deadline
 //! misses, and a setting's effect on them is judged over the A/B pairs.
 //!
-//! The counting is `rtlab trace watch`'s (the binary implements [`AppWatcher`] with it), so
-//! this crate does not depend on the tracing crates. The statistic: misses per minute watched,
+//! The counting is `rtlab trace watch`'s (rtlab-trace's `watch_app::WatchedProgram`, which the
+//! binary hands over as an [`AppWatcher`]), so this crate does not depend on the tracing crates. The statistic: misses per minute watched,
 //! one figure per round; the effect is the mean of the pairs' differences (changed − as it
 //! was) with Student's t interval over the pairs. Rounds, not misses, are the independent
 //! units: misses come in bursts (one stall costs several periods), so an interval that took each

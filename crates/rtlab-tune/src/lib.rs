@@ -19,6 +19,7 @@ pub mod measure;
 pub mod pool;
 pub mod profile;
 pub mod profile_apply;
+pub mod report_file;
 pub mod tuned;
 
 pub use app::AppWatcher;

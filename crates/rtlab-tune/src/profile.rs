@@ -573,6 +573,12 @@ pub enum Which {
     NotSysctl,
 }
 
+/// Whether the kernel refused more than an IRQ's affinity (`apply_values`' refusals, at boot):
+/// an IRQ may refuse one, any other refusal fails `--apply-profile`.
+pub fn refused_beyond_irqs(refused: &[String]) -> bool {
+    refused.iter().any(|refusal| !refusal.starts_with("irq/"))
+}
+
 /// Writes the profile's values; returns `id=value` of each written and, separately, each the
 /// kernel refused (`id: error`). An IRQ may refuse a new affinity (per-CPU ones do); the tune
 /// measured the others.

@@ -41,6 +41,14 @@ pub fn recorder(
         .map(|word| rtlab_core::recorder::RecorderChoice::from_name(&word).unwrap_or_default())
 }
 
+/// `--explain-events`: `standard` or `full` (listed in the help).
+#[cfg(not(windows))]
+pub fn event_set() -> impl clap::builder::TypedValueParser<Value = rtlab_explain::EventSet> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["standard", "full"])
+        .map(|word| rtlab_explain::EventSet::from_name(&word).unwrap_or_default())
+}
+
 /// A duration with its unit (`10s`, `250us`).
 pub fn duration(text: &str) -> Result<Nanos, String> {
     parse_duration(text).map_err(|error| error.to_string())

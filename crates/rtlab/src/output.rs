@@ -22,6 +22,19 @@ pub fn print(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// A progress bar `length` long (elapsed, bar, percent, message), or `None` unless stdout and
+/// stderr are both terminals (`run` and `tune` draw it).
+pub(crate) fn terminal_bar(length: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal as _;
+    if !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(length);
+    let template = "{spinner} [{elapsed_precise}] {wide_bar} {percent:>3}%  {msg}";
+    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("constant template"));
+    Some(bar)
+}
+
 /// Where a Run record goes when a command ends: `--json` (opened before any work, so a bad
 /// path fails at once) and, unless `--no-store`, the run history (opened before any work too).
 pub(crate) struct RecordOutputs {

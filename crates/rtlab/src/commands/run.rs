@@ -10,9 +10,8 @@ use rtlab_core::Nanos;
 use rtlab_explain::EventSet;
 use rtlab_probe::{Class, ProbeConfig};
 use rtlab_session::{
-    ExplainConfig, LoadRequest, RunConfig, Session, SessionError, SessionProgress,
+    ExplainConfig, LoadRequest, RecorderChoice, RunConfig, Session, SessionError, SessionProgress,
 };
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -108,60 +107,24 @@ pub struct ExplainArgs {
     /// Which kernel events to record: `standard` (what attribution needs) or `full` (adds
     /// sched_wakeup, sched_migrate_task, hrtimer_start and the local timer interrupt; costs the
     /// probe more, see BENCHMARKS.md)
-    #[arg(long, value_enum, default_value_t = ExplainEvents::Standard, requires = "explain")]
-    pub explain_events: ExplainEvents,
+    #[arg(long, default_value = "standard", value_parser = crate::flags::event_set(), requires = "explain")]
+    pub explain_events: EventSet,
     /// Which recorder: `bpf` (programs on the scheduler and interrupt tracepoints; hands over only
     /// late wake-ups), `tracefs` (a private trace instance), or `auto`: bpf when it loads, else
     /// tracefs with the reason
-    #[arg(long, value_enum, default_value_t = ExplainRecorderArg::Auto, requires = "explain")]
-    pub explain_recorder: ExplainRecorderArg,
-}
-
-/// `--explain-recorder`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExplainRecorderArg {
-    #[default]
-    Auto,
-    Bpf,
-    Tracefs,
-}
-
-impl From<ExplainRecorderArg> for rtlab_session::RecorderChoice {
-    fn from(recorder: ExplainRecorderArg) -> rtlab_session::RecorderChoice {
-        match recorder {
-            ExplainRecorderArg::Auto => rtlab_session::RecorderChoice::Auto,
-            ExplainRecorderArg::Bpf => rtlab_session::RecorderChoice::Bpf,
-            ExplainRecorderArg::Tracefs => rtlab_session::RecorderChoice::Tracefs,
-        }
-    }
+    #[arg(long, default_value = "auto", value_parser = crate::flags::recorder(), requires = "explain")]
+    pub explain_recorder: RecorderChoice,
 }
 
 impl ExplainArgs {
     /// The explain session's settings, when `--explain` is given.
     pub fn config(&self) -> Option<ExplainConfig> {
-        self.explain.then(|| ExplainConfig {
+        self.explain.then_some(ExplainConfig {
             threshold: self.explain_above,
             stacks: self.stacks,
-            events: self.explain_events.into(),
-            recorder: self.explain_recorder.into(),
+            events: self.explain_events,
+            recorder: self.explain_recorder,
         })
-    }
-}
-
-/// `--explain-events`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExplainEvents {
-    #[default]
-    Standard,
-    Full,
-}
-
-impl From<ExplainEvents> for EventSet {
-    fn from(events: ExplainEvents) -> EventSet {
-        match events {
-            ExplainEvents::Standard => EventSet::Standard,
-            ExplainEvents::Full => EventSet::Full,
-        }
     }
 }
 
@@ -216,7 +179,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let session = Session::new(args.run_config()).map_err(session_error)?;
     let stop = super::stop_flag()?;
-    let mut progress = ProgressDisplay::new(Nanos(args.warmup.as_u64() + args.duration.as_u64()));
+    let total_ms = (args.warmup.as_u64() + args.duration.as_u64()) / 1_000_000;
+    let mut progress = ProgressDisplay {
+        bar: crate::output::terminal_bar(total_ms),
+    };
     let record = session
         .with_stop_flag(stop)
         .run(&mut progress)
@@ -252,22 +218,6 @@ struct ProgressDisplay {
     bar: Option<indicatif::ProgressBar>,
 }
 
-impl ProgressDisplay {
-    fn new(total: Nanos) -> Self {
-        if !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
-            return ProgressDisplay { bar: None };
-        }
-        let bar = indicatif::ProgressBar::new(total.as_u64() / 1_000_000);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {percent:>3}%  {msg}",
-            )
-            .expect("constant template"),
-        );
-        ProgressDisplay { bar: Some(bar) }
-    }
-}
-
 impl rtlab_session::Observer for ProgressDisplay {
     /// Poll often when a bar is drawn; otherwise the session wakes rarely, to stay out of the way.
     fn poll_interval(&self) -> Duration {
@@ -285,10 +235,9 @@ impl rtlab_session::Observer for ProgressDisplay {
         if progress.warming_up {
             bar.set_message("warming up");
         } else {
-            bar.set_message(format!(
-                "{} samples  worst wake-up {} us",
+            bar.set_message(rtlab_render::summary::progress(
                 progress.samples,
-                rtlab_render::micros(progress.max_wakeup_ns)
+                progress.max_wakeup_ns,
             ));
         }
     }

@@ -7,12 +7,8 @@ use crate::exit;
 use crate::output::PendingOutput;
 use rtlab_core::Nanos;
 use rtlab_tune::{Figure, TuneConfig, TuneObserver};
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// The schema of `--json`.
-pub const TUNE_SCHEMA: &str = "rtlab.tune/1";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -89,18 +85,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(report) = &args.apply_from {
         let root = tune_profile::prepare_apply()?;
-        let report = tune_profile::read_report(report, TUNE_SCHEMA)?;
+        let report = tune_profile::read_report(report)?;
         crate::output::print(tune_profile::apply(&report, &root)?.trim_start())?;
         return Ok(ExitCode::SUCCESS);
     }
     let state_dir = PathBuf::from(rtlab_tune::journal::STATE_DIR);
     if args.revert {
         let repaired = rtlab_tune::revert(&state_dir)?;
-        crate::output::print(&if repaired.is_empty() {
-            "nothing to put back: no rtlab tune left a setting changed\n".to_owned()
-        } else {
-            format!("put back: {}\n", repaired.join(", "))
-        })?;
+        crate::output::print(&rtlab_render::tune::put_back(&repaired))?;
         crate::output::print(&tune_profile::revert()?)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -148,7 +140,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // user asks to stop.
     rtlab_sys::signals::install_flag_only(&stop)
         .map_err(|error| anyhow::anyhow!("installing the SIGINT/SIGTERM handler: {error}"))?;
-    let mut progress = Progress::new();
+    let mut progress = Progress {
+        bar: crate::output::terminal_bar(0),
+    };
     let report = rtlab_tune::tune(
         &config,
         app.as_ref().map(|app| app as &dyn rtlab_tune::AppWatcher),
@@ -165,20 +159,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     progress.finish();
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
-        let mut text = rtlab_render::tune::inventory(&report);
-        if !report.as_root && !args.inventory {
-            text.push_str("\nnot root: nothing was changed or measured (rtlab tune changes kernel settings; run it as root)\n");
-        }
-        let results = rtlab_render::tune::results(&report);
-        if !results.is_empty() {
-            text.push('\n');
-            text.push_str(&results);
-        }
-        crate::output::print(&text)?;
+        crate::output::print(&rtlab_render::tune::report(&report, args.inventory))?;
     }
     // The report first: a profile that cannot be written must not cost the measurement.
     if let Some(json) = json {
-        json.commit_json(TUNE_SCHEMA, Some(rtlab_sys::host::describe(None)), &report)?;
+        json.commit_json(
+            rtlab_tune::report_file::SCHEMA,
+            Some(rtlab_sys::host::describe(None)),
+            &report,
+        )?;
     }
     if let Some(root) = &profile_root {
         let text = tune_profile::apply(&report, root)?;
@@ -198,20 +187,6 @@ struct Progress {
 }
 
 impl Progress {
-    fn new() -> Progress {
-        if !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
-            return Progress { bar: None };
-        }
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {percent:>3}%  {msg}",
-            )
-            .expect("constant template"),
-        );
-        Progress { bar: Some(bar) }
-    }
-
     fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();

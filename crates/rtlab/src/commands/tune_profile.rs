@@ -2,8 +2,8 @@
 //! and the two hidden entry points the profile's units run: `--apply-profile` (what sysctl cannot
 //! hold, at boot) and `--hold-cpu-dma-latency` (a process keeping `/dev/cpu_dma_latency` at 0).
 //! The steps are rtlab-tune's (`profile_apply.rs`: root checked, systemd told when it runs; the
-//! files and their contents `profile.rs`), the words rtlab-render's (`tune_profile.rs`); this
-//! module reads `--apply-from`'s report and prints.
+//! files and their contents `profile.rs`, `--apply-from`'s report read back `report_file.rs`),
+//! the words rtlab-render's (`tune_profile.rs`); this module prints.
 
 use rtlab_core::tune_profile::ProfileReverted;
 use rtlab_core::tune_report::TuneReport;
@@ -28,22 +28,8 @@ pub fn prepare_apply() -> anyhow::Result<PathBuf> {
 }
 
 /// A report `rtlab tune --json` wrote (`--apply-from`); a file that is not one is an input error.
-/// `schema_expected` is the one `--json` writes (`tune::TUNE_SCHEMA`).
-pub fn read_report(path: &Path, schema_expected: &str) -> anyhow::Result<TuneReport> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| crate::exit::input(format!("--apply-from {}: {error}", path.display())))?;
-    let schema = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|document| document["schema"].as_str().map(str::to_owned));
-    if schema.as_deref() != Some(schema_expected) {
-        return Err(crate::exit::input(format!(
-            "--apply-from {}: not an rtlab tune report (schema {}, expected {})",
-            path.display(),
-            schema.as_deref().unwrap_or("missing"),
-            schema_expected
-        )));
-    }
-    serde_json::from_str(&text)
+pub fn read_report(path: &Path) -> anyhow::Result<TuneReport> {
+    rtlab_tune::report_file::read_report(path)
         .map_err(|error| crate::exit::input(format!("--apply-from {}: {error}", path.display())))
 }
 
@@ -77,26 +63,15 @@ pub fn revert() -> anyhow::Result<String> {
 pub fn apply_at_boot() -> anyhow::Result<ExitCode> {
     let root = profile::root_directory();
     let Some(state) = profile::read_state(&root)? else {
-        crate::output::print(&format!(
-            "no tune profile ({} does not exist): nothing to apply\n",
-            root.join(profile::STATE_FILE).display()
-        ))?;
+        let state_file = root.join(profile::STATE_FILE);
+        crate::output::print(&rtlab_render::tune_profile::nothing_at_boot(&state_file))?;
         return Ok(ExitCode::SUCCESS);
     };
     let (applied, refused) = profile::apply_values(&state, Which::NotSysctl, &mut LiveKernel);
-    let mut text = format!(
-        "applied: {}\n",
-        if applied.is_empty() {
-            "nothing (sysctl holds the rest)".to_owned()
-        } else {
-            applied.join(", ")
-        }
-    );
-    if !refused.is_empty() {
-        text.push_str(&format!("refused: {}\n", refused.join(", ")));
-    }
-    crate::output::print(&text)?;
-    if refused.iter().any(|refusal| !refusal.starts_with("irq/")) {
+    crate::output::print(&rtlab_render::tune_profile::applied_at_boot(
+        &applied, &refused,
+    ))?;
+    if profile::refused_beyond_irqs(&refused) {
         anyhow::bail!("--apply-profile: the kernel refused a setting of the profile (above)");
     }
     Ok(ExitCode::SUCCESS)
