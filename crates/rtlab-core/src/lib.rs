@@ -8,6 +8,7 @@
 pub mod already_reserved;
 pub mod apptrace_report;
 pub mod apptrace_timeline;
+pub mod auto_plan;
 pub mod buffer_experiment;
 pub mod cause;
 pub mod cpuidle;

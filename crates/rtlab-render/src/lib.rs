@@ -1,5 +1,6 @@
 //! rtlab-render: everything rtlab shows, as text. Terminal tables of a run, the verdict block, the
 //! explain report and its Perfetto trace, forecasts, checks, plans, comparisons and timer studies;
+//! the daemon's answers and `reserve --auto`'s progress and JSON;
 //! `rtlab trace`'s text report, SVG and Perfetto timelines and misses timeline; the HTML report and
 //! its hand-built SVG plots. Every renderer returns a `String` (or writes into any
 //! `std::fmt::Write`), so a test or another program uses the same text the CLI prints; the CLI
@@ -25,6 +26,7 @@ pub mod pipewire;
 pub mod plan;
 pub mod report_html;
 pub mod reserve;
+pub mod reserve_auto;
 pub mod run_verdict;
 pub mod summary;
 pub mod svg_plots;

@@ -158,6 +158,35 @@ pub fn already_reserved(
     }
 }
 
+/// [`already_reserved`] for thread `tid` named as the reservation holding it lists it ("thread
+/// TID" when it does not).
+pub fn already_reserved_thread(
+    tid: u32,
+    grant: &GrantInfo,
+    asked: &WireRate,
+    judgement: Judgement,
+) -> String {
+    let name = grant
+        .threads
+        .iter()
+        .find(|thread| thread.tid == tid)
+        .map_or_else(|| format!("thread {tid}"), |thread| thread.comm.clone());
+    already_reserved(&name, tid, grant, asked, judgement)
+}
+
+/// What a resized reservation holds now: the kernel's word, else asked and held.
+pub fn resized(grant: &GrantInfo) -> String {
+    match &grant.kernel_held {
+        Some(held) => kernel_held(held),
+        None => asked_and_held(grant),
+    }
+}
+
+/// "verifying: watching thread 4242 for 10s …"
+pub fn verifying(tid: u32, duration: Nanos) -> String {
+    format!("verifying: watching thread {tid} for {duration} …")
+}
+
 /// "6ms/10ms 60.0 %", a table cell.
 fn rate_cell(amount_ns: u64, period_ns: u64) -> String {
     format!(

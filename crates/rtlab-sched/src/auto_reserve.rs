@@ -19,12 +19,11 @@
 //! thread at 1–3 % of a CPU, gets a long window rather than a tick that costs four times what it
 //! needs), and no longer than [`LONGEST_WINDOW`].
 
+pub use rtlab_core::auto_plan::{
+    AutoBackend, AutoPlan, AutoReservation, SIZING_MARGIN, SIZING_PERCENTILE,
+};
 use rtlab_core::Nanos;
 
-/// The percentile of CPU per activation a reservation is sized from.
-pub const SIZING_PERCENTILE: &str = "p99";
-/// The margin added to that percentile: 20 %.
-pub const SIZING_MARGIN: f64 = 0.20;
 /// The tick's overrun, paid once per window, may cost at most this share of one CPU.
 pub const TICK_OVERHEAD_SHARE: f64 = 0.10;
 /// … and at most this share of the need (with its margin): measured on JACK's and PipeWire's
@@ -76,53 +75,6 @@ pub struct AutoMachine {
     pub deadline_share_per_cpu: f64,
     /// Whether SCHED_DEADLINE is this machine's best backend (see `MachineFacts::best_backend`).
     pub deadline_preferred: bool,
-}
-
-/// The backend a reservation asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AutoBackend {
-    Deadline,
-    Dispatch,
-}
-
-impl AutoBackend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AutoBackend::Deadline => "deadline",
-            AutoBackend::Dispatch => "dispatch",
-        }
-    }
-}
-
-/// One reservation to ask for.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AutoReservation {
-    pub tid: u32,
-    pub name: String,
-    pub pid: Option<u32>,
-    /// Why this thread: "periodic SCHED_FIFO 65 thread of the program" / "wakes xrun_client …".
-    pub why_thread: String,
-    pub period: Nanos,
-    /// CPU per activation the reservation is sized for: the percentile plus the margin.
-    pub need_per_activation: Nanos,
-    /// The rate asked: `periods_per_window · need` of every `periods_per_window · period`.
-    pub amount: Nanos,
-    pub window: Nanos,
-    pub periods_per_window: u32,
-    pub backend: AutoBackend,
-    /// The share of one CPU the kernel will be asked for (deadline: runtime / period including
-    /// one overrun per window); for dispatch the daemon's grant tells.
-    pub expected_share: f64,
-    /// Why this size and backend, in words.
-    pub why_backend: String,
-}
-
-/// The whole decision.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AutoPlan {
-    pub reservations: Vec<AutoReservation>,
-    /// Real-time threads of the program passed over, each with why.
-    pub passed_over: Vec<String>,
 }
 
 /// Why nothing can be reserved.

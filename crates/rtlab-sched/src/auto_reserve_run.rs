@@ -11,6 +11,7 @@
 use crate::auto_reserve::{
     decide, worse_after, AutoMachine, AutoPlan, AutoRefused, AutoReservation, ObservedThread,
 };
+pub use rtlab_core::auto_plan::Reserved;
 use rtlab_core::rpc::GrantInfo;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -56,18 +57,6 @@ pub enum AutoStep<'a> {
     },
     /// About to observe again, with the reservations.
     Checking,
-}
-
-/// One chosen reservation, as asking for it came out.
-#[derive(Clone, Debug, Default)]
-pub struct Reserved {
-    /// The daemon's grant, or the reservation the thread already held.
-    pub grant: Option<GrantInfo>,
-    /// The thread already held a reservation (`grant`), left as it is; with its line.
-    pub already_held: Option<String>,
-    /// The SCHED_FIFO priority a sampler following the thread takes: one above the thread's
-    /// own before it was reserved (under its reservation it is SCHED_DEADLINE, which has none).
-    pub sampler_priority: u32,
 }
 
 /// How the loop ended.

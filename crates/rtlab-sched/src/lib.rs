@@ -5,7 +5,8 @@
 //! lives in rtlab-plan; this crate makes real threads receive what it granted
 //! ([`enforce`]: SCHED_DEADLINE, the plan dispatcher, cpuset placement, the journal that undoes
 //! it all after a crash) and decides what `rtlab reserve --auto` asks for ([`auto_reserve`]) and how its `--follow`
-//! changes it as the thread's need changes ([`auto_follow`]).
+//! changes it as the thread's need changes ([`auto_follow`]); the plan it decides is plain data
+//! in rtlab-core's `auto_plan`, re-exported from [`auto_reserve`], so rtlab-render can show it.
 
 pub mod auto_follow;
 // `--follow` for every reservation `--auto` made, over the caller's daemon: Linux only.
