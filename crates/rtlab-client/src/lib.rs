@@ -5,6 +5,11 @@
 //! monotonic clock) beneath it, so that any program can link it: Rust programs through [`Client`],
 //! C programs through `include/rtlab.h` and `librtlab_client.{so,a}` (see [`ffi`]).
 //!
+//! A thread the daemon finds already reserved is judged here by rtlab-core's `already_reserved`
+//! rule ([`Client::reserve_thread`], [`Client::already_reserved`]), and what `reserve --auto`
+//! sized is asked for by [`Client::reserve_sized`], so `rtlab reserve` and any other caller
+//! answer alike.
+//!
 //! ```no_run
 //! use rtlab_client::Client;
 //! use rtlab_core::Nanos;
@@ -19,6 +24,8 @@
 
 pub mod ffi;
 
+use rtlab_core::already_reserved::{self, Judgement, Wish};
+use rtlab_core::auto_plan::AutoReservation;
 use rtlab_core::rpc::{
     decode_response, encode_request, BeginConstraintParams, BeginConstraintResult, Call,
     EndConstraintParams, EndConstraintResult, ErrorCode, ListResult, PingResult, ReleaseResult,
@@ -70,6 +77,19 @@ pub fn socket_path(explicit: Option<&Path>) -> PathBuf {
         Some(path) if !path.is_empty() => PathBuf::from(path),
         _ => PathBuf::from(DEFAULT_SOCKET),
     }
+}
+
+/// What asking for a thread's reservation came to ([`Client::reserve_thread`]).
+#[derive(Debug)]
+pub enum ThreadReservation {
+    Granted(GrantInfo),
+    /// The thread already holds `grant`; `judgement` says whether it meets the wish.
+    AlreadyReserved {
+        grant: GrantInfo,
+        judgement: Judgement,
+    },
+    /// Refused for another reason (or already reserved by a reservation the list did not show).
+    Refused(ClientError),
 }
 
 /// Why a call failed.
@@ -369,6 +389,87 @@ impl Client {
             amount_ns: amount.0,
             period_ns: period.0,
         }))
+    }
+
+    /// Reserves thread `tid` as `params` say; when the daemon answers that it already holds a
+    /// reservation, finds that reservation and judges whether it meets `wish` for the caller
+    /// `caller_uid` (`rtlab_core::already_reserved`: the rule `reserve` and `reserve --auto`
+    /// share).
+    pub fn reserve_thread(
+        &mut self,
+        params: ReserveParams,
+        tid: u32,
+        caller_uid: u32,
+        wish: Wish,
+    ) -> ThreadReservation {
+        match self.reserve_with(params) {
+            Ok(grant) => ThreadReservation::Granted(grant),
+            Err(error) => match self.already_reserved(&error, tid, caller_uid, wish) {
+                Some((grant, judgement)) => ThreadReservation::AlreadyReserved { grant, judgement },
+                None => ThreadReservation::Refused(error),
+            },
+        }
+    }
+
+    /// Reserves what `reserve --auto` sized for one thread (`reservation`: at least its amount in
+    /// every window, on its backend), reclaiming: a thread whose work grows beyond its size runs
+    /// on the bandwidth no reservation uses rather than being throttled (a root request; the
+    /// daemon makes another user's without it). A reservation the thread already holds is judged
+    /// as a sized wish: at least this share, with one activation's need in each window.
+    pub fn reserve_sized(
+        &mut self,
+        reservation: &AutoReservation,
+        caller_uid: u32,
+    ) -> ThreadReservation {
+        let params = ReserveParams {
+            target: Target::Thread {
+                tid: reservation.tid,
+            },
+            amount_ns: reservation.amount.0,
+            period_ns: reservation.window.0,
+            backend: Some(reservation.backend.into()),
+            reclaim: true,
+        };
+        let wish = Wish::AtLeast {
+            amount_ns: reservation.amount.0,
+            window_ns: reservation.window.0,
+            per_activation_ns: reservation.amount.0
+                / u64::from(reservation.periods_per_window).max(1),
+        };
+        self.reserve_thread(params, reservation.tid, caller_uid, wish)
+    }
+
+    /// After `error`: when it is the daemon's `already_reserved`, the reservation holding thread
+    /// `tid` (from the list) and whether it meets `wish` for the caller `caller_uid`; `None` for
+    /// any other error, or when the list fails or shows no reservation holding it.
+    pub fn already_reserved(
+        &mut self,
+        error: &ClientError,
+        tid: u32,
+        caller_uid: u32,
+        wish: Wish,
+    ) -> Option<(GrantInfo, Judgement)> {
+        if error.code() != Some(ErrorCode::AlreadyReserved) {
+            return None;
+        }
+        let list = self.list().ok()?;
+        let grant = already_reserved::holding(&list.grants, tid)?.clone();
+        let judgement = already_reserved::judge(&grant, caller_uid, wish);
+        Some((grant, judgement))
+    }
+
+    /// Releases every grant of `grants`, on through failures: each that failed, with its error.
+    pub fn release_grants(&mut self, grants: &[GrantInfo]) -> Vec<(u64, ClientError)> {
+        grants
+            .iter()
+            .filter_map(|grant| {
+                self.release(ReleaseTarget::Grant {
+                    grant_id: grant.grant_id,
+                })
+                .err()
+                .map(|error| (grant.grant_id, error))
+            })
+            .collect()
     }
 
     /// Every reservation in force and each CPU's reserved fraction.

@@ -8,7 +8,8 @@
 use crate::auto_follow::{
     follow, FollowEnd, FollowIo, FollowPolicy, FollowWindow, FollowedSize, Follower,
 };
-use crate::auto_reserve::{AutoMachine, AutoReservation, AutoSize};
+use crate::auto_reserve::{AutoMachine, AutoPlan, AutoReservation, AutoSize};
+use rtlab_core::auto_plan::Reserved;
 use rtlab_core::rpc::GrantInfo;
 use rtlab_core::Nanos;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,24 @@ pub struct Followed {
     /// The counters' sampler's SCHED_FIFO priority: one above the thread's own before it was
     /// reserved (under its reservation it is SCHED_DEADLINE, which has none).
     pub sampler_priority: u32,
+}
+
+/// The reservations `--auto` made and may follow: each of `plan`'s that this run was granted
+/// (`reserved`, in the plan's order), not those found already held, which are not its own to
+/// change.
+pub fn followed(plan: &AutoPlan, reserved: &[Reserved]) -> Vec<Followed> {
+    plan.reservations
+        .iter()
+        .zip(reserved)
+        .filter(|(_, reserved)| reserved.already_held.is_none())
+        .filter_map(|(reservation, reserved)| {
+            Some(Followed {
+                reservation: reservation.clone(),
+                grant: reserved.grant.clone()?,
+                sampler_priority: reserved.sampler_priority,
+            })
+        })
+        .collect()
 }
 
 /// A resize the daemon refused, in words; `gone` when it no longer knows the reservation (its

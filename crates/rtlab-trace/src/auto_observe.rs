@@ -3,7 +3,8 @@
 //! counters ([`observed_by_counters`]) as `rtlab_sched::auto_reserve::decide` reads them, the
 //! misses of the chosen threads ([`misses`]) and one thread's counters over a window
 //! ([`counters_window`]). The CLI and the daemon's `[[rtkit.reserve]]` observer (registered by
-//! the binary) both observe through here.
+//! the binary) both observe through here; [`Observation`] is `reserve --auto`'s loop's
+//! observation, once before reserving and once after, its last trace kept to count misses by.
 
 use crate::analyze::report::TraceReport;
 use crate::record::Target;
@@ -163,6 +164,46 @@ pub fn misses(report: &TraceReport, tids: &[u32]) -> u64 {
         .filter(|late| tids.contains(&(late.thread.tid as u32)))
         .map(|late| late.deadlines_missed.max(1))
         .sum()
+}
+
+/// `reserve --auto`'s observation of a program, as often as its loop asks: a trace
+/// (`watch::observe`), whose last report counts the chosen threads' misses, or the kernel's
+/// per-task counters (`counters`), which count none.
+pub struct Observation<'a> {
+    pub target: &'a Target,
+    pub duration: Duration,
+    /// The program's own cycle starts, to judge misses by (a trace only).
+    pub cycle_marker: Option<&'a crate::cycle_marker::CycleMarker>,
+    pub counters: bool,
+    /// The last trace (none with the counters).
+    pub last: Option<TraceReport>,
+}
+
+/// Why an [`Observation`] has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ObservationError {
+    #[error(transparent)]
+    Trace(#[from] crate::watch::ObserveError),
+    #[error(transparent)]
+    Counters(#[from] CountersError),
+}
+
+impl Observation<'_> {
+    /// Observes the program for the observation's length (or until `stop`): its threads.
+    pub fn observe(&mut self, stop: &AtomicBool) -> Result<Vec<ObservedThread>, ObservationError> {
+        if self.counters {
+            return Ok(observed_by_counters(self.target, self.duration, stop)?);
+        }
+        let report = crate::watch::observe(self.target, self.duration, self.cycle_marker, stop)?;
+        let threads = observed_threads(&report);
+        self.last = Some(report);
+        Ok(threads)
+    }
+
+    /// The misses of threads `tids` in the last trace; `None` with the counters.
+    pub fn misses(&self, tids: &[u32]) -> Option<u64> {
+        self.last.as_ref().map(|report| misses(report, tids))
+    }
 }
 
 /// One window of thread `tid`'s counters, sampled every millisecond from a SCHED_FIFO
