@@ -1,8 +1,12 @@
 //! What `reserve`, `release` and `reservations` share: the `--socket` flag, connecting to the
-//! daemon, and turning the daemon's errors into rtlab's exit codes.
+//! daemon, and turning the daemon's errors into rtlab's exit codes; and `--verify`, which
+//! `reserve` and `reserve --auto` share.
 
+use anyhow::Context as _;
 use rtlab_client::{Client, ClientError};
 use rtlab_core::rpc::ErrorCode;
+use rtlab_core::Nanos;
+use rtlab_session::supply::{verify_supply, VerifiedSupply};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,4 +36,26 @@ pub fn failure(error: ClientError) -> anyhow::Result<ExitCode> {
     let code = error.code().map_or("denied", ErrorCode::as_str);
     eprintln!("rtlab: denied ({code}): {error}");
     Ok(ExitCode::from(crate::exit::CHECK_FAILED))
+}
+
+/// `--verify`: watches thread `tid` for `duration` and says (unless `quiet`) what it received of
+/// `amount` in every window of `period`.
+pub(crate) fn verify(
+    tid: u32,
+    amount: Nanos,
+    period: Nanos,
+    duration: Nanos,
+    quiet: bool,
+) -> anyhow::Result<VerifiedSupply> {
+    if !quiet {
+        println!("{}", rtlab_render::reserve::verifying(tid, duration));
+    }
+    let verified = verify_supply(tid, amount, period, duration).context("--verify")?;
+    if !quiet {
+        print!(
+            "{}",
+            rtlab_render::reserve::verified(&verified, amount, period)
+        );
+    }
+    Ok(verified)
 }

@@ -3,16 +3,15 @@
 //! reserved, like `chrt`. The daemon holds the reservation until `rtlab release` or the thread's
 //! exit.
 
-use super::daemon_client::{failure, SocketArgs};
+use super::daemon_client::{failure, verify, SocketArgs};
 use crate::output::PendingOutput;
-use anyhow::Context as _;
-use rtlab_core::already_reserved;
-use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, Target, WireRate, GRANT_SCHEMA};
+use rtlab_core::already_reserved::{Judgement, Wish};
+use rtlab_core::rpc::{Backend, GrantInfo, Target, WireRate, GRANT_SCHEMA};
 use rtlab_core::Nanos;
 use rtlab_render::reserve::{
-    already_reserved as render_already_reserved, grant as render_grant, verified as render_verified,
+    already_reserved_thread as render_already_reserved, grant as render_grant,
 };
-use rtlab_session::supply::{verify_supply, VerifiedGrant};
+use rtlab_session::supply::VerifiedGrant;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -159,10 +158,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             tid: rtlab_client::current_thread_id(),
         }
     };
+    let asked = WireRate {
+        amount_ns: amount.0,
+        period_ns: period.0,
+    };
     let mut client = args.socket.connect()?;
     let (grant, already_held) = match client.reserve(target.clone(), amount, period, args.backend) {
         Ok(grant) => (grant, None),
-        Err(error) => match already_reserved_answer(&mut client, &target, amount, period, &error) {
+        Err(error) => match already_reserved_answer(&mut client, &target, asked, &error) {
             Some(Ok((grant, line))) => (grant, Some(line)),
             Some(Err(line)) => {
                 eprintln!("rtlab: denied (already_reserved): {line}");
@@ -187,14 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| {
                     crate::exit::input("--verify: the reservation holds no thread to watch")
                 })?;
-            if !to_stdout_only {
-                println!("verifying: watching thread {tid} for {duration} …");
-            }
-            let verified = verify_supply(tid, amount, period, duration).context("--verify")?;
-            if !to_stdout_only {
-                print!("{}", render_verified(&verified, amount, period));
-            }
-            Some(verified)
+            Some(verify(tid, amount, period, duration, to_stdout_only)?)
         }
         _ => None,
     };
@@ -225,13 +221,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn already_reserved_answer(
     client: &mut rtlab_client::Client,
     target: &Target,
-    amount: Nanos,
-    period: Nanos,
+    asked: WireRate,
     error: &rtlab_client::ClientError,
 ) -> Option<Result<(GrantInfo, String), String>> {
-    if error.code() != Some(ErrorCode::AlreadyReserved) {
-        return None;
-    }
     let tid = match *target {
         Target::Thread { tid } => tid,
         Target::Process {
@@ -240,28 +232,15 @@ fn already_reserved_answer(
         } => pid,
         _ => return None,
     };
-    let list = client.list().ok()?;
-    let grant = already_reserved::holding(&list.grants, tid)?.clone();
-    let name = grant
-        .threads
-        .iter()
-        .find(|thread| thread.tid == tid)
-        .map_or_else(|| format!("thread {tid}"), |thread| thread.comm.clone());
-    let judgement = already_reserved::judge(
-        &grant,
-        rtlab_sys::users::current_uid(),
-        already_reserved::Wish::Exactly {
-            amount_ns: amount.0,
-            period_ns: period.0,
-        },
-    );
-    let asked = WireRate {
-        amount_ns: amount.0,
-        period_ns: period.0,
+    let wish = Wish::Exactly {
+        amount_ns: asked.amount_ns,
+        period_ns: asked.period_ns,
     };
-    let line = render_already_reserved(&name, tid, &grant, &asked, judgement);
+    let uid = rtlab_sys::users::current_uid();
+    let (grant, judgement) = client.already_reserved(error, tid, uid, wish)?;
+    let line = render_already_reserved(tid, &grant, &asked, judgement);
     Some(match judgement {
-        already_reserved::Judgement::Met(_) => Ok((grant, line)),
+        Judgement::Met(_) => Ok((grant, line)),
         _ => Err(line),
     })
 }

@@ -4,34 +4,29 @@
 //! The loop (observe, decide, reserve, check, roll back) is `rtlab_sched::auto_reserve_run`'s,
 //! the decisions `rtlab_sched::auto_reserve`'s, the observation rtlab-trace's
 //! (`watch::observe`, a trace; `auto_observe`, its threads as the decisions read them, or the
-//! kernel's counters). This module holds the flags, the printing, the JSON, and the loop's
-//! [`AutoReserveIo`]: the observation chosen by `--observe-with` and the daemon asked for each
-//! reservation (so its journal repairs them after a crash, and they end with the threads).
-//! Ctrl-C or an error before the end releases what was granted.
+//! kernel's counters), asking the daemon and judging a thread found already reserved
+//! rtlab-client's (`Client::reserve_thread`), the lines printed and the JSON rtlab-render's
+//! (`reserve_auto`). This module holds the flags, the printing and exit codes, and the loop's
+//! [`AutoReserveIo`], which joins those: the observation chosen by `--observe-with` and the
+//! daemon asked for each reservation (so its journal repairs them after a crash, and they end
+//! with the threads). Ctrl-C or an error before the end releases what was granted.
 
 use super::daemon_client::SocketArgs;
 use anyhow::Context as _;
-use rtlab_core::already_reserved;
-use rtlab_core::rpc::{
-    Backend, ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target as RpcTarget, WireRate,
-};
+use rtlab_client::ThreadReservation;
+use rtlab_core::already_reserved::Judgement;
+use rtlab_core::rpc::{GrantInfo, WireRate};
 use rtlab_core::Nanos;
-use rtlab_render::watch::human;
-use rtlab_sched::auto_reserve::{
-    AutoBackend, AutoMachine, AutoPlan, AutoReservation, ObservedThread, SIZING_MARGIN,
-    SIZING_PERCENTILE,
-};
+use rtlab_render::reserve_auto::{self as render, AutoJson, AUTO_SCHEMA};
+use rtlab_sched::auto_reserve::{AutoMachine, AutoReservation, ObservedThread};
 use rtlab_sched::auto_reserve_run::{self, Asked, AutoEnd, AutoReserveIo, AutoRun, AutoStep};
-use rtlab_trace::analyze::report::TraceReport;
-use rtlab_trace::auto_observe::{self, CountersError};
+use rtlab_trace::auto_observe::{CountersError, Observation, ObservationError};
 use rtlab_trace::record::Target;
-use serde::Serialize;
+use rtlab_trace::watch::ObserveError;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-
-pub const AUTO_SCHEMA: &str = "rtlab.reserve-auto/1";
 
 /// How `reserve --auto` observes the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -57,132 +52,15 @@ pub struct AutoArgs {
     pub socket: SocketArgs,
 }
 
-#[derive(Debug, Serialize)]
-struct ChosenJson {
-    tid: u32,
-    name: String,
-    pid: Option<u32>,
-    why_thread: String,
-    period_ns: u64,
-    need_per_activation_ns: u64,
-    amount_ns: u64,
-    window_ns: u64,
-    periods_per_window: u32,
-    backend: &'static str,
-    asked_share: f64,
-    expected_share: f64,
-    why_backend: String,
-    /// The daemon's grant (null for --dry-run or when refused); with `already_held`, the
-    /// reservation the thread held before.
-    grant: Option<GrantInfo>,
-    /// The share of one CPU the grant takes: what the kernel (or the dispatcher) holds, read
-    /// back by the daemon (`grant.kernel_held`), else runtime / period asked of the kernel.
-    granted_share: Option<f64>,
-    /// The thread already held a reservation (`grant`), left as it is: the wish was met.
-    already_held: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct AutoJson {
-    target: String,
-    observe_ns: u64,
-    sizing: String,
-    passed_over: Vec<String>,
-    reservations: Vec<ChosenJson>,
-    misses_before: u64,
-    misses_after: Option<u64>,
-    /// `dry_run`, `kept`, `kept_unchecked` (observed with `--observe-with schedstat`, which
-    /// counts no misses), `already_reserved` (every chosen thread already held a reservation),
-    /// `rolled_back`, `interrupted`, `refused`.
-    outcome: &'static str,
-    reason: Option<String>,
-    verify: Vec<rtlab_session::supply::VerifiedSupply>,
-    /// `--follow`'s log: each change (what, from → to, why), refusal and end, with the time
-    /// since following began.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    follow: Vec<String>,
-}
-
-fn chosen_json(plan: &AutoPlan) -> Vec<ChosenJson> {
-    plan.reservations
-        .iter()
-        .map(|reservation| ChosenJson {
-            tid: reservation.tid,
-            name: reservation.name.clone(),
-            pid: reservation.pid,
-            why_thread: reservation.why_thread.clone(),
-            period_ns: reservation.period.0,
-            need_per_activation_ns: reservation.need_per_activation.0,
-            amount_ns: reservation.amount.0,
-            window_ns: reservation.window.0,
-            periods_per_window: reservation.periods_per_window,
-            backend: reservation.backend.as_str(),
-            asked_share: reservation.need_per_activation.0 as f64 / reservation.period.0 as f64,
-            expected_share: reservation.expected_share,
-            why_backend: reservation.why_backend.clone(),
-            grant: None,
-            granted_share: None,
-            already_held: false,
-        })
-        .collect()
-}
-
-fn granted_share(grant: &GrantInfo) -> f64 {
-    if let Some(held) = &grant.kernel_held {
-        return held.share;
-    }
-    match grant.deadline_params {
-        Some(params) => params.runtime_ns as f64 / params.period_ns.max(1) as f64,
-        None => grant.granted.amount_ns as f64 / grant.granted.period_ns.max(1) as f64,
-    }
-}
-
+/// Asks the daemon for one chosen reservation; a thread found already reserved is said in a line.
 fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Asked {
-    let backend = match reservation.backend {
-        AutoBackend::Deadline => Backend::Deadline,
-        AutoBackend::Dispatch => Backend::Dispatch,
-    };
-    let refused = |error: &dyn std::fmt::Display| {
-        Asked::Refused(format!(
-            "the daemon refused {} ({}): {error}",
-            reservation.name, reservation.tid
-        ))
-    };
-    // Reclaiming: "at least this much in every window", so a thread whose work grows beyond
-    // its size runs on the bandwidth no reservation uses rather than being throttled (a root
-    // request; the daemon makes another user's without it).
-    match client.reserve_with(ReserveParams {
-        target: RpcTarget::Thread {
-            tid: reservation.tid,
-        },
+    let asked = WireRate {
         amount_ns: reservation.amount.0,
         period_ns: reservation.window.0,
-        backend: Some(backend),
-        reclaim: true,
-    }) {
-        Ok(grant) => Asked::Granted(grant),
-        Err(error) if error.code() == Some(ErrorCode::AlreadyReserved) => {
-            let Some(grant) = client
-                .list()
-                .ok()
-                .and_then(|list| already_reserved::holding(&list.grants, reservation.tid).cloned())
-            else {
-                return refused(&error);
-            };
-            let asked = WireRate {
-                amount_ns: reservation.amount.0,
-                period_ns: reservation.window.0,
-            };
-            let judgement = already_reserved::judge(
-                &grant,
-                rtlab_sys::users::current_uid(),
-                already_reserved::Wish::AtLeast {
-                    amount_ns: asked.amount_ns,
-                    window_ns: asked.period_ns,
-                    per_activation_ns: reservation.amount.0
-                        / u64::from(reservation.periods_per_window).max(1),
-                },
-            );
+    };
+    match client.reserve_sized(reservation, rtlab_sys::users::current_uid()) {
+        ThreadReservation::Granted(grant) => Asked::Granted(grant),
+        ThreadReservation::AlreadyReserved { grant, judgement } => {
             let line = rtlab_render::reserve::already_reserved(
                 &reservation.name,
                 reservation.tid,
@@ -191,24 +69,16 @@ fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Aske
                 judgement,
             );
             match judgement {
-                already_reserved::Judgement::Met(_) => Asked::AlreadyHeld(grant, line),
+                Judgement::Met(_) => Asked::AlreadyHeld(grant, line),
                 _ => Asked::Refused(line),
             }
         }
-        Err(error) => refused(&error),
+        ThreadReservation::Refused(error) => Asked::Refused(render::daemon_refused(
+            &reservation.name,
+            reservation.tid,
+            &error,
+        )),
     }
-}
-
-fn release_all(client: &mut rtlab_client::Client, grants: &[GrantInfo]) -> Vec<String> {
-    let mut failures = Vec::new();
-    for grant in grants {
-        if let Err(error) = client.release(ReleaseTarget::Grant {
-            grant_id: grant.grant_id,
-        }) {
-            failures.push(format!("grant {}: {error}", grant.grant_id));
-        }
-    }
-    failures
 }
 
 /// What the kernel enforces could not be read.
@@ -229,42 +99,25 @@ pub(crate) fn counters_error(error: CountersError) -> anyhow::Error {
 
 /// The program observed as `--observe-with` says, and the daemon asked.
 struct ProgramAndDaemon<'a> {
-    target: &'a Target,
-    observe: Duration,
-    observe_with: ObserveWith,
-    cycle_marker: Option<&'a rtlab_trace::cycle_marker::CycleMarker>,
+    observation: Observation<'a>,
     client: Option<rtlab_client::Client>,
-    /// The last trace (none with the counters, which count no misses).
-    last: Option<TraceReport>,
 }
 
 impl AutoReserveIo for ProgramAndDaemon<'_> {
     type Error = anyhow::Error;
 
     fn observe(&mut self, stop: &AtomicBool) -> anyhow::Result<Vec<ObservedThread>> {
-        match self.observe_with {
-            ObserveWith::Trace => {
-                let report = super::trace_markers::observe(
-                    self.target,
-                    self.observe,
-                    self.cycle_marker,
-                    stop,
-                )?;
-                let threads = auto_observe::observed_threads(&report);
-                self.last = Some(report);
-                Ok(threads)
+        self.observation.observe(stop).map_err(|error| match error {
+            ObservationError::Trace(ObserveError::Record(error)) => {
+                super::trace_markers::record_error(error)
             }
-            ObserveWith::Schedstat => {
-                auto_observe::observed_by_counters(self.target, self.observe, stop)
-                    .map_err(counters_error)
-            }
-        }
+            ObservationError::Trace(other) => anyhow::Error::new(other),
+            ObservationError::Counters(error) => counters_error(error),
+        })
     }
 
     fn misses(&self, tids: &[u32]) -> Option<u64> {
-        self.last
-            .as_ref()
-            .map(|report| auto_observe::misses(report, tids))
+        self.observation.misses(tids)
     }
 
     fn reserve(&mut self, reservation: &AutoReservation) -> Asked {
@@ -272,77 +125,32 @@ impl AutoReserveIo for ProgramAndDaemon<'_> {
     }
 
     fn release(&mut self, grants: &[GrantInfo]) -> Vec<String> {
-        release_all(self.client.as_mut().expect("not a dry run"), grants)
+        let client = self.client.as_mut().expect("not a dry run");
+        let failures = client.release_grants(grants);
+        failures
+            .iter()
+            .map(|(grant_id, error)| render::release_failed(*grant_id, error))
+            .collect()
     }
 }
 
 /// Prints what the loop does as it does it (nothing when the JSON goes to stdout).
 fn print_step(args: &AutoArgs, sizing: &str, step: AutoStep<'_>) {
-    let say = |line: &str| {
-        if !args.json.as_ref().is_some_and(|json| json.is_stdout()) {
-            println!("{line}");
-        }
-    };
-    match step {
-        AutoStep::Observing => say(&format!(
-            "observing {} for {} …",
-            args.target.describe(),
-            args.observe
-        )),
+    if args.json.as_ref().is_some_and(|json| json.is_stdout()) {
+        return;
+    }
+    let target = args.target.describe();
+    let lines = match step {
+        AutoStep::Observing => vec![render::observing(&target, args.observe)],
         AutoStep::Decided {
             plan,
             misses_before,
-        } => {
-            say(&format!(
-                "found {} thread(s) to reserve ({sizing}; {}):",
-                plan.reservations.len(),
-                match misses_before {
-                    Some(misses) => format!("{misses} deadline misses while observed"),
-                    None => "misses not counted: the counters do not see them".to_owned(),
-                }
-            ));
-            for reservation in &plan.reservations {
-                say(&format!(
-                    "  {} ({}): {}; period {}, needs {} per activation\n    → {} of every {} on {}: {}",
-                    reservation.name,
-                    reservation.tid,
-                    reservation.why_thread,
-                    human(reservation.period.0),
-                    human(reservation.need_per_activation.0),
-                    human(reservation.amount.0),
-                    human(reservation.window.0),
-                    reservation.backend.as_str(),
-                    reservation.why_backend
-                ));
-            }
-            for reason in &plan.passed_over {
-                say(&format!("  passed over: {reason}"));
-            }
-        }
-        AutoStep::Reserved { plan, reserved } => {
-            for line in reserved.iter().filter_map(|r| r.already_held.as_ref()) {
-                say(line);
-            }
-            for (reservation, reserved) in plan.reservations.iter().zip(reserved) {
-                let Some(grant) = reserved
-                    .grant
-                    .as_ref()
-                    .filter(|_| reserved.already_held.is_none())
-                else {
-                    continue;
-                };
-                say(&rtlab_render::reserve::auto_reserved(
-                    &reservation.name,
-                    reservation.tid,
-                    grant,
-                ));
-            }
-        }
-        AutoStep::Checking => say(&format!(
-            "checking: watching {} for {} …",
-            args.target.describe(),
-            args.observe
-        )),
+        } => render::decided(plan, sizing, misses_before),
+        AutoStep::Reserved { plan, reserved } => render::reserved(plan, reserved),
+        AutoStep::Checking => vec![render::checking(&target, args.observe)],
+    };
+    for line in lines {
+        println!("{line}");
     }
 }
 
@@ -356,59 +164,31 @@ pub fn run(mut args: AutoArgs) -> anyhow::Result<ExitCode> {
     } else {
         Some(args.socket.connect()?)
     };
-    let sizing = format!(
-        "CPU per cycle at {SIZING_PERCENTILE} plus {:.0} %{}",
-        SIZING_MARGIN * 100.0,
-        match args.observe_with {
-            ObserveWith::Trace => "",
-            ObserveWith::Schedstat => ", from the kernel's per-task counters",
-        }
-    );
-    let mut io = ProgramAndDaemon {
+    let sizing = render::sizing(args.observe_with == ObserveWith::Schedstat);
+    let observation = Observation {
         target: &args.target,
-        observe: Duration::from_nanos(args.observe.0),
-        observe_with: args.observe_with,
+        duration: Duration::from_nanos(args.observe.0),
         cycle_marker: args.cycle_marker.as_ref(),
-        client,
+        counters: args.observe_with == ObserveWith::Schedstat,
         last: None,
+    };
+    let mut io = ProgramAndDaemon {
+        observation,
+        client,
     };
     let ran = auto_reserve_run::run(&mut io, &machine, args.dry_run, &stop, &mut |step| {
         print_step(&args, &sizing, step)
     })?;
-    let output = AutoJson::of(&args, sizing, &ran);
+    let output = AutoJson::new(
+        args.target.describe(),
+        args.observe,
+        sizing,
+        ran.plan.as_ref(),
+        &ran.reserved,
+        ran.misses_before,
+    );
     let json = args.json.take();
     conclude(ran, &args, json, output, &machine, &stop)
-}
-
-impl AutoJson {
-    /// The JSON of what the loop did, its outcome still to be said.
-    fn of(args: &AutoArgs, sizing: String, ran: &AutoRun<anyhow::Error>) -> AutoJson {
-        let mut reservations = ran.plan.as_ref().map(chosen_json).unwrap_or_default();
-        for (json, reserved) in reservations.iter_mut().zip(&ran.reserved) {
-            if let Some(grant) = &reserved.grant {
-                json.granted_share = Some(granted_share(grant));
-                json.grant = Some(grant.clone());
-            }
-            json.already_held = reserved.already_held.is_some();
-        }
-        AutoJson {
-            target: args.target.describe(),
-            observe_ns: args.observe.0,
-            sizing,
-            passed_over: ran
-                .plan
-                .as_ref()
-                .map(|plan| plan.passed_over.clone())
-                .unwrap_or_default(),
-            reservations,
-            misses_before: ran.misses_before,
-            misses_after: None,
-            outcome: "refused",
-            reason: None,
-            verify: Vec::new(),
-            follow: Vec::new(),
-        }
-    }
 }
 
 /// Writes the JSON, if asked for.
@@ -454,7 +234,7 @@ fn conclude(
         AutoEnd::DryRun => {
             output.outcome = "dry_run";
             commit(json, &output)?;
-            say("dry run: nothing reserved");
+            say(render::DRY_RUN);
             Ok(ExitCode::SUCCESS)
         }
         AutoEnd::Denied {
@@ -472,23 +252,20 @@ fn conclude(
         }
         AutoEnd::AlreadyReserved => {
             output.outcome = "already_reserved";
-            output.reason = Some("every chosen thread already holds a reservation".to_owned());
+            output.reason = Some(render::ALREADY_RESERVED_REASON.to_owned());
             commit(json, &output)?;
-            say("nothing more to reserve: every chosen thread already holds a reservation");
+            say(render::ALREADY_RESERVED);
             Ok(ExitCode::SUCCESS)
         }
         AutoEnd::KeptUnchecked => {
             output.outcome = "kept_unchecked";
-            output.reason = Some(
-                "observed through the kernel's counters, which do not count misses: not checked"
-                    .to_owned(),
-            );
+            output.reason = Some(render::KEPT_UNCHECKED_REASON.to_owned());
             if args.follow.is_none() {
                 commit(json, &output)?;
-                say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks); they end with the threads, or `rtlab release --pid PID`");
+                say(render::kept_unchecked(false));
                 return Ok(ExitCode::SUCCESS);
             }
-            say("kept without a check: the kernel's counters do not count deadline misses (`--observe-with trace` checks)");
+            say(render::kept_unchecked(true));
             follow_and_release(&ran, machine, args, json, stop, output)
         }
         AutoEnd::CheckEnded {
@@ -498,10 +275,9 @@ fn conclude(
         } => {
             print_failures(release_failures);
             output.outcome = "interrupted";
-            output.reason = Some(match error {
-                Some(error) => format!("the check failed: {error:#}"),
-                None => "interrupted before the check ended".into(),
-            });
+            output.reason = Some(render::check_ended(
+                error.as_ref().map(|error| format!("{error:#}")),
+            ));
             eprintln!(
                 "rtlab: released the reservations: {}",
                 output.reason.as_deref().unwrap_or_default()
@@ -521,11 +297,7 @@ fn conclude(
             ref release_failures,
         } => {
             output.misses_after = Some(misses_after);
-            let reason = format!(
-                "deadline misses rose from {} to {} in {} with the reservations: rolled back, the \
-                 program runs as before",
-                output.misses_before, misses_after, args.observe
-            );
+            let reason = render::rolled_back(output.misses_before, misses_after, args.observe);
             output.outcome = "rolled_back";
             output.reason = Some(reason.clone());
             commit(json, &output)?;
@@ -536,10 +308,10 @@ fn conclude(
         AutoEnd::Kept { misses_after } => {
             output.misses_after = Some(misses_after);
             output.outcome = "kept";
-            say(&format!(
-                "verdict: {} deadline misses in {} before, {} with the reservations: kept (they end with \
-                 the threads, or `rtlab release --pid PID`)",
-                output.misses_before, args.observe, misses_after
+            say(&render::kept(
+                output.misses_before,
+                misses_after,
+                args.observe,
             ));
             if let Some(duration) = args.verify {
                 verify(&ran.grants, duration, quiet, &mut output)?;
@@ -564,26 +336,9 @@ fn verify(
         let Some(tid) = grant.threads.first().map(|thread| thread.tid) else {
             continue;
         };
-        if !quiet {
-            println!("verifying: watching thread {tid} for {duration} …");
-        }
-        let verified = rtlab_session::supply::verify_supply(
-            tid,
-            Nanos(grant.requested.amount_ns),
-            Nanos(grant.requested.period_ns),
-            duration,
-        )
-        .context("--verify")?;
-        if !quiet {
-            print!(
-                "{}",
-                rtlab_render::reserve::verified(
-                    &verified,
-                    Nanos(grant.requested.amount_ns),
-                    Nanos(grant.requested.period_ns)
-                )
-            );
-        }
+        let (amount, period) = (grant.requested.amount_ns, grant.requested.period_ns);
+        let verified =
+            super::daemon_client::verify(tid, Nanos(amount), Nanos(period), duration, quiet)?;
         output.verify.push(verified);
     }
     Ok(())
@@ -601,32 +356,17 @@ fn follow_and_release(
 ) -> anyhow::Result<ExitCode> {
     let window = args.follow.expect("called with --follow");
     let quiet = json.as_ref().is_some_and(|json| json.is_stdout());
-    let plan: &AutoPlan = ran.plan.as_ref().expect("followed after a plan");
-    let followed: Vec<super::reserve_follow::Followed> = plan
-        .reservations
-        .iter()
-        .zip(&ran.reserved)
-        .filter(|(_, reserved)| reserved.already_held.is_none())
-        .filter_map(|(reservation, reserved)| {
-            Some(super::reserve_follow::Followed {
-                reservation: reservation.clone(),
-                grant: reserved.grant.clone()?,
-                sampler_priority: reserved.sampler_priority,
-            })
-        })
-        .collect();
+    let plan = ran.plan.as_ref().expect("followed after a plan");
+    let followed = rtlab_sched::auto_follow_all::followed(plan, &ran.reserved);
     if !quiet {
-        println!(
-            "following {} reservation(s) until their threads end or Ctrl-C; each change is printed, and what was reserved is released at the end",
-            followed.len()
-        );
+        println!("{}", render::following(followed.len()));
     }
     let (log, failures) =
         super::reserve_follow::follow_all(&followed, machine, window, &args.socket, stop, quiet);
     output.follow = log;
     print_failures(&failures);
     if !quiet && failures.is_empty() {
-        println!("released the reservations this run made");
+        println!("{}", render::RELEASED);
     }
     commit(json, &output)?;
     if failures.is_empty() {

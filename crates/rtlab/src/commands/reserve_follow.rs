@@ -6,15 +6,14 @@
 //! change.
 
 use super::daemon_client::SocketArgs;
-use rtlab_core::rpc::{Backend, ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target};
+use rtlab_core::rpc::{ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target};
 use rtlab_core::Nanos;
 use rtlab_sched::auto_follow::FollowWindow;
+use rtlab_sched::auto_follow_all::Followed;
 use rtlab_sched::auto_follow_all::{FollowDaemon, ResizeRefused};
-use rtlab_sched::auto_reserve::{AutoBackend, AutoMachine, AutoSize};
+use rtlab_sched::auto_reserve::{AutoMachine, AutoSize};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-
-pub use rtlab_sched::auto_follow_all::Followed;
 
 /// The daemon behind `--socket`, a connection per call, and the kernel's counters.
 struct CountersAndDaemon<'a> {
@@ -34,16 +33,12 @@ impl FollowDaemon for CountersAndDaemon<'_> {
         tid: u32,
         size: &AutoSize,
     ) -> Result<GrantInfo, String> {
-        let backend = match size.backend {
-            AutoBackend::Deadline => Backend::Deadline,
-            AutoBackend::Dispatch => Backend::Dispatch,
-        };
         client
             .reserve_with(ReserveParams {
                 target: Target::Thread { tid },
                 amount_ns: size.amount.0,
                 period_ns: size.window.0,
-                backend: Some(backend),
+                backend: Some(size.backend.into()),
                 reclaim: true,
             })
             .map_err(|error| error.to_string())
@@ -54,10 +49,7 @@ impl FollowDaemon for CountersAndDaemon<'_> {
             .connect()
             .map_err(|words| ResizeRefused { words, gone: false })?;
         match client.resize(grant_id, size.amount, size.window) {
-            Ok(grant) => Ok(match &grant.kernel_held {
-                Some(held) => rtlab_render::reserve::kernel_held(held),
-                None => rtlab_render::reserve::asked_and_held(&grant),
-            }),
+            Ok(grant) => Ok(rtlab_render::reserve::resized(&grant)),
             Err(error) => Err(ResizeRefused {
                 gone: error.code() == Some(ErrorCode::NotFound),
                 words: error.to_string(),
