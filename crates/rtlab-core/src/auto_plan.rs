@@ -78,3 +78,37 @@ impl From<AutoBackend> for Backend {
         }
     }
 }
+
+/// How `reserve --auto`'s loop ended, in plain words (rtlab-sched's `AutoEnd::ending`, the
+/// check's error written out): what rtlab-render's `reserve_auto::conclude` tells.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AutoEnding {
+    /// Stopped during the first observation: nothing decided.
+    Interrupted,
+    /// Nothing can be reserved (why).
+    Refused(String),
+    /// Decided, nothing asked for.
+    DryRun,
+    /// The daemon refused one (the reason); what was granted is released.
+    Denied {
+        reason: String,
+        release_failures: Vec<String>,
+    },
+    /// Every chosen thread already holds a reservation.
+    AlreadyReserved,
+    /// Kept without a check: the observation counts no misses.
+    KeptUnchecked,
+    /// The check's observation failed (`Some`, its error) or was interrupted: released.
+    CheckEnded {
+        error: Option<String>,
+        interrupted: bool,
+        release_failures: Vec<String>,
+    },
+    /// The misses rose: what was granted is released.
+    RolledBack {
+        misses_after: u64,
+        release_failures: Vec<String>,
+    },
+    /// Kept, checked.
+    Kept { misses_after: u64 },
+}

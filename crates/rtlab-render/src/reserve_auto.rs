@@ -6,7 +6,7 @@
 use crate::reserve::auto_reserved;
 use crate::watch::human;
 use rtlab_analysis::supply::VerifiedSupply;
-use rtlab_core::auto_plan::{AutoPlan, Reserved, SIZING_MARGIN, SIZING_PERCENTILE};
+use rtlab_core::auto_plan::{AutoEnding, AutoPlan, Reserved, SIZING_MARGIN, SIZING_PERCENTILE};
 use rtlab_core::rpc::GrantInfo;
 use rtlab_core::Nanos;
 use serde::Serialize;
@@ -267,3 +267,145 @@ pub fn following(reservations: usize) -> String {
 }
 
 pub const RELEASED: &str = "released the reservations this run made";
+
+/// A release that failed, as printed on stderr.
+pub fn release_error(failure: &str) -> String {
+    format!("rtlab: error: releasing {failure}")
+}
+
+/// How `reserve --auto` exits after its loop ([`conclude`]); the binary maps each to its code.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AutoExit {
+    /// Exit 0.
+    #[default]
+    Success,
+    /// Stopped by the user (the binary's `exit::finished(true)`).
+    Interrupted,
+    /// A reservation denied or rolled back (exit 1).
+    CheckFailed,
+    /// Bad input (exit 2), with its message.
+    Input(String),
+    /// The check's own error.
+    CheckError,
+    /// Kept: verify (when `checked`), then follow if `--follow` asked, else write the JSON.
+    Kept { checked: bool },
+}
+
+/// What to print, in order, around writing the JSON, and how to exit ([`conclude`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AutoConclusion {
+    /// Lines printed before the JSON is written: `(to stderr, line)`.
+    pub before: Vec<(bool, String)>,
+    /// Whether the JSON is written now (not for [`AutoExit::Kept`], nor when interrupted early).
+    pub write_json: bool,
+    /// Lines printed after the JSON is written.
+    pub after: Vec<(bool, String)>,
+    pub exit: AutoExit,
+}
+
+/// How `reserve --auto`'s loop ended (`ending`), told: the JSON's outcome, reason and misses
+/// after set in `output`, the lines to print (stdout ones left out when `quiet`: the JSON goes to
+/// stdout) and how to exit. `following`: `--follow` was asked for.
+pub fn conclude(
+    ending: &AutoEnding,
+    target: &str,
+    observe: Nanos,
+    following: bool,
+    quiet: bool,
+    output: &mut AutoJson,
+) -> AutoConclusion {
+    let say = |line: &str| (!quiet).then(|| (false, line.to_owned()));
+    let failures = |failures: &[String]| {
+        failures
+            .iter()
+            .map(|failure| (true, release_error(failure)))
+            .collect::<Vec<_>>()
+    };
+    let mut told = AutoConclusion {
+        write_json: true,
+        ..AutoConclusion::default()
+    };
+    match ending {
+        AutoEnding::Interrupted => {
+            told.write_json = false;
+            told.exit = AutoExit::Interrupted;
+        }
+        AutoEnding::Refused(refused) => {
+            output.reason = Some(refused.clone());
+            told.exit = AutoExit::Input(format!("{target}: {refused}"));
+        }
+        AutoEnding::DryRun => {
+            output.outcome = "dry_run";
+            told.after.extend(say(DRY_RUN));
+            told.exit = AutoExit::Success;
+        }
+        AutoEnding::Denied {
+            reason,
+            release_failures,
+        } => {
+            for reservation in &mut output.reservations {
+                reservation.grant = None;
+            }
+            output.reason = Some(reason.clone());
+            told.after = failures(release_failures);
+            let denied = format!("rtlab: denied: {reason}; nothing is reserved");
+            told.after.push((true, denied));
+            told.exit = AutoExit::CheckFailed;
+        }
+        AutoEnding::AlreadyReserved => {
+            output.outcome = "already_reserved";
+            output.reason = Some(ALREADY_RESERVED_REASON.to_owned());
+            told.after.extend(say(ALREADY_RESERVED));
+            told.exit = AutoExit::Success;
+        }
+        AutoEnding::KeptUnchecked => {
+            output.outcome = "kept_unchecked";
+            output.reason = Some(KEPT_UNCHECKED_REASON.to_owned());
+            if following {
+                told.write_json = false;
+                told.before.extend(say(kept_unchecked(true)));
+                told.exit = AutoExit::Kept { checked: false };
+            } else {
+                told.after.extend(say(kept_unchecked(false)));
+                told.exit = AutoExit::Success;
+            }
+        }
+        AutoEnding::CheckEnded {
+            error,
+            interrupted,
+            release_failures,
+        } => {
+            told.before = failures(release_failures);
+            output.outcome = "interrupted";
+            let reason = check_ended(error.clone());
+            told.before
+                .push((true, format!("rtlab: released the reservations: {reason}")));
+            output.reason = Some(reason);
+            told.exit = match (error, interrupted) {
+                (Some(_), false) => AutoExit::CheckError,
+                _ => AutoExit::Interrupted,
+            };
+        }
+        AutoEnding::RolledBack {
+            misses_after,
+            release_failures,
+        } => {
+            output.misses_after = Some(*misses_after);
+            let reason = rolled_back(output.misses_before, *misses_after, observe);
+            output.outcome = "rolled_back";
+            output.reason = Some(reason.clone());
+            told.after = failures(release_failures);
+            told.after.push((true, format!("rtlab: {reason}")));
+            told.exit = AutoExit::CheckFailed;
+        }
+        AutoEnding::Kept { misses_after } => {
+            output.misses_after = Some(*misses_after);
+            output.outcome = "kept";
+            told.write_json = false;
+            told.before
+                .extend(say(&kept(output.misses_before, *misses_after, observe)));
+            told.exit = AutoExit::Kept { checked: true };
+        }
+    }
+    told
+}

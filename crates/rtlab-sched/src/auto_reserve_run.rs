@@ -11,7 +11,7 @@
 use crate::auto_reserve::{
     decide, worse_after, AutoMachine, AutoPlan, AutoRefused, AutoReservation, ObservedThread,
 };
-pub use rtlab_core::auto_plan::Reserved;
+pub use rtlab_core::auto_plan::{AutoEnding, Reserved};
 use rtlab_core::rpc::GrantInfo;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -105,6 +105,45 @@ pub struct AutoRun<E> {
     /// What this run was granted (not those already held); released unless kept.
     pub grants: Vec<GrantInfo>,
     pub end: AutoEnd<E>,
+}
+
+impl<E: std::fmt::Display> AutoEnd<E> {
+    /// This end in plain words (the check's error written with `{:#}`), for rtlab-render.
+    pub fn ending(&self) -> AutoEnding {
+        match self {
+            AutoEnd::Interrupted => AutoEnding::Interrupted,
+            AutoEnd::Refused(refused) => AutoEnding::Refused(refused.to_string()),
+            AutoEnd::DryRun => AutoEnding::DryRun,
+            AutoEnd::Denied {
+                reason,
+                release_failures,
+            } => AutoEnding::Denied {
+                reason: reason.clone(),
+                release_failures: release_failures.clone(),
+            },
+            AutoEnd::AlreadyReserved => AutoEnding::AlreadyReserved,
+            AutoEnd::KeptUnchecked => AutoEnding::KeptUnchecked,
+            AutoEnd::CheckEnded {
+                error,
+                interrupted,
+                release_failures,
+            } => AutoEnding::CheckEnded {
+                error: error.as_ref().map(|error| format!("{error:#}")),
+                interrupted: *interrupted,
+                release_failures: release_failures.clone(),
+            },
+            AutoEnd::RolledBack {
+                misses_after,
+                release_failures,
+            } => AutoEnding::RolledBack {
+                misses_after: *misses_after,
+                release_failures: release_failures.clone(),
+            },
+            AutoEnd::Kept { misses_after } => AutoEnding::Kept {
+                misses_after: *misses_after,
+            },
+        }
+    }
 }
 
 impl<E> AutoRun<E> {

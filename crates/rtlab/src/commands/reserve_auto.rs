@@ -17,7 +17,7 @@ use rtlab_client::ThreadReservation;
 use rtlab_core::already_reserved::Judgement;
 use rtlab_core::rpc::{GrantInfo, WireRate};
 use rtlab_core::Nanos;
-use rtlab_render::reserve_auto::{self as render, AutoJson, AUTO_SCHEMA};
+use rtlab_render::reserve_auto::{self as render, AutoExit, AutoJson, AUTO_SCHEMA};
 use rtlab_sched::auto_reserve::{AutoMachine, AutoReservation, ObservedThread};
 use rtlab_sched::auto_reserve_run::{self, Asked, AutoEnd, AutoReserveIo, AutoRun, AutoStep};
 use rtlab_trace::auto_observe::{CountersError, Observation, ObservationError};
@@ -204,7 +204,17 @@ fn commit(
 
 fn print_failures(failures: &[String]) {
     for failure in failures {
-        eprintln!("rtlab: error: releasing {failure}");
+        eprintln!("{}", render::release_error(failure));
+    }
+}
+
+fn print(lines: &[(bool, String)]) {
+    for (to_stderr, line) in lines {
+        if *to_stderr {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
     }
 }
 
@@ -218,110 +228,42 @@ fn conclude(
     stop: &AtomicBool,
 ) -> anyhow::Result<ExitCode> {
     let quiet = json.as_ref().is_some_and(|json| json.is_stdout());
-    let say = |line: &str| {
-        if !quiet {
-            println!("{line}");
-        }
-    };
-    match ran.end {
-        AutoEnd::Interrupted => Ok(crate::exit::finished(true)),
-        AutoEnd::Refused(refused) => {
-            let message = format!("{}: {refused}", args.target.describe());
-            output.reason = Some(refused.to_string());
-            commit(json, &output)?;
-            Err(crate::exit::input(message))
-        }
-        AutoEnd::DryRun => {
-            output.outcome = "dry_run";
-            commit(json, &output)?;
-            say(render::DRY_RUN);
-            Ok(ExitCode::SUCCESS)
-        }
-        AutoEnd::Denied {
-            reason,
-            release_failures,
-        } => {
-            for reservation in &mut output.reservations {
-                reservation.grant = None;
-            }
-            output.reason = Some(reason.clone());
-            commit(json, &output)?;
-            print_failures(&release_failures);
-            eprintln!("rtlab: denied: {reason}; nothing is reserved");
-            Ok(ExitCode::from(crate::exit::CHECK_FAILED))
-        }
-        AutoEnd::AlreadyReserved => {
-            output.outcome = "already_reserved";
-            output.reason = Some(render::ALREADY_RESERVED_REASON.to_owned());
-            commit(json, &output)?;
-            say(render::ALREADY_RESERVED);
-            Ok(ExitCode::SUCCESS)
-        }
-        AutoEnd::KeptUnchecked => {
-            output.outcome = "kept_unchecked";
-            output.reason = Some(render::KEPT_UNCHECKED_REASON.to_owned());
-            if args.follow.is_none() {
-                commit(json, &output)?;
-                say(render::kept_unchecked(false));
-                return Ok(ExitCode::SUCCESS);
-            }
-            say(render::kept_unchecked(true));
+    let (target, following) = (args.target.describe(), args.follow.is_some());
+    let ending = ran.end.ending();
+    let told = render::conclude(
+        &ending,
+        &target,
+        args.observe,
+        following,
+        quiet,
+        &mut output,
+    );
+    print(&told.before);
+    if told.write_json {
+        commit(json, &output)?;
+        print(&told.after);
+        return match told.exit {
+            AutoExit::Success => Ok(ExitCode::SUCCESS),
+            AutoExit::Interrupted => Ok(crate::exit::finished(true)),
+            AutoExit::CheckFailed => Ok(ExitCode::from(crate::exit::CHECK_FAILED)),
+            AutoExit::Input(message) => Err(crate::exit::input(message)),
+            AutoExit::CheckError | AutoExit::Kept { .. } => match ran.end {
+                AutoEnd::CheckEnded {
+                    error: Some(error), ..
+                } => Err(error),
+                _ => unreachable!("only a check's error ends with it"),
+            },
+        };
+    }
+    if let (AutoExit::Kept { checked: true }, Some(duration)) = (&told.exit, args.verify) {
+        verify(&ran.grants, duration, quiet, &mut output)?;
+    }
+    match told.exit {
+        AutoExit::Kept { .. } if following => {
             follow_and_release(&ran, machine, args, json, stop, output)
         }
-        AutoEnd::CheckEnded {
-            ref error,
-            ref release_failures,
-            ..
-        } => {
-            print_failures(release_failures);
-            output.outcome = "interrupted";
-            output.reason = Some(render::check_ended(
-                error.as_ref().map(|error| format!("{error:#}")),
-            ));
-            eprintln!(
-                "rtlab: released the reservations: {}",
-                output.reason.as_deref().unwrap_or_default()
-            );
-            commit(json, &output)?;
-            match ran.end {
-                AutoEnd::CheckEnded {
-                    error: Some(error),
-                    interrupted: false,
-                    ..
-                } => Err(error),
-                _ => Ok(crate::exit::finished(true)),
-            }
-        }
-        AutoEnd::RolledBack {
-            misses_after,
-            ref release_failures,
-        } => {
-            output.misses_after = Some(misses_after);
-            let reason = render::rolled_back(output.misses_before, misses_after, args.observe);
-            output.outcome = "rolled_back";
-            output.reason = Some(reason.clone());
-            commit(json, &output)?;
-            print_failures(release_failures);
-            eprintln!("rtlab: {reason}");
-            Ok(ExitCode::from(crate::exit::CHECK_FAILED))
-        }
-        AutoEnd::Kept { misses_after } => {
-            output.misses_after = Some(misses_after);
-            output.outcome = "kept";
-            say(&render::kept(
-                output.misses_before,
-                misses_after,
-                args.observe,
-            ));
-            if let Some(duration) = args.verify {
-                verify(&ran.grants, duration, quiet, &mut output)?;
-            }
-            if args.follow.is_some() {
-                return follow_and_release(&ran, machine, args, json, stop, output);
-            }
-            commit(json, &output)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        AutoExit::Kept { .. } => commit(json, &output).map(|()| ExitCode::SUCCESS),
+        _ => Ok(crate::exit::finished(true)),
     }
 }
 
