@@ -29,7 +29,7 @@ use rtlab_core::auto_plan::AutoReservation;
 use rtlab_core::rpc::{
     decode_response, encode_request, BeginConstraintParams, BeginConstraintResult, Call,
     EndConstraintParams, EndConstraintResult, ErrorCode, ListResult, PingResult, ReleaseResult,
-    ReleaseTarget, Request, ReserveParams, ResizeParams, ResponseError, RpcError, Target,
+    ReleaseTarget, Request, ReserveParams, ResizeParams, ResponseError, RpcError, Target, WireRate,
     DEFAULT_SOCKET, MAX_LINE_BYTES, SOCKET_ENV,
 };
 use rtlab_core::Nanos;
@@ -456,6 +456,35 @@ impl Client {
         let grant = already_reserved::holding(&list.grants, tid)?.clone();
         let judgement = already_reserved::judge(&grant, caller_uid, wish);
         Some((grant, judgement))
+    }
+
+    /// When the daemon refused (`error`) because the thread already holds a reservation: the
+    /// thread, the reservation holding it and whether it is the caller's (`caller_uid`), asked
+    /// for this very budget (`asked`, exactly: `Judgement::Met`, `reserve` exits 0), else why not
+    /// (another user's, another budget, nothing held). `None` for any other refusal, or a target
+    /// this does not judge (`--comm`, `--all-threads`: the daemon takes an activity asked again
+    /// at its rate back itself).
+    pub fn already_reserved_exactly(
+        &mut self,
+        error: &ClientError,
+        target: &Target,
+        asked: &WireRate,
+        caller_uid: u32,
+    ) -> Option<(u32, GrantInfo, Judgement)> {
+        let tid = match *target {
+            Target::Thread { tid } => tid,
+            Target::Process {
+                pid,
+                all_threads: false,
+            } => pid,
+            _ => return None,
+        };
+        let wish = Wish::Exactly {
+            amount_ns: asked.amount_ns,
+            period_ns: asked.period_ns,
+        };
+        let (grant, judgement) = self.already_reserved(error, tid, caller_uid, wish)?;
+        Some((tid, grant, judgement))
     }
 
     /// Releases every grant of `grants`, on through failures: each that failed, with its error.

@@ -5,8 +5,8 @@
 
 use super::daemon_client::{failure, verify, SocketArgs};
 use crate::output::PendingOutput;
-use rtlab_core::already_reserved::{Judgement, Wish};
-use rtlab_core::rpc::{Backend, GrantInfo, Target, WireRate, GRANT_SCHEMA};
+use rtlab_core::already_reserved::Judgement;
+use rtlab_core::rpc::{Backend, Target, WireRate, GRANT_SCHEMA};
 use rtlab_core::Nanos;
 use rtlab_render::reserve::{
     already_reserved_thread as render_already_reserved, grant as render_grant,
@@ -162,14 +162,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         amount_ns: amount.0,
         period_ns: period.0,
     };
+    let uid = rtlab_sys::users::current_uid();
     let mut client = args.socket.connect()?;
     let (grant, already_held) = match client.reserve(target.clone(), amount, period, args.backend) {
         Ok(grant) => (grant, None),
-        Err(error) => match already_reserved_answer(&mut client, &target, asked, &error) {
-            Some(Ok((grant, line))) => (grant, Some(line)),
-            Some(Err(line)) => {
-                eprintln!("rtlab: denied (already_reserved): {line}");
-                return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
+        Err(error) => match client.already_reserved_exactly(&error, &target, &asked, uid) {
+            Some((tid, grant, judgement)) => {
+                let line = render_already_reserved(tid, &grant, &asked, judgement);
+                if !matches!(judgement, Judgement::Met(_)) {
+                    eprintln!("rtlab: denied (already_reserved): {line}");
+                    return Ok(ExitCode::from(crate::exit::CHECK_FAILED));
+                }
+                (grant, Some(line))
             }
             None => return failure(error),
         },
@@ -211,38 +215,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(client);
     exec_reserved(&args.command, args.socket)
-}
-
-/// When the daemon refused because the thread already holds a reservation: the reservation
-/// holding it and the line saying so when it is the caller's, asked for this very budget (`Ok`:
-/// the wish is met, exit 0), else the line saying why not (`Err`: another user's, another budget,
-/// nothing held). `None` for any other refusal, or a target this does not judge (`--comm`,
-/// `--all-threads`: the daemon takes an activity asked again at its rate back itself).
-fn already_reserved_answer(
-    client: &mut rtlab_client::Client,
-    target: &Target,
-    asked: WireRate,
-    error: &rtlab_client::ClientError,
-) -> Option<Result<(GrantInfo, String), String>> {
-    let tid = match *target {
-        Target::Thread { tid } => tid,
-        Target::Process {
-            pid,
-            all_threads: false,
-        } => pid,
-        _ => return None,
-    };
-    let wish = Wish::Exactly {
-        amount_ns: asked.amount_ns,
-        period_ns: asked.period_ns,
-    };
-    let uid = rtlab_sys::users::current_uid();
-    let (grant, judgement) = client.already_reserved(error, tid, uid, wish)?;
-    let line = render_already_reserved(tid, &grant, &asked, judgement);
-    Some(match judgement {
-        Judgement::Met(_) => Ok((grant, line)),
-        _ => Err(line),
-    })
 }
 
 /// Replaces this process with `command` (the reserved thread carries over); only returns if the
