@@ -421,15 +421,12 @@ impl Client {
         reservation: &AutoReservation,
         caller_uid: u32,
     ) -> ThreadReservation {
-        let params = ReserveParams {
-            target: Target::Thread {
-                tid: reservation.tid,
-            },
-            amount_ns: reservation.amount.0,
-            period_ns: reservation.window.0,
-            backend: Some(reservation.backend.into()),
-            reclaim: true,
-        };
+        let params = sized_params(
+            reservation.tid,
+            reservation.amount,
+            reservation.window,
+            reservation.backend.into(),
+        );
         let wish = Wish::AtLeast {
             amount_ns: reservation.amount.0,
             window_ns: reservation.window.0,
@@ -485,6 +482,27 @@ impl Client {
         };
         let (grant, judgement) = self.already_reserved(error, tid, caller_uid, wish)?;
         Some((tid, grant, judgement))
+    }
+
+    /// Reserves thread `tid` at least `amount` in every `window` on `backend`, reclaiming (as
+    /// [`Client::reserve_sized`]; `reserve --auto --follow` after a thread's work changed).
+    pub fn reserve_reclaiming(
+        &mut self,
+        tid: u32,
+        amount: Nanos,
+        window: Nanos,
+        backend: Backend,
+    ) -> Result<GrantInfo, ClientError> {
+        self.reserve_with(sized_params(tid, amount, window, backend))
+    }
+
+    /// Releases grant `grant_id`: `Ok(false)` when the daemon no longer holds it.
+    pub fn release_grant(&mut self, grant_id: u64) -> Result<bool, ClientError> {
+        match self.release(ReleaseTarget::Grant { grant_id }) {
+            Ok(_) => Ok(true),
+            Err(error) if error.code() == Some(ErrorCode::NotFound) => Ok(false),
+            Err(error) => Err(error),
+        }
     }
 
     /// Releases every grant of `grants`, on through failures: each that failed, with its error.
@@ -566,5 +584,16 @@ mod tests {
         let error = ClientError::Daemon(RpcError::new(ErrorCode::Permission, "no"));
         assert_eq!(error.errno(), -libc::EPERM);
         assert_eq!(error.code(), Some(ErrorCode::Permission));
+    }
+}
+
+/// What `reserve --auto` asks for a thread it sized: reclaiming, on its backend.
+fn sized_params(tid: u32, amount: Nanos, window: Nanos, backend: Backend) -> ReserveParams {
+    ReserveParams {
+        target: Target::Thread { tid },
+        amount_ns: amount.0,
+        period_ns: window.0,
+        backend: Some(backend),
+        reclaim: true,
     }
 }

@@ -6,7 +6,7 @@
 //! change.
 
 use super::daemon_client::SocketArgs;
-use rtlab_core::rpc::{ErrorCode, GrantInfo, ReleaseTarget, ReserveParams, Target};
+use rtlab_core::rpc::{ErrorCode, GrantInfo};
 use rtlab_core::Nanos;
 use rtlab_sched::auto_follow::FollowWindow;
 use rtlab_sched::auto_follow_all::Followed;
@@ -34,13 +34,7 @@ impl FollowDaemon for CountersAndDaemon<'_> {
         size: &AutoSize,
     ) -> Result<GrantInfo, String> {
         client
-            .reserve_with(ReserveParams {
-                target: Target::Thread { tid },
-                amount_ns: size.amount.0,
-                period_ns: size.window.0,
-                backend: Some(size.backend.into()),
-                reclaim: true,
-            })
+            .reserve_reclaiming(tid, size.amount, size.window, size.backend.into())
             .map_err(|error| error.to_string())
     }
 
@@ -58,11 +52,9 @@ impl FollowDaemon for CountersAndDaemon<'_> {
     }
 
     fn release(&self, client: &mut rtlab_client::Client, grant_id: u64) -> Result<bool, String> {
-        match client.release(ReleaseTarget::Grant { grant_id }) {
-            Ok(_) => Ok(true),
-            Err(error) if error.code() == Some(ErrorCode::NotFound) => Ok(false),
-            Err(error) => Err(error.to_string()),
-        }
+        client
+            .release_grant(grant_id)
+            .map_err(|error| error.to_string())
     }
 
     fn observe_window(
