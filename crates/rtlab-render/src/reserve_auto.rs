@@ -207,6 +207,20 @@ pub fn reserved(plan: &AutoPlan, reserved: &[Reserved]) -> Vec<String> {
     lines
 }
 
+/// A chosen thread found already reserved (`grant`), judged (`judgement`) against what was
+/// sized for it (`reservation`): the line `reserve --auto` prints.
+pub fn already_reserved(
+    reservation: &rtlab_core::auto_plan::AutoReservation,
+    grant: &GrantInfo,
+    judgement: rtlab_core::already_reserved::Judgement,
+) -> String {
+    let asked = rtlab_core::rpc::WireRate {
+        amount_ns: reservation.amount.0,
+        period_ns: reservation.window.0,
+    };
+    crate::reserve::already_reserved(&reservation.name, reservation.tid, grant, &asked, judgement)
+}
+
 /// The daemon refused a chosen thread's reservation (`error`, its words).
 pub fn daemon_refused(name: &str, tid: u32, error: &dyn std::fmt::Display) -> String {
     format!("the daemon refused {name} ({tid}): {error}")

@@ -15,7 +15,7 @@ use super::daemon_client::SocketArgs;
 use anyhow::Context as _;
 use rtlab_client::ThreadReservation;
 use rtlab_core::already_reserved::Judgement;
-use rtlab_core::rpc::{GrantInfo, WireRate};
+use rtlab_core::rpc::GrantInfo;
 use rtlab_core::Nanos;
 use rtlab_render::reserve_auto::{self as render, AutoExit, AutoJson, AUTO_SCHEMA};
 use rtlab_sched::auto_reserve::{AutoMachine, AutoReservation, ObservedThread};
@@ -54,20 +54,10 @@ pub struct AutoArgs {
 
 /// Asks the daemon for one chosen reservation; a thread found already reserved is said in a line.
 fn ask(client: &mut rtlab_client::Client, reservation: &AutoReservation) -> Asked {
-    let asked = WireRate {
-        amount_ns: reservation.amount.0,
-        period_ns: reservation.window.0,
-    };
     match client.reserve_sized(reservation, rtlab_sys::users::current_uid()) {
         ThreadReservation::Granted(grant) => Asked::Granted(grant),
         ThreadReservation::AlreadyReserved { grant, judgement } => {
-            let line = rtlab_render::reserve::already_reserved(
-                &reservation.name,
-                reservation.tid,
-                &grant,
-                &asked,
-                judgement,
-            );
+            let line = render::already_reserved(reservation, &grant, judgement);
             match judgement {
                 Judgement::Met(_) => Asked::AlreadyHeld(grant, line),
                 _ => Asked::Refused(line),
