@@ -556,6 +556,17 @@ impl Client {
 
 pub use rtlab_core::rpc::{ReleaseTarget as Release, Target as ReserveTarget};
 
+/// What `reserve --auto` asks for a thread it sized: reclaiming, on its backend.
+fn sized_params(tid: u32, amount: Nanos, window: Nanos, backend: Backend) -> ReserveParams {
+    ReserveParams {
+        target: Target::Thread { tid },
+        amount_ns: amount.0,
+        period_ns: window.0,
+        backend: Some(backend),
+        reclaim: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,16 +595,5 @@ mod tests {
         let error = ClientError::Daemon(RpcError::new(ErrorCode::Permission, "no"));
         assert_eq!(error.errno(), -libc::EPERM);
         assert_eq!(error.code(), Some(ErrorCode::Permission));
-    }
-}
-
-/// What `reserve --auto` asks for a thread it sized: reclaiming, on its backend.
-fn sized_params(tid: u32, amount: Nanos, window: Nanos, backend: Backend) -> ReserveParams {
-    ReserveParams {
-        target: Target::Thread { tid },
-        amount_ns: amount.0,
-        period_ns: window.0,
-        backend: Some(backend),
-        reclaim: true,
     }
 }
