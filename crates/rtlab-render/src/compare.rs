@@ -326,6 +326,47 @@ pub struct ComparisonJson<'a> {
     verdict: String,
 }
 
+/// `rtlab compare --json` under the common header: both runs, the comparison, and the gate
+/// when `--fail-if-worse` asked for one.
+#[derive(Serialize)]
+pub struct CompareJson<'a> {
+    pub a: RunSummary,
+    pub b: RunSummary,
+    #[serde(flatten)]
+    comparison: ComparisonJson<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a Gate>,
+}
+
+impl<'a> CompareJson<'a> {
+    /// The output of `comparison` of `a` (read from `a_source`) and `b`, gated by `gate`.
+    pub fn of(
+        (a_source, a): (&str, &RunRecord),
+        (b_source, b): (&str, &RunRecord),
+        comparison: &'a Comparison,
+        gate: Option<&'a Gate>,
+    ) -> CompareJson<'a> {
+        CompareJson {
+            a: RunSummary::of(a_source, a),
+            b: RunSummary::of(b_source, b),
+            comparison: ComparisonJson::of(comparison),
+            gate,
+        }
+    }
+
+    /// The terminal form of the same.
+    pub fn text(&self) -> String {
+        comparison(&self.a, &self.b, self.comparison.comparison, self.gate)
+    }
+}
+
+/// Why `--fail-if-worse` judged nothing: no gated series reaches its percentile.
+pub fn gate_unjudged(threshold: &impl std::fmt::Display) -> String {
+    format!(
+        "--fail-if-worse {threshold}: no wake-up or hand-off series has enough samples beyond that percentile to judge it (measure longer, or gate a lower percentile)"
+    )
+}
+
 /// The conditions of both runs, and their difference in words when not comparable.
 #[derive(Serialize)]
 struct ConditionsJson<'a> {

@@ -4,7 +4,7 @@
 use crate::summary::micros;
 use crate::text::{truncate, wrapped, WIDTH};
 use rtlab_analysis::offenders::{top_offenders, Offender};
-use rtlab_core::{Episode, RunRecord};
+use rtlab_core::{Episode, ExplainSettings, RunRecord};
 use std::fmt::Write;
 
 pub fn short_id(record: &RunRecord) -> String {
@@ -161,4 +161,27 @@ fn write_offenders(
             3
         )
     )
+}
+
+/// `rtlab explain --json` under the common header.
+#[derive(serde::Serialize)]
+pub struct ExplainJson<'a> {
+    run_id: &'a str,
+    run_started_at: &'a str,
+    threshold: Option<&'a ExplainSettings>,
+    episodes: &'a [Episode],
+    top_offenders: Vec<Offender>,
+}
+
+impl<'a> ExplainJson<'a> {
+    /// `record`'s episodes and top offenders.
+    pub fn of(record: &'a RunRecord) -> ExplainJson<'a> {
+        ExplainJson {
+            run_id: &record.id,
+            run_started_at: &record.started_at,
+            threshold: record.config.explain.as_ref(),
+            episodes: &record.episodes,
+            top_offenders: top_offenders(&record.episodes),
+        }
+    }
 }

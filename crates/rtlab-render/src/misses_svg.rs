@@ -119,3 +119,30 @@ pub fn render(report: &TraceReport) -> String {
     svg.push_str("</svg>");
     svg
 }
+
+/// `rtlab report --trace`'s section for the trace at `path`: its misses in one sentence and
+/// their timeline.
+pub fn trace_section(path: &str, report: &TraceReport) -> String {
+    let misses: u64 = watched_misses(report)
+        .iter()
+        .map(|late| late.deadlines_missed.max(1))
+        .sum();
+    let ranked = ranked_culprits(report);
+    let summary = match ranked.first() {
+        Some((label, count, ns)) => format!(
+            "{misses} deadline misses in {:.1} s; {count} of them to {label} ({:.1} ms in all)",
+            report.duration_ns as f64 / 1e9,
+            *ns as f64 / 1e6
+        ),
+        None => format!(
+            "no deadline misses in {:.1} s",
+            report.duration_ns as f64 / 1e9
+        ),
+    };
+    format!(
+        "<section><h2>Application trace: {}</h2><p>{}</p>{}</section>\n",
+        escape_markup(path),
+        escape_markup(&summary),
+        render(report)
+    )
+}

@@ -33,6 +33,17 @@ fn micros(nanos: u64) -> String {
     crate::summary::micros(nanos)
 }
 
+/// The report of `records` with `sections` (`rtlab report --trace`'s) after the runs, inside
+/// the page's body.
+pub fn render_with(records: &[RunRecord], sections: &str) -> String {
+    let mut html = render(records);
+    if !sections.is_empty() {
+        let at = html.rfind("</body>").unwrap_or(html.len());
+        html.insert_str(at, sections);
+    }
+    html
+}
+
 /// The whole document for `records`.
 pub fn render(records: &[RunRecord]) -> String {
     let mut html = String::new();

@@ -4,11 +4,8 @@
 //! configuration changes.
 
 use crate::output::PendingOutput;
-use rtlab_analysis::compare::{
-    compare, parse_threshold, CompareOptions, Gate, GateScope, Threshold,
-};
-use rtlab_render::compare::{ComparisonJson, RunSummary};
-use serde::Serialize;
+use rtlab_analysis::compare::{compare, parse_threshold, CompareOptions, GateScope, Threshold};
+use rtlab_render::compare::CompareJson;
 use std::process::ExitCode;
 
 /// The `schema` of `rtlab compare --json`.
@@ -50,17 +47,6 @@ fn parse_threshold_arg(text: &str) -> Result<Threshold, String> {
     parse_threshold(text).map_err(|error| error.to_string())
 }
 
-/// `rtlab compare --json` under the common header.
-#[derive(Serialize)]
-struct Output<'a> {
-    a: RunSummary,
-    b: RunSummary,
-    #[serde(flatten)]
-    comparison: ComparisonJson<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gate: Option<Gate>,
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.output.prepare()?;
     let record_a = super::load_record(&args.a)?;
@@ -76,20 +62,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .fail_if_worse
         .as_ref()
         .map(|threshold| comparison.gate(threshold, &GateScope::from_classes(&args.gate_classes)));
-    let output = Output {
-        a: RunSummary::of(&args.a, &record_a),
-        b: RunSummary::of(&args.b, &record_b),
-        comparison: ComparisonJson::of(&comparison),
-        gate: gate.clone(),
-    };
+    let output = CompareJson::of(
+        (&args.a, &record_a),
+        (&args.b, &record_b),
+        &comparison,
+        gate.as_ref(),
+    );
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
-        crate::output::print(&rtlab_render::compare::comparison(
-            &output.a,
-            &output.b,
-            &comparison,
-            gate.as_ref(),
-        ))?;
+        crate::output::print(&output.text())?;
     }
     if let Some(json) = json {
         let host = rtlab_sys::host::describe(None);
@@ -97,10 +78,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     match gate {
         Some(gate) if !gate.breaches.is_empty() => Ok(ExitCode::from(crate::exit::CHECK_FAILED)),
-        Some(gate) if gate.judged == 0 => Err(crate::exit::input(format!(
-            "--fail-if-worse {}: no wake-up or hand-off series has enough samples beyond that percentile to judge it (measure longer, or gate a lower percentile)",
-            gate.threshold
-        ))),
+        Some(gate) if gate.judged == 0 => Err(crate::exit::input(
+            rtlab_render::compare::gate_unjudged(&gate.threshold),
+        )),
         _ => Ok(ExitCode::SUCCESS),
     }
 }

@@ -4,11 +4,8 @@
 //! viewers open.
 
 use crate::output::PendingOutput;
-use rtlab_analysis::offenders::{top_offenders, Offender};
-use rtlab_core::{Episode, ExplainSettings};
-use rtlab_render::explain::{report, short_id};
+use rtlab_render::explain::{report, short_id, ExplainJson};
 use rtlab_render::explain_perfetto::chrome_trace;
-use serde::Serialize;
 use std::process::ExitCode;
 
 /// Schema of `rtlab explain --json` output.
@@ -27,16 +24,6 @@ pub struct Args {
     /// ui.perfetto.dev or chrome://tracing: one track per series, each episode's causes in order
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<std::path::PathBuf>,
-}
-
-/// `rtlab explain --json` under the common header.
-#[derive(Serialize)]
-struct ExplainOutput<'a> {
-    run_id: &'a str,
-    run_started_at: &'a str,
-    threshold: Option<&'a ExplainSettings>,
-    episodes: &'a [Episode],
-    top_offenders: Vec<Offender>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -67,13 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     match json {
         Some(json) => {
-            let output = ExplainOutput {
-                run_id: &record.id,
-                run_started_at: &record.started_at,
-                threshold: record.config.explain.as_ref(),
-                episodes: &record.episodes,
-                top_offenders: top_offenders(&record.episodes),
-            };
+            let output = ExplainJson::of(&record);
             let to_stdout = json.is_stdout();
             json.commit_json(EXPLAIN_SCHEMA, Some(record.host.clone()), &output)?;
             if !to_stdout {

@@ -33,27 +33,9 @@ fn trace_sections(traces: &[PathBuf]) -> anyhow::Result<String> {
             header,
         )
         .map_err(|error| crate::exit::input(format!("--trace {}: {error}", path.display())))?;
-        let misses: u64 = rtlab_render::misses_svg::watched_misses(&report)
-            .iter()
-            .map(|late| late.deadlines_missed.max(1))
-            .sum();
-        let ranked = rtlab_render::misses_svg::ranked_culprits(&report);
-        let summary = match ranked.first() {
-            Some((label, count, ns)) => format!(
-                "{misses} deadline misses in {:.1} s; {count} of them to {label} ({:.1} ms in all)",
-                report.duration_ns as f64 / 1e9,
-                *ns as f64 / 1e6
-            ),
-            None => format!(
-                "no deadline misses in {:.1} s",
-                report.duration_ns as f64 / 1e9
-            ),
-        };
-        html.push_str(&format!(
-            "<section><h2>Application trace: {}</h2><p>{}</p>{}</section>\n",
-            rtlab_core::text::escape_markup(&path.display().to_string()),
-            rtlab_core::text::escape_markup(&summary),
-            rtlab_render::misses_svg::render(&report)
+        html.push_str(&rtlab_render::misses_svg::trace_section(
+            &path.display().to_string(),
+            &report,
         ));
     }
     Ok(html)
@@ -81,12 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|run| super::load_record(run))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let sections = trace_sections(&args.trace)?;
-    let mut html = rtlab_render::report_html::render(&records);
-    if !sections.is_empty() {
-        // The traces go after the runs, inside the page's body.
-        let at = html.rfind("</body>").unwrap_or(html.len());
-        html.insert_str(at, &sections);
-    }
+    let html = rtlab_render::report_html::render_with(&records, &sections);
     output.commit(&html)?;
     Ok(ExitCode::SUCCESS)
 }
