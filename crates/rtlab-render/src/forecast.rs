@@ -6,6 +6,19 @@ use rtlab_analysis::forecast::{Basis, Counting};
 use rtlab_analysis::forecast_periodic::{describe_answer, PeriodicAnswer};
 use rtlab_analysis::forecast_study::ForecastStudy;
 
+/// `no class 'NAME' (known: …)`: `--for`'s refusal of a name that is no built-in application
+/// class, listing the classes there are.
+pub fn unknown_class(name: &str) -> String {
+    format!(
+        "no class '{name}' (known: {})",
+        rtlab_analysis::classes::builtin_classes()
+            .iter()
+            .map(|class| class.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 /// How the row's application counts a stall's failures (restart where the model does not say).
 fn counting_of(forecast: &Forecast) -> Counting {
     match &forecast.basis {

@@ -22,6 +22,7 @@ pub mod explain_perfetto;
 pub mod forecast;
 pub mod history;
 pub mod misses_svg;
+pub mod monitor;
 pub mod pipewire;
 pub mod plan;
 pub mod report_html;

@@ -355,6 +355,23 @@ pub fn reservation_rows(list: &ListResult) -> ReservationTable {
     }
 }
 
+/// The daemon's list as `rtlab reservations --json` writes it: the output header (schema
+/// [`RESERVATIONS_SCHEMA`](rtlab_core::rpc::RESERVATIONS_SCHEMA), made now) and the table of
+/// [`reservation_rows`], pretty-printed with a final newline (the monitor's grants).
+pub fn reservations_json(list: &ListResult) -> serde_json::Result<String> {
+    let table = reservation_rows(list);
+    let mut document = serde_json::to_value(rtlab_core::header::OutputHeader::now(
+        rtlab_core::rpc::RESERVATIONS_SCHEMA,
+        None,
+    ))?;
+    if let (Some(header), Ok(serde_json::Value::Object(body))) =
+        (document.as_object_mut(), serde_json::to_value(&table))
+    {
+        header.extend(body);
+    }
+    Ok(serde_json::to_string_pretty(&document)? + "\n")
+}
+
 /// The reservations table and each CPU's reserved share.
 pub fn reservations(table: &ReservationTable) -> String {
     let (rows, cpus) = (&table.reservations, &table.cpus);

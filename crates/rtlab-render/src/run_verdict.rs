@@ -34,6 +34,19 @@ pub struct EndOptions<'a> {
     pub for_class: Option<&'a str>,
 }
 
+/// What `rtlab run` prints between its summary and its verdict: paper 000's interval table
+/// (`--intervals`), then the explain report of the ten worst late wake-ups (`--explain`).
+pub fn extra_reports(record: &RunRecord, intervals: bool, explain: bool) -> String {
+    let mut extra = String::new();
+    if intervals {
+        extra.push_str(&crate::summary::interval_table(record));
+    }
+    if explain {
+        extra.push_str(&crate::explain::report(record, 10));
+    }
+    extra
+}
+
 /// The summary (unless quiet), then `extra` (the interval table, the explain report), then the
 /// verdict block; and whether `for_class` found the machine unsuitable.
 pub fn run_end(

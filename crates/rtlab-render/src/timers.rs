@@ -16,6 +16,15 @@ fn micros(ns: f64) -> String {
     format!("{:.1}", ns / 1e3)
 }
 
+/// The progress bar's message while a cell is measured: `clock_nanosleep (relative) in rt-high at
+/// 1ms`, the API's function and mode, the class and the requested interval.
+pub fn cell_progress(function: &str, mode: &str, class: &str, interval: Nanos) -> String {
+    format!(
+        "{function} ({mode}) in {class} at {}",
+        millis_label(interval.0)
+    )
+}
+
 /// The study's text (or, for a change experiment, its table), warnings last.
 pub fn study(record: &RunRecord) -> String {
     crate::to_text(|out| write_study(out, record))

@@ -24,6 +24,36 @@ pub enum LinuxOnlyRunOption {
 }
 
 impl LinuxOnlyRunOption {
+    /// The first Linux-only option `rtlab run` on Windows was given, in this order: `--explain`,
+    /// a load (`--load`, `--load-cmd`, `--competitor`), `--cpu-dma-latency`, `--histfile`.
+    pub fn first_given(
+        explain: bool,
+        load: bool,
+        cpu_dma_latency: bool,
+        histfile: bool,
+    ) -> Option<LinuxOnlyRunOption> {
+        if explain {
+            Some(LinuxOnlyRunOption::Explain)
+        } else if load {
+            Some(LinuxOnlyRunOption::Load)
+        } else if cpu_dma_latency {
+            Some(LinuxOnlyRunOption::CpuDmaLatency)
+        } else if histfile {
+            Some(LinuxOnlyRunOption::Histfile)
+        } else {
+            None
+        }
+    }
+
+    /// `FLAGS: not available on Windows: REASON`, the refusal `rtlab run` exits with.
+    pub fn refusal(self) -> String {
+        format!(
+            "{}: not available on Windows: {}",
+            self.flags(),
+            self.reason()
+        )
+    }
+
     /// The flags it stands for.
     pub fn flags(self) -> &'static str {
         match self {
@@ -64,6 +94,14 @@ mod tests {
             assert!(option.flags().starts_with("--"));
             assert!(!option.reason().is_empty());
         }
+        assert_eq!(
+            LinuxOnlyRunOption::first_given(false, true, true, false),
+            Some(LinuxOnlyRunOption::Load)
+        );
+        assert_eq!(
+            LinuxOnlyRunOption::first_given(false, false, false, false),
+            None
+        );
         assert_eq!(
             LinuxOnlyRunOption::Load.flags(),
             "--load/--load-cmd/--competitor"

@@ -82,6 +82,24 @@ fn write_outcome(out: &mut impl Write, record: &RunRecord) -> std::fmt::Result {
     Ok(())
 }
 
+/// `running NAME (N threads) for DURATION…`: `rtlab workload`'s line on stderr as it starts.
+pub fn start_line(name: &str, threads: usize, duration: Nanos) -> String {
+    format!("running {name} ({threads} threads) for {duration}…")
+}
+
+/// `rtlab study media-player`'s explained glitches: `experiment N:` and its blocks (at most six,
+/// as [`explained`] writes them) for each experiment that had any.
+pub fn study_glitches(experiments: &[(u32, Vec<rtlab_core::ExplainedEvent>)]) -> String {
+    let mut text = String::new();
+    for (experiment, glitches) in experiments {
+        if !glitches.is_empty() {
+            text.push_str(&format!("experiment {experiment}:\n"));
+            text.push_str(&explained(glitches, 6));
+        }
+    }
+    text
+}
+
 /// The explained events as text, one block each: the cause in words, then the largest parts of
 /// each thread's account (at most `limit` events; the rest are counted).
 pub fn explained(explained: &[rtlab_core::ExplainedEvent], limit: usize) -> String {

@@ -136,6 +136,46 @@ pub fn run_study(
     })
 }
 
+impl StudyRun {
+    /// The table beside the paper's column, the notes on where Linux differs and the threads
+    /// granted reservations, as `rtlab study media-player` prints them.
+    pub fn report(&self, duration: Nanos) -> String {
+        let mut text = crate::study::render_table(&self.outcomes, duration);
+        text.push_str(&crate::study::render_notes(&self.outcomes));
+        text.push_str(&render_granted(&self.outcomes));
+        text
+    }
+
+    /// Each experiment's number and its explained underruns (none for an experiment without).
+    pub fn glitches(&self) -> Vec<(u32, Vec<rtlab_core::ExplainedEvent>)> {
+        self.outcomes
+            .iter()
+            .map(|outcome| {
+                let glitches = crate::explain::underruns_only(&outcome.explained);
+                (outcome.experiment, glitches)
+            })
+            .collect()
+    }
+
+    /// `--json`'s document (`rtlab.study-media-player/1`): the header with this machine and the
+    /// study's start, each experiment's outcome; pretty-printed with a final newline.
+    pub fn to_json(&self, duration: Nanos) -> serde_json::Result<String> {
+        let document = crate::study::StudyJson {
+            header: rtlab_core::OutputHeader {
+                started_at: self.started_at.clone(),
+                ..rtlab_core::OutputHeader::now(
+                    "rtlab.study-media-player/1",
+                    Some(rtlab_sys::host::describe(None)),
+                )
+            },
+            duration_ns: duration.0,
+            cpu: self.cpu,
+            experiments: &self.outcomes,
+        };
+        Ok(serde_json::to_string_pretty(&document)? + "\n")
+    }
+}
+
 /// `granted in N: …`, one line per reserved thread.
 pub fn render_granted(outcomes: &[ExperimentOutcome]) -> String {
     outcomes

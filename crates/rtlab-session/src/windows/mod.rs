@@ -8,7 +8,7 @@
 mod run;
 mod timers;
 
-pub use run::{run, WindowsRunConfig, WindowsSessionError};
+pub use run::{run, AnnounceOnce, WindowsRunConfig, WindowsSessionError};
 pub use timers::{
     audit, change_experiment, timer_study, ChangeSettings, StudySettings, WindowsStudyRequest,
 };

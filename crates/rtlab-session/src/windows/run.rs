@@ -60,6 +60,18 @@ impl WindowsSessionError {
     }
 }
 
+/// One line on stderr when measuring starts and ends (only on a terminal): an observer that calls
+/// its function once, at the first progress report (none: it stays silent).
+pub struct AnnounceOnce<F: FnMut()>(pub Option<F>);
+
+impl<F: FnMut()> Observer for AnnounceOnce<F> {
+    fn progress(&mut self, _progress: &SessionProgress) {
+        if let Some(mut announce) = self.0.take() {
+            announce();
+        }
+    }
+}
+
 /// Runs the probe until its end (or `stop`), reporting to `observer`, and returns the validated
 /// record with its tails.
 pub fn run(

@@ -3,7 +3,6 @@
 //! through [`DaemonGrants`], which lists the daemon as `rtlab reservations --json` does.
 
 use anyhow::Context as _;
-use rtlab_core::rpc::RESERVATIONS_SCHEMA;
 use rtlab_core::Nanos;
 use rtlab_monitor::grants::{GrantListing, GrantSource};
 use rtlab_monitor::{Monitor, MonitorConfig};
@@ -67,19 +66,8 @@ impl GrantSource for DaemonGrants {
             }
             None => return Err("not connected".to_owned()),
         };
-        let table = rtlab_render::reserve::reservation_rows(&list);
-        let mut document = serde_json::to_value(rtlab_core::header::OutputHeader::now(
-            RESERVATIONS_SCHEMA,
-            None,
-        ))
-        .map_err(|error| error.to_string())?;
-        if let (Some(header), Ok(serde_json::Value::Object(body))) =
-            (document.as_object_mut(), serde_json::to_value(&table))
-        {
-            header.extend(body);
-        }
         let json =
-            serde_json::to_string_pretty(&document).map_err(|error| error.to_string())? + "\n";
+            rtlab_render::reserve::reservations_json(&list).map_err(|error| error.to_string())?;
         Ok(GrantListing { list, json })
     }
 }
@@ -113,17 +101,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     rtlab_sys::signals::install_stop_flag(&stop)
         .context("installing the SIGINT/SIGTERM handler")?;
+    let names: Vec<&str> = args.classes.iter().map(|class| class.name()).collect();
     eprintln!(
-        "rtlab monitor: measuring {} on CPUs {:?} every {}, windows of {}; metrics on http://{}/metrics",
-        args.classes
-            .iter()
-            .map(|class| class.name())
-            .collect::<Vec<_>>()
-            .join(","),
-        cpus,
-        args.period,
-        args.window,
-        args.prometheus
+        "{}",
+        rtlab_render::monitor::start_line(
+            &names,
+            &cpus,
+            args.period,
+            args.window,
+            &args.prometheus.to_string()
+        )
     );
     // Type=notify (rtlab-monitor.service): /metrics is served from here on.
     rtlab_sys::service_manager::ready(&format!("serving http://{}/metrics", args.prometheus));

@@ -190,13 +190,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The summary, extra reports, then the verdict block.
     let mut unsuitable = false;
     if !outputs.json_to_stdout() {
-        let mut extra = String::new();
-        if args.intervals {
-            extra.push_str(&rtlab_render::summary::interval_table(&record));
-        }
-        if args.explain.explain {
-            extra.push_str(&rtlab_render::explain::report(&record, 10));
-        }
+        let extra =
+            rtlab_render::run_verdict::extra_reports(&record, args.intervals, args.explain.explain);
         unsuitable = super::run_show::print_end(&record, &args.show, &extra)?;
     }
     if let Some(output) = histfile_output {

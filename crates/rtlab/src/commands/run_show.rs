@@ -20,18 +20,10 @@ pub struct ShowArgs {
 }
 
 fn parse_class(text: &str) -> Result<String, String> {
-    let classes = builtin_classes();
-    if classes.iter().any(|class| class.name == text) {
+    if builtin_classes().iter().any(|class| class.name == text) {
         Ok(text.to_owned())
     } else {
-        Err(format!(
-            "no class '{text}' (known: {})",
-            classes
-                .iter()
-                .map(|class| class.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
+        Err(rtlab_render::forecast::unknown_class(text))
     }
 }
 

@@ -31,16 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         json.commit(&(text + "\n"))?;
     }
     if !to_stdout {
-        let mut text = rtlab_render::summary::summary(&record);
-        if record.timers.is_some() {
-            text.push('\n');
-            text.push_str(&rtlab_render::timers::study(&record));
-        }
-        if record.workload.is_some() {
-            text.push('\n');
-            text.push_str(&rtlab_render::workload::outcome(&record));
-        }
-        crate::output::print(&text)?;
+        crate::output::print(&rtlab_render::summary::stored_run(&record))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,6 @@
 
 use crate::output::PendingOutput;
 use rtlab_core::Nanos;
-use rtlab_workload::study;
 use rtlab_workload::study_run::{self, StudyRequest, StudyRunError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,35 +69,15 @@ fn media_player(args: MediaPlayerArgs) -> anyhow::Result<ExitCode> {
     )
     .map_err(study_error)?;
     if !to_stdout {
-        let mut text = study::render_table(&study.outcomes, args.duration);
-        text.push_str(&study::render_notes(&study.outcomes));
-        text.push_str(&study_run::render_granted(&study.outcomes));
-        for outcome in &study.outcomes {
-            let glitches = rtlab_workload::explain::underruns_only(&outcome.explained);
-            if !glitches.is_empty() {
-                text.push_str(&format!("experiment {}:\n", outcome.experiment));
-                text.push_str(&rtlab_render::workload::explained(&glitches, 6));
-            }
-        }
+        let mut text = study.report(args.duration);
+        text.push_str(&rtlab_render::workload::study_glitches(&study.glitches()));
         if let Some(directory) = &args.wav_dir {
             text.push_str(&format!("WAV files in {}\n", directory.display()));
         }
         crate::output::print(&text)?;
     }
     if let Some(json) = json {
-        let document = study::StudyJson {
-            header: rtlab_core::OutputHeader {
-                started_at: study.started_at.clone(),
-                ..crate::output::header(
-                    "rtlab.study-media-player/1",
-                    Some(rtlab_sys::host::describe(None)),
-                )
-            },
-            duration_ns: args.duration.0,
-            cpu: study.cpu,
-            experiments: &study.outcomes,
-        };
-        json.commit(&(serde_json::to_string_pretty(&document)? + "\n"))?;
+        json.commit(&study.to_json(args.duration)?)?;
     }
     Ok(crate::exit::finished(study.interrupted))
 }

@@ -67,10 +67,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let to_stdout = json.as_ref().is_some_and(PendingOutput::is_stdout);
     if !to_stdout {
+        let threads = workload.threads.len();
         eprintln!(
-            "running {} ({} threads) for {duration}…",
-            workload.name,
-            workload.threads.len()
+            "{}",
+            rtlab_render::workload::start_line(&workload.name, threads, duration)
         );
     }
     let result = rtlab_workload::runner::run(&workload, &settings, &stop).map_err(|error| {

@@ -11,7 +11,7 @@ pub use change::{run_changer, ChangerArgs};
 use crate::output::{PendingOutput, RecordOutputs};
 use rtlab_core::{Nanos, RunRecord};
 use rtlab_probe::timers::TimerClass;
-use rtlab_render::svg_timers::{millis_label, study_file_names, study_pictures};
+use rtlab_render::svg_timers::{study_file_names, study_pictures};
 use rtlab_session::timers::{run_study, StudyRequest, TimersError};
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -136,12 +136,11 @@ fn study(args: &Args) -> anyhow::Result<ExitCode> {
         &mut |done, cell| {
             if let (Some(bar), Some((interval, api, class))) = (&bar, cell) {
                 bar.set_position(done as u64);
-                bar.set_message(format!(
-                    "{} ({}) in {} at {}",
+                bar.set_message(rtlab_render::timers::cell_progress(
                     api.function(),
                     api.mode(),
                     class.name(),
-                    millis_label(interval.0)
+                    interval,
                 ));
             }
         },

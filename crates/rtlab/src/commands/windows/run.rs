@@ -8,8 +8,7 @@ use crate::output::RecordOutputs;
 use rtlab_core::Nanos;
 use rtlab_probe::windows::run::{WindowsClass, WindowsProbeConfig};
 use rtlab_render::windows_absent::LinuxOnlyRunOption;
-use rtlab_session::windows::WindowsRunConfig;
-use rtlab_session::{Observer, SessionProgress};
+use rtlab_session::windows::{AnnounceOnce, WindowsRunConfig};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,26 +61,17 @@ pub struct Args {
 
 /// The first Linux-only option given.
 fn linux_only_option(args: &Args) -> Option<LinuxOnlyRunOption> {
-    if args.explain {
-        Some(LinuxOnlyRunOption::Explain)
-    } else if args.load.is_some() || args.load_cmd.is_some() || !args.competitor.is_empty() {
-        Some(LinuxOnlyRunOption::Load)
-    } else if args.cpu_dma_latency.is_some() {
-        Some(LinuxOnlyRunOption::CpuDmaLatency)
-    } else if args.histfile.is_some() {
-        Some(LinuxOnlyRunOption::Histfile)
-    } else {
-        None
-    }
+    LinuxOnlyRunOption::first_given(
+        args.explain,
+        args.load.is_some() || args.load_cmd.is_some() || !args.competitor.is_empty(),
+        args.cpu_dma_latency.is_some(),
+        args.histfile.is_some(),
+    )
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(option) = linux_only_option(&args) {
-        return Err(exit::input(format!(
-            "{}: not available on Windows: {}",
-            option.flags(),
-            option.reason()
-        )));
+        return Err(exit::input(option.refusal()));
     }
     let outputs = RecordOutputs::open(&args.record)?;
     let mut classes = args.classes.clone();
@@ -98,7 +88,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cmdline: std::env::args().collect(),
     };
     let stop = super::stop_flag()?;
-    let mut progress = Progress::new(args.warmup.as_u64() + args.duration.as_u64());
+    let total = Nanos(args.warmup.as_u64() + args.duration.as_u64());
+    let terminal = std::io::stderr().is_terminal();
+    let mut progress = AnnounceOnce(
+        terminal.then_some(|| eprintln!("{}", rtlab_render::summary::measuring_for(total))),
+    );
     let record = rtlab_session::windows::run(&config, stop, &mut progress).map_err(|error| {
         let setting = error.setting();
         crate::flags::naming_flag(error, setting)
@@ -106,41 +100,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The summary tables, not the Linux verdict block (its advice names Linux flags and
     // cyclictest): `rtlab forecast` gives the per-class verdicts on either platform.
     if !outputs.json_to_stdout() {
-        let mut text = rtlab_render::summary::summary(&record);
-        if args.intervals {
-            text.push_str(&rtlab_render::summary::interval_table(&record));
-        }
-        crate::output::print(&text)?;
+        let extra = rtlab_render::run_verdict::extra_reports(&record, args.intervals, false);
+        crate::output::print(&(rtlab_render::summary::summary(&record) + &extra))?;
     }
     outputs.finish(&record, &rtlab_session::summary_line(&record), false)?;
     Ok(exit::finished(record.interrupted))
-}
-
-/// One line on stderr when measuring starts and ends (only on a terminal).
-struct Progress {
-    total_ns: u64,
-    terminal: bool,
-    announced: bool,
-}
-
-impl Progress {
-    fn new(total_ns: u64) -> Progress {
-        Progress {
-            total_ns,
-            terminal: std::io::stderr().is_terminal(),
-            announced: false,
-        }
-    }
-}
-
-impl Observer for Progress {
-    fn progress(&mut self, _progress: &SessionProgress) {
-        if self.terminal && !self.announced {
-            self.announced = true;
-            eprintln!(
-                "measuring for {} (Ctrl-C stops early and keeps what was measured)…",
-                Nanos(self.total_ns)
-            );
-        }
-    }
 }
