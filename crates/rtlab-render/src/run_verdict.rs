@@ -34,6 +34,21 @@ pub struct EndOptions<'a> {
     pub for_class: Option<&'a str>,
 }
 
+/// A stored run as `rtlab show` prints it: the summary, then a timer study's tables and a
+/// workload's outcome when the record holds them (each after a blank line).
+pub fn stored_run(record: &RunRecord) -> String {
+    let mut text = crate::summary::summary(record);
+    if record.timers.is_some() {
+        text.push('\n');
+        text.push_str(&crate::timers::study(record));
+    }
+    if record.workload.is_some() {
+        text.push('\n');
+        text.push_str(&crate::workload::outcome(record));
+    }
+    text
+}
+
 /// What `rtlab run` prints between its summary and its verdict: paper 000's interval table
 /// (`--intervals`), then the explain report of the ten worst late wake-ups (`--explain`).
 pub fn extra_reports(record: &RunRecord, intervals: bool, explain: bool) -> String {

@@ -58,21 +58,6 @@ pub fn measuring_for(total: rtlab_core::Nanos) -> String {
     format!("measuring for {total} (Ctrl-C stops early and keeps what was measured)…")
 }
 
-/// A stored run as `rtlab show` prints it: the summary, then a timer study's tables and a
-/// workload's outcome when the record holds them (each after a blank line).
-pub fn stored_run(record: &RunRecord) -> String {
-    let mut text = summary(record);
-    if record.timers.is_some() {
-        text.push('\n');
-        text.push_str(&crate::timers::study(record));
-    }
-    if record.workload.is_some() {
-        text.push('\n');
-        text.push_str(&crate::workload::outcome(record));
-    }
-    text
-}
-
 /// Paper 000's interval table as text: [`write_interval_table`].
 pub fn interval_table(record: &RunRecord) -> String {
     crate::to_text(|out| write_interval_table(out, record))

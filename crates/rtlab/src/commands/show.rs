@@ -31,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         json.commit(&(text + "\n"))?;
     }
     if !to_stdout {
-        crate::output::print(&rtlab_render::summary::stored_run(&record))?;
+        crate::output::print(&rtlab_render::run_verdict::stored_run(&record))?;
     }
     Ok(ExitCode::SUCCESS)
 }
